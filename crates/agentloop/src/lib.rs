@@ -1,0 +1,11 @@
+//! # agentloop
+//!
+//! Run LLM agents in Rust: send a conversation to a model, execute the tools it calls (in
+//! parallel, with timeouts, approval and validation), feed the results back, and repeat.
+//!
+//! Modules:
+//! - [`transcript`]: the provider-neutral messages and parts everything else exchanges;
+//! - [`tooling`]: tool specifications, the registry and the executor.
+
+pub mod tooling;
+pub mod transcript;

@@ -1,0 +1,399 @@
+//! The tool executor: runs a batch of tool calls and returns exactly one result per call, in call
+//! order, whatever the handlers do.
+//!
+//! Rules (seed 000, plus what Rust lets us do better):
+//! - no calls → no results; one call runs inline; several run concurrently with at most
+//!   [`MAX_PARALLEL_TOOLS`] in flight — unless any called tool is not parallel-safe (or the caller
+//!   forces sequential mode), in which case the whole batch runs one call after another, in order;
+//! - each call is checked in this order: known tool → arguments are a JSON object → arguments
+//!   satisfy the tool's JSON Schema → arguments bind to the handler's type → approval hook → run;
+//! - every failure (including a panic in the handler or the approval hook, a timeout and an abort)
+//!   becomes an error result with text the model can act on;
+//! - async handlers that time out or are aborted are *dropped* (their destructors run, their
+//!   pending I/O is cancelled); blocking handlers cannot be stopped, so they are abandoned: their
+//!   cancellation token is cancelled, their late result is discarded, and their thread finishes on
+//!   its own (note that a Tokio runtime waits for such threads when it shuts down).
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use futures::StreamExt;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::deps::{Approval, ToolDeps};
+use super::error::{ToolError, ToolErrorKind};
+use super::observer::{ToolObserver, guarded};
+use super::registry::{RegisteredTool, Registry};
+use super::spec::{Invocation, ProgressSink, ToolContext, ToolOutput};
+use super::{panic_message, validate};
+use crate::transcript::{ToolArguments, ToolCallPart, ToolResultPart};
+
+/// At most this many calls of one batch run at the same time.
+pub const MAX_PARALLEL_TOOLS: usize = 8;
+
+/// How a batch is executed. `Default` gives seed 000's behaviour: parallel up to
+/// [`MAX_PARALLEL_TOOLS`], no default timeout, no retries, no observer.
+#[derive(Clone)]
+pub struct ExecOptions {
+    /// Receives start / progress / finish callbacks.
+    pub observer: Option<Arc<dyn ToolObserver>>,
+    /// Aborts the batch: calls not yet finished get an "aborted" error result.
+    pub cancel: CancellationToken,
+    /// Concurrency cap (values below 1 are treated as 1).
+    pub max_parallel: usize,
+    /// Run every batch sequentially, in call order, regardless of the tools' flags.
+    pub sequential: bool,
+    /// Time limit for tools that have none of their own.
+    pub default_timeout: Option<Duration>,
+    /// How many times to re-run a call whose handler returned a retryable [`ToolError`].
+    pub max_retries: u32,
+    /// Delay before the first retry; doubled for each further one.
+    pub retry_backoff: Duration,
+}
+
+impl Default for ExecOptions {
+    fn default() -> Self {
+        ExecOptions {
+            observer: None,
+            cancel: CancellationToken::new(),
+            max_parallel: MAX_PARALLEL_TOOLS,
+            sequential: false,
+            default_timeout: None,
+            max_retries: 0,
+            retry_backoff: Duration::from_millis(100),
+        }
+    }
+}
+
+impl std::fmt::Debug for ExecOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExecOptions")
+            .field("observer", &self.observer.is_some())
+            .field("cancelled", &self.cancel.is_cancelled())
+            .field("max_parallel", &self.max_parallel)
+            .field("sequential", &self.sequential)
+            .field("default_timeout", &self.default_timeout)
+            .field("max_retries", &self.max_retries)
+            .field("retry_backoff", &self.retry_backoff)
+            .finish()
+    }
+}
+
+/// The full outcome of one call: the result sent to the model plus what the caller may want to
+/// act on (the error's class, how many attempts ran, how long it took).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolOutcome {
+    /// The result for the model.
+    pub result: ToolResultPart,
+    /// The failure, when `result.is_error`.
+    pub error: Option<ToolError>,
+    /// Handler runs (0 when the call failed before its handler ran).
+    pub attempts: u32,
+    /// Wall time from the call's start to its result.
+    pub duration: Duration,
+}
+
+/// Runs `calls` and returns one result per call, in call order (seed 000's `run_tools`).
+///
+/// ```
+/// use agentloop::tooling::{run_tools, Deps, Registry, ToolContext, ToolSpec};
+/// use agentloop::transcript::ToolCallPart;
+/// use serde_json::{json, Value};
+/// use std::sync::Arc;
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let upper = ToolSpec::<Deps>::builder("upper", "Upper-case the text.")
+///     .blocking_handler(|_ctx: ToolContext<Deps>, args: Value| {
+///         args["text"].as_str().unwrap_or_default().to_uppercase()
+///     })
+///     .build()
+///     .unwrap();
+/// let registry = Registry::new(vec![upper]).unwrap();
+/// let calls = [
+///     ToolCallPart::new("c1", "upper", json!({"text": "a"})),
+///     ToolCallPart::new("c2", "missing", json!({})),
+/// ];
+/// let results = run_tools(&calls, &registry, &Arc::new(Deps::new()), None).await;
+/// assert_eq!(results[0].content, "A");
+/// assert!(results[1].is_error);
+/// # }
+/// ```
+pub async fn run_tools<D: ToolDeps>(
+    calls: &[ToolCallPart],
+    registry: &Registry<D>,
+    deps: &Arc<D>,
+    observer: Option<Arc<dyn ToolObserver>>,
+) -> Vec<ToolResultPart> {
+    let options = ExecOptions {
+        observer,
+        ..ExecOptions::default()
+    };
+    run_tools_with(calls, registry, deps, &options)
+        .await
+        .into_iter()
+        .map(|o| o.result)
+        .collect()
+}
+
+/// Runs `calls` with explicit [`ExecOptions`] and returns the full outcome of each, in call order.
+pub async fn run_tools_with<D: ToolDeps>(
+    calls: &[ToolCallPart],
+    registry: &Registry<D>,
+    deps: &Arc<D>,
+    options: &ExecOptions,
+) -> Vec<ToolOutcome> {
+    match calls {
+        [] => Vec::new(),
+        [only] => vec![run_one(only, registry, deps, options).await],
+        _ if options.sequential || !batch_is_parallel_safe(calls, registry) => {
+            let mut outcomes = Vec::with_capacity(calls.len());
+            for call in calls {
+                outcomes.push(run_one(call, registry, deps, options).await);
+            }
+            outcomes
+        }
+        _ => {
+            // `buffered` keeps at most N futures in flight and yields them in input order, which
+            // is exactly "concurrent, capped, results in call order".
+            futures::stream::iter(calls)
+                .map(|call| run_one(call, registry, deps, options))
+                .buffered(options.max_parallel.max(1))
+                .collect()
+                .await
+        }
+    }
+}
+
+/// True when every *known* tool in the batch is parallel-safe (unknown names fail instantly and do
+/// not force the batch sequential).
+pub fn batch_is_parallel_safe<D>(calls: &[ToolCallPart], registry: &Registry<D>) -> bool {
+    calls.iter().all(|c| {
+        registry
+            .get(&c.tool_name)
+            .is_none_or(|spec| spec.parallel_safe())
+    })
+}
+
+/// Runs one call through every check and the handler; never panics, always one outcome.
+async fn run_one<D: ToolDeps>(
+    call: &ToolCallPart,
+    registry: &Registry<D>,
+    deps: &Arc<D>,
+    options: &ExecOptions,
+) -> ToolOutcome {
+    let started = Instant::now();
+    if let Some(observer) = &options.observer {
+        guarded(|| observer.call_started(call));
+    }
+    let finished = Arc::new(AtomicBool::new(false));
+    let (output, attempts) = if options.cancel.is_cancelled() {
+        (Err(ToolError::aborted(&call.tool_name)), 0)
+    } else {
+        execute(call, registry, deps, options, &finished).await
+    };
+    finished.store(true, Ordering::Release);
+    let (result, error) = match output {
+        Ok(out) => (
+            ToolResultPart {
+                call_id: call.id.clone(),
+                tool_name: call.tool_name.clone(),
+                content: out.content,
+                images: out.images,
+                is_error: false,
+            },
+            None,
+        ),
+        Err(err) => (
+            ToolResultPart::error(&call.id, &call.tool_name, err.message()),
+            Some(err),
+        ),
+    };
+    if let Some(observer) = &options.observer {
+        guarded(|| observer.call_finished(call, &result));
+    }
+    ToolOutcome {
+        result,
+        error,
+        attempts,
+        duration: started.elapsed(),
+    }
+}
+
+/// Checks that a call names a known tool and carries schema-valid object arguments.
+pub(crate) fn check_call<'r, D>(
+    call: &ToolCallPart,
+    registry: &'r Registry<D>,
+) -> Result<(&'r Arc<RegisteredTool<D>>, Value), ToolError> {
+    let tool = registry
+        .registered(&call.tool_name)
+        .ok_or_else(|| ToolError::unknown_tool(&call.tool_name, registry.names()))?;
+    let args = match &call.arguments {
+        ToolArguments::Json(v @ Value::Object(_)) => v.clone(),
+        ToolArguments::Json(other) => {
+            let what = match other {
+                Value::Null => "null",
+                Value::Bool(_) => "a boolean",
+                Value::Number(_) => "a number",
+                Value::String(_) => "a string",
+                Value::Array(_) => "an array",
+                Value::Object(_) => "an object",
+            };
+            return Err(ToolError::malformed(
+                &call.tool_name,
+                &other.to_string(),
+                what,
+            ));
+        }
+        ToolArguments::Unparsed(text) => {
+            return Err(ToolError::malformed(
+                &call.tool_name,
+                text,
+                "text that is not valid JSON",
+            ));
+        }
+    };
+    validate::check(&call.tool_name, &tool.validator, &args)?;
+    Ok((tool, args))
+}
+
+async fn execute<D: ToolDeps>(
+    call: &ToolCallPart,
+    registry: &Registry<D>,
+    deps: &Arc<D>,
+    options: &ExecOptions,
+    finished: &Arc<AtomicBool>,
+) -> (Result<ToolOutput, ToolError>, u32) {
+    let (tool, args) = match check_call(call, registry) {
+        Ok(found) => found,
+        Err(e) => return (Err(e), 0),
+    };
+    let call_id: Arc<str> = Arc::from(call.id.as_str());
+    let tool_name: Arc<str> = Arc::from(call.tool_name.as_str());
+    let progress = options.observer.as_ref().map(|observer| ProgressSink {
+        observer: observer.clone(),
+        finished: finished.clone(),
+    });
+    let make_ctx = |cancel: CancellationToken| {
+        ToolContext::new(
+            deps.clone(),
+            call_id.clone(),
+            tool_name.clone(),
+            cancel,
+            progress.clone(),
+        )
+    };
+
+    // Bind before asking for approval: a person should never approve a call that cannot run.
+    let first_cancel = options.cancel.child_token();
+    let mut invocation = match (tool.spec.handler)(make_ctx(first_cancel.clone()), args.clone()) {
+        Ok(inv) => inv,
+        Err(detail) => return (Err(ToolError::mismatch(&call.tool_name, &detail)), 0),
+    };
+
+    match approve(deps, call, &options.cancel).await {
+        Ok(()) => {}
+        Err(e) => return (Err(e), 0),
+    }
+
+    let limit = tool.spec.timeout.or(options.default_timeout);
+    let mut attempts = 0u32;
+    let mut cancel = first_cancel;
+    loop {
+        attempts += 1;
+        let result = run_invocation(invocation, &call.tool_name, limit, &cancel, &options.cancel).await;
+        match result {
+            Err(e) if e.is_retryable() && attempts <= options.max_retries => {
+                let delay = options
+                    .retry_backoff
+                    .saturating_mul(1u32 << (attempts - 1).min(16));
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = options.cancel.cancelled() => {
+                        return (Err(ToolError::aborted(&call.tool_name)), attempts);
+                    }
+                }
+                cancel = options.cancel.child_token();
+                invocation = match (tool.spec.handler)(make_ctx(cancel.clone()), args.clone()) {
+                    Ok(inv) => inv,
+                    Err(detail) => {
+                        return (Err(ToolError::mismatch(&call.tool_name, &detail)), attempts);
+                    }
+                };
+            }
+            other => return (other, attempts),
+        }
+    }
+}
+
+/// Asks the deps bundle's approval hook; a panic inside it denies the call (fails closed).
+async fn approve<D: ToolDeps>(
+    deps: &Arc<D>,
+    call: &ToolCallPart,
+    abort: &CancellationToken,
+) -> Result<(), ToolError> {
+    let verdict = AssertUnwindSafe(deps.before_tool(call)).catch_unwind();
+    let verdict = tokio::select! {
+        v = verdict => v,
+        _ = abort.cancelled() => return Err(ToolError::aborted(&call.tool_name)),
+    };
+    match verdict {
+        Ok(Approval::Allow) => Ok(()),
+        Ok(Approval::Deny(reason)) => Err(ToolError::denied(&call.tool_name, &reason)),
+        Err(payload) => Err(ToolError::approval_failed(
+            &call.tool_name,
+            &format!("the hook panicked: {}", panic_message(&*payload)),
+        )),
+    }
+}
+
+/// Runs a bound handler under its time limit and the batch's abort signal, catching panics.
+async fn run_invocation(
+    invocation: Invocation,
+    tool: &str,
+    limit: Option<Duration>,
+    call_cancel: &CancellationToken,
+    abort: &CancellationToken,
+) -> Result<ToolOutput, ToolError> {
+    let deadline = async {
+        match limit {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    let outcome = match invocation {
+        Invocation::Async(fut) => {
+            let guarded_fut = AssertUnwindSafe(fut).catch_unwind();
+            tokio::select! {
+                r = guarded_fut => r.unwrap_or_else(|p| Err(ToolError::panicked(tool, &panic_message(&*p)))),
+                _ = deadline => Err(ToolError::timeout(tool, limit.unwrap_or_default())),
+                _ = abort.cancelled() => Err(ToolError::aborted(tool)),
+            }
+        }
+        Invocation::Blocking(f) => {
+            let handle = tokio::task::spawn_blocking(f);
+            tokio::select! {
+                r = handle => match r {
+                    Ok(r) => r,
+                    Err(e) if e.is_panic() => Err(ToolError::panicked(tool, &panic_message(&*e.into_panic()))),
+                    Err(_) => Err(ToolError::aborted(tool)),
+                },
+                _ = deadline => Err(ToolError::timeout(tool, limit.unwrap_or_default())),
+                _ = abort.cancelled() => Err(ToolError::aborted(tool)),
+            }
+        }
+    };
+    // Whatever happened, the handler's token says "stop": an abandoned blocking handler polling it
+    // can return early, and a child task it spawned can notice too.
+    if outcome
+        .as_ref()
+        .err()
+        .is_some_and(|e| matches!(e.kind(), ToolErrorKind::Timeout | ToolErrorKind::Aborted))
+    {
+        call_cancel.cancel();
+    }
+    outcome
+}

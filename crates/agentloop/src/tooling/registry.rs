@@ -1,0 +1,223 @@
+//! [`Registry`]: the tools of one agent, by name, each with its schema compiled once.
+//!
+//! The registry is the executor's only view of tools: it resolves names, hands out the compiled
+//! validator and lists the model-visible schemas. It does not run anything.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use jsonschema::Validator;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::error::RegistryError;
+use super::spec::ToolSpec;
+use super::validate;
+
+/// The provider-independent, model-visible description of one tool.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolSchema {
+    /// Tool name.
+    pub name: String,
+    /// What the tool does (the model chooses tools by it).
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub parameters: Value,
+}
+
+/// A tool as held by the registry: its spec plus the compiled argument validator.
+pub(crate) struct RegisteredTool<D> {
+    pub(crate) spec: ToolSpec<D>,
+    pub(crate) validator: Validator,
+}
+
+/// Tools by name. Construction fails on duplicate names or schemas that do not compile.
+///
+/// ```
+/// use agentloop::tooling::{Deps, Registry, ToolContext, ToolSpec};
+/// use serde_json::Value;
+///
+/// let tool = |name: &str| {
+///     ToolSpec::<Deps>::builder(name, "A test tool.")
+///         .blocking_handler(|_ctx: ToolContext<Deps>, _args: Value| "ok")
+///         .build()
+///         .unwrap()
+/// };
+/// let registry = Registry::new(vec![tool("zeta"), tool("alpha")]).unwrap();
+/// assert_eq!(registry.names(), vec!["alpha", "zeta"]);
+/// assert_eq!(registry.schemas()[0].name, "zeta");
+/// assert!(Registry::new(vec![tool("a"), tool("a")]).is_err());
+/// ```
+pub struct Registry<D> {
+    tools: Vec<Arc<RegisteredTool<D>>>,
+    by_name: HashMap<String, usize>,
+    schemas: Vec<ToolSchema>,
+    sorted_names: Vec<String>,
+}
+
+impl<D> Clone for Registry<D> {
+    fn clone(&self) -> Self {
+        Registry {
+            tools: self.tools.clone(),
+            by_name: self.by_name.clone(),
+            schemas: self.schemas.clone(),
+            sorted_names: self.sorted_names.clone(),
+        }
+    }
+}
+
+impl<D> Default for Registry<D> {
+    fn default() -> Self {
+        Registry {
+            tools: Vec::new(),
+            by_name: HashMap::new(),
+            schemas: Vec::new(),
+            sorted_names: Vec::new(),
+        }
+    }
+}
+
+impl<D> std::fmt::Debug for Registry<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("tools", &self.schemas.iter().map(|s| &s.name).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl<D> Registry<D> {
+    /// Builds a registry from tools, in registration order.
+    pub fn new(specs: impl IntoIterator<Item = ToolSpec<D>>) -> Result<Self, RegistryError> {
+        let mut registry = Registry::default();
+        for spec in specs {
+            registry.add(spec)?;
+        }
+        Ok(registry)
+    }
+
+    /// Adds one tool (compiling its schema). Fails on a duplicate name, a schema that does not
+    /// compile, or a second `local_tool_search` tool; the registry is unchanged on failure.
+    pub fn add(&mut self, spec: ToolSpec<D>) -> Result<(), RegistryError> {
+        if self.by_name.contains_key(&spec.name) {
+            return Err(RegistryError::DuplicateName(spec.name));
+        }
+        if spec.local_tool_search {
+            if let Some(existing) = self.tools.iter().find(|t| t.spec.local_tool_search) {
+                return Err(RegistryError::SecondToolSearch {
+                    first: existing.spec.name.clone(),
+                    second: spec.name,
+                });
+            }
+        }
+        let validator =
+            validate::compile(&spec.parameters).map_err(|reason| RegistryError::InvalidSchema {
+                name: spec.name.clone(),
+                reason,
+            })?;
+        self.schemas.push(ToolSchema {
+            name: spec.name.clone(),
+            description: spec.description.clone(),
+            parameters: spec.parameters.clone(),
+        });
+        let at = self.sorted_names.binary_search(&spec.name).unwrap_or_else(|i| i);
+        self.sorted_names.insert(at, spec.name.clone());
+        self.by_name.insert(spec.name.clone(), self.tools.len());
+        self.tools.push(Arc::new(RegisteredTool { spec, validator }));
+        Ok(())
+    }
+
+    /// Looks up a tool.
+    pub fn get(&self, name: &str) -> Option<&ToolSpec<D>> {
+        self.registered(name).map(|t| &t.spec)
+    }
+
+    pub(crate) fn registered(&self, name: &str) -> Option<&Arc<RegisteredTool<D>>> {
+        self.by_name.get(name).map(|&i| &self.tools[i])
+    }
+
+    /// Registered names, sorted.
+    pub fn names(&self) -> &[String] {
+        &self.sorted_names
+    }
+
+    /// Model-visible schemas of every tool, in registration order.
+    pub fn schemas(&self) -> &[ToolSchema] {
+        &self.schemas
+    }
+
+    /// Tools in registration order.
+    pub fn specs(&self) -> impl Iterator<Item = &ToolSpec<D>> {
+        self.tools.iter().map(|t| &t.spec)
+    }
+
+    /// Number of tools.
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    /// Whether the registry holds no tools.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tooling::{Deps, ToolContext};
+    use serde_json::json;
+
+    fn tool(name: &str) -> ToolSpec<Deps> {
+        ToolSpec::<Deps>::builder(name, "d")
+            .blocking_handler(|_c: ToolContext<Deps>, _a: Value| "ok")
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn duplicate_names_are_an_error_naming_the_tool() {
+        let err = Registry::new(vec![tool("a"), tool("b"), tool("a")]).err();
+        assert_eq!(err, Some(RegistryError::DuplicateName("a".into())));
+    }
+
+    #[test]
+    fn names_sorted_schemas_in_registration_order() {
+        let r = Registry::new(vec![tool("m"), tool("b"), tool("z"), tool("a")])
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.names(), ["a", "b", "m", "z"]);
+        let order: Vec<_> = r.schemas().iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(order, ["m", "b", "z", "a"]);
+        assert!(r.get("z").is_some());
+        assert!(r.get("nope").is_none());
+    }
+
+    #[test]
+    fn schema_that_does_not_compile_is_refused() {
+        let bad = ToolSpec::<Deps>::builder("bad", "d")
+            .parameters(json!({"type": "object", "properties": {"x": {"type": "nonsense"}}}))
+            .blocking_handler(|_c: ToolContext<Deps>, _a: Value| "ok")
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(
+            Registry::new(vec![bad]),
+            Err(RegistryError::InvalidSchema { .. })
+        ));
+    }
+
+    #[test]
+    fn at_most_one_local_tool_search() {
+        let search = |n: &str| {
+            ToolSpec::<Deps>::builder(n, "d")
+                .local_tool_search(true)
+                .blocking_handler(|_c: ToolContext<Deps>, _a: Value| "ok")
+                .build()
+                .unwrap_or_else(|e| panic!("{e}"))
+        };
+        let mut r = Registry::new(vec![search("s1")]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(
+            r.add(search("s2")),
+            Err(RegistryError::SecondToolSearch { .. })
+        ));
+        assert_eq!(r.len(), 1);
+    }
+}

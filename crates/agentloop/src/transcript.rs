@@ -1,0 +1,518 @@
+//! The provider-neutral transcript: messages, their parts, usage and stop reasons.
+//!
+//! Everything the loop, the providers, the executor and the session store exchange is expressed in
+//! these types. They own no behaviour beyond construction helpers and a stable serde shape; they
+//! must not know about HTTP, tools' handlers or storage.
+//!
+//! # JSON shape (stable)
+//!
+//! A [`Message`] serializes as an object with `role` (`"user"`, `"assistant"`, `"tool_result"`,
+//! `"custom"`), `content` (an array of parts) and `timestamp_ms`. Assistant messages add `model`,
+//! `provider`, `usage`, `stop_reason` and `error_message` when set; custom messages add
+//! `custom_type`. Optional fields are omitted when empty, and unknown fields are ignored on read,
+//! so newer writers stay readable.
+//!
+//! Each part is an object tagged by `type`:
+//!
+//! ```json
+//! {"type": "text", "text": "hello"}
+//! {"type": "thinking", "thinking": "…", "signature": "…"}
+//! {"type": "image", "media_type": "image/png", "data": "<base64>"}
+//! {"type": "tool_call", "id": "call-1", "tool_name": "echo", "arguments": {"text": "hi"}}
+//! {"type": "tool_call", "id": "call-2", "tool_name": "echo", "raw_arguments": "{\"text\": "}
+//! {"type": "tool_result", "call_id": "call-1", "tool_name": "echo", "content": "hi", "is_error": false}
+//! ```
+//!
+//! A tool call's `arguments` hold whatever JSON value the model sent (normally an object, but a
+//! string, `null` or an array are kept as received); text that was not JSON at all is stored under
+//! `raw_arguments` instead, byte for byte, so the executor can answer "malformed arguments" and a
+//! replay sends back exactly what the model produced.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+/// Who produced a message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Role {
+    /// A person (or the application speaking for one).
+    User,
+    /// The model.
+    Assistant,
+    /// The result of one tool call, sent back to the model.
+    ToolResult,
+    /// A message injected by an extension; kept in the transcript and shown to the model as a
+    /// user message.
+    Custom,
+}
+
+/// Why the model stopped producing an assistant message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum StopReason {
+    /// The model finished its answer.
+    Stop,
+    /// The output-token limit cut the answer off.
+    Length,
+    /// The model asked for tool calls.
+    ToolUse,
+    /// The model refused; the refusal text is kept in the message.
+    Refusal,
+    /// The provider or the stream failed; see the message's `error_message`.
+    Error,
+    /// The caller aborted the run while the message was streaming.
+    Aborted,
+}
+
+/// Token usage of one assistant message (as reported by the provider).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Usage {
+    /// Prompt tokens not read from the cache.
+    pub input_tokens: u64,
+    /// Generated tokens (including reasoning tokens where the provider counts them there).
+    pub output_tokens: u64,
+    /// Prompt tokens read from the provider's prompt cache.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cache_read_tokens: u64,
+    /// Prompt tokens written to the provider's prompt cache.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub cache_write_tokens: u64,
+    /// Cost in US dollars, when a price is known for the model.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl Usage {
+    /// Adds another message's usage to this running total.
+    pub fn accumulate(&mut self, other: &Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+        self.cost_usd = match (self.cost_usd, other.cost_usd) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0.0) + b.unwrap_or(0.0)),
+        };
+    }
+}
+
+/// An image, inline as base64.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImagePart {
+    /// MIME type, e.g. `image/png`.
+    pub media_type: String,
+    /// Base64-encoded bytes.
+    pub data: String,
+}
+
+/// A model's reasoning, as far as the provider exposes it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThinkingPart {
+    /// Readable reasoning text (may be a summary); empty when redacted.
+    #[serde(default)]
+    pub thinking: String,
+    /// Provider signature or encrypted payload that must be sent back verbatim to the same model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
+    /// True when the provider sent only an opaque (redacted / encrypted) payload.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub redacted: bool,
+}
+
+/// The arguments of a tool call, exactly as the model produced them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ToolArguments {
+    /// Valid JSON. Normally an object; any other value (a string, `null`, an array) is kept as
+    /// received and answered by the executor with a "malformed arguments" result.
+    Json(Value),
+    /// Text that is not valid JSON (truncated or garbled output), kept byte for byte.
+    Unparsed(String),
+}
+
+impl ToolArguments {
+    /// Parses streamed argument text: an empty string (what many servers send for a tool without
+    /// parameters) becomes `{}`, valid JSON becomes [`ToolArguments::Json`], anything else is kept
+    /// as [`ToolArguments::Unparsed`].
+    pub fn parse(text: &str) -> Self {
+        if text.trim().is_empty() {
+            return ToolArguments::Json(Value::Object(Default::default()));
+        }
+        match serde_json::from_str(text) {
+            Ok(value) => ToolArguments::Json(value),
+            Err(_) => ToolArguments::Unparsed(text.to_owned()),
+        }
+    }
+
+    /// The arguments as a JSON object, when they are one.
+    pub fn as_object(&self) -> Option<&serde_json::Map<String, Value>> {
+        match self {
+            ToolArguments::Json(Value::Object(map)) => Some(map),
+            _ => None,
+        }
+    }
+
+    /// The arguments rendered as JSON text (unparsed text is returned as received).
+    pub fn to_json_string(&self) -> String {
+        match self {
+            ToolArguments::Json(value) => value.to_string(),
+            ToolArguments::Unparsed(text) => text.clone(),
+        }
+    }
+}
+
+impl Default for ToolArguments {
+    fn default() -> Self {
+        ToolArguments::Json(Value::Object(Default::default()))
+    }
+}
+
+impl From<Value> for ToolArguments {
+    fn from(value: Value) -> Self {
+        ToolArguments::Json(value)
+    }
+}
+
+/// A tool call requested by the model.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCallPart {
+    /// Provider-assigned call id; the matching result carries it as `call_id`.
+    pub id: String,
+    /// Name of the tool to run.
+    pub tool_name: String,
+    /// Arguments as received.
+    pub arguments: ToolArguments,
+}
+
+impl ToolCallPart {
+    /// Builds a call with JSON arguments.
+    pub fn new(id: impl Into<String>, tool_name: impl Into<String>, arguments: Value) -> Self {
+        ToolCallPart {
+            id: id.into(),
+            tool_name: tool_name.into(),
+            arguments: ToolArguments::Json(arguments),
+        }
+    }
+}
+
+// Serialized by hand so that unparsed text lives under its own key (`raw_arguments`) instead of
+// being confused with a JSON string argument.
+#[derive(Serialize, Deserialize)]
+struct ToolCallWire {
+    id: String,
+    tool_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    arguments: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    raw_arguments: Option<String>,
+}
+
+/// Distinguishes `"arguments": null` (present, JSON null) from a missing key.
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
+}
+
+impl Serialize for ToolCallPart {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (arguments, raw_arguments) = match &self.arguments {
+            ToolArguments::Json(v) => (Some(v.clone()), None),
+            ToolArguments::Unparsed(t) => (None, Some(t.clone())),
+        };
+        ToolCallWire {
+            id: self.id.clone(),
+            tool_name: self.tool_name.clone(),
+            arguments,
+            raw_arguments,
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolCallPart {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let wire = ToolCallWire::deserialize(deserializer)?;
+        let arguments = match (wire.arguments, wire.raw_arguments) {
+            (_, Some(raw)) => ToolArguments::Unparsed(raw),
+            (Some(v), None) => ToolArguments::Json(v),
+            (None, None) => ToolArguments::default(),
+        };
+        Ok(ToolCallPart {
+            id: wire.id,
+            tool_name: wire.tool_name,
+            arguments,
+        })
+    }
+}
+
+/// The outcome of one tool call, sent back to the model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolResultPart {
+    /// Id of the call this answers.
+    pub call_id: String,
+    /// Name of the tool that was called (as the model spelled it).
+    pub tool_name: String,
+    /// Text content for the model. Tool return values that are strings pass unchanged; other
+    /// values are compact JSON.
+    pub content: String,
+    /// Images returned by the tool, if any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ImagePart>,
+    /// True when the call failed; `content` then explains why in words a model can act on.
+    #[serde(default)]
+    pub is_error: bool,
+}
+
+impl ToolResultPart {
+    /// A successful text result.
+    pub fn success(
+        call_id: impl Into<String>,
+        tool_name: impl Into<String>,
+        content: impl Into<String>,
+    ) -> Self {
+        ToolResultPart {
+            call_id: call_id.into(),
+            tool_name: tool_name.into(),
+            content: content.into(),
+            images: Vec::new(),
+            is_error: false,
+        }
+    }
+
+    /// An error result with model-visible text.
+    pub fn error(
+        call_id: impl Into<String>,
+        tool_name: impl Into<String>,
+        content: impl Into<String>,
+    ) -> Self {
+        ToolResultPart {
+            is_error: true,
+            ..ToolResultPart::success(call_id, tool_name, content)
+        }
+    }
+}
+
+/// One piece of a message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Part {
+    /// Visible text.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// Reasoning.
+    Thinking(ThinkingPart),
+    /// An image.
+    Image(ImagePart),
+    /// A tool call (assistant messages).
+    ToolCall(ToolCallPart),
+    /// A tool result (tool-result messages).
+    ToolResult(ToolResultPart),
+}
+
+impl Part {
+    /// A text part.
+    pub fn text(text: impl Into<String>) -> Self {
+        Part::Text { text: text.into() }
+    }
+}
+
+/// One message of a conversation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Message {
+    /// Who produced it.
+    pub role: Role,
+    /// Its parts, in order.
+    #[serde(default)]
+    pub content: Vec<Part>,
+    /// Extension-defined kind of a [`Role::Custom`] message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custom_type: Option<String>,
+    /// Model that produced an assistant message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Provider (adapter) that produced an assistant message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
+    /// Token usage of an assistant message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+    /// Why an assistant message ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<StopReason>,
+    /// Operator-facing error text when `stop_reason` is `error` (never contains credentials).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_message: Option<String>,
+    /// Milliseconds since the Unix epoch when the message was completed.
+    #[serde(default)]
+    pub timestamp_ms: u64,
+}
+
+/// Milliseconds since the Unix epoch (0 if the clock is before it).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl Message {
+    fn with_role(role: Role, content: Vec<Part>) -> Self {
+        Message {
+            role,
+            content,
+            custom_type: None,
+            model: None,
+            provider: None,
+            usage: None,
+            stop_reason: None,
+            error_message: None,
+            timestamp_ms: now_ms(),
+        }
+    }
+
+    /// A user message with one text part.
+    pub fn user(text: impl Into<String>) -> Self {
+        Message::with_role(Role::User, vec![Part::text(text)])
+    }
+
+    /// A user message with the given parts (text and images).
+    pub fn user_parts(content: Vec<Part>) -> Self {
+        Message::with_role(Role::User, content)
+    }
+
+    /// An assistant message with the given parts and stop reason.
+    pub fn assistant(content: Vec<Part>, stop_reason: StopReason) -> Self {
+        let mut m = Message::with_role(Role::Assistant, content);
+        m.stop_reason = Some(stop_reason);
+        m
+    }
+
+    /// A tool-result message answering one call.
+    pub fn tool_result(result: ToolResultPart) -> Self {
+        Message::with_role(Role::ToolResult, vec![Part::ToolResult(result)])
+    }
+
+    /// A custom (extension-injected) message; the model sees it as a user message.
+    pub fn custom(custom_type: impl Into<String>, content: Vec<Part>) -> Self {
+        let mut m = Message::with_role(Role::Custom, content);
+        m.custom_type = Some(custom_type.into());
+        m
+    }
+
+    /// All text parts joined in order ("" when there are none).
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for part in &self.content {
+            if let Part::Text { text } = part {
+                out.push_str(text);
+            }
+        }
+        out
+    }
+
+    /// The tool calls of an assistant message, in order.
+    pub fn tool_calls(&self) -> impl Iterator<Item = &ToolCallPart> {
+        self.content.iter().filter_map(|p| match p {
+            Part::ToolCall(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    /// The tool result carried by a tool-result message.
+    pub fn tool_result_part(&self) -> Option<&ToolResultPart> {
+        self.content.iter().find_map(|p| match p {
+            Part::ToolResult(r) => Some(r),
+            _ => None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn round_trip(m: &Message) -> Message {
+        let text = serde_json::to_string(m).unwrap_or_default();
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    }
+
+    #[test]
+    fn arguments_parse_keeps_what_is_not_an_object() {
+        assert_eq!(ToolArguments::parse(""), ToolArguments::default());
+        assert_eq!(ToolArguments::parse("  "), ToolArguments::default());
+        assert_eq!(
+            ToolArguments::parse("\"s\""),
+            ToolArguments::Json(json!("s"))
+        );
+        assert_eq!(ToolArguments::parse("null"), ToolArguments::Json(Value::Null));
+        assert_eq!(
+            ToolArguments::parse("{\"a\": 1"),
+            ToolArguments::Unparsed("{\"a\": 1".into())
+        );
+    }
+
+    #[test]
+    fn tool_call_json_null_and_missing_arguments_differ() {
+        let null: ToolCallPart =
+            serde_json::from_value(json!({"id": "1", "tool_name": "t", "arguments": null}))
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(null.arguments, ToolArguments::Json(Value::Null));
+        let missing: ToolCallPart = serde_json::from_value(json!({"id": "1", "tool_name": "t"}))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(missing.arguments, ToolArguments::default());
+    }
+
+    #[test]
+    fn every_argument_shape_round_trips() {
+        for args in [
+            ToolArguments::Json(json!({"a": [1, 2]})),
+            ToolArguments::Json(json!("a string")),
+            ToolArguments::Json(Value::Null),
+            ToolArguments::Json(json!([1, 2])),
+            ToolArguments::Unparsed("{\"text\": \"hel".into()),
+            ToolArguments::Unparsed("".into()),
+        ] {
+            let m = Message::assistant(
+                vec![Part::ToolCall(ToolCallPart {
+                    id: "c".into(),
+                    tool_name: "t".into(),
+                    arguments: args.clone(),
+                })],
+                StopReason::ToolUse,
+            );
+            let back = round_trip(&m);
+            assert_eq!(back, m, "{args:?}");
+        }
+    }
+
+    #[test]
+    fn usage_accumulates() {
+        let mut total = Usage::default();
+        total.accumulate(&Usage {
+            input_tokens: 3,
+            output_tokens: 4,
+            cache_read_tokens: 1,
+            cache_write_tokens: 2,
+            cost_usd: Some(0.5),
+        });
+        total.accumulate(&Usage {
+            input_tokens: 1,
+            ..Usage::default()
+        });
+        assert_eq!(total.input_tokens, 4);
+        assert_eq!(total.output_tokens, 4);
+        assert_eq!(total.cache_read_tokens, 1);
+        assert_eq!(total.cost_usd, Some(0.5));
+    }
+}
