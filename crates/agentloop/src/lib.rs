@@ -7,5 +7,13 @@
 //! - [`transcript`]: the provider-neutral messages and parts everything else exchanges;
 //! - [`tooling`]: tool specifications, the registry and the executor.
 
+pub mod blocking;
+#[doc(hidden)]
+pub mod macro_support;
 pub mod tooling;
 pub mod transcript;
+
+pub use agentloop_macros::tool;
+/// The `schemars` crate, re-exported so `#[tool]`'s generated code (and applications deriving
+/// `JsonSchema` for argument types) use the same version as agentloop.
+pub use schemars;

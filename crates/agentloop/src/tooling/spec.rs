@@ -9,11 +9,14 @@
 use std::fmt;
 use std::future::Future;
 use std::ops::Deref;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use futures::FutureExt;
+use jsonschema::Validator;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -21,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::error::{SpecError, ToolError};
 use super::observer::ToolObserver;
+use super::validate;
 use crate::transcript::ImagePart;
 
 /// What a successful handler produced: text for the model, optionally images.
@@ -272,6 +276,9 @@ pub struct ToolSpec<D> {
     pub(crate) snippet: Option<String>,
     pub(crate) deferred: bool,
     pub(crate) local_tool_search: bool,
+    /// The parameters schema compiled on the first direct [`call`](ToolSpec::call), shared by
+    /// clones (the registry compiles its own copy when the tool is registered).
+    pub(crate) direct_validator: Arc<OnceLock<Result<Validator, String>>>,
 }
 
 impl<D> Clone for ToolSpec<D> {
@@ -287,6 +294,7 @@ impl<D> Clone for ToolSpec<D> {
             snippet: self.snippet.clone(),
             deferred: self.deferred,
             local_tool_search: self.local_tool_search,
+            direct_validator: self.direct_validator.clone(),
         }
     }
 }
@@ -371,6 +379,113 @@ impl<D> ToolSpec<D> {
     pub fn with_parallel_safe(mut self, parallel_safe: bool) -> Self {
         self.parallel_safe = parallel_safe;
         self
+    }
+}
+
+impl<D: Send + Sync + 'static> ToolSpec<D> {
+    /// Calls the tool directly from Rust with a JSON object of arguments (seed 004's `__call__`),
+    /// without a model, a registry or an approval hook.
+    ///
+    /// The arguments go through the same checks as in [`run_tools`](crate::tooling::run_tools):
+    /// a JSON object, valid against the full parameters schema (every violation listed), bound
+    /// to the handler's argument type. The tool's own timeout applies. A blocking handler runs
+    /// on Tokio's blocking pool, so this must be awaited inside a Tokio runtime; a panicking
+    /// handler becomes a [`ToolErrorKind::Panicked`](crate::tooling::ToolErrorKind) error. The
+    /// handler's context has the call id `"direct"` and no progress observer.
+    ///
+    /// ```
+    /// use agentloop::tooling::{Deps, ToolContext, ToolSpec};
+    /// use serde_json::{json, Value};
+    /// use std::sync::Arc;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let upper = ToolSpec::<Deps>::builder("upper", "Upper-case the text.")
+    ///     .parameters(json!({
+    ///         "type": "object",
+    ///         "properties": {"text": {"type": "string"}},
+    ///         "required": ["text"]
+    ///     }))
+    ///     .blocking_handler(|_ctx: ToolContext<Deps>, args: Value| {
+    ///         args["text"].as_str().unwrap_or_default().to_uppercase()
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// let deps = Arc::new(Deps::new());
+    /// assert_eq!(upper.call(deps.clone(), json!({"text": "hi"})).await.unwrap().content, "HI");
+    /// let err = upper.call(deps, json!({"text": 5})).await.unwrap_err();
+    /// assert!(err.message().contains("$.text: 5 is not of type \"string\""));
+    /// # }
+    /// ```
+    pub async fn call(&self, deps: Arc<D>, args: Value) -> Result<ToolOutput, ToolError> {
+        if !args.is_object() {
+            return Err(ToolError::malformed(
+                &self.name,
+                &args.to_string(),
+                json_kind(&args),
+            ));
+        }
+        let validator = self
+            .direct_validator
+            .get_or_init(|| validate::compile(&self.parameters));
+        match validator {
+            Ok(validator) => validate::check(&self.name, validator, &args)?,
+            Err(reason) => {
+                return Err(ToolError::new(format!(
+                    "the parameters schema of tool \"{}\" does not compile: {reason}",
+                    self.name
+                )));
+            }
+        }
+        let cancel = CancellationToken::new();
+        let ctx = ToolContext::new(
+            deps,
+            Arc::from("direct"),
+            Arc::from(self.name.as_str()),
+            cancel.clone(),
+            None,
+        );
+        let invocation =
+            (self.handler)(ctx, args).map_err(|detail| ToolError::mismatch(&self.name, &detail))?;
+        let name = self.name.as_str();
+        let run = async move {
+            match invocation {
+                Invocation::Async(fut) => AssertUnwindSafe(fut)
+                    .catch_unwind()
+                    .await
+                    .unwrap_or_else(|p| Err(ToolError::panicked(name, &super::panic_message(&*p)))),
+                Invocation::Blocking(f) => match tokio::task::spawn_blocking(f).await {
+                    Ok(result) => result,
+                    Err(e) if e.is_panic() => Err(ToolError::panicked(
+                        name,
+                        &super::panic_message(&*e.into_panic()),
+                    )),
+                    Err(_) => Err(ToolError::aborted(name)),
+                },
+            }
+        };
+        match self.timeout {
+            None => run.await,
+            Some(limit) => match tokio::time::timeout(limit, run).await {
+                Ok(result) => result,
+                Err(_) => {
+                    // Tell an abandoned blocking handler to stop early.
+                    cancel.cancel();
+                    Err(ToolError::timeout(name, limit))
+                }
+            },
+        }
+    }
+}
+
+/// How a non-object JSON value is named in a "malformed arguments" error.
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 
@@ -496,6 +611,7 @@ impl<D: Send + Sync + 'static> ToolSpecBuilder<D> {
             snippet: self.snippet,
             deferred: self.deferred,
             local_tool_search: self.local_tool_search,
+            direct_validator: Arc::new(OnceLock::new()),
         })
     }
 }

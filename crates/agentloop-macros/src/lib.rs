@@ -1,0 +1,135 @@
+//! `#[tool]`: turn a Rust function into an agentloop tool. Use it through `agentloop::tool`; this
+//! crate is an implementation detail of `agentloop` and its generated code refers to `::agentloop`.
+//!
+//! The macro only reads syntax and emits code; everything it can check (doc comments, argument
+//! patterns, option values, the tool name) it checks at compile time, so the generated constructor
+//! never fails at run time.
+
+mod docs;
+mod expand;
+mod options;
+
+use proc_macro::TokenStream;
+
+/// Turns a function into an agentloop tool: the doc comment becomes the description, each
+/// argument becomes a property of the JSON Schema, and a `<fn>_tool()` constructor returns the
+/// [`ToolSpec`].
+///
+/// ```
+/// use agentloop::tool;
+/// use agentloop::tooling::{Deps, ToolSpec};
+///
+/// /// Add two integers.
+/// #[tool]
+/// fn add(
+///     /// The first addend.
+///     a: i64,
+///     /// The second addend.
+///     b: i64,
+/// ) -> i64 {
+///     a + b
+/// }
+///
+/// assert_eq!(add(2, 3), 5); // the function stays callable as written
+/// let spec: ToolSpec<Deps> = add_tool();
+/// assert_eq!(spec.name(), "add");
+/// assert_eq!(spec.description(), "Add two integers.");
+/// assert_eq!(spec.parameters()["required"], serde_json::json!(["a", "b"]));
+/// assert_eq!(
+///     spec.parameters()["properties"]["a"]["description"],
+///     "The first addend."
+/// );
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// # let spec: ToolSpec<Deps> = add_tool();
+/// // A direct call from Rust goes through the same schema validation as the executor.
+/// let out = spec.call(std::sync::Arc::new(Deps::new()), serde_json::json!({"a": 2, "b": 3})).await;
+/// assert_eq!(out.unwrap().content, "5");
+/// # }
+/// ```
+///
+/// # What it generates
+///
+/// The function is emitted unchanged (argument doc comments and `#[serde]` / `#[schemars]`
+/// argument attributes are moved to the schema), and next to it, with the same visibility:
+///
+/// ```text
+/// fn <fn>_tool<D: ToolDeps>() -> ToolSpec<D>      // no context argument: any deps bundle
+/// fn <fn>_tool() -> ToolSpec<MyDeps>              // first argument `ctx: ToolContext<MyDeps>`
+/// fn <fn>_tool<D: ToolDeps>() -> ToolSpec<D>      // `fn f<D: ToolDeps>(ctx: ToolContext<D>, ..)`
+/// ```
+///
+/// Register the spec (`Registry::new([read_file_tool()])`) or call it directly with
+/// `ToolSpec::call(deps, json)`, which validates the arguments against the schema exactly as the
+/// executor does (seed 004's `__call__`).
+///
+/// # The function
+///
+/// - **Doc comment** (required): the tool's description. A `///` comment on an argument becomes
+///   that property's `description`; types get theirs from their own doc comments through
+///   `schemars` (nested structs and enums included).
+/// - **Arguments**: plain `name: Type` pairs, where `Type: serde::Deserialize +
+///   schemars::JsonSchema` and is owned (`String`, not `&str`). `Option<T>` arguments are optional
+///   (left out of `required`); every other argument is required; unknown properties are refused
+///   (`additionalProperties: false`). `#[schemars(range(min = 1, max = 10))]`,
+///   `#[schemars(length(max = 80))]`, `#[serde(default)]`, `#[serde(rename = "..")]` and the like
+///   may be put on an argument.
+/// - **Context**: an optional *first* argument `ctx: ToolContext<MyDeps>` receives the call's
+///   context (the deps bundle through `Deref`, the call id, cancellation, progress). It is never
+///   part of the schema. Without it, the tool works with any deps bundle.
+/// - **Sync or async**: a plain `fn` runs on Tokio's blocking pool (so it may block or sleep
+///   without stalling other tools); an `async fn` is awaited (its future must be `Send`).
+/// - **Return value**: `String` (and `&'static str`, `ToolOutput`, `serde_json::Value`) passes
+///   unchanged; any other `Serialize` value becomes compact JSON (a string result is not quoted);
+///   `Result<T, E>` makes `Err` an error result, with `E: Into<ToolError>` kept as is and any
+///   other `E: Display` turned into its text.
+///
+/// # Options
+///
+/// ```text
+/// #[tool(
+///     name = "read_file",          // model-visible name (default: the function's name)
+///     parallel_safe = false,       // a batch calling it runs sequentially
+///     timeout = "30s",             // or "500ms", "2m", or a number of seconds: timeout = 30
+///     guidelines = ["Use absolute paths."],   // rendered into the tool-guidance section
+///     snippet = "read_file({\"path\": \"/etc/hosts\"})",
+///     deferred,                    // hidden until a tool search loads it
+///     local_tool_search,           // this tool answers client-side tool searches
+/// )]
+/// ```
+///
+/// # Compile-time errors
+///
+/// A missing doc comment, a `self` receiver, generics (other than the deps type of the context), a
+/// destructuring or `ref` argument pattern, a reference argument type, an unknown or repeated
+/// option, a tool name providers refuse and a malformed timeout are all compile errors pointing at
+/// the offending token.
+///
+/// [`ToolSpec`]: https://docs.rs/agentloop/latest/agentloop/tooling/struct.ToolSpec.html
+#[proc_macro_attribute]
+pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
+    let mut options = options::ToolOptions::default();
+    let parser = syn::meta::parser(|meta| options.parse_one(meta));
+    if let Err(e) = syn::parse::Parser::parse(parser, attr) {
+        return e.to_compile_error().into();
+    }
+    let func = match syn::parse::<syn::ItemFn>(item) {
+        Ok(f) => f,
+        Err(e) => {
+            let mut err =
+                syn::Error::new(e.span(), "#[tool] goes on a function (`fn` or `async fn`)");
+            err.combine(e);
+            return err.to_compile_error().into();
+        }
+    };
+    let fallback = expand::strip_argument_attributes(func.clone());
+    match expand::expand(options, func) {
+        Ok(tokens) => tokens.into(),
+        Err(e) => {
+            // Keep the function itself so the only error the user sees is ours, not a cascade of
+            // "cannot find function" errors at every use.
+            let mut tokens = e.to_compile_error();
+            quote::ToTokens::to_tokens(&fallback, &mut tokens);
+            tokens.into()
+        }
+    }
+}

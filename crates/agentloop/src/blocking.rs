@@ -1,0 +1,1 @@
+//! A synchronous view over the async API (work in progress).

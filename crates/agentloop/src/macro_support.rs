@@ -1,0 +1,177 @@
+//! Support code for the expansion of `#[tool]` (see [`crate::tool`]). Not a public API: names
+//! here may change in any release. It owns schema generation settings and the conversion of a
+//! tool function's return value; it must not hold anything applications call directly.
+
+use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
+use serde_json::Value;
+
+use crate::tooling::{ToolSpec, ToolSpecBuilder};
+
+pub use serde;
+
+/// The JSON Schema of a tool's argument struct: self-contained (subschemas inlined; only
+/// recursive types keep `$defs`), without the `$schema` and `title` noise at the top level, and
+/// always with a `properties` object.
+pub fn parameters_schema<T: JsonSchema>() -> Value {
+    let generator = SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .into_generator();
+    let mut schema = generator.into_root_schema_for::<T>().to_value();
+    if let Some(object) = schema.as_object_mut() {
+        object.remove("$schema");
+        object.remove("title");
+        object
+            .entry("properties")
+            .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    }
+    schema
+}
+
+/// Builds a spec whose parts the macro checked at compile time.
+pub fn finish<D: Send + Sync + 'static>(builder: ToolSpecBuilder<D>) -> ToolSpec<D> {
+    match builder.build() {
+        Ok(spec) => spec,
+        // The macro verified the name and the non-empty description at compile time, always sets
+        // a handler, and a derived argument struct always has an object schema: `build` has no
+        // failure left to report.
+        Err(e) => unreachable!("#[tool] produced a tool that does not build: {e}"),
+    }
+}
+
+/// Conversion of a tool function's return value, chosen at compile time by autoref
+/// specialisation (the most specific rule wins):
+///
+/// 1. anything that is [`IntoToolOutput`] (`String`, `ToolOutput`, `Value`, `()`,
+///    `Result<String, E: Into<ToolError>>`…): as is;
+/// 2. `Result<T: Serialize, E: Into<ToolError>>`: `Ok` as JSON;
+/// 3. `Result<T: IntoToolOutput, E: Display>`: `Err` as its text;
+/// 4. `Result<T: Serialize, E: Display>`: `Ok` as JSON, `Err` as its text;
+/// 5. any `T: Serialize`: JSON (strings unquoted, as in seed 004's `serialize_result`).
+pub mod returns {
+    use std::fmt::Display;
+    use std::marker::PhantomData;
+
+    use serde::Serialize;
+
+    use crate::tooling::{IntoToolOutput, Json, ToolError, ToolOutput};
+
+    /// Carries the return type for method resolution; holds no value.
+    pub struct Probe<T>(PhantomData<fn() -> T>);
+
+    impl<T> Probe<T> {
+        /// A probe for the type of `value`.
+        pub fn of(_value: &T) -> Self {
+            Probe(PhantomData)
+        }
+    }
+
+    /// Rule 1.
+    pub struct OutputKind;
+    impl OutputKind {
+        /// Converts.
+        pub fn convert<T: IntoToolOutput>(self, value: T) -> Result<ToolOutput, ToolError> {
+            value.into_tool_output()
+        }
+    }
+    /// Selects rule 1.
+    pub trait ViaOutput {
+        /// The rule.
+        fn tool_return_kind(&self) -> OutputKind {
+            OutputKind
+        }
+    }
+    impl<T: IntoToolOutput> ViaOutput for &&&&Probe<T> {}
+
+    /// Rule 2.
+    pub struct ResultSerializeKind;
+    impl ResultSerializeKind {
+        /// Converts.
+        pub fn convert<T: Serialize, E: Into<ToolError>>(
+            self,
+            value: Result<T, E>,
+        ) -> Result<ToolOutput, ToolError> {
+            Json(value.map_err(Into::into)?).into_tool_output()
+        }
+    }
+    /// Selects rule 2.
+    pub trait ViaResultSerialize {
+        /// The rule.
+        fn tool_return_kind(&self) -> ResultSerializeKind {
+            ResultSerializeKind
+        }
+    }
+    impl<T: Serialize, E: Into<ToolError>> ViaResultSerialize for &&&Probe<Result<T, E>> {}
+
+    /// Rule 3.
+    pub struct ResultOutputDisplayKind;
+    impl ResultOutputDisplayKind {
+        /// Converts.
+        pub fn convert<T: IntoToolOutput, E: Display>(
+            self,
+            value: Result<T, E>,
+        ) -> Result<ToolOutput, ToolError> {
+            value
+                .map_err(|e| ToolError::new(e.to_string()))?
+                .into_tool_output()
+        }
+    }
+    /// Selects rule 3.
+    pub trait ViaResultOutputDisplay {
+        /// The rule.
+        fn tool_return_kind(&self) -> ResultOutputDisplayKind {
+            ResultOutputDisplayKind
+        }
+    }
+    impl<T: IntoToolOutput, E: Display> ViaResultOutputDisplay for &&Probe<Result<T, E>> {}
+
+    /// Rule 4.
+    pub struct ResultSerializeDisplayKind;
+    impl ResultSerializeDisplayKind {
+        /// Converts.
+        pub fn convert<T: Serialize, E: Display>(
+            self,
+            value: Result<T, E>,
+        ) -> Result<ToolOutput, ToolError> {
+            Json(value.map_err(|e| ToolError::new(e.to_string()))?).into_tool_output()
+        }
+    }
+    /// Selects rule 4.
+    pub trait ViaResultSerializeDisplay {
+        /// The rule.
+        fn tool_return_kind(&self) -> ResultSerializeDisplayKind {
+            ResultSerializeDisplayKind
+        }
+    }
+    impl<T: Serialize, E: Display> ViaResultSerializeDisplay for &Probe<Result<T, E>> {}
+
+    /// Rule 5 (the fallback: also where an unsupported type is reported).
+    pub struct SerializeKind;
+    impl SerializeKind {
+        /// Converts.
+        pub fn convert<T: ToolReturn>(self, value: T) -> Result<ToolOutput, ToolError> {
+            Json(value).into_tool_output()
+        }
+    }
+    /// Selects rule 5.
+    pub trait ViaSerialize {
+        /// The rule.
+        fn tool_return_kind(&self) -> SerializeKind {
+            SerializeKind
+        }
+    }
+    impl<T> ViaSerialize for Probe<T> {}
+
+    /// What a `#[tool]` function may return when no more specific rule applies.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` cannot be returned from a #[tool] function",
+        label = "this return type is neither a tool output nor `serde::Serialize`",
+        note = "return `String`, a type that implements `serde::Serialize`, or `Result<T, E>` \
+                where `E: Into<ToolError>` or `E: Display`"
+    )]
+    pub trait ToolReturn: Serialize {}
+    impl<T: Serialize> ToolReturn for T {}
+}
