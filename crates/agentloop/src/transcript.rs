@@ -209,7 +209,11 @@ impl ToolCallPart {
 struct ToolCallWire {
     id: String,
     tool_name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present"
+    )]
     arguments: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     raw_arguments: Option<String>,
@@ -455,7 +459,10 @@ mod tests {
             ToolArguments::parse("\"s\""),
             ToolArguments::Json(json!("s"))
         );
-        assert_eq!(ToolArguments::parse("null"), ToolArguments::Json(Value::Null));
+        assert_eq!(
+            ToolArguments::parse("null"),
+            ToolArguments::Json(Value::Null)
+        );
         assert_eq!(
             ToolArguments::parse("{\"a\": 1"),
             ToolArguments::Unparsed("{\"a\": 1".into())

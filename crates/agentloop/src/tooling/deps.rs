@@ -78,9 +78,7 @@ impl Deps {
     }
 
     /// A bundle whose approval hook is `hook`.
-    pub fn with_approval(
-        hook: impl Fn(&ToolCallPart) -> Approval + Send + Sync + 'static,
-    ) -> Self {
+    pub fn with_approval(hook: impl Fn(&ToolCallPart) -> Approval + Send + Sync + 'static) -> Self {
         Deps {
             approval: Some(Arc::new(hook)),
         }

@@ -120,7 +120,9 @@ impl ToolError {
     pub(crate) fn approval_failed(name: &str, detail: &str) -> Self {
         ToolError::with_kind(
             ToolErrorKind::ApprovalFailed,
-            format!("The approval check for tool \"{name}\" failed ({detail}); the call was not run."),
+            format!(
+                "The approval check for tool \"{name}\" failed ({detail}); the call was not run."
+            ),
         )
     }
 

@@ -304,7 +304,8 @@ async fn execute<D: ToolDeps>(
     let mut cancel = first_cancel;
     loop {
         attempts += 1;
-        let result = run_invocation(invocation, &call.tool_name, limit, &cancel, &options.cancel).await;
+        let result =
+            run_invocation(invocation, &call.tool_name, limit, &cancel, &options.cancel).await;
         match result {
             Err(e) if e.is_retryable() && attempts <= options.max_retries => {
                 let delay = options

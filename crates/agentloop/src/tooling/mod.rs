@@ -36,8 +36,10 @@
 mod deps;
 mod error;
 mod executor;
+mod guidance;
 mod observer;
 mod registry;
+mod search;
 mod spec;
 mod validate;
 
@@ -47,11 +49,14 @@ use std::time::Duration;
 pub use deps::{Approval, ApprovalHook, Deps, ToolDeps, allow_all};
 pub use error::{RegistryError, SpecError, ToolError, ToolErrorKind};
 pub use executor::{
-    ExecOptions, MAX_PARALLEL_TOOLS, ToolOutcome, batch_is_parallel_safe, run_tools,
-    run_tools_with,
+    ExecOptions, MAX_PARALLEL_TOOLS, ToolOutcome, batch_is_parallel_safe, run_tools, run_tools_with,
 };
+pub use guidance::{render_guidance, render_guidance_for};
 pub use observer::ToolObserver;
 pub use registry::{Registry, ToolSchema};
+pub use search::{
+    Bm25Index, LoadedTools, SearchLoad, TOOL_SEARCH_NAME, bm25_tool_search, search_result_names,
+};
 pub use spec::{
     IntoToolOutput, Json, ToolContext, ToolFuture, ToolOutput, ToolSpec, ToolSpecBuilder,
     serialize_result, validate_name,

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::RegistryError;
+use super::search::{LoadedTools, SearchLoad};
 use super::spec::ToolSpec;
 use super::validate;
 
@@ -80,7 +81,10 @@ impl<D> Default for Registry<D> {
 impl<D> std::fmt::Debug for Registry<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry")
-            .field("tools", &self.schemas.iter().map(|s| &s.name).collect::<Vec<_>>())
+            .field(
+                "tools",
+                &self.schemas.iter().map(|s| &s.name).collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -119,10 +123,14 @@ impl<D> Registry<D> {
             description: spec.description.clone(),
             parameters: spec.parameters.clone(),
         });
-        let at = self.sorted_names.binary_search(&spec.name).unwrap_or_else(|i| i);
+        let at = self
+            .sorted_names
+            .binary_search(&spec.name)
+            .unwrap_or_else(|i| i);
         self.sorted_names.insert(at, spec.name.clone());
         self.by_name.insert(spec.name.clone(), self.tools.len());
-        self.tools.push(Arc::new(RegisteredTool { spec, validator }));
+        self.tools
+            .push(Arc::new(RegisteredTool { spec, validator }));
         Ok(())
     }
 
@@ -158,6 +166,92 @@ impl<D> Registry<D> {
     /// Whether the registry holds no tools.
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
+    }
+}
+
+/// Deferred tools and tool search (seed 004); see [`LoadedTools`] and the ready-made
+/// [`bm25_tool_search`](crate::tooling::bm25_tool_search).
+impl<D> Registry<D> {
+    /// Whether a tool is sent to the model: not the `local_tool_search` tool (adapters declare
+    /// tool search their own way), and either not deferred or loaded.
+    fn visible(spec: &ToolSpec<D>, loaded: &LoadedTools) -> bool {
+        !spec.local_tool_search && (!spec.deferred || loaded.contains(&spec.name))
+    }
+
+    /// Schemas to send to the model, in registration order: every tool that is not deferred, plus
+    /// the deferred tools in `loaded`. The `local_tool_search` tool is never included: the
+    /// OpenAI Responses adapter declares tool search itself and routes it to
+    /// [`tool_search`](Registry::tool_search); other adapters decide (and document) whether to
+    /// offer it as a plain function tool.
+    pub fn visible_schemas(&self, loaded: &LoadedTools) -> Vec<&ToolSchema> {
+        self.tools
+            .iter()
+            .zip(&self.schemas)
+            .filter(|(t, _)| Self::visible(&t.spec, loaded))
+            .map(|(_, schema)| schema)
+            .collect()
+    }
+
+    /// Whether the tool `name` is sent to the model given `loaded` (see
+    /// [`visible_schemas`](Registry::visible_schemas)); `false` for unknown names.
+    pub fn is_visible(&self, name: &str, loaded: &LoadedTools) -> bool {
+        self.get(name)
+            .is_some_and(|spec| Self::visible(spec, loaded))
+    }
+
+    /// Names of the deferred tools, in registration order.
+    pub fn deferred_names(&self) -> Vec<&str> {
+        self.specs()
+            .filter(|s| s.deferred)
+            .map(|s| s.name.as_str())
+            .collect()
+    }
+
+    /// Schemas of the deferred tools, in registration order (what a tool search searches).
+    pub fn deferred_schemas(&self) -> Vec<&ToolSchema> {
+        self.tools
+            .iter()
+            .zip(&self.schemas)
+            .filter(|(t, _)| t.spec.deferred)
+            .map(|(_, schema)| schema)
+            .collect()
+    }
+
+    /// The `local_tool_search` tool, if one is registered (at most one can be).
+    pub fn tool_search(&self) -> Option<&ToolSpec<D>> {
+        self.specs().find(|s| s.local_tool_search)
+    }
+
+    /// Applies a tool search result: every named deferred tool is added to `loaded` (and becomes
+    /// visible); names of tools that are not deferred are reported as already visible; any other
+    /// name (unregistered, or the search tool itself) is ignored and reported in
+    /// [`SearchLoad::unknown`], with a ready-made [`note`](SearchLoad::note).
+    pub fn load_from_search_result<S: AsRef<str>>(
+        &self,
+        loaded: &mut LoadedTools,
+        names: impl IntoIterator<Item = S>,
+    ) -> SearchLoad {
+        let mut load = SearchLoad::default();
+        for name in names {
+            let name = name.as_ref();
+            let seen = load
+                .loaded
+                .iter()
+                .chain(&load.already_visible)
+                .chain(&load.unknown);
+            if seen.into_iter().any(|n| n == name) {
+                continue;
+            }
+            match self.get(name) {
+                Some(spec) if spec.deferred && !spec.local_tool_search => {
+                    loaded.insert(name);
+                    load.loaded.push(name.to_owned());
+                }
+                Some(spec) if !spec.local_tool_search => load.already_visible.push(name.to_owned()),
+                _ => load.unknown.push(name.to_owned()),
+            }
+        }
+        load
     }
 }
 

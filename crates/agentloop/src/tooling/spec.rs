@@ -688,7 +688,9 @@ mod tests {
 
     #[test]
     fn parameters_must_be_an_object_schema() {
-        let err = builder("t", "d").parameters(json!({"type": "string"})).build();
+        let err = builder("t", "d")
+            .parameters(json!({"type": "string"}))
+            .build();
         assert!(matches!(err, Err(SpecError::InvalidParameters { .. })));
         let err = builder("t", "d").parameters(json!([1])).build();
         assert!(matches!(err, Err(SpecError::InvalidParameters { .. })));

@@ -98,8 +98,14 @@ mod tests {
                 }}
             }
         });
-        let msg = report(schema, json!({"items": [{"name": "a"}, {"name": 3, "odd key": "x"}]}));
-        assert!(msg.contains("  - $.items[1].name: 3 is not of type \"string\""), "{msg}");
+        let msg = report(
+            schema,
+            json!({"items": [{"name": "a"}, {"name": 3, "odd key": "x"}]}),
+        );
+        assert!(
+            msg.contains("  - $.items[1].name: 3 is not of type \"string\""),
+            "{msg}"
+        );
         assert!(msg.contains("  - $.items[1][\"odd key\"]: "), "{msg}");
         assert!(msg.contains("Received arguments:\n{"), "{msg}");
     }
