@@ -1,0 +1,244 @@
+//! The blocking view: tools called from plain functions with no runtime, from inside the blocking
+//! context of an existing runtime (private runtime or shared handle), and clean shutdown.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentloop::blocking::{BlockingTools, SyncRuntime};
+use agentloop::tool;
+use agentloop::tooling::{
+    Approval, Deps, ExecOptions, Registry, ToolContext, ToolErrorKind, ToolSpec,
+};
+use agentloop::transcript::ToolCallPart;
+use serde_json::{Value, json};
+
+/// Shout the text.
+#[tool]
+fn shout(text: String) -> String {
+    text.to_uppercase()
+}
+
+/// Wait, then answer (async: needs the runtime's timer).
+#[tool]
+async fn wait_then(ms: u64, text: String) -> String {
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+    text
+}
+
+/// Sleep on the blocking pool.
+#[tool]
+fn sleep_sync(ms: u64) -> String {
+    std::thread::sleep(Duration::from_millis(ms));
+    "slept".into()
+}
+
+/// Spawn a task on the current runtime and await it.
+#[tool]
+async fn spawn_inside() -> String {
+    tokio::spawn(async { "spawned".to_owned() })
+        .await
+        .unwrap_or_else(|e| e.to_string())
+}
+
+fn registry() -> Registry<Deps> {
+    Registry::new([
+        shout_tool(),
+        wait_then_tool(),
+        sleep_sync_tool(),
+        spawn_inside_tool(),
+        ToolSpec::<Deps>::builder("too_slow", "Never finishes in time.")
+            .timeout(Duration::from_millis(50))
+            .handler(|_ctx: ToolContext<Deps>, _args: Value| async {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                "late"
+            })
+            .build()
+            .unwrap(),
+    ])
+    .unwrap()
+}
+
+fn exercise(tools: &BlockingTools<Deps>) {
+    assert_eq!(
+        tools.call("shout", json!({"text": "hi"})).unwrap().content,
+        "HI"
+    );
+    assert_eq!(
+        tools
+            .call("wait_then", json!({"ms": 20, "text": "waited"}))
+            .unwrap()
+            .content,
+        "waited"
+    );
+    assert_eq!(
+        tools.call("sleep_sync", json!({"ms": 10})).unwrap().content,
+        "slept"
+    );
+    assert_eq!(
+        tools.call("spawn_inside", json!({})).unwrap().content,
+        "spawned"
+    );
+    let err = tools.call("too_slow", json!({})).unwrap_err();
+    assert_eq!(err.kind(), ToolErrorKind::Timeout);
+    let err = tools.call("shout", json!({"text": 1})).unwrap_err();
+    assert_eq!(err.kind(), ToolErrorKind::InvalidArguments);
+    let err = tools.call("nope", json!({})).unwrap_err();
+    assert_eq!(err.kind(), ToolErrorKind::UnknownTool);
+}
+
+/// Like `fn main`: no runtime anywhere on this thread.
+#[test]
+fn from_a_plain_function_without_a_runtime() {
+    assert!(tokio::runtime::Handle::try_current().is_err());
+    let tools = BlockingTools::new(registry(), Arc::new(Deps::new())).unwrap();
+    assert!(tools.runtime().is_private());
+    exercise(&tools);
+
+    // A batch runs concurrently and keeps call order.
+    let calls = [
+        ToolCallPart::new("1", "sleep_sync", json!({"ms": 200})),
+        ToolCallPart::new("2", "wait_then", json!({"ms": 200, "text": "b"})),
+        ToolCallPart::new("3", "shout", json!({"text": "c"})),
+    ];
+    let started = Instant::now();
+    let results = tools.run_tools(&calls);
+    let elapsed = started.elapsed();
+    let contents: Vec<&str> = results.iter().map(|r| r.content.as_str()).collect();
+    assert_eq!(contents, ["slept", "b", "C"]);
+    assert!(elapsed < Duration::from_millis(350), "{elapsed:?}");
+}
+
+#[test]
+fn goes_through_the_approval_hook() {
+    let deps = Deps::with_approval(|call| {
+        if call.tool_name == "shout" {
+            Approval::deny("no shouting")
+        } else {
+            Approval::Allow
+        }
+    });
+    let tools = BlockingTools::new(registry(), Arc::new(deps)).unwrap();
+    let err = tools.call("shout", json!({"text": "hi"})).unwrap_err();
+    assert_eq!(err.kind(), ToolErrorKind::Denied);
+    assert!(err.message().contains("no shouting"));
+}
+
+#[test]
+fn exec_options_apply() {
+    let tools = BlockingTools::new(registry(), Arc::new(Deps::new()))
+        .unwrap()
+        .exec_options(ExecOptions {
+            default_timeout: Some(Duration::from_millis(30)),
+            ..ExecOptions::default()
+        });
+    let err = tools
+        .call("wait_then", json!({"ms": 2000, "text": "x"}))
+        .unwrap_err();
+    assert_eq!(err.kind(), ToolErrorKind::Timeout);
+}
+
+/// From a `spawn_blocking` closure of an application's multi-thread runtime: both a private
+/// runtime and the shared handle work, and dropping the private one inside the closure is fine.
+#[test]
+fn from_the_blocking_context_of_a_multi_thread_runtime() {
+    let app = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let handle = app.handle().clone();
+    app.block_on(async move {
+        tokio::task::spawn_blocking(move || {
+            let private = BlockingTools::new(registry(), Arc::new(Deps::new())).unwrap();
+            exercise(&private);
+            drop(private);
+
+            let shared = BlockingTools::with_handle(registry(), Arc::new(Deps::new()), handle);
+            assert!(!shared.runtime().is_private());
+            exercise(&shared);
+        })
+        .await
+        .unwrap();
+    });
+}
+
+/// The same from a current-thread runtime (the `#[tokio::main(flavor = "current_thread")]`
+/// shape): its thread waits in `block_on` while the closure runs on the blocking pool.
+#[test]
+fn from_the_blocking_context_of_a_current_thread_runtime() {
+    let app = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let handle = app.handle().clone();
+    app.block_on(async move {
+        tokio::task::spawn_blocking(move || {
+            exercise(&BlockingTools::new(registry(), Arc::new(Deps::new())).unwrap());
+            exercise(&BlockingTools::with_handle(
+                registry(),
+                Arc::new(Deps::new()),
+                handle,
+            ));
+        })
+        .await
+        .unwrap();
+    });
+}
+
+/// From a plain thread the application spawned next to its runtime, sharing the handle; the
+/// shared runtime keeps working after the view is dropped.
+#[test]
+fn shared_runtime_outlives_the_view() {
+    let app = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let handle = app.handle().clone();
+    std::thread::spawn(move || {
+        let tools = BlockingTools::with_handle(registry(), Arc::new(Deps::new()), handle);
+        exercise(&tools);
+    })
+    .join()
+    .unwrap();
+    assert_eq!(app.block_on(async { 1 + 1 }), 2);
+}
+
+/// Dropping the view stops its private runtime and thread promptly, even right after work, and
+/// even when dropped inside async code (it never drops a runtime in an async context).
+#[test]
+fn dropping_a_private_view_shuts_its_runtime_down() {
+    let tools = BlockingTools::new(registry(), Arc::new(Deps::new())).unwrap();
+    exercise(&tools);
+    let handle = tools.runtime().handle().clone();
+    let started = Instant::now();
+    drop(tools);
+    assert!(started.elapsed() < Duration::from_secs(1));
+    // The runtime is gone: its tasks are never polled.
+    let probe = handle.spawn(async { 1 });
+    let joined = futures::executor::block_on(probe);
+    assert!(joined.is_err(), "the runtime still runs tasks");
+
+    let app = tokio::runtime::Runtime::new().unwrap();
+    app.block_on(async {
+        let tools = BlockingTools::new(registry(), Arc::new(Deps::new())).unwrap();
+        drop(tools);
+    });
+}
+
+#[test]
+fn sync_runtime_runs_borrowing_non_send_futures() {
+    let runtime = SyncRuntime::new().unwrap();
+    let local = std::rc::Rc::new(5);
+    let borrowed = &local;
+    let doubled = runtime.run(async move {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        **borrowed * 2
+    });
+    assert_eq!(doubled, 10);
+    // Clones share the runtime.
+    let clone = runtime.clone();
+    drop(runtime);
+    assert_eq!(clone.run(async { 3 }), 3);
+}
