@@ -7,9 +7,11 @@
 //! - [`transcript`]: the provider-neutral messages and parts everything else exchanges;
 //! - [`tooling`]: tool specifications, the registry and the executor.
 
+pub mod agent;
 pub mod blocking;
 #[doc(hidden)]
 pub mod macro_support;
+pub mod model;
 pub mod tooling;
 pub mod transcript;
 

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use futures::FutureExt;
 use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -53,7 +54,13 @@ pub struct ExecOptions {
     pub max_retries: u32,
     /// Delay before the first retry; doubled for each further one.
     pub retry_backoff: Duration,
+    /// Rewrites each call's outcome the moment it finishes, before the observer's
+    /// `call_finished` sees it (the agent loop's `tool_result` hooks run here).
+    pub finalize: Option<Finalizer>,
 }
+
+/// A per-call outcome rewriter; see [`ExecOptions::finalize`].
+pub type Finalizer = Arc<dyn Fn(&ToolCallPart, &mut ToolOutcome) + Send + Sync>;
 
 impl Default for ExecOptions {
     fn default() -> Self {
@@ -65,6 +72,7 @@ impl Default for ExecOptions {
             default_timeout: None,
             max_retries: 0,
             retry_backoff: Duration::from_millis(100),
+            finalize: None,
         }
     }
 }
@@ -79,6 +87,7 @@ impl std::fmt::Debug for ExecOptions {
             .field("default_timeout", &self.default_timeout)
             .field("max_retries", &self.max_retries)
             .field("retry_backoff", &self.retry_backoff)
+            .field("finalize", &self.finalize.is_some())
             .finish()
     }
 }
@@ -156,16 +165,37 @@ pub async fn run_tools_with<D: ToolDeps>(
             }
             outcomes
         }
-        _ => {
-            // `buffered` keeps at most N futures in flight and yields them in input order, which
-            // is exactly "concurrent, capped, results in call order".
-            futures::stream::iter(calls)
-                .map(|call| run_one(call, registry, deps, options))
-                .buffered(options.max_parallel.max(1))
-                .collect()
-                .await
+        _ => run_concurrently(calls, registry, deps, options).await,
+    }
+}
+
+/// Runs the batch with at most `max_parallel` calls in flight. A new call starts as soon as *any*
+/// running call finishes (no head-of-line blocking behind a slow first call); outcomes are put
+/// back in call order at the end.
+async fn run_concurrently<D: ToolDeps>(
+    calls: &[ToolCallPart],
+    registry: &Registry<D>,
+    deps: &Arc<D>,
+    options: &ExecOptions,
+) -> Vec<ToolOutcome> {
+    let cap = options.max_parallel.max(1);
+    let mut slots: Vec<Option<ToolOutcome>> = vec![None; calls.len()];
+    let mut waiting = calls.iter().enumerate();
+    let mut running = FuturesUnordered::new();
+    for (index, call) in waiting.by_ref().take(cap) {
+        running.push(indexed(index, run_one(call, registry, deps, options)));
+    }
+    while let Some((index, outcome)) = running.next().await {
+        slots[index] = Some(outcome);
+        if let Some((index, call)) = waiting.next() {
+            running.push(indexed(index, run_one(call, registry, deps, options)));
         }
     }
+    slots.into_iter().flatten().collect()
+}
+
+async fn indexed<F: std::future::Future>(index: usize, fut: F) -> (usize, F::Output) {
+    (index, fut.await)
 }
 
 /// True when every *known* tool in the batch is parallel-safe (unknown names fail instantly and do
@@ -212,15 +242,19 @@ async fn run_one<D: ToolDeps>(
             Some(err),
         ),
     };
-    if let Some(observer) = &options.observer {
-        guarded(|| observer.call_finished(call, &result));
-    }
-    ToolOutcome {
+    let mut outcome = ToolOutcome {
         result,
         error,
         attempts,
         duration: started.elapsed(),
+    };
+    if let Some(finalize) = &options.finalize {
+        finalize(call, &mut outcome);
     }
+    if let Some(observer) = &options.observer {
+        guarded(|| observer.call_finished(call, &outcome.result));
+    }
+    outcome
 }
 
 /// Checks that a call names a known tool and carries schema-valid object arguments.

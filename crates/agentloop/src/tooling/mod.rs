@@ -48,8 +48,10 @@ use std::time::Duration;
 
 pub use deps::{Approval, ApprovalHook, Deps, ToolDeps, allow_all};
 pub use error::{RegistryError, SpecError, ToolError, ToolErrorKind};
+pub(crate) use executor::check_call;
 pub use executor::{
-    ExecOptions, MAX_PARALLEL_TOOLS, ToolOutcome, batch_is_parallel_safe, run_tools, run_tools_with,
+    ExecOptions, Finalizer, MAX_PARALLEL_TOOLS, ToolOutcome, batch_is_parallel_safe, run_tools,
+    run_tools_with,
 };
 pub use guidance::{render_guidance, render_guidance_for};
 pub use observer::ToolObserver;

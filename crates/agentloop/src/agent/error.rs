@@ -1,0 +1,69 @@
+//! [`AgentError`] and [`completed_messages`]: an error that ends a run never loses the messages
+//! the run had already completed.
+
+use crate::model::ModelError;
+use crate::transcript::Message;
+
+/// Why a run could not start or did not finish.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AgentError {
+    /// `run_continue` was called with no messages.
+    #[error("cannot continue: the context has no messages")]
+    EmptyContext,
+    /// `run_continue` was called on a context that ends with an assistant message.
+    #[error(
+        "cannot continue from an assistant message: the context must end with a user, custom or tool-result message"
+    )]
+    ContinueFromAssistant,
+    /// The configuration is unusable.
+    #[error("invalid agent configuration: {0}")]
+    Config(String),
+    /// The model failed mid-run.
+    #[error("the model failed: {error}")]
+    Model {
+        /// What failed.
+        error: ModelError,
+        /// The partial assistant message (stop reason `error`), as streamed.
+        partial: Box<Message>,
+        /// Every message completed before the failure (prompts included).
+        completed: Vec<Message>,
+    },
+    /// The loop failed unexpectedly (a bug, reported as an error instead of a panic).
+    #[error("the agent loop failed unexpectedly: {message}")]
+    Internal {
+        /// What failed.
+        message: String,
+        /// Every message completed before the failure.
+        completed: Vec<Message>,
+    },
+}
+
+impl AgentError {
+    /// The messages completed before this error ended the run (empty when the run never
+    /// started).
+    pub fn completed_messages(&self) -> &[Message] {
+        match self {
+            AgentError::Model { completed, .. } | AgentError::Internal { completed, .. } => {
+                completed
+            }
+            _ => &[],
+        }
+    }
+}
+
+/// The messages an agent run had already completed when `err` ended it; empty for any other
+/// error, so callers can ask unconditionally (seed 001's `completed_messages`).
+///
+/// ```
+/// use agentloop::agent::{completed_messages, AgentError};
+///
+/// let io = std::io::Error::other("disk full");
+/// assert!(completed_messages(&io).is_empty());
+/// assert!(completed_messages(&AgentError::EmptyContext).is_empty());
+/// ```
+pub fn completed_messages(err: &(dyn std::error::Error + 'static)) -> Vec<Message> {
+    err.downcast_ref::<AgentError>()
+        .map(|e| e.completed_messages().to_vec())
+        .unwrap_or_default()
+}

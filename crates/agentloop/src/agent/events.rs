@@ -1,0 +1,225 @@
+//! [`AgentEvent`]s, the way the loop reports progress to a UI, a log or the CLI's `--json` output,
+//! and [`RunStop`], why a run ended.
+//!
+//! Order (pi-style): `AgentStart`, `TurnStart`, `MessageStart`/`MessageEnd` for each prompt, then
+//! per turn `MessageStart`, `MessageUpdate`* (assistant streaming only), `MessageEnd`,
+//! `ToolExecutionStart`/`Update`*/`End` for each call (`End` in completion order), a
+//! `MessageStart`/`MessageEnd` pair per tool result (in call order), `TurnEnd`; finally exactly one
+//! `AgentEnd`, whatever happened. Events serialize as `{"type": "snake_case_name", …}`.
+//!
+//! Delivery is guarded: a panicking `emit` callback is logged and ignored, it cannot stop the run
+//! or the event stream.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::model::ModelDelta;
+use crate::tooling::{ToolObserver, panic_message};
+use crate::transcript::{Message, ToolCallPart, ToolResultPart};
+
+/// Why a run ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "reason", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum RunStop {
+    /// The model finished and no queued message asked for more.
+    Done,
+    /// `max_turns` model calls were made and the agent still had work to do.
+    MaxTurns {
+        /// The configured limit.
+        limit: u32,
+    },
+    /// The same wholly failing batch of tool calls repeated `turns` turns in a row.
+    RepeatedToolFailures {
+        /// The configured limit.
+        turns: u32,
+    },
+    /// The caller aborted the run.
+    Aborted,
+    /// The model failed (see the run's error).
+    ModelError {
+        /// What failed.
+        message: String,
+    },
+    /// An extension's `should_stop_after_turn` hook ended the run.
+    HookStop {
+        /// Which extension.
+        extension: String,
+    },
+    /// The loop itself failed unexpectedly (a bug); the completed messages are kept.
+    Internal {
+        /// What failed.
+        message: String,
+    },
+}
+
+/// Something that happened during a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AgentEvent {
+    /// The run began.
+    AgentStart,
+    /// A turn (one model call and its tool batch) began.
+    TurnStart {
+        /// 1-based turn number within the run.
+        turn: u32,
+    },
+    /// A message began: a prompt, an injected message, the assistant's streaming reply (empty at
+    /// this point) or a tool result.
+    MessageStart {
+        /// The message so far.
+        message: Message,
+    },
+    /// A piece of the assistant's streaming reply.
+    MessageUpdate {
+        /// The piece.
+        delta: ModelDelta,
+    },
+    /// A message is complete.
+    MessageEnd {
+        /// The complete message.
+        message: Message,
+    },
+    /// The model provider is retrying a failed request.
+    ModelRetry {
+        /// Which retry (1 for the first).
+        attempt: u32,
+        /// Wait before it, in milliseconds.
+        delay_ms: u64,
+        /// Why.
+        reason: String,
+    },
+    /// A tool call started.
+    ToolExecutionStart {
+        /// The call.
+        call: ToolCallPart,
+    },
+    /// A running tool reported progress.
+    ToolExecutionUpdate {
+        /// Which call.
+        call_id: String,
+        /// Which tool.
+        tool_name: String,
+        /// What it reported.
+        update: Value,
+    },
+    /// A tool call has its result (in completion order).
+    ToolExecutionEnd {
+        /// The call.
+        call: ToolCallPart,
+        /// Its final result (after any `tool_result` hook).
+        result: ToolResultPart,
+    },
+    /// A turn ended.
+    TurnEnd {
+        /// 1-based turn number.
+        turn: u32,
+        /// The turn's assistant message.
+        message: Message,
+        /// Its tool results, in call order.
+        tool_results: Vec<ToolResultPart>,
+    },
+    /// The run ended. Always the last event.
+    AgentEnd {
+        /// Every message the run produced (prompts included), in order.
+        messages: Vec<Message>,
+        /// Why it ended.
+        stop: RunStop,
+    },
+}
+
+impl AgentEvent {
+    /// The event's `type` name as it appears in JSON (`"agent_start"`, …).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            AgentEvent::AgentStart => "agent_start",
+            AgentEvent::TurnStart { .. } => "turn_start",
+            AgentEvent::MessageStart { .. } => "message_start",
+            AgentEvent::MessageUpdate { .. } => "message_update",
+            AgentEvent::MessageEnd { .. } => "message_end",
+            AgentEvent::ModelRetry { .. } => "model_retry",
+            AgentEvent::ToolExecutionStart { .. } => "tool_execution_start",
+            AgentEvent::ToolExecutionUpdate { .. } => "tool_execution_update",
+            AgentEvent::ToolExecutionEnd { .. } => "tool_execution_end",
+            AgentEvent::TurnEnd { .. } => "turn_end",
+            AgentEvent::AgentEnd { .. } => "agent_end",
+        }
+    }
+}
+
+/// An `emit` callback.
+pub type EmitFn = Arc<dyn Fn(&AgentEvent) + Send + Sync>;
+
+/// Fans events out to the callback and/or a stream's channel. Events are only built when
+/// someone listens (`enabled`), so a loop nobody observes pays nothing for them.
+#[derive(Clone, Default)]
+pub(crate) struct Emitter {
+    callback: Option<EmitFn>,
+    channel: Option<UnboundedSender<AgentEvent>>,
+}
+
+impl Emitter {
+    pub(crate) fn new(
+        callback: Option<EmitFn>,
+        channel: Option<UnboundedSender<AgentEvent>>,
+    ) -> Self {
+        Emitter { callback, channel }
+    }
+
+    pub(crate) fn enabled(&self) -> bool {
+        self.callback.is_some() || self.channel.is_some()
+    }
+
+    /// Emits the event built by `make`, if anyone listens.
+    pub(crate) fn emit_with(&self, make: impl FnOnce() -> AgentEvent) {
+        if self.enabled() {
+            self.emit(make());
+        }
+    }
+
+    pub(crate) fn emit(&self, event: AgentEvent) {
+        if let Some(callback) = &self.callback {
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| callback(&event))) {
+                tracing::warn!(
+                    panic = %panic_message(&*payload),
+                    event = event.kind(),
+                    "the emit callback panicked; the event was dropped for it"
+                );
+            }
+        }
+        if let Some(channel) = &self.channel {
+            // A closed channel means the stream's consumer went away; the run still finishes.
+            let _ = channel.send(event);
+        }
+    }
+}
+
+/// Turns executor callbacks into tool-execution events.
+pub(crate) struct EventObserver(pub(crate) Emitter);
+
+impl ToolObserver for EventObserver {
+    fn call_started(&self, call: &ToolCallPart) {
+        self.0
+            .emit_with(|| AgentEvent::ToolExecutionStart { call: call.clone() });
+    }
+
+    fn call_progress(&self, call_id: &str, tool_name: &str, update: &Value) {
+        self.0.emit_with(|| AgentEvent::ToolExecutionUpdate {
+            call_id: call_id.to_owned(),
+            tool_name: tool_name.to_owned(),
+            update: update.clone(),
+        });
+    }
+
+    fn call_finished(&self, call: &ToolCallPart, result: &ToolResultPart) {
+        self.0.emit_with(|| AgentEvent::ToolExecutionEnd {
+            call: call.clone(),
+            result: result.clone(),
+        });
+    }
+}

@@ -1,0 +1,268 @@
+//! The agent loop (seed 001): call the model, execute the tool calls it makes, feed the results
+//! back, repeat until the model is done — with events, steering and follow-up queues, abort,
+//! extension hooks and limits.
+//!
+//! The loop is the only place where the model and the tools meet: it asks the [`Model`] for a
+//! reply, hands the reply's tool calls to the [executor](crate::tooling::run_tools_with), and
+//! records everything in the context. Every run ends with exactly one [`AgentEvent::AgentEnd`] and
+//! a [`RunStop`] the caller can match on; an error that ends a run carries the messages completed
+//! before it ([`completed_messages`]).
+//!
+//! ```
+//! use agentloop::agent::{AgentLoop, AgentLoopConfig, RunStop};
+//! use agentloop::model::{ScriptedModel, ScriptedTurn};
+//! use agentloop::tooling::{Deps, ToolContext, ToolSpec};
+//! use agentloop::transcript::Message;
+//! use serde_json::{json, Value};
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let model = ScriptedModel::new([
+//!     ScriptedTurn::new().tool_call("call-1", "upper", json!({"text": "hi"})),
+//!     ScriptedTurn::text("It says HI."),
+//! ]);
+//! let upper = ToolSpec::<Deps>::builder("upper", "Upper-case text.")
+//!     .blocking_handler(|_ctx: ToolContext<Deps>, args: Value| {
+//!         args["text"].as_str().unwrap_or_default().to_uppercase()
+//!     })
+//!     .build()?;
+//! let mut agent = AgentLoop::new(AgentLoopConfig::default(), model);
+//! agent.add_tool(upper)?;
+//! let outcome = agent.run(vec![Message::user("Shout hi")], vec![]).await?;
+//! assert_eq!(outcome.stop, RunStop::Done);
+//! assert_eq!(outcome.new_messages().len(), 4); // prompt, call, result, answer
+//! assert_eq!(outcome.new_messages()[3].text(), "It says HI.");
+//! # Ok(()) }
+//! ```
+
+mod abort;
+mod calls;
+mod config;
+mod error;
+mod events;
+mod hooks;
+mod queue;
+mod run;
+mod stream;
+
+use std::sync::Arc;
+
+pub use abort::AbortSignal;
+pub use calls::{BlockedCall, ErrorCall, FinalizedToolCall, PreparedToolCall};
+pub use config::{AgentLoopConfig, ToolExecutionMode};
+pub use error::{AgentError, completed_messages};
+pub use events::{AgentEvent, EmitFn, RunStop};
+pub use hooks::{Extension, HookKind, ResultRewrite, ToolCallDecision, TurnSummary};
+pub use queue::{MessageQueue, QueueMode};
+pub use stream::AgentEventStream;
+
+use crate::model::Model;
+use crate::tooling::{Deps, Registry, RegistryError, ToolDeps, ToolSpec};
+use crate::transcript::{Message, Usage};
+
+/// What a finished run returns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunOutcome {
+    /// The whole conversation after the run: the context passed in, then every new message.
+    pub context: Vec<Message>,
+    /// Index in `context` of the first message this run added.
+    pub new_from: usize,
+    /// Why the run ended.
+    pub stop: RunStop,
+    /// Model calls made.
+    pub turns: u32,
+    /// Token usage summed over the run's assistant messages.
+    pub usage: Usage,
+}
+
+impl RunOutcome {
+    /// The messages this run produced (prompts included), in order.
+    pub fn new_messages(&self) -> &[Message] {
+        self.context.get(self.new_from..).unwrap_or(&[])
+    }
+
+    /// The last assistant message's text ("" when there is none).
+    pub fn final_text(&self) -> String {
+        self.context
+            .iter()
+            .rev()
+            .find(|m| m.role == crate::transcript::Role::Assistant)
+            .map(Message::text)
+            .unwrap_or_default()
+    }
+}
+
+/// An agent: a model, tools, configuration, hooks and queues. Cheap to share behind an `Arc`;
+/// runs take `&self`, so one agent can serve several sequential runs (queued messages carry over
+/// between them).
+pub struct AgentLoop<D: ToolDeps = Deps> {
+    pub(crate) config: AgentLoopConfig,
+    pub(crate) model: Arc<dyn Model>,
+    pub(crate) registry: Registry<D>,
+    pub(crate) deps: Arc<D>,
+    pub(crate) emit: Option<EmitFn>,
+    pub(crate) abort: AbortSignal,
+    pub(crate) hooks: hooks::HookDispatcher,
+    pub(crate) steering: MessageQueue,
+    pub(crate) follow_ups: MessageQueue,
+}
+
+impl<D: ToolDeps> std::fmt::Debug for AgentLoop<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentLoop")
+            .field("config", &self.config)
+            .field("provider", &self.model.provider())
+            .field("registry", &self.registry)
+            .field("hooks", &self.hooks)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AgentLoop<Deps> {
+    /// An agent with the default [`Deps`] bundle (every tool call allowed).
+    pub fn new(config: AgentLoopConfig, model: impl Model + 'static) -> Self {
+        AgentLoop::with_deps(config, model, Arc::new(Deps::new()))
+    }
+}
+
+impl<D: ToolDeps> AgentLoop<D> {
+    /// An agent whose tools receive `deps` (and whose approval hook is `deps.before_tool`).
+    pub fn with_deps(config: AgentLoopConfig, model: impl Model + 'static, deps: Arc<D>) -> Self {
+        AgentLoop {
+            config,
+            model: Arc::new(model),
+            registry: Registry::default(),
+            deps,
+            emit: None,
+            abort: AbortSignal::new(),
+            hooks: hooks::HookDispatcher::default(),
+            steering: MessageQueue::new(),
+            follow_ups: MessageQueue::new(),
+        }
+    }
+
+    /// Registers a tool (errors on a duplicate name or a schema that does not compile).
+    pub fn add_tool(&mut self, tool: ToolSpec<D>) -> Result<(), RegistryError> {
+        self.registry.add(tool)
+    }
+
+    /// Registers several tools; see [`add_tool`](Self::add_tool).
+    pub fn with_tools(
+        mut self,
+        tools: impl IntoIterator<Item = ToolSpec<D>>,
+    ) -> Result<Self, RegistryError> {
+        for tool in tools {
+            self.registry.add(tool)?;
+        }
+        Ok(self)
+    }
+
+    /// Sets the `emit` callback that receives every event (in addition to any event stream).
+    pub fn with_emit(mut self, emit: impl Fn(&AgentEvent) + Send + Sync + 'static) -> Self {
+        self.emit = Some(Arc::new(emit));
+        self
+    }
+
+    /// Uses `signal` to abort runs (keep a clone to call `abort` on).
+    pub fn with_abort_signal(mut self, signal: AbortSignal) -> Self {
+        self.abort = signal;
+        self
+    }
+
+    /// Adds an extension; hooks run in the order extensions were added.
+    pub fn with_extension(mut self, extension: Extension) -> Self {
+        self.hooks.add(extension);
+        self
+    }
+
+    /// Uses `queue` for steering messages (share it with whoever steers).
+    pub fn with_steering_queue(mut self, queue: MessageQueue) -> Self {
+        self.steering = queue;
+        self
+    }
+
+    /// Uses `queue` for follow-up messages.
+    pub fn with_follow_up_queue(mut self, queue: MessageQueue) -> Self {
+        self.follow_ups = queue;
+        self
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AgentLoopConfig {
+        &self.config
+    }
+
+    /// The tools.
+    pub fn registry(&self) -> &Registry<D> {
+        &self.registry
+    }
+
+    /// The abort signal (clone it to abort from another task).
+    pub fn abort_signal(&self) -> &AbortSignal {
+        &self.abort
+    }
+
+    /// Aborts the current run.
+    pub fn abort(&self) {
+        self.abort.abort();
+    }
+
+    /// Queues a steering message: delivered after the current tool batch, before the next model
+    /// call.
+    pub fn steer(&self, message: Message) {
+        self.steering.push(message);
+    }
+
+    /// Queues a follow-up message: delivered only when the agent would otherwise stop.
+    pub fn follow_up(&self, message: Message) {
+        self.follow_ups.push(message);
+    }
+
+    /// The steering queue (clone it to steer from another task).
+    pub fn steering_queue(&self) -> &MessageQueue {
+        &self.steering
+    }
+
+    /// The follow-up queue.
+    pub fn follow_up_queue(&self) -> &MessageQueue {
+        &self.follow_ups
+    }
+
+    /// Whether any extension handles `kind` (seed 001's `has_hook_handlers`): with none, the
+    /// loop does no hook work at that point.
+    pub fn has_hook_handlers(&self, kind: HookKind) -> bool {
+        self.hooks.has(kind)
+    }
+
+    /// Runs the loop for `prompts` on top of `context`; returns when the run ends.
+    pub async fn run(
+        &self,
+        prompts: Vec<Message>,
+        context: Vec<Message>,
+    ) -> Result<RunOutcome, AgentError> {
+        self.drive(Some(prompts), context, self.emitter(None)).await
+    }
+
+    /// Runs another turn on `context` without new prompts. Fails when the context is empty or
+    /// ends with an assistant message.
+    pub async fn run_continue(&self, context: Vec<Message>) -> Result<RunOutcome, AgentError> {
+        self.drive(None, context, self.emitter(None)).await
+    }
+
+    /// Like [`run`](Self::run), as a stream of events that always ends with `AgentEnd`; the
+    /// outcome is available from the stream afterwards.
+    pub fn run_stream(&self, prompts: Vec<Message>, context: Vec<Message>) -> AgentEventStream<'_> {
+        AgentEventStream::new(self, Some(prompts), context)
+    }
+
+    /// Like [`run_continue`](Self::run_continue), as a stream of events.
+    pub fn run_continue_stream(&self, context: Vec<Message>) -> AgentEventStream<'_> {
+        AgentEventStream::new(self, None, context)
+    }
+
+    pub(crate) fn emitter(
+        &self,
+        channel: Option<tokio::sync::mpsc::UnboundedSender<AgentEvent>>,
+    ) -> events::Emitter {
+        events::Emitter::new(self.emit.clone(), channel)
+    }
+}

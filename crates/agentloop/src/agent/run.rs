@@ -1,0 +1,637 @@
+//! One run of the loop: the turn cycle, the model call, tool execution with hooks, limits and the
+//! guarantee that every run ends with exactly one `AgentEnd`.
+//!
+//! Cost per turn is independent of the history's length: the context is borrowed into the model
+//! request (copied only when a `context` hook or a custom message requires it), and events are
+//! only built when someone listens.
+
+use std::borrow::Cow;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::{FutureExt, StreamExt};
+use tokio_util::sync::CancellationToken;
+
+use super::calls::{BlockedCall, FinalizedToolCall, PreparedToolCall};
+use super::events::{AgentEvent, Emitter, EventObserver, RunStop};
+use super::hooks::{HookKind, TurnSummary};
+use super::{AgentError, AgentLoop, RunOutcome, ToolExecutionMode};
+use crate::model::{MessageAssembler, ModelError, ModelEvent, ModelRequest, messages_for_model};
+use crate::tooling::{
+    ExecOptions, Finalizer, MAX_PARALLEL_TOOLS, ToolDeps, ToolObserver, check_call, panic_message,
+    render_guidance, run_tools_with,
+};
+use crate::transcript::{
+    Message, Role, StopReason, ToolArguments, ToolCallPart, ToolResultPart, Usage, now_ms,
+};
+
+/// The run's mutable state, kept outside the run future so that a panic inside it still leaves
+/// every completed message available.
+pub(crate) struct RunState {
+    context: Vec<Message>,
+    new_from: usize,
+    turns: u32,
+    usage: Usage,
+}
+
+impl RunState {
+    fn push(&mut self, message: Message) {
+        self.context.push(message);
+    }
+
+    fn new_messages(&self) -> &[Message] {
+        self.context.get(self.new_from..).unwrap_or(&[])
+    }
+}
+
+/// How the model call of a turn ended.
+enum Reply {
+    Done(Message),
+    Aborted(Message),
+    Failed(Message, ModelError),
+}
+
+/// Detects the same wholly failing batch repeating turn after turn.
+struct RepeatTracker {
+    limit: Option<u32>,
+    last: Option<Vec<(String, ToolArguments)>>,
+    count: u32,
+}
+
+impl RepeatTracker {
+    /// Records a turn's batch; true when the limit is reached.
+    fn observe(&mut self, calls: &[ToolCallPart], results: &[ToolResultPart]) -> bool {
+        let Some(limit) = self.limit else {
+            return false;
+        };
+        if calls.is_empty() || !results.iter().all(|r| r.is_error) {
+            self.last = None;
+            self.count = 0;
+            return false;
+        }
+        let signature: Vec<_> = calls
+            .iter()
+            .map(|c| (c.tool_name.clone(), c.arguments.clone()))
+            .collect();
+        if self.last.as_ref() == Some(&signature) {
+            self.count += 1;
+        } else {
+            self.last = Some(signature);
+            self.count = 1;
+        }
+        self.count >= limit
+    }
+}
+
+fn truncated_call_result(call: &ToolCallPart) -> ToolResultPart {
+    ToolResultPart::error(
+        &call.id,
+        &call.tool_name,
+        format!(
+            "Tool call \"{}\" was cut off by the output-token limit before it was complete, so it \
+             was not run. Re-issue the call (keep its arguments shorter, or split the work into \
+             several calls).",
+            call.tool_name
+        ),
+    )
+}
+
+fn aborted_call_result(call: &ToolCallPart) -> ToolResultPart {
+    ToolResultPart::error(
+        &call.id,
+        &call.tool_name,
+        format!(
+            "Tool call \"{}\" was not run: the run was aborted while the model was still \
+             answering.",
+            call.tool_name
+        ),
+    )
+}
+
+fn empty_assistant() -> Message {
+    let mut m = Message::assistant(Vec::new(), StopReason::Stop);
+    m.stop_reason = None;
+    m
+}
+
+impl<D: ToolDeps> AgentLoop<D> {
+    /// Runs to the end, emitting `AgentStart` first and exactly one `AgentEnd` last, whatever
+    /// happens in between (model errors, hook panics, aborts, bugs).
+    pub(crate) async fn drive(
+        &self,
+        prompts: Option<Vec<Message>>,
+        context: Vec<Message>,
+        emitter: Emitter,
+    ) -> Result<RunOutcome, AgentError> {
+        emitter.emit(AgentEvent::AgentStart);
+        let precondition = match (&prompts, context.last()) {
+            _ if self.config.max_turns == Some(0) => Some(AgentError::Config(
+                "max_turns must be at least 1 (use None for no ceiling)".into(),
+            )),
+            (None, None) => Some(AgentError::EmptyContext),
+            (None, Some(last)) if last.role == Role::Assistant => {
+                Some(AgentError::ContinueFromAssistant)
+            }
+            _ => None,
+        };
+        if let Some(err) = precondition {
+            emitter.emit(AgentEvent::AgentEnd {
+                messages: Vec::new(),
+                stop: RunStop::Internal {
+                    message: err.to_string(),
+                },
+            });
+            return Err(err);
+        }
+
+        let cancel = self.abort.current();
+        let mut state = RunState {
+            new_from: context.len(),
+            context,
+            turns: 0,
+            usage: Usage::default(),
+        };
+        let result = AssertUnwindSafe(self.execute(&mut state, prompts, &emitter, &cancel))
+            .catch_unwind()
+            .await;
+        let (stop, returned, partial) = match result {
+            Ok(Ok(stop)) => (stop, Ok(()), None),
+            Ok(Err((error, partial))) => {
+                let stop = RunStop::ModelError {
+                    message: error.to_string(),
+                };
+                (stop, Err(error), Some(partial))
+            }
+            Err(payload) => {
+                let message = panic_message(&*payload);
+                tracing::error!(panic = %message, "the agent loop panicked");
+                (
+                    RunStop::Internal {
+                        message: message.clone(),
+                    },
+                    Err(ModelError::Stream(message)),
+                    None,
+                )
+            }
+        };
+        emitter.emit_with(|| {
+            let mut messages = state.new_messages().to_vec();
+            messages.extend(partial.clone());
+            AgentEvent::AgentEnd {
+                messages,
+                stop: stop.clone(),
+            }
+        });
+        match returned {
+            Ok(()) => Ok(RunOutcome {
+                new_from: state.new_from,
+                context: state.context,
+                stop,
+                turns: state.turns,
+                usage: state.usage,
+            }),
+            Err(error) => {
+                let completed = state.new_messages().to_vec();
+                Err(match (stop, partial) {
+                    (RunStop::Internal { message }, _) => {
+                        AgentError::Internal { message, completed }
+                    }
+                    (_, Some(partial)) => AgentError::Model {
+                        error,
+                        partial: Box::new(partial),
+                        completed,
+                    },
+                    (_, None) => AgentError::Internal {
+                        message: error.to_string(),
+                        completed,
+                    },
+                })
+            }
+        }
+    }
+
+    /// The turn cycle. Returns why the run stopped, or the model error with its partial message.
+    async fn execute(
+        &self,
+        state: &mut RunState,
+        prompts: Option<Vec<Message>>,
+        emitter: &Emitter,
+        cancel: &CancellationToken,
+    ) -> Result<RunStop, (ModelError, Message)> {
+        if cancel.is_cancelled() {
+            return Ok(RunStop::Aborted);
+        }
+        let system_prompt = self.system_prompt();
+        let mut repeats = RepeatTracker {
+            limit: self.config.repeat_tool_call_limit.filter(|&n| n > 0),
+            last: None,
+            count: 0,
+        };
+
+        emitter.emit(AgentEvent::TurnStart { turn: 1 });
+        for prompt in prompts.into_iter().flatten() {
+            self.inject(state, prompt, emitter);
+        }
+
+        loop {
+            if cancel.is_cancelled() {
+                emitter.emit_with(|| AgentEvent::TurnEnd {
+                    turn: state.turns + 1,
+                    message: empty_assistant(),
+                    tool_results: Vec::new(),
+                });
+                return Ok(RunStop::Aborted);
+            }
+            state.turns += 1;
+            let turn = state.turns;
+
+            let request = self.build_request(&state.context, &system_prompt);
+            let reply = self.stream_reply(request, emitter, cancel).await;
+            let message = match reply {
+                Reply::Done(message) => message,
+                Reply::Aborted(partial) => {
+                    // Calls the model had already streamed never run, but each still gets a
+                    // result so the transcript has no call without one.
+                    let results: Vec<_> = partial.tool_calls().map(aborted_call_result).collect();
+                    state.push(partial.clone());
+                    for result in &results {
+                        self.inject(state, Message::tool_result(result.clone()), emitter);
+                    }
+                    emitter.emit_with(|| AgentEvent::TurnEnd {
+                        turn,
+                        message: partial,
+                        tool_results: results,
+                    });
+                    return Ok(RunStop::Aborted);
+                }
+                Reply::Failed(partial, error) => {
+                    emitter.emit_with(|| AgentEvent::TurnEnd {
+                        turn,
+                        message: partial.clone(),
+                        tool_results: Vec::new(),
+                    });
+                    return Err((error, partial));
+                }
+            };
+            if let Some(usage) = &message.usage {
+                state.usage.accumulate(usage);
+            }
+            let calls: Vec<ToolCallPart> = message.tool_calls().cloned().collect();
+            let truncated = message.stop_reason == Some(StopReason::Length);
+            state.push(message.clone());
+
+            let results = if calls.is_empty() {
+                Vec::new()
+            } else if truncated {
+                self.answer_without_running(&calls, truncated_call_result, emitter)
+            } else {
+                self.execute_tools(&calls, emitter, cancel).await
+            };
+            for result in &results {
+                self.inject(state, Message::tool_result(result.clone()), emitter);
+            }
+            let summary_message = message;
+            emitter.emit_with(|| AgentEvent::TurnEnd {
+                turn,
+                message: summary_message.clone(),
+                tool_results: results.clone(),
+            });
+
+            if cancel.is_cancelled() {
+                return Ok(RunStop::Aborted);
+            }
+            if repeats.observe(&calls, &results) {
+                return Ok(RunStop::RepeatedToolFailures {
+                    turns: repeats.count,
+                });
+            }
+            if self.hooks.has(HookKind::ShouldStopAfterTurn) {
+                let summary = TurnSummary {
+                    turn,
+                    message: &summary_message,
+                    tool_results: &results,
+                };
+                if let Some(extension) = self.hooks.should_stop_after_turn(&summary) {
+                    return Ok(RunStop::HookStop { extension });
+                }
+            }
+
+            // Decide whether another turn is needed, and only then take from the queues, so a
+            // stop never swallows a queued message.
+            let from_steering = !calls.is_empty() || !self.steering.is_empty();
+            if !from_steering && self.follow_ups.is_empty() {
+                return Ok(RunStop::Done);
+            }
+            if let Some(limit) = self.config.max_turns {
+                if state.turns >= limit {
+                    return Ok(RunStop::MaxTurns { limit });
+                }
+            }
+            let pending = if from_steering {
+                self.steering.take(self.config.steering_mode)
+            } else {
+                self.follow_ups.take(self.config.follow_up_mode)
+            };
+            emitter.emit(AgentEvent::TurnStart { turn: turn + 1 });
+            for message in pending {
+                self.inject(state, message, emitter);
+            }
+        }
+    }
+
+    /// Appends a complete non-assistant message with its start/end events.
+    fn inject(&self, state: &mut RunState, message: Message, emitter: &Emitter) {
+        if emitter.enabled() {
+            emitter.emit(AgentEvent::MessageStart {
+                message: message.clone(),
+            });
+            emitter.emit(AgentEvent::MessageEnd {
+                message: message.clone(),
+            });
+        }
+        state.push(message);
+    }
+
+    fn system_prompt(&self) -> Option<String> {
+        match (&self.config.system_prompt, render_guidance(&self.registry)) {
+            (None, None) => None,
+            (Some(prompt), None) => Some(prompt.clone()),
+            (None, Some(guidance)) => Some(guidance),
+            (Some(prompt), Some(guidance)) => Some(format!("{prompt}\n\n{guidance}")),
+        }
+    }
+
+    fn build_request<'a>(
+        &'a self,
+        context: &'a [Message],
+        system_prompt: &Option<String>,
+    ) -> ModelRequest<'a> {
+        let messages: Cow<'a, [Message]> = if self.hooks.has(HookKind::Context) {
+            let mut copy = context.to_vec();
+            self.hooks.context(&mut copy);
+            for m in copy.iter_mut().filter(|m| m.role == Role::Custom) {
+                m.role = Role::User;
+                m.custom_type = None;
+            }
+            Cow::Owned(copy)
+        } else {
+            messages_for_model(context)
+        };
+        let tools =
+            if self.registry.deferred_names().is_empty() && self.registry.tool_search().is_none() {
+                Cow::Borrowed(self.registry.schemas())
+            } else {
+                Cow::Owned(
+                    self.registry
+                        .visible_schemas(&Default::default())
+                        .into_iter()
+                        .cloned()
+                        .collect(),
+                )
+            };
+        let mut request = ModelRequest::new(messages);
+        request.model = self.config.model.clone();
+        request.system_prompt = system_prompt.clone();
+        request.tools = tools;
+        request.temperature = self.config.temperature;
+        request.reasoning = self.config.reasoning;
+        request.max_output_tokens = self.config.max_output_tokens;
+        request.api_key = self.config.api_key.clone();
+        if self.hooks.has(HookKind::BeforeProviderRequest) {
+            self.hooks.before_provider_request(&mut request);
+        }
+        request
+    }
+
+    /// Streams one assistant reply, forwarding deltas as `MessageUpdate`s. An abort keeps what
+    /// was streamed; a stream that ends without its terminal event is an error.
+    async fn stream_reply(
+        &self,
+        request: ModelRequest<'_>,
+        emitter: &Emitter,
+        cancel: &CancellationToken,
+    ) -> Reply {
+        let model_id = request.model.clone();
+        let mut stream = self.model.stream(request);
+        let mut assembler = MessageAssembler::new();
+        let mut started = false;
+        let start = |started: &mut bool| {
+            if !*started {
+                *started = true;
+                emitter.emit_with(|| AgentEvent::MessageStart {
+                    message: empty_assistant(),
+                });
+            }
+        };
+        let stamp = |mut m: Message| {
+            if m.model.is_none() {
+                m.model = model_id.clone();
+            }
+            if m.provider.is_none() {
+                m.provider = Some(self.model.provider().to_owned());
+            }
+            m.timestamp_ms = now_ms();
+            m
+        };
+        loop {
+            let event = tokio::select! {
+                biased;
+                _ = cancel.cancelled() => {
+                    start(&mut started);
+                    let partial = stamp(assembler.to_message(StopReason::Aborted));
+                    emitter.emit_with(|| AgentEvent::MessageEnd { message: partial.clone() });
+                    return Reply::Aborted(partial);
+                }
+                event = stream.next() => event,
+            };
+            match event {
+                Some(ModelEvent::Delta(delta)) => {
+                    start(&mut started);
+                    assembler.push(&delta);
+                    emitter.emit_with(|| AgentEvent::MessageUpdate { delta });
+                }
+                Some(ModelEvent::Retry {
+                    attempt,
+                    delay,
+                    reason,
+                }) => emitter.emit_with(|| AgentEvent::ModelRetry {
+                    attempt,
+                    delay_ms: delay.as_millis() as u64,
+                    reason,
+                }),
+                Some(ModelEvent::Done(message)) => {
+                    start(&mut started);
+                    let mut message = stamp(message);
+                    message.role = Role::Assistant;
+                    if message.stop_reason.is_none() {
+                        message.stop_reason = Some(if message.tool_calls().next().is_some() {
+                            StopReason::ToolUse
+                        } else {
+                            StopReason::Stop
+                        });
+                    }
+                    emitter.emit_with(|| AgentEvent::MessageEnd {
+                        message: message.clone(),
+                    });
+                    return Reply::Done(message);
+                }
+                Some(ModelEvent::Error { message, error }) => {
+                    start(&mut started);
+                    let mut message = stamp(message);
+                    message.role = Role::Assistant;
+                    if message.stop_reason != Some(StopReason::Aborted) {
+                        message.stop_reason = Some(StopReason::Error);
+                    }
+                    if message.error_message.is_none() {
+                        message.error_message = Some(error.to_string());
+                    }
+                    emitter.emit_with(|| AgentEvent::MessageEnd {
+                        message: message.clone(),
+                    });
+                    return Reply::Failed(message, error);
+                }
+                None => {
+                    start(&mut started);
+                    let error = ModelError::Stream(
+                        "the model stream ended without a terminal event".into(),
+                    );
+                    let mut partial = stamp(assembler.to_message(StopReason::Error));
+                    partial.error_message = Some(error.to_string());
+                    emitter.emit_with(|| AgentEvent::MessageEnd {
+                        message: partial.clone(),
+                    });
+                    return Reply::Failed(partial, error);
+                }
+            }
+        }
+    }
+
+    /// Gives every call a result without running it (with start/end events).
+    fn answer_without_running(
+        &self,
+        calls: &[ToolCallPart],
+        answer: fn(&ToolCallPart) -> ToolResultPart,
+        emitter: &Emitter,
+    ) -> Vec<ToolResultPart> {
+        calls
+            .iter()
+            .map(|call| {
+                let result = answer(call);
+                if emitter.enabled() {
+                    emitter.emit(AgentEvent::ToolExecutionStart { call: call.clone() });
+                    emitter.emit(AgentEvent::ToolExecutionEnd {
+                        call: call.clone(),
+                        result: result.clone(),
+                    });
+                }
+                result
+            })
+            .collect()
+    }
+
+    /// Prepares the calls in order (tool_call hooks may veto or rewrite), then runs the allowed
+    /// ones through the executor. Results come back in call order, one per call.
+    async fn execute_tools(
+        &self,
+        calls: &[ToolCallPart],
+        emitter: &Emitter,
+        cancel: &CancellationToken,
+    ) -> Vec<ToolResultPart> {
+        let observer: Option<Arc<dyn ToolObserver>> = emitter
+            .enabled()
+            .then(|| Arc::new(EventObserver(emitter.clone())) as Arc<dyn ToolObserver>);
+        let finalize: Option<Finalizer> = self.hooks.has(HookKind::ToolResult).then(|| {
+            let hooks = self.hooks.clone();
+            Arc::new(
+                move |call: &ToolCallPart, outcome: &mut crate::tooling::ToolOutcome| {
+                    let mut finalized = FinalizedToolCall {
+                        id: call.id.clone(),
+                        name: call.tool_name.clone(),
+                        arguments: match &call.arguments {
+                            ToolArguments::Json(v) => v.clone(),
+                            ToolArguments::Unparsed(t) => serde_json::Value::String(t.clone()),
+                        },
+                        is_error: outcome.result.is_error,
+                        result: outcome.result.clone(),
+                    };
+                    hooks.tool_result(&mut finalized);
+                    outcome.result = finalized.result;
+                },
+            ) as Finalizer
+        });
+        let options = ExecOptions {
+            observer,
+            cancel: cancel.clone(),
+            max_parallel: MAX_PARALLEL_TOOLS,
+            sequential: self.config.tool_execution_mode == ToolExecutionMode::Sequential,
+            default_timeout: self.config.default_tool_timeout,
+            max_retries: self.config.max_retries,
+            retry_backoff: self.config.tool_retry_backoff,
+            finalize,
+        };
+
+        if !self.hooks.has(HookKind::ToolCall) {
+            return run_tools_with(calls, &self.registry, &self.deps, &options)
+                .await
+                .into_iter()
+                .map(|o| o.result)
+                .collect();
+        }
+
+        let mut slots: Vec<Option<ToolResultPart>> = vec![None; calls.len()];
+        let mut to_run: Vec<(usize, ToolCallPart)> = Vec::with_capacity(calls.len());
+        for (i, call) in calls.iter().enumerate() {
+            // Calls that fail lookup or validation go to the executor unchanged: it answers
+            // them with the same error text as without hooks, and hooks never see them.
+            let Ok((_, arguments)) = check_call(call, &self.registry) else {
+                to_run.push((i, call.clone()));
+                continue;
+            };
+            let prepared = PreparedToolCall {
+                id: call.id.clone(),
+                name: call.tool_name.clone(),
+                arguments,
+            };
+            match self.hooks.tool_call(&prepared) {
+                Ok(None) => to_run.push((i, call.clone())),
+                Ok(Some(arguments)) => to_run.push((
+                    i,
+                    ToolCallPart {
+                        arguments: ToolArguments::Json(arguments),
+                        ..call.clone()
+                    },
+                )),
+                Err((blocked_by_extension, error)) => {
+                    let blocked = BlockedCall {
+                        call: prepared,
+                        error,
+                        blocked_by_extension,
+                    };
+                    let result = ToolResultPart::error(&call.id, &call.tool_name, blocked.render());
+                    if emitter.enabled() {
+                        emitter.emit(AgentEvent::ToolExecutionStart { call: call.clone() });
+                        emitter.emit(AgentEvent::ToolExecutionEnd {
+                            call: call.clone(),
+                            result: result.clone(),
+                        });
+                    }
+                    slots[i] = Some(result);
+                }
+            }
+        }
+        let runnable: Vec<ToolCallPart> = to_run.iter().map(|(_, c)| c.clone()).collect();
+        let outcomes = run_tools_with(&runnable, &self.registry, &self.deps, &options).await;
+        for ((i, _), outcome) in to_run.into_iter().zip(outcomes) {
+            slots[i] = Some(outcome.result);
+        }
+        slots
+            .into_iter()
+            .zip(calls)
+            .map(|(slot, call)| {
+                slot.unwrap_or_else(|| {
+                    ToolResultPart::error(&call.id, &call.tool_name, "internal error: no result")
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,338 @@
+//! The [`Model`] trait the agent loop talks to, the request it sends and the events it receives.
+//!
+//! A model turns a [`ModelRequest`] into a stream of [`ModelEvent`]s: any number of deltas (text,
+//! thinking, tool-call pieces) and retries, then exactly one terminal event — [`ModelEvent::Done`]
+//! or [`ModelEvent::Error`] — carrying the assembled assistant message. The loop tolerates models
+//! that break this contract (a stream that just ends is treated as an error, anything after the
+//! terminal event is ignored). Providers (HTTP adapters) and the scripted models for tests both
+//! implement this trait; nothing here knows about tools' handlers.
+
+mod assemble;
+mod scripted;
+
+use std::borrow::Cow;
+use std::fmt;
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures::Stream;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use assemble::MessageAssembler;
+pub use scripted::{FnModel, RecordedRequest, ScriptedModel, ScriptedTurn};
+
+use crate::tooling::ToolSchema;
+use crate::transcript::{Message, Role};
+
+/// How hard the model should think, where the provider supports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ReasoningLevel {
+    /// No reasoning.
+    Off,
+    /// The least reasoning the provider offers.
+    Minimal,
+    /// Low effort.
+    Low,
+    /// Medium effort.
+    Medium,
+    /// High effort.
+    High,
+    /// The most the provider offers.
+    Xhigh,
+}
+
+impl std::str::FromStr for ReasoningLevel {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "off" | "none" => ReasoningLevel::Off,
+            "minimal" => ReasoningLevel::Minimal,
+            "low" => ReasoningLevel::Low,
+            "medium" => ReasoningLevel::Medium,
+            "high" => ReasoningLevel::High,
+            "xhigh" => ReasoningLevel::Xhigh,
+            other => {
+                return Err(format!(
+                    "unknown reasoning level {other:?}: use off, minimal, low, medium, high or xhigh"
+                ));
+            }
+        })
+    }
+}
+
+/// An API key. Its `Debug` and `Display` never show the secret, so it cannot leak into logs,
+/// errors or events by accident; [`expose`](ApiKey::expose) is the one way to read it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiKey(String);
+
+impl ApiKey {
+    /// Wraps a secret.
+    pub fn new(secret: impl Into<String>) -> Self {
+        ApiKey(secret.into())
+    }
+    /// The secret, for building an authorization header.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("ApiKey(<redacted>)")
+    }
+}
+
+impl fmt::Display for ApiKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+/// One model call: the conversation so far and what the model may use.
+///
+/// The messages are borrowed from the loop's context when no hook changed them, so building a
+/// request costs nothing per message; a `context` hook or a custom message makes an owned copy.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ModelRequest<'a> {
+    /// Model id (`None`: the model's own default).
+    pub model: Option<String>,
+    /// System prompt (including any tool-guidance section).
+    pub system_prompt: Option<String>,
+    /// The conversation, oldest first. Custom messages have already been turned into user
+    /// messages.
+    pub messages: Cow<'a, [Message]>,
+    /// Tools the model may call.
+    pub tools: Cow<'a, [ToolSchema]>,
+    /// Sampling temperature.
+    pub temperature: Option<f32>,
+    /// Reasoning effort.
+    pub reasoning: Option<ReasoningLevel>,
+    /// Output-token limit.
+    pub max_output_tokens: Option<u32>,
+    /// API key override (`None`: the provider's configured key).
+    pub api_key: Option<ApiKey>,
+}
+
+impl<'a> ModelRequest<'a> {
+    /// A request for `messages` with nothing else set.
+    pub fn new(messages: impl Into<Cow<'a, [Message]>>) -> Self {
+        ModelRequest {
+            model: None,
+            system_prompt: None,
+            messages: messages.into(),
+            tools: Cow::Borrowed(&[]),
+            temperature: None,
+            reasoning: None,
+            max_output_tokens: None,
+            api_key: None,
+        }
+    }
+
+    /// An owned copy, detached from the loop's context.
+    pub fn into_owned(self) -> ModelRequest<'static> {
+        ModelRequest {
+            model: self.model,
+            system_prompt: self.system_prompt,
+            messages: Cow::Owned(self.messages.into_owned()),
+            tools: Cow::Owned(self.tools.into_owned()),
+            temperature: self.temperature,
+            reasoning: self.reasoning,
+            max_output_tokens: self.max_output_tokens,
+            api_key: self.api_key,
+        }
+    }
+}
+
+/// Converts extension-injected custom messages into user messages (what every model API
+/// accepts). Borrows when there are none.
+pub fn messages_for_model(messages: &[Message]) -> Cow<'_, [Message]> {
+    if !messages.iter().any(|m| m.role == Role::Custom) {
+        return Cow::Borrowed(messages);
+    }
+    Cow::Owned(
+        messages
+            .iter()
+            .map(|m| {
+                if m.role == Role::Custom {
+                    let mut user = m.clone();
+                    user.role = Role::User;
+                    user.custom_type = None;
+                    user
+                } else {
+                    m.clone()
+                }
+            })
+            .collect(),
+    )
+}
+
+/// A piece of an assistant message as it streams.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ModelDelta {
+    /// More visible text.
+    Text {
+        /// The new text.
+        delta: String,
+    },
+    /// More reasoning text.
+    Thinking {
+        /// The new text.
+        delta: String,
+    },
+    /// A tool call begins.
+    ToolCallStart {
+        /// Position of the call among this message's tool calls.
+        index: usize,
+        /// Call id.
+        id: String,
+        /// Tool name.
+        name: String,
+    },
+    /// More argument text for a tool call.
+    ToolCallArguments {
+        /// Which call.
+        index: usize,
+        /// The new argument text.
+        delta: String,
+        /// The arguments parsed so far (a best-effort partial object), when the provider
+        /// computes it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        partial: Option<Value>,
+    },
+    /// A tool call's arguments are complete.
+    ToolCallEnd {
+        /// Which call.
+        index: usize,
+    },
+}
+
+/// What a model stream yields.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum ModelEvent {
+    /// A piece of the message.
+    Delta(ModelDelta),
+    /// The provider is retrying a failed request (nothing has been streamed yet).
+    Retry {
+        /// Which retry this is (1 for the first).
+        attempt: u32,
+        /// How long it waits before retrying.
+        delay: Duration,
+        /// Why.
+        reason: String,
+    },
+    /// Terminal: the assembled assistant message.
+    Done(Message),
+    /// Terminal: the model failed; `message` is the partial assistant message with
+    /// `stop_reason: error` (or `aborted`) and its `error_message`.
+    Error {
+        /// The partial message.
+        message: Message,
+        /// What went wrong.
+        error: ModelError,
+    },
+}
+
+/// The stream a model returns.
+pub type ModelStream = Pin<Box<dyn Stream<Item = ModelEvent> + Send>>;
+
+/// Why a model call failed. Messages never contain credentials.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    /// The request could not be sent (connection refused, DNS, TLS…).
+    #[error("could not reach the model provider: {0}")]
+    Connection(String),
+    /// The provider answered with an HTTP error status.
+    #[error("the model provider answered HTTP {status}: {message}")]
+    Status {
+        /// HTTP status code.
+        status: u16,
+        /// The provider's error message.
+        message: String,
+    },
+    /// The provider reported an error inside the stream.
+    #[error("the model provider reported an error ({code}): {message}")]
+    Provider {
+        /// Provider error code or type.
+        code: String,
+        /// Provider message.
+        message: String,
+    },
+    /// The stream broke: it ended before its terminal event, stalled, or sent something
+    /// unreadable.
+    #[error("the model stream failed: {0}")]
+    Stream(String),
+    /// The request was not valid for this model (missing key, unsupported input…).
+    #[error("invalid model request: {0}")]
+    InvalidRequest(String),
+    /// A scripted model ran out of turns or was told to fail.
+    #[error("scripted model: {0}")]
+    Script(String),
+}
+
+/// A language model the agent loop can call.
+///
+/// Implementations build everything they need from the request synchronously (e.g. serialize the
+/// HTTP body) and return a `'static` stream, so a request never has to outlive the call. Dropping
+/// the stream cancels the call.
+pub trait Model: Send + Sync {
+    /// Starts a call.
+    fn stream(&self, request: ModelRequest<'_>) -> ModelStream;
+
+    /// Provider name recorded on assistant messages (e.g. `"openai_chat"`).
+    fn provider(&self) -> &str {
+        "unknown"
+    }
+}
+
+impl<M: Model + ?Sized> Model for std::sync::Arc<M> {
+    fn stream(&self, request: ModelRequest<'_>) -> ModelStream {
+        (**self).stream(request)
+    }
+    fn provider(&self) -> &str {
+        (**self).provider()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_keys_never_print() {
+        let key = ApiKey::new("sk-secret-123");
+        assert!(!format!("{key:?}").contains("sk-secret"));
+        assert!(!format!("{key}").contains("sk-secret"));
+        let mut req = ModelRequest::new(vec![]);
+        req.api_key = Some(key);
+        assert!(!format!("{req:?}").contains("sk-secret"));
+    }
+
+    #[test]
+    fn custom_messages_become_user_messages_only_when_present() {
+        let plain = vec![Message::user("a")];
+        assert!(matches!(messages_for_model(&plain), Cow::Borrowed(_)));
+        let mixed = vec![
+            Message::user("a"),
+            Message::custom("note", vec![crate::transcript::Part::text("b")]),
+        ];
+        let converted = messages_for_model(&mixed);
+        assert_eq!(converted[1].role, Role::User);
+        assert_eq!(converted[1].text(), "b");
+        assert_eq!(mixed[1].role, Role::Custom, "the original is untouched");
+    }
+
+    #[test]
+    fn reasoning_levels_parse() {
+        assert_eq!("xhigh".parse::<ReasoningLevel>(), Ok(ReasoningLevel::Xhigh));
+        assert_eq!("OFF".parse::<ReasoningLevel>(), Ok(ReasoningLevel::Off));
+        assert!("extreme".parse::<ReasoningLevel>().is_err());
+    }
+}
