@@ -12,7 +12,7 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{
     Attribute, FnArg, GenericArgument, GenericParam, Ident, ItemFn, Pat, PathArguments, ReturnType,
-    Type, WherePredicate,
+    Type,
 };
 
 use crate::docs::{doc_text, is_doc};
@@ -67,8 +67,17 @@ pub(crate) fn expand(options: ToolOptions, mut func: ItemFn) -> syn::Result<Toke
     let args_struct = Ident::new("AgentloopToolArgs", Span::mixed_site());
     let ctx_var = Ident::new("agentloop_ctx", Span::mixed_site());
     let args_var = Ident::new("agentloop_args", Span::mixed_site());
-    let ret_var = Ident::new("agentloop_ret", Span::mixed_site());
 
+    let mut params = func.sig.generics.params.clone();
+    let mut where_clause =
+        func.sig
+            .generics
+            .where_clause
+            .clone()
+            .unwrap_or_else(|| syn::WhereClause {
+                where_token: Default::default(),
+                predicates: Default::default(),
+            });
     let (ctor_generics, deps_ty, fn_path) = match &deps_mode {
         DepsMode::AnyDeps => (
             quote!(<D: ::agentloop::tooling::ToolDeps>),
@@ -77,7 +86,30 @@ pub(crate) fn expand(options: ToolOptions, mut func: ItemFn) -> syn::Result<Toke
         ),
         DepsMode::Concrete(ty) => (quote!(), quote!(#ty), quote!(#fn_ident)),
         DepsMode::Generic(param) => {
-            let params = &func.sig.generics.params;
+            // Add what a spec needs (`Send + Sync + 'static`) where the function already bounds
+            // the parameter (its `where` clause or its declaration), never in both places.
+            let extra: [syn::TypeParamBound; 3] = [
+                syn::parse_quote!(::core::marker::Send),
+                syn::parse_quote!(::core::marker::Sync),
+                syn::parse_quote!('static),
+            ];
+            let in_where = where_clause.predicates.iter_mut().find_map(|p| match p {
+                syn::WherePredicate::Type(t) if is_param(&t.bounded_ty, param) => Some(t),
+                _ => None,
+            });
+            match in_where {
+                Some(predicate) => predicate.bounds.extend(extra),
+                None => {
+                    for p in params.iter_mut() {
+                        if let GenericParam::Type(t) = p {
+                            if t.colon_token.is_none() {
+                                t.colon_token = Some(Default::default());
+                            }
+                            t.bounds.extend(extra.clone());
+                        }
+                    }
+                }
+            }
             (
                 quote!(<#params>),
                 quote!(#param),
@@ -85,22 +117,8 @@ pub(crate) fn expand(options: ToolOptions, mut func: ItemFn) -> syn::Result<Toke
             )
         }
     };
-    let where_clause = match &deps_mode {
-        DepsMode::Generic(param) => {
-            let mut predicates: Vec<WherePredicate> = func
-                .sig
-                .generics
-                .where_clause
-                .as_ref()
-                .map(|w| w.predicates.iter().cloned().collect())
-                .unwrap_or_default();
-            predicates.push(
-                syn::parse_quote!(#param: ::core::marker::Send + ::core::marker::Sync + 'static),
-            );
-            quote!(where #(#predicates),*)
-        }
-        _ => quote!(),
-    };
+
+    let where_tokens = (!where_clause.predicates.is_empty()).then_some(&where_clause);
 
     let fields = args.iter().map(|a| {
         let Arg {
@@ -127,6 +145,7 @@ pub(crate) fn expand(options: ToolOptions, mut func: ItemFn) -> syn::Result<Toke
         ReturnType::Default => func.sig.ident.span(),
         ReturnType::Type(_, ty) => ty.span(),
     };
+    let ret_var = Ident::new("agentloop_ret", Span::mixed_site());
     let convert = quote_spanned! {ret_span=>
         {
             #[allow(unused_imports)]
@@ -134,9 +153,13 @@ pub(crate) fn expand(options: ToolOptions, mut func: ItemFn) -> syn::Result<Toke
                 ViaOutput as _, ViaResultOutputDisplay as _, ViaResultSerialize as _,
                 ViaResultSerializeDisplay as _, ViaSerialize as _,
             };
-            (&&&&&::agentloop::macro_support::returns::Probe::of(&#ret_var))
+            // The braces around the argument carry the return type's span, so an unsupported
+            // return type is reported there rather than at `#[tool]`.
+            #[allow(unused_braces)]
+            let output = (&&&&&::agentloop::macro_support::returns::Probe::of(&#ret_var))
                 .tool_return_kind()
-                .convert(#ret_var)
+                .convert({ #ret_var });
+            output
         }
     };
 
@@ -180,7 +203,7 @@ pub(crate) fn expand(options: ToolOptions, mut func: ItemFn) -> syn::Result<Toke
         #func
 
         #[doc = #ctor_doc]
-        #vis fn #ctor_ident #ctor_generics () -> ::agentloop::tooling::ToolSpec<#deps_ty> #where_clause {
+        #vis fn #ctor_ident #ctor_generics () -> ::agentloop::tooling::ToolSpec<#deps_ty> #where_tokens {
             #[derive(::agentloop::macro_support::serde::Deserialize, ::agentloop::schemars::JsonSchema)]
             #[serde(crate = "::agentloop::macro_support::serde", deny_unknown_fields)]
             #[schemars(crate = "::agentloop::schemars")]
@@ -401,6 +424,11 @@ fn deps_mode(func: &ItemFn, context: Option<Type>, args: &[Arg]) -> syn::Result<
         }
         _ => Err(not_generic(generics)),
     }
+}
+
+/// Whether `ty` is exactly the type parameter `param`.
+fn is_param(ty: &Type, param: &Ident) -> bool {
+    matches!(ty, Type::Path(p) if p.qself.is_none() && p.path.is_ident(param))
 }
 
 /// Whether `ident` appears anywhere in the tokens of `ty`.

@@ -115,10 +115,9 @@ pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
     let func = match syn::parse::<syn::ItemFn>(item) {
         Ok(f) => f,
         Err(e) => {
-            let mut err =
-                syn::Error::new(e.span(), "#[tool] goes on a function (`fn` or `async fn`)");
-            err.combine(e);
-            return err.to_compile_error().into();
+            return syn::Error::new(e.span(), "#[tool] goes on a function (`fn` or `async fn`)")
+                .to_compile_error()
+                .into();
         }
     };
     let fallback = expand::strip_argument_attributes(func.clone());

@@ -45,7 +45,7 @@ pub fn finish<D: Send + Sync + 'static>(builder: ToolSpecBuilder<D>) -> ToolSpec
 /// Conversion of a tool function's return value, chosen at compile time by autoref
 /// specialisation (the most specific rule wins):
 ///
-/// 1. anything that is [`IntoToolOutput`] (`String`, `ToolOutput`, `Value`, `()`,
+/// 1. anything that is [`IntoToolOutput`](crate::tooling::IntoToolOutput) (`String`, `ToolOutput`, `Value`, `()`,
 ///    `Result<String, E: Into<ToolError>>`…): as is;
 /// 2. `Result<T: Serialize, E: Into<ToolError>>`: `Ok` as JSON;
 /// 3. `Result<T: IntoToolOutput, E: Display>`: `Err` as its text;

@@ -142,7 +142,10 @@ fn unknown_names_are_ignored_with_a_note() {
 async fn bm25_search_ranks_the_deferred_tools() {
     let registry = registry();
     assert_eq!(search(&registry, "send an email").await[0], "send_email");
-    assert_eq!(search(&registry, "invoice customer").await[0], "create_invoice");
+    assert_eq!(
+        search(&registry, "invoice customer").await[0],
+        "create_invoice"
+    );
     assert_eq!(
         search(&registry, "what's the weather in Paris?").await[0],
         "weather_forecast"
@@ -208,7 +211,10 @@ fn bm25_scores_prefer_name_matches_and_rarer_words() {
     let schemas = [
         schema("notes_search", "Search the notes."),
         schema("send_email", "Send an email."),
-        schema("mail_merge", "Merge a template with an email list and send every email."),
+        schema(
+            "mail_merge",
+            "Merge a template with an email list and send every email.",
+        ),
     ];
     let index = Bm25Index::new(&schemas);
     assert_eq!(index.len(), 3);

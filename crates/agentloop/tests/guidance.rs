@@ -97,14 +97,18 @@ fn nothing_to_render_is_none() {
     assert_eq!(render_guidance(&Registry::<Deps>::default()), None);
     let plain = Registry::new([list_dir_tool::<Deps>(), builder("b").build().unwrap()]).unwrap();
     assert_eq!(render_guidance(&plain), None);
-    let blank = Registry::new([builder("b").guideline("  ").snippet("\n").build().unwrap()]).unwrap();
+    let blank =
+        Registry::new([builder("b").guideline("  ").snippet("\n").build().unwrap()]).unwrap();
     assert_eq!(render_guidance(&blank), None);
 }
 
 #[test]
 fn a_snippet_alone_is_rendered() {
-    let registry = Registry::new([builder("only_snippet").snippet("only_snippet({})").build().unwrap()])
-        .unwrap();
+    let registry = Registry::new([builder("only_snippet")
+        .snippet("only_snippet({})")
+        .build()
+        .unwrap()])
+    .unwrap();
     assert_eq!(
         render_guidance(&registry).unwrap(),
         "## Tool guidance\n\n### only_snippet\nExample:\nonly_snippet({})"

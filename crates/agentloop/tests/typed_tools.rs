@@ -185,6 +185,15 @@ async fn whoami<D: ToolDeps>(ctx: ToolContext<D>) -> String {
     ctx.call_id().to_owned()
 }
 
+/// Report the call id (bounds in a `where` clause, sync).
+#[tool]
+fn whoami_where<D>(ctx: ToolContext<D>) -> String
+where
+    D: ToolDeps,
+{
+    ctx.call_id().to_owned()
+}
+
 /// Sleep on the blocking pool.
 #[tool]
 fn sleep_sync(ms: u64) -> String {
@@ -284,9 +293,15 @@ fn options_map_onto_the_spec() {
     assert_eq!(store.timeout(), Some(Duration::from_millis(500)));
     assert_eq!(
         store.guidelines(),
-        ["Store only what the user asked for.", "Keys are case-sensitive."]
+        [
+            "Store only what the user asked for.",
+            "Keys are case-sensitive."
+        ]
     );
-    assert_eq!(store.snippet(), Some(r#"store({"key": "a", "value": "b"})"#));
+    assert_eq!(
+        store.snippet(),
+        Some(r#"store({"key": "a", "value": "b"})"#)
+    );
 
     let search: ToolSpec<Deps> = find_tools_tool();
     assert!(search.local_tool_search());
@@ -304,7 +319,10 @@ fn parallel_safe_false_makes_the_batch_sequential() {
     let registry = Registry::<Deps>::new([add_tool(), no_arguments_tool()]).unwrap();
     let add = ToolCallPart::new("1", "add", json!({"a": 1, "b": 2}));
     let greet = ToolCallPart::new("2", "greeting", json!({}));
-    assert!(batch_is_parallel_safe(&[add.clone(), add.clone()], &registry));
+    assert!(batch_is_parallel_safe(
+        &[add.clone(), add.clone()],
+        &registry
+    ));
     assert!(!batch_is_parallel_safe(&[add, greet], &registry));
 }
 
@@ -444,17 +462,19 @@ async fn context_tools_get_deps_and_call_id() {
         .unwrap();
     assert_eq!(out.content, "direct:Ada");
 
-    let registry = Registry::new([lookup_tool(), whoami_tool()]).unwrap();
+    let registry = Registry::new([lookup_tool(), whoami_tool(), whoami_where_tool()]).unwrap();
     let calls = [
         ToolCallPart::new("c-1", "lookup", json!({"key": "owner"})),
         ToolCallPart::new("c-2", "lookup", json!({"key": "nope"})),
         ToolCallPart::new("c-3", "whoami", json!({})),
+        ToolCallPart::new("c-4", "whoami_where", json!({})),
     ];
     let results = run_tools(&calls, &registry, &app_deps(), None).await;
     assert_eq!(results[0].content, "c-1:Ada");
     assert!(results[1].is_error);
     assert_eq!(results[1].content, "no nope");
     assert_eq!(results[2].content, "c-3");
+    assert_eq!(results[3].content, "c-4");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -37,19 +37,19 @@ const HEADING: &str = "## Tool guidance";
 ///     tool("write_file").guideline("Never overwrite without reading first.").build().unwrap(),
 /// ])
 /// .unwrap();
-/// assert_eq!(
-///     render_guidance(&registry).unwrap(),
-///     "## Tool guidance\n\
-///      \n\
-///      ### read_file\n\
-///      - Paths are relative to the workspace root.\n\
-///      \n\
-///      Example:\n\
-///      read_file({\"path\": \"src/main.rs\"})\n\
-///      \n\
-///      ### write_file\n\
-///      - Never overwrite without reading first."
-/// );
+/// let expected = [
+///     "## Tool guidance",
+///     "",
+///     "### read_file",
+///     "- Paths are relative to the workspace root.",
+///     "",
+///     "Example:",
+///     r#"read_file({"path": "src/main.rs"})"#,
+///     "",
+///     "### write_file",
+///     "- Never overwrite without reading first.",
+/// ];
+/// assert_eq!(render_guidance(&registry).unwrap(), expected.join("\n"));
 /// ```
 pub fn render_guidance<D>(registry: &Registry<D>) -> Option<String> {
     render(registry.specs())

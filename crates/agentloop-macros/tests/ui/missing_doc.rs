@@ -1,0 +1,8 @@
+use agentloop::tool;
+
+#[tool]
+fn undocumented(text: String) -> String {
+    text
+}
+
+fn main() {}
