@@ -232,6 +232,10 @@ impl<D: ToolDeps> AgentLoop<D> {
         for prompt in prompts.into_iter().flatten() {
             self.inject(state, prompt, emitter);
         }
+        // Steering queued between runs is due before the first model call.
+        for message in self.steering.take(self.config.steering_mode) {
+            self.inject(state, message, emitter);
+        }
 
         loop {
             if cancel.is_cancelled() {
