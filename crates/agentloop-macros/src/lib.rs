@@ -13,7 +13,7 @@ use proc_macro::TokenStream;
 
 /// Turns a function into an agentloop tool: the doc comment becomes the description, each
 /// argument becomes a property of the JSON Schema, and a `<fn>_tool()` constructor returns the
-/// [`ToolSpec`].
+/// `agentloop::tooling::ToolSpec`.
 ///
 /// ```
 /// use agentloop::tool;
@@ -103,8 +103,6 @@ use proc_macro::TokenStream;
 /// destructuring or `ref` argument pattern, a reference argument type, an unknown or repeated
 /// option, a tool name providers refuse and a malformed timeout are all compile errors pointing at
 /// the offending token.
-///
-/// [`ToolSpec`]: https://docs.rs/agentloop/latest/agentloop/tooling/struct.ToolSpec.html
 #[proc_macro_attribute]
 pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
     let mut options = options::ToolOptions::default();

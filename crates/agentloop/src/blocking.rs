@@ -70,7 +70,21 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
 /// Where async work runs on behalf of synchronous callers: a private runtime on a background
 /// thread ([`new`](SyncRuntime::new)) or a shared one ([`with_handle`](SyncRuntime::with_handle)).
 ///
-/// Cheap to clone; a private runtime stops when the last clone is dropped.
+/// Cheap to clone; a private runtime stops when the last clone is dropped. Share one between
+/// several blocking views with [`BlockingTools::with_runtime`].
+///
+/// ```
+/// use agentloop::blocking::SyncRuntime;
+/// use std::time::Duration;
+///
+/// let runtime = SyncRuntime::new()?;
+/// let answer = runtime.run(async {
+///     tokio::time::sleep(Duration::from_millis(1)).await;
+///     42
+/// });
+/// assert_eq!(answer, 42);
+/// # Ok::<(), std::io::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct SyncRuntime {
     inner: Arc<RuntimeInner>,
