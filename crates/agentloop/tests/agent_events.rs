@@ -372,3 +372,44 @@ async fn delays_do_not_reorder_anything() {
         ]
     );
 }
+
+/// Runs and batches must be spawnable (their futures are `Send`), also for generic deps types.
+#[tokio::test]
+async fn runs_and_batches_can_be_spawned() {
+    async fn spawn_batch<D: agentloop::tooling::ToolDeps>(
+        registry: Arc<agentloop::tooling::Registry<D>>,
+        deps: Arc<D>,
+    ) -> usize {
+        tokio::spawn(async move {
+            let calls = [agentloop::transcript::ToolCallPart::new(
+                "x",
+                "missing",
+                json!({}),
+            )];
+            agentloop::tooling::run_tools_with(
+                &calls,
+                &registry,
+                &deps,
+                &agentloop::tooling::ExecOptions::default(),
+            )
+            .await
+            .len()
+        })
+        .await
+        .unwrap()
+    }
+    let registry = Arc::new(agentloop::tooling::Registry::new(vec![echo_tool()]).unwrap());
+    assert_eq!(
+        spawn_batch(registry, Arc::new(agentloop::tooling::Deps::new())).await,
+        1
+    );
+
+    let model = Arc::new(ScriptedModel::new([ScriptedTurn::text("spawned")]));
+    let agent = Arc::new(agent(model, vec![echo_tool()]));
+    let handle = {
+        let agent = agent.clone();
+        tokio::spawn(async move { agent.run(vec![Message::user("hi")], vec![]).await })
+    };
+    let out = within(handle).await.unwrap().unwrap();
+    assert_eq!(out.final_text(), "spawned");
+}

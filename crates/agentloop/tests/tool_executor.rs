@@ -722,3 +722,38 @@ async fn abort_gives_unfinished_calls_an_aborted_result_and_keeps_finished_ones(
     let out = run_tools_with(&calls, &registry, &deps(), &options).await;
     assert!(out.iter().all(|o| o.result.is_error && o.attempts == 0));
 }
+
+#[tokio::test]
+async fn a_slow_first_call_does_not_hold_back_the_rest_of_the_batch() {
+    // 1 slow call + 16 fast ones with a cap of 8: the 7 free slots must keep cycling while the
+    // slow call runs (no head-of-line blocking), so every call has started before it ends.
+    let started = Arc::new(AtomicUsize::new(0));
+    let seen_at_slow_end = Arc::new(AtomicUsize::new(0));
+    let (s, seen) = (started.clone(), seen_at_slow_end.clone());
+    #[derive(Deserialize)]
+    struct A {
+        ms: u64,
+        #[serde(default)]
+        slow: bool,
+    }
+    let tool = ToolSpec::<Deps>::builder("t", "Sleeps.")
+        .handler(move |_c: ToolContext<Deps>, a: A| {
+            let (s, seen) = (s.clone(), seen.clone());
+            async move {
+                s.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(a.ms)).await;
+                if a.slow {
+                    seen.store(s.load(Ordering::SeqCst), Ordering::SeqCst);
+                }
+                "ok"
+            }
+        })
+        .build()
+        .unwrap();
+    let registry = Registry::new(vec![tool]).unwrap();
+    let mut calls = vec![call("slow", "t", json!({"ms": 1500, "slow": true}))];
+    calls.extend((0..16).map(|i| call(&format!("f{i}"), "t", json!({"ms": 20}))));
+    let results = run_tools(&calls, &registry, &deps(), None).await;
+    assert!(results.iter().all(|r| !r.is_error));
+    assert_eq!(seen_at_slow_end.load(Ordering::SeqCst), 17);
+}
