@@ -9,6 +9,7 @@
 
 pub mod agent;
 pub mod blocking;
+pub mod builtin;
 #[doc(hidden)]
 pub mod macro_support;
 pub mod model;

@@ -1,0 +1,237 @@
+//! Approval for the built-in tools: the [`ApprovalPolicy`] (`--approve never|mutating|always` in
+//! the CLI) and [`WorkspaceDeps`], a ready-made dependency bundle that applies it.
+//!
+//! This module decides whether a call may run; it never prompts a person itself. Prompting is the
+//! application's job, plugged in as an *asker* callback (the CLI asks on the terminal).
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use super::is_mutating;
+use super::workspace::Workspace;
+use crate::tooling::{Approval, ToolDeps};
+use crate::transcript::ToolCallPart;
+
+/// Which tool calls run without asking anyone.
+///
+/// "Mutating" tools are the ones named in [`MUTATING_TOOLS`](super::MUTATING_TOOLS)
+/// (`write_file`, `edit_file`, `shell`); every other tool name counts as read-only.
+///
+/// | policy | read-only tools | mutating tools |
+/// |---|---|---|
+/// | [`Always`](Self::Always) | allowed | allowed |
+/// | [`Mutating`](Self::Mutating) (default) | allowed | ask (denied when there is no asker) |
+/// | [`Never`](Self::Never) | allowed | denied, with a reason the model sees |
+///
+/// ```
+/// use agentloop::builtin::{ApprovalPolicy, PolicyDecision};
+///
+/// let policy: ApprovalPolicy = "mutating".parse().unwrap();
+/// assert_eq!(policy.decide("read_file"), PolicyDecision::Allow);
+/// assert_eq!(policy.decide("shell"), PolicyDecision::Ask);
+/// assert!(matches!(ApprovalPolicy::Never.decide("shell"), PolicyDecision::Deny(_)));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ApprovalPolicy {
+    /// Never auto-approve mutating tools: they are denied; read-only tools are allowed.
+    Never,
+    /// Approve read-only tools automatically; ask for mutating ones.
+    #[default]
+    Mutating,
+    /// Approve every call automatically.
+    Always,
+}
+
+/// What an [`ApprovalPolicy`] says about one tool.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PolicyDecision {
+    /// Run it.
+    Allow,
+    /// Ask the asker (deny if there is none).
+    Ask,
+    /// Do not run it; the reason is shown to the model.
+    Deny(String),
+}
+
+/// The reason given to the model when a call needs approval and no asker is configured.
+pub const NO_ASKER_REASON: &str =
+    "mutating tool calls need approval; none was given (run with --approve always to allow)";
+
+impl ApprovalPolicy {
+    /// The policy's verdict for a call of `tool_name`.
+    pub fn decide(&self, tool_name: &str) -> PolicyDecision {
+        if !is_mutating(tool_name) {
+            return PolicyDecision::Allow;
+        }
+        match self {
+            ApprovalPolicy::Always => PolicyDecision::Allow,
+            ApprovalPolicy::Mutating => PolicyDecision::Ask,
+            ApprovalPolicy::Never => PolicyDecision::Deny(format!(
+                "`{tool_name}` changes files or runs commands, and this session does not allow \
+                 that (approval policy \"never\"); use read-only tools instead"
+            )),
+        }
+    }
+
+    /// The CLI spelling: `never`, `mutating` or `always`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ApprovalPolicy::Never => "never",
+            ApprovalPolicy::Mutating => "mutating",
+            ApprovalPolicy::Always => "always",
+        }
+    }
+}
+
+impl fmt::Display for ApprovalPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The error of parsing an [`ApprovalPolicy`] from text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown approval policy \"{0}\"; expected never, mutating or always")]
+pub struct ParsePolicyError(pub String);
+
+impl FromStr for ApprovalPolicy {
+    type Err = ParsePolicyError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "never" => Ok(ApprovalPolicy::Never),
+            "mutating" => Ok(ApprovalPolicy::Mutating),
+            "always" => Ok(ApprovalPolicy::Always),
+            _ => Err(ParsePolicyError(s.to_owned())),
+        }
+    }
+}
+
+/// A boxed future resolving to an [`Approval`], returned by async askers.
+pub type ApprovalFuture = Pin<Box<dyn Future<Output = Approval> + Send>>;
+
+#[derive(Clone)]
+enum Asker {
+    /// Runs on Tokio's blocking pool (it may block on a terminal read).
+    Blocking(Arc<dyn Fn(&ToolCallPart) -> Approval + Send + Sync>),
+    Async(Arc<dyn Fn(ToolCallPart) -> ApprovalFuture + Send + Sync>),
+}
+
+/// A dependency bundle for the built-in tools: the [`Workspace`], an [`ApprovalPolicy`] and an
+/// optional *asker* consulted when the policy says "ask".
+///
+/// Its [`ToolDeps::before_tool`] applies the policy. When the policy asks and no asker is set,
+/// the call is denied with [`NO_ASKER_REASON`]. A panicking asker is reported by the executor as
+/// a failed approval check; the call does not run.
+///
+/// ```
+/// use agentloop::builtin::{ApprovalPolicy, Workspace, WorkspaceDeps};
+/// use agentloop::tooling::Approval;
+///
+/// let workspace = Workspace::new(std::env::temp_dir()).unwrap();
+/// let deps = WorkspaceDeps::new(workspace, ApprovalPolicy::Mutating)
+///     .with_asker(|call| {
+///         // A real asker would prompt a person here (it runs on the blocking pool).
+///         if call.tool_name == "shell" { Approval::deny("no commands today") } else { Approval::Allow }
+///     });
+/// assert_eq!(deps.policy(), ApprovalPolicy::Mutating);
+/// ```
+#[derive(Clone)]
+pub struct WorkspaceDeps {
+    workspace: Workspace,
+    policy: ApprovalPolicy,
+    asker: Option<Asker>,
+}
+
+impl fmt::Debug for WorkspaceDeps {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let asker = match &self.asker {
+            None => "none",
+            Some(Asker::Blocking(_)) => "blocking",
+            Some(Asker::Async(_)) => "async",
+        };
+        f.debug_struct("WorkspaceDeps")
+            .field("workspace", &self.workspace)
+            .field("policy", &self.policy)
+            .field("asker", &asker)
+            .finish()
+    }
+}
+
+impl WorkspaceDeps {
+    /// A bundle with no asker.
+    pub fn new(workspace: Workspace, policy: ApprovalPolicy) -> Self {
+        WorkspaceDeps {
+            workspace,
+            policy,
+            asker: None,
+        }
+    }
+
+    /// Sets a blocking asker (e.g. a terminal prompt). It runs on Tokio's blocking pool, so it
+    /// may block for as long as a person takes to answer.
+    pub fn with_asker(
+        mut self,
+        asker: impl Fn(&ToolCallPart) -> Approval + Send + Sync + 'static,
+    ) -> Self {
+        self.asker = Some(Asker::Blocking(Arc::new(asker)));
+        self
+    }
+
+    /// Sets an async asker (e.g. one that sends the question to a UI and awaits the answer).
+    pub fn with_async_asker<F, Fut>(mut self, asker: F) -> Self
+    where
+        F: Fn(ToolCallPart) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Approval> + Send + 'static,
+    {
+        self.asker = Some(Asker::Async(Arc::new(move |call| Box::pin(asker(call)))));
+        self
+    }
+
+    /// The workspace the tools are confined to.
+    pub fn workspace(&self) -> &Workspace {
+        &self.workspace
+    }
+
+    /// The approval policy.
+    pub fn policy(&self) -> ApprovalPolicy {
+        self.policy
+    }
+
+    /// Whether an asker is set.
+    pub fn has_asker(&self) -> bool {
+        self.asker.is_some()
+    }
+
+    /// Applies the policy (and the asker, if the policy asks) to `call`.
+    pub async fn approve(&self, call: &ToolCallPart) -> Approval {
+        match self.policy.decide(&call.tool_name) {
+            PolicyDecision::Allow => Approval::Allow,
+            PolicyDecision::Deny(reason) => Approval::Deny(reason),
+            PolicyDecision::Ask => match &self.asker {
+                None => Approval::deny(NO_ASKER_REASON),
+                Some(Asker::Async(ask)) => ask(call.clone()).await,
+                Some(Asker::Blocking(ask)) => {
+                    let ask = ask.clone();
+                    let call = call.clone();
+                    match tokio::task::spawn_blocking(move || ask(&call)).await {
+                        Ok(approval) => approval,
+                        // Re-raise so the executor reports "approval check failed".
+                        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                        Err(_) => Approval::deny("the approval prompt was cancelled"),
+                    }
+                }
+            },
+        }
+    }
+}
+
+impl ToolDeps for WorkspaceDeps {
+    fn before_tool(&self, call: &ToolCallPart) -> impl Future<Output = Approval> + Send {
+        self.approve(call)
+    }
+}

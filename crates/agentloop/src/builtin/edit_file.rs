@@ -1,0 +1,99 @@
+//! `edit_file{path, old_text, new_text}`: replace one exact, unique piece of text in a file.
+//!
+//! The replacement happens only when `old_text` occurs exactly once, so the model cannot edit the
+//! wrong place by accident; otherwise the error says how to fix the call. Refuses binary files.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::workspace::Workspace;
+use super::{io_error, looks_binary};
+use crate::tooling::ToolError;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Args {
+    path: String,
+    old_text: String,
+    new_text: String,
+}
+
+pub(super) const DESCRIPTION: &str = "Edit a file in the workspace by replacing one exact piece \
+of text. old_text must match the file exactly (whitespace and indentation included) and occur \
+exactly once; include enough surrounding lines to make it unique. Read the file first.";
+
+pub(super) fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "path": {
+                "type": "string",
+                "description": "File to edit, relative to the workspace root (absolute paths must be inside the workspace)."
+            },
+            "old_text": {
+                "type": "string",
+                "minLength": 1,
+                "description": "The exact text to replace; it must occur exactly once in the file."
+            },
+            "new_text": {
+                "type": "string",
+                "description": "The text to put in its place (may be empty to delete old_text)."
+            }
+        },
+        "required": ["path", "old_text", "new_text"],
+        "additionalProperties": false
+    })
+}
+
+pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError> {
+    let path = workspace.resolve(&args.path)?;
+    let shown = workspace.display(&path);
+    if path.is_dir() {
+        return Err(ToolError::new(format!(
+            "`{shown}` is a directory; give the path of a file"
+        )));
+    }
+    if args.old_text.is_empty() {
+        return Err(ToolError::new(
+            "old_text is empty; copy the exact text to replace from the file",
+        ));
+    }
+    let bytes = std::fs::read(&path).map_err(|e| io_error("read", &shown, &e))?;
+    if looks_binary(&bytes) {
+        return Err(ToolError::new(format!(
+            "`{shown}` looks like a binary file; edit_file only edits text"
+        )));
+    }
+    let text = String::from_utf8(bytes).map_err(|_| {
+        ToolError::new(format!(
+            "`{shown}` is not valid UTF-8 text; edit_file cannot edit it safely"
+        ))
+    })?;
+
+    let mut matches = text.match_indices(&args.old_text);
+    let Some((at, _)) = matches.next() else {
+        return Err(ToolError::new(format!(
+            "old_text was not found in `{shown}`; read the file and copy the exact text"
+        )));
+    };
+    let others = matches.count();
+    if others > 0 {
+        return Err(ToolError::new(format!(
+            "old_text occurs {} times in `{shown}`; include more surrounding context so it is unique",
+            others + 1
+        )));
+    }
+
+    let mut edited = String::with_capacity(text.len() + args.new_text.len());
+    edited.push_str(&text[..at]);
+    edited.push_str(&args.new_text);
+    edited.push_str(&text[at + args.old_text.len()..]);
+    std::fs::write(&path, edited.as_bytes()).map_err(|e| io_error("write", &shown, &e))?;
+
+    let line = text[..at].matches('\n').count() + 1;
+    let old_lines = args.old_text.lines().count().max(1);
+    let new_lines = args.new_text.lines().count();
+    Ok(format!(
+        "Edited `{shown}` at line {line}: replaced {old_lines} line(s) with {new_lines} line(s)."
+    ))
+}

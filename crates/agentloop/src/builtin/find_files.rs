@@ -1,0 +1,143 @@
+//! `find_files{pattern, path?}`: files in the workspace whose path matches a glob.
+//!
+//! Also owns the walking and glob-matching rules `grep` shares: `.gitignore`/`.ignore` rules are
+//! respected, hidden entries (and so `.git`) are skipped, symbolic links are not followed (a link
+//! cannot lead the walk out of the workspace). Reads no file contents.
+
+use std::path::Path;
+
+use globset::{GlobBuilder, GlobMatcher};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::output::{OUTPUT_LIMIT, thousands, truncate_output};
+use super::workspace::Workspace;
+use crate::tooling::ToolError;
+
+/// The most paths one search returns.
+pub const MAX_RESULTS: usize = 500;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Args {
+    pattern: String,
+    path: Option<String>,
+}
+
+pub(super) const DESCRIPTION: &str = "Find files in the workspace by glob pattern. A pattern \
+without `/` matches file names at any depth (`*.rs`, `Cargo.toml`); a pattern with `/` matches \
+the path relative to `path` (`src/**/*.rs`). `*` does not cross `/`, `**` does, `{a,b}` \
+alternates. Files ignored by .gitignore and hidden files are skipped. Results are sorted paths \
+relative to the workspace root.";
+
+pub(super) fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "pattern": {
+                "type": "string",
+                "minLength": 1,
+                "description": "Glob pattern, e.g. \"*.rs\" or \"src/**/*.toml\"."
+            },
+            "path": {
+                "type": "string",
+                "description": "Directory to search, relative to the workspace root (default \".\", the root)."
+            }
+        },
+        "required": ["pattern"],
+        "additionalProperties": false
+    })
+}
+
+/// A compiled glob with find_files' matching rule (name-only unless the pattern has a `/`).
+pub(super) struct PathGlob {
+    matcher: GlobMatcher,
+    whole_path: bool,
+}
+
+impl PathGlob {
+    pub(super) fn new(pattern: &str) -> Result<Self, ToolError> {
+        let glob = GlobBuilder::new(pattern)
+            .literal_separator(true)
+            .build()
+            .map_err(|e| ToolError::new(format!("invalid glob pattern `{pattern}`: {e}")))?;
+        Ok(PathGlob {
+            matcher: glob.compile_matcher(),
+            whole_path: pattern.contains('/'),
+        })
+    }
+
+    /// Whether `relative` (a path relative to the search directory) matches.
+    pub(super) fn is_match(&self, relative: &Path) -> bool {
+        if self.whole_path {
+            self.matcher.is_match(relative)
+        } else {
+            relative
+                .file_name()
+                .is_some_and(|name| self.matcher.is_match(name))
+        }
+    }
+}
+
+/// Visits every regular file under `dir` (or `dir` itself if it is a file), honouring ignore
+/// files, skipping hidden entries and not following symbolic links. Stops early when
+/// `cancelled()` turns true or `visit` returns `false`.
+pub(super) fn walk_files(
+    dir: &Path,
+    cancelled: &dyn Fn() -> bool,
+    visit: &mut dyn FnMut(&Path) -> bool,
+) {
+    let walker = ignore::WalkBuilder::new(dir)
+        .require_git(false)
+        .follow_links(false)
+        .build();
+    for entry in walker {
+        if cancelled() {
+            return;
+        }
+        let Ok(entry) = entry else { continue };
+        if entry.file_type().is_some_and(|t| t.is_file()) && !visit(entry.path()) {
+            return;
+        }
+    }
+}
+
+pub(super) fn run(
+    workspace: &Workspace,
+    args: Args,
+    cancelled: &dyn Fn() -> bool,
+) -> Result<String, ToolError> {
+    let glob = PathGlob::new(&args.pattern)?;
+    let dir = workspace.resolve(args.path.as_deref().unwrap_or("."))?;
+    let shown = workspace.display(&dir);
+    if !dir.is_dir() {
+        return Err(ToolError::new(format!(
+            "`{shown}` is not a directory; give a directory to search in (default: the workspace root)"
+        )));
+    }
+    let mut found = Vec::new();
+    walk_files(&dir, cancelled, &mut |file| {
+        if let Ok(relative) = file.strip_prefix(&dir) {
+            if glob.is_match(relative) {
+                found.push(workspace.display(file));
+            }
+        }
+        true
+    });
+    if found.is_empty() {
+        return Ok(format!("No files match `{}` in `{shown}`.", args.pattern));
+    }
+    found.sort();
+    let total = found.len();
+    found.truncate(MAX_RESULTS);
+    let mut out = found.join("\n");
+    out.push('\n');
+    if total > MAX_RESULTS {
+        out.push_str(&format!(
+            "[... {} more files not shown ({} matched); use a narrower pattern or path]\n",
+            thousands(total - MAX_RESULTS),
+            thousands(total)
+        ));
+    }
+    Ok(truncate_output(&out, OUTPUT_LIMIT))
+}

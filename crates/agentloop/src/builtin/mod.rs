@@ -1,0 +1,261 @@
+//! The built-in coding tools: read, write and edit files, list directories, find files, search
+//! contents and run shell commands — all confined to a [`Workspace`].
+//!
+//! [`tools`] returns the seven tools as ordinary [`ToolSpec`]s, generic over the application's
+//! deps bundle (they need nothing from it), so they register next to any other tool. Their
+//! argument names are a contract models and scripts rely on:
+//!
+//! | tool | arguments |
+//! |---|---|
+//! | `read_file` | `path`, `offset?`, `limit?` |
+//! | `write_file` | `path`, `content` |
+//! | `edit_file` | `path`, `old_text`, `new_text` |
+//! | `list_dir` | `path?` |
+//! | `find_files` | `pattern`, `path?` |
+//! | `grep` | `pattern`, `path?`, `glob?` |
+//! | `shell` | `command`, `timeout_secs?` |
+//!
+//! This module owns the tools' behaviour, their path confinement ([`Workspace`]), their output
+//! truncation ([`truncate_output`]) and the approval policy for them ([`ApprovalPolicy`],
+//! [`WorkspaceDeps`]). It must not prompt anyone (an application plugs in an asker), and it must
+//! not touch anything outside the workspace except through `shell`, which is unconfined by nature
+//! and therefore classed as mutating ([`MUTATING_TOOLS`]).
+//!
+//! The file tools are blocking handlers (they run on Tokio's blocking pool and stop walking when
+//! their call is cancelled); `shell` is async so a timeout or abort kills its process group. The
+//! mutating tools are not parallel-safe: a batch that contains one runs in call order, so a read
+//! after a write in the same batch sees the write.
+//!
+//! ```
+//! use agentloop::builtin::{self, ApprovalPolicy, Workspace, WorkspaceDeps};
+//! use agentloop::tooling::{run_tools, Registry};
+//! use agentloop::transcript::ToolCallPart;
+//! use serde_json::json;
+//! use std::sync::Arc;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! let dir = std::env::temp_dir().join(format!("agentloop-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir).unwrap();
+//! let workspace = Workspace::new(&dir).unwrap();
+//! let registry = Registry::new(builtin::tools::<WorkspaceDeps>(&workspace)).unwrap();
+//! let deps = Arc::new(WorkspaceDeps::new(workspace, ApprovalPolicy::Always));
+//!
+//! let calls = [
+//!     ToolCallPart::new("1", "write_file", json!({"path": "hello.txt", "content": "hi\n"})),
+//!     ToolCallPart::new("2", "read_file", json!({"path": "hello.txt"})),
+//! ];
+//! let results = run_tools(&calls, &registry, &deps, None).await;
+//! assert_eq!(results[1].content, "     1\thi\n");
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! # }
+//! ```
+
+mod approval;
+mod edit_file;
+mod find_files;
+mod grep;
+mod list_dir;
+mod output;
+mod read_file;
+mod shell;
+mod workspace;
+mod write_file;
+
+use std::time::Duration;
+
+use crate::tooling::{ToolContext, ToolDeps, ToolError, ToolSpec};
+
+pub use approval::{
+    ApprovalFuture, ApprovalPolicy, NO_ASKER_REASON, ParsePolicyError, PolicyDecision,
+    WorkspaceDeps,
+};
+pub use find_files::MAX_RESULTS as FIND_FILES_MAX_RESULTS;
+pub use grep::MAX_MATCHES as GREP_MAX_MATCHES;
+pub use list_dir::MAX_ENTRIES as LIST_DIR_MAX_ENTRIES;
+pub use output::{OUTPUT_LIMIT, truncate_output};
+pub use read_file::DEFAULT_LINE_LIMIT as READ_FILE_DEFAULT_LINES;
+pub use shell::{
+    DEFAULT_TIMEOUT_SECS as SHELL_DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS as SHELL_MAX_TIMEOUT_SECS,
+};
+pub use workspace::Workspace;
+
+/// The names of the built-in tools that change files or run commands (and so need approval
+/// under [`ApprovalPolicy::Mutating`]).
+pub const MUTATING_TOOLS: &[&str] = &["write_file", "edit_file", "shell"];
+
+/// The names of all seven built-in tools, in the order [`tools`] returns them.
+pub const TOOL_NAMES: &[&str] = &[
+    "read_file",
+    "write_file",
+    "edit_file",
+    "list_dir",
+    "find_files",
+    "grep",
+    "shell",
+];
+
+/// Whether `name` is one of the [`MUTATING_TOOLS`].
+///
+/// ```
+/// assert!(agentloop::builtin::is_mutating("edit_file"));
+/// assert!(!agentloop::builtin::is_mutating("grep"));
+/// ```
+pub fn is_mutating(name: &str) -> bool {
+    MUTATING_TOOLS.contains(&name)
+}
+
+/// Time limit for the file tools (a walk over a huge tree stops when it is reached).
+const FILE_TOOL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The seven built-in tools, confined to `workspace`, in the order of [`TOOL_NAMES`].
+///
+/// The tools ignore the deps bundle, so any [`ToolDeps`] works; use [`WorkspaceDeps`] to get the
+/// approval policy as well.
+pub fn tools<D: ToolDeps>(workspace: &Workspace) -> Vec<ToolSpec<D>> {
+    let built = [
+        build_read_file(workspace),
+        build_write_file(workspace),
+        build_edit_file(workspace),
+        build_list_dir(workspace),
+        build_find_files(workspace),
+        build_grep(workspace),
+        build_shell(workspace),
+    ];
+    built
+        .into_iter()
+        .filter_map(|spec| match spec {
+            Ok(spec) => Some(spec),
+            Err(e) => {
+                // Unreachable with the definitions below (a unit test builds them all); a bad
+                // definition must not take the application down.
+                tracing::error!("built-in tool definition rejected: {e}");
+                None
+            }
+        })
+        .collect()
+}
+
+type Built<D> = Result<ToolSpec<D>, crate::tooling::SpecError>;
+
+fn build_read_file<D: ToolDeps>(workspace: &Workspace) -> Built<D> {
+    let ws = workspace.clone();
+    ToolSpec::builder("read_file", read_file::DESCRIPTION)
+        .parameters(read_file::schema())
+        .timeout(FILE_TOOL_TIMEOUT)
+        .blocking_handler(move |_ctx: ToolContext<D>, args: read_file::Args| {
+            read_file::run(&ws, args)
+        })
+        .build()
+}
+
+fn build_write_file<D: ToolDeps>(workspace: &Workspace) -> Built<D> {
+    let ws = workspace.clone();
+    ToolSpec::builder("write_file", write_file::DESCRIPTION)
+        .parameters(write_file::schema())
+        .timeout(FILE_TOOL_TIMEOUT)
+        .parallel_safe(false)
+        .blocking_handler(move |_ctx: ToolContext<D>, args: write_file::Args| {
+            write_file::run(&ws, args)
+        })
+        .build()
+}
+
+fn build_edit_file<D: ToolDeps>(workspace: &Workspace) -> Built<D> {
+    let ws = workspace.clone();
+    ToolSpec::builder("edit_file", edit_file::DESCRIPTION)
+        .parameters(edit_file::schema())
+        .timeout(FILE_TOOL_TIMEOUT)
+        .parallel_safe(false)
+        .blocking_handler(move |_ctx: ToolContext<D>, args: edit_file::Args| {
+            edit_file::run(&ws, args)
+        })
+        .build()
+}
+
+fn build_list_dir<D: ToolDeps>(workspace: &Workspace) -> Built<D> {
+    let ws = workspace.clone();
+    ToolSpec::builder("list_dir", list_dir::DESCRIPTION)
+        .parameters(list_dir::schema())
+        .timeout(FILE_TOOL_TIMEOUT)
+        .blocking_handler(move |_ctx: ToolContext<D>, args: list_dir::Args| {
+            list_dir::run(&ws, args)
+        })
+        .build()
+}
+
+fn build_find_files<D: ToolDeps>(workspace: &Workspace) -> Built<D> {
+    let ws = workspace.clone();
+    ToolSpec::builder("find_files", find_files::DESCRIPTION)
+        .parameters(find_files::schema())
+        .timeout(FILE_TOOL_TIMEOUT)
+        .blocking_handler(move |ctx: ToolContext<D>, args: find_files::Args| {
+            find_files::run(&ws, args, &|| ctx.is_cancelled())
+        })
+        .build()
+}
+
+fn build_grep<D: ToolDeps>(workspace: &Workspace) -> Built<D> {
+    let ws = workspace.clone();
+    ToolSpec::builder("grep", grep::DESCRIPTION)
+        .parameters(grep::schema())
+        .timeout(FILE_TOOL_TIMEOUT)
+        .blocking_handler(move |ctx: ToolContext<D>, args: grep::Args| {
+            grep::run(&ws, args, &|| ctx.is_cancelled())
+        })
+        .build()
+}
+
+fn build_shell<D: ToolDeps>(workspace: &Workspace) -> Built<D> {
+    let ws = workspace.clone();
+    ToolSpec::builder("shell", shell::DESCRIPTION)
+        .parameters(shell::schema())
+        .timeout(shell::spec_timeout())
+        .parallel_safe(false)
+        .handler(move |_ctx: ToolContext<D>, args: shell::Args| shell::run(ws.clone(), args))
+        .build()
+}
+
+/// Whether the first bytes of a file look binary (contain a NUL byte), as git and grep decide.
+fn looks_binary(sniff: &[u8]) -> bool {
+    sniff.iter().take(8192).any(|&b| b == 0)
+}
+
+/// A model-actionable error for a failed file operation.
+fn io_error(action: &str, shown: &str, e: &std::io::Error) -> ToolError {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => ToolError::new(format!(
+            "`{shown}` does not exist; use list_dir or find_files to see what is there"
+        )),
+        std::io::ErrorKind::PermissionDenied => {
+            ToolError::new(format!("permission denied: cannot {action} `{shown}`"))
+        }
+        _ => ToolError::new(format!("could not {action} `{shown}`: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::tooling::{Deps, Registry};
+
+    #[test]
+    fn all_seven_tools_build_and_register() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        let specs = tools::<Deps>(&ws);
+        let names: Vec<&str> = specs.iter().map(|s| s.name()).collect();
+        assert_eq!(names, TOOL_NAMES);
+        for spec in &specs {
+            assert_eq!(spec.parameters()["additionalProperties"], false);
+            assert_eq!(spec.parallel_safe(), !is_mutating(spec.name()));
+        }
+        assert!(Registry::new(specs).is_ok());
+    }
+
+    #[test]
+    fn binary_sniffing_looks_for_nul() {
+        assert!(looks_binary(b"PK\x03\x04\x00"));
+        assert!(!looks_binary("plain ü text\n".as_bytes()));
+    }
+}

@@ -1,0 +1,141 @@
+//! `read_file{path, offset?, limit?}`: a numbered range of a text file's lines.
+//!
+//! Reads one file inside the workspace, streaming it line by line so huge files cost only the
+//! lines shown. Refuses directories and binary files. Never writes anything.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::output::{OUTPUT_LIMIT, clip, thousands, truncate_output};
+use super::workspace::Workspace;
+use super::{io_error, looks_binary};
+use crate::tooling::ToolError;
+
+/// Lines shown when the call gives no `limit`.
+pub const DEFAULT_LINE_LIMIT: usize = 2000;
+/// Longest line shown in full; longer lines are cut with a note.
+const MAX_LINE_BYTES: usize = 2000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Args {
+    path: String,
+    offset: Option<u64>,
+    limit: Option<u64>,
+}
+
+pub(super) const DESCRIPTION: &str = "Read a text file in the workspace. Lines are numbered \
+(`   12\\tcontent`). Use offset (1-based first line) and limit (number of lines) to read part \
+of a large file; by default up to 2000 lines from the start are shown, with a note saying how \
+to continue. Binary files are refused.";
+
+pub(super) fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "path": {
+                "type": "string",
+                "description": "File to read, relative to the workspace root (absolute paths must be inside the workspace)."
+            },
+            "offset": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "1-based number of the first line to show (default 1)."
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "How many lines to show (default 2000)."
+            }
+        },
+        "required": ["path"],
+        "additionalProperties": false
+    })
+}
+
+pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError> {
+    let path = workspace.resolve(&args.path)?;
+    let shown = workspace.display(&path);
+    if path.is_dir() {
+        return Err(ToolError::new(format!(
+            "`{shown}` is a directory; use list_dir to see its entries"
+        )));
+    }
+    let file = File::open(&path).map_err(|e| io_error("read", &shown, &e))?;
+    let mut reader = BufReader::new(file);
+
+    let mut sniff = Vec::with_capacity(8192);
+    (&mut reader)
+        .take(8192)
+        .read_to_end(&mut sniff)
+        .map_err(|e| io_error("read", &shown, &e))?;
+    if looks_binary(&sniff) {
+        return Err(ToolError::new(format!(
+            "`{shown}` looks like a binary file; read_file only shows text"
+        )));
+    }
+    let mut reader = BufReader::new(sniff.as_slice().chain(reader));
+
+    let offset = usize::try_from(args.offset.unwrap_or(1).max(1)).unwrap_or(usize::MAX);
+    let limit = usize::try_from(args.limit.unwrap_or(DEFAULT_LINE_LIMIT as u64).max(1))
+        .unwrap_or(usize::MAX);
+
+    let mut out = String::new();
+    let mut line = Vec::new();
+    let mut number = 0usize;
+    let mut shown_lines = 0usize;
+    let mut next_unshown: Option<usize> = None;
+    loop {
+        line.clear();
+        let read = reader
+            .read_until(b'\n', &mut line)
+            .map_err(|e| io_error("read", &shown, &e))?;
+        if read == 0 {
+            break;
+        }
+        number += 1;
+        if number < offset {
+            continue;
+        }
+        if next_unshown.is_some() {
+            continue; // only counting the remaining lines
+        }
+        if shown_lines >= limit || out.len() >= OUTPUT_LIMIT {
+            next_unshown = Some(number);
+            continue;
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim_end_matches(['\n', '\r']);
+        let clipped = clip(text, MAX_LINE_BYTES);
+        out.push_str(&format!("{number:>6}\t{clipped}"));
+        if clipped.len() < text.len() {
+            out.push_str(&format!(
+                " [... line cut: {} of {} bytes shown]",
+                thousands(clipped.len()),
+                thousands(text.len())
+            ));
+        }
+        out.push('\n');
+        shown_lines += 1;
+    }
+
+    if number == 0 {
+        return Ok(format!("(`{shown}` is empty)"));
+    }
+    if offset > number {
+        return Err(ToolError::new(format!(
+            "offset {offset} is past the end of `{shown}`, which has {number} lines"
+        )));
+    }
+    if let Some(next) = next_unshown {
+        let remaining = number - next + 1;
+        out.push_str(&format!(
+            "[... {} more lines; use offset={next} to continue]\n",
+            thousands(remaining)
+        ));
+    }
+    Ok(truncate_output(&out, OUTPUT_LIMIT + 1000))
+}

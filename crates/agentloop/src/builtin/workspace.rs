@@ -1,0 +1,229 @@
+//! [`Workspace`]: the directory the built-in tools may touch, and the path confinement that keeps
+//! them inside it.
+//!
+//! Every path a model passes is resolved here, once, before any file is opened. Relative paths are
+//! taken from the root; absolute paths are accepted only when they lie inside the root. The
+//! existing part of a path is canonicalized (so `..` and symbolic links are resolved the way the
+//! operating system would) and must stay inside the canonical root; the part that does not exist
+//! yet (a file `write_file` is about to create) may not contain `..` and may not start with a
+//! dangling symbolic link. This module decides *where* a path points; it never reads or writes
+//! file contents.
+//!
+//! Confinement is checked when the call resolves its path. A process that swaps a directory for a
+//! symbolic link between that check and the file operation (a race the model itself cannot run,
+//! but another program could) is outside what this module defends against.
+
+use std::fmt;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use crate::tooling::ToolError;
+
+/// A root directory that confines every path the built-in tools use.
+///
+/// Cheap to clone (the root is shared).
+///
+/// ```
+/// use agentloop::builtin::Workspace;
+///
+/// let dir = std::env::temp_dir();
+/// let workspace = Workspace::new(&dir).unwrap();
+/// assert!(workspace.resolve("notes/todo.txt").is_ok());
+/// assert!(workspace.resolve("../elsewhere").is_err());
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct Workspace {
+    root: Arc<PathBuf>,
+}
+
+impl fmt::Debug for Workspace {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Workspace")
+            .field("root", &self.root)
+            .finish()
+    }
+}
+
+impl Workspace {
+    /// A workspace rooted at `root`, which is canonicalized now.
+    ///
+    /// Fails if `root` does not exist or is not a directory.
+    pub fn new(root: impl AsRef<Path>) -> io::Result<Self> {
+        let given = root.as_ref();
+        let root = std::fs::canonicalize(given).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("workspace root {} cannot be used: {e}", given.display()),
+            )
+        })?;
+        if !root.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                format!("workspace root {} is not a directory", given.display()),
+            ));
+        }
+        Ok(Workspace {
+            root: Arc::new(root),
+        })
+    }
+
+    /// The canonical root directory.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Resolves a model-supplied path to an absolute path inside the workspace.
+    ///
+    /// The path need not exist (so `write_file` can create it), but whatever part of it exists
+    /// must resolve, symbolic links included, to a place inside the root. Errors are written for
+    /// the model: they name the path and say what to do instead.
+    pub fn resolve(&self, path: &str) -> Result<PathBuf, ToolError> {
+        if path.trim().is_empty() {
+            return Err(ToolError::new(
+                "the path is empty; give a path relative to the workspace root (\".\" is the root)",
+            ));
+        }
+        let given = Path::new(path);
+        let candidate = if given.is_absolute() {
+            given.to_path_buf()
+        } else {
+            self.root.join(given)
+        };
+        let components: Vec<Component<'_>> = candidate.components().collect();
+
+        // The longest prefix of the path that exists, canonicalized.
+        let mut existing = None;
+        for split in (1..=components.len()).rev() {
+            let prefix: PathBuf = components[..split].iter().collect();
+            if let Ok(canonical) = std::fs::canonicalize(&prefix) {
+                existing = Some((canonical, split));
+                break;
+            }
+        }
+        let Some((mut resolved, split)) = existing else {
+            return Err(self.outside(path, &candidate));
+        };
+        if !resolved.starts_with(self.root.as_path()) {
+            return Err(self.outside(path, &candidate));
+        }
+
+        let rest = &components[split..];
+        if let Some(first) = rest.first() {
+            // The first missing component exists as a directory entry only if it is a symbolic
+            // link whose target is missing: following it could create files anywhere.
+            if std::fs::symlink_metadata(resolved.join(first.as_os_str())).is_ok() {
+                return Err(ToolError::new(format!(
+                    "`{path}` goes through a symbolic link whose target does not exist; \
+                     refusing to follow it. Use a path inside the workspace that does not \
+                     involve that link."
+                )));
+            }
+        }
+        for component in rest {
+            match component {
+                Component::Normal(name) => resolved.push(name),
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    return Err(ToolError::new(format!(
+                        "`{path}` uses `..` after a directory that does not exist; \
+                         write the path without `..`, relative to the workspace root"
+                    )));
+                }
+                Component::RootDir | Component::Prefix(_) => {
+                    return Err(self.outside(path, &candidate));
+                }
+            }
+        }
+        Ok(resolved)
+    }
+
+    /// `path` relative to the root, with `/` separators (`.` for the root itself); paths outside
+    /// the root are shown in full.
+    pub fn display(&self, path: &Path) -> String {
+        match path.strip_prefix(self.root.as_path()) {
+            Ok(rel) if rel.as_os_str().is_empty() => ".".to_owned(),
+            Ok(rel) => {
+                let parts: Vec<String> = rel
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect();
+                parts.join("/")
+            }
+            Err(_) => path.display().to_string(),
+        }
+    }
+
+    fn outside(&self, path: &str, candidate: &Path) -> ToolError {
+        let root = self.root.display();
+        if lexically_inside(candidate, &self.root) {
+            ToolError::new(format!(
+                "`{path}` leads outside the workspace ({root}) through a symbolic link; \
+                 only files inside the workspace can be used"
+            ))
+        } else {
+            ToolError::new(format!(
+                "`{path}` is outside the workspace ({root}); use a path inside it \
+                 (relative paths are resolved from the workspace root)"
+            ))
+        }
+    }
+}
+
+/// Whether `path`, with `.` and `..` applied textually, stays under `root`.
+fn lexically_inside(path: &Path, root: &Path) -> bool {
+    let mut normal = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::ParentDir => {
+                normal.pop();
+            }
+            Component::CurDir => {}
+            other => normal.push(other.as_os_str()),
+        }
+    }
+    normal.starts_with(root)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn a_missing_root_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = Workspace::new(dir.path().join("nope")).unwrap_err();
+        assert!(err.to_string().contains("cannot be used"), "{err}");
+        std::fs::write(dir.path().join("f"), "x").unwrap();
+        assert!(Workspace::new(dir.path().join("f")).is_err());
+    }
+
+    #[test]
+    fn paths_resolve_inside_the_root() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        std::fs::create_dir(dir.path().join("src")).unwrap();
+        assert_eq!(ws.resolve(".").unwrap(), ws.root());
+        assert_eq!(
+            ws.resolve("src/../src/new/file.rs").unwrap(),
+            ws.root().join("src/new/file.rs")
+        );
+        let absolute = ws.root().join("src/x.rs");
+        assert_eq!(ws.resolve(absolute.to_str().unwrap()).unwrap(), absolute);
+        assert_eq!(ws.display(&ws.root().join("src/x.rs")), "src/x.rs");
+        assert_eq!(ws.display(ws.root()), ".");
+    }
+
+    #[test]
+    fn escapes_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("ws")).unwrap();
+        let ws = Workspace::new(dir.path().join("ws")).unwrap();
+        for bad in ["..", "../x", "a/../../x", "new/../../x", "/etc/passwd", ""] {
+            assert!(ws.resolve(bad).is_err(), "{bad}");
+        }
+        let msg = ws.resolve("../x").unwrap_err().to_string();
+        assert!(msg.contains("outside the workspace"), "{msg}");
+    }
+}

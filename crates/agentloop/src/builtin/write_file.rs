@@ -1,0 +1,62 @@
+//! `write_file{path, content}`: create or overwrite a file inside the workspace.
+//!
+//! Creates missing parent directories. Refuses to replace a directory. Never touches anything
+//! outside the workspace (the path is confined by [`Workspace::resolve`]).
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::io_error;
+use super::output::thousands;
+use super::workspace::Workspace;
+use crate::tooling::ToolError;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Args {
+    path: String,
+    content: String,
+}
+
+pub(super) const DESCRIPTION: &str = "Create a file in the workspace, or replace its whole \
+content. Missing parent directories are created. To change part of an existing file, prefer \
+edit_file.";
+
+pub(super) fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "path": {
+                "type": "string",
+                "description": "File to write, relative to the workspace root (absolute paths must be inside the workspace)."
+            },
+            "content": {
+                "type": "string",
+                "description": "The complete new content of the file."
+            }
+        },
+        "required": ["path", "content"],
+        "additionalProperties": false
+    })
+}
+
+pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError> {
+    let path = workspace.resolve(&args.path)?;
+    let shown = workspace.display(&path);
+    if path.is_dir() {
+        return Err(ToolError::new(format!(
+            "`{shown}` is a directory; give the path of a file"
+        )));
+    }
+    let existed = path.exists();
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| io_error("create the parent directory of", &shown, &e))?;
+    }
+    std::fs::write(&path, args.content.as_bytes()).map_err(|e| io_error("write", &shown, &e))?;
+    let verb = if existed { "overwrote" } else { "created" };
+    Ok(format!(
+        "Wrote {} bytes to `{shown}` ({verb}).",
+        thousands(args.content.len())
+    ))
+}
