@@ -1,0 +1,314 @@
+//! Durable sessions: every completed message of a conversation, appended as it completes, so a
+//! run that stops for any reason (a crash, `SIGKILL`, a closed laptop) can be resumed from
+//! exactly where it was.
+//!
+//! This module owns the [`SessionStore`] trait, its embedded SQLite implementation
+//! ([`SqliteStore`]), the [`SessionRecorder`] that connects a running
+//! [`AgentLoop`](crate::agent::AgentLoop) to a store through its events, load-time repair of
+//! interrupted tool batches ([`repair_interrupted`]) and the JSON Lines export format. It stores
+//! [`Message`]s in the transcript's documented JSON shape and nothing else; it must not know about
+//! models, providers, HTTP or tools' handlers, and it never changes what the agent loop does —
+//! it only listens.
+//!
+//! # Guarantees
+//!
+//! - Each [`append`](SessionStore::append) is its own transaction and gets the session's next
+//!   sequence number (1, 2, 3, … with no gaps); once it returns, the message survives the
+//!   process being killed. With [`Durability::PowerLoss`] it also survives power loss and OS
+//!   crashes; see [`Durability`] for the trade-off.
+//! - Several processes may write to one database file at once (WAL journal, a busy timeout and
+//!   `BEGIN IMMEDIATE` around the sequence allocation).
+//! - [`load`](SessionStore::load) rebuilds the context the agent had, and repairs a tool batch
+//!   that a stopped process left unfinished: each call without a result gets a synthetic error
+//!   result ([`interrupted_result_text`]), so the context is valid to resume with
+//!   [`AgentLoop::run_continue`](crate::agent::AgentLoop::run_continue).
+//!   [`load_raw`](SessionStore::load_raw) returns exactly what was stored, in sequence order.
+//!
+//! # Recording and resuming
+//!
+//! ```
+//! use std::sync::Arc;
+//! use agentloop::agent::{AgentLoop, AgentLoopConfig};
+//! use agentloop::model::{ScriptedModel, ScriptedTurn};
+//! use agentloop::session::{NewSession, SessionRecorder, SessionStore, SqliteStore};
+//! use agentloop::transcript::Message;
+//!
+//! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = Arc::new(SqliteStore::open_in_memory()?); // `SqliteStore::open(path)` on disk
+//! let session = store.create(NewSession::new().model("scripted"))?;
+//! let recorder = SessionRecorder::new(store.clone(), &session.id);
+//!
+//! let model = ScriptedModel::new([ScriptedTurn::text("Hello!")]);
+//! let agent = AgentLoop::new(AgentLoopConfig::default(), model).with_emit(recorder.emit_fn());
+//! agent.run(vec![Message::user("Say hello")], vec![]).await?;
+//! assert!(recorder.take_error().is_none());
+//!
+//! // Later, perhaps in another process (`--continue`):
+//! let last = store.last()?.ok_or("no session")?;
+//! let context = store.load(&last.id)?;
+//! assert_eq!(context.len(), 2);
+//! assert_eq!(last.title.as_deref(), Some("Say hello"));
+//! # Ok(()) }
+//! ```
+//!
+//! # JSON Lines export
+//!
+//! [`export_jsonl`](SessionStore::export_jsonl) writes one JSON object per line. The first line
+//! is a header, `{"type":"session","format":1, …}` followed by the session's [`SessionInfo`]
+//! fields (`id`, `title`, `model`, `created_ms`, `updated_ms`, `message_count`, `last_seq`,
+//! `forked_from`). Every following line is one message in the transcript's JSON shape (see
+//! [`crate::transcript`]), in sequence order, exactly as [`load_raw`](SessionStore::load_raw)
+//! returns them. Messages never have a top-level `type` key, so the header is unambiguous.
+//! [`import_jsonl`](SessionStore::import_jsonl) accepts a file with or without the header
+//! (without it, a plain transcript of message lines imports too), checks the header's
+//! `message_count` against the lines it read (a truncated file is refused), and creates a new
+//! session atomically. Exporting an imported session gives the same message lines, byte for byte.
+
+mod error;
+mod jsonl;
+mod recorder;
+mod repair;
+mod sqlite;
+
+use std::io::{BufRead, Write};
+
+use serde::{Deserialize, Serialize};
+
+use crate::transcript::Message;
+
+pub use error::SessionError;
+pub use jsonl::{EXPORT_FORMAT, ImportOptions};
+pub use recorder::SessionRecorder;
+pub use repair::{
+    interrupted_result, interrupted_result_text, repair_interrupted, unanswered_calls,
+};
+pub use sqlite::{Durability, SqliteOptions, SqliteStore};
+
+/// Longest derived title, in characters (longer first prompts are cut and end with `…`).
+pub const TITLE_MAX_CHARS: usize = 60;
+
+/// A session's metadata.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct SessionInfo {
+    /// Unique id (a random UUID v4 unless chosen at creation).
+    pub id: String,
+    /// Title: set explicitly, or derived from the first user prompt ([`TITLE_MAX_CHARS`]).
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Model of the latest assistant message (or the one given at creation).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Milliseconds since the Unix epoch when the session was created.
+    pub created_ms: u64,
+    /// Milliseconds since the Unix epoch of the last append or rename.
+    pub updated_ms: u64,
+    /// Number of stored messages.
+    #[serde(default)]
+    pub message_count: u64,
+    /// Sequence number of the last stored message (0 when there is none).
+    #[serde(default)]
+    pub last_seq: u64,
+    /// The session and message this one was forked from.
+    #[serde(default)]
+    pub forked_from: Option<ForkOrigin>,
+}
+
+/// Where a forked session came from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ForkOrigin {
+    /// The source session.
+    pub session_id: String,
+    /// The last message copied from it.
+    pub seq: u64,
+}
+
+/// What to create: all optional. `NewSession::new().model("gpt-5")`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NewSession {
+    /// A chosen id (must be unused); `None` generates one.
+    pub id: Option<String>,
+    /// A title; `None` derives one from the first user prompt.
+    pub title: Option<String>,
+    /// The model the session uses.
+    pub model: Option<String>,
+}
+
+impl NewSession {
+    /// Nothing chosen: generated id, derived title, no model yet.
+    pub fn new() -> Self {
+        NewSession::default()
+    }
+
+    /// Uses `id` instead of a generated one.
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// Sets the title (it is then never derived).
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
+        self
+    }
+
+    /// Records the model used.
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+}
+
+/// A message as stored, with its sequence number.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct StoredMessage {
+    /// Position in the session: 1 for the first message, then +1 per append.
+    pub seq: u64,
+    /// Milliseconds since the Unix epoch when it was appended.
+    pub created_ms: u64,
+    /// The message.
+    pub message: Message,
+}
+
+/// A durable store of sessions. Implementations must be safe to share between threads; the
+/// methods block (SQLite is fast enough to call from an async task for appends — see
+/// `docs/BENCHMARKS.md` — but load large sessions with `spawn_blocking` if latency matters).
+pub trait SessionStore: Send + Sync {
+    /// Creates a session holding `messages` (appended in order from seq 1), atomically: either
+    /// the session exists with all of them, or nothing was written.
+    fn create_with(
+        &self,
+        new: NewSession,
+        messages: &[Message],
+    ) -> Result<SessionInfo, SessionError>;
+
+    /// One session's metadata.
+    fn info(&self, id: &str) -> Result<SessionInfo, SessionError>;
+
+    /// Every session, most recently updated first.
+    fn list(&self) -> Result<Vec<SessionInfo>, SessionError>;
+
+    /// Appends messages in order, in one transaction; returns their sequence numbers. Durable
+    /// when it returns (see [`Durability`]).
+    fn append_all(&self, id: &str, messages: &[Message]) -> Result<Vec<u64>, SessionError>;
+
+    /// The stored messages with their sequence numbers, in sequence order.
+    fn entries(&self, id: &str) -> Result<Vec<StoredMessage>, SessionError>;
+
+    /// Sets the title (trimmed; must not be empty).
+    fn set_title(&self, id: &str, title: &str) -> Result<(), SessionError>;
+
+    /// Deletes a session and its messages.
+    fn delete(&self, id: &str) -> Result<(), SessionError>;
+
+    /// A new session holding this one's messages up to and including `seq` (same sequence
+    /// numbers, title and model), recording where it came from.
+    fn fork(&self, id: &str, seq: u64) -> Result<SessionInfo, SessionError>;
+
+    /// Creates an empty session.
+    fn create(&self, new: NewSession) -> Result<SessionInfo, SessionError> {
+        self.create_with(new, &[])
+    }
+
+    /// The most recently updated session (for `--continue`), if any.
+    fn last(&self) -> Result<Option<SessionInfo>, SessionError> {
+        Ok(self.list()?.into_iter().next())
+    }
+
+    /// Appends one message in its own transaction; returns its sequence number. Durable when it
+    /// returns (see [`Durability`]).
+    fn append(&self, id: &str, message: &Message) -> Result<u64, SessionError> {
+        self.append_all(id, std::slice::from_ref(message))?
+            .first()
+            .copied()
+            .ok_or_else(|| SessionError::NotFound { id: id.to_owned() })
+    }
+
+    /// Renames a session (same as [`set_title`](Self::set_title)).
+    fn rename(&self, id: &str, title: &str) -> Result<(), SessionError> {
+        self.set_title(id, title)
+    }
+
+    /// Exactly the stored messages, in sequence order.
+    fn load_raw(&self, id: &str) -> Result<Vec<Message>, SessionError> {
+        Ok(self.entries(id)?.into_iter().map(|e| e.message).collect())
+    }
+
+    /// The context to resume from: the stored messages with interrupted tool batches repaired
+    /// ([`repair_interrupted`]).
+    fn load(&self, id: &str) -> Result<Vec<Message>, SessionError> {
+        Ok(repair_interrupted(self.load_raw(id)?))
+    }
+
+    /// Writes the session as JSON Lines (see the [module docs](self#json-lines-export)).
+    fn export_jsonl(&self, id: &str, out: &mut dyn Write) -> Result<(), SessionError> {
+        jsonl::export(self, id, out)
+    }
+
+    /// Reads a JSON Lines export (header optional) into a new session.
+    fn import_jsonl(
+        &self,
+        input: &mut dyn BufRead,
+        options: ImportOptions,
+    ) -> Result<SessionInfo, SessionError> {
+        jsonl::import(self, input, options)
+    }
+}
+
+/// The title derived from a user prompt: its text with whitespace collapsed, cut to
+/// [`TITLE_MAX_CHARS`] characters (ending with `…` when cut); `None` when it has no text.
+pub fn derive_title(message: &Message) -> Option<String> {
+    let text = message.text();
+    let mut collapsed = String::new();
+    for word in text.split_whitespace() {
+        if !collapsed.is_empty() {
+            collapsed.push(' ');
+        }
+        collapsed.push_str(word);
+        // At most 4 bytes per char: past this it is certainly too long.
+        if collapsed.len() > 4 * TITLE_MAX_CHARS {
+            break;
+        }
+    }
+    if collapsed.is_empty() {
+        return None;
+    }
+    if collapsed.chars().count() <= TITLE_MAX_CHARS {
+        return Some(collapsed);
+    }
+    let mut title: String = collapsed.chars().take(TITLE_MAX_CHARS - 1).collect();
+    title.truncate(title.trim_end().len());
+    title.push('…');
+    Some(title)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::Part;
+
+    #[test]
+    fn titles_collapse_whitespace_and_are_cut_on_char_boundaries() {
+        assert_eq!(
+            derive_title(&Message::user("  Fix\n the   build  ")).as_deref(),
+            Some("Fix the build")
+        );
+        assert_eq!(derive_title(&Message::user(" \n ")), None);
+        assert_eq!(derive_title(&Message::user_parts(vec![])), None);
+        let long = "é".repeat(100);
+        let title = derive_title(&Message::user(long)).unwrap_or_default();
+        assert_eq!(title.chars().count(), TITLE_MAX_CHARS);
+        assert!(title.ends_with('…'));
+        let exact = "a".repeat(TITLE_MAX_CHARS);
+        assert_eq!(
+            derive_title(&Message::user(exact.clone())).as_deref(),
+            Some(exact.as_str())
+        );
+        let words = "word ".repeat(30);
+        let title = derive_title(&Message::user_parts(vec![Part::text(words)])).unwrap_or_default();
+        assert!(title.chars().count() <= TITLE_MAX_CHARS, "{title}");
+        assert!(!title.contains(" …"), "{title}");
+    }
+}

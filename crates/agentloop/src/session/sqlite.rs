@@ -1,0 +1,554 @@
+//! [`SqliteStore`]: the embedded default [`SessionStore`], one SQLite file.
+//!
+//! (The schema is documented on [`SqliteStore`].)
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+
+use rusqlite::types::Type;
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
+
+use super::error::sqlite_busy;
+use super::{
+    ForkOrigin, NewSession, SessionError, SessionInfo, SessionStore, StoredMessage, derive_title,
+};
+use crate::transcript::{Message, Role, now_ms};
+
+/// What a successful append survives.
+///
+/// Both settings use SQLite's WAL journal; they differ in when SQLite calls `fsync`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Durability {
+    /// `synchronous=NORMAL` (the default). A commit writes the transaction to the WAL file
+    /// before `append` returns, so the message survives the process crashing, panicking or
+    /// being killed (`SIGKILL`): the data is in the operating system's page cache. It does not
+    /// `fsync` on every commit, only at checkpoints, so an OS crash or power loss can lose the
+    /// last transactions (never corrupt the database). This is the failure that actually
+    /// happens to agent runs (Ctrl-C, OOM killer, a crashed terminal), and an append then costs
+    /// tens of microseconds instead of a disk flush.
+    #[default]
+    ProcessCrash,
+    /// `synchronous=FULL`: the WAL is `fsync`ed on every commit, so an appended message also
+    /// survives power loss and OS crashes. Costs one disk flush per append (about a
+    /// millisecond on an SSD, far more on some disks and network filesystems), paid on the
+    /// agent's task.
+    PowerLoss,
+}
+
+impl Durability {
+    fn pragma(self) -> &'static str {
+        match self {
+            Durability::ProcessCrash => "NORMAL",
+            Durability::PowerLoss => "FULL",
+        }
+    }
+}
+
+/// How to open a [`SqliteStore`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SqliteOptions {
+    /// What an append survives. Default [`Durability::ProcessCrash`].
+    pub durability: Durability,
+    /// How long a writer waits for another connection's write lock before failing with a
+    /// busy error. Default 5 s.
+    pub busy_timeout: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            durability: Durability::default(),
+            busy_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl SqliteOptions {
+    /// Sets [`durability`](Self::durability).
+    pub fn durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    /// Sets [`busy_timeout`](Self::busy_timeout).
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+}
+
+/// The embedded session store: one SQLite file.
+///
+/// One connection per `SqliteStore`, behind a mutex: share the store (`Arc`) within a process;
+/// several processes may open the same file at once.
+///
+/// # Schema (version 1, kept in `PRAGMA user_version`)
+///
+/// ```sql
+/// CREATE TABLE sessions (
+///     id            TEXT PRIMARY KEY NOT NULL,
+///     title         TEXT,              -- NULL until set or derived from the first user prompt
+///     model         TEXT,
+///     created_ms    INTEGER NOT NULL,
+///     updated_ms    INTEGER NOT NULL,
+///     touched       INTEGER NOT NULL,  -- global change counter: "most recently updated" order
+///     last_seq      INTEGER NOT NULL DEFAULT 0,
+///     message_count INTEGER NOT NULL DEFAULT 0,
+///     forked_from   TEXT,
+///     forked_at_seq INTEGER
+/// );
+/// CREATE INDEX sessions_by_touched ON sessions (touched);
+/// CREATE TABLE messages (
+///     session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+///     seq        INTEGER NOT NULL,     -- 1, 2, 3, … per session
+///     role       TEXT NOT NULL,        -- "user", "assistant", "tool_result", "custom"
+///     created_ms INTEGER NOT NULL,     -- when it was appended
+///     json       TEXT NOT NULL,        -- serde_json::to_string(&Message)
+///     PRIMARY KEY (session_id, seq)
+/// );
+/// ```
+///
+/// Every connection runs in WAL mode with a busy timeout and `foreign_keys=ON`. An append is
+/// one `BEGIN IMMEDIATE` transaction that takes the writer lock first, bumps
+/// `sessions.last_seq` (`UPDATE … RETURNING`) and inserts the row, so writers in other processes
+/// wait their turn instead of failing, and sequence numbers never collide. Readers never block
+/// writers (WAL).
+///
+/// ```
+/// use agentloop::session::{NewSession, SessionStore, SqliteStore};
+/// use agentloop::transcript::Message;
+///
+/// # fn main() -> Result<(), agentloop::session::SessionError> {
+/// let store = SqliteStore::open_in_memory()?;
+/// let session = store.create(NewSession::new())?;
+/// assert_eq!(store.append(&session.id, &Message::user("hi"))?, 1);
+/// assert_eq!(store.append(&session.id, &Message::user("again"))?, 2);
+/// assert_eq!(store.load(&session.id)?.len(), 2);
+/// # Ok(()) }
+/// ```
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+    path: Option<PathBuf>,
+    options: SqliteOptions,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The schema version this build writes and reads.
+pub(crate) const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE sessions (
+    id            TEXT PRIMARY KEY NOT NULL,
+    title         TEXT,
+    model         TEXT,
+    created_ms    INTEGER NOT NULL,
+    updated_ms    INTEGER NOT NULL,
+    touched       INTEGER NOT NULL,
+    last_seq      INTEGER NOT NULL DEFAULT 0,
+    message_count INTEGER NOT NULL DEFAULT 0,
+    forked_from   TEXT,
+    forked_at_seq INTEGER
+);
+CREATE INDEX sessions_by_touched ON sessions (touched);
+CREATE TABLE messages (
+    session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+    seq        INTEGER NOT NULL,
+    role       TEXT NOT NULL,
+    created_ms INTEGER NOT NULL,
+    json       TEXT NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+";
+
+const SESSION_COLUMNS: &str = "id, title, model, created_ms, updated_ms, message_count, \
+                               last_seq, forked_from, forked_at_seq";
+
+/// The next value of the global change counter (inside a write transaction).
+const NEXT_TOUCH: &str = "(SELECT IFNULL(MAX(touched), 0) + 1 FROM sessions)";
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn to_u64(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionInfo> {
+    let forked_from: Option<String> = row.get(7)?;
+    let forked_at: Option<i64> = row.get(8)?;
+    Ok(SessionInfo {
+        id: row.get(0)?,
+        title: row.get(1)?,
+        model: row.get(2)?,
+        created_ms: to_u64(row.get(3)?),
+        updated_ms: to_u64(row.get(4)?),
+        message_count: to_u64(row.get(5)?),
+        last_seq: to_u64(row.get(6)?),
+        forked_from: forked_from.map(|session_id| ForkOrigin {
+            session_id,
+            seq: to_u64(forked_at.unwrap_or(0)),
+        }),
+    })
+}
+
+/// The role's name in the transcript's JSON (`"user"`, `"tool_result"`, …).
+fn role_name(role: Role) -> String {
+    match serde_json::to_value(role) {
+        Ok(serde_json::Value::String(name)) => name,
+        _ => format!("{role:?}"),
+    }
+}
+
+fn session_info(tx: &Connection, id: &str) -> Result<SessionInfo, SessionError> {
+    tx.prepare_cached(&format!(
+        "SELECT {SESSION_COLUMNS} FROM sessions WHERE id = ?1"
+    ))?
+    .query_row([id], session_from_row)
+    .optional()?
+    .ok_or_else(|| SessionError::NotFound { id: id.to_owned() })
+}
+
+/// Appends one message inside a write transaction; returns its sequence number.
+fn append_in(tx: &Transaction<'_>, id: &str, message: &Message) -> Result<u64, SessionError> {
+    let json = serde_json::to_string(message).map_err(SessionError::Serialize)?;
+    let now = to_i64(now_ms());
+    let model = match message.role {
+        Role::Assistant => message.model.as_deref(),
+        _ => None,
+    };
+    let title = match message.role {
+        Role::User => derive_title(message),
+        _ => None,
+    };
+    let seq: Option<i64> = tx
+        .prepare_cached(&format!(
+            "UPDATE sessions SET last_seq = last_seq + 1, message_count = message_count + 1, \
+             updated_ms = ?2, touched = {NEXT_TOUCH}, model = COALESCE(?3, model), \
+             title = COALESCE(title, ?4) WHERE id = ?1 RETURNING last_seq"
+        ))?
+        .query_row(params![id, now, model, title], |row| row.get(0))
+        .optional()?;
+    let seq = seq.ok_or_else(|| SessionError::NotFound { id: id.to_owned() })?;
+    tx.prepare_cached(
+        "INSERT INTO messages (session_id, seq, role, created_ms, json) \
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![id, seq, role_name(message.role), now, json])?;
+    Ok(to_u64(seq))
+}
+
+fn check_id(id: &str) -> Result<(), SessionError> {
+    if id.trim().is_empty() {
+        return Err(SessionError::Invalid {
+            what: "id",
+            reason: "a session id must not be empty".into(),
+        });
+    }
+    Ok(())
+}
+
+fn clean_title(title: &str) -> Result<String, SessionError> {
+    let title = title.trim();
+    if title.is_empty() {
+        return Err(SessionError::Invalid {
+            what: "title",
+            reason: "a title must not be empty".into(),
+        });
+    }
+    Ok(title.to_owned())
+}
+
+/// Retries `f` while SQLite reports the database busy, for up to `timeout`. Only for opening:
+/// switching to WAL and creating the schema can report "busy" without SQLite's busy handler
+/// when several processes open a new file at the same moment.
+fn retry_busy<T>(
+    timeout: Duration,
+    mut f: impl FnMut() -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match f() {
+            Err(e) if sqlite_busy(&e) && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            other => return other,
+        }
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed, with its parent directories) the database file at `path`
+    /// with the default options.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, SessionError> {
+        SqliteStore::open_with(path, SqliteOptions::default())
+    }
+
+    /// Opens (creating if needed, with its parent directories) the database file at `path`.
+    pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, SessionError> {
+        let path = path.as_ref();
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
+        let conn = Connection::open(path)?;
+        SqliteStore::setup(conn, Some(path.to_owned()), options)
+    }
+
+    /// A private in-memory database (for tests and examples; nothing is durable).
+    pub fn open_in_memory() -> Result<Self, SessionError> {
+        SqliteStore::setup(
+            Connection::open_in_memory()?,
+            None,
+            SqliteOptions::default(),
+        )
+    }
+
+    fn setup(
+        mut conn: Connection,
+        path: Option<PathBuf>,
+        options: SqliteOptions,
+    ) -> Result<Self, SessionError> {
+        conn.busy_timeout(options.busy_timeout)?;
+        retry_busy(options.busy_timeout, || {
+            conn.query_row("PRAGMA journal_mode = WAL", [], |row| {
+                row.get::<_, String>(0)
+            })
+        })?;
+        conn.pragma_update(None, "synchronous", options.durability.pragma())?;
+        conn.pragma_update(None, "foreign_keys", true)?;
+        let version = retry_busy(options.busy_timeout, || {
+            let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let version: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
+            if version == 0 {
+                tx.execute_batch(SCHEMA)?;
+                tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
+            }
+            tx.commit()?;
+            Ok(version)
+        })?;
+        if version > SCHEMA_VERSION {
+            return Err(SessionError::SchemaTooNew {
+                found: version,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        Ok(SqliteStore {
+            conn: Mutex::new(conn),
+            path,
+            options,
+        })
+    }
+
+    /// The database file (`None` for an in-memory store).
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> &SqliteOptions {
+        &self.options
+    }
+
+    /// The connection. A panic while it was held (it cannot leave a transaction open: an
+    /// unfinished `Transaction` rolls back when dropped) does not make the store unusable.
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>) -> Result<T, SessionError>,
+    ) -> Result<T, SessionError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let value = f(&tx)?;
+        tx.commit()?;
+        Ok(value)
+    }
+}
+
+impl SessionStore for SqliteStore {
+    fn create_with(
+        &self,
+        new: NewSession,
+        messages: &[Message],
+    ) -> Result<SessionInfo, SessionError> {
+        let id = match new.id {
+            Some(id) => {
+                check_id(&id)?;
+                id
+            }
+            None => uuid::Uuid::new_v4().to_string(),
+        };
+        let title = new.title.as_deref().map(clean_title).transpose()?;
+        self.write(|tx| {
+            let exists: Option<i64> = tx
+                .query_row("SELECT 1 FROM sessions WHERE id = ?1", [&id], |row| {
+                    row.get(0)
+                })
+                .optional()?;
+            if exists.is_some() {
+                return Err(SessionError::AlreadyExists { id: id.clone() });
+            }
+            let now = to_i64(now_ms());
+            tx.execute(
+                &format!(
+                    "INSERT INTO sessions (id, title, model, created_ms, updated_ms, touched) \
+                     VALUES (?1, ?2, ?3, ?4, ?4, {NEXT_TOUCH})"
+                ),
+                params![id, title, new.model, now],
+            )?;
+            for message in messages {
+                append_in(tx, &id, message)?;
+            }
+            session_info(tx, &id)
+        })
+    }
+
+    fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
+        session_info(&self.conn(), id)
+    }
+
+    fn list(&self) -> Result<Vec<SessionInfo>, SessionError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(&format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions ORDER BY touched DESC"
+        ))?;
+        let rows = stmt.query_map([], session_from_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn last(&self) -> Result<Option<SessionInfo>, SessionError> {
+        let conn = self.conn();
+        Ok(conn
+            .prepare_cached(&format!(
+                "SELECT {SESSION_COLUMNS} FROM sessions ORDER BY touched DESC LIMIT 1"
+            ))?
+            .query_row([], session_from_row)
+            .optional()?)
+    }
+
+    fn append_all(&self, id: &str, messages: &[Message]) -> Result<Vec<u64>, SessionError> {
+        self.write(|tx| {
+            if messages.is_empty() {
+                session_info(tx, id)?;
+            }
+            messages.iter().map(|m| append_in(tx, id, m)).collect()
+        })
+    }
+
+    fn append(&self, id: &str, message: &Message) -> Result<u64, SessionError> {
+        self.write(|tx| append_in(tx, id, message))
+    }
+
+    fn entries(&self, id: &str) -> Result<Vec<StoredMessage>, SessionError> {
+        let mut conn = self.conn();
+        // One read transaction: the existence check and the rows come from the same snapshot.
+        let tx = conn.transaction()?;
+        let info = session_info(&tx, id)?;
+        let mut out = Vec::with_capacity(usize::try_from(info.message_count).unwrap_or(0));
+        {
+            let mut stmt = tx.prepare_cached(
+                "SELECT seq, created_ms, json FROM messages WHERE session_id = ?1 ORDER BY seq",
+            )?;
+            let mut rows = stmt.query([id])?;
+            while let Some(row) = rows.next()? {
+                let seq = to_u64(row.get(0)?);
+                let created_ms = to_u64(row.get(1)?);
+                let json = row.get_ref(2)?.as_str().map_err(|e| {
+                    rusqlite::Error::FromSqlConversionFailure(2, Type::Text, e.into())
+                })?;
+                let message =
+                    serde_json::from_str(json).map_err(|source| SessionError::Corrupt {
+                        id: id.to_owned(),
+                        seq,
+                        source,
+                    })?;
+                out.push(StoredMessage {
+                    seq,
+                    created_ms,
+                    message,
+                });
+            }
+        }
+        tx.finish()?;
+        Ok(out)
+    }
+
+    fn set_title(&self, id: &str, title: &str) -> Result<(), SessionError> {
+        let title = clean_title(title)?;
+        self.write(|tx| {
+            let changed = tx.execute(
+                &format!(
+                    "UPDATE sessions SET title = ?2, updated_ms = ?3, touched = {NEXT_TOUCH} \
+                     WHERE id = ?1"
+                ),
+                params![id, title, to_i64(now_ms())],
+            )?;
+            if changed == 0 {
+                return Err(SessionError::NotFound { id: id.to_owned() });
+            }
+            Ok(())
+        })
+    }
+
+    fn delete(&self, id: &str) -> Result<(), SessionError> {
+        self.write(|tx| {
+            tx.execute("DELETE FROM messages WHERE session_id = ?1", [id])?;
+            if tx.execute("DELETE FROM sessions WHERE id = ?1", [id])? == 0 {
+                return Err(SessionError::NotFound { id: id.to_owned() });
+            }
+            Ok(())
+        })
+    }
+
+    fn fork(&self, id: &str, seq: u64) -> Result<SessionInfo, SessionError> {
+        let new_id = uuid::Uuid::new_v4().to_string();
+        self.write(|tx| {
+            session_info(tx, id)?;
+            let seq_i = to_i64(seq);
+            let found: Option<i64> = tx
+                .query_row(
+                    "SELECT 1 FROM messages WHERE session_id = ?1 AND seq = ?2",
+                    params![id, seq_i],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            if found.is_none() {
+                return Err(SessionError::SeqNotFound {
+                    id: id.to_owned(),
+                    seq,
+                });
+            }
+            let now = to_i64(now_ms());
+            tx.execute(
+                &format!(
+                    "INSERT INTO sessions (id, title, model, created_ms, updated_ms, touched, \
+                     last_seq, message_count, forked_from, forked_at_seq) \
+                     SELECT ?1, title, model, ?3, ?3, {NEXT_TOUCH}, ?4, \
+                     (SELECT COUNT(*) FROM messages WHERE session_id = ?2 AND seq <= ?4), ?2, ?4 \
+                     FROM sessions WHERE id = ?2"
+                ),
+                params![new_id, id, now, seq_i],
+            )?;
+            tx.execute(
+                "INSERT INTO messages (session_id, seq, role, created_ms, json) \
+                 SELECT ?1, seq, role, created_ms, json FROM messages \
+                 WHERE session_id = ?2 AND seq <= ?3 ORDER BY seq",
+                params![new_id, id, seq_i],
+            )?;
+            session_info(tx, &new_id)
+        })
+    }
+}
