@@ -80,7 +80,7 @@ impl PathGlob {
 }
 
 /// Visits every regular file under `dir` (or `dir` itself if it is a file), honouring ignore
-/// files, skipping hidden entries and not following symbolic links. Stops early when
+/// files, skipping hidden entries and not following symbolic links, in file-name order. Stops early when
 /// `cancelled()` turns true or `visit` returns `false`.
 pub(super) fn walk_files(
     dir: &Path,
@@ -90,6 +90,8 @@ pub(super) fn walk_files(
     let walker = ignore::WalkBuilder::new(dir)
         .require_git(false)
         .follow_links(false)
+        // Deterministic order, so grep's output (and its cap) does not depend on the disk.
+        .sort_by_file_name(|a, b| a.cmp(b))
         .build();
     for entry in walker {
         if cancelled() {

@@ -9,13 +9,16 @@ use std::io::{BufRead, BufReader, Read};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::output::{OUTPUT_LIMIT, clip, thousands, truncate_output};
+use super::output::{clip, thousands};
 use super::workspace::Workspace;
 use super::{io_error, looks_binary};
 use crate::tooling::ToolError;
 
 /// Lines shown when the call gives no `limit`.
 pub const DEFAULT_LINE_LIMIT: usize = 2000;
+/// The most bytes of numbered lines one call returns; a range that would exceed it stops early,
+/// with the same "use offset=… to continue" note as the line limit.
+pub const MAX_BYTES: usize = 100_000;
 /// Longest line shown in full; longer lines are cut with a note.
 const MAX_LINE_BYTES: usize = 2000;
 
@@ -29,8 +32,8 @@ pub(super) struct Args {
 
 pub(super) const DESCRIPTION: &str = "Read a text file in the workspace. Lines are numbered \
 (`   12\\tcontent`). Use offset (1-based first line) and limit (number of lines) to read part \
-of a large file; by default up to 2000 lines from the start are shown, with a note saying how \
-to continue. Binary files are refused.";
+of a large file; by default up to 2000 lines (at most 100 KB) from the start are shown, with a \
+note saying how to continue. Binary files are refused.";
 
 pub(super) fn schema() -> Value {
     json!({
@@ -103,22 +106,27 @@ pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError
         if next_unshown.is_some() {
             continue; // only counting the remaining lines
         }
-        if shown_lines >= limit || out.len() >= OUTPUT_LIMIT {
+        if shown_lines >= limit {
             next_unshown = Some(number);
             continue;
         }
         let text = String::from_utf8_lossy(&line);
         let text = text.trim_end_matches(['\n', '\r']);
         let clipped = clip(text, MAX_LINE_BYTES);
-        out.push_str(&format!("{number:>6}\t{clipped}"));
+        let mut entry = format!("{number:>6}\t{clipped}");
         if clipped.len() < text.len() {
-            out.push_str(&format!(
+            entry.push_str(&format!(
                 " [... line cut: {} of {} bytes shown]",
                 thousands(clipped.len()),
                 thousands(text.len())
             ));
         }
-        out.push('\n');
+        entry.push('\n');
+        if out.len() + entry.len() > MAX_BYTES {
+            next_unshown = Some(number);
+            continue;
+        }
+        out.push_str(&entry);
         shown_lines += 1;
     }
 
@@ -137,5 +145,5 @@ pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError
             thousands(remaining)
         ));
     }
-    Ok(truncate_output(&out, OUTPUT_LIMIT + 1000))
+    Ok(out)
 }
