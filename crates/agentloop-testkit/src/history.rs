@@ -1,0 +1,427 @@
+//! Reading a request's conversation history: which turn it asks for, which conversation it
+//! belongs to, and whether its tool calls and results pair up.
+//!
+//! Owns the three rules the server applies to every request body (documented in the crate docs):
+//! the *turn index* (assistant turns already in the history), the *conversation fingerprint*
+//! (FNV-1a 64 of the first user message's content) and the *tool-call invariant* (every call has
+//! exactly one result, every result refers to an earlier call). It must not decide what to
+//! answer; that is `server`'s job.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use crate::wire::WireFormat;
+
+/// What the server needs to know about a request's history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct History {
+    /// Assistant turns already in the history.
+    pub turn_index: usize,
+    /// FNV-1a 64 of the compact JSON of the first user message's content.
+    pub fingerprint: u64,
+    /// Broken tool-call invariants, one message each. Empty when the history is sound.
+    pub problems: Vec<String>,
+}
+
+pub(crate) fn analyze(format: WireFormat, body: &Value) -> History {
+    match format {
+        WireFormat::OpenAiChat => chat(body),
+        WireFormat::Anthropic => anthropic(body),
+        WireFormat::OpenAiResponses => responses(body),
+    }
+}
+
+/// FNV-1a, 64 bit: stable across processes and platforms (unlike `DefaultHasher`).
+pub(crate) fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+fn fingerprint_of(content: Option<&Value>) -> u64 {
+    let text = content.map_or_else(|| "null".to_string(), Value::to_string);
+    fnv1a64(text.as_bytes())
+}
+
+/// Pairs tool calls with their results, in history order.
+#[derive(Default)]
+struct Ledger {
+    /// id -> (kind, name, results seen)
+    calls: HashMap<String, (&'static str, String, u32)>,
+    order: Vec<String>,
+    problems: Vec<String>,
+}
+
+impl Ledger {
+    fn call(&mut self, kind: &'static str, id: Option<&str>, name: &str) {
+        let Some(id) = id else {
+            self.problems.push(format!(
+                "a {kind} `{name}` has no id, so no result can refer to it"
+            ));
+            return;
+        };
+        if self.calls.contains_key(id) {
+            self.problems
+                .push(format!("{kind} id `{id}` is used by more than one call"));
+            return;
+        }
+        self.calls
+            .insert(id.to_string(), (kind, name.to_string(), 0));
+        self.order.push(id.to_string());
+    }
+
+    fn result(&mut self, kind: &'static str, result_kind: &str, id: Option<&str>) {
+        let Some(id) = id else {
+            self.problems
+                .push(format!("a {result_kind} has no call id"));
+            return;
+        };
+        match self.calls.get_mut(id) {
+            None => self.problems.push(format!(
+                "{result_kind} refers to `{id}`, but no earlier {kind} has that id"
+            )),
+            Some((call_kind, _, _)) if *call_kind != kind => self.problems.push(format!(
+                "{result_kind} refers to `{id}`, which is a {call_kind}, not a {kind}"
+            )),
+            Some((_, name, seen)) => {
+                *seen += 1;
+                if *seen == 2 {
+                    self.problems.push(format!(
+                        "{kind} `{id}` (`{name}`) has more than one {result_kind}"
+                    ));
+                }
+            }
+        }
+    }
+
+    fn finish(mut self) -> Vec<String> {
+        for id in &self.order {
+            if let Some((kind, name, 0)) = self.calls.get(id) {
+                self.problems
+                    .push(format!("{kind} `{id}` (`{name}`) has no result"));
+            }
+        }
+        self.problems
+    }
+}
+
+fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
+    v.get(key).and_then(Value::as_str)
+}
+
+fn chat(body: &Value) -> History {
+    let messages = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut turn_index = 0;
+    let mut first_user = None;
+    let mut ledger = Ledger::default();
+    for m in messages {
+        match str_field(m, "role") {
+            Some("assistant") => {
+                turn_index += 1;
+                for tc in m
+                    .get("tool_calls")
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default()
+                {
+                    let name = tc
+                        .pointer("/function/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("");
+                    ledger.call("tool call", str_field(tc, "id"), name);
+                }
+            }
+            Some("tool") => {
+                ledger.result("tool call", "tool message", str_field(m, "tool_call_id"));
+            }
+            Some("user") if first_user.is_none() => first_user = m.get("content"),
+            _ => {}
+        }
+    }
+    History {
+        turn_index,
+        fingerprint: fingerprint_of(first_user),
+        problems: ledger.finish(),
+    }
+}
+
+fn anthropic(body: &Value) -> History {
+    let messages = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let mut turn_index = 0;
+    let mut first_user = None;
+    let mut ledger = Ledger::default();
+    for m in messages {
+        let blocks = m
+            .get("content")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        match str_field(m, "role") {
+            Some("assistant") => {
+                turn_index += 1;
+                for b in blocks
+                    .iter()
+                    .filter(|b| str_field(b, "type") == Some("tool_use"))
+                {
+                    ledger.call(
+                        "tool_use block",
+                        str_field(b, "id"),
+                        str_field(b, "name").unwrap_or(""),
+                    );
+                }
+            }
+            Some("user") => {
+                if first_user.is_none() {
+                    first_user = m.get("content");
+                }
+                for b in blocks
+                    .iter()
+                    .filter(|b| str_field(b, "type") == Some("tool_result"))
+                {
+                    ledger.result(
+                        "tool_use block",
+                        "tool_result block",
+                        str_field(b, "tool_use_id"),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+    History {
+        turn_index,
+        fingerprint: fingerprint_of(first_user),
+        problems: ledger.finish(),
+    }
+}
+
+/// Item types the model produces (anything else — user/system/developer messages, `*_output`
+/// items — ends a run of model output).
+fn is_model_output(item: &Value) -> bool {
+    match str_field(item, "type") {
+        None | Some("message") => str_field(item, "role") == Some("assistant"),
+        Some(t) => {
+            !t.ends_with("_output")
+                && matches!(
+                    t,
+                    "function_call"
+                        | "reasoning"
+                        | "tool_search_call"
+                        | "custom_tool_call"
+                        | "web_search_call"
+                        | "file_search_call"
+                        | "computer_call"
+                        | "code_interpreter_call"
+                        | "image_generation_call"
+                        | "local_shell_call"
+                        | "shell_call"
+                        | "apply_patch_call"
+                        | "mcp_call"
+                        | "mcp_list_tools"
+                        | "mcp_approval_request"
+                )
+        }
+    }
+}
+
+/// The response number `n` of an output item this mock produced (ids `rs_mock_<n>_<i>`,
+/// `msg_mock_<n>`, `ts_mock_<n>_<i>`, `fc_mock_<n>_<i>`), when the client echoed the id back.
+fn mock_response_of(item: &Value) -> Option<u64> {
+    let id = str_field(item, "id")?;
+    let rest = ["rs_mock_", "msg_mock_", "ts_mock_", "fc_mock_"]
+        .iter()
+        .find_map(|p| id.strip_prefix(p))?;
+    rest.split('_').next()?.parse().ok()
+}
+
+fn responses(body: &Value) -> History {
+    let mut ledger = Ledger::default();
+    let Some(input) = body.get("input") else {
+        return History {
+            turn_index: 0,
+            fingerprint: fingerprint_of(None),
+            problems: Vec::new(),
+        };
+    };
+    let items = match input {
+        Value::Array(items) => items.as_slice(),
+        // A plain string is one user message.
+        other => {
+            return History {
+                turn_index: 0,
+                fingerprint: fingerprint_of(Some(other)),
+                problems: Vec::new(),
+            };
+        }
+    };
+    let mut turn_index = 0;
+    let mut in_run = false;
+    let mut last_response: Option<u64> = None;
+    let mut first_user = None;
+    for item in items {
+        let model = is_model_output(item);
+        if model {
+            let response = mock_response_of(item);
+            let new_turn = match (response, last_response) {
+                (Some(r), Some(last)) => r != last,
+                _ => !in_run,
+            };
+            if new_turn {
+                turn_index += 1;
+            }
+            last_response = response;
+        }
+        in_run = model;
+        let role = str_field(item, "role");
+        if role == Some("user") && first_user.is_none() {
+            first_user = item.get("content");
+        }
+        match str_field(item, "type") {
+            Some("function_call") => ledger.call(
+                "function_call",
+                str_field(item, "call_id"),
+                str_field(item, "name").unwrap_or(""),
+            ),
+            Some("function_call_output") => ledger.result(
+                "function_call",
+                "function_call_output",
+                str_field(item, "call_id"),
+            ),
+            // Server-executed searches have no call id and need no output from the client.
+            Some("tool_search_call") if str_field(item, "call_id").is_some() => ledger.call(
+                "tool_search_call",
+                str_field(item, "call_id"),
+                "tool_search",
+            ),
+            Some("tool_search_output") if str_field(item, "call_id").is_some() => ledger.result(
+                "tool_search_call",
+                "tool_search_output",
+                str_field(item, "call_id"),
+            ),
+            _ => {}
+        }
+    }
+    History {
+        turn_index,
+        fingerprint: fingerprint_of(first_user),
+        problems: ledger.finish(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn chat_counts_and_pairs() {
+        let body = json!({"messages": [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+                {"id": "b", "type": "function", "function": {"name": "g", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "a", "content": "1"},
+            {"role": "tool", "tool_call_id": "b", "content": "2"},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": "more"},
+        ]});
+        let h = analyze(WireFormat::OpenAiChat, &body);
+        assert_eq!(h.turn_index, 2);
+        assert!(h.problems.is_empty(), "{:?}", h.problems);
+        assert_eq!(h.fingerprint, fnv1a64(b"\"hi\""));
+    }
+
+    #[test]
+    fn chat_violations() {
+        let body = json!({"messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "tool", "tool_call_id": "early", "content": "x"},
+            {"role": "assistant", "tool_calls": [
+                {"id": "a", "function": {"name": "f"}}, {"id": "b", "function": {"name": "g"}}]},
+            {"role": "tool", "tool_call_id": "a", "content": "1"},
+            {"role": "tool", "tool_call_id": "a", "content": "1 again"},
+        ]});
+        let h = analyze(WireFormat::OpenAiChat, &body);
+        assert_eq!(h.problems.len(), 3, "{:?}", h.problems);
+        assert!(h.problems[0].contains("early"));
+        assert!(h.problems[1].contains("more than one"));
+        assert!(h.problems[2].contains("`b`") && h.problems[2].contains("no result"));
+    }
+
+    #[test]
+    fn anthropic_counts_and_pairs() {
+        let body = json!({"messages": [
+            {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "r"}]},
+        ]});
+        let h = analyze(WireFormat::Anthropic, &body);
+        assert_eq!(h.turn_index, 1);
+        assert!(h.problems.is_empty());
+        let bad = json!({"messages": [
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "zz", "content": "r"}]},
+        ]});
+        assert_eq!(analyze(WireFormat::Anthropic, &bad).problems.len(), 1);
+    }
+
+    #[test]
+    fn responses_runs() {
+        let body = json!({"input": [
+            {"role": "user", "content": "hi"},
+            {"type": "reasoning", "id": "rs", "summary": []},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {"type": "function_call", "call_id": "c2", "name": "g", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "1"},
+            {"type": "function_call_output", "call_id": "c2", "output": "2"},
+            {"type": "tool_search_call", "call_id": "s1", "execution": "client", "arguments": {}},
+            {"type": "tool_search_output", "call_id": "s1", "execution": "client", "tools": []},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]},
+            {"role": "user", "content": "next"},
+        ]});
+        let h = analyze(WireFormat::OpenAiResponses, &body);
+        assert_eq!(h.turn_index, 3);
+        assert!(h.problems.is_empty(), "{:?}", h.problems);
+        assert_eq!(h.fingerprint, fnv1a64(b"\"hi\""));
+        // A string input is the same conversation as a user message with that string.
+        let s = analyze(WireFormat::OpenAiResponses, &json!({"input": "hi"}));
+        assert_eq!((s.turn_index, s.fingerprint), (0, h.fingerprint));
+
+        let bad = json!({"input": [
+            {"role": "user", "content": "hi"},
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {"type": "tool_search_output", "call_id": "c1", "tools": []},
+        ]});
+        let p = analyze(WireFormat::OpenAiResponses, &bad).problems;
+        assert_eq!(p.len(), 2, "{p:?}");
+    }
+
+    #[test]
+    fn responses_interleaved_outputs_with_mock_ids() {
+        // Calls of one response interleaved with their outputs: one turn when the ids say so.
+        let body = json!({"input": [
+            {"role": "user", "content": "hi"},
+            {"type": "function_call", "id": "fc_mock_7_0", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "1"},
+            {"type": "function_call", "id": "fc_mock_7_1", "call_id": "c2", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c2", "output": "2"},
+            {"type": "message", "id": "msg_mock_9", "role": "assistant", "content": []},
+            {"type": "function_call", "id": "fc_mock_9_1", "call_id": "c3", "name": "f", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c3", "output": "3"},
+        ]});
+        assert_eq!(analyze(WireFormat::OpenAiResponses, &body).turn_index, 2);
+    }
+}

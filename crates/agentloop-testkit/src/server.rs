@@ -1,0 +1,787 @@
+//! The HTTP server: routes, turn selection, fault injection, request recording.
+//!
+//! It runs on a dedicated OS thread with its own multi-thread tokio runtime, so it works the same
+//! from sync code, from a `#[tokio::test]` (current-thread runtime) and from a benchmark. The hot
+//! path takes no lock that grows with the number of connections: turn selection is an atomic
+//! (sequential mode) or one shard of a sharded map (fault attempts); recording pushes to a
+//! vector under a short lock and can be turned off.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::serve::ListenerExt;
+use bytes::{Bytes, BytesMut};
+use serde_json::Value;
+
+use crate::history;
+use crate::script::{Fault, Mode, Script, ScriptError, Turn, Usage};
+use crate::wire::{self, RenderCtx, WireFormat};
+
+/// One request the server received.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct RecordedRequest {
+    /// The request path, e.g. `/v1/chat/completions`.
+    pub path: String,
+    /// The wire format the path belongs to.
+    pub format: WireFormat,
+    /// Request headers, names lower-case, repeated headers joined with `", "`. The values of
+    /// `authorization`, `proxy-authorization`, `x-api-key` and `api-key` are `"<redacted>"`.
+    pub headers: BTreeMap<String, String>,
+    /// The request body as JSON (a JSON string holding the raw text when it was not JSON).
+    pub body: Value,
+    /// The script turn that answered (0-based), `None` when the request was rejected (invalid
+    /// body, tool-call invariant, script exhausted).
+    pub turn: Option<usize>,
+    /// Which attempt at that turn this was (1-based), `None` when rejected.
+    pub attempt: Option<u32>,
+    /// The fault applied to this response, if any.
+    pub fault: Option<Fault>,
+}
+
+impl RecordedRequest {
+    /// A header's value by (case-insensitive) name.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .get(&name.to_ascii_lowercase())
+            .map(String::as_str)
+    }
+}
+
+/// The server could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// The script is invalid.
+    #[error(transparent)]
+    Script(#[from] ScriptError),
+    /// Binding the socket or starting the runtime failed.
+    #[error("cannot start the mock server: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Configures and starts a [`MockServer`].
+///
+/// ```
+/// use agentloop_testkit::{MockServer, Script, Turn};
+/// let server = MockServer::builder(Script::new(vec![Turn::text("hi")]))
+///     .record_requests(false)
+///     .start()
+///     .unwrap();
+/// assert!(server.base_url().starts_with("http://127.0.0.1:"));
+/// ```
+#[derive(Debug, Clone)]
+pub struct MockServerBuilder {
+    script: Script,
+    host: IpAddr,
+    port: u16,
+    record: bool,
+    worker_threads: usize,
+}
+
+impl MockServerBuilder {
+    /// The address to bind. Default `127.0.0.1`.
+    pub fn host(mut self, host: IpAddr) -> Self {
+        self.host = host;
+        self
+    }
+
+    /// The port to bind. Default 0 (any free port).
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Whether to keep every request for [`MockServer::requests`]. Default `true`; turn it off
+    /// for long benchmarks ([`MockServer::request_count`] and violations still work).
+    pub fn record_requests(mut self, record: bool) -> Self {
+        self.record = record;
+        self
+    }
+
+    /// Worker threads of the server's runtime. Default 2.
+    pub fn worker_threads(mut self, n: usize) -> Self {
+        self.worker_threads = n.max(1);
+        self
+    }
+
+    /// Binds the socket and starts serving on a background thread.
+    pub fn start(self) -> Result<MockServer, ServerError> {
+        self.script.validate()?;
+        let state = Arc::new(AppState::new(self.script, self.record));
+        let bind_addr = SocketAddr::new(self.host, self.port);
+        let (addr_tx, addr_rx) = std::sync::mpsc::channel::<std::io::Result<SocketAddr>>();
+        let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
+        let app_state = Arc::clone(&state);
+        let workers = self.worker_threads;
+        let thread = std::thread::Builder::new()
+            .name("agentloop-mock".to_string())
+            .spawn(move || {
+                let rt = match tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(workers)
+                    .thread_name("agentloop-mock-worker")
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        let _ = addr_tx.send(Err(e));
+                        return;
+                    }
+                };
+                rt.block_on(async move {
+                    let listener = match bind(bind_addr) {
+                        Ok(l) => l,
+                        Err(e) => {
+                            let _ = addr_tx.send(Err(e));
+                            return;
+                        }
+                    };
+                    let _ = addr_tx.send(listener.local_addr());
+                    let listener = listener.tap_io(|tcp| {
+                        // Small SSE events must not wait for Nagle.
+                        let _ = tcp.set_nodelay(true);
+                    });
+                    let serve = axum::serve(listener, router(app_state));
+                    tokio::select! {
+                        result = serve.into_future() => {
+                            if let Err(e) = result {
+                                tracing::error!(error = %e, "agentloop-mock server stopped");
+                            }
+                        }
+                        _ = shutdown_rx => {}
+                    }
+                });
+                // Open streams (stalls included) are dropped with the runtime.
+                rt.shutdown_timeout(Duration::from_millis(100));
+            })?;
+        let addr = match addr_rx.recv() {
+            Ok(Ok(addr)) => addr,
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                return Err(ServerError::Io(e));
+            }
+            Err(_) => {
+                let _ = thread.join();
+                return Err(ServerError::Io(std::io::Error::other(
+                    "the server thread exited before binding",
+                )));
+            }
+        };
+        Ok(MockServer {
+            addr,
+            state,
+            shutdown: Some(shutdown_tx),
+            thread: Some(thread),
+        })
+    }
+}
+
+fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    // A deep accept queue: benchmarks open thousands of connections at once.
+    socket.listen(4096)
+}
+
+/// A running mock provider server. Stops on [`MockServer::shutdown`] or drop.
+///
+/// ```
+/// use agentloop_testkit::{MockServer, Script, Turn};
+/// let server = MockServer::start(Script::new(vec![Turn::text("Hello!")]));
+/// let openai_base = format!("{}/v1", server.base_url());
+/// let anthropic_base = server.base_url();
+/// # let _ = (openai_base, anthropic_base);
+/// assert_eq!(server.request_count(), 0);
+/// server.shutdown();
+/// ```
+#[derive(Debug)]
+pub struct MockServer {
+    addr: SocketAddr,
+    state: Arc<AppState>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl MockServer {
+    /// Starts a server for `script` on `127.0.0.1` and a free port.
+    ///
+    /// # Panics
+    /// When the script is invalid or the socket cannot be bound; use
+    /// [`MockServer::builder`] + [`MockServerBuilder::start`] to get an error instead.
+    pub fn start(script: Script) -> MockServer {
+        match Self::builder(script).start() {
+            Ok(server) => server,
+            Err(e) => panic!("agentloop-testkit: {e}"),
+        }
+    }
+
+    /// A builder for a server with non-default settings.
+    pub fn builder(script: Script) -> MockServerBuilder {
+        MockServerBuilder {
+            script,
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 0,
+            record: true,
+            worker_threads: 2,
+        }
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://HOST:PORT`, without a trailing slash. The OpenAI base URL (Chat Completions and
+    /// Responses) is `{base_url}/v1`; the Anthropic base URL is `{base_url}` (the client appends
+    /// `/v1/messages`).
+    pub fn base_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// `{base_url}/v1`, the base URL for OpenAI clients.
+    pub fn openai_base_url(&self) -> String {
+        format!("{}/v1", self.base_url())
+    }
+
+    /// Every request received so far, in arrival order (empty when recording is off).
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        lock(&self.state.requests).clone()
+    }
+
+    /// The number of requests received so far (counted even when recording is off).
+    pub fn request_count(&self) -> u64 {
+        self.state.request_count.load(Ordering::SeqCst)
+    }
+
+    /// Every broken request invariant seen so far, one message each: a tool call without exactly
+    /// one result, a result that refers to no earlier call, or a body that is not JSON. Each
+    /// such request was answered with HTTP 400.
+    pub fn violations(&self) -> Vec<String> {
+        lock(&self.state.violations).clone()
+    }
+
+    /// Stops the server and waits for its thread. Open streams are cut.
+    pub fn shutdown(mut self) {
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+const SHARDS: usize = 32;
+
+#[derive(Debug)]
+struct AppState {
+    script: Script,
+    record: bool,
+    requests: Mutex<Vec<RecordedRequest>>,
+    request_count: AtomicU64,
+    violations: Mutex<Vec<String>>,
+    /// (fingerprint, turn index) -> attempts so far, sharded by key.
+    attempts: Vec<Mutex<HashMap<(u64, usize), u32>>>,
+    /// Sequential mode: (turn, attempt 1-based) per queue entry.
+    queue: Vec<(usize, u32)>,
+    next_slot: AtomicUsize,
+    next_response: AtomicU64,
+}
+
+impl AppState {
+    fn new(script: Script, record: bool) -> Self {
+        let queue = script
+            .turns
+            .iter()
+            .enumerate()
+            .flat_map(|(t, turn)| (1..=turn.faults.len() as u32 + 1).map(move |a| (t, a)))
+            .collect();
+        AppState {
+            script,
+            record,
+            requests: Mutex::new(Vec::new()),
+            request_count: AtomicU64::new(0),
+            violations: Mutex::new(Vec::new()),
+            attempts: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            queue,
+            next_slot: AtomicUsize::new(0),
+            next_response: AtomicU64::new(1),
+        }
+    }
+
+    fn next_attempt(&self, fingerprint: u64, turn_index: usize) -> u32 {
+        let shard = (fingerprint as usize ^ turn_index.wrapping_mul(0x9E37_79B9)) % SHARDS;
+        let mut map = lock(&self.attempts[shard]);
+        let n = map.entry((fingerprint, turn_index)).or_insert(0);
+        *n += 1;
+        *n
+    }
+
+    /// (turn, attempt) for a request, or `None` when the script is exhausted.
+    fn select(&self, hist: &history::History) -> Option<(usize, u32)> {
+        let len = self.script.turns.len();
+        match self.script.mode {
+            Mode::Sequential => {
+                let slot = self.next_slot.fetch_add(1, Ordering::SeqCst);
+                let slot = if slot < self.queue.len() {
+                    slot
+                } else if self.script.repeat {
+                    slot % self.queue.len()
+                } else {
+                    return None;
+                };
+                self.queue.get(slot).copied()
+            }
+            // Mode is non_exhaustive; by-position is the default reading.
+            _ => {
+                let t = hist.turn_index;
+                let t = if t < len {
+                    t
+                } else if self.script.repeat {
+                    t % len
+                } else {
+                    return None;
+                };
+                Some((t, self.next_attempt(hist.fingerprint, hist.turn_index)))
+            }
+        }
+    }
+
+    fn record(&self, req: RecordedRequest) {
+        if self.record {
+            lock(&self.requests).push(req);
+        }
+    }
+}
+
+fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/v1/chat/completions", post(chat))
+        .route("/chat/completions", post(chat))
+        .route("/v1/responses", post(responses))
+        .route("/responses", post(responses))
+        .route("/v1/messages", post(messages))
+        .route("/messages", post(messages))
+        .layer(DefaultBodyLimit::max(256 * 1024 * 1024))
+        .with_state(state)
+}
+
+async fn chat(
+    State(s): State<Arc<AppState>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    handle(&s, WireFormat::OpenAiChat, &uri, &headers, body)
+}
+
+async fn responses(
+    State(s): State<Arc<AppState>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    handle(&s, WireFormat::OpenAiResponses, &uri, &headers, body)
+}
+
+async fn messages(
+    State(s): State<Arc<AppState>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    handle(&s, WireFormat::Anthropic, &uri, &headers, body)
+}
+
+const REDACTED_HEADERS: [&str; 4] = [
+    "authorization",
+    "proxy-authorization",
+    "x-api-key",
+    "api-key",
+];
+
+fn recorded_headers(headers: &HeaderMap) -> BTreeMap<String, String> {
+    let mut out: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in headers {
+        let name = name.as_str().to_ascii_lowercase();
+        let value = if REDACTED_HEADERS.contains(&name.as_str()) {
+            "<redacted>".to_string()
+        } else {
+            String::from_utf8_lossy(value.as_bytes()).into_owned()
+        };
+        out.entry(name)
+            .and_modify(|v| {
+                v.push_str(", ");
+                v.push_str(&value);
+            })
+            .or_insert(value);
+    }
+    out
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn handle(
+    s: &AppState,
+    format: WireFormat,
+    uri: &Uri,
+    headers: &HeaderMap,
+    raw: Bytes,
+) -> Response {
+    let n = s.request_count.fetch_add(1, Ordering::SeqCst) + 1;
+    let path = uri.path().to_string();
+    let mut rec = RecordedRequest {
+        path: path.clone(),
+        format,
+        headers: if s.record {
+            recorded_headers(headers)
+        } else {
+            BTreeMap::new()
+        },
+        body: Value::Null,
+        turn: None,
+        attempt: None,
+        fault: None,
+    };
+    let body: Value = match serde_json::from_slice(&raw) {
+        Ok(v) => v,
+        Err(e) => {
+            let msg = format!("request #{n} POST {path}: the body is not valid JSON: {e}");
+            lock(&s.violations).push(msg.clone());
+            rec.body = Value::String(String::from_utf8_lossy(&raw).into_owned());
+            s.record(rec);
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                &wire::error_body(format, 400, &msg),
+            );
+        }
+    };
+    let hist = history::analyze(format, &body);
+    if !hist.problems.is_empty() {
+        let mut violations = lock(&s.violations);
+        for p in &hist.problems {
+            violations.push(format!("request #{n} POST {path}: {p}"));
+        }
+        drop(violations);
+        let msg = format!(
+            "agentloop-testkit: tool-call invariant violated: {}",
+            hist.problems.join("; ")
+        );
+        tracing::warn!(request = n, %path, "{msg}");
+        if s.record {
+            rec.body = body;
+        }
+        s.record(rec);
+        return json_response(
+            StatusCode::BAD_REQUEST,
+            &wire::error_body(format, 400, &msg),
+        );
+    }
+    let Some((turn_idx, attempt)) = s.select(&hist) else {
+        let msg = format!(
+            "agentloop-testkit: the script has no turn for this request (history has {} \
+             assistant turns, the script has {} turns, repeat is off)",
+            hist.turn_index,
+            s.script.turns.len()
+        );
+        tracing::warn!(request = n, %path, "{msg}");
+        if s.record {
+            rec.body = body;
+        }
+        s.record(rec);
+        let mut err = wire::error_body(format, 500, &msg);
+        if let Some(e) = err.get_mut("error").and_then(Value::as_object_mut) {
+            e.insert("code".to_string(), Value::from("script_exhausted"));
+        }
+        return json_response(StatusCode::INTERNAL_SERVER_ERROR, &err);
+    };
+    let Some(turn) = s.script.turns.get(turn_idx) else {
+        return json_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &wire::error_body(format, 500, "agentloop-testkit: internal turn index error"),
+        );
+    };
+    let fault = turn.faults.get(attempt as usize - 1).cloned();
+    let usage = turn.usage.unwrap_or_else(|| Usage {
+        input_tokens: (raw.len() as u64 / 4).max(1),
+        output_tokens: wire::estimated_output_tokens(turn),
+        ..Usage::default()
+    });
+    let model = body
+        .get("model")
+        .and_then(Value::as_str)
+        .unwrap_or("mock-model")
+        .to_string();
+    let include_usage = body
+        .pointer("/stream_options/include_usage")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    rec.turn = Some(turn_idx);
+    rec.attempt = Some(attempt);
+    rec.fault = fault.clone();
+    if s.record {
+        rec.body = body;
+    }
+    s.record(rec);
+
+    if let Some(Fault::Status {
+        status,
+        headers,
+        body,
+    }) = &fault
+    {
+        return status_response(format, *status, headers, body.as_deref());
+    }
+
+    let ctx = RenderCtx {
+        turn,
+        turn_index: turn_idx,
+        response_id: s.next_response.fetch_add(1, Ordering::Relaxed),
+        model,
+        include_usage,
+        usage,
+    };
+    let rendered = wire::render(format, &ctx);
+    let steps = plan(format, turn, rendered, fault.as_ref());
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(stream_steps(steps)))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+fn status_response(
+    format: WireFormat,
+    status: u16,
+    headers: &BTreeMap<String, String>,
+    body: Option<&str>,
+) -> Response {
+    let code = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let text = match body {
+        Some(b) => b.to_string(),
+        None => wire::error_body(
+            format,
+            status,
+            &format!("agentloop-testkit: injected HTTP {status}"),
+        )
+        .to_string(),
+    };
+    let mut resp = (code, text).into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    for (k, v) in headers {
+        if let (Ok(name), Ok(value)) = (
+            HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(v),
+        ) {
+            h.insert(name, value);
+        }
+    }
+    resp
+}
+
+/// One step of a streamed response body.
+#[derive(Debug)]
+enum Step {
+    Data(Bytes),
+    Sleep(Duration),
+    /// Abort the connection (the body errors, hyper drops the connection mid-chunked-body).
+    Reset,
+    /// Send nothing more, keep the connection open.
+    Stall,
+}
+
+/// Turns the rendered events, the turn's delays and the fault into body steps.
+fn plan(
+    format: WireFormat,
+    turn: &Turn,
+    rendered: wire::Rendered,
+    fault: Option<&Fault>,
+) -> Vec<Step> {
+    let mut frames = rendered.frames;
+    if matches!(fault, Some(Fault::EofWithoutTerminal)) {
+        frames.truncate(frames.len().saturating_sub(rendered.terminal));
+    }
+    let mut tail = None;
+    match fault {
+        Some(Fault::ResetAfterBytes(k)) | Some(Fault::StallAfterBytes(k)) => {
+            let mut kept = Vec::new();
+            let mut off = 0usize;
+            for f in frames {
+                if off + f.len() <= *k {
+                    off += f.len();
+                    kept.push(f);
+                } else {
+                    if *k > off {
+                        kept.push(f.slice(..*k - off));
+                    }
+                    break;
+                }
+            }
+            frames = kept;
+            tail = Some(if matches!(fault, Some(Fault::ResetAfterBytes(_))) {
+                Step::Reset
+            } else {
+                Step::Stall
+            });
+        }
+        Some(Fault::MalformedAfterBytes(k)) => {
+            let mut off = 0usize;
+            let mut at = frames.len();
+            for (i, f) in frames.iter().enumerate() {
+                if off >= *k {
+                    at = i;
+                    break;
+                }
+                off += f.len();
+            }
+            frames.insert(at, wire::garbage_frame(format));
+        }
+        _ => {}
+    }
+    let mut steps = Vec::with_capacity(frames.len() * 2 + 2);
+    if turn.first_byte_delay_ms > 0 {
+        steps.push(Step::Sleep(Duration::from_millis(turn.first_byte_delay_ms)));
+    }
+    if turn.chunk_delay_ms == 0 {
+        // No pacing: one write for the whole body.
+        let mut all = BytesMut::with_capacity(frames.iter().map(Bytes::len).sum());
+        for f in &frames {
+            all.extend_from_slice(f);
+        }
+        if !all.is_empty() {
+            steps.push(Step::Data(all.freeze()));
+        }
+    } else {
+        let delay = Duration::from_millis(turn.chunk_delay_ms);
+        for (i, f) in frames.into_iter().enumerate() {
+            if i > 0 {
+                steps.push(Step::Sleep(delay));
+            }
+            steps.push(Step::Data(f));
+        }
+    }
+    if let Some(t) = tail {
+        steps.push(t);
+    }
+    steps
+}
+
+fn stream_steps(
+    steps: Vec<Step>,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
+    futures::stream::unfold(steps.into_iter(), |mut it| async move {
+        loop {
+            match it.next()? {
+                Step::Data(b) => return Some((Ok(b), it)),
+                Step::Sleep(d) => tokio::time::sleep(d).await,
+                Step::Reset => {
+                    // Let the connection flush what was sent before cutting it.
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    return Some((
+                        Err(std::io::Error::new(
+                            std::io::ErrorKind::ConnectionReset,
+                            "agentloop-testkit: injected connection reset",
+                        )),
+                        it,
+                    ));
+                }
+                Step::Stall => futures::future::pending::<()>().await,
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::wire::Rendered;
+
+    fn frames() -> Rendered {
+        Rendered {
+            frames: vec![
+                Bytes::from_static(b"aaaa"),
+                Bytes::from_static(b"bbbb"),
+                Bytes::from_static(b"END!"),
+            ],
+            terminal: 1,
+        }
+    }
+
+    fn data(steps: &[Step]) -> Vec<u8> {
+        steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Data(b) => Some(b.to_vec()),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    #[test]
+    fn plans() {
+        let t = Turn::default();
+        let f = WireFormat::OpenAiChat;
+        assert_eq!(data(&plan(f, &t, frames(), None)), b"aaaabbbbEND!");
+        assert_eq!(
+            data(&plan(f, &t, frames(), Some(&Fault::EofWithoutTerminal))),
+            b"aaaabbbb"
+        );
+        let reset = plan(f, &t, frames(), Some(&Fault::ResetAfterBytes(6)));
+        assert_eq!(data(&reset), b"aaaabb");
+        assert!(matches!(reset.last(), Some(Step::Reset)));
+        let stall = plan(f, &t, frames(), Some(&Fault::StallAfterBytes(4)));
+        assert_eq!(data(&stall), b"aaaa");
+        assert!(matches!(stall.last(), Some(Step::Stall)));
+        let garbage = wire::garbage_frame(f);
+        let m = data(&plan(f, &t, frames(), Some(&Fault::MalformedAfterBytes(5))));
+        assert_eq!(m, [b"aaaabbbb".as_slice(), &garbage, b"END!"].concat());
+        let m0 = data(&plan(f, &t, frames(), Some(&Fault::MalformedAfterBytes(0))));
+        assert_eq!(m0, [&garbage[..], b"aaaabbbbEND!"].concat());
+        let paced = plan(f, &t.clone().with_delays(5, 1), frames(), None);
+        assert_eq!(paced.len(), 6);
+    }
+}
