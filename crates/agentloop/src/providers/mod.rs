@@ -1,0 +1,101 @@
+//! HTTP provider adapters implementing [`Model`](crate::model::Model): OpenAI Chat Completions
+//! (and every OpenAI-compatible server), OpenAI Responses and Anthropic Messages.
+//!
+//! Each adapter converts the neutral [`ModelRequest`](crate::model::ModelRequest) into its wire
+//! body, streams the SSE response through a shared transport (retries with backoff that honour
+//! `Retry-After`, an idle timeout, a clear error when the stream ends without its terminal event)
+//! and assembles the neutral assistant message. Adapters know nothing about tools' handlers.
+//! API keys never appear in errors, events or logs: they live in [`ApiKey`] and only reach the
+//! wire as headers.
+
+pub mod openai_chat;
+pub mod partial_json;
+pub mod replay;
+pub mod sse;
+mod transport;
+
+use std::time::Duration;
+
+pub use openai_chat::OpenAiChat;
+pub use transport::RetryPolicy;
+
+use crate::model::ApiKey;
+
+/// Connection settings shared by every adapter.
+#[derive(Clone, Debug)]
+pub struct ProviderConfig {
+    /// Base URL. OpenAI's includes `/v1` (`https://api.openai.com/v1`); Anthropic's does not
+    /// (`https://api.anthropic.com`), as in the official SDKs.
+    pub base_url: String,
+    /// API key (`None`: no authentication header, e.g. a local server).
+    pub api_key: Option<ApiKey>,
+    /// Extra headers sent with every request.
+    pub headers: Vec<(String, String)>,
+    /// Default model id when the request names none.
+    pub model: Option<String>,
+    /// Time allowed to connect.
+    pub connect_timeout: Duration,
+    /// Longest silence allowed while waiting for the response or between stream chunks.
+    pub idle_timeout: Duration,
+    /// Retries of failed requests.
+    pub retry: RetryPolicy,
+}
+
+impl ProviderConfig {
+    /// Settings for `base_url` with defaults for everything else.
+    pub fn new(base_url: impl Into<String>) -> Self {
+        ProviderConfig {
+            base_url: base_url.into(),
+            api_key: None,
+            headers: Vec::new(),
+            model: None,
+            connect_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(120),
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// Sets the API key.
+    pub fn api_key(mut self, key: impl Into<String>) -> Self {
+        self.api_key = Some(ApiKey::new(key));
+        self
+    }
+
+    /// Sets the default model.
+    pub fn model(mut self, model: impl Into<String>) -> Self {
+        self.model = Some(model.into());
+        self
+    }
+
+    /// Adds a header.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Sets the idle timeout.
+    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
+        self.idle_timeout = timeout;
+        self
+    }
+
+    /// Sets the retry policy.
+    pub fn retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// `{base_url}/{path}` without doubled slashes.
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!(
+            "{}/{}",
+            self.base_url.trim_end_matches('/'),
+            path.trim_start_matches('/')
+        )
+    }
+}
+
+/// Reads an environment variable, treating empty as unset.
+pub(crate) fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}

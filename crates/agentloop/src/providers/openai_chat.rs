@@ -1,0 +1,529 @@
+//! OpenAI Chat Completions (`POST {base}/chat/completions`, streaming), which also covers
+//! OpenAI-compatible servers: Ollama, vLLM, llama.cpp, OpenRouter and gateways.
+//!
+//! Tolerated quirks (each broke someone): usage missing or in a final chunk with empty
+//! `choices`; reasoning as `reasoning_content` or `reasoning`; arguments streamed as text or sent
+//! whole as an object; `""` or `null` arguments for a tool without parameters; tool-call deltas
+//! keyed by `index` that repeat or omit `id` (a missing or duplicate id gets a unique one); content
+//! and tool-call deltas in the same chunk; refusals on their own channel. Only choice 0 is
+//! assembled (requests never ask for `n > 1`).
+
+use serde_json::{Map, Value, json};
+
+use super::partial_json::PartialJson;
+use super::replay::{self, ReplayTarget};
+use super::sse::SseEvent;
+use super::transport::{self, WireParser, WireRequest};
+use super::{ProviderConfig, env_var};
+use crate::model::{
+    Model, ModelDelta, ModelError, ModelEvent, ModelRequest, ModelStream, ReasoningLevel,
+};
+use crate::transcript::{
+    Message, Part, Role, StopReason, ThinkingPart, ToolArguments, ToolCallPart, Usage,
+};
+
+/// The provider name recorded on messages.
+pub const PROVIDER: &str = "openai_chat";
+
+/// OpenAI Chat Completions adapter. See the module docs.
+///
+/// ```no_run
+/// use agentloop::providers::{OpenAiChat, ProviderConfig};
+///
+/// // api.openai.com with OPENAI_API_KEY / OPENAI_BASE_URL from the environment:
+/// let openai = OpenAiChat::from_env().unwrap();
+/// // A local OpenAI-compatible server (base URLs include `/v1`, as in the official SDK):
+/// let ollama = OpenAiChat::new(ProviderConfig::new("http://localhost:11434/v1").model("llama3.2"));
+/// # let _ = (openai, ollama);
+/// ```
+#[derive(Clone, Debug)]
+pub struct OpenAiChat {
+    config: ProviderConfig,
+    client: reqwest::Client,
+}
+
+impl OpenAiChat {
+    /// An adapter with explicit settings.
+    pub fn new(config: ProviderConfig) -> Self {
+        let client = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .build()
+            .unwrap_or_default();
+        OpenAiChat { config, client }
+    }
+
+    /// `OPENAI_BASE_URL` (default `https://api.openai.com/v1`) and `OPENAI_API_KEY`.
+    pub fn from_env() -> Result<Self, ModelError> {
+        let base = env_var("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into());
+        let mut config = ProviderConfig::new(base);
+        if let Some(key) = env_var("OPENAI_API_KEY") {
+            config = config.api_key(key);
+        }
+        Ok(OpenAiChat::new(config))
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &ProviderConfig {
+        &self.config
+    }
+
+    /// The JSON body this adapter sends for `request` (exposed for snapshot tests and
+    /// debugging; contains no credentials).
+    pub fn request_body(&self, request: &ModelRequest<'_>) -> Value {
+        build_body(&self.config, request)
+    }
+}
+
+fn reasoning_effort(level: ReasoningLevel) -> Option<&'static str> {
+    match level {
+        ReasoningLevel::Off => None,
+        ReasoningLevel::Minimal => Some("minimal"),
+        ReasoningLevel::Low => Some("low"),
+        ReasoningLevel::Medium => Some("medium"),
+        ReasoningLevel::High | ReasoningLevel::Xhigh => Some("high"),
+    }
+}
+
+fn image_url(media_type: &str, data: &str) -> Value {
+    json!({"type": "image_url", "image_url": {"url": format!("data:{media_type};base64,{data}")}})
+}
+
+fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
+    let model = request
+        .model
+        .clone()
+        .or_else(|| config.model.clone())
+        .unwrap_or_default();
+    let target = ReplayTarget::openai(PROVIDER, &model);
+    let messages = replay::prepare(&request.messages, &target);
+    let mut wire: Vec<Value> = Vec::with_capacity(messages.len() + 1);
+    if let Some(system) = &request.system_prompt {
+        wire.push(json!({"role": "system", "content": system}));
+    }
+    for m in messages.iter() {
+        match m.role {
+            Role::Assistant => {
+                let mut msg = Map::new();
+                msg.insert("role".into(), json!("assistant"));
+                let text: String = m
+                    .content
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::Text { text } => Some(text.as_str()),
+                        _ => None,
+                    })
+                    .collect();
+                let calls: Vec<Value> = m
+                    .tool_calls()
+                    .map(|c| {
+                        json!({
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.tool_name, "arguments": c.arguments.to_json_string()}
+                        })
+                    })
+                    .collect();
+                msg.insert(
+                    "content".into(),
+                    if text.is_empty() && !calls.is_empty() {
+                        Value::Null
+                    } else {
+                        json!(text)
+                    },
+                );
+                if !calls.is_empty() {
+                    msg.insert("tool_calls".into(), Value::Array(calls));
+                }
+                wire.push(Value::Object(msg));
+            }
+            Role::ToolResult => {
+                if let Some(r) = m.tool_result_part() {
+                    wire.push(json!({"role": "tool", "tool_call_id": r.call_id, "content": r.content}));
+                    if !r.images.is_empty() {
+                        // Tool messages carry text only: show the images in a user turn.
+                        let mut parts = vec![json!({"type": "text", "text": format!("Images returned by tool call {}:", r.call_id)})];
+                        parts.extend(r.images.iter().map(|i| image_url(&i.media_type, &i.data)));
+                        wire.push(json!({"role": "user", "content": parts}));
+                    }
+                }
+            }
+            _ => {
+                let has_images = m.content.iter().any(|p| matches!(p, Part::Image(_)));
+                if has_images {
+                    let parts: Vec<Value> = m
+                        .content
+                        .iter()
+                        .filter_map(|p| match p {
+                            Part::Text { text } => Some(json!({"type": "text", "text": text})),
+                            Part::Image(i) => Some(image_url(&i.media_type, &i.data)),
+                            _ => None,
+                        })
+                        .collect();
+                    wire.push(json!({"role": "user", "content": parts}));
+                } else {
+                    wire.push(json!({"role": "user", "content": m.text()}));
+                }
+            }
+        }
+    }
+    let mut body = Map::new();
+    body.insert("model".into(), json!(model));
+    body.insert("messages".into(), Value::Array(wire));
+    body.insert("stream".into(), json!(true));
+    body.insert("stream_options".into(), json!({"include_usage": true}));
+    if !request.tools.is_empty() {
+        let tools: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.parameters
+                }})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(t) = request.temperature {
+        body.insert("temperature".into(), json!(t));
+    }
+    if let Some(n) = request.max_output_tokens {
+        body.insert("max_completion_tokens".into(), json!(n));
+    }
+    if let Some(effort) = request.reasoning.and_then(reasoning_effort) {
+        body.insert("reasoning_effort".into(), json!(effort));
+    }
+    Value::Object(body)
+}
+
+impl Model for OpenAiChat {
+    fn stream(&self, request: ModelRequest<'_>) -> ModelStream {
+        let body = build_body(&self.config, &request);
+        let model = body["model"].as_str().unwrap_or_default().to_owned();
+        let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+        if let Some(key) = request.api_key.as_ref().or(self.config.api_key.as_ref()) {
+            headers.push(("authorization".into(), format!("Bearer {}", key.expose())));
+        }
+        headers.extend(self.config.headers.iter().cloned());
+        let wire = WireRequest {
+            url: self.config.url("chat/completions"),
+            headers,
+            body: body.to_string().into_bytes(),
+        };
+        transport::stream(
+            self.client.clone(),
+            wire,
+            move || ChatParser::new(model.clone()),
+            self.config.retry,
+            self.config.idle_timeout,
+        )
+    }
+
+    fn provider(&self) -> &str {
+        PROVIDER
+    }
+}
+
+#[derive(Debug)]
+struct CallSlot {
+    wire_index: u64,
+    id: String,
+    name: String,
+    args: PartialJson,
+    whole: Option<Value>,
+}
+
+/// Assembles Chat Completions chunks into deltas and the final message.
+#[derive(Debug)]
+pub(crate) struct ChatParser {
+    model: String,
+    parts: Vec<Part>,
+    calls: Vec<CallSlot>,
+    refusal: String,
+    finish_reason: Option<String>,
+    usage: Option<Usage>,
+    done: bool,
+}
+
+impl ChatParser {
+    pub(crate) fn new(model: String) -> Self {
+        ChatParser {
+            model,
+            parts: Vec::new(),
+            calls: Vec::new(),
+            refusal: String::new(),
+            finish_reason: None,
+            usage: None,
+            done: false,
+        }
+    }
+
+    fn push_text(&mut self, text: &str, thinking: bool) {
+        match (self.parts.last_mut(), thinking) {
+            (Some(Part::Text { text: t }), false) => t.push_str(text),
+            (Some(Part::Thinking(t)), true) => t.thinking.push_str(text),
+            (_, false) => self.parts.push(Part::text(text)),
+            (_, true) => self.parts.push(Part::Thinking(ThinkingPart {
+                thinking: text.to_owned(),
+                ..ThinkingPart::default()
+            })),
+        }
+    }
+
+    fn on_chunk(&mut self, chunk: &Value, out: &mut Vec<ModelEvent>) -> Result<(), ModelError> {
+        if let Some(err) = chunk.get("error") {
+            return Err(ModelError::Provider {
+                code: err
+                    .get("code")
+                    .or_else(|| err.get("type"))
+                    .map(|c| c.as_str().map(str::to_owned).unwrap_or_else(|| c.to_string()))
+                    .unwrap_or_else(|| "error".into()),
+                message: err
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("the provider reported an error")
+                    .to_owned(),
+            });
+        }
+        if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
+            let prompt = u["prompt_tokens"].as_u64().unwrap_or(0);
+            let cached = u
+                .pointer("/prompt_tokens_details/cached_tokens")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            self.usage = Some(Usage {
+                input_tokens: prompt.saturating_sub(cached),
+                output_tokens: u["completion_tokens"].as_u64().unwrap_or(0),
+                cache_read_tokens: cached,
+                ..Usage::default()
+            });
+        }
+        let Some(choices) = chunk.get("choices").and_then(Value::as_array) else {
+            return Ok(());
+        };
+        for choice in choices {
+            if choice.get("index").and_then(Value::as_u64).unwrap_or(0) != 0 {
+                continue;
+            }
+            let delta = &choice["delta"];
+            for key in ["reasoning_content", "reasoning"] {
+                if let Some(t) = delta.get(key).and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                    self.push_text(t, true);
+                    out.push(ModelEvent::Delta(ModelDelta::Thinking { delta: t.to_owned() }));
+                    break;
+                }
+            }
+            if let Some(t) = delta.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                self.push_text(t, false);
+                out.push(ModelEvent::Delta(ModelDelta::Text { delta: t.to_owned() }));
+            }
+            if let Some(t) = delta.get("refusal").and_then(Value::as_str) {
+                self.refusal.push_str(t);
+            }
+            if let Some(calls) = delta.get("tool_calls").and_then(Value::as_array) {
+                for (position, call) in calls.iter().enumerate() {
+                    self.on_tool_delta(call, position as u64, out);
+                }
+            }
+            if let Some(reason) = choice.get("finish_reason").and_then(Value::as_str) {
+                self.finish_reason = Some(reason.to_owned());
+            }
+        }
+        Ok(())
+    }
+
+    fn on_tool_delta(&mut self, call: &Value, position: u64, out: &mut Vec<ModelEvent>) {
+        let wire_index = call.get("index").and_then(Value::as_u64).unwrap_or(position);
+        let function = &call["function"];
+        let slot = match self.calls.iter().position(|c| c.wire_index == wire_index) {
+            Some(i) => i,
+            None => {
+                let index = self.calls.len();
+                let name = function["name"].as_str().unwrap_or_default().to_owned();
+                let mut id = call["id"].as_str().unwrap_or_default().to_owned();
+                // Missing ids, and ids reused across calls (some servers use the function name),
+                // would break the call/result pairing: make them unique.
+                if id.is_empty() || self.calls.iter().any(|c| c.id == id) {
+                    id = format!("call_{index}_{}", if name.is_empty() { "tool" } else { &name });
+                }
+                self.calls.push(CallSlot {
+                    wire_index,
+                    id: id.clone(),
+                    name: name.clone(),
+                    args: PartialJson::new(),
+                    whole: None,
+                });
+                self.parts.push(Part::ToolCall(ToolCallPart {
+                    id: id.clone(),
+                    tool_name: name.clone(),
+                    arguments: ToolArguments::default(),
+                }));
+                out.push(ModelEvent::Delta(ModelDelta::ToolCallStart { index, id, name }));
+                index
+            }
+        };
+        let entry = &mut self.calls[slot];
+        if entry.name.is_empty() {
+            if let Some(name) = function["name"].as_str() {
+                entry.name = name.to_owned();
+            }
+        }
+        match &function["arguments"] {
+            Value::String(fragment) if !fragment.is_empty() => {
+                let partial = entry.args.push_and_snapshot(fragment);
+                out.push(ModelEvent::Delta(ModelDelta::ToolCallArguments {
+                    index: slot,
+                    delta: fragment.clone(),
+                    partial,
+                }));
+            }
+            Value::Object(_) | Value::Array(_) => {
+                // Sent whole as a JSON value (some gateways).
+                let value = function["arguments"].clone();
+                out.push(ModelEvent::Delta(ModelDelta::ToolCallArguments {
+                    index: slot,
+                    delta: value.to_string(),
+                    partial: Some(value.clone()),
+                }));
+                entry.whole = Some(value);
+            }
+            _ => {}
+        }
+    }
+}
+
+impl WireParser for ChatParser {
+    fn on_event(
+        &mut self,
+        event: SseEvent,
+        out: &mut Vec<ModelEvent>,
+    ) -> Result<bool, ModelError> {
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            self.done = true;
+            for index in 0..self.calls.len() {
+                out.push(ModelEvent::Delta(ModelDelta::ToolCallEnd { index }));
+            }
+            return Ok(true);
+        }
+        if data.is_empty() {
+            return Ok(false);
+        }
+        let chunk: Value = serde_json::from_str(data).map_err(|e| {
+            ModelError::Stream(format!("unreadable chunk from the provider ({e}): {data:.200}"))
+        })?;
+        self.on_chunk(&chunk, out)?;
+        Ok(false)
+    }
+
+    fn finish(&mut self) -> Result<Message, ModelError> {
+        let stop = match self.finish_reason.as_deref() {
+            Some("length") => StopReason::Length,
+            Some("content_filter") => StopReason::Refusal,
+            Some("tool_calls") | Some("function_call") => StopReason::ToolUse,
+            _ if !self.calls.is_empty() => StopReason::ToolUse,
+            _ if !self.refusal.is_empty() && self.parts.is_empty() => StopReason::Refusal,
+            _ => StopReason::Stop,
+        };
+        let mut message = self.partial();
+        message.stop_reason = Some(stop);
+        message.error_message = None;
+        Ok(message)
+    }
+
+    fn partial(&self) -> Message {
+        let mut parts = self.parts.clone();
+        let mut call = 0;
+        for part in parts.iter_mut() {
+            if let Part::ToolCall(c) = part {
+                if let Some(slot) = self.calls.get(call) {
+                    c.tool_name = slot.name.clone();
+                    c.arguments = match &slot.whole {
+                        Some(v) => ToolArguments::Json(v.clone()),
+                        None => ToolArguments::parse(slot.args.text()),
+                    };
+                }
+                call += 1;
+            }
+        }
+        if !self.refusal.is_empty() && !parts.iter().any(|p| matches!(p, Part::Text { .. })) {
+            parts.push(Part::text(self.refusal.clone()));
+        }
+        let mut message = Message::assistant(parts, StopReason::Error);
+        message.model = Some(self.model.clone());
+        message.provider = Some(PROVIDER.to_owned());
+        message.usage = self.usage;
+        message
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::sse::SseDecoder;
+
+    fn parse(body: &str) -> (Vec<ModelEvent>, Result<Message, ModelError>) {
+        let mut decoder = SseDecoder::new();
+        let mut events = Vec::new();
+        decoder.push(body.as_bytes(), &mut events);
+        let mut parser = ChatParser::new("m".into());
+        let mut out = Vec::new();
+        for e in events {
+            if parser.on_event(e, &mut out).unwrap_or(false) {
+                return (out, parser.finish());
+            }
+        }
+        (out, Err(ModelError::Stream("no terminal".into())))
+    }
+
+    #[test]
+    fn quirks_whole_object_arguments_missing_ids_and_empty_arguments() {
+        let body = concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"hi\",\"tool_calls\":[{\"index\":0,\"function\":{\"name\":\"read\",\"arguments\":{\"path\":\"a\"}}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":1,\"id\":\"read\",\"function\":{\"name\":\"now\",\"arguments\":\"\"}}]}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":2,\"id\":\"read\",\"function\":{\"name\":\"now\",\"arguments\":null}}]},\"finish_reason\":\"tool_calls\"}]}\n\n",
+            "data: [DONE]\n\n"
+        );
+        let (_, message) = parse(body);
+        let message = message.unwrap_or_else(|e| panic!("{e}"));
+        let calls: Vec<_> = message.tool_calls().collect();
+        assert_eq!(calls.len(), 3);
+        assert_eq!(calls[0].arguments, ToolArguments::Json(json!({"path": "a"})));
+        assert_eq!(calls[1].arguments, ToolArguments::default());
+        assert_eq!(calls[1].id, "read");
+        assert_ne!(calls[2].id, "read", "a reused id is made unique");
+        assert!(!calls[0].id.is_empty());
+        assert_eq!(message.text(), "hi");
+        assert_eq!(message.stop_reason, Some(StopReason::ToolUse));
+    }
+
+    #[test]
+    fn reasoning_fields_become_thinking() {
+        let body = concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"think\"}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning\":\"ing\"}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: [DONE]\n\n"
+        );
+        let message = parse(body).1.unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(&message.content[0], Part::Thinking(t) if t.thinking == "thinking"));
+        assert_eq!(message.text(), "ok");
+        assert_eq!(message.usage, None, "missing usage is tolerated");
+    }
+
+    #[test]
+    fn an_error_chunk_is_a_provider_error() {
+        let body = "data: {\"error\":{\"message\":\"bad\",\"code\":\"server_error\"}}\n\n";
+        let mut decoder = SseDecoder::new();
+        let mut events = Vec::new();
+        decoder.push(body.as_bytes(), &mut events);
+        let mut parser = ChatParser::new("m".into());
+        let err = parser.on_event(events.remove(0), &mut Vec::new());
+        assert_eq!(
+            err,
+            Err(ModelError::Provider {
+                code: "server_error".into(),
+                message: "bad".into()
+            })
+        );
+    }
+}

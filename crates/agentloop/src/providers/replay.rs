@@ -1,0 +1,300 @@
+//! Preparing a transcript for replay to a provider — including one recorded on another provider
+//! (cross-provider handoff).
+//!
+//! Rules (what users of pi-ai rely on):
+//! - assistant messages that errored or were aborted are not replayed, nor the results answering
+//!   their calls;
+//! - thinking from another provider or model becomes plain text (empty or redacted thinking is
+//!   dropped); signatures are kept only for the same provider and model;
+//! - a tool call without a result gets a synthetic error result ("No result provided") right
+//!   after the results that do exist, so the provider never sees a dangling call;
+//! - tool-call ids are normalised to `[A-Za-z0-9_-]{1,64}` (what every supported API accepts)
+//!   and the same mapping is applied to the matching results.
+//!
+//! The common case — a transcript recorded on the same provider, with nothing to fix — is
+//! returned borrowed, without copying.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+
+use crate::transcript::{Message, Part, Role, StopReason, ToolResultPart};
+
+/// Who the transcript is being replayed to.
+#[derive(Clone, Debug)]
+pub struct ReplayTarget {
+    /// Provider name (as recorded in `Message::provider`).
+    pub provider: String,
+    /// Model id.
+    pub model: String,
+}
+
+impl ReplayTarget {
+    /// A target for an OpenAI-style provider.
+    pub fn openai(provider: &str, model: &str) -> Self {
+        ReplayTarget {
+            provider: provider.to_owned(),
+            model: model.to_owned(),
+        }
+    }
+
+    fn same_source(&self, m: &Message) -> bool {
+        m.provider.as_deref() == Some(self.provider.as_str())
+            && m.model.as_deref() == Some(self.model.as_str())
+    }
+}
+
+/// Text used for a call that never got a result.
+pub const NO_RESULT: &str = "No result provided";
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+fn sanitize_id(id: &str, taken: &HashSet<String>) -> String {
+    let mut clean: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if clean.is_empty() {
+        clean = "call".into();
+    }
+    let mut candidate = clean.clone();
+    let mut n = 1;
+    while taken.contains(&candidate) {
+        let suffix = format!("_{n}");
+        let keep = 64usize.saturating_sub(suffix.len()).min(clean.len());
+        candidate = format!("{}{suffix}", &clean[..keep]);
+        n += 1;
+    }
+    candidate
+}
+
+fn needs_work(messages: &[Message], target: &ReplayTarget) -> bool {
+    let mut open: HashSet<&str> = HashSet::new();
+    for m in messages {
+        match m.role {
+            Role::Assistant => {
+                if !open.is_empty() {
+                    return true;
+                }
+                if matches!(m.stop_reason, Some(StopReason::Error | StopReason::Aborted)) {
+                    return true;
+                }
+                let foreign = !target.same_source(m);
+                for p in &m.content {
+                    match p {
+                        Part::Thinking(_) if foreign => return true,
+                        Part::ToolCall(c) => {
+                            if !valid_id(&c.id) {
+                                return true;
+                            }
+                            open.insert(c.id.as_str());
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Role::ToolResult => {
+                if let Some(r) = m.tool_result_part() {
+                    if !open.remove(r.call_id.as_str()) {
+                        return true; // orphan result
+                    }
+                }
+            }
+            _ => {
+                if !open.is_empty() {
+                    return true;
+                }
+            }
+        }
+    }
+    !open.is_empty()
+}
+
+/// Applies the replay rules (see the module docs) for `target`.
+pub fn prepare<'a>(messages: &'a [Message], target: &ReplayTarget) -> Cow<'a, [Message]> {
+    if !needs_work(messages, target) {
+        return Cow::Borrowed(messages);
+    }
+    let mut out: Vec<Message> = Vec::with_capacity(messages.len());
+    let mut dropped_calls: HashSet<String> = HashSet::new();
+    let mut id_map: HashMap<String, String> = HashMap::new();
+    let mut taken: HashSet<String> = HashSet::new();
+    // Calls of the last kept assistant message still waiting for a result: (wire id, name).
+    let mut open: Vec<(String, String)> = Vec::new();
+
+    let close_open = |out: &mut Vec<Message>, open: &mut Vec<(String, String)>| {
+        for (id, name) in open.drain(..) {
+            out.push(Message::tool_result(ToolResultPart::error(id, name, NO_RESULT)));
+        }
+    };
+
+    for m in messages {
+        match m.role {
+            Role::Assistant => {
+                close_open(&mut out, &mut open);
+                if matches!(m.stop_reason, Some(StopReason::Error | StopReason::Aborted)) {
+                    dropped_calls.extend(m.tool_calls().map(|c| c.id.clone()));
+                    continue;
+                }
+                let foreign = !target.same_source(m);
+                let mut copy = m.clone();
+                copy.content = m
+                    .content
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::Thinking(t) if foreign => {
+                            if t.redacted || t.thinking.trim().is_empty() {
+                                None
+                            } else {
+                                Some(Part::text(t.thinking.clone()))
+                            }
+                        }
+                        Part::ToolCall(c) => {
+                            let mut c = c.clone();
+                            let new_id = if valid_id(&c.id) && !taken.contains(&c.id) {
+                                c.id.clone()
+                            } else {
+                                sanitize_id(&c.id, &taken)
+                            };
+                            taken.insert(new_id.clone());
+                            id_map.insert(c.id.clone(), new_id.clone());
+                            open.push((new_id.clone(), c.tool_name.clone()));
+                            c.id = new_id;
+                            Some(Part::ToolCall(c))
+                        }
+                        other => Some(other.clone()),
+                    })
+                    .collect();
+                out.push(copy);
+            }
+            Role::ToolResult => {
+                let Some(r) = m.tool_result_part() else {
+                    continue;
+                };
+                if dropped_calls.contains(&r.call_id) {
+                    continue;
+                }
+                let Some(new_id) = id_map.get(&r.call_id).cloned() else {
+                    continue; // a result for a call we never saw: providers reject it
+                };
+                let Some(at) = open.iter().position(|(id, _)| *id == new_id) else {
+                    continue; // duplicate result
+                };
+                open.remove(at);
+                let mut copy = m.clone();
+                for p in copy.content.iter_mut() {
+                    if let Part::ToolResult(r) = p {
+                        r.call_id = new_id.clone();
+                    }
+                }
+                out.push(copy);
+            }
+            _ => {
+                close_open(&mut out, &mut open);
+                out.push(m.clone());
+            }
+        }
+    }
+    close_open(&mut out, &mut open);
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transcript::{ThinkingPart, ToolCallPart};
+    use serde_json::json;
+
+    fn assistant(parts: Vec<Part>, provider: &str, stop: StopReason) -> Message {
+        let mut m = Message::assistant(parts, stop);
+        m.provider = Some(provider.into());
+        m.model = Some("m1".into());
+        m
+    }
+
+    #[test]
+    fn clean_same_provider_transcripts_are_borrowed() {
+        let msgs = vec![
+            Message::user("q"),
+            assistant(
+                vec![
+                    Part::Thinking(ThinkingPart::default()),
+                    Part::ToolCall(ToolCallPart::new("c1", "t", json!({}))),
+                ],
+                "p",
+                StopReason::ToolUse,
+            ),
+            Message::tool_result(ToolResultPart::success("c1", "t", "ok")),
+        ];
+        let target = ReplayTarget::openai("p", "m1");
+        assert!(matches!(prepare(&msgs, &target), Cow::Borrowed(_)));
+    }
+
+    #[test]
+    fn handoff_rules() {
+        let msgs = vec![
+            Message::user("q"),
+            assistant(
+                vec![
+                    Part::Thinking(ThinkingPart {
+                        thinking: "plan".into(),
+                        signature: Some("sig".into()),
+                        redacted: false,
+                    }),
+                    Part::Thinking(ThinkingPart {
+                        redacted: true,
+                        ..ThinkingPart::default()
+                    }),
+                    Part::ToolCall(ToolCallPart::new("call|1/x", "t", json!({}))),
+                    Part::ToolCall(ToolCallPart::new("c2", "t", json!({}))),
+                ],
+                "other",
+                StopReason::ToolUse,
+            ),
+            Message::tool_result(ToolResultPart::success("call|1/x", "t", "ok")),
+            assistant(
+                vec![Part::ToolCall(ToolCallPart::new("c3", "t", json!({})))],
+                "other",
+                StopReason::Aborted,
+            ),
+            Message::tool_result(ToolResultPart::error("c3", "t", "aborted")),
+            Message::user("next"),
+        ];
+        let out = prepare(&msgs, &ReplayTarget::openai("p", "m1"));
+        let roles: Vec<_> = out.iter().map(|m| m.role).collect();
+        assert_eq!(
+            roles,
+            [
+                Role::User,
+                Role::Assistant,
+                Role::ToolResult,
+                Role::ToolResult,
+                Role::User
+            ]
+        );
+        assert!(matches!(&out[1].content[0], Part::Text { text } if text == "plan"));
+        assert_eq!(out[1].content.len(), 3, "redacted thinking dropped");
+        let calls: Vec<_> = out[1].tool_calls().collect();
+        assert_eq!(calls[0].id, "call_1_x");
+        assert_eq!(
+            out[2].tool_result_part().map(|r| r.call_id.as_str()),
+            Some("call_1_x")
+        );
+        let synthetic = out[3].tool_result_part().cloned();
+        assert_eq!(synthetic.as_ref().map(|r| r.call_id.as_str()), Some("c2"));
+        assert_eq!(synthetic.as_ref().map(|r| r.content.as_str()), Some(NO_RESULT));
+        assert!(synthetic.is_some_and(|r| r.is_error));
+    }
+}
