@@ -1,0 +1,208 @@
+//! Test support for provider tests: a minimal HTTP server that answers every request with a fixed
+//! SSE body (optionally written in small pieces) and records the request bodies, plus the
+//! fixture corpus loader and the neutral-shape comparison the corpus README describes.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentloop::transcript::{Message, Part, StopReason, ToolArguments};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+/// A server that answers each request with `status`, `content-type: text/event-stream` and
+/// `body`, written in pieces of `piece` bytes (0 = all at once).
+pub struct FixtureServer {
+    pub base_url: String,
+    pub requests: Arc<Mutex<Vec<Value>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FixtureServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl FixtureServer {
+    pub async fn start(body: Vec<u8>, piece: usize) -> FixtureServer {
+        FixtureServer::start_with(200, body, piece).await
+    }
+
+    pub async fn start_with(status: u16, body: Vec<u8>, piece: usize) -> FixtureServer {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let recorded = requests.clone();
+        let body = Arc::new(body);
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((mut socket, _)) = listener.accept().await else {
+                    return;
+                };
+                let body = body.clone();
+                let recorded = recorded.clone();
+                tokio::spawn(async move {
+                    let request = read_request(&mut socket).await;
+                    if let Some(json) = request {
+                        recorded.lock().unwrap().push(json);
+                    }
+                    let head = format!(
+                        "HTTP/1.1 {status} X\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    let _ = socket.write_all(head.as_bytes()).await;
+                    if piece == 0 {
+                        let _ = socket.write_all(&body).await;
+                    } else {
+                        for chunk in body.chunks(piece) {
+                            if socket.write_all(chunk).await.is_err() {
+                                return;
+                            }
+                            let _ = socket.flush().await;
+                        }
+                    }
+                    let _ = socket.shutdown().await;
+                });
+            }
+        });
+        FixtureServer {
+            base_url: format!("http://{addr}"),
+            requests,
+            task,
+        }
+    }
+}
+
+/// Reads one HTTP/1.1 request and returns its JSON body.
+async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<Value> {
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 8192];
+    let header_end = loop {
+        let n = tokio::time::timeout(Duration::from_secs(5), socket.read(&mut tmp))
+            .await
+            .ok()?
+            .ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&tmp[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..header_end]).to_ascii_lowercase();
+    let len = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    while buf.len() < header_end + len {
+        let n = socket.read(&mut tmp).await.ok()?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&tmp[..n]);
+    }
+    serde_json::from_slice(&buf[header_end..]).ok()
+}
+
+/// One corpus case.
+pub struct Case {
+    pub name: String,
+    pub body: Vec<u8>,
+    pub expect: Value,
+}
+
+pub fn fixtures_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/providers")
+}
+
+/// Loads every case of a corpus folder (`openai-chat`, `anthropic`, `openai-responses`).
+pub fn cases(folder: &str) -> Vec<Case> {
+    let dir = fixtures_dir().join(folder);
+    let manifest: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("cases.json")).unwrap()).unwrap();
+    manifest
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| Case {
+            name: c["case"].as_str().unwrap().to_owned(),
+            body: std::fs::read(dir.join(c["file"].as_str().unwrap())).unwrap(),
+            expect: c["expect"].clone(),
+        })
+        .collect()
+}
+
+pub fn stop_name(s: Option<StopReason>) -> &'static str {
+    match s {
+        Some(StopReason::Stop) => "stop",
+        Some(StopReason::Length) => "length",
+        Some(StopReason::ToolUse) => "tool_use",
+        Some(StopReason::Refusal) => "refusal",
+        Some(StopReason::Error) => "error",
+        Some(StopReason::Aborted) => "aborted",
+        _ => "none",
+    }
+}
+
+/// Compares an assembled message with a corpus `expect` object (README "How a test should use
+/// it"). Refusal text is kept as the message's text with stop reason `refusal`.
+pub fn assert_matches(case: &str, message: &Message, expect: &Value) {
+    let stop = stop_name(message.stop_reason);
+    if let Some(want) = expect.get("stop_reason").and_then(Value::as_str) {
+        assert_eq!(stop, want, "{case}: stop reason");
+    }
+    let text = message.text();
+    if let Some(refusal) = expect.get("refusal").and_then(Value::as_str) {
+        assert_eq!(stop, "refusal", "{case}: refusal stop");
+        assert_eq!(text, refusal, "{case}: refusal text");
+    } else {
+        assert_eq!(text, expect["text"].as_str().unwrap_or(""), "{case}: text");
+    }
+    if let Some(want) = expect.get("thinking").and_then(Value::as_str) {
+        let thinking: String = message
+            .content
+            .iter()
+            .filter_map(|p| match p {
+                Part::Thinking(t) => Some(t.thinking.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(thinking, want, "{case}: thinking");
+    }
+    let calls: Vec<Value> = message
+        .tool_calls()
+        .map(|c| {
+            let args = match &c.arguments {
+                ToolArguments::Json(v) => v.clone(),
+                ToolArguments::Unparsed(raw) => json!({"_raw": raw}),
+            };
+            json!({"id": c.id, "name": c.tool_name, "arguments": args})
+        })
+        .collect();
+    let want_calls = expect["tool_calls"].as_array().cloned().unwrap_or_default();
+    assert_eq!(calls, want_calls, "{case}: tool calls");
+    if let Some(usage) = expect.get("usage") {
+        let got = message.usage.unwrap_or_default();
+        assert_eq!(
+            got.input_tokens + got.cache_read_tokens,
+            usage["input_tokens"].as_u64().unwrap(),
+            "{case}: input tokens"
+        );
+        assert_eq!(
+            got.output_tokens,
+            usage["output_tokens"].as_u64().unwrap(),
+            "{case}: output tokens"
+        );
+    }
+    if let Some(error) = expect.get("error") {
+        let msg = message.error_message.clone().unwrap_or_default();
+        if let Some(m) = error.get("message").and_then(Value::as_str) {
+            assert!(msg.contains(m), "{case}: error message {msg:?} lacks {m:?}");
+        }
+    }
+}
