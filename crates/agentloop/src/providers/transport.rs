@@ -78,8 +78,7 @@ fn random_fraction() -> f64 {
 pub(crate) trait WireParser: Send + 'static {
     /// Handles one event, pushing deltas to `out`. Returns true when it was the terminal event.
     /// An `Err` is a provider error reported inside the stream.
-    fn on_event(&mut self, event: SseEvent, out: &mut Vec<ModelEvent>)
-    -> Result<bool, ModelError>;
+    fn on_event(&mut self, event: SseEvent, out: &mut Vec<ModelEvent>) -> Result<bool, ModelError>;
     /// The assembled message, after the terminal event (`Err` for a terminal failure such as
     /// Responses' `response.failed`).
     fn finish(&mut self) -> Result<Message, ModelError>;
@@ -303,10 +302,7 @@ async fn attempt_once<P: WireParser>(
             Err(_) => {
                 return Err(stream_failure(
                     delivered,
-                    format!(
-                        "the stream stalled: no data for {:.1}s",
-                        idle.as_secs_f64()
-                    ),
+                    format!("the stream stalled: no data for {:.1}s", idle.as_secs_f64()),
                 ));
             }
             Ok(None) => {
@@ -353,9 +349,15 @@ async fn attempt_once<P: WireParser>(
                     return Ok(());
                 }
                 Err(error) => {
-                    let overloaded = error.to_string().to_ascii_lowercase().contains("overloaded");
+                    // Nothing reached the caller yet: an unreadable chunk or an "overloaded"
+                    // error event is worth another attempt; anything later is final.
+                    let overloaded = error
+                        .to_string()
+                        .to_ascii_lowercase()
+                        .contains("overloaded");
+                    let unreadable = matches!(error, ModelError::Stream(_));
                     return Err(Failure {
-                        retryable: overloaded && !delivered,
+                        retryable: (overloaded || unreadable) && !delivered,
                         retry_after: None,
                         error,
                     });
@@ -394,7 +396,10 @@ mod tests {
     #[test]
     fn retry_after_headers_are_read() {
         let mut h = reqwest::header::HeaderMap::new();
-        h.insert("retry-after", reqwest::header::HeaderValue::from_static("2"));
+        h.insert(
+            "retry-after",
+            reqwest::header::HeaderValue::from_static("2"),
+        );
         assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
         h.insert(
             "retry-after-ms",
@@ -410,7 +415,9 @@ mod tests {
             "Rate limit reached"
         );
         assert_eq!(
-            error_message(r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#),
+            error_message(
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
+            ),
             "Overloaded"
         );
         assert_eq!(error_message("plain text"), "plain text");

@@ -1,0 +1,362 @@
+//! Every fault kind of the testkit mock server, for each adapter: retried or failed as specified,
+//! the partial message kept, and the agent's event stream terminating. Plus an end-to-end agent
+//! run of three turns with parallel tool calls over HTTP.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentloop::agent::{AgentEvent, AgentLoop, AgentLoopConfig, RunStop};
+use agentloop::model::{Model, ModelError, ModelEvent, ModelRequest};
+use agentloop::providers::{OpenAiChat, ProviderConfig, RetryPolicy};
+use agentloop::tooling::{Deps, ToolContext, ToolSpec};
+use agentloop::transcript::{Message, Role, StopReason};
+use agentloop_testkit::{MockServer, Script};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+#[derive(Clone, Copy, Debug)]
+enum Wire {
+    Chat,
+}
+
+const WIRES: &[Wire] = &[Wire::Chat];
+
+fn policy(retries: u32) -> RetryPolicy {
+    RetryPolicy {
+        max_retries: retries,
+        base_delay: Duration::from_millis(10),
+        max_delay: Duration::from_secs(5),
+    }
+}
+
+fn model(wire: Wire, server: &MockServer, retry: RetryPolicy, idle: Duration) -> Arc<dyn Model> {
+    match wire {
+        Wire::Chat => Arc::new(OpenAiChat::new(
+            ProviderConfig::new(server.openai_base_url())
+                .api_key("sk-secret-test-key")
+                .model("mock")
+                .retry(retry)
+                .idle_timeout(idle),
+        )),
+    }
+}
+
+fn script(value: Value) -> Script {
+    Script::from_value(value).unwrap()
+}
+
+/// Drains one model call: (retry events, terminal message, error if any).
+async fn call(model: &Arc<dyn Model>) -> (Vec<ModelEvent>, Message, Option<ModelError>) {
+    let mut stream = model.stream(ModelRequest::new(vec![Message::user("hello")]));
+    let mut retries = Vec::new();
+    let fut = async {
+        while let Some(event) = stream.next().await {
+            match event {
+                ModelEvent::Retry { .. } => retries.push(event),
+                ModelEvent::Done(m) => return (m, None),
+                ModelEvent::Error { message, error } => return (message, Some(error)),
+                ModelEvent::Delta(_) => {}
+                _ => {}
+            }
+        }
+        panic!("stream ended without a terminal event");
+    };
+    let (message, error) = tokio::time::timeout(Duration::from_secs(20), fut)
+        .await
+        .expect("model call hung");
+    (retries, message, error)
+}
+
+fn text_turn_with(faults: Value) -> Value {
+    json!({"turns": [{"text": "Hello from the mock server", "chunk_size": 5, "faults": faults}]})
+}
+
+#[tokio::test]
+async fn rate_limit_with_retry_after_is_honoured_then_succeeds() {
+    for &wire in WIRES {
+        let server = MockServer::start(script(text_turn_with(json!([
+            {"status": 429, "headers": {"retry-after-ms": "150"}}
+        ]))));
+        let m = model(wire, &server, policy(3), Duration::from_secs(10));
+        let started = Instant::now();
+        let (retries, message, error) = call(&m).await;
+        assert!(error.is_none(), "{wire:?}: {error:?}");
+        assert_eq!(message.text(), "Hello from the mock server");
+        assert_eq!(retries.len(), 1, "{wire:?}");
+        match &retries[0] {
+            ModelEvent::Retry {
+                attempt,
+                delay,
+                reason,
+            } => {
+                assert_eq!(*attempt, 1);
+                assert_eq!(
+                    *delay,
+                    Duration::from_millis(150),
+                    "Retry-After is honoured"
+                );
+                assert!(reason.contains("429"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(started.elapsed() >= Duration::from_millis(150));
+        assert_eq!(server.request_count(), 2);
+    }
+}
+
+#[tokio::test]
+async fn server_errors_are_retried_up_to_the_limit() {
+    for &wire in WIRES {
+        for status in [500, 502, 503, 504, 529] {
+            let server = MockServer::start(script(text_turn_with(json!([
+                {"status": status}, {"status": status}
+            ]))));
+            let ok = model(wire, &server, policy(2), Duration::from_secs(10));
+            let (retries, message, error) = call(&ok).await;
+            assert!(error.is_none(), "{wire:?} {status}: {error:?}");
+            assert_eq!(retries.len(), 2);
+            assert_eq!(message.text(), "Hello from the mock server");
+        }
+        let server = MockServer::start(script(text_turn_with(json!([
+            {"status": 503}, {"status": 503}
+        ]))));
+        let give_up = model(wire, &server, policy(1), Duration::from_secs(10));
+        let (_, message, error) = call(&give_up).await;
+        assert!(
+            matches!(error, Some(ModelError::Status { status: 503, .. })),
+            "{error:?}"
+        );
+        assert_eq!(message.stop_reason, Some(StopReason::Error));
+    }
+}
+
+#[tokio::test]
+async fn client_errors_are_not_retried_and_keys_never_leak() {
+    for &wire in WIRES {
+        let server = MockServer::start(script(text_turn_with(json!([
+            {"status": 401, "body": "{\"error\": {\"message\": \"Incorrect API key provided\"}}"}
+        ]))));
+        let m = model(wire, &server, policy(3), Duration::from_secs(10));
+        let (retries, message, error) = call(&m).await;
+        assert!(retries.is_empty());
+        let error = error.expect("an error");
+        assert!(
+            error.to_string().contains("Incorrect API key provided"),
+            "{error}"
+        );
+        for text in [
+            error.to_string(),
+            format!("{error:?}"),
+            format!("{message:?}"),
+        ] {
+            assert!(
+                !text.contains("sk-secret-test-key"),
+                "the key leaked: {text}"
+            );
+        }
+        assert_eq!(server.request_count(), 1);
+    }
+}
+
+#[tokio::test]
+async fn a_longer_server_requested_wait_fails_fast_with_that_wait() {
+    for &wire in WIRES {
+        let server = MockServer::start(script(text_turn_with(json!([
+            {"status": 429, "headers": {"retry-after": "120"}}
+        ]))));
+        let m = model(wire, &server, policy(3), Duration::from_secs(10));
+        let started = Instant::now();
+        let (_, _, error) = call(&m).await;
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let text = error.expect("an error").to_string();
+        assert!(
+            text.contains("120.0s") && text.contains("maximum"),
+            "{text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn reset_mid_stream_fails_with_the_partial_message_and_is_not_retried() {
+    for &wire in WIRES {
+        let server = MockServer::start(script(text_turn_with(json!([
+            {"reset_after_bytes": 600}
+        ]))));
+        let m = model(wire, &server, policy(3), Duration::from_secs(10));
+        let (retries, message, error) = call(&m).await;
+        assert!(
+            retries.is_empty(),
+            "never retry after bytes reached the caller"
+        );
+        assert!(matches!(error, Some(ModelError::Stream(_))), "{error:?}");
+        assert_eq!(message.stop_reason, Some(StopReason::Error));
+        let text = message.text();
+        assert!(!text.is_empty(), "{wire:?}: the partial text is kept");
+        assert!("Hello from the mock server".starts_with(&text));
+        assert_eq!(server.request_count(), 1);
+    }
+}
+
+#[tokio::test]
+async fn reset_before_any_delta_is_retried() {
+    for &wire in WIRES {
+        let server = MockServer::start(script(text_turn_with(json!([
+            {"reset_after_bytes": 1}
+        ]))));
+        let m = model(wire, &server, policy(3), Duration::from_secs(10));
+        let (retries, message, error) = call(&m).await;
+        assert!(error.is_none(), "{error:?}");
+        assert_eq!(retries.len(), 1);
+        assert_eq!(message.text(), "Hello from the mock server");
+    }
+}
+
+#[tokio::test]
+async fn a_stalled_stream_ends_at_the_idle_timeout_with_the_partial_message() {
+    for &wire in WIRES {
+        let server = MockServer::start(script(text_turn_with(json!([
+            {"stall_after_bytes": 600}
+        ]))));
+        let m = model(wire, &server, policy(0), Duration::from_millis(300));
+        let started = Instant::now();
+        let (_, message, error) = call(&m).await;
+        assert!(started.elapsed() < Duration::from_secs(5));
+        let text = error.expect("an error").to_string();
+        assert!(text.contains("stalled"), "{text}");
+        assert!(!message.text().is_empty());
+    }
+}
+
+#[tokio::test]
+async fn a_malformed_chunk_fails_clearly() {
+    for &wire in WIRES {
+        let server = MockServer::start(script(text_turn_with(json!([
+            {"malformed_after_bytes": 600}
+        ]))));
+        let m = model(wire, &server, policy(0), Duration::from_secs(10));
+        let (_, message, error) = call(&m).await;
+        let text = error.expect("an error").to_string();
+        assert!(text.contains("unreadable"), "{text}");
+        assert_eq!(message.stop_reason, Some(StopReason::Error));
+    }
+}
+
+#[tokio::test]
+async fn eof_without_the_terminal_event_is_an_error() {
+    for &wire in WIRES {
+        let server = MockServer::start(script(text_turn_with(json!([
+            {"eof_without_terminal": true}
+        ]))));
+        let m = model(wire, &server, policy(0), Duration::from_secs(10));
+        let (_, message, error) = call(&m).await;
+        let text = error.expect("an error").to_string();
+        assert!(text.contains("before its terminal event"), "{text}");
+        assert_eq!(message.text(), "Hello from the mock server");
+    }
+}
+
+#[tokio::test]
+async fn the_agent_event_stream_terminates_for_every_fault() {
+    let faults = [
+        json!({"status": 500}),
+        json!({"reset_after_bytes": 600}),
+        json!({"stall_after_bytes": 600}),
+        json!({"malformed_after_bytes": 600}),
+        json!({"eof_without_terminal": true}),
+    ];
+    for &wire in WIRES {
+        for fault in &faults {
+            let server = MockServer::start(script(text_turn_with(json!([fault]))));
+            let m = model(wire, &server, policy(0), Duration::from_millis(300));
+            let agent = AgentLoop::new(AgentLoopConfig::default(), m);
+            let events: Vec<_> = tokio::time::timeout(
+                Duration::from_secs(20),
+                agent
+                    .run_stream(vec![Message::user("hi")], vec![])
+                    .collect::<Vec<_>>(),
+            )
+            .await
+            .expect("the event stream did not terminate");
+            match events.last() {
+                Some(AgentEvent::AgentEnd {
+                    stop: RunStop::ModelError { .. },
+                    ..
+                }) => {}
+                other => panic!("{wire:?} {fault}: {other:?}"),
+            }
+        }
+    }
+}
+
+fn weather_tool() -> ToolSpec<Deps> {
+    ToolSpec::<Deps>::builder("get_weather", "Weather for a city.")
+        .parameters(json!({
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+            "additionalProperties": false
+        }))
+        .handler(|_c: ToolContext<Deps>, a: Value| async move {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            format!("sunny in {}", a["city"].as_str().unwrap_or("?"))
+        })
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn three_turn_agent_run_with_parallel_tools_over_http() {
+    for &wire in WIRES {
+        let server = MockServer::start(script(json!({"turns": [
+            {"text": "Checking both.", "tool_calls": [
+                {"id": "call_a", "name": "get_weather", "arguments": {"city": "Paris"}, "arg_chunks": 4},
+                {"id": "call_b", "name": "get_weather", "arguments": {"city": "Tokyo"}, "arg_chunks": 3}
+            ], "usage": {"input_tokens": 40, "output_tokens": 12}},
+            {"tool_calls": [
+                {"id": "call_c", "name": "get_weather", "arguments": {"city": "Lima"}}
+            ], "usage": {"input_tokens": 60, "output_tokens": 8}},
+            {"text": "Paris and Tokyo are sunny, and so is Lima.", "chunk_size": 7,
+             "usage": {"input_tokens": 80, "output_tokens": 11}}
+        ]})));
+        let m = model(wire, &server, policy(0), Duration::from_secs(10));
+        let agent = AgentLoop::new(AgentLoopConfig::default(), m)
+            .with_tools([weather_tool()])
+            .unwrap();
+        let out = tokio::time::timeout(
+            Duration::from_secs(20),
+            agent.run(
+                vec![Message::user("Weather in Paris, Tokyo, Lima?")],
+                vec![],
+            ),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(out.stop, RunStop::Done);
+        assert_eq!(out.turns, 3);
+        assert_eq!(
+            out.final_text(),
+            "Paris and Tokyo are sunny, and so is Lima."
+        );
+        let results: Vec<_> = out
+            .new_messages()
+            .iter()
+            .filter(|m| m.role == Role::ToolResult)
+            .filter_map(|m| m.tool_result_part().map(|r| r.content.clone()))
+            .collect();
+        assert_eq!(
+            results,
+            ["sunny in Paris", "sunny in Tokyo", "sunny in Lima"]
+        );
+        assert_eq!(out.usage.output_tokens, 31);
+        assert_eq!(server.request_count(), 3);
+        assert!(server.violations().is_empty(), "{:?}", server.violations());
+        // The third request carried the whole history, results linked to their calls.
+        let last = &server.requests()[2].body;
+        let history = serde_json::to_string(last).unwrap();
+        for needle in ["call_a", "call_b", "call_c", "sunny in Tokyo"] {
+            assert!(history.contains(needle), "{wire:?}: {needle} missing");
+        }
+    }
+}
