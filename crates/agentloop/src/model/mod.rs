@@ -107,6 +107,17 @@ pub struct ModelRequest<'a> {
     pub messages: Cow<'a, [Message]>,
     /// Tools the model may call.
     pub tools: Cow<'a, [ToolSchema]>,
+    /// Deferred tools (seed 004): every registered deferred tool, loaded or not, in registration
+    /// order (the registry's [`deferred_schemas`](crate::tooling::Registry::deferred_schemas)).
+    /// Adapters with client-executed tool search (OpenAI Responses) declare them as deferred and
+    /// look a search result's tool names up here; other adapters ignore this field. Empty by
+    /// default.
+    pub deferred_tools: Cow<'a, [ToolSchema]>,
+    /// The registry's `local_tool_search` tool (seed 004), if any. With at least one deferred
+    /// tool, the OpenAI Responses adapter declares client-executed tool search with this tool's
+    /// description and parameters, and turns the model's searches into calls to this tool (so the
+    /// agent's executor runs it); other adapters ignore it. `None` by default.
+    pub tool_search: Option<ToolSchema>,
     /// Sampling temperature.
     pub temperature: Option<f32>,
     /// Reasoning effort.
@@ -125,6 +136,8 @@ impl<'a> ModelRequest<'a> {
             system_prompt: None,
             messages: messages.into(),
             tools: Cow::Borrowed(&[]),
+            deferred_tools: Cow::Borrowed(&[]),
+            tool_search: None,
             temperature: None,
             reasoning: None,
             max_output_tokens: None,
@@ -139,6 +152,8 @@ impl<'a> ModelRequest<'a> {
             system_prompt: self.system_prompt,
             messages: Cow::Owned(self.messages.into_owned()),
             tools: Cow::Owned(self.tools.into_owned()),
+            deferred_tools: Cow::Owned(self.deferred_tools.into_owned()),
+            tool_search: self.tool_search,
             temperature: self.temperature,
             reasoning: self.reasoning,
             max_output_tokens: self.max_output_tokens,

@@ -9,6 +9,7 @@
 //! wire as headers.
 
 pub mod openai_chat;
+pub mod openai_responses;
 pub mod partial_json;
 pub mod replay;
 pub mod sse;
@@ -17,6 +18,7 @@ mod transport;
 use std::time::Duration;
 
 pub use openai_chat::OpenAiChat;
+pub use openai_responses::OpenAiResponses;
 pub use transport::RetryPolicy;
 
 use crate::model::ApiKey;
