@@ -8,6 +8,7 @@
 //! API keys never appear in errors, events or logs: they live in [`ApiKey`] and only reach the
 //! wire as headers.
 
+pub mod anthropic;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod partial_json;
@@ -17,6 +18,7 @@ mod transport;
 
 use std::time::Duration;
 
+pub use anthropic::Anthropic;
 pub use openai_chat::OpenAiChat;
 pub use openai_responses::OpenAiResponses;
 pub use transport::RetryPolicy;
