@@ -1,0 +1,65 @@
+//! `agentloop`: the command-line front end of the agentloop library — a thin binary over it,
+//! in the ripgrep style.
+//!
+//! - `agentloop run "PROMPT"`: an agent with the built-in tools on a workspace directory,
+//!   recorded into the session store, rendered as text (a spinner on a terminal) or as JSON
+//!   lines (`--json`).
+//! - `agentloop sessions list|show|export|import|rm`: the recorded sessions.
+//! - `agentloop demo`: the real loop and tools against a scripted mock model (no key needed).
+//! - `agentloop mock-server --script FILE`: the mock model server on its own.
+//!
+//! Exit codes: 0 success, 1 failure (including a run that did not stop normally), 2 bad usage,
+//! 130 interrupted by Ctrl-C. Diagnostics go to stderr as one line.
+
+mod cli;
+mod demo;
+mod error;
+mod mock;
+mod model;
+mod prompt;
+mod render;
+mod run;
+mod sessions;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+use crate::error::Failure;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("agentloop: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let db = cli.db.clone();
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Run(args) => run::run(db.as_deref(), args).await,
+            Command::Sessions(command) => sessions::run(db.as_deref(), command),
+            Command::Demo(args) => demo::run(db.as_deref(), args).await,
+            Command::MockServer(args) => mock::run(args).await,
+        }
+    });
+    // An abandoned blocking task (a prompt nobody answers after Ctrl-C, a tool that ignored
+    // its cancellation) must not keep the process alive.
+    runtime.shutdown_timeout(Duration::from_millis(200));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => report(&failure),
+    }
+}
+
+fn report(failure: &Failure) -> ExitCode {
+    eprintln!("agentloop: {failure}");
+    ExitCode::from(failure.code)
+}

@@ -1,0 +1,131 @@
+//! `--model PROVIDER:NAME` → a provider adapter, with its base URL and key from the flags and
+//! the environment. Keys are read here and handed to the adapter; they are never printed.
+
+use std::sync::Arc;
+
+use agentloop::model::Model;
+use agentloop::providers::{OpenAiChat, ProviderConfig};
+
+use crate::error::Failure;
+
+/// The providers `--model` accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Provider {
+    /// OpenAI Chat Completions and compatible servers.
+    OpenAi,
+    /// OpenAI Responses.
+    OpenAiResponses,
+    /// Anthropic Messages.
+    Anthropic,
+}
+
+impl Provider {
+    fn parse(name: &str) -> Option<Provider> {
+        match name.to_ascii_lowercase().as_str() {
+            "openai" | "openai-chat" | "openai_chat" => Some(Provider::OpenAi),
+            "openai-responses" | "openai_responses" => Some(Provider::OpenAiResponses),
+            "anthropic" => Some(Provider::Anthropic),
+            _ => None,
+        }
+    }
+}
+
+/// A parsed `--model` value.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelSpec {
+    /// Which adapter.
+    pub provider: Provider,
+    /// The model id sent to the provider.
+    pub name: String,
+}
+
+impl ModelSpec {
+    /// Parses `PROVIDER:NAME`. The provider is everything before the first `:` (model names may
+    /// contain colons, e.g. `openai:llama3.2:3b` for Ollama); a bare name means `openai`.
+    pub fn parse(text: &str) -> Result<ModelSpec, Failure> {
+        let (provider, name) = match text.split_once(':') {
+            Some((provider, name)) => match Provider::parse(provider) {
+                Some(p) => (p, name),
+                None => {
+                    return Err(Failure::usage(format!(
+                        "unknown provider {provider:?} in --model {text:?}: use openai:NAME, \
+                         openai-responses:NAME or anthropic:NAME"
+                    )));
+                }
+            },
+            None => (Provider::OpenAi, text),
+        };
+        let name = name.trim();
+        if name.is_empty() {
+            return Err(Failure::usage(format!(
+                "--model {text:?} names no model (expected PROVIDER:NAME)"
+            )));
+        }
+        Ok(ModelSpec {
+            provider,
+            name: name.to_owned(),
+        })
+    }
+}
+
+fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+const OPENAI_DEFAULT_BASE: &str = "https://api.openai.com/v1";
+
+/// Builds the adapter for `spec`. `base_url` (from `--base-url`) wins over the environment.
+pub fn build_model(spec: &ModelSpec, base_url: Option<&str>) -> Result<Arc<dyn Model>, Failure> {
+    match spec.provider {
+        Provider::OpenAi => {
+            let base = base_url
+                .map(str::to_owned)
+                .or_else(|| env_var("OPENAI_BASE_URL"))
+                .unwrap_or_else(|| OPENAI_DEFAULT_BASE.to_owned());
+            let mut config = ProviderConfig::new(base.clone()).model(&spec.name);
+            match env_var("OPENAI_API_KEY") {
+                Some(key) => config = config.api_key(key),
+                // Local compatible servers usually need no key; the official API always does.
+                None if base.trim_end_matches('/') == OPENAI_DEFAULT_BASE => {
+                    return Err(Failure::usage(
+                        "OPENAI_API_KEY is not set (needed for api.openai.com; use --base-url for \
+                         a local OpenAI-compatible server, or try `agentloop demo`)",
+                    ));
+                }
+                None => {}
+            }
+            Ok(Arc::new(OpenAiChat::new(config)))
+        }
+        Provider::OpenAiResponses => Err(Failure::usage(
+            "the openai-responses provider is not available in this build yet; use openai:NAME",
+        )),
+        Provider::Anthropic => Err(Failure::usage(
+            "the anthropic provider is not available in this build yet; use openai:NAME",
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn specs_parse() {
+        let spec = ModelSpec::parse("openai:gpt-4o-mini").unwrap();
+        assert_eq!(spec.provider, Provider::OpenAi);
+        assert_eq!(spec.name, "gpt-4o-mini");
+        let spec = ModelSpec::parse("openai:llama3.2:3b").unwrap();
+        assert_eq!(spec.name, "llama3.2:3b");
+        let spec = ModelSpec::parse("anthropic:claude-sonnet-4-5").unwrap();
+        assert_eq!(spec.provider, Provider::Anthropic);
+        let spec = ModelSpec::parse("openai-responses:gpt-5").unwrap();
+        assert_eq!(spec.provider, Provider::OpenAiResponses);
+        assert_eq!(
+            ModelSpec::parse("gpt-4o").unwrap().provider,
+            Provider::OpenAi
+        );
+        assert!(ModelSpec::parse("bogus:x").is_err());
+        assert!(ModelSpec::parse("openai:").is_err());
+    }
+}

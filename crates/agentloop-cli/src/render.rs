@@ -1,0 +1,633 @@
+//! Turning agent events into output: JSON lines (`--json`), or compact human-readable text with
+//! an optional spinner.
+//!
+//! Human output goes to stdout: the assistant's text as it streams, one line per tool call with
+//! its arguments abbreviated, the first lines of each result, and a final summary line. The
+//! spinner (waiting for the model, running a tool) is drawn on stderr, and only when stderr is a
+//! terminal; it is hidden before anything is printed so the two never interleave. In JSON mode
+//! stdout carries exactly one `serde_json::to_string(&event)` per line and nothing else.
+//!
+//! This module only formats; it never decides how a run ends or what the exit code is.
+
+use std::collections::HashMap;
+use std::io::{IsTerminal, Write};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use agentloop::agent::{AgentEvent, RunStop};
+use agentloop::model::ModelDelta;
+use agentloop::transcript::{
+    Message, Role, StopReason, ToolArguments, ToolCallPart, ToolResultPart, Usage,
+};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use serde_json::Value;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Writes to stdout and flushes, ignoring errors (a closed pipe must not crash the run; the
+/// session is still recorded).
+pub fn out(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes());
+    let _ = stdout.flush();
+}
+
+/// Whether to use ANSI colours on stdout: a terminal, and `NO_COLOR` unset.
+pub fn stdout_color() -> bool {
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+/// ANSI styling that becomes a no-op when colour is off.
+#[derive(Clone, Copy, Debug)]
+pub struct Style {
+    color: bool,
+}
+
+impl Style {
+    /// Styling on (`true`) or off.
+    pub fn new(color: bool) -> Self {
+        Style { color }
+    }
+
+    fn paint(&self, code: &str, text: &str) -> String {
+        if self.color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    }
+
+    /// Dimmed.
+    pub fn dim(&self, text: &str) -> String {
+        self.paint("2", text)
+    }
+    /// Bold.
+    pub fn bold(&self, text: &str) -> String {
+        self.paint("1", text)
+    }
+    /// Cyan.
+    pub fn cyan(&self, text: &str) -> String {
+        self.paint("36", text)
+    }
+    /// Red.
+    pub fn red(&self, text: &str) -> String {
+        self.paint("31", text)
+    }
+    /// Green.
+    pub fn green(&self, text: &str) -> String {
+        self.paint("32", text)
+    }
+    /// Yellow.
+    pub fn yellow(&self, text: &str) -> String {
+        self.paint("33", text)
+    }
+}
+
+/// A spinner on stderr, shared by the renderer and the approval prompt. Disabled, every method
+/// does nothing.
+#[derive(Debug)]
+pub struct Spinner {
+    enabled: bool,
+    bar: Mutex<Option<ProgressBar>>,
+}
+
+impl Spinner {
+    /// A spinner that draws only if `enabled` (callers pass "stderr is a terminal").
+    pub fn new(enabled: bool) -> Arc<Spinner> {
+        Arc::new(Spinner {
+            enabled,
+            bar: Mutex::new(None),
+        })
+    }
+
+    /// Shows the spinner with `message` (or changes its message).
+    pub fn show(&self, message: String) {
+        if !self.enabled {
+            return;
+        }
+        let mut bar = lock(&self.bar);
+        match bar.as_ref() {
+            Some(b) => b.set_message(message),
+            None => {
+                let b = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
+                let style =
+                    ProgressStyle::with_template("{spinner:.cyan} {msg:.dim} {elapsed:.dim}")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner());
+                b.set_style(style);
+                b.set_message(message);
+                b.enable_steady_tick(Duration::from_millis(90));
+                *bar = Some(b);
+            }
+        }
+    }
+
+    /// Removes the spinner from the screen.
+    pub fn hide(&self) {
+        if let Some(b) = lock(&self.bar).take() {
+            b.finish_and_clear();
+        }
+    }
+
+    /// Runs `f` (which prints whole lines) with the spinner temporarily cleared.
+    pub fn suspend<R>(&self, f: impl FnOnce() -> R) -> R {
+        let bar = lock(&self.bar).clone();
+        match bar {
+            Some(b) => b.suspend(f),
+            None => f(),
+        }
+    }
+}
+
+/// Where events go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputMode {
+    /// One JSON object per event per line on stdout.
+    Json,
+    /// Human-readable text.
+    Human {
+        /// ANSI colours on stdout.
+        color: bool,
+    },
+}
+
+/// Counters gathered from the events (they are right even when the run ends in an error).
+#[derive(Clone, Debug, Default)]
+pub struct Totals {
+    /// Model calls.
+    pub turns: u32,
+    /// Tool calls finished.
+    pub tool_calls: u32,
+    /// Summed token usage of the assistant messages.
+    pub usage: Usage,
+    /// Why the run ended (from `AgentEnd`).
+    pub stop: Option<RunStop>,
+}
+
+#[derive(Default)]
+struct State {
+    totals: Totals,
+    /// stdout ends in the middle of a line.
+    line_open: bool,
+    /// The current assistant message streamed text deltas.
+    streamed: bool,
+    running_tools: usize,
+    /// Tool output was printed since the last assistant text: separate the next text from it.
+    gap: bool,
+}
+
+/// Renders one run's events. Cheap to share: `on_event` takes `&self`.
+pub struct Renderer {
+    mode: OutputMode,
+    style: Style,
+    spinner: Arc<Spinner>,
+    state: Mutex<State>,
+}
+
+impl Renderer {
+    /// A renderer writing in `mode`, drawing `spinner` (pass a disabled one for none).
+    pub fn new(mode: OutputMode, spinner: Arc<Spinner>) -> Self {
+        let color = matches!(mode, OutputMode::Human { color: true });
+        Renderer {
+            mode,
+            style: Style::new(color),
+            spinner,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// The counters so far.
+    pub fn totals(&self) -> Totals {
+        lock(&self.state).totals.clone()
+    }
+
+    /// Handles one event.
+    pub fn on_event(&self, event: &AgentEvent) {
+        let mut state = lock(&self.state);
+        count(&mut state.totals, event);
+        match self.mode {
+            OutputMode::Json => match serde_json::to_string(event) {
+                Ok(line) => out(&format!("{line}\n")),
+                Err(e) => eprintln!(
+                    "agentloop: could not serialize a {} event: {e}",
+                    event.kind()
+                ),
+            },
+            OutputMode::Human { .. } => self.human(&mut state, event),
+        }
+    }
+
+    fn close_line(&self, state: &mut State) {
+        if state.line_open {
+            out("\n");
+            state.line_open = false;
+        }
+    }
+
+    fn spin(&self, state: &mut State, message: String) {
+        // The spinner redraws the cursor's line: never over a half-printed line of text.
+        self.close_line(state);
+        self.spinner.show(message);
+    }
+
+    fn print_lines(&self, state: &mut State, text: &str) {
+        self.close_line(state);
+        self.spinner.suspend(|| out(text));
+    }
+
+    fn human(&self, state: &mut State, event: &AgentEvent) {
+        match event {
+            AgentEvent::TurnStart { .. } => self.spin(state, "waiting for the model".into()),
+            AgentEvent::MessageStart { message } if message.role == Role::Assistant => {
+                state.streamed = false;
+            }
+            AgentEvent::MessageUpdate { delta } => match delta {
+                ModelDelta::Text { delta } if !delta.is_empty() => {
+                    self.spinner.hide();
+                    if std::mem::take(&mut state.gap) {
+                        out("\n");
+                    }
+                    out(delta);
+                    state.streamed = true;
+                    state.line_open = !delta.ends_with('\n');
+                }
+                ModelDelta::Thinking { .. } if !state.streamed => {
+                    self.spin(state, "thinking".into());
+                }
+                ModelDelta::ToolCallStart { name, .. } => {
+                    self.spin(state, format!("preparing {name}"));
+                }
+                _ => {}
+            },
+            AgentEvent::MessageEnd { message } if message.role == Role::Assistant => {
+                let text = message.text();
+                if !state.streamed && !text.trim().is_empty() {
+                    self.spinner.hide();
+                    if std::mem::take(&mut state.gap) {
+                        out("\n");
+                    }
+                    out(&text);
+                    state.line_open = !text.ends_with('\n');
+                }
+                self.close_line(state);
+                if message.stop_reason == Some(StopReason::Length) {
+                    self.print_lines(
+                        state,
+                        &format!(
+                            "{}\n",
+                            self.style
+                                .yellow("(the reply was cut off at the output-token limit)")
+                        ),
+                    );
+                }
+                if message.tool_calls().next().is_none() {
+                    self.spinner.hide();
+                }
+            }
+            AgentEvent::ToolExecutionStart { call } => {
+                state.running_tools += 1;
+                self.spin(
+                    state,
+                    format!(
+                        "running {} {}",
+                        call.tool_name,
+                        abbreviate_args(&call.arguments, 50)
+                    ),
+                );
+            }
+            AgentEvent::ToolExecutionEnd { call, result } => {
+                state.running_tools = state.running_tools.saturating_sub(1);
+                let text = format_tool(self.style, call, Some(result));
+                self.print_lines(state, &text);
+                state.gap = true;
+                if state.running_tools == 0 {
+                    self.spinner.hide();
+                }
+            }
+            AgentEvent::ModelRetry {
+                attempt,
+                delay_ms,
+                reason,
+            } => {
+                let line = format!(
+                    "model request failed ({}); retry {attempt} in {:.1}s\n",
+                    one_line(reason, 100),
+                    *delay_ms as f64 / 1000.0
+                );
+                self.close_line(state);
+                self.spinner
+                    .suspend(|| eprint!("{}", self.style.yellow(&line)));
+            }
+            AgentEvent::AgentEnd { .. } => {
+                self.spinner.hide();
+                self.close_line(state);
+            }
+            _ => {}
+        }
+    }
+
+    /// The final summary line (human mode only; nothing in JSON mode).
+    pub fn print_summary(&self, session_id: Option<&str>) {
+        if self.mode == OutputMode::Json {
+            return;
+        }
+        let mut state = lock(&self.state);
+        self.close_line(&mut state);
+        let line = summary_line(&state.totals, session_id);
+        out(&format!("{}\n", self.style.dim(&line)));
+    }
+}
+
+fn count(totals: &mut Totals, event: &AgentEvent) {
+    match event {
+        AgentEvent::TurnStart { turn } => totals.turns = totals.turns.max(*turn),
+        AgentEvent::MessageEnd { message } if message.role == Role::Assistant => {
+            if let Some(usage) = &message.usage {
+                totals.usage.accumulate(usage);
+            }
+        }
+        AgentEvent::ToolExecutionEnd { .. } => totals.tool_calls += 1,
+        AgentEvent::AgentEnd { stop, .. } => totals.stop = Some(stop.clone()),
+        _ => {}
+    }
+}
+
+/// Short description of why a run stopped.
+pub fn describe_stop(stop: &RunStop) -> String {
+    match stop {
+        RunStop::Done => "done".into(),
+        RunStop::MaxTurns { limit } => format!("stopped at --max-turns {limit} with work left"),
+        RunStop::RepeatedToolFailures { turns } => {
+            format!("stopped: the same tool calls failed {turns} turns in a row")
+        }
+        RunStop::Aborted => "aborted".into(),
+        RunStop::ModelError { message } => format!("model error: {}", one_line(message, 300)),
+        RunStop::HookStop { extension } => format!("stopped by extension {extension}"),
+        RunStop::Internal { message } => format!("internal error: {}", one_line(message, 300)),
+        other => format!("stopped: {other:?}"),
+    }
+}
+
+/// `done · 3 turns · 5 tool calls · 1,234 in / 56 out tokens · $0.0012 · session 1b2c…`
+pub fn summary_line(totals: &Totals, session_id: Option<&str>) -> String {
+    let mut parts = Vec::new();
+    parts.push(
+        totals
+            .stop
+            .as_ref()
+            .map_or_else(|| "ended".to_owned(), describe_stop),
+    );
+    parts.push(plural(totals.turns as u64, "turn"));
+    parts.push(plural(totals.tool_calls as u64, "tool call"));
+    parts.push(format!(
+        "{} in / {} out tokens",
+        thousands(totals.usage.input_tokens + totals.usage.cache_read_tokens),
+        thousands(totals.usage.output_tokens)
+    ));
+    if let Some(cost) = totals.usage.cost_usd {
+        parts.push(format!("${cost:.4}"));
+    }
+    if let Some(id) = session_id {
+        parts.push(format!("session {id}"));
+    }
+    parts.join(" · ")
+}
+
+fn plural(n: u64, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+/// `1234567` → `1,234,567`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `text` cut to `max` characters (ending with `…` when cut).
+pub fn truncate(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// `text` on one line (whitespace collapsed), cut to `max` characters.
+pub fn one_line(text: &str, max: usize) -> String {
+    truncate(&text.split_whitespace().collect::<Vec<_>>().join(" "), max)
+}
+
+fn abbreviate_value(value: &Value, max: usize) -> String {
+    match value {
+        Value::String(s) => {
+            let simple = !s.is_empty()
+                && s.chars().count() <= max
+                && !s.chars().any(|c| c.is_whitespace() || c == '"' || c == '=');
+            if simple {
+                s.clone()
+            } else {
+                format!("{:?}", truncate(s, max))
+            }
+        }
+        other => truncate(&other.to_string(), max),
+    }
+}
+
+/// A tool call's arguments in one short line: `path=src/lib.rs limit=20`.
+pub fn abbreviate_args(args: &ToolArguments, max: usize) -> String {
+    let text = match args {
+        ToolArguments::Json(Value::Object(map)) => map
+            .iter()
+            .map(|(k, v)| format!("{k}={}", abbreviate_value(v, 40)))
+            .collect::<Vec<_>>()
+            .join(" "),
+        ToolArguments::Json(other) => abbreviate_value(other, max),
+        ToolArguments::Unparsed(raw) => format!("{:?} (malformed)", truncate(raw, 40)),
+    };
+    truncate(&text, max)
+}
+
+/// Lines of a result shown under its call.
+const RESULT_LINES: usize = 4;
+/// Longest result line shown.
+const RESULT_LINE_CHARS: usize = 110;
+
+/// One call, rendered: `→ name args` and the first lines of its result.
+pub fn format_tool(style: Style, call: &ToolCallPart, result: Option<&ToolResultPart>) -> String {
+    let is_error = result.is_some_and(|r| r.is_error);
+    let marker = if is_error {
+        style.red("✗")
+    } else {
+        style.cyan("→")
+    };
+    let args = abbreviate_args(&call.arguments, 100);
+    let mut text = format!("{marker} {}", style.bold(&call.tool_name));
+    if !args.is_empty() {
+        text.push(' ');
+        text.push_str(&style.dim(&args));
+    }
+    text.push('\n');
+    let Some(result) = result else {
+        text.push_str(&format!("  {}\n", style.dim("│ (no result)")));
+        return text;
+    };
+    let lines: Vec<&str> = result.content.lines().collect();
+    if lines.is_empty() {
+        text.push_str(&format!("  {}\n", style.dim("│ (empty)")));
+    }
+    for line in lines.iter().take(RESULT_LINES) {
+        let shown = truncate(&line.replace('\t', "  "), RESULT_LINE_CHARS);
+        let shown = format!("│ {shown}");
+        let shown = if is_error {
+            style.red(&shown)
+        } else {
+            style.dim(&shown)
+        };
+        text.push_str(&format!("  {shown}\n"));
+    }
+    if lines.len() > RESULT_LINES {
+        let more = lines.len() - RESULT_LINES;
+        text.push_str(&format!(
+            "  {}\n",
+            style.dim(&format!("│ … {}", plural(more as u64, "more line")))
+        ));
+    }
+    if !result.images.is_empty() {
+        text.push_str(&format!(
+            "  {}\n",
+            style.dim(&format!(
+                "│ [{}]",
+                plural(result.images.len() as u64, "image")
+            ))
+        ));
+    }
+    text
+}
+
+/// A stored transcript, rendered like a live run (for `sessions show`).
+pub fn format_transcript(style: Style, messages: &[Message]) -> String {
+    let results: HashMap<&str, &ToolResultPart> = messages
+        .iter()
+        .filter_map(Message::tool_result_part)
+        .map(|r| (r.call_id.as_str(), r))
+        .collect();
+    let shown_calls: std::collections::HashSet<&str> = messages
+        .iter()
+        .flat_map(Message::tool_calls)
+        .map(|c| c.id.as_str())
+        .collect();
+    let mut text = String::new();
+    for message in messages {
+        match message.role {
+            Role::User | Role::Custom => {
+                let body = message.text();
+                for line in body.lines() {
+                    text.push_str(&style.bold(&format!("> {line}")));
+                    text.push('\n');
+                }
+            }
+            Role::Assistant => {
+                let body = message.text();
+                if !body.trim().is_empty() {
+                    text.push_str(body.trim_end());
+                    text.push('\n');
+                }
+                for call in message.tool_calls() {
+                    text.push_str(&format_tool(
+                        style,
+                        call,
+                        results.get(call.id.as_str()).copied(),
+                    ));
+                }
+                if let Some(error) = &message.error_message {
+                    text.push_str(&style.red(&format!("(error: {})", one_line(error, 200))));
+                    text.push('\n');
+                }
+            }
+            Role::ToolResult => {
+                // Shown under its call; an orphan result is shown on its own.
+                if let Some(result) = message.tool_result_part() {
+                    if !shown_calls.contains(result.call_id.as_str()) {
+                        let call = ToolCallPart::new(
+                            &result.call_id,
+                            &result.tool_name,
+                            Value::Object(Default::default()),
+                        );
+                        text.push_str(&format_tool(style, &call, Some(result)));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn arguments_are_abbreviated_on_one_line() {
+        let args = ToolArguments::Json(json!({"path": "src/lib.rs", "limit": 20}));
+        assert_eq!(abbreviate_args(&args, 100), "limit=20 path=src/lib.rs");
+        let args = ToolArguments::Json(json!({"content": "line one\nline two"}));
+        assert_eq!(
+            abbreviate_args(&args, 100),
+            r#"content="line one\nline two""#
+        );
+        let long = ToolArguments::Json(json!({"content": "x".repeat(500)}));
+        assert!(abbreviate_args(&long, 60).chars().count() <= 60);
+        let raw = ToolArguments::Unparsed("{\"pa".into());
+        assert!(abbreviate_args(&raw, 60).ends_with("(malformed)"));
+    }
+
+    #[test]
+    fn results_show_their_first_lines() {
+        let call = ToolCallPart::new("1", "read_file", json!({"path": "a"}));
+        let result = ToolResultPart::success("1", "read_file", "1\n2\n3\n4\n5\n6");
+        let text = format_tool(Style::new(false), &call, Some(&result));
+        assert_eq!(
+            text,
+            "→ read_file path=a\n  │ 1\n  │ 2\n  │ 3\n  │ 4\n  │ … 2 more lines\n"
+        );
+        let failed = ToolResultPart::error("1", "read_file", "nope");
+        let text = format_tool(Style::new(false), &call, Some(&failed));
+        assert!(text.starts_with("✗ read_file"), "{text}");
+    }
+
+    #[test]
+    fn summary_lines() {
+        let totals = Totals {
+            turns: 3,
+            tool_calls: 1,
+            usage: Usage {
+                input_tokens: 12345,
+                output_tokens: 67,
+                cost_usd: Some(0.01234),
+                ..Usage::default()
+            },
+            stop: Some(RunStop::Done),
+        };
+        assert_eq!(
+            summary_line(&totals, Some("abc")),
+            "done · 3 turns · 1 tool call · 12,345 in / 67 out tokens · $0.0123 · session abc"
+        );
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+    }
+}

@@ -1,0 +1,200 @@
+//! The session database: where it lives by default, resolving abbreviated ids, and the
+//! `agentloop sessions …` subcommands (list, show, export, import, rm).
+
+use std::io::{BufReader, Write};
+use std::path::{Path, PathBuf};
+
+use agentloop::session::{ImportOptions, SessionError, SessionInfo, SessionStore, SqliteStore};
+
+use crate::cli::SessionsCommand;
+use crate::error::Failure;
+use crate::render::{Style, format_transcript, one_line, out, stdout_color};
+
+fn env_dir(name: &str) -> Option<PathBuf> {
+    std::env::var_os(name)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+}
+
+/// The default database: `$XDG_DATA_HOME/agentloop/sessions.db`, else
+/// `~/.local/share/agentloop/sessions.db` (`%LOCALAPPDATA%\agentloop\sessions.db` on Windows).
+pub fn default_db_path() -> Result<PathBuf, Failure> {
+    let base = env_dir("XDG_DATA_HOME")
+        .or_else(|| env_dir("HOME").map(|home| home.join(".local").join("share")))
+        .or_else(|| env_dir("LOCALAPPDATA"))
+        .ok_or_else(|| {
+            Failure::usage("cannot find a data directory for the session database; pass --db PATH")
+        })?;
+    Ok(base.join("agentloop").join("sessions.db"))
+}
+
+/// Opens the database at `db` (or the default path), creating it and its directories.
+pub fn open_store(db: Option<&Path>) -> Result<SqliteStore, Failure> {
+    let path = match db {
+        Some(p) => p.to_owned(),
+        None => default_db_path()?,
+    };
+    SqliteStore::open(&path).map_err(|e| {
+        Failure::new(format!(
+            "cannot open the session database {}: {e}",
+            path.display()
+        ))
+    })
+}
+
+/// The full id of the session `given` names: itself, or the one session whose id starts with it.
+pub fn resolve_id(store: &dyn SessionStore, given: &str) -> Result<String, Failure> {
+    match store.info(given) {
+        Ok(info) => return Ok(info.id),
+        Err(SessionError::NotFound { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let matches: Vec<SessionInfo> = store
+        .list()?
+        .into_iter()
+        .filter(|s| !given.is_empty() && s.id.starts_with(given))
+        .collect();
+    match matches.as_slice() {
+        [one] => Ok(one.id.clone()),
+        [] => Err(Failure::new(format!("no session with id {given:?}"))),
+        many => Err(Failure::new(format!(
+            "{given:?} matches {} sessions; give more of the id",
+            many.len()
+        ))),
+    }
+}
+
+/// Runs a `sessions` subcommand.
+pub fn run(db: Option<&Path>, command: SessionsCommand) -> Result<(), Failure> {
+    let store = open_store(db)?;
+    match command {
+        SessionsCommand::List { json } => list(&store, json),
+        SessionsCommand::Show { id } => {
+            let id = resolve_id(&store, &id)?;
+            let info = store.info(&id)?;
+            let style = Style::new(stdout_color());
+            let messages = store.load_raw(&id)?;
+            out(&format!(
+                "{}\n\n{}",
+                style.dim(&describe(&info)),
+                format_transcript(style, &messages)
+            ));
+            Ok(())
+        }
+        SessionsCommand::Export { id } => {
+            let id = resolve_id(&store, &id)?;
+            let mut stdout = std::io::stdout().lock();
+            store.export_jsonl(&id, &mut stdout)?;
+            stdout.flush()?;
+            Ok(())
+        }
+        SessionsCommand::Import { file } => {
+            let info = if file.as_os_str() == "-" {
+                store.import_jsonl(&mut std::io::stdin().lock(), ImportOptions::new())?
+            } else {
+                let f = std::fs::File::open(&file)
+                    .map_err(|e| Failure::new(format!("cannot read {}: {e}", file.display())))?;
+                store.import_jsonl(&mut BufReader::new(f), ImportOptions::new())?
+            };
+            out(&format!("{}\n", info.id));
+            Ok(())
+        }
+        SessionsCommand::Rm { id } => {
+            let id = resolve_id(&store, &id)?;
+            store.delete(&id)?;
+            out(&format!("deleted {id}\n"));
+            Ok(())
+        }
+    }
+}
+
+fn list(store: &SqliteStore, json: bool) -> Result<(), Failure> {
+    let sessions = store.list()?;
+    let mut text = String::new();
+    for info in &sessions {
+        if json {
+            let line = serde_json::to_string(info)
+                .map_err(|e| Failure::new(format!("cannot serialize a session: {e}")))?;
+            text.push_str(&line);
+        } else {
+            text.push_str(&format!(
+                "{}  {}  {:>4} msgs  {:<20}  {}",
+                info.id,
+                format_time(info.updated_ms),
+                info.message_count,
+                one_line(info.model.as_deref().unwrap_or("-"), 20),
+                one_line(info.title.as_deref().unwrap_or("(untitled)"), 60)
+            ));
+        }
+        text.push('\n');
+    }
+    if sessions.is_empty() && !json {
+        eprintln!("no sessions yet");
+    }
+    out(&text);
+    Ok(())
+}
+
+fn describe(info: &SessionInfo) -> String {
+    format!(
+        "session {} · {} · {} messages · model {} · updated {}",
+        info.id,
+        info.title.as_deref().unwrap_or("(untitled)"),
+        info.message_count,
+        info.model.as_deref().unwrap_or("-"),
+        format_time(info.updated_ms)
+    )
+}
+
+/// `YYYY-MM-DD HH:MM` (UTC) for milliseconds since the epoch.
+pub fn format_time(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}",
+        rem / 3600,
+        (rem % 3600) / 60
+    )
+}
+
+/// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian calendar).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use agentloop::session::NewSession;
+
+    #[test]
+    fn times_format_in_utc() {
+        assert_eq!(format_time(0), "1970-01-01 00:00");
+        assert_eq!(format_time(1_700_000_000_000), "2023-11-14 22:13");
+        assert_eq!(format_time(951_782_400_000), "2000-02-29 00:00");
+    }
+
+    #[test]
+    fn ids_resolve_by_unique_prefix() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        store.create(NewSession::new().id("abc-1")).unwrap();
+        store.create(NewSession::new().id("abd-2")).unwrap();
+        assert_eq!(resolve_id(&store, "abc-1").unwrap(), "abc-1");
+        assert_eq!(resolve_id(&store, "abd").unwrap(), "abd-2");
+        assert!(resolve_id(&store, "ab").is_err());
+        assert!(resolve_id(&store, "zz").is_err());
+        assert!(resolve_id(&store, "").is_err());
+    }
+}
