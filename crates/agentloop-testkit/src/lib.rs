@@ -56,8 +56,8 @@
 //! # Faults and attempts
 //!
 //! A turn's `faults[i]` applies to attempt `i + 1` at that turn; later attempts are served
-//! normally. In `by_position` mode attempts are counted per (conversation fingerprint, turn
-//! index), where the fingerprint is the FNV-1a 64-bit hash of the compact JSON serialization of
+//! normally. In `by_position` mode attempts are counted per (wire format, conversation
+//! fingerprint, turn index), where the fingerprint is the FNV-1a 64-bit hash of the compact JSON serialization of
 //! the first user message's `content` (the `input` string itself for a string `input`; the
 //! system prompt is not part of it). Two conversations with the same first user message share
 //! attempt counters, so give concurrent conversations distinct first messages when they use

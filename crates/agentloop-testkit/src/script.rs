@@ -61,7 +61,7 @@ pub enum Mode {
     /// The turn index is the number of assistant turns already in the request's history, so
     /// every conversation plays the script from the start independently (many concurrent
     /// conversations can share one server). Fault attempts are counted per
-    /// (conversation fingerprint, turn index).
+    /// (wire format, conversation fingerprint, turn index); see the crate docs.
     #[default]
     ByPosition,
     /// Requests take entries from one global queue in arrival order, whatever their content.

@@ -303,6 +303,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 const SHARDS: usize = 32;
 
+/// (wire format, conversation fingerprint, turn index) -> attempts so far.
+type AttemptMap = HashMap<(WireFormat, u64, usize), u32>;
+
 #[derive(Debug)]
 struct AppState {
     script: Script,
@@ -310,8 +313,8 @@ struct AppState {
     requests: Mutex<Vec<RecordedRequest>>,
     request_count: AtomicU64,
     violations: Mutex<Vec<String>>,
-    /// (fingerprint, turn index) -> attempts so far, sharded by key.
-    attempts: Vec<Mutex<HashMap<(u64, usize), u32>>>,
+    /// (wire format, fingerprint, turn index) -> attempts so far, sharded by key.
+    attempts: Vec<Mutex<AttemptMap>>,
     /// Sequential mode: (turn, attempt 1-based) per queue entry.
     queue: Vec<(usize, u32)>,
     next_slot: AtomicUsize,
@@ -339,16 +342,16 @@ impl AppState {
         }
     }
 
-    fn next_attempt(&self, fingerprint: u64, turn_index: usize) -> u32 {
+    fn next_attempt(&self, format: WireFormat, fingerprint: u64, turn_index: usize) -> u32 {
         let shard = (fingerprint as usize ^ turn_index.wrapping_mul(0x9E37_79B9)) % SHARDS;
         let mut map = lock(&self.attempts[shard]);
-        let n = map.entry((fingerprint, turn_index)).or_insert(0);
+        let n = map.entry((format, fingerprint, turn_index)).or_insert(0);
         *n += 1;
         *n
     }
 
     /// (turn, attempt) for a request, or `None` when the script is exhausted.
-    fn select(&self, hist: &history::History) -> Option<(usize, u32)> {
+    fn select(&self, format: WireFormat, hist: &history::History) -> Option<(usize, u32)> {
         let len = self.script.turns.len();
         match self.script.mode {
             Mode::Sequential => {
@@ -362,8 +365,7 @@ impl AppState {
                 };
                 self.queue.get(slot).copied()
             }
-            // Mode is non_exhaustive; by-position is the default reading.
-            _ => {
+            Mode::ByPosition => {
                 let t = hist.turn_index;
                 let t = if t < len {
                     t
@@ -372,7 +374,10 @@ impl AppState {
                 } else {
                     return None;
                 };
-                Some((t, self.next_attempt(hist.fingerprint, hist.turn_index)))
+                Some((
+                    t,
+                    self.next_attempt(format, hist.fingerprint, hist.turn_index),
+                ))
             }
         }
     }
@@ -514,7 +519,7 @@ fn handle(
             &wire::error_body(format, 400, &msg),
         );
     }
-    let Some((turn_idx, attempt)) = s.select(&hist) else {
+    let Some((turn_idx, attempt)) = s.select(format, &hist) else {
         let msg = format!(
             "agentloop-testkit: the script has no turn for this request (history has {} \
              assistant turns, the script has {} turns, repeat is off)",
