@@ -25,7 +25,9 @@
 //! Tool-call ids from other providers are already normalised by [`replay::prepare`] to
 //! `[A-Za-z0-9_-]{1,64}`, which is exactly what the Messages API accepts for `tool_use.id`.
 //! Custom messages arrive as user messages. Empty user messages are skipped (the API rejects
-//! empty content); consecutive user turns are merged by the API itself.
+//! empty content); consecutive user turns are merged by the API itself. Like the Chat adapter,
+//! this one ignores `deferred_tools` and `tool_search` (client-executed tool search is an OpenAI
+//! Responses feature); the tools it declares are exactly `tools`.
 //!
 //! `max_tokens` is `max_output_tokens` when the request sets it; otherwise 8192 for the answer,
 //! plus the thinking budget when thinking is on, capped at the model's output limit (4096 for
