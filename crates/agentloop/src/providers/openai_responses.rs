@@ -7,7 +7,7 @@
 //! |---|---|
 //! | system prompt | `instructions` |
 //! | user message | `{"role": "user", "content": [{"type": "input_text", "text"}, {"type": "input_image", "image_url": "data:<type>;base64,<data>"}]}` |
-//! | assistant text | `{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text"}]}` |
+//! | assistant text | `{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text"}, …]}` (one `output_text` per consecutive text part) |
 //! | assistant thinking (same provider and model) | `{"type": "reasoning", "id", "encrypted_content", "summary": [{"type": "summary_text", "text"}]}` (see below) |
 //! | tool call | `{"type": "function_call", "call_id", "name", "arguments"}` (arguments as JSON text, unparsed text as received) |
 //! | tool result | `{"type": "function_call_output", "call_id", "output"}` (`output` is an `input_text` + `input_image` array when the result has images) |
@@ -242,19 +242,23 @@ fn assistant_items(
     search_calls: &mut HashSet<String>,
     input: &mut Vec<Value>,
 ) {
-    let mut text = String::new();
-    let flush = |text: &mut String, input: &mut Vec<Value>| {
+    // Consecutive text parts share one message item, each its own `output_text` (no separator
+    // is invented between, say, thinking turned into text and the answer).
+    let mut text: Vec<Value> = Vec::new();
+    let flush = |text: &mut Vec<Value>, input: &mut Vec<Value>| {
         if !text.is_empty() {
             input.push(json!({
                 "type": "message",
                 "role": "assistant",
-                "content": [{"type": "output_text", "text": std::mem::take(text)}],
+                "content": std::mem::take(text),
             }));
         }
     };
     for part in &m.content {
         match part {
-            Part::Text { text: t } => text.push_str(t),
+            Part::Text { text: t } if !t.is_empty() => {
+                text.push(json!({"type": "output_text", "text": t}));
+            }
             Part::Thinking(t) => {
                 flush(&mut text, input);
                 // Only same-source thinking is left after `replay::prepare`.
