@@ -34,7 +34,11 @@
 //! Claude 3, 8192 for Claude 3.5, 32000 for Claude Opus 4 and 4.1, 64000 for the others). With
 //! thinking, `budget_tokens` must be at least 1024 and below `max_tokens`: the budget is reduced
 //! to leave 1024 tokens for the answer (never below 1024), and thinking is left off when
-//! `max_tokens` is 1024 or less.
+//! `max_tokens` is 1024 or less. Thinking is also left off (for that request only) while the
+//! newest assistant turn has tool calls but does not start with a thinking block — after a
+//! handoff from another provider or model, or when reasoning is switched on mid tool loop —
+//! because the API rejects thinking requests whose tool loop lost its signed thinking. It
+//! resumes as soon as the newest assistant turn has no tool calls (a plain answer).
 //!
 //! # Response
 //!
@@ -287,6 +291,26 @@ fn tool_result_block(result: &ToolResultPart) -> Value {
     Value::Object(block)
 }
 
+/// Whether the conversation is inside a tool loop whose assistant turn does not start with a
+/// thinking block. With thinking enabled the API rejects that ("a final assistant message must
+/// start with a thinking block"); it happens after a handoff from another provider or model, or
+/// when reasoning is switched on mid-loop.
+fn unsigned_tool_loop(wire: &[Value]) -> bool {
+    let Some(blocks) = wire
+        .iter()
+        .rev()
+        .find(|m| m["role"] == "assistant")
+        .and_then(|m| m["content"].as_array())
+    else {
+        return false;
+    };
+    let has_tool_use = blocks.iter().any(|b| b["type"] == "tool_use");
+    let starts_with_thinking = blocks
+        .first()
+        .is_some_and(|b| b["type"] == "thinking" || b["type"] == "redacted_thinking");
+    has_tool_use && !starts_with_thinking
+}
+
 fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
     let model = request
         .model
@@ -344,7 +368,10 @@ fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
         block.insert("cache_control".into(), ephemeral());
     }
 
-    let (max_tokens, budget) = token_limits(&model, request);
+    let (max_tokens, mut budget) = token_limits(&model, request);
+    if budget.is_some() && unsigned_tool_loop(&wire) {
+        budget = None;
+    }
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
     body.insert("max_tokens".into(), json!(max_tokens));
@@ -379,6 +406,8 @@ fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
         }
         None => {
             if let Some(t) = request.temperature {
+                // Through its shortest decimal form: 0.2f32 goes out as 0.2, not 0.200000003.
+                let t = t.to_string().parse::<f64>().unwrap_or(f64::from(t));
                 body.insert("temperature".into(), json!(t));
             }
         }
