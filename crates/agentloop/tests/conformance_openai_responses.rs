@@ -166,7 +166,7 @@ fn cut_before(case: &str, marker: &str) -> Vec<u8> {
         .unwrap();
     let text = String::from_utf8(case.body).unwrap();
     let cut = text.find(marker).unwrap();
-    text[..cut].as_bytes().to_vec()
+    text.as_bytes()[..cut].to_vec()
 }
 
 #[tokio::test]
@@ -209,7 +209,7 @@ async fn a_stream_cut_before_response_completed_is_an_error_with_the_partial_mes
         .nth(10)
         .unwrap()
         .0;
-    let server = FixtureServer::start(text[..mid].as_bytes().to_vec(), 3).await;
+    let server = FixtureServer::start(text.as_bytes()[..mid].to_vec(), 3).await;
     let out = assemble(&server.base_url).await;
     assert_eq!(stop_name(out.message.stop_reason), "error");
     let partial = out.message.text();

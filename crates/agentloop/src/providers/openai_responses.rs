@@ -62,7 +62,7 @@
 //!    value) becomes an ordinary tool call of the search tool: id = `call_id`, arguments = the
 //!    item's arguments. It counts as a tool call for the stop reason. The agent's executor runs
 //!    the search tool, whose result names tools (see
-//!    [`search_result_names`](crate::tooling::search_result_names)). Server-executed searches
+//!    [`search_result_names`]). Server-executed searches
 //!    (`call_id: null`) and `tool_search_output` items in the stream are ignored.
 //! 3. On replay, a call of the search tool becomes `{"type": "tool_search_call", "call_id",
 //!    "execution": "client", "status": "completed", "arguments"}` and its result becomes
@@ -75,7 +75,7 @@
 //!
 //! Without an active search, calls named like the search tool are ordinary function calls and
 //! deferred tools are not declared at all. A `tool_search_call` arriving anyway is mapped to a
-//! call of [`TOOL_SEARCH_NAME`](crate::tooling::TOOL_SEARCH_NAME).
+//! call of [`TOOL_SEARCH_NAME`].
 
 use std::collections::HashSet;
 
