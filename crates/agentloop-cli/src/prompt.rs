@@ -62,7 +62,10 @@ pub fn terminal_asker(
             style.bold(&call.tool_name),
             abbreviate_args(&call.arguments, 200)
         );
-        let answer = match ask(channel, &question) {
+        spinner.set_question_open(true);
+        let answer = ask(channel, &question);
+        spinner.set_question_open(false);
+        let answer = match answer {
             Ok(Some(answer)) => answer,
             Ok(None) | Err(_) => {
                 return Approval::deny("no answer from the terminal; the call was not run");

@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -91,6 +92,8 @@ impl Style {
 pub struct Spinner {
     enabled: bool,
     bar: Mutex<Option<ProgressBar>>,
+    /// A question is on the terminal waiting for its answer (its line is not finished).
+    question_open: AtomicBool,
 }
 
 impl Spinner {
@@ -99,7 +102,21 @@ impl Spinner {
         Arc::new(Spinner {
             enabled,
             bar: Mutex::new(None),
+            question_open: AtomicBool::new(false),
         })
+    }
+
+    /// Marks a question as open on the terminal (`true`) or answered.
+    pub fn set_question_open(&self, open: bool) {
+        self.question_open.store(open, Ordering::SeqCst);
+    }
+
+    /// Ends the line of a question left unanswered (e.g. by Ctrl-C), so output starts on a
+    /// fresh line.
+    fn close_question(&self) {
+        if self.question_open.swap(false, Ordering::SeqCst) {
+            eprintln!();
+        }
     }
 
     /// Shows the spinner with `message` (or changes its message).
@@ -219,6 +236,7 @@ impl Renderer {
     }
 
     fn close_line(&self, state: &mut State) {
+        self.spinner.close_question();
         if state.line_open {
             out("\n");
             state.line_open = false;

@@ -124,13 +124,11 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         .with_abort_signal(abort.clone());
 
     let interrupted = Arc::new(AtomicBool::new(false));
+    let mut interrupts = Interrupts::listen();
     let ctrl_c = tokio::spawn({
         let interrupted = interrupted.clone();
         async move {
-            loop {
-                if tokio::signal::ctrl_c().await.is_err() {
-                    return;
-                }
+            while interrupts.next().await {
                 if interrupted.swap(true, Ordering::SeqCst) {
                     // A second Ctrl-C: the person wants out now.
                     std::process::exit(i32::from(EXIT_INTERRUPTED));
@@ -166,6 +164,32 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         outcome,
         renderer,
     })
+}
+
+/// Ctrl-C, listened to from the moment it is created: on Unix the SIGINT handler is installed
+/// synchronously, so an interrupt right after the run starts is never lost to the default
+/// disposition (which would kill the process without its `agent_end`).
+struct Interrupts {
+    #[cfg(unix)]
+    signal: Option<tokio::signal::unix::Signal>,
+}
+
+impl Interrupts {
+    fn listen() -> Self {
+        Interrupts {
+            #[cfg(unix)]
+            signal: tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).ok(),
+        }
+    }
+
+    /// Waits for the next Ctrl-C; `false` when none can be received.
+    async fn next(&mut self) -> bool {
+        #[cfg(unix)]
+        if let Some(signal) = &mut self.signal {
+            return signal.recv().await.is_some();
+        }
+        tokio::signal::ctrl_c().await.is_ok()
+    }
 }
 
 /// The process result for a finished run: success only for [`RunStop::Done`]; Ctrl-C is 130.

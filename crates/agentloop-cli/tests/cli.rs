@@ -1,0 +1,562 @@
+//! The `agentloop` binary, run for real (`CARGO_BIN_EXE_agentloop`) against a testkit mock
+//! server started in the test: JSON event output and exit codes, approval without a terminal,
+//! session export/import, `--continue`, Ctrl-C, the demo and `--version`.
+//!
+//! Every child runs with stdin from /dev/null and stdout/stderr piped, i.e. without a terminal.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use agentloop_testkit::{MockServer, Script};
+use serde_json::{Value, json};
+
+const LABEL: &str =
+    "scripted demo: the model is a mock server replaying a fixed script; the tools are real";
+
+/// A scratch directory with a workspace and a session database.
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("ws")).unwrap();
+        Scratch { dir }
+    }
+    fn ws(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("sessions.db")
+    }
+    /// The binary with a clean environment: no real keys or URLs, the data dir in the scratch
+    /// directory (so nothing touches the developer's), no colours.
+    fn cmd(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
+        for var in [
+            "OPENAI_BASE_URL",
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_BASE_URL",
+            "AGENTLOOP_DB",
+            "AGENTLOOP_MODEL",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.env("OPENAI_API_KEY", "dummy")
+            .env("XDG_DATA_HOME", self.dir.path().join("data"))
+            .env("NO_COLOR", "1")
+            .arg("--db")
+            .arg(self.db())
+            .stdin(Stdio::null());
+        cmd
+    }
+    /// `agentloop run --model openai:mock --base-url … --workspace ws ARGS… PROMPT`.
+    fn run(&self, server: &MockServer, args: &[&str], prompt: &str) -> Output {
+        self.cmd()
+            .args(["run", "--model", "openai:mock", "--base-url"])
+            .arg(server.openai_base_url())
+            .arg("--workspace")
+            .arg(self.ws())
+            .args(args)
+            .arg(prompt)
+            .output()
+            .unwrap()
+    }
+    fn sessions(&self, args: &[&str]) -> Output {
+        self.cmd().arg("sessions").args(args).output().unwrap()
+    }
+    fn session_list(&self) -> Vec<Value> {
+        let out = self.sessions(&["list", "--json"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        json_lines(&text(&out.stdout))
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn server(script: Value) -> MockServer {
+    MockServer::start(Script::from_value(script).unwrap())
+}
+
+/// Every line parsed as JSON (panics on one that is not).
+fn json_lines(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|line| {
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"))
+        })
+        .collect()
+}
+
+fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
+
+/// The event-order contract: one agent_start first, one agent_end last, turns balanced and not
+/// nested, each tool execution started (inside a turn) before it ends and ended exactly once.
+fn check_event_order(events: &[Value]) {
+    let kinds = types(events);
+    assert_eq!(kinds.first(), Some(&"agent_start"), "{kinds:?}");
+    assert_eq!(kinds.last(), Some(&"agent_end"), "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| **k == "agent_start").count(), 1);
+    assert_eq!(kinds.iter().filter(|k| **k == "agent_end").count(), 1);
+    let mut in_turn = false;
+    let mut started = HashSet::new();
+    let mut ended = HashSet::new();
+    for event in events {
+        match event["type"].as_str().unwrap() {
+            "turn_start" => {
+                assert!(!in_turn, "nested turn_start: {kinds:?}");
+                in_turn = true;
+            }
+            "turn_end" => {
+                assert!(in_turn, "turn_end without turn_start: {kinds:?}");
+                in_turn = false;
+            }
+            "tool_execution_start" => {
+                assert!(in_turn, "tool execution outside a turn");
+                assert!(started.insert(event["call"]["id"].as_str().unwrap().to_owned()));
+            }
+            "tool_execution_end" => {
+                let id = event["call"]["id"].as_str().unwrap();
+                assert!(started.contains(id), "end before start for {id}");
+                assert!(ended.insert(id.to_owned()), "{id} ended twice");
+            }
+            _ => {}
+        }
+    }
+    assert!(!in_turn, "unbalanced turns: {kinds:?}");
+    assert_eq!(started, ended, "every started tool execution ends");
+}
+
+fn tool_ends<'a>(events: &'a [Value], tool: &str) -> Vec<&'a Value> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "tool_execution_end" && e["call"]["tool_name"] == tool)
+        .collect()
+}
+
+/// A read_file call on notes.txt, then an answer.
+fn read_notes_script() -> Value {
+    json!({"turns": [
+        {"text": "Reading the notes.", "chunk_size": 4,
+         "tool_calls": [{"id": "call_read", "name": "read_file", "arguments": {"path": "notes.txt"}}],
+         "usage": {"input_tokens": 100, "output_tokens": 10}},
+        {"text": "The notes say hello.", "chunk_size": 4,
+         "usage": {"input_tokens": 150, "output_tokens": 6}}
+    ]})
+}
+
+#[test]
+fn version_prints_the_version() {
+    let out = Scratch::new().cmd().arg("--version").output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        text(&out.stdout).trim(),
+        format!("agentloop {}", env!("CARGO_PKG_VERSION"))
+    );
+}
+
+#[test]
+fn run_json_prints_only_events_in_order_and_exits_zero() {
+    let scratch = Scratch::new();
+    std::fs::write(scratch.ws().join("notes.txt"), "hello from the notes\n").unwrap();
+    let server = server(read_notes_script());
+    let out = scratch.run(&server, &["--json"], "What do the notes say?");
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+
+    let events = json_lines(&text(&out.stdout));
+    check_event_order(&events);
+    let kinds = types(&events);
+    assert_eq!(kinds.iter().filter(|k| **k == "turn_start").count(), 2);
+    assert!(kinds.contains(&"message_update"), "text is streamed");
+    let reads = tool_ends(&events, "read_file");
+    assert_eq!(reads.len(), 1);
+    assert_eq!(reads[0]["result"]["is_error"], false);
+    assert!(
+        reads[0]["result"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("hello from the notes"),
+        "the real file content: {}",
+        reads[0]
+    );
+    let end = events.last().unwrap();
+    assert_eq!(end["stop"]["reason"], "done");
+    assert!(server.violations().is_empty(), "{:?}", server.violations());
+}
+
+#[test]
+fn run_plain_text_without_a_terminal() {
+    let scratch = Scratch::new();
+    std::fs::write(scratch.ws().join("notes.txt"), "hello from the notes\n").unwrap();
+    let server = server(read_notes_script());
+    let out = scratch.run(&server, &[], "What do the notes say?");
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("Reading the notes."), "{stdout}");
+    assert!(stdout.contains("→ read_file path=notes.txt"), "{stdout}");
+    assert!(stdout.contains("hello from the notes"), "{stdout}");
+    assert!(stdout.contains("The notes say hello."), "{stdout}");
+    let last = stdout.lines().last().unwrap();
+    assert!(
+        last.starts_with("done · 2 turns · 1 tool call · 250 in / 16 out tokens · session "),
+        "{last}"
+    );
+    assert!(
+        !stdout.contains('\x1b'),
+        "no escape codes without a terminal"
+    );
+}
+
+#[test]
+fn max_turns_with_pending_tool_calls_exits_nonzero_after_agent_end() {
+    let scratch = Scratch::new();
+    std::fs::write(scratch.ws().join("notes.txt"), "hello\n").unwrap();
+    let server = server(read_notes_script());
+    let out = scratch.run(&server, &["--json", "--max-turns", "1"], "Read the notes.");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr:?}");
+    assert!(stderr.contains("--max-turns 1"), "{stderr}");
+    let events = json_lines(&text(&out.stdout));
+    check_event_order(&events);
+    let end = events.last().unwrap();
+    assert_eq!(end["type"], "agent_end");
+    assert_eq!(end["stop"], json!({"reason": "max_turns", "limit": 1}));
+    assert_eq!(server.request_count(), 1);
+}
+
+#[test]
+fn model_errors_exit_nonzero_with_one_line() {
+    let scratch = Scratch::new();
+    // HTTP 401 (not retried), as with a bad key.
+    let server = server(json!({"turns": [{"text": "unreachable", "faults": [{"status": 401}]}]}));
+    let out = scratch.run(&server, &["--json"], "Hello?");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr:?}");
+    assert!(stderr.contains("model"), "{stderr}");
+    let events = json_lines(&text(&out.stdout));
+    assert_eq!(events.last().unwrap()["stop"]["reason"], "model_error");
+}
+
+fn write_script() -> Value {
+    json!({"turns": [
+        {"tool_calls": [{"id": "call_write", "name": "write_file",
+                         "arguments": {"path": "out.txt", "content": "written by the agent\n"}}]},
+        {"text": "Done."}
+    ]})
+}
+
+#[test]
+fn mutating_calls_are_denied_without_a_terminal() {
+    let scratch = Scratch::new();
+    let server = server(write_script());
+    let out = scratch.run(&server, &["--json"], "Write out.txt");
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert!(!scratch.ws().join("out.txt").exists());
+    let events = json_lines(&text(&out.stdout));
+    let writes = tool_ends(&events, "write_file");
+    assert_eq!(writes.len(), 1);
+    assert_eq!(writes[0]["result"]["is_error"], true);
+    // The model sees why, in its next request.
+    let requests = server.requests();
+    let second = requests.last().unwrap().body.to_string();
+    assert!(second.contains("--approve always"), "{second}");
+
+    // `--approve never` denies as well, with its own reason.
+    let server = self::server(write_script());
+    let out = scratch.run(&server, &["--json", "--approve", "never"], "Write out.txt");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!scratch.ws().join("out.txt").exists());
+    let events = json_lines(&text(&out.stdout));
+    assert_eq!(
+        tool_ends(&events, "write_file")[0]["result"]["is_error"],
+        true
+    );
+}
+
+#[test]
+fn approve_always_runs_mutating_calls() {
+    let scratch = Scratch::new();
+    let server = server(write_script());
+    let out = scratch.run(&server, &["--json", "--approve", "always"], "Write out.txt");
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(scratch.ws().join("out.txt")).unwrap(),
+        "written by the agent\n"
+    );
+}
+
+#[test]
+fn sessions_export_then_import_round_trips() {
+    let scratch = Scratch::new();
+    std::fs::write(scratch.ws().join("notes.txt"), "hello from the notes\n").unwrap();
+    let server = server(read_notes_script());
+    let out = scratch.run(
+        &server,
+        &["--title", "round trip"],
+        "What do the notes say?",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let sessions = scratch.session_list();
+    assert_eq!(sessions.len(), 1);
+    let id = sessions[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(sessions[0]["title"], "round trip");
+    assert_eq!(sessions[0]["model"], "mock");
+    assert_eq!(sessions[0]["message_count"], 4);
+
+    let exported = scratch.sessions(&["export", &id]);
+    assert!(exported.status.success(), "{}", text(&exported.stderr));
+    let original = text(&exported.stdout);
+    assert!(original.contains("hello from the notes"));
+    let file = scratch.dir.path().join("export.jsonl");
+    std::fs::write(&file, &original).unwrap();
+
+    let imported = scratch.sessions(&["import", file.to_str().unwrap()]);
+    assert!(imported.status.success(), "{}", text(&imported.stderr));
+    let new_id = text(&imported.stdout).trim().to_owned();
+    assert!(!new_id.is_empty() && new_id != id, "{new_id:?}");
+    assert_eq!(scratch.session_list().len(), 2);
+
+    let again = text(&scratch.sessions(&["export", &new_id]).stdout);
+    let (a, b): (Vec<&str>, Vec<&str>) = (original.lines().collect(), again.lines().collect());
+    assert_eq!(a.len(), b.len());
+    assert_eq!(a[1..], b[1..], "message lines are identical");
+    let header = |line: &str| {
+        let mut v: Value = serde_json::from_str(line).unwrap();
+        let map = v.as_object_mut().unwrap();
+        for volatile in ["id", "created_ms", "updated_ms"] {
+            map.remove(volatile);
+        }
+        v
+    };
+    assert_eq!(header(a[0]), header(b[0]));
+
+    // show and rm (by a unique prefix).
+    let shown = text(&scratch.sessions(&["show", &new_id]).stdout);
+    assert!(shown.contains("> What do the notes say?"), "{shown}");
+    assert!(shown.contains("→ read_file path=notes.txt"), "{shown}");
+    let rm = scratch.sessions(&["rm", &new_id[..8]]);
+    assert!(rm.status.success(), "{}", text(&rm.stderr));
+    assert_eq!(scratch.session_list().len(), 1);
+}
+
+#[test]
+fn continue_resumes_the_last_session() {
+    let scratch = Scratch::new();
+    let server = server(json!({"turns": [{"text": "First answer."}, {"text": "Second answer."}]}));
+    let first = scratch.run(&server, &[], "first prompt alpha");
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let second = scratch.run(&server, &["--continue"], "second prompt beta");
+    assert!(second.status.success(), "{}", text(&second.stderr));
+    assert!(text(&second.stdout).contains("Second answer."));
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let messages = requests[1].body["messages"].to_string();
+    for earlier in ["first prompt alpha", "First answer.", "second prompt beta"] {
+        assert!(
+            messages.contains(earlier),
+            "{earlier} missing from {messages}"
+        );
+    }
+    let sessions = scratch.session_list();
+    assert_eq!(sessions.len(), 1, "resumed, not a new session");
+    assert_eq!(sessions[0]["message_count"], 4);
+}
+
+#[test]
+fn demo_runs_real_tools_against_the_scripted_server() {
+    let scratch = Scratch::new();
+    let out = scratch
+        .cmd()
+        .args(["demo", "--keep-session"])
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(stdout.contains(LABEL), "{stdout}");
+    // The edit happened on disk: the summary diffs the files.
+    assert!(stdout.contains("changed: src/lib.rs"), "{stdout}");
+    assert!(stdout.contains("+     Some(total(scores) as f64 / scores.len() as f64)"));
+
+    let sessions = scratch.session_list();
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(sessions[0]["title"], "demo");
+    let id = sessions[0]["id"].as_str().unwrap();
+    let export = text(&scratch.sessions(&["export", id]).stdout);
+    let lines = json_lines(&export);
+    let lib_read = lines
+        .iter()
+        .filter(|m| m["role"] == "tool_result")
+        .flat_map(|m| m["content"].as_array().unwrap())
+        .find(|part| part["call_id"] == "call_lib")
+        .expect("the read_file result of src/lib.rs");
+    let content = lib_read["content"].as_str().unwrap();
+    // Every line of the real sample file, as read_file numbers it.
+    let sample = include_str!("../demo/sample/src/lib.rs");
+    for (n, line) in sample.lines().enumerate() {
+        assert!(
+            content.contains(&format!("{:>6}\t{line}", n + 1)),
+            "line {} missing from {content}",
+            n + 1
+        );
+    }
+}
+
+#[test]
+fn demo_json_is_events_only() {
+    let scratch = Scratch::new();
+    let out = scratch.cmd().args(["demo", "--json"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains(LABEL));
+    let events = json_lines(&text(&out.stdout));
+    check_event_order(&events);
+    let readme = include_str!("../demo/sample/README.md");
+    let read = tool_ends(&events, "read_file");
+    assert!(
+        read.iter().any(|e| e["result"]["content"]
+            .as_str()
+            .unwrap()
+            .contains(readme.lines().nth(2).unwrap())),
+        "the README's real content was read"
+    );
+    let edits = tool_ends(&events, "edit_file");
+    assert_eq!(edits.len(), 1);
+    assert_eq!(edits[0]["result"]["is_error"], false, "{}", edits[0]);
+    // Nothing recorded in the normal database without --keep-session.
+    assert!(scratch.session_list().is_empty());
+}
+
+/// Reads the child's stdout lines on a thread.
+fn line_reader(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+fn wait_for_line(rx: &mpsc::Receiver<String>, seen: &mut Vec<String>, needle: &str) {
+    loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("no line containing {needle:?}; got {seen:?}"));
+        seen.push(line);
+        if seen.last().unwrap().contains(needle) {
+            return;
+        }
+    }
+}
+
+fn sigint(pid: u32) {
+    let status = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[cfg(unix)]
+#[test]
+fn ctrl_c_aborts_with_exit_130_after_agent_end() {
+    let scratch = Scratch::new();
+    // The model takes 30 s to answer: plenty of time to interrupt it.
+    let server = server(json!({"turns": [{"text": "too late", "first_byte_delay_ms": 30000}]}));
+    let mut child = scratch
+        .cmd()
+        .args(["run", "--json", "--model", "openai:mock", "--base-url"])
+        .arg(server.openai_base_url())
+        .arg("--workspace")
+        .arg(scratch.ws())
+        .arg("Take your time.")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let rx = line_reader(child.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    wait_for_line(&rx, &mut seen, "\"turn_start\"");
+    // Wait until the request is in flight.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while server.request_count() == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    sigint(child.id());
+    let status = child.wait().unwrap();
+    seen.extend(rx.iter());
+    assert_eq!(status.code(), Some(130), "{seen:?}");
+    let events: Vec<Value> = seen
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let end = events.last().unwrap();
+    assert_eq!(end["type"], "agent_end");
+    assert_eq!(end["stop"]["reason"], "aborted");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr:?}");
+    // The prompt was recorded even though the run was aborted.
+    assert_eq!(scratch.session_list()[0]["message_count"], 2);
+}
+
+#[cfg(unix)]
+#[test]
+fn mock_server_subcommand_serves_a_script() {
+    let scratch = Scratch::new();
+    let script = scratch.dir.path().join("script.json");
+    std::fs::write(&script, r#"{"turns": [{"text": "Hello from the mock."}]}"#).unwrap();
+    let mut child = scratch
+        .cmd()
+        .arg("mock-server")
+        .arg("--script")
+        .arg(&script)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let rx = line_reader(child.stdout.take().unwrap());
+    let mut seen = Vec::new();
+    wait_for_line(&rx, &mut seen, "listening on ");
+    let base = seen
+        .last()
+        .unwrap()
+        .trim_start_matches("listening on ")
+        .to_owned();
+    let out = scratch
+        .cmd()
+        .args(["run", "--model", "openai:mock", "--base-url"])
+        .arg(format!("{base}/v1"))
+        .arg("--workspace")
+        .arg(scratch.ws())
+        .arg("Hi")
+        .output()
+        .unwrap();
+    sigint(child.id());
+    let status = child.wait().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("Hello from the mock."));
+    assert!(status.success());
+}
