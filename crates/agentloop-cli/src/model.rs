@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use agentloop::model::Model;
-use agentloop::providers::{OpenAiChat, ProviderConfig};
+use agentloop::providers::{Anthropic, OpenAiChat, OpenAiResponses, ProviderConfig, anthropic};
 
 use crate::error::Failure;
 
@@ -74,35 +74,53 @@ fn env_var(name: &str) -> Option<String> {
 
 const OPENAI_DEFAULT_BASE: &str = "https://api.openai.com/v1";
 
+/// The base URL and key for a provider family: `--base-url` wins over `{PREFIX}_BASE_URL`,
+/// which wins over the official endpoint; the key comes from `{PREFIX}_API_KEY`.
+///
+/// The official endpoints always need a key, so a missing one is reported here, before any
+/// request; a custom base URL (a local compatible server) may need none.
+fn connection(
+    base_url: Option<&str>,
+    prefix: &str,
+    official: &str,
+    hint: &str,
+) -> Result<ProviderConfig, Failure> {
+    let base = base_url
+        .map(str::to_owned)
+        .or_else(|| env_var(&format!("{prefix}_BASE_URL")))
+        .unwrap_or_else(|| official.to_owned());
+    let config = ProviderConfig::new(base.clone());
+    match env_var(&format!("{prefix}_API_KEY")) {
+        Some(key) => Ok(config.api_key(key)),
+        None if base.trim_end_matches('/') == official => Err(Failure::usage(format!(
+            "{prefix}_API_KEY is not set (needed for {hint}; use --base-url for a compatible \
+             server, or try `agentloop demo`, which needs no key)"
+        ))),
+        None => Ok(config),
+    }
+}
+
 /// Builds the adapter for `spec`. `base_url` (from `--base-url`) wins over the environment.
 pub fn build_model(spec: &ModelSpec, base_url: Option<&str>) -> Result<Arc<dyn Model>, Failure> {
-    match spec.provider {
+    Ok(match spec.provider {
         Provider::OpenAi => {
-            let base = base_url
-                .map(str::to_owned)
-                .or_else(|| env_var("OPENAI_BASE_URL"))
-                .unwrap_or_else(|| OPENAI_DEFAULT_BASE.to_owned());
-            let mut config = ProviderConfig::new(base.clone()).model(&spec.name);
-            match env_var("OPENAI_API_KEY") {
-                Some(key) => config = config.api_key(key),
-                // Local compatible servers usually need no key; the official API always does.
-                None if base.trim_end_matches('/') == OPENAI_DEFAULT_BASE => {
-                    return Err(Failure::usage(
-                        "OPENAI_API_KEY is not set (needed for api.openai.com; use --base-url for \
-                         a local OpenAI-compatible server, or try `agentloop demo`)",
-                    ));
-                }
-                None => {}
-            }
-            Ok(Arc::new(OpenAiChat::new(config)))
+            let config = connection(base_url, "OPENAI", OPENAI_DEFAULT_BASE, "api.openai.com")?;
+            Arc::new(OpenAiChat::new(config.model(&spec.name)))
         }
-        Provider::OpenAiResponses => Err(Failure::usage(
-            "the openai-responses provider is not available in this build yet; use openai:NAME",
-        )),
-        Provider::Anthropic => Err(Failure::usage(
-            "the anthropic provider is not available in this build yet; use openai:NAME",
-        )),
-    }
+        Provider::OpenAiResponses => {
+            let config = connection(base_url, "OPENAI", OPENAI_DEFAULT_BASE, "api.openai.com")?;
+            Arc::new(OpenAiResponses::new(config.model(&spec.name)))
+        }
+        Provider::Anthropic => {
+            let config = connection(
+                base_url,
+                "ANTHROPIC",
+                anthropic::DEFAULT_BASE_URL,
+                "api.anthropic.com",
+            )?;
+            Arc::new(Anthropic::new(config.model(&spec.name)))
+        }
+    })
 }
 
 #[cfg(test)]

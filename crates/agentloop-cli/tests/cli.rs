@@ -196,6 +196,73 @@ fn run_json_prints_only_events_in_order_and_exits_zero() {
 }
 
 #[test]
+fn every_provider_runs_the_same_conversation() {
+    for (model, path) in [
+        ("openai-responses:mock", "/v1/responses"),
+        ("anthropic:mock", "/v1/messages"),
+    ] {
+        let scratch = Scratch::new();
+        std::fs::write(scratch.ws().join("notes.txt"), "hello from the notes\n").unwrap();
+        let server = server(read_notes_script());
+        // Anthropic's base URL has no /v1; OpenAI's has.
+        let base = if model.starts_with("anthropic") {
+            server.base_url()
+        } else {
+            server.openai_base_url()
+        };
+        let out = scratch
+            .cmd()
+            .env("ANTHROPIC_API_KEY", "dummy")
+            .args(["run", "--json", "--model", model, "--base-url", &base])
+            .arg("--workspace")
+            .arg(scratch.ws())
+            .arg("What do the notes say?")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{model}: {}", text(&out.stderr));
+        let events = json_lines(&text(&out.stdout));
+        check_event_order(&events);
+        let reads = tool_ends(&events, "read_file");
+        assert!(
+            reads[0]["result"]["content"]
+                .as_str()
+                .unwrap()
+                .contains("hello from the notes"),
+            "{model}"
+        );
+        let requests = server.requests();
+        assert_eq!(requests.len(), 2, "{model}");
+        assert!(requests.iter().all(|r| r.path == path), "{model}");
+        assert!(
+            server.violations().is_empty(),
+            "{model}: {:?}",
+            server.violations()
+        );
+    }
+}
+
+#[test]
+fn a_missing_key_for_an_official_endpoint_is_a_usage_error() {
+    let scratch = Scratch::new();
+    let out = scratch
+        .cmd()
+        .args(["run", "--model", "anthropic:claude-sonnet-4-5", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("ANTHROPIC_API_KEY is not set"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr:?}");
+    let out = scratch
+        .cmd()
+        .args(["run", "--model", "nope:x", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("unknown provider"));
+}
+
+#[test]
 fn run_plain_text_without_a_terminal() {
     let scratch = Scratch::new();
     std::fs::write(scratch.ws().join("notes.txt"), "hello from the notes\n").unwrap();
