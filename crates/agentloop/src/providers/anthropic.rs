@@ -1,7 +1,7 @@
 //! Anthropic Messages (`POST {base}/v1/messages`, streaming): the request body, the headers and
 //! the SSE parser. It owns the wire mapping only; retries, the idle timeout and the "stream ended
 //! before its terminal event" error come from the shared transport, and the cross-provider replay
-//! rules from [`replay`](super::replay).
+//! rules from [`replay`].
 //!
 //! # Request
 //!
