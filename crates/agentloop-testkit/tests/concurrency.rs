@@ -59,3 +59,86 @@ async fn delayed_streams_overlap() {
     let r = post(&base, path(f), &first_request(f, "after")).await;
     assert_eq!(assemble(f, &r.body).text, "0123456789");
 }
+
+/// The issue's scale: 10,000 streams open at once against the `agentloop-mock` binary (a separate
+/// process, so client and server each need ~10k descriptors). Ignored by default (it needs
+/// `ulimit -n` above ~10,100 and takes a few seconds); run it with
+/// `cargo test -p agentloop-testkit --release --test concurrency -- --ignored`.
+/// `MOCK_STREAMS` overrides the count.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a raised descriptor limit; run explicitly"]
+async fn ten_thousand_concurrent_streams() {
+    use std::io::BufRead;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let streams: usize = std::env::var("MOCK_STREAMS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10_000);
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("s.json");
+    std::fs::write(
+        &script,
+        r#"[{"text": "0123456789", "chunk_size": 2, "first_byte_delay_ms": 2000, "chunk_delay_ms": 100}]"#,
+    )
+    .unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_agentloop-mock"))
+        .arg("--script")
+        .arg(&script)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .trim_start_matches("listening on http://")
+        .to_string();
+    let body = first_request(agentloop_testkit::WireFormat::OpenAiChat, "x").to_string();
+    let request = format!(
+        "POST /v1/chat/completions HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let started = Instant::now();
+    let open = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut tasks = Vec::with_capacity(streams);
+    for _ in 0..streams {
+        let (addr, request) = (addr.clone(), request.clone());
+        let (open, peak) = (open.clone(), peak.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut tcp = loop {
+                match tokio::net::TcpStream::connect(&addr).await {
+                    Ok(s) => break s,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                }
+            };
+            tcp.write_all(request.as_bytes()).await.unwrap();
+            let now = open.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+            peak.fetch_max(now, std::sync::atomic::Ordering::SeqCst);
+            let mut out = Vec::new();
+            tcp.read_to_end(&mut out).await.unwrap();
+            open.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+            let text = String::from_utf8_lossy(&out);
+            assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+            assert!(text.contains("data: [DONE]"));
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    let peak = peak.load(std::sync::atomic::Ordering::SeqCst);
+    eprintln!("{streams} streams in {elapsed:?}, peak {peak} open at once");
+    let _ = child.kill();
+    let _ = child.wait();
+    // Each stream takes ~2.7 s; all of them at once must not take much longer than a few.
+    assert!(
+        peak >= streams * 9 / 10,
+        "only {peak} streams were open at once"
+    );
+    assert!(elapsed < Duration::from_secs(60), "{elapsed:?}");
+}
