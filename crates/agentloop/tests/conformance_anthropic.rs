@@ -234,7 +234,7 @@ async fn a_stream_cut_before_message_stop_is_an_error_with_the_partial_message()
         .unwrap();
     let text = String::from_utf8(case.body).unwrap();
     let cut = text.rfind("event: message_stop").unwrap();
-    let server = FixtureServer::start(text[..cut].as_bytes().to_vec(), 0).await;
+    let server = FixtureServer::start(text.as_bytes()[..cut].to_vec(), 0).await;
     let outcome = assemble(&server.base_url).await;
     let message = &outcome.message;
     assert_eq!(message.stop_reason, Some(StopReason::Error));
