@@ -297,6 +297,67 @@ impl<D: ToolDeps> BlockingTools<D> {
     }
 }
 
-// Agent runs from synchronous code belong here next: a `BlockingAgent` holding an agent loop and
-// a `SyncRuntime`, whose `run(prompts)` does `self.runtime.run(self.agent.run(..))`
-// exactly as `BlockingTools::call` does, so both views share one runtime story.
+/// A synchronous view of an [`AgentLoop`]: run an agent from plain functions.
+///
+/// ```
+/// use agentloop::agent::{AgentLoop, AgentLoopConfig};
+/// use agentloop::blocking::BlockingAgent;
+/// use agentloop::model::{ScriptedModel, ScriptedTurn};
+/// use agentloop::transcript::Message;
+///
+/// let agent = AgentLoop::new(AgentLoopConfig::default(), ScriptedModel::new([ScriptedTurn::text("hi")]));
+/// let blocking = BlockingAgent::new(agent).unwrap();
+/// let outcome = blocking.run(vec![Message::user("hello")], vec![]).unwrap();
+/// assert_eq!(outcome.final_text(), "hi");
+/// ```
+pub struct BlockingAgent<D: ToolDeps = crate::tooling::Deps> {
+    agent: crate::agent::AgentLoop<D>,
+    runtime: SyncRuntime,
+}
+
+impl<D: ToolDeps> std::fmt::Debug for BlockingAgent<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockingAgent")
+            .field("agent", &self.agent)
+            .field("runtime", &self.runtime)
+            .finish()
+    }
+}
+
+impl<D: ToolDeps> BlockingAgent<D> {
+    /// Wraps `agent` with its own background runtime.
+    pub fn new(agent: crate::agent::AgentLoop<D>) -> std::io::Result<Self> {
+        Ok(BlockingAgent {
+            agent,
+            runtime: SyncRuntime::new()?,
+        })
+    }
+
+    /// Wraps `agent`, running on a runtime the caller shares.
+    pub fn with_runtime(agent: crate::agent::AgentLoop<D>, runtime: SyncRuntime) -> Self {
+        BlockingAgent { agent, runtime }
+    }
+
+    /// Runs the loop to completion (see [`AgentLoop::run`](crate::agent::AgentLoop::run)).
+    pub fn run(
+        &self,
+        prompts: Vec<crate::transcript::Message>,
+        context: Vec<crate::transcript::Message>,
+    ) -> Result<crate::agent::RunOutcome, crate::agent::AgentError> {
+        self.runtime.run(self.agent.run(prompts, context))
+    }
+
+    /// Continues a conversation (see
+    /// [`AgentLoop::run_continue`](crate::agent::AgentLoop::run_continue)).
+    pub fn run_continue(
+        &self,
+        context: Vec<crate::transcript::Message>,
+    ) -> Result<crate::agent::RunOutcome, crate::agent::AgentError> {
+        self.runtime.run(self.agent.run_continue(context))
+    }
+
+    /// The agent (to steer, abort or inspect it from another thread).
+    pub fn agent(&self) -> &crate::agent::AgentLoop<D> {
+        &self.agent
+    }
+}

@@ -242,3 +242,41 @@ fn sync_runtime_runs_borrowing_non_send_futures() {
     drop(runtime);
     assert_eq!(clone.run(async { 3 }), 3);
 }
+
+#[test]
+fn an_agent_runs_from_plain_synchronous_code_with_tools() {
+    use agentloop::agent::{AgentLoop, AgentLoopConfig};
+    use agentloop::blocking::BlockingAgent;
+    use agentloop::model::{ScriptedModel, ScriptedTurn};
+    use agentloop::transcript::Message;
+
+    let model = ScriptedModel::new([
+        ScriptedTurn::new().tool_call("c1", "shout", serde_json::json!({"text": "hey"})),
+        ScriptedTurn::text("done"),
+    ]);
+    let shout =
+        agentloop::tooling::ToolSpec::<agentloop::tooling::Deps>::builder("shout", "Upper-case.")
+            .blocking_handler(
+                |_c: agentloop::tooling::ToolContext<agentloop::tooling::Deps>,
+                 a: serde_json::Value| {
+                    a["text"].as_str().unwrap_or_default().to_uppercase()
+                },
+            )
+            .build()
+            .unwrap_or_else(|e| panic!("{e}"));
+    let agent = AgentLoop::new(AgentLoopConfig::default(), model)
+        .with_tools([shout])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let blocking = BlockingAgent::new(agent).unwrap_or_else(|e| panic!("{e}"));
+    let out = blocking
+        .run(vec![Message::user("go")], vec![])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        out.new_messages()[2]
+            .tool_result_part()
+            .map(|r| r.content.as_str()),
+        Some("HEY")
+    );
+    assert_eq!(out.final_text(), "done");
+    drop(blocking); // shuts its runtime down cleanly
+}

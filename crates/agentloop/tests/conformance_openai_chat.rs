@@ -60,7 +60,7 @@ async fn a_stream_cut_before_done_is_an_error_with_the_partial_message() {
         .unwrap();
     let text = String::from_utf8(case.body).unwrap();
     let cut = text.rfind("data: [DONE]").unwrap();
-    let server = FixtureServer::start(text[..cut].as_bytes().to_vec(), 0).await;
+    let server = FixtureServer::start(case_prefix(&text, cut), 0).await;
     let message = assemble(&server.base_url).await;
     assert_eq!(stop_name(message.stop_reason), "error");
     assert!(
@@ -77,4 +77,8 @@ async fn a_stream_cut_before_done_is_an_error_with_the_partial_message() {
         1,
         "the partial message is kept"
     );
+}
+
+fn case_prefix(text: &str, cut: usize) -> Vec<u8> {
+    text.as_bytes()[..cut].to_vec()
 }

@@ -18,8 +18,8 @@ use super::hooks::{HookKind, TurnSummary};
 use super::{AgentError, AgentLoop, RunOutcome, ToolExecutionMode};
 use crate::model::{MessageAssembler, ModelError, ModelEvent, ModelRequest, messages_for_model};
 use crate::tooling::{
-    ExecOptions, Finalizer, MAX_PARALLEL_TOOLS, ToolDeps, ToolObserver, check_call, panic_message,
-    render_guidance, run_tools_with,
+    ExecOptions, Finalizer, LoadedTools, MAX_PARALLEL_TOOLS, ToolDeps, ToolObserver, ToolSchema,
+    check_call, panic_message, render_guidance, run_tools_with, search_result_names,
 };
 use crate::transcript::{
     Message, Role, StopReason, ToolArguments, ToolCallPart, ToolResultPart, Usage, now_ms,
@@ -32,6 +32,8 @@ pub(crate) struct RunState {
     new_from: usize,
     turns: u32,
     usage: Usage,
+    /// Deferred tools loaded by tool searches so far in this conversation.
+    loaded: LoadedTools,
 }
 
 impl RunState {
@@ -145,11 +147,14 @@ impl<D: ToolDeps> AgentLoop<D> {
         }
 
         let cancel = self.abort.current();
+        let mut loaded = LoadedTools::default();
+        self.load_searched_tools(&context, &mut loaded);
         let mut state = RunState {
             new_from: context.len(),
             context,
             turns: 0,
             usage: Usage::default(),
+            loaded,
         };
         let result = AssertUnwindSafe(self.execute(&mut state, prompts, &emitter, &cancel))
             .catch_unwind()
@@ -249,7 +254,7 @@ impl<D: ToolDeps> AgentLoop<D> {
             state.turns += 1;
             let turn = state.turns;
 
-            let request = self.build_request(&state.context, &system_prompt);
+            let request = self.build_request(&state.context, &system_prompt, &state.loaded);
             let reply = self.stream_reply(request, emitter, cancel).await;
             let message = match reply {
                 Reply::Done(message) => message,
@@ -293,6 +298,11 @@ impl<D: ToolDeps> AgentLoop<D> {
             };
             for result in &results {
                 self.inject(state, Message::tool_result(result.clone()), emitter);
+            }
+            if self.registry.tool_search().is_some() {
+                let from = state.context.len() - results.len();
+                let (context, loaded) = (&state.context, &mut state.loaded);
+                self.load_searched_tools(&context[from..], loaded);
             }
             let summary_message = message;
             emitter.emit_with(|| AgentEvent::TurnEnd {
@@ -365,10 +375,38 @@ impl<D: ToolDeps> AgentLoop<D> {
         }
     }
 
+    fn search_schema(&self, name: &str) -> Option<ToolSchema> {
+        self.registry
+            .schemas()
+            .iter()
+            .find(|s| s.name == name)
+            .cloned()
+    }
+
+    /// Loads the deferred tools named by successful tool-search results in `messages` (so a
+    /// resumed conversation keeps the tools it had loaded).
+    fn load_searched_tools(&self, messages: &[Message], loaded: &mut LoadedTools) {
+        let Some(search) = self.registry.tool_search() else {
+            return;
+        };
+        for result in messages.iter().filter_map(Message::tool_result_part) {
+            if result.is_error || result.tool_name != search.name() {
+                continue;
+            }
+            if let Some(names) = search_result_names(&result.content) {
+                let load = self.registry.load_from_search_result(loaded, names);
+                if let Some(note) = load.note() {
+                    tracing::debug!(%note, "tool search result named tools that were ignored");
+                }
+            }
+        }
+    }
+
     fn build_request<'a>(
         &'a self,
         context: &'a [Message],
         system_prompt: &Option<String>,
+        loaded: &LoadedTools,
     ) -> ModelRequest<'a> {
         let messages: Cow<'a, [Message]> = if self.hooks.has(HookKind::Context) {
             let mut copy = context.to_vec();
@@ -381,18 +419,24 @@ impl<D: ToolDeps> AgentLoop<D> {
         } else {
             messages_for_model(context)
         };
-        let tools =
-            if self.registry.deferred_names().is_empty() && self.registry.tool_search().is_none() {
-                Cow::Borrowed(self.registry.schemas())
-            } else {
-                Cow::Owned(
-                    self.registry
-                        .visible_schemas(&Default::default())
-                        .into_iter()
-                        .cloned()
-                        .collect(),
-                )
-            };
+        let search = self.registry.tool_search();
+        let native_search = search.is_some() && self.model.supports_tool_search();
+        let tools = if self.registry.deferred_names().is_empty() && search.is_none() {
+            Cow::Borrowed(self.registry.schemas())
+        } else {
+            let mut visible: Vec<ToolSchema> = self
+                .registry
+                .visible_schemas(loaded)
+                .into_iter()
+                .cloned()
+                .collect();
+            // Without native tool search the search tool is offered as a plain function tool
+            // (DESIGN: beyond seed 004), with the same effect on which tools load.
+            if let (Some(spec), false) = (search, native_search) {
+                visible.extend(self.search_schema(spec.name()));
+            }
+            Cow::Owned(visible)
+        };
         let mut request = ModelRequest::new(messages);
         request.model = self.config.model.clone();
         request.system_prompt = system_prompt.clone();
@@ -401,6 +445,16 @@ impl<D: ToolDeps> AgentLoop<D> {
         request.reasoning = self.config.reasoning;
         request.max_output_tokens = self.config.max_output_tokens;
         request.api_key = self.config.api_key.clone();
+        if native_search {
+            request.deferred_tools = Cow::Owned(
+                self.registry
+                    .deferred_schemas()
+                    .into_iter()
+                    .cloned()
+                    .collect(),
+            );
+            request.tool_search = search.and_then(|spec| self.search_schema(spec.name()));
+        }
         if self.hooks.has(HookKind::BeforeProviderRequest) {
             self.hooks.before_provider_request(&mut request);
         }

@@ -305,6 +305,13 @@ pub trait Model: Send + Sync {
     fn provider(&self) -> &str {
         "unknown"
     }
+
+    /// Whether the provider runs client-side tool search natively (the OpenAI Responses API's
+    /// `tool_search` with client execution). When false, the agent loop offers the registry's
+    /// `local_tool_search` tool as a plain function tool instead, with the same effect.
+    fn supports_tool_search(&self) -> bool {
+        false
+    }
 }
 
 impl<M: Model + ?Sized> Model for std::sync::Arc<M> {
@@ -313,6 +320,9 @@ impl<M: Model + ?Sized> Model for std::sync::Arc<M> {
     }
     fn provider(&self) -> &str {
         (**self).provider()
+    }
+    fn supports_tool_search(&self) -> bool {
+        (**self).supports_tool_search()
     }
 }
 

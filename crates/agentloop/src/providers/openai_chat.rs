@@ -105,14 +105,17 @@ fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
             Role::Assistant => {
                 let mut msg = Map::new();
                 msg.insert("role".into(), json!("assistant"));
-                let text: String = m
+                // Separate text parts (e.g. another provider's reasoning turned into text, then
+                // the answer) instead of gluing them together.
+                let text = m
                     .content
                     .iter()
                     .filter_map(|p| match p {
-                        Part::Text { text } => Some(text.as_str()),
+                        Part::Text { text } if !text.is_empty() => Some(text.as_str()),
                         _ => None,
                     })
-                    .collect();
+                    .collect::<Vec<_>>()
+                    .join("\n\n");
                 let calls: Vec<Value> = m
                     .tool_calls()
                     .map(|c| {
@@ -138,10 +141,14 @@ fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
             }
             Role::ToolResult => {
                 if let Some(r) = m.tool_result_part() {
-                    wire.push(json!({"role": "tool", "tool_call_id": r.call_id, "content": r.content}));
+                    wire.push(
+                        json!({"role": "tool", "tool_call_id": r.call_id, "content": r.content}),
+                    );
                     if !r.images.is_empty() {
                         // Tool messages carry text only: show the images in a user turn.
-                        let mut parts = vec![json!({"type": "text", "text": format!("Images returned by tool call {}:", r.call_id)})];
+                        let mut parts = vec![
+                            json!({"type": "text", "text": format!("Images returned by tool call {}:", r.call_id)}),
+                        ];
                         parts.extend(r.images.iter().map(|i| image_url(&i.media_type, &i.data)));
                         wire.push(json!({"role": "user", "content": parts}));
                     }
@@ -275,7 +282,11 @@ impl ChatParser {
                 code: err
                     .get("code")
                     .or_else(|| err.get("type"))
-                    .map(|c| c.as_str().map(str::to_owned).unwrap_or_else(|| c.to_string()))
+                    .map(|c| {
+                        c.as_str()
+                            .map(str::to_owned)
+                            .unwrap_or_else(|| c.to_string())
+                    })
                     .unwrap_or_else(|| "error".into()),
                 message: err
                     .get("message")
@@ -306,15 +317,27 @@ impl ChatParser {
             }
             let delta = &choice["delta"];
             for key in ["reasoning_content", "reasoning"] {
-                if let Some(t) = delta.get(key).and_then(Value::as_str).filter(|t| !t.is_empty()) {
+                if let Some(t) = delta
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .filter(|t| !t.is_empty())
+                {
                     self.push_text(t, true);
-                    out.push(ModelEvent::Delta(ModelDelta::Thinking { delta: t.to_owned() }));
+                    out.push(ModelEvent::Delta(ModelDelta::Thinking {
+                        delta: t.to_owned(),
+                    }));
                     break;
                 }
             }
-            if let Some(t) = delta.get("content").and_then(Value::as_str).filter(|t| !t.is_empty()) {
+            if let Some(t) = delta
+                .get("content")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+            {
                 self.push_text(t, false);
-                out.push(ModelEvent::Delta(ModelDelta::Text { delta: t.to_owned() }));
+                out.push(ModelEvent::Delta(ModelDelta::Text {
+                    delta: t.to_owned(),
+                }));
             }
             if let Some(t) = delta.get("refusal").and_then(Value::as_str) {
                 self.refusal.push_str(t);
@@ -332,7 +355,10 @@ impl ChatParser {
     }
 
     fn on_tool_delta(&mut self, call: &Value, position: u64, out: &mut Vec<ModelEvent>) {
-        let wire_index = call.get("index").and_then(Value::as_u64).unwrap_or(position);
+        let wire_index = call
+            .get("index")
+            .and_then(Value::as_u64)
+            .unwrap_or(position);
         let function = &call["function"];
         let slot = match self.calls.iter().position(|c| c.wire_index == wire_index) {
             Some(i) => i,
@@ -343,7 +369,10 @@ impl ChatParser {
                 // Missing ids, and ids reused across calls (some servers use the function name),
                 // would break the call/result pairing: make them unique.
                 if id.is_empty() || self.calls.iter().any(|c| c.id == id) {
-                    id = format!("call_{index}_{}", if name.is_empty() { "tool" } else { &name });
+                    id = format!(
+                        "call_{index}_{}",
+                        if name.is_empty() { "tool" } else { &name }
+                    );
                 }
                 self.calls.push(CallSlot {
                     wire_index,
@@ -357,7 +386,11 @@ impl ChatParser {
                     tool_name: name.clone(),
                     arguments: ToolArguments::default(),
                 }));
-                out.push(ModelEvent::Delta(ModelDelta::ToolCallStart { index, id, name }));
+                out.push(ModelEvent::Delta(ModelDelta::ToolCallStart {
+                    index,
+                    id,
+                    name,
+                }));
                 index
             }
         };
@@ -392,11 +425,7 @@ impl ChatParser {
 }
 
 impl WireParser for ChatParser {
-    fn on_event(
-        &mut self,
-        event: SseEvent,
-        out: &mut Vec<ModelEvent>,
-    ) -> Result<bool, ModelError> {
+    fn on_event(&mut self, event: SseEvent, out: &mut Vec<ModelEvent>) -> Result<bool, ModelError> {
         let data = event.data.trim();
         if data == "[DONE]" {
             self.done = true;
@@ -409,7 +438,9 @@ impl WireParser for ChatParser {
             return Ok(false);
         }
         let chunk: Value = serde_json::from_str(data).map_err(|e| {
-            ModelError::Stream(format!("unreadable chunk from the provider ({e}): {data:.200}"))
+            ModelError::Stream(format!(
+                "unreadable chunk from the provider ({e}): {data:.200}"
+            ))
         })?;
         self.on_chunk(&chunk, out)?;
         Ok(false)
@@ -487,7 +518,10 @@ mod tests {
         let message = message.unwrap_or_else(|e| panic!("{e}"));
         let calls: Vec<_> = message.tool_calls().collect();
         assert_eq!(calls.len(), 3);
-        assert_eq!(calls[0].arguments, ToolArguments::Json(json!({"path": "a"})));
+        assert_eq!(
+            calls[0].arguments,
+            ToolArguments::Json(json!({"path": "a"}))
+        );
         assert_eq!(calls[1].arguments, ToolArguments::default());
         assert_eq!(calls[1].id, "read");
         assert_ne!(calls[2].id, "read", "a reused id is made unique");

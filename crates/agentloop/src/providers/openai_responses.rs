@@ -431,6 +431,10 @@ impl Model for OpenAiResponses {
     fn provider(&self) -> &str {
         PROVIDER
     }
+
+    fn supports_tool_search(&self) -> bool {
+        true
+    }
 }
 
 /// Brings `streamed` up to `full`; returns the missing suffix when `full` extends it (a delta to

@@ -160,11 +160,7 @@ impl PartialJson {
     }
 
     fn value_done(&mut self, end: usize) {
-        self.expect = if self.stack.is_empty() {
-            Expect::CommaOrEnd
-        } else {
-            Expect::CommaOrEnd
-        };
+        self.expect = Expect::CommaOrEnd;
         self.safe = end;
     }
 
@@ -209,7 +205,10 @@ impl PartialJson {
                         self.string_safe = i + 1;
                     }
                 } else {
-                    self.lex = Lex::Unicode { key, seen: seen + 1 };
+                    self.lex = Lex::Unicode {
+                        key,
+                        seen: seen + 1,
+                    };
                 }
             }
             Lex::Bare { start } => {

@@ -136,7 +136,9 @@ pub fn prepare<'a>(messages: &'a [Message], target: &ReplayTarget) -> Cow<'a, [M
 
     let close_open = |out: &mut Vec<Message>, open: &mut Vec<(String, String)>| {
         for (id, name) in open.drain(..) {
-            out.push(Message::tool_result(ToolResultPart::error(id, name, NO_RESULT)));
+            out.push(Message::tool_result(ToolResultPart::error(
+                id, name, NO_RESULT,
+            )));
         }
     };
 
@@ -294,7 +296,10 @@ mod tests {
         );
         let synthetic = out[3].tool_result_part().cloned();
         assert_eq!(synthetic.as_ref().map(|r| r.call_id.as_str()), Some("c2"));
-        assert_eq!(synthetic.as_ref().map(|r| r.content.as_str()), Some(NO_RESULT));
+        assert_eq!(
+            synthetic.as_ref().map(|r| r.content.as_str()),
+            Some(NO_RESULT)
+        );
         assert!(synthetic.is_some_and(|r| r.is_error));
     }
 }

@@ -180,7 +180,11 @@ mod tests {
         assert_eq!(expected.len(), 2);
         for text in [lf.to_owned(), crlf, cr] {
             for piece in [1, 2, 3, 5, 7, 64] {
-                assert_eq!(decode_in_pieces(text.as_bytes(), piece), expected, "{piece}");
+                assert_eq!(
+                    decode_in_pieces(text.as_bytes(), piece),
+                    expected,
+                    "{piece}"
+                );
             }
         }
     }
