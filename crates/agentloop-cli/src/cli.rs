@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 /// Start with `agentloop demo`: a real agent loop, real tools, real HTTP — against a scripted
 /// mock model, so it needs no API key and no network.
 #[derive(Parser, Debug)]
-#[command(name = "agentloop", version, about, long_about = None)]
+#[command(name = "agentloop", version)]
 pub struct Cli {
     /// The session database (SQLite). Default: `$XDG_DATA_HOME/agentloop/sessions.db`, else
     /// `~/.local/share/agentloop/sessions.db`; directories are created.
