@@ -397,8 +397,23 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/responses", post(responses))
         .route("/v1/messages", post(messages))
         .route("/messages", post(messages))
+        .fallback(not_found)
         .layer(DefaultBodyLimit::max(256 * 1024 * 1024))
         .with_state(state)
+}
+
+/// Unknown routes: a JSON 404 that names the real ones (a wrong base URL is the usual cause).
+async fn not_found(method: axum::http::Method, uri: Uri) -> Response {
+    let msg = format!(
+        "agentloop-testkit: no route for {method} {}; the mock serves POST /v1/chat/completions, \
+         /v1/responses and /v1/messages (OpenAI base URL: <base>/v1, Anthropic base URL: <base>)",
+        uri.path()
+    );
+    tracing::warn!("{msg}");
+    json_response(
+        StatusCode::NOT_FOUND,
+        &serde_json::json!({"error": {"message": msg, "type": "not_found"}}),
+    )
 }
 
 async fn chat(

@@ -163,3 +163,21 @@ async fn valid_histories_pass_and_credentials_are_redacted() {
     assert_eq!(reqs[1].body["input"][0]["content"], "hello");
     assert!(server.violations().is_empty());
 }
+
+#[tokio::test]
+async fn unknown_routes_say_which_routes_exist() {
+    let server = MockServer::start(script());
+    let reply = post(&server.base_url(), "/v1/v1/chat/completions", &json!({})).await;
+    assert_eq!(reply.status, 404);
+    assert!(
+        reply.body.contains("/v1/chat/completions"),
+        "{}",
+        reply.body
+    );
+    assert!(
+        reply.body.contains("/v1/v1/chat/completions"),
+        "{}",
+        reply.body
+    );
+    assert_eq!(server.request_count(), 0);
+}
