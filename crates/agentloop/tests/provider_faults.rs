@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use agentloop::agent::{AgentEvent, AgentLoop, AgentLoopConfig, RunStop};
 use agentloop::model::{Model, ModelError, ModelEvent, ModelRequest};
-use agentloop::providers::{OpenAiChat, ProviderConfig, RetryPolicy};
+use agentloop::providers::{Anthropic, OpenAiChat, OpenAiResponses, ProviderConfig, RetryPolicy};
 use agentloop::tooling::{Deps, ToolContext, ToolSpec};
 use agentloop::transcript::{Message, Role, StopReason};
 use agentloop_testkit::{MockServer, Script};
@@ -18,9 +18,11 @@ use serde_json::{Value, json};
 #[derive(Clone, Copy, Debug)]
 enum Wire {
     Chat,
+    Responses,
+    Anthropic,
 }
 
-const WIRES: &[Wire] = &[Wire::Chat];
+const WIRES: &[Wire] = &[Wire::Chat, Wire::Responses, Wire::Anthropic];
 
 fn policy(retries: u32) -> RetryPolicy {
     RetryPolicy {
@@ -31,14 +33,17 @@ fn policy(retries: u32) -> RetryPolicy {
 }
 
 fn model(wire: Wire, server: &MockServer, retry: RetryPolicy, idle: Duration) -> Arc<dyn Model> {
+    let config = |base: String| {
+        ProviderConfig::new(base)
+            .api_key("sk-secret-test-key")
+            .model("mock")
+            .retry(retry)
+            .idle_timeout(idle)
+    };
     match wire {
-        Wire::Chat => Arc::new(OpenAiChat::new(
-            ProviderConfig::new(server.openai_base_url())
-                .api_key("sk-secret-test-key")
-                .model("mock")
-                .retry(retry)
-                .idle_timeout(idle),
-        )),
+        Wire::Chat => Arc::new(OpenAiChat::new(config(server.openai_base_url()))),
+        Wire::Responses => Arc::new(OpenAiResponses::new(config(server.openai_base_url()))),
+        Wire::Anthropic => Arc::new(Anthropic::new(config(server.base_url()))),
     }
 }
 
@@ -68,8 +73,20 @@ async fn call(model: &Arc<dyn Model>) -> (Vec<ModelEvent>, Message, Option<Model
     (retries, message, error)
 }
 
+const HELLO: &str = "Hello from the mock server";
+
+fn long_text() -> String {
+    (0..60).map(|i| format!("{HELLO} {i}. ")).collect()
+}
+
 fn text_turn_with(faults: Value) -> Value {
-    json!({"turns": [{"text": "Hello from the mock server", "chunk_size": 5, "faults": faults}]})
+    json!({"turns": [{"text": HELLO, "chunk_size": 5, "faults": faults}]})
+}
+
+/// A long streamed text (hundreds of deltas), so that a fault K = 3,000 bytes into the body lands
+/// after the first text deltas and before the end for every wire format.
+fn long_turn_with(faults: Value) -> Value {
+    json!({"turns": [{"text": long_text(), "chunk_size": 5, "faults": faults}]})
 }
 
 #[tokio::test]
@@ -180,8 +197,8 @@ async fn a_longer_server_requested_wait_fails_fast_with_that_wait() {
 #[tokio::test]
 async fn reset_mid_stream_fails_with_the_partial_message_and_is_not_retried() {
     for &wire in WIRES {
-        let server = MockServer::start(script(text_turn_with(json!([
-            {"reset_after_bytes": 600}
+        let server = MockServer::start(script(long_turn_with(json!([
+            {"reset_after_bytes": 3000}
         ]))));
         let m = model(wire, &server, policy(3), Duration::from_secs(10));
         let (retries, message, error) = call(&m).await;
@@ -193,7 +210,8 @@ async fn reset_mid_stream_fails_with_the_partial_message_and_is_not_retried() {
         assert_eq!(message.stop_reason, Some(StopReason::Error));
         let text = message.text();
         assert!(!text.is_empty(), "{wire:?}: the partial text is kept");
-        assert!("Hello from the mock server".starts_with(&text));
+        assert!(text.len() < long_text().len(), "{wire:?}: the cut was mid-text");
+        assert!(long_text().starts_with(&text));
         assert_eq!(server.request_count(), 1);
     }
 }
@@ -215,8 +233,8 @@ async fn reset_before_any_delta_is_retried() {
 #[tokio::test]
 async fn a_stalled_stream_ends_at_the_idle_timeout_with_the_partial_message() {
     for &wire in WIRES {
-        let server = MockServer::start(script(text_turn_with(json!([
-            {"stall_after_bytes": 600}
+        let server = MockServer::start(script(long_turn_with(json!([
+            {"stall_after_bytes": 3000}
         ]))));
         let m = model(wire, &server, policy(0), Duration::from_millis(300));
         let started = Instant::now();
@@ -231,8 +249,8 @@ async fn a_stalled_stream_ends_at_the_idle_timeout_with_the_partial_message() {
 #[tokio::test]
 async fn a_malformed_chunk_fails_clearly() {
     for &wire in WIRES {
-        let server = MockServer::start(script(text_turn_with(json!([
-            {"malformed_after_bytes": 600}
+        let server = MockServer::start(script(long_turn_with(json!([
+            {"malformed_after_bytes": 3000}
         ]))));
         let m = model(wire, &server, policy(0), Duration::from_secs(10));
         let (_, message, error) = call(&m).await;
@@ -260,14 +278,14 @@ async fn eof_without_the_terminal_event_is_an_error() {
 async fn the_agent_event_stream_terminates_for_every_fault() {
     let faults = [
         json!({"status": 500}),
-        json!({"reset_after_bytes": 600}),
-        json!({"stall_after_bytes": 600}),
-        json!({"malformed_after_bytes": 600}),
+        json!({"reset_after_bytes": 3000}),
+        json!({"stall_after_bytes": 3000}),
+        json!({"malformed_after_bytes": 3000}),
         json!({"eof_without_terminal": true}),
     ];
     for &wire in WIRES {
         for fault in &faults {
-            let server = MockServer::start(script(text_turn_with(json!([fault]))));
+            let server = MockServer::start(script(long_turn_with(json!([fault]))));
             let m = model(wire, &server, policy(0), Duration::from_millis(300));
             let agent = AgentLoop::new(AgentLoopConfig::default(), m);
             let events: Vec<_> = tokio::time::timeout(
