@@ -1,0 +1,135 @@
+//! Cross-provider handoff: a conversation recorded on each adapter (with thinking and a tool
+//! call) is continued on each of the other two, over HTTP; the receiving mock server checks that
+//! every tool call in the replayed history has exactly one result.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentloop::agent::{AgentLoop, AgentLoopConfig, RunStop};
+use agentloop::model::Model;
+use agentloop::providers::{Anthropic, OpenAiChat, OpenAiResponses, ProviderConfig, RetryPolicy};
+use agentloop::tooling::{Deps, ToolContext, ToolSpec};
+use agentloop::transcript::{Message, Part, Role};
+use agentloop_testkit::{MockServer, Script};
+use serde_json::{Value, json};
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Wire {
+    Chat,
+    Responses,
+    Anthropic,
+}
+
+fn model(wire: Wire, server: &MockServer) -> Arc<dyn Model> {
+    let config = |base: String| {
+        ProviderConfig::new(base)
+            .api_key("test")
+            .model(format!("{wire:?}-model"))
+            .retry(RetryPolicy::none())
+            .idle_timeout(Duration::from_secs(10))
+    };
+    match wire {
+        Wire::Chat => Arc::new(OpenAiChat::new(config(server.openai_base_url()))),
+        Wire::Responses => Arc::new(OpenAiResponses::new(config(server.openai_base_url()))),
+        Wire::Anthropic => Arc::new(Anthropic::new(config(server.base_url()))),
+    }
+}
+
+fn lookup() -> ToolSpec<Deps> {
+    ToolSpec::<Deps>::builder("lookup", "Look a word up.")
+        .handler(|_c: ToolContext<Deps>, a: Value| async move {
+            format!("definition of {}", a["word"].as_str().unwrap_or("?"))
+        })
+        .build()
+        .unwrap()
+}
+
+async fn record(wire: Wire) -> Vec<Message> {
+    let server = MockServer::start(
+        Script::from_value(json!({"turns": [
+            {"thinking": "I should look it up.", "text": "Looking it up.",
+             "tool_calls": [{"id": "call_1", "name": "lookup", "arguments": {"word": "agent"}}]},
+            {"text": "An agent acts.", "chunk_size": 4}
+        ]}))
+        .unwrap(),
+    );
+    let agent = AgentLoop::new(AgentLoopConfig::default(), model(wire, &server))
+        .with_tools([lookup()])
+        .unwrap();
+    let out = agent
+        .run(vec![Message::user("Define agent")], vec![])
+        .await
+        .unwrap();
+    assert_eq!(out.stop, RunStop::Done, "{wire:?}");
+    assert!(server.violations().is_empty());
+    out.context
+}
+
+#[tokio::test]
+async fn transcripts_recorded_on_each_adapter_continue_on_the_other_two() {
+    for from in [Wire::Chat, Wire::Responses, Wire::Anthropic] {
+        let mut history = record(from).await;
+        // The recording holds a tool call with its result (and the thinking the wire carried).
+        assert_eq!(
+            history
+                .iter()
+                .filter(|m| m.role == Role::ToolResult)
+                .count(),
+            1,
+            "{from:?}"
+        );
+        if from != Wire::Chat {
+            assert!(
+                history[1]
+                    .content
+                    .iter()
+                    .any(|p| matches!(p, Part::Thinking(_))),
+                "{from:?}: thinking recorded"
+            );
+        }
+        // An unanswered call and an errored message, as a crash or a failure would leave them.
+        let mut dangling = Message::assistant(
+            vec![Part::ToolCall(agentloop::transcript::ToolCallPart::new(
+                "call|weird/id",
+                "lookup",
+                json!({"word": "x"}),
+            ))],
+            agentloop::transcript::StopReason::ToolUse,
+        );
+        dangling.provider = Some(format!("{from:?}"));
+        history.push(dangling);
+        history.push(Message::user("And a loop?"));
+        for to in [Wire::Chat, Wire::Responses, Wire::Anthropic] {
+            if to == from {
+                continue;
+            }
+            let server = MockServer::start(
+                Script::from_value(
+                    json!({"turns": [{"text": "A loop repeats."}], "mode": "sequential"}),
+                )
+                .unwrap(),
+            );
+            let agent = AgentLoop::new(AgentLoopConfig::default(), model(to, &server))
+                .with_tools([lookup()])
+                .unwrap();
+            let out = agent.run_continue(history.clone()).await;
+            let out = out.unwrap_or_else(|e| panic!("{from:?} -> {to:?}: {e}"));
+            assert_eq!(out.final_text(), "A loop repeats.", "{from:?} -> {to:?}");
+            assert!(
+                server.violations().is_empty(),
+                "{from:?} -> {to:?}: {:?}",
+                server.violations()
+            );
+            let body = serde_json::to_string(&server.requests()[0].body).unwrap();
+            assert!(!body.contains("call|weird/id"), "ids are normalised");
+            assert!(body.contains("No result provided"), "{from:?} -> {to:?}");
+            if from != Wire::Chat {
+                assert!(
+                    body.contains("I should look it up."),
+                    "{from:?} -> {to:?}: foreign thinking is replayed as text"
+                );
+            }
+        }
+    }
+}
