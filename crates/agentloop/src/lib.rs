@@ -22,3 +22,8 @@ pub use agentloop_macros::tool;
 /// The `schemars` crate, re-exported so `#[tool]`'s generated code (and applications deriving
 /// `JsonSchema` for argument types) use the same version as agentloop.
 pub use schemars;
+
+/// The README's Rust examples, compiled as doctests so they cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
