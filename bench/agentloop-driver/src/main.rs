@@ -1,0 +1,172 @@
+//! agentloop side of the overhead benchmark: the real `OpenAiChat` provider against the mock
+//! server, real tools, the real loop. Prints one JSON line.
+
+#[path = "../../common.rs"]
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use agentloop::agent::{AgentLoop, AgentLoopConfig, RunStop};
+use agentloop::providers::{OpenAiChat, ProviderConfig};
+use agentloop::tooling::{Deps, ToolContext, ToolSpec};
+use agentloop::transcript::Message;
+use common::*;
+use serde_json::{Value, json};
+
+static TOOL_CALLS: AtomicU64 = AtomicU64::new(0);
+
+fn tools() -> Vec<ToolSpec<Deps>> {
+    let add = ToolSpec::<Deps>::builder("add", "Add two integers.")
+        .parameters(json!({"type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"], "additionalProperties": false}))
+        .handler(|_ctx: ToolContext<Deps>, args: Value| async move {
+            TOOL_CALLS.fetch_add(1, Relaxed);
+            (args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0)).to_string()
+        })
+        .build()
+        .expect("add tool");
+    let upper = ToolSpec::<Deps>::builder("upper", "Upper-case a text.")
+        .parameters(json!({"type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"], "additionalProperties": false}))
+        .handler(|_ctx: ToolContext<Deps>, args: Value| async move {
+            TOOL_CALLS.fetch_add(1, Relaxed);
+            args["text"].as_str().unwrap_or_default().to_uppercase()
+        })
+        .build()
+        .expect("upper tool");
+    vec![add, upper]
+}
+
+fn agent(base: &str) -> AgentLoop {
+    let provider = OpenAiChat::new(ProviderConfig::new(base).api_key("dummy").model("mock-model"));
+    let config = AgentLoopConfig { model: Some("mock-model".into()), ..AgentLoopConfig::default() };
+    AgentLoop::new(config, provider).with_tools(tools()).expect("tools")
+}
+
+async fn run_once(agent: &AgentLoop, prompt: String, ctx: Vec<Message>, expect: &str) -> Vec<Message> {
+    let out = agent.run(vec![Message::user(prompt)], ctx).await.expect("run failed");
+    assert_eq!(out.stop, RunStop::Done, "run did not finish");
+    assert_eq!(out.final_text(), expect, "final text mismatch");
+    out.context
+}
+
+async fn w1(a: &Args) -> Value {
+    let agent = agent(&a.base_url);
+    // warm-up run (connection pool, lazy statics), not measured
+    run_once(&agent, "warm-up".into(), vec![], W1_FINAL).await;
+    TOOL_CALLS.store(0, Relaxed);
+    let (mut cpu, mut wall) = (Vec::new(), Vec::new());
+    let (c0, t0) = (cpu_us(), Instant::now());
+    for i in 0..a.runs {
+        let (c, t) = (cpu_us(), Instant::now());
+        run_once(&agent, format!("Run {i}: add 2 and 3, upper-case hi."), vec![], W1_FINAL).await;
+        cpu.push(cpu_us() - c);
+        wall.push(us_since(t));
+    }
+    let (ctot, ttot) = (cpu_us() - c0, us_since(t0));
+    let tools = TOOL_CALLS.load(Relaxed);
+    assert_eq!(tools, 2 * a.runs as u64, "tool invocations");
+    json!({"workload": "w1", "runs": a.runs, "tool_calls": tools, "cpu_us": cpu, "wall_us": wall,
+           "cpu_total_us": ctot, "wall_total_us": ttot})
+}
+
+async fn w2(a: &Args) -> Value {
+    let agent = agent(&a.base_url);
+    run_once(&agent, "warm-up".into(), vec![], &w2_final(0)).await;
+    TOOL_CALLS.store(0, Relaxed);
+    let (mut cpu, mut wall) = (Vec::new(), Vec::new());
+    for _s in 0..a.runs {
+        let (mut sc, mut sw) = (Vec::new(), Vec::new());
+        let mut ctx = Vec::new();
+        for i in 0..25 {
+            let (c, t) = (cpu_us(), Instant::now());
+            ctx = run_once(&agent, format!("Turn {i}: add {i} and 1."), ctx, &w2_final(i)).await;
+            sc.push(cpu_us() - c);
+            sw.push(us_since(t));
+        }
+        assert_eq!(ctx.len(), 25 * 4, "history length");
+        cpu.push(sc);
+        wall.push(sw);
+    }
+    let tools = TOOL_CALLS.load(Relaxed);
+    assert_eq!(tools, 25 * a.runs as u64, "tool invocations");
+    json!({"workload": "w2", "runs": a.runs, "tool_calls": tools, "turn_cpu_us": cpu, "turn_wall_us": wall})
+}
+
+async fn w3(a: &Args) -> Value {
+    let k = a.concurrency;
+    let agent = Arc::new(agent(&a.base_url));
+    run_once(&agent, "warm-up".into(), vec![], W3_FINAL).await;
+    TOOL_CALLS.store(0, Relaxed);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let rss0 = rss_kib();
+    let finished = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicU64::new(0));
+    let sampler = {
+        let (finished, stop) = (finished.clone(), stop.clone());
+        tokio::spawn(async move {
+            let (mut peak, mut all) = (0u64, 0u64);
+            while stop.load(Relaxed) == 0 {
+                let r = rss_kib();
+                peak = peak.max(r);
+                if TOOL_CALLS.load(Relaxed) >= 2 * k as u64 && finished.load(Relaxed) == 0 {
+                    all = all.max(r);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            (peak, all)
+        })
+    };
+    let t0 = Instant::now();
+    let mut handles = Vec::with_capacity(k);
+    for i in 0..k {
+        let (agent, finished) = (agent.clone(), finished.clone());
+        handles.push(tokio::spawn(async move {
+            let s = us_since(t0);
+            run_once(&agent, format!("Session {i}"), vec![], W3_FINAL).await;
+            finished.fetch_add(1, Relaxed);
+            (s, us_since(t0))
+        }));
+    }
+    let mut spans = Vec::with_capacity(k);
+    for h in handles {
+        spans.push(h.await.expect("session panicked"));
+    }
+    stop.store(1, Relaxed);
+    let (peak, all) = sampler.await.expect("sampler");
+    let tools = TOOL_CALLS.load(Relaxed);
+    assert_eq!(tools, 2 * k as u64, "tool invocations");
+    w3_result(k, rss0, peak, all, &spans, tools)
+}
+
+fn w3_result(k: usize, rss0: u64, peak: u64, all: u64, spans: &[(u64, u64)], tools: u64) -> Value {
+    let mut lat: Vec<f64> = spans.iter().map(|(s, e)| (e - s) as f64 / 1000.0).collect();
+    lat.sort_by(|a, b| a.total_cmp(b));
+    let last_start = spans.iter().map(|s| s.0).max().unwrap_or(0);
+    let first_end = spans.iter().map(|s| s.1).min().unwrap_or(0);
+    json!({"workload": "w3", "concurrency": k, "completed": spans.len(), "tool_calls": tools,
+           "all_in_flight": last_start < first_end && all > 0,
+           "rss0_kib": rss0, "rss_peak_kib": peak, "rss_all_in_flight_kib": all,
+           "lat_ms_p50": percentile(&lat, 50.0), "lat_ms_p99": percentile(&lat, 99.0),
+           "lat_ms_min": lat.first(), "lat_ms_max": lat.last()})
+}
+
+fn main() {
+    let a = args();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let mut v = rt.block_on(async {
+        match a.workload.as_str() {
+            "w1" => w1(&a).await,
+            "w2" => w2(&a).await,
+            "w3" => w3(&a).await,
+            w => panic!("unknown workload {w}"),
+        }
+    });
+    v["framework"] = json!("agentloop");
+    v["ok"] = json!(true);
+    println!("{v}");
+}

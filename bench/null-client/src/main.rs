@@ -1,0 +1,243 @@
+//! Null baseline: the same HTTP requests and SSE parsing as an agent on the Chat Completions
+//! wire (model turn with tool calls, tool results, final text), with no agent logic: no events,
+//! no registry, no validation, no hooks. Prints one JSON line in the drivers' format.
+
+#[path = "../../common.rs"]
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use common::*;
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+static TOOL_CALLS: AtomicU64 = AtomicU64::new(0);
+
+struct Client {
+    http: reqwest::Client,
+    url: String,
+    tools: Value,
+}
+
+struct Reply {
+    text: String,
+    calls: Vec<(String, String, String)>, // id, name, arguments
+}
+
+impl Client {
+    fn new(base: &str) -> Self {
+        let fun = |name: &str, desc: &str, params: Value| {
+            json!({"type": "function", "function": {"name": name, "description": desc, "parameters": params}})
+        };
+        let tools = json!([
+            fun("add", "Add two integers.", json!({"type": "object",
+                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+                "required": ["a", "b"], "additionalProperties": false})),
+            fun("upper", "Upper-case a text.", json!({"type": "object",
+                "properties": {"text": {"type": "string"}},
+                "required": ["text"], "additionalProperties": false})),
+        ]);
+        Client { http: reqwest::Client::new(), url: format!("{base}/chat/completions"), tools }
+    }
+
+    async fn turn(&self, messages: &[Value]) -> Reply {
+        let body = json!({"model": "mock-model", "messages": messages, "tools": self.tools,
+                          "stream": true, "stream_options": {"include_usage": true}});
+        let resp = self
+            .http
+            .post(&self.url)
+            .bearer_auth("dummy")
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("request");
+        assert!(resp.status().is_success(), "HTTP {}", resp.status());
+        let mut stream = resp.bytes_stream();
+        let mut buf: Vec<u8> = Vec::new();
+        let mut reply = Reply { text: String::new(), calls: Vec::new() };
+        let mut done = false;
+        while let Some(chunk) = stream.next().await {
+            buf.extend_from_slice(&chunk.expect("body"));
+            while let Some(pos) = buf.windows(2).position(|w| w == b"\n\n") {
+                let event: Vec<u8> = buf.drain(..pos + 2).collect();
+                for line in event.split(|b| *b == b'\n') {
+                    let Some(data) = line.strip_prefix(b"data:") else { continue };
+                    let data = data.strip_prefix(b" ").unwrap_or(data);
+                    if data == b"[DONE]" {
+                        done = true;
+                        continue;
+                    }
+                    let v: Value = serde_json::from_slice(data).expect("chunk json");
+                    let Some(delta) = v["choices"].get(0).map(|c| &c["delta"]) else { continue };
+                    if let Some(t) = delta["content"].as_str() {
+                        reply.text.push_str(t);
+                    }
+                    if let Some(calls) = delta["tool_calls"].as_array() {
+                        for c in calls {
+                            let idx = c["index"].as_u64().unwrap_or(0) as usize;
+                            if idx >= reply.calls.len() {
+                                reply.calls.resize(idx + 1, Default::default());
+                            }
+                            let slot = &mut reply.calls[idx];
+                            if let Some(id) = c["id"].as_str() {
+                                slot.0 = id.to_owned();
+                            }
+                            if let Some(n) = c["function"]["name"].as_str() {
+                                slot.1 = n.to_owned();
+                            }
+                            if let Some(a) = c["function"]["arguments"].as_str() {
+                                slot.2.push_str(a);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(done, "stream ended without [DONE]");
+        reply
+    }
+
+    /// One agent run: model turns until a reply without tool calls. Returns the final text.
+    async fn run(&self, messages: &mut Vec<Value>, prompt: String) -> String {
+        messages.push(json!({"role": "user", "content": prompt}));
+        loop {
+            let reply = self.turn(messages).await;
+            let calls: Vec<Value> = reply.calls.iter().map(|(id, name, args)| {
+                json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}})
+            }).collect();
+            messages.push(json!({"role": "assistant",
+                "content": if reply.text.is_empty() { Value::Null } else { json!(reply.text) },
+                "tool_calls": if calls.is_empty() { Value::Null } else { json!(calls) }}));
+            if reply.calls.is_empty() {
+                return reply.text;
+            }
+            for (id, name, args) in &reply.calls {
+                let a: Value = serde_json::from_str(args).expect("args json");
+                TOOL_CALLS.fetch_add(1, Relaxed);
+                let out = match name.as_str() {
+                    "add" => (a["a"].as_i64().unwrap_or(0) + a["b"].as_i64().unwrap_or(0)).to_string(),
+                    "upper" => a["text"].as_str().unwrap_or_default().to_uppercase(),
+                    other => panic!("unknown tool {other}"),
+                };
+                messages.push(json!({"role": "tool", "tool_call_id": id, "content": out}));
+            }
+        }
+    }
+}
+
+async fn w1(a: &Args) -> Value {
+    let client = Client::new(&a.base_url);
+    assert_eq!(client.run(&mut Vec::new(), "warm-up".into()).await, W1_FINAL);
+    TOOL_CALLS.store(0, Relaxed);
+    let (mut cpu, mut wall) = (Vec::new(), Vec::new());
+    let (c0, t0) = (cpu_us(), Instant::now());
+    for i in 0..a.runs {
+        let (c, t) = (cpu_us(), Instant::now());
+        let text = client.run(&mut Vec::new(), format!("Run {i}: add 2 and 3, upper-case hi.")).await;
+        assert_eq!(text, W1_FINAL);
+        cpu.push(cpu_us() - c);
+        wall.push(us_since(t));
+    }
+    let (ctot, ttot) = (cpu_us() - c0, us_since(t0));
+    let tools = TOOL_CALLS.load(Relaxed);
+    assert_eq!(tools, 2 * a.runs as u64, "tool invocations");
+    json!({"workload": "w1", "runs": a.runs, "tool_calls": tools, "cpu_us": cpu, "wall_us": wall,
+           "cpu_total_us": ctot, "wall_total_us": ttot})
+}
+
+async fn w2(a: &Args) -> Value {
+    let client = Client::new(&a.base_url);
+    assert_eq!(client.run(&mut Vec::new(), "warm-up".into()).await, w2_final(0));
+    TOOL_CALLS.store(0, Relaxed);
+    let (mut cpu, mut wall) = (Vec::new(), Vec::new());
+    for _ in 0..a.runs {
+        let (mut sc, mut sw) = (Vec::new(), Vec::new());
+        let mut msgs = Vec::new();
+        for i in 0..25 {
+            let (c, t) = (cpu_us(), Instant::now());
+            let text = client.run(&mut msgs, format!("Turn {i}: add {i} and 1.")).await;
+            assert_eq!(text, w2_final(i));
+            sc.push(cpu_us() - c);
+            sw.push(us_since(t));
+        }
+        cpu.push(sc);
+        wall.push(sw);
+    }
+    let tools = TOOL_CALLS.load(Relaxed);
+    assert_eq!(tools, 25 * a.runs as u64, "tool invocations");
+    json!({"workload": "w2", "runs": a.runs, "tool_calls": tools, "turn_cpu_us": cpu, "turn_wall_us": wall})
+}
+
+async fn w3(a: &Args) -> Value {
+    let k = a.concurrency;
+    let client = Arc::new(Client::new(&a.base_url));
+    assert_eq!(client.run(&mut Vec::new(), "warm-up".into()).await, W3_FINAL);
+    TOOL_CALLS.store(0, Relaxed);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let rss0 = rss_kib();
+    let finished = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicU64::new(0));
+    let sampler = {
+        let (finished, stop) = (finished.clone(), stop.clone());
+        tokio::spawn(async move {
+            let (mut peak, mut all) = (0u64, 0u64);
+            while stop.load(Relaxed) == 0 {
+                let r = rss_kib();
+                peak = peak.max(r);
+                if TOOL_CALLS.load(Relaxed) >= 2 * k as u64 && finished.load(Relaxed) == 0 {
+                    all = all.max(r);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            (peak, all)
+        })
+    };
+    let t0 = Instant::now();
+    let mut handles = Vec::with_capacity(k);
+    for i in 0..k {
+        let (client, finished) = (client.clone(), finished.clone());
+        handles.push(tokio::spawn(async move {
+            let s = us_since(t0);
+            let text = client.run(&mut Vec::new(), format!("Session {i}")).await;
+            assert_eq!(text, W3_FINAL);
+            finished.fetch_add(1, Relaxed);
+            (s, us_since(t0))
+        }));
+    }
+    let mut spans = Vec::with_capacity(k);
+    for h in handles {
+        spans.push(h.await.expect("session panicked"));
+    }
+    stop.store(1, Relaxed);
+    let (peak, all) = sampler.await.expect("sampler");
+    let tools = TOOL_CALLS.load(Relaxed);
+    assert_eq!(tools, 2 * k as u64, "tool invocations");
+    let mut lat: Vec<f64> = spans.iter().map(|(s, e)| (e - s) as f64 / 1000.0).collect();
+    lat.sort_by(|a, b| a.total_cmp(b));
+    let last_start = spans.iter().map(|s| s.0).max().unwrap_or(0);
+    let first_end = spans.iter().map(|s| s.1).min().unwrap_or(0);
+    json!({"workload": "w3", "concurrency": k, "completed": spans.len(), "tool_calls": tools,
+           "all_in_flight": last_start < first_end && all > 0,
+           "rss0_kib": rss0, "rss_peak_kib": peak, "rss_all_in_flight_kib": all,
+           "lat_ms_p50": percentile(&lat, 50.0), "lat_ms_p99": percentile(&lat, 99.0),
+           "lat_ms_min": lat.first(), "lat_ms_max": lat.last()})
+}
+
+fn main() {
+    let a = args();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let mut v = rt.block_on(async {
+        match a.workload.as_str() {
+            "w1" => w1(&a).await,
+            "w2" => w2(&a).await,
+            "w3" => w3(&a).await,
+            w => panic!("unknown workload {w}"),
+        }
+    });
+    v["framework"] = json!("null-baseline");
+    v["ok"] = json!(true);
+    println!("{v}");
+}
