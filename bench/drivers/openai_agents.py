@@ -4,7 +4,10 @@ import asyncio
 import json
 import sys
 
-import httpx
+try:
+    import httpx2 as httpx  # openai >= 3 ships its own fork
+except ImportError:
+    import httpx
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled
 
@@ -39,7 +42,10 @@ async def main():
 
     async def run_once(prompt, expect, history):
         inp = (history or []) + [{"role": "user", "content": prompt}]
-        res = await Runner.run(agent, inp if history else prompt)
+        # Streamed run: the mock (like every agent UI) answers with SSE.
+        res = Runner.run_streamed(agent, inp if history else prompt)
+        async for _ in res.stream_events():
+            pass
         assert res.final_output == expect, f"final {res.final_output!r} != {expect!r}"
         return res.to_input_list()
 

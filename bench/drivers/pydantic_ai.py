@@ -4,15 +4,21 @@ import asyncio
 import json
 import sys
 
-import httpx
+try:
+    import httpx2 as httpx  # openai >= 3 ships its own fork
+except ImportError:
+    import httpx
 from openai import AsyncOpenAI, DefaultAsyncHttpxClient
-from pydantic_ai import Agent
-from pydantic_ai.providers.openai import OpenAIProvider
+# This file is named like the package: import the package with the script folder off the path.
+_here = sys.path.pop(0)
+from pydantic_ai import Agent  # noqa: E402
+from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
 
 try:
     from pydantic_ai.models.openai import OpenAIChatModel as ChatModel
 except ImportError:  # older releases
     from pydantic_ai.models.openai import OpenAIModel as ChatModel
+sys.path.insert(0, _here)
 
 from benchcommon import Counter, dispatch, parse_args
 
