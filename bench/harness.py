@@ -95,7 +95,7 @@ def main():
     w1_runs = 20 if quick else 200
     w2_runs = 1 if quick else 5
     ks = [100] if quick else [100, 1000, 10000]
-    timeout = 120 if quick else 600
+    timeout = 120 if quick else 300
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     out_path = os.path.join(HERE, "results", f"{stamp}{'-quick' if quick else ''}.jsonl")
