@@ -96,6 +96,10 @@ def main():
     w2_runs = 1 if quick else 5
     ks = [100] if quick else [100, 1000, 10000]
     timeout = 120 if quick else 300
+    # W1 per-run CPU is a few hundred µs for the Rust clients: repeat it in fresh processes,
+    # interleaved across frameworks, so one noisy process cannot decide a ratio.
+    reps = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--w1-reps=")]
+    w1_reps = int(reps[0]) if reps else (1 if quick else 5)
     os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     out_path = os.path.join(HERE, "results", f"{stamp}{'-quick' if quick else ''}.jsonl")
@@ -109,22 +113,26 @@ def main():
         scripts[f"w3-{k}"] = path
     results = []
     with open(out_path, "w") as out:
+        plan = []
         for workload in workloads:
-            for fw in frameworks:
-                for k in (ks if workload == "w3" else [1]):
-                    key = f"w3-{k}" if workload == "w3" else workload
-                    runs = {"w1": w1_runs, "w2": w2_runs, "w3": 1}[workload]
-                    t = time.time()
-                    rec = run_one(fw, workload, scripts[key], runs, k, timeout, env)
-                    rec["elapsed_s"] = round(time.time() - t, 1)
-                    if workload == "w3":
-                        rec["hold_ms"] = W3_HOLD_MS[k]
-                    results.append(rec)
-                    out.write(json.dumps(rec) + "\n")
-                    out.flush()
-                    status = "ok" if rec.get("ok") else "FAILED: " + rec.get("error", "")[-300:]
-                    print(f"[{workload}{'' if workload != 'w3' else ' K=' + str(k)}] {fw}: {status} ({rec['elapsed_s']}s)",
-                          file=sys.stderr, flush=True)
+            if workload == "w1":
+                plan += [(workload, fw, 1) for _ in range(w1_reps) for fw in frameworks]
+            else:
+                plan += [(workload, fw, k) for fw in frameworks for k in (ks if workload == "w3" else [1])]
+        for workload, fw, k in plan:
+            key = f"w3-{k}" if workload == "w3" else workload
+            runs = {"w1": w1_runs, "w2": w2_runs, "w3": 1}[workload]
+            t = time.time()
+            rec = run_one(fw, workload, scripts[key], runs, k, timeout, env)
+            rec["elapsed_s"] = round(time.time() - t, 1)
+            if workload == "w3":
+                rec["hold_ms"] = W3_HOLD_MS[k]
+            results.append(rec)
+            out.write(json.dumps(rec) + "\n")
+            out.flush()
+            status = "ok" if rec.get("ok") else "FAILED: " + rec.get("error", "")[-300:]
+            print(f"[{workload}{'' if workload != 'w3' else ' K=' + str(k)}] {fw}: {status} ({rec['elapsed_s']}s)",
+                  file=sys.stderr, flush=True)
     print(f"results: {out_path}")
     print_table(results)
 
@@ -132,14 +140,15 @@ def main():
 def print_table(results):
     ok = [r for r in results if r.get("ok")]
     by = {(r["framework"], r["workload"], r.get("concurrency", 1) if r["workload"] == "w3" else 1): r for r in ok}
-    print("\nW1 tool round trip (per run; median [min-max])")
+    print("\nW1 tool round trip (per run, all repetitions pooled; median [min-max])")
     print(f"{'framework':16} {'CPU us/run':>28} {'wall us/run':>28}")
     w1 = {}
     for fw in FRAMEWORKS:
-        r = by.get((fw, "w1", 1))
-        if not r:
+        rs = [r for r in ok if r["framework"] == fw and r["workload"] == "w1"]
+        if not rs:
             continue
-        c, w = med_range(r["cpu_us"]), med_range(r["wall_us"])
+        c = med_range([x for r in rs for x in r["cpu_us"]])
+        w = med_range([x for r in rs for x in r["wall_us"]])
         w1[fw] = c[0]
         print(f"{fw:16} {c[0]:>10.0f} [{c[1]:.0f}-{c[2]:.0f}]{'':>4} {w[0]:>10.0f} [{w[1]:.0f}-{w[2]:.0f}]")
     if "agentloop" in w1:

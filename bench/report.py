@@ -15,24 +15,23 @@ def main(path):
                                        and (k is None or r.get("concurrency") == k)), None)
     print(f"Source: `{path.split('/')[-1]}`\n")
     print("### W1 tool round trip (per agent run: 2 parallel tool calls + final text)\n")
-    print("| framework | runs | CPU µs/run median (min–max) | wall µs/run median (min–max) | CPU vs agentloop | overhead over null (CPU µs) |")
-    print("|---|---|---|---|---|---|")
-    w1 = {}
+    print("Per-run samples of all repetitions pooled; the last column is the spread of the per-process medians.\n")
+    print("| framework | processes × runs | CPU µs/run median (min–max) | wall µs/run median (min–max) | CPU vs agentloop | overhead over null (CPU µs) | per-process CPU medians |")
+    print("|---|---|---|---|---|---|---|")
+    w1, pooled = {}, {}
     for fw in ORDER:
-        r = get(fw, "w1")
-        if not r:
-            continue
-        c, w = r["cpu_us"], r["wall_us"]
-        w1[fw] = statistics.median(c)
-    for fw in ORDER:
-        r = get(fw, "w1")
-        if not r:
-            continue
-        c, w = r["cpu_us"], r["wall_us"]
+        rs = [r for r in ok if r["framework"] == fw and r["workload"] == "w1"]
+        if rs:
+            pooled[fw] = rs
+            w1[fw] = statistics.median([x for r in rs for x in r["cpu_us"]])
+    for fw, rs in pooled.items():
+        c = [x for r in rs for x in r["cpu_us"]]
+        w = [x for r in rs for x in r["wall_us"]]
+        meds = [statistics.median(r["cpu_us"]) for r in rs]
         ratio = f"{w1[fw] / w1['agentloop']:.2f}×" if "agentloop" in w1 else "–"
         over = f"{w1[fw] - w1['null-baseline']:.0f}" if "null-baseline" in w1 else "–"
-        print(f"| {fw} | {r['runs']} | {statistics.median(c):.0f} ({min(c)}–{max(c)}) | "
-              f"{statistics.median(w):.0f} ({min(w)}–{max(w)}) | {ratio} | {over} |")
+        print(f"| {fw} | {len(rs)} × {rs[0]['runs']} | {statistics.median(c):.0f} ({min(c)}–{max(c)}) | "
+              f"{statistics.median(w):.0f} ({min(w)}–{max(w)}) | {ratio} | {over} | {min(meds):.0f}–{max(meds):.0f} |")
     print("\n### W2 long conversation (25 user turns, one tool call each, history carried)\n")
     print("| framework | sessions | turn 5 CPU µs median (min–max) | turn 25 CPU µs median (min–max) | turn25/turn5 | mean CPU µs/turn |")
     print("|---|---|---|---|---|---|")

@@ -33,10 +33,13 @@ def now_us():
 
 
 def rss_kib():
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:  # e.g. EMFILE while the sessions hold every descriptor
+        pass
     return 0
 
 

@@ -18,8 +18,12 @@ export function parseArgs(argv = process.argv.slice(2)) {
 export const cpuUs = () => { const c = process.cpuUsage(); return c.user + c.system; };
 export const nowUs = () => Number(process.hrtime.bigint() / 1000n);
 export function rssKib() {
-  const m = /VmRSS:\s+(\d+)/.exec(readFileSync("/proc/self/status", "utf8"));
-  return m ? Number(m[1]) : 0;
+  try {
+    const m = /VmRSS:\s+(\d+)/.exec(readFileSync("/proc/self/status", "utf8"));
+    return m ? Number(m[1]) : 0;
+  } catch {
+    return 0; // e.g. EMFILE while the sessions hold every descriptor: the sessions report it
+  }
 }
 export function percentile(sorted, p) {
   if (!sorted.length) return null;
