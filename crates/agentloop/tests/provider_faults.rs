@@ -210,7 +210,10 @@ async fn reset_mid_stream_fails_with_the_partial_message_and_is_not_retried() {
         assert_eq!(message.stop_reason, Some(StopReason::Error));
         let text = message.text();
         assert!(!text.is_empty(), "{wire:?}: the partial text is kept");
-        assert!(text.len() < long_text().len(), "{wire:?}: the cut was mid-text");
+        assert!(
+            text.len() < long_text().len(),
+            "{wire:?}: the cut was mid-text"
+        );
         assert!(long_text().starts_with(&text));
         assert_eq!(server.request_count(), 1);
     }
