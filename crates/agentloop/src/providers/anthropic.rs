@@ -71,11 +71,11 @@
 
 use serde_json::{Map, Value, json};
 
+use super::ProviderConfig;
 use super::partial_json::PartialJson;
 use super::replay::{self, ReplayTarget};
 use super::sse::SseEvent;
 use super::transport::{self, WireParser, WireRequest};
-use super::{ProviderConfig, env_var};
 use crate::model::{
     Model, ModelDelta, ModelError, ModelEvent, ModelRequest, ModelStream, ReasoningLevel,
 };
@@ -124,21 +124,17 @@ pub struct Anthropic {
 impl Anthropic {
     /// An adapter with explicit settings.
     pub fn new(config: ProviderConfig) -> Self {
-        let client = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .build()
-            .unwrap_or_default();
+        let client = config.http_client();
         Anthropic { config, client }
     }
 
     /// `ANTHROPIC_BASE_URL` (default `https://api.anthropic.com`) and `ANTHROPIC_API_KEY`.
     pub fn from_env() -> Result<Self, ModelError> {
-        let base = env_var("ANTHROPIC_BASE_URL").unwrap_or_else(|| DEFAULT_BASE_URL.into());
-        let mut config = ProviderConfig::new(base);
-        if let Some(key) = env_var("ANTHROPIC_API_KEY") {
-            config = config.api_key(key);
-        }
-        Ok(Anthropic::new(config))
+        Ok(Anthropic::new(ProviderConfig::from_env_vars(
+            "ANTHROPIC_BASE_URL",
+            "ANTHROPIC_API_KEY",
+            DEFAULT_BASE_URL,
+        )))
     }
 
     /// The settings.

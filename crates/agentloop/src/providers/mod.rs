@@ -99,6 +99,39 @@ impl ProviderConfig {
     }
 }
 
+impl ProviderConfig {
+    /// Settings from the environment: the base URL from `base_var` (else `default_base`) and the
+    /// key from `key_var`, as the official SDKs read them.
+    pub fn from_env_vars(base_var: &str, key_var: &str, default_base: &str) -> Self {
+        let base = env_var(base_var).unwrap_or_else(|| default_base.to_owned());
+        let config = ProviderConfig::new(base);
+        match env_var(key_var) {
+            Some(key) => config.api_key(key),
+            None => config,
+        }
+    }
+
+    /// The HTTP client every adapter uses (one per adapter, connections pooled).
+    pub(crate) fn http_client(&self) -> reqwest::Client {
+        reqwest::Client::builder()
+            .connect_timeout(self.connect_timeout)
+            .build()
+            .unwrap_or_default()
+    }
+}
+
+/// OpenAI's `reasoning_effort` / `reasoning.effort` for a level (`None`: send nothing).
+pub(crate) fn openai_reasoning_effort(level: crate::model::ReasoningLevel) -> Option<&'static str> {
+    use crate::model::ReasoningLevel;
+    match level {
+        ReasoningLevel::Off => None,
+        ReasoningLevel::Minimal => Some("minimal"),
+        ReasoningLevel::Low => Some("low"),
+        ReasoningLevel::Medium => Some("medium"),
+        ReasoningLevel::High | ReasoningLevel::Xhigh => Some("high"),
+    }
+}
+
 /// Reads an environment variable, treating empty as unset.
 pub(crate) fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())

@@ -10,14 +10,12 @@
 
 use serde_json::{Map, Value, json};
 
+use super::ProviderConfig;
 use super::partial_json::PartialJson;
 use super::replay::{self, ReplayTarget};
 use super::sse::SseEvent;
 use super::transport::{self, WireParser, WireRequest};
-use super::{ProviderConfig, env_var};
-use crate::model::{
-    Model, ModelDelta, ModelError, ModelEvent, ModelRequest, ModelStream, ReasoningLevel,
-};
+use crate::model::{Model, ModelDelta, ModelError, ModelEvent, ModelRequest, ModelStream};
 use crate::transcript::{
     Message, Part, Role, StopReason, ThinkingPart, ToolArguments, ToolCallPart, Usage,
 };
@@ -45,21 +43,17 @@ pub struct OpenAiChat {
 impl OpenAiChat {
     /// An adapter with explicit settings.
     pub fn new(config: ProviderConfig) -> Self {
-        let client = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .build()
-            .unwrap_or_default();
+        let client = config.http_client();
         OpenAiChat { config, client }
     }
 
     /// `OPENAI_BASE_URL` (default `https://api.openai.com/v1`) and `OPENAI_API_KEY`.
     pub fn from_env() -> Result<Self, ModelError> {
-        let base = env_var("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into());
-        let mut config = ProviderConfig::new(base);
-        if let Some(key) = env_var("OPENAI_API_KEY") {
-            config = config.api_key(key);
-        }
-        Ok(OpenAiChat::new(config))
+        Ok(OpenAiChat::new(ProviderConfig::from_env_vars(
+            "OPENAI_BASE_URL",
+            "OPENAI_API_KEY",
+            "https://api.openai.com/v1",
+        )))
     }
 
     /// The settings.
@@ -71,16 +65,6 @@ impl OpenAiChat {
     /// debugging; contains no credentials).
     pub fn request_body(&self, request: &ModelRequest<'_>) -> Value {
         build_body(&self.config, request)
-    }
-}
-
-fn reasoning_effort(level: ReasoningLevel) -> Option<&'static str> {
-    match level {
-        ReasoningLevel::Off => None,
-        ReasoningLevel::Minimal => Some("minimal"),
-        ReasoningLevel::Low => Some("low"),
-        ReasoningLevel::Medium => Some("medium"),
-        ReasoningLevel::High | ReasoningLevel::Xhigh => Some("high"),
     }
 }
 
@@ -196,7 +180,7 @@ fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
     if let Some(n) = request.max_output_tokens {
         body.insert("max_completion_tokens".into(), json!(n));
     }
-    if let Some(effort) = request.reasoning.and_then(reasoning_effort) {
+    if let Some(effort) = request.reasoning.and_then(super::openai_reasoning_effort) {
         body.insert("reasoning_effort".into(), json!(effort));
     }
     Value::Object(body)

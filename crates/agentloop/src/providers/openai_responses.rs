@@ -81,14 +81,12 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
+use super::ProviderConfig;
 use super::partial_json::PartialJson;
 use super::replay::{self, ReplayTarget};
 use super::sse::SseEvent;
 use super::transport::{self, WireParser, WireRequest};
-use super::{ProviderConfig, env_var};
-use crate::model::{
-    Model, ModelDelta, ModelError, ModelEvent, ModelRequest, ModelStream, ReasoningLevel,
-};
+use crate::model::{Model, ModelDelta, ModelError, ModelEvent, ModelRequest, ModelStream};
 use crate::tooling::{TOOL_SEARCH_NAME, ToolSchema, search_result_names};
 use crate::transcript::{
     ImagePart, Message, Part, Role, StopReason, ThinkingPart, ToolArguments, ToolCallPart,
@@ -121,21 +119,17 @@ pub struct OpenAiResponses {
 impl OpenAiResponses {
     /// An adapter with explicit settings.
     pub fn new(config: ProviderConfig) -> Self {
-        let client = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .build()
-            .unwrap_or_default();
+        let client = config.http_client();
         OpenAiResponses { config, client }
     }
 
     /// `OPENAI_BASE_URL` (default `https://api.openai.com/v1`) and `OPENAI_API_KEY`.
     pub fn from_env() -> Result<Self, ModelError> {
-        let base = env_var("OPENAI_BASE_URL").unwrap_or_else(|| "https://api.openai.com/v1".into());
-        let mut config = ProviderConfig::new(base);
-        if let Some(key) = env_var("OPENAI_API_KEY") {
-            config = config.api_key(key);
-        }
-        Ok(OpenAiResponses::new(config))
+        Ok(OpenAiResponses::new(ProviderConfig::from_env_vars(
+            "OPENAI_BASE_URL",
+            "OPENAI_API_KEY",
+            "https://api.openai.com/v1",
+        )))
     }
 
     /// The settings.
@@ -147,16 +141,6 @@ impl OpenAiResponses {
     /// debugging; contains no credentials).
     pub fn request_body(&self, request: &ModelRequest<'_>) -> Value {
         build_body(&self.config, request)
-    }
-}
-
-fn reasoning_effort(level: ReasoningLevel) -> Option<&'static str> {
-    match level {
-        ReasoningLevel::Off => None,
-        ReasoningLevel::Minimal => Some("minimal"),
-        ReasoningLevel::Low => Some("low"),
-        ReasoningLevel::Medium => Some("medium"),
-        ReasoningLevel::High | ReasoningLevel::Xhigh => Some("high"),
     }
 }
 
@@ -391,7 +375,7 @@ fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
     if let Some(n) = request.max_output_tokens {
         body.insert("max_output_tokens".into(), json!(n));
     }
-    if let Some(effort) = request.reasoning.and_then(reasoning_effort) {
+    if let Some(effort) = request.reasoning.and_then(super::openai_reasoning_effort) {
         body.insert(
             "reasoning".into(),
             json!({"effort": effort, "summary": "auto"}),
