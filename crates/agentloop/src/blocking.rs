@@ -297,7 +297,8 @@ impl<D: ToolDeps> BlockingTools<D> {
     }
 }
 
-/// A synchronous view of an [`AgentLoop`]: run an agent from plain functions.
+/// A synchronous view of an [`AgentLoop`](crate::agent::AgentLoop): run an agent from plain
+/// functions.
 ///
 /// ```
 /// use agentloop::agent::{AgentLoop, AgentLoopConfig};
