@@ -84,3 +84,23 @@ async fn deferred_tools_appear_only_after_a_search_loads_them() {
 fn agent_with_model(model: Arc<ScriptedModel>) -> AgentLoop<Deps> {
     agent(model)
 }
+
+#[tokio::test]
+async fn a_deferred_tool_called_before_it_is_loaded_is_refused() {
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::new()
+            .tool_call("w0", "get_weather", json!({"city": "Oslo"}))
+            .tool_call("e0", "echo", json!({})),
+        ScriptedTurn::text("ok"),
+    ]));
+    let agent = agent(model.clone());
+    let out = agent.run(vec![Message::user("go")], vec![]).await.unwrap();
+    let refused = out.new_messages()[2].tool_result_part().unwrap();
+    assert!(refused.is_error);
+    assert_eq!(
+        refused.content,
+        "Tool \"get_weather\" is not loaded yet: call tool_search to find and load it first."
+    );
+    let echoed = out.new_messages()[3].tool_result_part().unwrap();
+    assert_eq!(echoed.content, "echo ran", "the visible sibling still runs");
+}

@@ -294,7 +294,8 @@ impl<D: ToolDeps> AgentLoop<D> {
             } else if truncated {
                 self.answer_without_running(&calls, truncated_call_result, emitter)
             } else {
-                self.execute_tools(&calls, emitter, cancel).await
+                self.execute_tools(&calls, &state.loaded, emitter, cancel)
+                    .await
             };
             for result in &results {
                 self.inject(state, Message::tool_result(result.clone()), emitter);
@@ -592,9 +593,17 @@ impl<D: ToolDeps> AgentLoop<D> {
     async fn execute_tools(
         &self,
         calls: &[ToolCallPart],
+        loaded: &LoadedTools,
         emitter: &Emitter,
         cancel: &CancellationToken,
     ) -> Vec<ToolResultPart> {
+        // A deferred tool the model names before a search loaded it was never shown to the
+        // model (a guess or a hallucination): refuse it instead of running it.
+        let hidden = |call: &ToolCallPart| {
+            self.registry
+                .get(&call.tool_name)
+                .is_some_and(|spec| spec.deferred() && !loaded.contains(&call.tool_name))
+        };
         let observer: Option<Arc<dyn ToolObserver>> = emitter
             .enabled()
             .then(|| Arc::new(EventObserver(emitter.clone())) as Arc<dyn ToolObserver>);
@@ -628,7 +637,7 @@ impl<D: ToolDeps> AgentLoop<D> {
             finalize,
         };
 
-        if !self.hooks.has(HookKind::ToolCall) {
+        if !self.hooks.has(HookKind::ToolCall) && !calls.iter().any(hidden) {
             return run_tools_with(calls, &self.registry, &self.deps, &options)
                 .await
                 .into_iter()
@@ -639,6 +648,30 @@ impl<D: ToolDeps> AgentLoop<D> {
         let mut slots: Vec<Option<ToolResultPart>> = vec![None; calls.len()];
         let mut to_run: Vec<(usize, ToolCallPart)> = Vec::with_capacity(calls.len());
         for (i, call) in calls.iter().enumerate() {
+            if hidden(call) {
+                let search = self
+                    .registry
+                    .tool_search()
+                    .map(|s| s.name().to_owned())
+                    .unwrap_or_else(|| "the tool search".to_owned());
+                let result = ToolResultPart::error(
+                    &call.id,
+                    &call.tool_name,
+                    format!(
+                        "Tool \"{}\" is not loaded yet: call {search} to find and load it first.",
+                        call.tool_name
+                    ),
+                );
+                if emitter.enabled() {
+                    emitter.emit(AgentEvent::ToolExecutionStart { call: call.clone() });
+                    emitter.emit(AgentEvent::ToolExecutionEnd {
+                        call: call.clone(),
+                        result: result.clone(),
+                    });
+                }
+                slots[i] = Some(result);
+                continue;
+            }
             // Calls that fail lookup or validation go to the executor unchanged: it answers
             // them with the same error text as without hooks, and hooks never see them.
             let Ok((_, arguments)) = check_call(call, &self.registry) else {
