@@ -8,6 +8,8 @@
 //! and tool-call deltas in the same chunk; refusals on their own channel. Only choice 0 is
 //! assembled (requests never ask for `n > 1`).
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value, json};
 
 use super::ProviderConfig;
@@ -408,6 +410,108 @@ impl ChatParser {
     }
 }
 
+/// The usual shape of a Chat Completions chunk, borrowed from the SSE data.
+#[derive(serde::Deserialize)]
+struct ChunkWire<'a> {
+    #[serde(default)]
+    error: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    usage: Option<UsageWire>,
+    #[serde(default, borrow)]
+    choices: Option<Vec<ChoiceWire<'a>>>,
+}
+
+#[derive(serde::Deserialize)]
+struct UsageWire {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+    #[serde(default)]
+    prompt_tokens_details: Option<UsageDetailsWire>,
+}
+
+#[derive(serde::Deserialize)]
+struct UsageDetailsWire {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+#[derive(serde::Deserialize)]
+struct ChoiceWire<'a> {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default, borrow)]
+    delta: Option<DeltaWire<'a>>,
+    #[serde(default, borrow)]
+    finish_reason: Option<Cow<'a, str>>,
+}
+
+#[derive(serde::Deserialize)]
+struct DeltaWire<'a> {
+    #[serde(default, borrow)]
+    content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning_content: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    reasoning: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    refusal: Option<Cow<'a, str>>,
+    #[serde(default)]
+    tool_calls: Option<Vec<Value>>,
+}
+
+impl ChatParser {
+    /// Same semantics as `on_chunk`, on the typed fast-path shape.
+    fn on_typed_chunk(&mut self, chunk: ChunkWire<'_>, out: &mut Vec<ModelEvent>) {
+        if let Some(u) = chunk.usage {
+            let prompt = u.prompt_tokens.unwrap_or(0);
+            let cached = u
+                .prompt_tokens_details
+                .and_then(|d| d.cached_tokens)
+                .unwrap_or(0);
+            self.usage = Some(Usage {
+                input_tokens: prompt.saturating_sub(cached),
+                output_tokens: u.completion_tokens.unwrap_or(0),
+                cache_read_tokens: cached,
+                ..Usage::default()
+            });
+        }
+        for choice in chunk.choices.unwrap_or_default() {
+            if choice.index.unwrap_or(0) != 0 {
+                continue;
+            }
+            if let Some(delta) = choice.delta {
+                let thinking = delta
+                    .reasoning_content
+                    .filter(|t| !t.is_empty())
+                    .or(delta.reasoning.filter(|t| !t.is_empty()));
+                if let Some(t) = thinking {
+                    self.push_text(&t, true);
+                    out.push(ModelEvent::Delta(ModelDelta::Thinking {
+                        delta: t.into_owned(),
+                    }));
+                }
+                if let Some(t) = delta.content.filter(|t| !t.is_empty()) {
+                    self.push_text(&t, false);
+                    out.push(ModelEvent::Delta(ModelDelta::Text {
+                        delta: t.into_owned(),
+                    }));
+                }
+                if let Some(t) = delta.refusal {
+                    self.refusal.push_str(&t);
+                }
+                for (position, call) in delta.tool_calls.unwrap_or_default().iter().enumerate() {
+                    self.on_tool_delta(call, position as u64, out);
+                }
+            }
+            if let Some(reason) = choice.finish_reason {
+                self.finish_reason = Some(reason.into_owned());
+            }
+        }
+    }
+}
+
 impl WireParser for ChatParser {
     fn on_event(&mut self, event: SseEvent, out: &mut Vec<ModelEvent>) -> Result<bool, ModelError> {
         let data = event.data.trim();
@@ -420,6 +524,14 @@ impl WireParser for ChatParser {
         }
         if data.is_empty() {
             return Ok(false);
+        }
+        // Fast path: the common chunk shapes deserialize into borrowed structs without building
+        // a `Value` tree; anything unusual falls back to the lenient `Value` path below.
+        if let Ok(chunk) = serde_json::from_str::<ChunkWire<'_>>(data) {
+            if chunk.error.is_none() {
+                self.on_typed_chunk(chunk, out);
+                return Ok(false);
+            }
         }
         let chunk: Value = serde_json::from_str(data).map_err(|e| {
             ModelError::Stream(format!(
@@ -543,5 +655,27 @@ mod tests {
                 message: "bad".into()
             })
         );
+    }
+
+    #[test]
+    fn every_recorded_chunk_takes_the_typed_fast_path() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/providers/openai-chat");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.extension().and_then(|e| e.to_str()) != Some("sse") {
+                continue;
+            }
+            let body = std::fs::read(&path).unwrap_or_default();
+            let mut events = Vec::new();
+            SseDecoder::new().push(&body, &mut events);
+            for e in events.iter().filter(|e| e.data.trim() != "[DONE]") {
+                let typed = serde_json::from_str::<ChunkWire<'_>>(&e.data);
+                assert!(typed.is_ok(), "{}: {:?}", path.display(), typed.err());
+                checked += 1;
+            }
+        }
+        assert!(checked > 100, "{checked} chunks");
     }
 }
