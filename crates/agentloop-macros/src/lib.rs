@@ -30,6 +30,7 @@ use proc_macro::TokenStream;
 ///     a + b
 /// }
 ///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
 /// assert_eq!(add(2, 3), 5); // the function stays callable as written
 /// let spec: ToolSpec<Deps> = add_tool();
 /// assert_eq!(spec.name(), "add");
@@ -39,8 +40,6 @@ use proc_macro::TokenStream;
 ///     spec.parameters()["properties"]["a"]["description"],
 ///     "The first addend."
 /// );
-/// # #[tokio::main(flavor = "current_thread")] async fn main() {
-/// # let spec: ToolSpec<Deps> = add_tool();
 /// // A direct call from Rust goes through the same schema validation as the executor.
 /// let out = spec.call(std::sync::Arc::new(Deps::new()), serde_json::json!({"a": 2, "b": 3})).await;
 /// assert_eq!(out.unwrap().content, "5");

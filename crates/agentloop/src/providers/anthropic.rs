@@ -75,7 +75,7 @@ use super::ProviderConfig;
 use super::partial_json::PartialJson;
 use super::replay::{self, ReplayTarget};
 use super::sse::SseEvent;
-use super::transport::{self, WireParser, WireRequest};
+use super::transport::{self, WireParser};
 use crate::model::{
     Model, ModelDelta, ModelError, ModelEvent, ModelRequest, ModelStream, ReasoningLevel,
 };
@@ -415,30 +415,25 @@ impl Model for Anthropic {
     fn stream(&self, request: ModelRequest<'_>) -> ModelStream {
         let body = build_body(&self.config, &request);
         let model = body["model"].as_str().unwrap_or_default().to_owned();
-        let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+        let mut auth = Vec::with_capacity(2);
         let custom_version = self
             .config
             .headers
             .iter()
             .any(|(name, _)| name.eq_ignore_ascii_case("anthropic-version"));
         if !custom_version {
-            headers.push(("anthropic-version".into(), API_VERSION.into()));
+            auth.push(("anthropic-version".to_owned(), API_VERSION.to_owned()));
         }
         if let Some(key) = request.api_key.as_ref().or(self.config.api_key.as_ref()) {
-            headers.push(("x-api-key".into(), key.expose().to_owned()));
+            auth.push(("x-api-key".to_owned(), key.expose().to_owned()));
         }
-        headers.extend(self.config.headers.iter().cloned());
-        let wire = WireRequest {
-            url: self.config.url("v1/messages"),
-            headers,
-            body: body.to_string().into_bytes(),
-        };
-        transport::stream(
-            self.client.clone(),
-            wire,
+        transport::post_json(
+            &self.client,
+            &self.config,
+            "v1/messages",
+            auth,
+            &body,
             move || MessagesParser::new(model.clone()),
-            self.config.retry,
-            self.config.idle_timeout,
         )
     }
 

@@ -16,7 +16,7 @@ use super::ProviderConfig;
 use super::partial_json::PartialJson;
 use super::replay::{self, ReplayTarget};
 use super::sse::SseEvent;
-use super::transport::{self, WireParser, WireRequest};
+use super::transport::{self, WireParser};
 use crate::model::{Model, ModelDelta, ModelError, ModelEvent, ModelRequest, ModelStream};
 use crate::transcript::{
     Message, Part, Role, StopReason, ThinkingPart, ToolArguments, ToolCallPart, Usage,
@@ -192,22 +192,25 @@ impl Model for OpenAiChat {
     fn stream(&self, request: ModelRequest<'_>) -> ModelStream {
         let body = build_body(&self.config, &request);
         let model = body["model"].as_str().unwrap_or_default().to_owned();
-        let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
-        if let Some(key) = request.api_key.as_ref().or(self.config.api_key.as_ref()) {
-            headers.push(("authorization".into(), format!("Bearer {}", key.expose())));
-        }
-        headers.extend(self.config.headers.iter().cloned());
-        let wire = WireRequest {
-            url: self.config.url("chat/completions"),
-            headers,
-            body: body.to_string().into_bytes(),
-        };
-        transport::stream(
-            self.client.clone(),
-            wire,
+        let auth: Vec<(String, String)> = request
+            .api_key
+            .as_ref()
+            .or(self.config.api_key.as_ref())
+            .map(|key| {
+                (
+                    "authorization".to_owned(),
+                    format!("Bearer {}", key.expose()),
+                )
+            })
+            .into_iter()
+            .collect();
+        transport::post_json(
+            &self.client,
+            &self.config,
+            "chat/completions",
+            auth,
+            &body,
             move || ChatParser::new(model.clone()),
-            self.config.retry,
-            self.config.idle_timeout,
         )
     }
 

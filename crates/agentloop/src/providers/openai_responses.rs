@@ -85,7 +85,7 @@ use super::ProviderConfig;
 use super::partial_json::PartialJson;
 use super::replay::{self, ReplayTarget};
 use super::sse::SseEvent;
-use super::transport::{self, WireParser, WireRequest};
+use super::transport::{self, WireParser};
 use crate::model::{Model, ModelDelta, ModelError, ModelEvent, ModelRequest, ModelStream};
 use crate::tooling::{TOOL_SEARCH_NAME, ToolSchema, search_result_names};
 use crate::transcript::{
@@ -393,22 +393,25 @@ impl Model for OpenAiResponses {
             .tool_search
             .as_ref()
             .map_or_else(|| TOOL_SEARCH_NAME.to_owned(), |t| t.name.clone());
-        let mut headers = vec![("content-type".to_owned(), "application/json".to_owned())];
-        if let Some(key) = request.api_key.as_ref().or(self.config.api_key.as_ref()) {
-            headers.push(("authorization".into(), format!("Bearer {}", key.expose())));
-        }
-        headers.extend(self.config.headers.iter().cloned());
-        let wire = WireRequest {
-            url: self.config.url("responses"),
-            headers,
-            body: body.to_string().into_bytes(),
-        };
-        transport::stream(
-            self.client.clone(),
-            wire,
+        let auth: Vec<(String, String)> = request
+            .api_key
+            .as_ref()
+            .or(self.config.api_key.as_ref())
+            .map(|key| {
+                (
+                    "authorization".to_owned(),
+                    format!("Bearer {}", key.expose()),
+                )
+            })
+            .into_iter()
+            .collect();
+        transport::post_json(
+            &self.client,
+            &self.config,
+            "responses",
+            auth,
+            &body,
             move || ResponsesParser::new(model.clone(), search_name.clone()),
-            self.config.retry,
-            self.config.idle_timeout,
         )
     }
 

@@ -118,6 +118,38 @@ where
     Box::pin(TaskStream { rx, task })
 }
 
+/// Posts `body` as JSON to `{base}/{path}` with the adapter's auth `headers` plus the configured
+/// extra headers, and streams the response through `make_parser`'s parser.
+pub(crate) fn post_json<P, F>(
+    client: &reqwest::Client,
+    config: &super::ProviderConfig,
+    path: &str,
+    auth_headers: Vec<(String, String)>,
+    body: &serde_json::Value,
+    make_parser: F,
+) -> ModelStream
+where
+    P: WireParser,
+    F: Fn() -> P + Send + 'static,
+{
+    let mut headers = Vec::with_capacity(auth_headers.len() + config.headers.len() + 1);
+    headers.push(("content-type".to_owned(), "application/json".to_owned()));
+    headers.extend(auth_headers);
+    headers.extend(config.headers.iter().cloned());
+    let request = WireRequest {
+        url: config.url(path),
+        headers,
+        body: body.to_string().into_bytes(),
+    };
+    stream(
+        client.clone(),
+        request,
+        make_parser,
+        config.retry,
+        config.idle_timeout,
+    )
+}
+
 struct TaskStream {
     rx: mpsc::Receiver<ModelEvent>,
     task: JoinHandle<()>,
