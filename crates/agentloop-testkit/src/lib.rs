@@ -12,6 +12,10 @@
 //! Every request is answered with a stream (`content-type: text/event-stream`), whatever its
 //! `stream` flag. The OpenAI base URL is `{base_url}/v1`; the Anthropic base URL is `{base_url}`.
 //!
+//! The server speaks HTTP/1.1 and HTTP/2 cleartext with prior knowledge (h2c) on the same port;
+//! one h2c connection carries up to [`MockServerBuilder::http2_max_concurrent_streams`]
+//! concurrent streams (100,000 by default).
+//!
 //! This crate must not depend on `agentloop`: agentloop's own tests use it as a dev-dependency.
 //!
 //! # Example

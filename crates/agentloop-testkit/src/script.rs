@@ -263,7 +263,8 @@ pub enum Fault {
         body: Option<String>,
     },
     /// Send the first K bytes of the normal body, then abort the connection without finishing
-    /// the chunked body (the client sees an incomplete body / connection error).
+    /// the chunked body (the client sees an incomplete body / connection error). On HTTP/2 only
+    /// the stream is reset (`RST_STREAM`, `INTERNAL_ERROR`).
     ResetAfterBytes(usize),
     /// Send the first K bytes of the normal body, then nothing more; the connection stays open
     /// until the server shuts down (the client has to time out).

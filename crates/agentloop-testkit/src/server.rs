@@ -1,5 +1,9 @@
 //! The HTTP server: routes, turn selection, fault injection, request recording.
 //!
+//! Every connection speaks HTTP/1.1 or HTTP/2 cleartext with prior knowledge (h2c), detected
+//! from its first bytes, on the same port. One h2c connection multiplexes up to
+//! [`MockServerBuilder::http2_max_concurrent_streams`] requests.
+//!
 //! It runs on a dedicated OS thread with its own multi-thread tokio runtime, so it works the same
 //! from sync code, from a `#[tokio::test]` (current-thread runtime) and from a benchmark. The hot
 //! path takes no lock that grows with the number of connections: turn selection is an atomic
@@ -19,8 +23,10 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::serve::ListenerExt;
 use bytes::{Bytes, BytesMut};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use hyper_util::server::conn::auto;
+use hyper_util::service::TowerToHyperService;
 use serde_json::Value;
 
 use crate::history;
@@ -87,7 +93,19 @@ pub struct MockServerBuilder {
     port: u16,
     record: bool,
     worker_threads: usize,
+    h2_max_streams: u32,
 }
+
+/// The default of [`MockServerBuilder::http2_max_concurrent_streams`].
+const DEFAULT_H2_MAX_STREAMS: u32 = 100_000;
+
+/// The HTTP/2 connection-level receive window. Request bodies of all the streams of one
+/// connection share it; hyper's 1 MiB default would make a burst of thousands of requests with
+/// long histories wait for window updates. (The per-stream window stays at hyper's 1 MiB.)
+const H2_CONNECTION_WINDOW: u32 = 16 * 1024 * 1024;
+
+/// How long the accept loop waits after an accept error such as `EMFILE` before trying again.
+const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
 
 impl MockServerBuilder {
     /// The address to bind. Default `127.0.0.1`.
@@ -115,6 +133,17 @@ impl MockServerBuilder {
         self
     }
 
+    /// The most HTTP/2 streams (requests) one h2c connection may have open at once, announced
+    /// to the client as `SETTINGS_MAX_CONCURRENT_STREAMS`. Default 100,000, so a client can hold
+    /// thousands of streams open on a single connection; hyper's own default, 200, would make it
+    /// queue the rest until streams end. A client that reaches the limit queues further requests
+    /// (the server refuses streams beyond it). 0 is raised to 1. HTTP/1.1 connections are not
+    /// affected: they carry one request at a time.
+    pub fn http2_max_concurrent_streams(mut self, n: u32) -> Self {
+        self.h2_max_streams = n.max(1);
+        self
+    }
+
     /// Binds the socket and starts serving on a background thread.
     pub fn start(self) -> Result<MockServer, ServerError> {
         self.script.validate()?;
@@ -124,6 +153,7 @@ impl MockServerBuilder {
         let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
         let app_state = Arc::clone(&state);
         let workers = self.worker_threads;
+        let h2_max_streams = self.h2_max_streams;
         let thread = std::thread::Builder::new()
             .name("agentloop-mock".to_string())
             .spawn(move || {
@@ -148,17 +178,8 @@ impl MockServerBuilder {
                         }
                     };
                     let _ = addr_tx.send(listener.local_addr());
-                    let listener = listener.tap_io(|tcp| {
-                        // Small SSE events must not wait for Nagle.
-                        let _ = tcp.set_nodelay(true);
-                    });
-                    let serve = axum::serve(listener, router(app_state));
                     tokio::select! {
-                        result = serve.into_future() => {
-                            if let Err(e) = result {
-                                tracing::error!(error = %e, "agentloop-mock server stopped");
-                            }
-                        }
+                        () = serve(listener, router(app_state), h2_max_streams) => {}
                         _ = shutdown_rx => {}
                     }
                 });
@@ -185,6 +206,61 @@ impl MockServerBuilder {
             thread: Some(thread),
         })
     }
+}
+
+/// The accept loop: never returns. Each connection is a task that serves HTTP/1.1 or h2c (told
+/// apart by the HTTP/2 connection preface); each h2 stream is a task of its own.
+async fn serve(listener: tokio::net::TcpListener, app: Router, h2_max_streams: u32) {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http2()
+        .max_concurrent_streams(h2_max_streams)
+        .initial_connection_window_size(H2_CONNECTION_WINDOW);
+    let builder = Arc::new(builder);
+    let service = TowerToHyperService::new(app);
+    loop {
+        let (tcp, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                accept_error(e).await;
+                continue;
+            }
+        };
+        // Small SSE events must not wait for Nagle.
+        let _ = tcp.set_nodelay(true);
+        let builder = Arc::clone(&builder);
+        let service = service.clone();
+        tokio::spawn(async move {
+            // Errors here are per connection (a client that went away, an injected reset).
+            if let Err(e) = builder.serve_connection(TokioIo::new(tcp), service).await {
+                tracing::debug!(%peer, error = %e, "agentloop-mock: connection ended with an error");
+            }
+        });
+    }
+}
+
+/// An accept error never stops the server. A connection that failed before it was accepted is
+/// skipped; anything else (`EMFILE`/`ENFILE` when descriptors run out, `ENOBUFS`, `ENOMEM`) is
+/// logged and retried after a short pause, by which time open streams may have ended.
+async fn accept_error(e: std::io::Error) {
+    use std::io::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::ConnectionAborted
+            | ErrorKind::ConnectionReset
+            | ErrorKind::ConnectionRefused
+            | ErrorKind::Interrupted
+            | ErrorKind::WouldBlock
+    ) {
+        tracing::debug!(error = %e, "agentloop-mock: a connection failed before it was accepted");
+        return;
+    }
+    tracing::error!(
+        error = %e,
+        "agentloop-mock: accept failed; retrying in {} ms",
+        ACCEPT_ERROR_BACKOFF.as_millis()
+    );
+    tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
 }
 
 fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
@@ -239,6 +315,7 @@ impl MockServer {
             port: 0,
             record: true,
             worker_threads: 2,
+            h2_max_streams: DEFAULT_H2_MAX_STREAMS,
         }
     }
 
@@ -646,7 +723,8 @@ fn status_response(
 enum Step {
     Data(Bytes),
     Sleep(Duration),
-    /// Abort the connection (the body errors, hyper drops the connection mid-chunked-body).
+    /// Abort the response (the body errors: on HTTP/1.1 hyper drops the connection mid-chunked
+    /// body, on HTTP/2 it resets the stream with `INTERNAL_ERROR`).
     Reset,
     /// Send nothing more, keep the connection open.
     Stall,

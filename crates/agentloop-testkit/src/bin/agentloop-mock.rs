@@ -1,7 +1,8 @@
 //! `agentloop-mock`: serve a script over HTTP until killed.
 //!
-//! Prints `listening on http://HOST:PORT` as its first stdout line (flushed), then serves until
-//! SIGINT (ctrl-c) or SIGTERM, and exits 0.
+//! Prints `listening on http://HOST:PORT` as its first stdout line (flushed), then serves
+//! HTTP/1.1 and h2c (HTTP/2 with prior knowledge) on that port until SIGINT (ctrl-c) or SIGTERM,
+//! and exits 0.
 
 use std::io::Write;
 use std::net::IpAddr;
@@ -28,6 +29,10 @@ struct Args {
     /// Worker threads of the server runtime.
     #[arg(long, default_value_t = 2)]
     workers: usize,
+    /// The most HTTP/2 streams one h2c connection may have open at once (announced as
+    /// SETTINGS_MAX_CONCURRENT_STREAMS). Default 100000.
+    #[arg(long = "h2-max-streams", value_name = "N")]
+    h2_max_streams: Option<u32>,
 }
 
 fn main() -> ExitCode {
@@ -39,14 +44,29 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let server = match MockServer::builder(script)
+    // The runtime that waits for signals and the signal handlers come before the server: once it
+    // accepts connections, the descriptors they need may have run out.
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("agentloop-mock: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let signals = rt.block_on(async { Signals::register() });
+    let mut builder = MockServer::builder(script)
         .host(args.host)
         .port(args.port)
         .worker_threads(args.workers)
         // A long-running server must not grow without bound.
-        .record_requests(false)
-        .start()
-    {
+        .record_requests(false);
+    if let Some(n) = args.h2_max_streams {
+        builder = builder.http2_max_concurrent_streams(n);
+    }
+    let server = match builder.start() {
         Ok(s) => s,
         Err(e) => {
             eprintln!("agentloop-mock: {e}");
@@ -58,17 +78,7 @@ fn main() -> ExitCode {
     let _ = out.flush();
     drop(out);
 
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("agentloop-mock: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    rt.block_on(wait_for_signal());
+    rt.block_on(signals.wait());
     let served = server.request_count();
     let violations = server.violations();
     server.shutdown();
@@ -82,24 +92,43 @@ fn main() -> ExitCode {
     ExitCode::SUCCESS
 }
 
-async fn wait_for_signal() {
+/// SIGINT (ctrl-c) and, on unix, SIGTERM.
+struct Signals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+    handlers: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+}
+
+impl Signals {
+    /// Registers the handlers; call it within the runtime that will wait for them.
+    fn register() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let handlers = match (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            ) {
+                (Ok(int), Ok(term)) => Some((int, term)),
+                _ => None,
+            };
+            Signals { handlers }
+        }
+        #[cfg(not(unix))]
+        {
+            Signals {}
         }
     }
-    #[cfg(not(unix))]
-    {
+
+    /// Waits for the first signal.
+    async fn wait(self) {
+        #[cfg(unix)]
+        if let Some((mut int, mut term)) = self.handlers {
+            tokio::select! {
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
         let _ = tokio::signal::ctrl_c().await;
     }
 }
