@@ -118,14 +118,14 @@ const MIN_THINKING_BUDGET: u32 = 1024;
 #[derive(Clone, Debug)]
 pub struct Anthropic {
     config: ProviderConfig,
-    client: reqwest::Client,
+    endpoint: transport::Endpoint,
 }
 
 impl Anthropic {
     /// An adapter with explicit settings.
     pub fn new(config: ProviderConfig) -> Self {
-        let client = config.http_client();
-        Anthropic { config, client }
+        let endpoint = transport::Endpoint::new(&config, "v1/messages");
+        Anthropic { config, endpoint }
     }
 
     /// `ANTHROPIC_BASE_URL` (default `https://api.anthropic.com`) and `ANTHROPIC_API_KEY`.
@@ -422,17 +422,15 @@ impl Model for Anthropic {
             .iter()
             .any(|(name, _)| name.eq_ignore_ascii_case("anthropic-version"));
         if !custom_version {
-            auth.push(("anthropic-version".to_owned(), API_VERSION.to_owned()));
+            auth.push(("anthropic-version", API_VERSION.to_owned()));
         }
         if let Some(key) = request.api_key.as_ref().or(self.config.api_key.as_ref()) {
-            auth.push(("x-api-key".to_owned(), key.expose().to_owned()));
+            auth.push(("x-api-key", key.expose().to_owned()));
         }
-        transport::post_json(
-            &self.client,
-            &self.config,
-            "v1/messages",
+        self.endpoint.post(
             auth,
-            &body,
+            // Serializing a `Value` cannot fail (its keys are strings).
+            serde_json::to_vec(&body).unwrap_or_default(),
             move || MessagesParser::new(model.clone()),
         )
     }

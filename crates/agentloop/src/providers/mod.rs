@@ -43,6 +43,28 @@ pub struct ProviderConfig {
     pub idle_timeout: Duration,
     /// Retries of failed requests.
     pub retry: RetryPolicy,
+    /// Which HTTP versions to speak.
+    pub http_version: HttpVersion,
+}
+
+/// Which HTTP versions an adapter's client speaks.
+///
+/// Over HTTP/1.1 every in-flight request holds its own connection (with its buffers: tens of
+/// KiB each); over HTTP/2 concurrent requests share one connection as streams, which is what
+/// lets one process hold thousands of open model streams cheaply. Note that a server limits the
+/// streams per connection (`SETTINGS_MAX_CONCURRENT_STREAMS`, often 100–250): requests beyond it
+/// wait for a free stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HttpVersion {
+    /// HTTP/2 when the server offers it during the TLS handshake (ALPN, as `api.openai.com` and
+    /// `api.anthropic.com` do), HTTP/1.1 otherwise. Plain `http://` URLs get HTTP/1.1.
+    #[default]
+    Auto,
+    /// HTTP/1.1 only.
+    Http1Only,
+    /// HTTP/2 without negotiation ("prior knowledge"), also over plain `http://` (h2c): for a
+    /// local gateway or server known to speak HTTP/2. Fails against an HTTP/1.1-only server.
+    Http2PriorKnowledge,
 }
 
 impl ProviderConfig {
@@ -56,6 +78,7 @@ impl ProviderConfig {
             connect_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(120),
             retry: RetryPolicy::default(),
+            http_version: HttpVersion::Auto,
         }
     }
 
@@ -89,6 +112,12 @@ impl ProviderConfig {
         self
     }
 
+    /// Sets which HTTP versions to speak (see [`HttpVersion`]).
+    pub fn http_version(mut self, version: HttpVersion) -> Self {
+        self.http_version = version;
+        self
+    }
+
     /// `{base_url}/{path}` without doubled slashes.
     pub(crate) fn url(&self, path: &str) -> String {
         format!(
@@ -113,10 +142,13 @@ impl ProviderConfig {
 
     /// The HTTP client every adapter uses (one per adapter, connections pooled).
     pub(crate) fn http_client(&self) -> reqwest::Client {
-        reqwest::Client::builder()
-            .connect_timeout(self.connect_timeout)
-            .build()
-            .unwrap_or_default()
+        let builder = reqwest::Client::builder().connect_timeout(self.connect_timeout);
+        let builder = match self.http_version {
+            HttpVersion::Auto => builder,
+            HttpVersion::Http1Only => builder.http1_only(),
+            HttpVersion::Http2PriorKnowledge => builder.http2_prior_knowledge(),
+        };
+        builder.build().unwrap_or_default()
     }
 }
 

@@ -10,7 +10,8 @@
 
 use std::borrow::Cow;
 
-use serde_json::{Map, Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 use super::ProviderConfig;
 use super::partial_json::PartialJson;
@@ -39,14 +40,14 @@ pub const PROVIDER: &str = "openai_chat";
 #[derive(Clone, Debug)]
 pub struct OpenAiChat {
     config: ProviderConfig,
-    client: reqwest::Client,
+    endpoint: transport::Endpoint,
 }
 
 impl OpenAiChat {
     /// An adapter with explicit settings.
     pub fn new(config: ProviderConfig) -> Self {
-        let client = config.http_client();
-        OpenAiChat { config, client }
+        let endpoint = transport::Endpoint::new(&config, "chat/completions");
+        OpenAiChat { config, endpoint }
     }
 
     /// `OPENAI_BASE_URL` (default `https://api.openai.com/v1`) and `OPENAI_API_KEY`.
@@ -66,152 +67,271 @@ impl OpenAiChat {
     /// The JSON body this adapter sends for `request` (exposed for snapshot tests and
     /// debugging; contains no credentials).
     pub fn request_body(&self, request: &ModelRequest<'_>) -> Value {
-        build_body(&self.config, request)
+        with_body(&self.config, request, |body| {
+            serde_json::to_value(body).unwrap_or(Value::Null)
+        })
     }
 }
 
-fn image_url(media_type: &str, data: &str) -> Value {
-    json!({"type": "image_url", "image_url": {"url": format!("data:{media_type};base64,{data}")}})
+/// The request body, borrowing from the request: serialized straight to bytes (building a
+/// `serde_json::Value` tree first cost an allocation per key and a copy of every tool schema on
+/// every turn, and grew with the history).
+#[derive(Serialize)]
+struct ChatBody<'a> {
+    model: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    stream: bool,
+    stream_options: StreamOptions,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reasoning_effort: Option<&'static str>,
 }
 
-fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum WireMessage<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: UserContent<'a>,
+    },
+    Assistant {
+        /// `null` for a message that only calls tools.
+        content: Option<Cow<'a, str>>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<WireCall<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(untagged)]
+enum UserContent<'a> {
+    Text(Cow<'a, str>),
+    Parts(Vec<ContentPart<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ContentPart<'a> {
+    Text { text: Cow<'a, str> },
+    ImageUrl { image_url: ImageUrl },
+}
+
+#[derive(Serialize)]
+struct ImageUrl {
+    url: String,
+}
+
+fn image_url<'a>(media_type: &str, data: &str) -> ContentPart<'a> {
+    ContentPart::ImageUrl {
+        image_url: ImageUrl {
+            url: format!("data:{media_type};base64,{data}"),
+        },
+    }
+}
+
+#[derive(Serialize)]
+struct WireCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    /// A JSON-encoded string, as the API wants it.
+    arguments: Cow<'a, str>,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireToolFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireToolFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+/// Builds the body for `request` and hands it to `f` (the body borrows from the request and
+/// from the replay-prepared messages, which live only for this call).
+fn with_body<R>(
+    config: &ProviderConfig,
+    request: &ModelRequest<'_>,
+    f: impl FnOnce(&ChatBody<'_>) -> R,
+) -> R {
     let model = request
         .model
-        .clone()
-        .or_else(|| config.model.clone())
+        .as_deref()
+        .or(config.model.as_deref())
         .unwrap_or_default();
-    let target = ReplayTarget::openai(PROVIDER, &model);
+    let target = ReplayTarget::openai(PROVIDER, model);
     let messages = replay::prepare(&request.messages, &target);
-    let mut wire: Vec<Value> = Vec::with_capacity(messages.len() + 1);
+    let mut wire: Vec<WireMessage<'_>> = Vec::with_capacity(messages.len() + 1);
     if let Some(system) = &request.system_prompt {
-        wire.push(json!({"role": "system", "content": system}));
+        wire.push(WireMessage::System { content: system });
     }
     for m in messages.iter() {
         match m.role {
             Role::Assistant => {
-                let mut msg = Map::new();
-                msg.insert("role".into(), json!("assistant"));
                 // Separate text parts (e.g. another provider's reasoning turned into text, then
                 // the answer) instead of gluing them together.
-                let text = m
-                    .content
-                    .iter()
-                    .filter_map(|p| match p {
-                        Part::Text { text } if !text.is_empty() => Some(text.as_str()),
-                        _ => None,
-                    })
-                    .collect::<Vec<_>>()
-                    .join("\n\n");
-                let calls: Vec<Value> = m
+                let mut texts = m.content.iter().filter_map(|p| match p {
+                    Part::Text { text } if !text.is_empty() => Some(text.as_str()),
+                    _ => None,
+                });
+                let text: Cow<'_, str> = match (texts.next(), texts.next()) {
+                    (None, _) => Cow::Borrowed(""),
+                    (Some(only), None) => Cow::Borrowed(only),
+                    (Some(first), Some(second)) => {
+                        let mut joined = format!("{first}\n\n{second}");
+                        for t in texts {
+                            joined.push_str("\n\n");
+                            joined.push_str(t);
+                        }
+                        Cow::Owned(joined)
+                    }
+                };
+                let tool_calls: Vec<WireCall<'_>> = m
                     .tool_calls()
-                    .map(|c| {
-                        json!({
-                            "id": c.id,
-                            "type": "function",
-                            "function": {"name": c.tool_name, "arguments": c.arguments.to_json_string()}
-                        })
+                    .map(|c| WireCall {
+                        id: &c.id,
+                        kind: "function",
+                        function: WireFunction {
+                            name: &c.tool_name,
+                            arguments: match &c.arguments {
+                                ToolArguments::Unparsed(text) => Cow::Borrowed(text.as_str()),
+                                json => Cow::Owned(json.to_json_string()),
+                            },
+                        },
                     })
                     .collect();
-                msg.insert(
-                    "content".into(),
-                    if text.is_empty() && !calls.is_empty() {
-                        Value::Null
-                    } else {
-                        json!(text)
-                    },
-                );
-                if !calls.is_empty() {
-                    msg.insert("tool_calls".into(), Value::Array(calls));
-                }
-                wire.push(Value::Object(msg));
+                let content = if text.is_empty() && !tool_calls.is_empty() {
+                    None
+                } else {
+                    Some(text)
+                };
+                wire.push(WireMessage::Assistant {
+                    content,
+                    tool_calls,
+                });
             }
             Role::ToolResult => {
                 if let Some(r) = m.tool_result_part() {
-                    wire.push(
-                        json!({"role": "tool", "tool_call_id": r.call_id, "content": r.content}),
-                    );
+                    wire.push(WireMessage::Tool {
+                        tool_call_id: &r.call_id,
+                        content: &r.content,
+                    });
                     if !r.images.is_empty() {
                         // Tool messages carry text only: show the images in a user turn.
-                        let mut parts = vec![
-                            json!({"type": "text", "text": format!("Images returned by tool call {}:", r.call_id)}),
-                        ];
+                        let mut parts = vec![ContentPart::Text {
+                            text: Cow::Owned(format!(
+                                "Images returned by tool call {}:",
+                                r.call_id
+                            )),
+                        }];
                         parts.extend(r.images.iter().map(|i| image_url(&i.media_type, &i.data)));
-                        wire.push(json!({"role": "user", "content": parts}));
+                        wire.push(WireMessage::User {
+                            content: UserContent::Parts(parts),
+                        });
                     }
                 }
             }
             _ => {
                 let has_images = m.content.iter().any(|p| matches!(p, Part::Image(_)));
-                if has_images {
-                    let parts: Vec<Value> = m
-                        .content
-                        .iter()
-                        .filter_map(|p| match p {
-                            Part::Text { text } => Some(json!({"type": "text", "text": text})),
-                            Part::Image(i) => Some(image_url(&i.media_type, &i.data)),
-                            _ => None,
-                        })
-                        .collect();
-                    wire.push(json!({"role": "user", "content": parts}));
+                let content = if has_images {
+                    UserContent::Parts(
+                        m.content
+                            .iter()
+                            .filter_map(|p| match p {
+                                Part::Text { text } => Some(ContentPart::Text {
+                                    text: Cow::Borrowed(text),
+                                }),
+                                Part::Image(i) => Some(image_url(&i.media_type, &i.data)),
+                                _ => None,
+                            })
+                            .collect(),
+                    )
                 } else {
-                    wire.push(json!({"role": "user", "content": m.text()}));
-                }
+                    let mut texts = m.content.iter().filter_map(|p| match p {
+                        Part::Text { text } => Some(text.as_str()),
+                        _ => None,
+                    });
+                    match (texts.next(), texts.next()) {
+                        (Some(only), None) => UserContent::Text(Cow::Borrowed(only)),
+                        _ => UserContent::Text(Cow::Owned(m.text())),
+                    }
+                };
+                wire.push(WireMessage::User { content });
             }
         }
     }
-    let mut body = Map::new();
-    body.insert("model".into(), json!(model));
-    body.insert("messages".into(), Value::Array(wire));
-    body.insert("stream".into(), json!(true));
-    body.insert("stream_options".into(), json!({"include_usage": true}));
-    if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters
-                }})
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
-    }
-    if let Some(t) = request.temperature {
-        body.insert("temperature".into(), json!(t));
-    }
-    if let Some(n) = request.max_output_tokens {
-        body.insert("max_completion_tokens".into(), json!(n));
-    }
-    if let Some(effort) = request.reasoning.and_then(super::openai_reasoning_effort) {
-        body.insert("reasoning_effort".into(), json!(effort));
-    }
-    Value::Object(body)
+    let tools = request
+        .tools
+        .iter()
+        .map(|t| WireTool {
+            kind: "function",
+            function: WireToolFunction {
+                name: &t.name,
+                description: &t.description,
+                parameters: &t.parameters,
+            },
+        })
+        .collect();
+    let body = ChatBody {
+        model,
+        messages: wire,
+        stream: true,
+        stream_options: StreamOptions {
+            include_usage: true,
+        },
+        tools,
+        temperature: request.temperature,
+        max_completion_tokens: request.max_output_tokens,
+        reasoning_effort: request.reasoning.and_then(super::openai_reasoning_effort),
+    };
+    f(&body)
 }
 
 impl Model for OpenAiChat {
     fn stream(&self, request: ModelRequest<'_>) -> ModelStream {
-        let body = build_body(&self.config, &request);
-        let model = body["model"].as_str().unwrap_or_default().to_owned();
-        let auth: Vec<(String, String)> = request
+        let (body, model) = with_body(&self.config, &request, |body| {
+            // The body holds strings, numbers and JSON values only: serializing it cannot fail.
+            (
+                serde_json::to_vec(body).unwrap_or_default(),
+                body.model.to_owned(),
+            )
+        });
+        let auth: Vec<(&'static str, String)> = request
             .api_key
             .as_ref()
             .or(self.config.api_key.as_ref())
-            .map(|key| {
-                (
-                    "authorization".to_owned(),
-                    format!("Bearer {}", key.expose()),
-                )
-            })
+            .map(|key| ("authorization", format!("Bearer {}", key.expose())))
             .into_iter()
             .collect();
-        transport::post_json(
-            &self.client,
-            &self.config,
-            "chat/completions",
-            auth,
-            &body,
-            move || ChatParser::new(model.clone()),
-        )
+        self.endpoint
+            .post(auth, body, move || ChatParser::new(model.clone()))
     }
 
     fn provider(&self) -> &str {
@@ -590,6 +710,7 @@ impl WireParser for ChatParser {
 mod tests {
     use super::*;
     use crate::providers::sse::SseDecoder;
+    use serde_json::json;
 
     fn parse(body: &str) -> (Vec<ModelEvent>, Result<Message, ModelError>) {
         let mut decoder = SseDecoder::new();

@@ -113,14 +113,14 @@ pub const PROVIDER: &str = "openai_responses";
 #[derive(Clone, Debug)]
 pub struct OpenAiResponses {
     config: ProviderConfig,
-    client: reqwest::Client,
+    endpoint: transport::Endpoint,
 }
 
 impl OpenAiResponses {
     /// An adapter with explicit settings.
     pub fn new(config: ProviderConfig) -> Self {
-        let client = config.http_client();
-        OpenAiResponses { config, client }
+        let endpoint = transport::Endpoint::new(&config, "responses");
+        OpenAiResponses { config, endpoint }
     }
 
     /// `OPENAI_BASE_URL` (default `https://api.openai.com/v1`) and `OPENAI_API_KEY`.
@@ -393,24 +393,17 @@ impl Model for OpenAiResponses {
             .tool_search
             .as_ref()
             .map_or_else(|| TOOL_SEARCH_NAME.to_owned(), |t| t.name.clone());
-        let auth: Vec<(String, String)> = request
+        let auth: Vec<(&'static str, String)> = request
             .api_key
             .as_ref()
             .or(self.config.api_key.as_ref())
-            .map(|key| {
-                (
-                    "authorization".to_owned(),
-                    format!("Bearer {}", key.expose()),
-                )
-            })
+            .map(|key| ("authorization", format!("Bearer {}", key.expose())))
             .into_iter()
             .collect();
-        transport::post_json(
-            &self.client,
-            &self.config,
-            "responses",
+        self.endpoint.post(
             auth,
-            &body,
+            // Serializing a `Value` cannot fail (its keys are strings).
+            serde_json::to_vec(&body).unwrap_or_default(),
             move || ResponsesParser::new(model.clone(), search_name.clone()),
         )
     }

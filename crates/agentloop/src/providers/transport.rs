@@ -9,15 +9,12 @@
 //! that broke is retried only if nothing had been delivered to the caller yet. Each retry is
 //! reported as a [`ModelEvent::Retry`].
 
+use std::collections::VecDeque;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use super::sse::{SseDecoder, SseEvent};
 use crate::model::{ModelError, ModelEvent, ModelStream};
@@ -86,11 +83,130 @@ pub(crate) trait WireParser: Send + 'static {
     fn partial(&self) -> Message;
 }
 
-/// One HTTP request, ready to send (and re-send).
-pub(crate) struct WireRequest {
-    pub(crate) url: String,
-    pub(crate) headers: Vec<(String, String)>,
-    pub(crate) body: Vec<u8>,
+/// Where an adapter posts: the HTTP client, the parsed URL and the headers every request
+/// carries, prepared once when the adapter is built (parsing a URL and header names per request
+/// showed up in profiles). A configuration error (a base URL that does not parse, a header that
+/// is not a valid HTTP header) is kept and reported by every request instead of panicking.
+#[derive(Clone, Debug)]
+pub(crate) struct Endpoint {
+    client: reqwest::Client,
+    target: Result<(reqwest::Url, HeaderMap), String>,
+    retry: RetryPolicy,
+    idle: Duration,
+}
+
+impl Endpoint {
+    /// `{base_url}/{path}` with `content-type: application/json` and the configured extra headers.
+    pub(crate) fn new(config: &super::ProviderConfig, path: &str) -> Self {
+        Endpoint {
+            client: config.http_client(),
+            target: target(config, path),
+            retry: config.retry,
+            idle: config.idle_timeout,
+        }
+    }
+
+    /// Posts `body` (JSON bytes) with the adapter's per-request `auth` headers added, and
+    /// streams the response through `make_parser`'s parser. Nothing runs until the stream is
+    /// polled; dropping the stream cancels the request.
+    pub(crate) fn post<P, F>(
+        &self,
+        auth: Vec<(&'static str, String)>,
+        body: Vec<u8>,
+        make_parser: F,
+    ) -> ModelStream
+    where
+        P: WireParser,
+        F: Fn() -> P + Send + 'static,
+    {
+        let request = match self.request(auth, body) {
+            Ok(request) => request,
+            Err(message) => {
+                let error = ModelError::Connection(message);
+                let mut partial = make_parser().partial();
+                partial.stop_reason = Some(crate::transcript::StopReason::Error);
+                partial.error_message = Some(error.to_string());
+                let terminal = ModelEvent::Error {
+                    message: partial,
+                    error,
+                };
+                return Box::pin(futures::stream::iter([terminal]));
+            }
+        };
+        let exchange = Exchange {
+            client: self.client.clone(),
+            request,
+            parser: make_parser(),
+            make_parser,
+            policy: self.retry,
+            idle: self.idle,
+            attempt: 0,
+            phase: Phase::Send,
+            pending: VecDeque::new(),
+            events: Vec::new(),
+            out: Vec::new(),
+        };
+        Box::pin(futures::stream::unfold(
+            exchange,
+            |mut exchange| async move {
+                let event = exchange.next_event().await?;
+                Some((event, exchange))
+            },
+        ))
+    }
+
+    fn request(
+        &self,
+        auth: Vec<(&'static str, String)>,
+        body: Vec<u8>,
+    ) -> Result<reqwest::Request, String> {
+        let (url, base_headers) = self.target.as_ref().map_err(Clone::clone)?;
+        let mut headers = base_headers.clone();
+        for (name, value) in auth {
+            let mut value = HeaderValue::try_from(value).map_err(|_| {
+                format!("the {name} header is not a valid HTTP header value (check the API key)")
+            })?;
+            value.set_sensitive(true);
+            headers.insert(HeaderName::from_static(name), value);
+        }
+        let mut request = reqwest::Request::new(reqwest::Method::POST, url.clone());
+        *request.headers_mut() = headers;
+        *request.body_mut() = Some(reqwest::Body::from(body));
+        Ok(request)
+    }
+}
+
+fn target(config: &super::ProviderConfig, path: &str) -> Result<(reqwest::Url, HeaderMap), String> {
+    let url = config.url(path);
+    let url = reqwest::Url::parse(&url).map_err(|e| {
+        format!(
+            "the provider base URL {:?} is not a valid URL: {e}",
+            config.base_url
+        )
+    })?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(format!(
+            "the provider base URL {:?} is not an http(s) URL",
+            config.base_url
+        ));
+    }
+    let mut headers = HeaderMap::with_capacity(config.headers.len() + 3);
+    headers.insert(
+        reqwest::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    for (name, value) in &config.headers {
+        let name = HeaderName::try_from(name.as_str()).map_err(|_| {
+            format!("the configured header name {name:?} is not a valid HTTP header name")
+        })?;
+        let value = HeaderValue::try_from(value.as_str()).map_err(|_| {
+            format!(
+                "the configured header {name} has a value that is not a valid HTTP header value"
+            )
+        })?;
+        headers.append(name, value);
+    }
+    Ok((url, headers))
 }
 
 /// A failed attempt.
@@ -100,71 +216,263 @@ struct Failure {
     retry_after: Option<Duration>,
 }
 
-/// Starts the request on a task and returns its events. Dropping the stream aborts the task
-/// (and with it the HTTP request).
-pub(crate) fn stream<P, F>(
+/// Where an exchange is.
+// One per in-flight request, held in place: boxing the big variant would only add an allocation.
+#[allow(clippy::large_enum_variant)]
+enum Phase {
+    /// Send the request (first attempt or a retry).
+    Send,
+    /// Back off before the next attempt.
+    Wait(Duration),
+    /// Reading the response body.
+    Body {
+        response: reqwest::Response,
+        decoder: SseDecoder,
+        /// Whether a delta has been handed out (a broken stream is then not retried).
+        delivered: bool,
+    },
+    /// The terminal event has been queued.
+    Done,
+}
+
+/// One request with its retries, driven by whoever polls the stream: no task and no channel
+/// per request (both cost CPU per event and several KiB per in-flight request).
+struct Exchange<P, F> {
     client: reqwest::Client,
-    request: WireRequest,
+    /// The request as first built; each attempt sends a cheap clone (the body is shared bytes).
+    request: reqwest::Request,
+    parser: P,
     make_parser: F,
     policy: RetryPolicy,
     idle: Duration,
-) -> ModelStream
+    attempt: u32,
+    phase: Phase,
+    /// Events ready for the caller, in order.
+    pending: VecDeque<ModelEvent>,
+    events: Vec<SseEvent>,
+    out: Vec<ModelEvent>,
+}
+
+impl<P, F> Exchange<P, F>
 where
     P: WireParser,
-    F: Fn() -> P + Send + 'static,
+    F: Fn() -> P,
 {
-    let (tx, rx) = mpsc::channel(64);
-    let task = tokio::spawn(run(client, request, make_parser, policy, idle, tx));
-    Box::pin(TaskStream { rx, task })
-}
-
-/// Posts `body` as JSON to `{base}/{path}` with the adapter's auth `headers` plus the configured
-/// extra headers, and streams the response through `make_parser`'s parser.
-pub(crate) fn post_json<P, F>(
-    client: &reqwest::Client,
-    config: &super::ProviderConfig,
-    path: &str,
-    auth_headers: Vec<(String, String)>,
-    body: &serde_json::Value,
-    make_parser: F,
-) -> ModelStream
-where
-    P: WireParser,
-    F: Fn() -> P + Send + 'static,
-{
-    let mut headers = Vec::with_capacity(auth_headers.len() + config.headers.len() + 1);
-    headers.push(("content-type".to_owned(), "application/json".to_owned()));
-    headers.extend(auth_headers);
-    headers.extend(config.headers.iter().cloned());
-    let request = WireRequest {
-        url: config.url(path),
-        headers,
-        body: body.to_string().into_bytes(),
-    };
-    stream(
-        client.clone(),
-        request,
-        make_parser,
-        config.retry,
-        config.idle_timeout,
-    )
-}
-
-struct TaskStream {
-    rx: mpsc::Receiver<ModelEvent>,
-    task: JoinHandle<()>,
-}
-
-impl Stream for TaskStream {
-    type Item = ModelEvent;
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<ModelEvent>> {
-        self.rx.poll_recv(cx)
+    /// The next event for the caller; `None` after the terminal event.
+    async fn next_event(&mut self) -> Option<ModelEvent> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Some(event);
+            }
+            match std::mem::replace(&mut self.phase, Phase::Done) {
+                Phase::Done => return None,
+                Phase::Wait(delay) => {
+                    tokio::time::sleep(delay).await;
+                    self.phase = Phase::Send;
+                }
+                Phase::Send => {
+                    if self.attempt > 0 {
+                        self.parser = (self.make_parser)();
+                    }
+                    match self.send().await {
+                        Ok(response) => {
+                            self.phase = Phase::Body {
+                                response,
+                                decoder: SseDecoder::new(),
+                                delivered: false,
+                            }
+                        }
+                        Err(failure) => self.fail(failure),
+                    }
+                }
+                Phase::Body {
+                    mut response,
+                    mut decoder,
+                    mut delivered,
+                } => match self.read(&mut response, &mut decoder, &mut delivered).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        self.phase = Phase::Body {
+                            response,
+                            decoder,
+                            delivered,
+                        }
+                    }
+                    Err(failure) => self.fail(failure),
+                },
+            }
+        }
     }
-}
 
-impl Drop for TaskStream {
-    fn drop(&mut self) {
-        self.task.abort();
+    /// Decides what a failed attempt leads to: a retry (a `Retry` event, then a wait) or the
+    /// error terminal.
+    fn fail(&mut self, failure: Failure) {
+        if failure.retryable && self.attempt < self.policy.max_retries {
+            self.attempt += 1;
+            let delay = match failure.retry_after {
+                Some(asked) if asked > self.policy.max_delay => {
+                    let error = ModelError::Status {
+                        status: 0,
+                        message: format!(
+                            "{} — the server asked to retry after {:.1}s, longer than the \
+                             configured maximum of {:.1}s",
+                            failure.error,
+                            asked.as_secs_f64(),
+                            self.policy.max_delay.as_secs_f64()
+                        ),
+                    };
+                    self.terminate(error);
+                    return;
+                }
+                Some(asked) => asked,
+                None => self.policy.backoff(self.attempt),
+            };
+            self.pending.push_back(ModelEvent::Retry {
+                attempt: self.attempt,
+                delay,
+                reason: failure.error.to_string(),
+            });
+            self.phase = Phase::Wait(delay);
+            return;
+        }
+        self.terminate(failure.error);
+    }
+
+    /// Queues the error terminal carrying what was assembled so far.
+    fn terminate(&mut self, error: ModelError) {
+        let mut partial = self.parser.partial();
+        partial.stop_reason = Some(crate::transcript::StopReason::Error);
+        partial.error_message = Some(error.to_string());
+        self.pending.push_back(ModelEvent::Error {
+            message: partial,
+            error,
+        });
+        self.phase = Phase::Done;
+    }
+
+    /// Sends one attempt and waits for a successful status.
+    async fn send(&mut self) -> Result<reqwest::Response, Failure> {
+        let Some(request) = self.request.try_clone() else {
+            return Err(Failure {
+                error: ModelError::Connection("the request body cannot be re-sent".into()),
+                retryable: false,
+                retry_after: None,
+            });
+        };
+        let response = match tokio::time::timeout(self.idle, self.client.execute(request)).await {
+            Err(_) => {
+                return Err(Failure {
+                    error: ModelError::Connection(format!(
+                        "no response within {:.1}s",
+                        self.idle.as_secs_f64()
+                    )),
+                    retryable: true,
+                    retry_after: None,
+                });
+            }
+            Ok(Err(e)) => return Err(connection_failure(e)),
+            Ok(Ok(r)) => r,
+        };
+        let status = response.status().as_u16();
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        let wait = retry_after(response.headers());
+        let body = match tokio::time::timeout(self.idle, response.text()).await {
+            Ok(Ok(text)) => text,
+            _ => String::new(),
+        };
+        let message = error_message(&body);
+        let overloaded = body.to_ascii_lowercase().contains("overloaded");
+        Err(Failure {
+            retryable: is_retryable_status(status) || overloaded,
+            retry_after: wait,
+            error: ModelError::Status { status, message },
+        })
+    }
+
+    /// Reads one body chunk and queues what it produced. `Ok(true)` once the terminal event is
+    /// queued.
+    async fn read(
+        &mut self,
+        response: &mut reqwest::Response,
+        decoder: &mut SseDecoder,
+        delivered: &mut bool,
+    ) -> Result<bool, Failure> {
+        let chunk = match tokio::time::timeout(self.idle, response.chunk()).await {
+            Err(_) => {
+                return Err(stream_failure(
+                    *delivered,
+                    format!(
+                        "the stream stalled: no data for {:.1}s",
+                        self.idle.as_secs_f64()
+                    ),
+                ));
+            }
+            Ok(Ok(None)) => {
+                let cut = decoder.finish();
+                return Err(stream_failure(
+                    *delivered,
+                    if cut {
+                        "the stream was cut off in the middle of an event".to_owned()
+                    } else {
+                        "the stream ended before its terminal event".to_owned()
+                    },
+                ));
+            }
+            Ok(Err(e)) => {
+                return Err(stream_failure(
+                    *delivered,
+                    format!("the connection broke mid-stream: {}", e.without_url()),
+                ));
+            }
+            Ok(Ok(Some(bytes))) => bytes,
+        };
+        decoder.push(&chunk, &mut self.events);
+        let mut events = std::mem::take(&mut self.events);
+        let mut outcome = Ok(false);
+        for event in events.drain(..) {
+            let result = self.parser.on_event(event, &mut self.out);
+            for e in self.out.drain(..) {
+                *delivered |= matches!(e, ModelEvent::Delta(_));
+                self.pending.push_back(e);
+            }
+            match result {
+                Ok(false) => {}
+                Ok(true) => {
+                    let terminal = match self.parser.finish() {
+                        Ok(message) => ModelEvent::Done(message),
+                        Err(error) => {
+                            let mut message = self.parser.partial();
+                            message.stop_reason = Some(crate::transcript::StopReason::Error);
+                            message.error_message = Some(error.to_string());
+                            ModelEvent::Error { message, error }
+                        }
+                    };
+                    self.pending.push_back(terminal);
+                    outcome = Ok(true);
+                    break;
+                }
+                Err(error) => {
+                    // Nothing reached the caller yet: an unreadable chunk or an "overloaded"
+                    // error event is worth another attempt; anything later is final.
+                    let overloaded = error
+                        .to_string()
+                        .to_ascii_lowercase()
+                        .contains("overloaded");
+                    let unreadable = matches!(error, ModelError::Stream(_));
+                    outcome = Err(Failure {
+                        retryable: (overloaded || unreadable) && !*delivered,
+                        retry_after: None,
+                        error,
+                    });
+                    break;
+                }
+            }
+        }
+        events.clear();
+        self.events = events;
+        outcome
     }
 }
 
@@ -214,188 +522,6 @@ fn connection_failure(err: reqwest::Error) -> Failure {
         error: ModelError::Connection(err.to_string()),
         retryable: true,
         retry_after: None,
-    }
-}
-
-async fn run<P, F>(
-    client: reqwest::Client,
-    request: WireRequest,
-    make_parser: F,
-    policy: RetryPolicy,
-    idle: Duration,
-    tx: mpsc::Sender<ModelEvent>,
-) where
-    P: WireParser,
-    F: Fn() -> P,
-{
-    let mut attempt = 0u32;
-    loop {
-        let mut parser = make_parser();
-        let failure = match attempt_once(&client, &request, &mut parser, idle, &tx).await {
-            Ok(()) => return,
-            Err(failure) => failure,
-        };
-        if failure.retryable && attempt < policy.max_retries {
-            attempt += 1;
-            let delay = match failure.retry_after {
-                Some(asked) if asked > policy.max_delay => {
-                    let error = ModelError::Status {
-                        status: 0,
-                        message: format!(
-                            "{} — the server asked to retry after {:.1}s, longer than the \
-                             configured maximum of {:.1}s",
-                            failure.error,
-                            asked.as_secs_f64(),
-                            policy.max_delay.as_secs_f64()
-                        ),
-                    };
-                    send_error(&tx, parser.partial(), error).await;
-                    return;
-                }
-                Some(asked) => asked,
-                None => policy.backoff(attempt),
-            };
-            let event = ModelEvent::Retry {
-                attempt,
-                delay,
-                reason: failure.error.to_string(),
-            };
-            if tx.send(event).await.is_err() {
-                return;
-            }
-            tokio::time::sleep(delay).await;
-            continue;
-        }
-        send_error(&tx, parser.partial(), failure.error).await;
-        return;
-    }
-}
-
-async fn send_error(tx: &mpsc::Sender<ModelEvent>, mut partial: Message, error: ModelError) {
-    partial.stop_reason = Some(crate::transcript::StopReason::Error);
-    partial.error_message = Some(error.to_string());
-    let _ = tx
-        .send(ModelEvent::Error {
-            message: partial,
-            error,
-        })
-        .await;
-}
-
-/// One attempt. `Ok` means a terminal event was delivered (or the caller went away).
-async fn attempt_once<P: WireParser>(
-    client: &reqwest::Client,
-    request: &WireRequest,
-    parser: &mut P,
-    idle: Duration,
-    tx: &mpsc::Sender<ModelEvent>,
-) -> Result<(), Failure> {
-    let mut builder = client.post(&request.url).body(request.body.clone());
-    for (name, value) in &request.headers {
-        builder = builder.header(name.as_str(), value.as_str());
-    }
-    let response = match tokio::time::timeout(idle, builder.send()).await {
-        Err(_) => {
-            return Err(Failure {
-                error: ModelError::Connection(format!(
-                    "no response within {:.1}s",
-                    idle.as_secs_f64()
-                )),
-                retryable: true,
-                retry_after: None,
-            });
-        }
-        Ok(Err(e)) => return Err(connection_failure(e)),
-        Ok(Ok(r)) => r,
-    };
-    let status = response.status().as_u16();
-    if !response.status().is_success() {
-        let wait = retry_after(response.headers());
-        let body = match tokio::time::timeout(idle, response.text()).await {
-            Ok(Ok(text)) => text,
-            _ => String::new(),
-        };
-        let message = error_message(&body);
-        let overloaded = body.to_ascii_lowercase().contains("overloaded");
-        return Err(Failure {
-            retryable: is_retryable_status(status) || overloaded,
-            retry_after: wait,
-            error: ModelError::Status { status, message },
-        });
-    }
-
-    let mut body = response.bytes_stream();
-    let mut decoder = SseDecoder::new();
-    let mut events = Vec::new();
-    let mut out = Vec::new();
-    let mut delivered = false;
-    loop {
-        let chunk = match tokio::time::timeout(idle, body.next()).await {
-            Err(_) => {
-                return Err(stream_failure(
-                    delivered,
-                    format!("the stream stalled: no data for {:.1}s", idle.as_secs_f64()),
-                ));
-            }
-            Ok(None) => {
-                let cut = decoder.finish();
-                return Err(stream_failure(
-                    delivered,
-                    if cut {
-                        "the stream was cut off in the middle of an event".to_owned()
-                    } else {
-                        "the stream ended before its terminal event".to_owned()
-                    },
-                ));
-            }
-            Ok(Some(Err(e))) => {
-                return Err(stream_failure(
-                    delivered,
-                    format!("the connection broke mid-stream: {}", e.without_url()),
-                ));
-            }
-            Ok(Some(Ok(bytes))) => bytes,
-        };
-        decoder.push(&chunk, &mut events);
-        for event in events.drain(..) {
-            let result = parser.on_event(event, &mut out);
-            for e in out.drain(..) {
-                delivered |= matches!(e, ModelEvent::Delta(_));
-                if tx.send(e).await.is_err() {
-                    return Ok(());
-                }
-            }
-            match result {
-                Ok(false) => {}
-                Ok(true) => {
-                    let terminal = match parser.finish() {
-                        Ok(message) => ModelEvent::Done(message),
-                        Err(error) => {
-                            let mut message = parser.partial();
-                            message.stop_reason = Some(crate::transcript::StopReason::Error);
-                            message.error_message = Some(error.to_string());
-                            ModelEvent::Error { message, error }
-                        }
-                    };
-                    let _ = tx.send(terminal).await;
-                    return Ok(());
-                }
-                Err(error) => {
-                    // Nothing reached the caller yet: an unreadable chunk or an "overloaded"
-                    // error event is worth another attempt; anything later is final.
-                    let overloaded = error
-                        .to_string()
-                        .to_ascii_lowercase()
-                        .contains("overloaded");
-                    let unreadable = matches!(error, ModelError::Stream(_));
-                    return Err(Failure {
-                        retryable: (overloaded || unreadable) && !delivered,
-                        retry_after: None,
-                        error,
-                    });
-                }
-            }
-        }
     }
 }
 
