@@ -179,7 +179,7 @@ impl MockServerBuilder {
                     };
                     let _ = addr_tx.send(listener.local_addr());
                     tokio::select! {
-                        () = serve(listener, router(app_state), h2_max_streams) => {}
+                        () = serve(listener, app_state, h2_max_streams) => {}
                         _ = shutdown_rx => {}
                     }
                 });
@@ -210,7 +210,8 @@ impl MockServerBuilder {
 
 /// The accept loop: never returns. Each connection is a task that serves HTTP/1.1 or h2c (told
 /// apart by the HTTP/2 connection preface); each h2 stream is a task of its own.
-async fn serve(listener: tokio::net::TcpListener, app: Router, h2_max_streams: u32) {
+async fn serve(listener: tokio::net::TcpListener, state: Arc<AppState>, h2_max_streams: u32) {
+    let app = router(Arc::clone(&state));
     let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
         .http2()
@@ -226,6 +227,7 @@ async fn serve(listener: tokio::net::TcpListener, app: Router, h2_max_streams: u
                 continue;
             }
         };
+        state.connection_count.fetch_add(1, Ordering::SeqCst);
         // Small SSE events must not wait for Nagle.
         let _ = tcp.set_nodelay(true);
         let builder = Arc::clone(&builder);
@@ -346,6 +348,12 @@ impl MockServer {
         self.state.request_count.load(Ordering::SeqCst)
     }
 
+    /// The number of TCP connections accepted so far (HTTP/1.1 or HTTP/2): a client that reuses
+    /// its connections opens one per concurrent request (HTTP/1.1) or one in all (HTTP/2).
+    pub fn connection_count(&self) -> u64 {
+        self.state.connection_count.load(Ordering::SeqCst)
+    }
+
     /// Every broken request invariant seen so far, one message each: a tool call without exactly
     /// one result, a result that refers to no earlier call, or a body that is not JSON. Each
     /// such request was answered with HTTP 400.
@@ -389,6 +397,7 @@ struct AppState {
     record: bool,
     requests: Mutex<Vec<RecordedRequest>>,
     request_count: AtomicU64,
+    connection_count: AtomicU64,
     violations: Mutex<Vec<String>>,
     /// (wire format, fingerprint, turn index) -> attempts so far, sharded by key.
     attempts: Vec<Mutex<AttemptMap>>,
@@ -411,6 +420,7 @@ impl AppState {
             record,
             requests: Mutex::new(Vec::new()),
             request_count: AtomicU64::new(0),
+            connection_count: AtomicU64::new(0),
             violations: Mutex::new(Vec::new()),
             attempts: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             queue,

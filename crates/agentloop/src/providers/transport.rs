@@ -290,7 +290,7 @@ where
                     mut decoder,
                     mut delivered,
                 } => match self.read(&mut response, &mut decoder, &mut delivered).await {
-                    Ok(true) => {}
+                    Ok(true) => drain(response).await,
                     Ok(false) => {
                         self.phase = Phase::Body {
                             response,
@@ -359,6 +359,10 @@ where
                 retry_after: None,
             });
         };
+        // Let the runtime first run what is already woken: when this conversation's previous
+        // response has just ended, the task that hands its connection back to the pool is
+        // among them, and checking out before it ran would open a second connection.
+        tokio::task::yield_now().await;
         let response = match tokio::time::timeout(self.idle, self.client.execute(request)).await {
             Err(_) => {
                 return Err(Failure {
@@ -523,6 +527,22 @@ fn connection_failure(err: reqwest::Error) -> Failure {
         retryable: true,
         retry_after: None,
     }
+}
+
+/// Longest wait for the end of a body after its terminal event.
+const DRAIN_LIMIT: Duration = Duration::from_millis(200);
+
+/// Reads what is left of a body after the terminal event (normally just the end of the chunked
+/// encoding, already on its way). A connection is only reused once its response body was read
+/// to the end; dropping it earlier closes it, and the next request of the conversation opens a
+/// new one (with thousands of concurrent conversations that doubled the connections and the
+/// memory per session). Anything still arriving after [`DRAIN_LIMIT`] is dropped with the
+/// connection.
+async fn drain(mut response: reqwest::Response) {
+    let _ = tokio::time::timeout(DRAIN_LIMIT, async {
+        while let Ok(Some(_)) = response.chunk().await {}
+    })
+    .await;
 }
 
 fn stream_failure(delivered: bool, message: String) -> Failure {

@@ -1,0 +1,122 @@
+//! Connections are reused: a conversation's requests share one connection, concurrent
+//! conversations over HTTP/1.1 hold one connection each (not two: a response body dropped before
+//! its end closes the connection and the next turn opens a new one), and over HTTP/2 they all
+//! share one. Counted by the mock server's accepted-connection counter.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentloop::agent::{AgentLoop, AgentLoopConfig, RunStop};
+use agentloop::providers::{HttpVersion, OpenAiChat, ProviderConfig, RetryPolicy};
+use agentloop::tooling::{Deps, ToolContext, ToolSpec};
+use agentloop::transcript::Message;
+use agentloop_testkit::{MockServer, Script, ToolCall, Turn};
+use serde_json::{Value, json};
+
+const ANSWER: &str = "It is 5.";
+
+fn add() -> ToolSpec<Deps> {
+    ToolSpec::<Deps>::builder("add", "Add two integers.")
+        .handler(|_c: ToolContext<Deps>, a: Value| async move {
+            (a["a"].as_i64().unwrap_or(0) + a["b"].as_i64().unwrap_or(0)).to_string()
+        })
+        .build()
+        .unwrap()
+}
+
+/// A tool-call turn, then the answer, each held `hold_ms` before its first byte so that
+/// concurrent conversations overlap (every first request has its connection before any
+/// connection is free again: the pool then has no reason to open more than one each).
+fn server(hold_ms: u64) -> MockServer {
+    MockServer::start(Script::new(vec![
+        Turn::tool_calls(vec![ToolCall::new(
+            "call_1",
+            "add",
+            json!({"a": 2, "b": 3}),
+        )])
+        .with_delays(hold_ms, 0),
+        Turn::text(ANSWER).with_delays(hold_ms, 0),
+    ]))
+}
+
+fn agent(server: &MockServer, version: HttpVersion) -> Arc<AgentLoop> {
+    let model = OpenAiChat::new(
+        ProviderConfig::new(server.openai_base_url())
+            .model("m")
+            .retry(RetryPolicy::none())
+            .http_version(version),
+    );
+    Arc::new(
+        AgentLoop::new(AgentLoopConfig::default(), model)
+            .with_tools([add()])
+            .unwrap(),
+    )
+}
+
+async fn conversation(agent: Arc<AgentLoop>, i: usize) {
+    let out = agent
+        .run(vec![Message::user(format!("conversation {i}"))], vec![])
+        .await
+        .unwrap();
+    assert_eq!(out.stop, RunStop::Done);
+    assert_eq!(out.final_text(), ANSWER);
+}
+
+async fn concurrent(version: HttpVersion, k: usize) -> (u64, u64) {
+    let server = server(300);
+    let agent = agent(&server, version);
+    let runs: Vec<_> = (0..k)
+        .map(|i| tokio::spawn(conversation(Arc::clone(&agent), i)))
+        .collect();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        for run in runs {
+            run.await.unwrap();
+        }
+    })
+    .await
+    .expect("the conversations did not finish");
+    (server.connection_count(), server.request_count())
+}
+
+#[tokio::test]
+async fn sequential_conversations_share_one_connection() {
+    let server = server(0);
+    let agent = agent(&server, HttpVersion::Auto);
+    for i in 0..5 {
+        conversation(Arc::clone(&agent), i).await;
+    }
+    assert_eq!(server.request_count(), 10);
+    assert_eq!(server.connection_count(), 1);
+}
+
+#[tokio::test]
+async fn concurrent_http1_conversations_hold_one_connection_each() {
+    let (connections, requests) = concurrent(HttpVersion::Http1Only, 100).await;
+    assert_eq!(requests, 200);
+    // The pool may race an extra connect or two; without reading bodies to their end this was
+    // 140–170 (every conversation whose second turn found its first connection not yet free).
+    assert!(
+        connections <= 110,
+        "{connections} connections for 100 conversations"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_http1_conversations_hold_one_connection_each_on_many_threads() {
+    let (connections, requests) = concurrent(HttpVersion::Http1Only, 100).await;
+    assert_eq!(requests, 200);
+    // The pool may race an extra connect or two; without reading bodies to their end this was
+    // 140–170 (every conversation whose second turn found its first connection not yet free).
+    assert!(
+        connections <= 110,
+        "{connections} connections for 100 conversations"
+    );
+}
+
+#[tokio::test]
+async fn concurrent_http2_conversations_share_one_connection() {
+    let (connections, requests) = concurrent(HttpVersion::Http2PriorKnowledge, 200).await;
+    assert_eq!(requests, 400);
+    assert_eq!(connections, 1);
+}
