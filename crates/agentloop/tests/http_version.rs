@@ -104,3 +104,28 @@ async fn auto_and_http1_only_speak_http1_over_plain_http() {
         HttpVersion::Auto
     );
 }
+
+#[tokio::test]
+async fn a_refused_connection_names_its_cause() {
+    // A port nobody listens on: bind, read the port, close.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let model = OpenAiChat::new(
+        ProviderConfig::new(format!("http://127.0.0.1:{port}/v1")).retry(RetryPolicy::none()),
+    );
+    let events: Vec<ModelEvent> = model
+        .stream(ModelRequest::new(vec![Message::user("hi")]))
+        .collect()
+        .await;
+    let Some(ModelEvent::Error { error, .. }) = events.last() else {
+        panic!("{events:?}")
+    };
+    let text = error.to_string().to_lowercase();
+    assert!(text.contains("refused"), "the cause is missing: {text}");
+    assert!(
+        !text.contains("127.0.0.1"),
+        "the URL leaked into the message: {text}"
+    );
+}
