@@ -8,10 +8,12 @@ pub struct Args {
     pub workload: String,
     pub runs: usize,
     pub concurrency: usize,
+    /// `--http 2`: HTTP/2 with prior knowledge (h2c) instead of HTTP/1.1.
+    pub http2: bool,
 }
 
 pub fn args() -> Args {
-    let mut a = Args { base_url: String::new(), workload: "w1".into(), runs: 200, concurrency: 100 };
+    let mut a = Args { base_url: String::new(), workload: "w1".into(), runs: 200, concurrency: 100, http2: false };
     let v: Vec<String> = std::env::args().collect();
     let mut i = 1;
     while i + 1 < v.len() {
@@ -20,6 +22,7 @@ pub fn args() -> Args {
             "--workload" => a.workload = v[i + 1].clone(),
             "--runs" => a.runs = v[i + 1].parse().unwrap_or(200),
             "--concurrency" => a.concurrency = v[i + 1].parse().unwrap_or(100),
+            "--http" => a.http2 = v[i + 1] == "2",
             other => panic!("unknown argument {other}"),
         }
         i += 2;

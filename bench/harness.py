@@ -22,6 +22,10 @@ PY = os.path.join(PEERS, "venv", "bin", "python")
 FRAMEWORKS = {
     "null-baseline": [os.path.join(TARGET, "release", "null-client")],
     "agentloop": [os.path.join(TARGET, "release", "agentloop-bench-driver")],
+    # The same two clients over HTTP/2 with prior knowledge (h2c): concurrent sessions share one
+    # connection. Run for W3 only unless named in --only (the peers' clients speak HTTP/1.1 here).
+    "null-baseline-h2": [os.path.join(TARGET, "release", "null-client"), "--http", "2"],
+    "agentloop-h2": [os.path.join(TARGET, "release", "agentloop-bench-driver"), "--http", "2"],
     "pi-agent-core": ["node", os.path.join(HERE, "drivers", "pi.mjs")],
     "openai-agents": [PY, os.path.join(HERE, "drivers", "openai_agents.py")],
     "pydantic-ai": [PY, os.path.join(HERE, "drivers", "pydantic_ai.py")],
@@ -93,7 +97,7 @@ def main():
     wl = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--workloads=")]
     workloads = wl[0].split(",") if wl else ["w1", "w2", "w3"]
     w1_runs = 20 if quick else 200
-    w2_runs = 1 if quick else 5
+    w2_runs = 1 if quick else 20
     ks = [100] if quick else [100, 1000, 10000]
     timeout = 120 if quick else 300
     # W1 per-run CPU is a few hundred µs for the Rust clients: repeat it in fresh processes,
@@ -115,10 +119,11 @@ def main():
     with open(out_path, "w") as out:
         plan = []
         for workload in workloads:
+            fws = [fw for fw in frameworks if workload == "w3" or only or not fw.endswith("-h2")]
             if workload == "w1":
-                plan += [(workload, fw, 1) for _ in range(w1_reps) for fw in frameworks]
+                plan += [(workload, fw, 1) for _ in range(w1_reps) for fw in fws]
             else:
-                plan += [(workload, fw, k) for fw in frameworks for k in (ks if workload == "w3" else [1])]
+                plan += [(workload, fw, k) for fw in fws for k in (ks if workload == "w3" else [1])]
         for workload, fw, k in plan:
             key = f"w3-{k}" if workload == "w3" else workload
             runs = {"w1": w1_runs, "w2": w2_runs, "w3": 1}[workload]

@@ -5,7 +5,8 @@ import json
 import statistics
 import sys
 
-ORDER = ["null-baseline", "agentloop", "pi-agent-core", "openai-agents", "pydantic-ai"]
+ORDER = ["null-baseline", "agentloop", "null-baseline-h2", "agentloop-h2", "pi-agent-core",
+         "openai-agents", "pydantic-ai"]
 
 
 def main(path):
@@ -79,9 +80,10 @@ def main(path):
         print(f"| W1 CPU/run ≤1.5× null baseline | {x:.2f}× ({a:.0f} vs {w1['null-baseline']:.0f} µs) | {'yes' if x <= 1.5 else 'NO'} |")
     if "agentloop" in w2:
         print(f"| W2 turn-25 cost within 1.5× of turn 5 | {w2['agentloop']:.2f}× | {'yes' if w2['agentloop'] <= 1.5 else 'NO'} |")
-    if ("agentloop", 10000) in w3:
-        x = w3[("agentloop", 10000)]
-        print(f"| W3 10,000 sessions under 20 KiB RSS/session | {x:.1f} KiB/session | {'yes' if x < 20 else 'NO'} |")
+    for fw, how in (("agentloop", "HTTP/1.1, a connection per session"), ("agentloop-h2", "HTTP/2, one connection")):
+        if (fw, 10000) in w3:
+            x = w3[(fw, 10000)]
+            print(f"| W3 10,000 sessions under 20 KiB RSS/session ({how}) | {x:.1f} KiB/session | {'yes' if x < 20 else 'NO'} |")
 
 
 if __name__ == "__main__":

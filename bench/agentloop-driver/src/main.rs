@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use agentloop::agent::{AgentLoop, AgentLoopConfig, RunStop};
-use agentloop::providers::{OpenAiChat, ProviderConfig};
+use agentloop::providers::{HttpVersion, OpenAiChat, ProviderConfig};
 use agentloop::tooling::{Deps, ToolContext, ToolSpec};
 use agentloop::transcript::Message;
 use common::*;
@@ -41,8 +41,11 @@ fn tools() -> Vec<ToolSpec<Deps>> {
     vec![add, upper]
 }
 
-fn agent(base: &str) -> AgentLoop {
-    let provider = OpenAiChat::new(ProviderConfig::new(base).api_key("dummy").model("mock-model"));
+fn agent(a: &Args) -> AgentLoop {
+    let version = if a.http2 { HttpVersion::Http2PriorKnowledge } else { HttpVersion::Auto };
+    let provider = OpenAiChat::new(
+        ProviderConfig::new(&a.base_url).api_key("dummy").model("mock-model").http_version(version),
+    );
     let config = AgentLoopConfig { model: Some("mock-model".into()), ..AgentLoopConfig::default() };
     AgentLoop::new(config, provider).with_tools(tools()).expect("tools")
 }
@@ -55,7 +58,7 @@ async fn run_once(agent: &AgentLoop, prompt: String, ctx: Vec<Message>, expect: 
 }
 
 async fn w1(a: &Args) -> Value {
-    let agent = agent(&a.base_url);
+    let agent = agent(a);
     // warm-up run (connection pool, lazy statics), not measured
     run_once(&agent, "warm-up".into(), vec![], W1_FINAL).await;
     TOOL_CALLS.store(0, Relaxed);
@@ -75,7 +78,7 @@ async fn w1(a: &Args) -> Value {
 }
 
 async fn w2(a: &Args) -> Value {
-    let agent = agent(&a.base_url);
+    let agent = agent(a);
     run_once(&agent, "warm-up".into(), vec![], &w2_final(0)).await;
     TOOL_CALLS.store(0, Relaxed);
     let (mut cpu, mut wall) = (Vec::new(), Vec::new());
@@ -99,7 +102,7 @@ async fn w2(a: &Args) -> Value {
 
 async fn w3(a: &Args) -> Value {
     let k = a.concurrency;
-    let agent = Arc::new(agent(&a.base_url));
+    let agent = Arc::new(agent(a));
     run_once(&agent, "warm-up".into(), vec![], W3_FINAL).await;
     TOOL_CALLS.store(0, Relaxed);
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -166,7 +169,7 @@ fn main() {
             w => panic!("unknown workload {w}"),
         }
     });
-    v["framework"] = json!("agentloop");
+    v["framework"] = json!(if a.http2 { "agentloop-h2" } else { "agentloop" });
     v["ok"] = json!(true);
     println!("{v}");
 }

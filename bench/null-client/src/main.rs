@@ -27,7 +27,8 @@ struct Reply {
 }
 
 impl Client {
-    fn new(base: &str) -> Self {
+    fn new(a: &Args) -> Self {
+        let base = a.base_url.as_str();
         let fun = |name: &str, desc: &str, params: Value| {
             json!({"type": "function", "function": {"name": name, "description": desc, "parameters": params}})
         };
@@ -39,7 +40,12 @@ impl Client {
                 "properties": {"text": {"type": "string"}},
                 "required": ["text"], "additionalProperties": false})),
         ]);
-        Client { http: reqwest::Client::new(), url: format!("{base}/chat/completions"), tools }
+        let http = if a.http2 {
+            reqwest::Client::builder().http2_prior_knowledge().build().expect("client")
+        } else {
+            reqwest::Client::new()
+        };
+        Client { http, url: format!("{base}/chat/completions"), tools }
     }
 
     async fn turn(&self, messages: &[Value]) -> Reply {
@@ -129,7 +135,7 @@ impl Client {
 }
 
 async fn w1(a: &Args) -> Value {
-    let client = Client::new(&a.base_url);
+    let client = Client::new(a);
     assert_eq!(client.run(&mut Vec::new(), "warm-up".into()).await, W1_FINAL);
     TOOL_CALLS.store(0, Relaxed);
     let (mut cpu, mut wall) = (Vec::new(), Vec::new());
@@ -149,7 +155,7 @@ async fn w1(a: &Args) -> Value {
 }
 
 async fn w2(a: &Args) -> Value {
-    let client = Client::new(&a.base_url);
+    let client = Client::new(a);
     assert_eq!(client.run(&mut Vec::new(), "warm-up".into()).await, w2_final(0));
     TOOL_CALLS.store(0, Relaxed);
     let (mut cpu, mut wall) = (Vec::new(), Vec::new());
@@ -173,7 +179,7 @@ async fn w2(a: &Args) -> Value {
 
 async fn w3(a: &Args) -> Value {
     let k = a.concurrency;
-    let client = Arc::new(Client::new(&a.base_url));
+    let client = Arc::new(Client::new(a));
     assert_eq!(client.run(&mut Vec::new(), "warm-up".into()).await, W3_FINAL);
     TOOL_CALLS.store(0, Relaxed);
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -237,7 +243,7 @@ fn main() {
             w => panic!("unknown workload {w}"),
         }
     });
-    v["framework"] = json!("null-baseline");
+    v["framework"] = json!(if a.http2 { "null-baseline-h2" } else { "null-baseline" });
     v["ok"] = json!(true);
     println!("{v}");
 }
