@@ -120,3 +120,56 @@ async fn concurrent_http2_conversations_share_one_connection() {
     assert_eq!(requests, 400);
     assert_eq!(connections, 1);
 }
+
+/// A server that sends `[DONE]` but never ends the body: the adapter waits only briefly for
+/// the end (to keep the connection reusable) and then hands out the terminal anyway.
+#[tokio::test]
+async fn a_body_left_open_after_done_does_not_hold_the_terminal_back() {
+    use agentloop::model::{Model, ModelEvent, ModelRequest};
+    use futures::StreamExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut buf = vec![0u8; 65536];
+        let _ = socket.read(&mut buf).await.unwrap();
+        let events = concat!(
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi.\"}}]}\n\n",
+            "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: [DONE]\n\n"
+        );
+        let response = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n{:x}\r\n{events}\r\n",
+            events.len()
+        );
+        socket.write_all(response.as_bytes()).await.unwrap();
+        // No terminating chunk: hold the body open.
+        tokio::time::sleep(Duration::from_secs(20)).await;
+    });
+    let model = OpenAiChat::new(
+        ProviderConfig::new(format!("http://{addr}/v1"))
+            .retry(RetryPolicy::none())
+            .idle_timeout(Duration::from_secs(30)),
+    );
+    let started = std::time::Instant::now();
+    let events: Vec<ModelEvent> = tokio::time::timeout(
+        Duration::from_secs(10),
+        model
+            .stream(ModelRequest::new(vec![Message::user("hi")]))
+            .collect(),
+    )
+    .await
+    .expect("the stream waited for the body to end");
+    let Some(ModelEvent::Done(message)) = events.last() else {
+        panic!("{events:?}")
+    };
+    assert_eq!(message.text(), "Hi.");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the terminal was held back for {:?}",
+        started.elapsed()
+    );
+    server.abort();
+}
