@@ -363,10 +363,6 @@ where
                 retry_after: None,
             });
         };
-        // Let the runtime first run what is already woken: when this conversation's previous
-        // response has just ended, the task that hands its connection back to the pool is
-        // among them, and checking out before it ran would open a second connection.
-        tokio::task::yield_now().await;
         let response = match tokio::time::timeout(self.idle, self.client.execute(request)).await {
             Err(_) => {
                 return Err(Failure {
@@ -554,16 +550,40 @@ fn connection_failure(err: reqwest::Error) -> Failure {
 const DRAIN_LIMIT: Duration = Duration::from_millis(200);
 
 /// Reads what is left of a body after the terminal event (normally just the end of the chunked
-/// encoding, already on its way). A connection is only reused once its response body was read
-/// to the end; dropping it earlier closes it, and the next request of the conversation opens a
-/// new one (with thousands of concurrent conversations that doubled the connections and the
-/// memory per session). Anything still arriving after [`DRAIN_LIMIT`] is dropped with the
-/// connection.
+/// encoding, already on its way), then lets the runtime hand the connection back to the pool.
+/// A connection is only reused once its response body was read to the end, and only after the
+/// pool got it back; without this, the conversation's next request opened a new connection
+/// (with thousands of concurrent conversations that doubled the connections and the memory per
+/// session).
+///
+/// The end usually comes with the terminal event or one runtime turn later, so it is first
+/// awaited without a timer (arming a timer that fires before every other one wakes the driver:
+/// a syscall per request); only then for up to [`DRAIN_LIMIT`]. Anything still arriving after
+/// that is dropped with the connection.
 async fn drain(mut response: reqwest::Response) {
-    let _ = tokio::time::timeout(DRAIN_LIMIT, async {
-        while let Ok(Some(_)) = response.chunk().await {}
-    })
-    .await;
+    use futures::FutureExt;
+    let mut ended = false;
+    for _ in 0..3 {
+        match response.chunk().now_or_never() {
+            // Data after the terminal event: nothing anyone will read.
+            Some(Ok(Some(_))) => continue,
+            Some(_) => {
+                ended = true;
+                break;
+            }
+            None => tokio::task::yield_now().await,
+        }
+    }
+    if !ended {
+        let _ = tokio::time::timeout(DRAIN_LIMIT, async {
+            while let Ok(Some(_)) = response.chunk().await {}
+        })
+        .await;
+    }
+    drop(response);
+    // The pool takes the connection back on a task of its own: let it run before the caller
+    // (who may start the next request at once) gets the terminal event.
+    tokio::task::yield_now().await;
 }
 
 fn stream_failure(delivered: bool, message: String) -> Failure {
