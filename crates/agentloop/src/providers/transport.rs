@@ -122,14 +122,8 @@ impl Endpoint {
         let request = match self.request(auth, body) {
             Ok(request) => request,
             Err(message) => {
-                let error = ModelError::Connection(message);
-                let mut partial = make_parser().partial();
-                partial.stop_reason = Some(crate::transcript::StopReason::Error);
-                partial.error_message = Some(error.to_string());
-                let terminal = ModelEvent::Error {
-                    message: partial,
-                    error,
-                };
+                let terminal =
+                    error_terminal(make_parser().partial(), ModelError::Connection(message));
                 return Box::pin(futures::stream::iter([terminal]));
             }
         };
@@ -344,13 +338,8 @@ where
 
     /// Queues the error terminal carrying what was assembled so far.
     fn terminate(&mut self, error: ModelError) {
-        let mut partial = self.parser.partial();
-        partial.stop_reason = Some(crate::transcript::StopReason::Error);
-        partial.error_message = Some(error.to_string());
-        self.pending.push_back(ModelEvent::Error {
-            message: partial,
-            error,
-        });
+        self.pending
+            .push_back(error_terminal(self.parser.partial(), error));
         self.phase = Phase::Done;
     }
 
@@ -446,12 +435,7 @@ where
                 Ok(true) => {
                     let terminal = match self.parser.finish() {
                         Ok(message) => ModelEvent::Done(message),
-                        Err(error) => {
-                            let mut message = self.parser.partial();
-                            message.stop_reason = Some(crate::transcript::StopReason::Error);
-                            message.error_message = Some(error.to_string());
-                            ModelEvent::Error { message, error }
-                        }
+                        Err(error) => error_terminal(self.parser.partial(), error),
                     };
                     self.pending.push_back(terminal);
                     outcome = Ok(true);
@@ -543,6 +527,16 @@ fn connection_failure(err: reqwest::Error) -> Failure {
         error: ModelError::Connection(describe(err)),
         retryable: true,
         retry_after: None,
+    }
+}
+
+/// The error terminal: what was assembled so far, marked as failed with the error's text.
+fn error_terminal(mut partial: Message, error: ModelError) -> ModelEvent {
+    partial.stop_reason = Some(crate::transcript::StopReason::Error);
+    partial.error_message = Some(error.to_string());
+    ModelEvent::Error {
+        message: partial,
+        error,
     }
 }
 
