@@ -1,7 +1,10 @@
 //! Shared by the Rust bench binaries (included with `#[path]`): CLI, CPU and RSS probes, output.
 #![allow(dead_code)]
 
-use std::time::Instant;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
 
 pub struct Args {
     pub base_url: String,
@@ -67,3 +70,61 @@ pub fn w2_final(i: usize) -> String {
     format!("Turn {i} done.")
 }
 pub const W3_FINAL: &str = "Held stream finished.";
+
+/// W3 after the warm-up: starts `k` sessions at once (`session(i)` runs session i and asserts its
+/// outcome), samples RSS every 20 ms, and reports RSS while all `k` are in flight (every session
+/// has run its 2 tools and none has finished), the peak, and the latency percentiles.
+pub async fn w3_sessions<F, Fut>(k: usize, tool_calls: &'static AtomicU64, session: F) -> serde_json::Value
+where
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    tool_calls.store(0, Relaxed);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let rss0 = rss_kib();
+    let finished = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicU64::new(0));
+    let sampler = {
+        let (finished, stop) = (finished.clone(), stop.clone());
+        tokio::spawn(async move {
+            let (mut peak, mut all) = (0u64, 0u64);
+            while stop.load(Relaxed) == 0 {
+                let r = rss_kib();
+                peak = peak.max(r);
+                if tool_calls.load(Relaxed) >= 2 * k as u64 && finished.load(Relaxed) == 0 {
+                    all = all.max(r);
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            (peak, all)
+        })
+    };
+    let t0 = Instant::now();
+    let mut handles = Vec::with_capacity(k);
+    for i in 0..k {
+        let (run, finished) = (session(i), finished.clone());
+        handles.push(tokio::spawn(async move {
+            let s = us_since(t0);
+            run.await;
+            finished.fetch_add(1, Relaxed);
+            (s, us_since(t0))
+        }));
+    }
+    let mut spans = Vec::with_capacity(k);
+    for h in handles {
+        spans.push(h.await.expect("session panicked"));
+    }
+    stop.store(1, Relaxed);
+    let (peak, all) = sampler.await.expect("sampler");
+    let tools = tool_calls.load(Relaxed);
+    assert_eq!(tools, 2 * k as u64, "tool invocations");
+    let mut lat: Vec<f64> = spans.iter().map(|(s, e)| (e - s) as f64 / 1000.0).collect();
+    lat.sort_by(|a, b| a.total_cmp(b));
+    let last_start = spans.iter().map(|s| s.0).max().unwrap_or(0);
+    let first_end = spans.iter().map(|s| s.1).min().unwrap_or(0);
+    serde_json::json!({"workload": "w3", "concurrency": k, "completed": spans.len(), "tool_calls": tools,
+           "all_in_flight": last_start < first_end && all > 0,
+           "rss0_kib": rss0, "rss_peak_kib": peak, "rss_all_in_flight_kib": all,
+           "lat_ms_p50": percentile(&lat, 50.0), "lat_ms_p99": percentile(&lat, 99.0),
+           "lat_ms_min": lat.first(), "lat_ms_max": lat.last()})
+}

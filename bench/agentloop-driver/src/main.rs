@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use agentloop::agent::{AgentLoop, AgentLoopConfig, RunStop};
 use agentloop::providers::{HttpVersion, OpenAiChat, ProviderConfig};
@@ -104,58 +104,13 @@ async fn w3(a: &Args) -> Value {
     let k = a.concurrency;
     let agent = Arc::new(agent(a));
     run_once(&agent, "warm-up".into(), vec![], W3_FINAL).await;
-    TOOL_CALLS.store(0, Relaxed);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let rss0 = rss_kib();
-    let finished = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicU64::new(0));
-    let sampler = {
-        let (finished, stop) = (finished.clone(), stop.clone());
-        tokio::spawn(async move {
-            let (mut peak, mut all) = (0u64, 0u64);
-            while stop.load(Relaxed) == 0 {
-                let r = rss_kib();
-                peak = peak.max(r);
-                if TOOL_CALLS.load(Relaxed) >= 2 * k as u64 && finished.load(Relaxed) == 0 {
-                    all = all.max(r);
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            (peak, all)
-        })
-    };
-    let t0 = Instant::now();
-    let mut handles = Vec::with_capacity(k);
-    for i in 0..k {
-        let (agent, finished) = (agent.clone(), finished.clone());
-        handles.push(tokio::spawn(async move {
-            let s = us_since(t0);
+    w3_sessions(k, &TOOL_CALLS, |i| {
+        let agent = agent.clone();
+        async move {
             run_once(&agent, format!("Session {i}"), vec![], W3_FINAL).await;
-            finished.fetch_add(1, Relaxed);
-            (s, us_since(t0))
-        }));
-    }
-    let mut spans = Vec::with_capacity(k);
-    for h in handles {
-        spans.push(h.await.expect("session panicked"));
-    }
-    stop.store(1, Relaxed);
-    let (peak, all) = sampler.await.expect("sampler");
-    let tools = TOOL_CALLS.load(Relaxed);
-    assert_eq!(tools, 2 * k as u64, "tool invocations");
-    w3_result(k, rss0, peak, all, &spans, tools)
-}
-
-fn w3_result(k: usize, rss0: u64, peak: u64, all: u64, spans: &[(u64, u64)], tools: u64) -> Value {
-    let mut lat: Vec<f64> = spans.iter().map(|(s, e)| (e - s) as f64 / 1000.0).collect();
-    lat.sort_by(|a, b| a.total_cmp(b));
-    let last_start = spans.iter().map(|s| s.0).max().unwrap_or(0);
-    let first_end = spans.iter().map(|s| s.1).min().unwrap_or(0);
-    json!({"workload": "w3", "concurrency": k, "completed": spans.len(), "tool_calls": tools,
-           "all_in_flight": last_start < first_end && all > 0,
-           "rss0_kib": rss0, "rss_peak_kib": peak, "rss_all_in_flight_kib": all,
-           "lat_ms_p50": percentile(&lat, 50.0), "lat_ms_p99": percentile(&lat, 99.0),
-           "lat_ms_min": lat.first(), "lat_ms_max": lat.last()})
+        }
+    })
+    .await
 }
 
 fn main() {

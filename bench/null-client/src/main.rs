@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use common::*;
 use futures::StreamExt;
@@ -181,55 +181,14 @@ async fn w3(a: &Args) -> Value {
     let k = a.concurrency;
     let client = Arc::new(Client::new(a));
     assert_eq!(client.run(&mut Vec::new(), "warm-up".into()).await, W3_FINAL);
-    TOOL_CALLS.store(0, Relaxed);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let rss0 = rss_kib();
-    let finished = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicU64::new(0));
-    let sampler = {
-        let (finished, stop) = (finished.clone(), stop.clone());
-        tokio::spawn(async move {
-            let (mut peak, mut all) = (0u64, 0u64);
-            while stop.load(Relaxed) == 0 {
-                let r = rss_kib();
-                peak = peak.max(r);
-                if TOOL_CALLS.load(Relaxed) >= 2 * k as u64 && finished.load(Relaxed) == 0 {
-                    all = all.max(r);
-                }
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            (peak, all)
-        })
-    };
-    let t0 = Instant::now();
-    let mut handles = Vec::with_capacity(k);
-    for i in 0..k {
-        let (client, finished) = (client.clone(), finished.clone());
-        handles.push(tokio::spawn(async move {
-            let s = us_since(t0);
+    w3_sessions(k, &TOOL_CALLS, |i| {
+        let client = client.clone();
+        async move {
             let text = client.run(&mut Vec::new(), format!("Session {i}")).await;
             assert_eq!(text, W3_FINAL);
-            finished.fetch_add(1, Relaxed);
-            (s, us_since(t0))
-        }));
-    }
-    let mut spans = Vec::with_capacity(k);
-    for h in handles {
-        spans.push(h.await.expect("session panicked"));
-    }
-    stop.store(1, Relaxed);
-    let (peak, all) = sampler.await.expect("sampler");
-    let tools = TOOL_CALLS.load(Relaxed);
-    assert_eq!(tools, 2 * k as u64, "tool invocations");
-    let mut lat: Vec<f64> = spans.iter().map(|(s, e)| (e - s) as f64 / 1000.0).collect();
-    lat.sort_by(|a, b| a.total_cmp(b));
-    let last_start = spans.iter().map(|s| s.0).max().unwrap_or(0);
-    let first_end = spans.iter().map(|s| s.1).min().unwrap_or(0);
-    json!({"workload": "w3", "concurrency": k, "completed": spans.len(), "tool_calls": tools,
-           "all_in_flight": last_start < first_end && all > 0,
-           "rss0_kib": rss0, "rss_peak_kib": peak, "rss_all_in_flight_kib": all,
-           "lat_ms_p50": percentile(&lat, 50.0), "lat_ms_p99": percentile(&lat, 99.0),
-           "lat_ms_min": lat.first(), "lat_ms_max": lat.last()})
+        }
+    })
+    .await
 }
 
 fn main() {
