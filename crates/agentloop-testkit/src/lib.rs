@@ -99,6 +99,7 @@
 //! "tools": [...]}`. On the Chat and Anthropic wires a tool search is an ordinary tool call of
 //! the function `search_tools` (or the search's `name`).
 
+pub mod external;
 mod history;
 mod script;
 mod server;

@@ -1,0 +1,48 @@
+//! Test suites that need something outside the Rust toolchain (a PostgreSQL server, the Restate
+//! server, Node.js MCP servers, a llama.cpp server) ask here whether to run.
+//!
+//! The rule: `cargo test --workspace` on a machine without the service still passes, and says in
+//! one line per suite what it skipped and what to install; CI (`.ci/run`) sets
+//! `AGENTLOOP_REQUIRE_SUITES=1`, and then a missing service fails the test instead of skipping it,
+//! so a suite can never be skipped silently where it must run.
+//!
+//! The line is written straight to the process's standard error (not through `eprintln!`, which
+//! the test harness captures), so it shows in the plain `cargo test` output.
+
+use std::io::Write;
+
+/// The environment variable that turns a skipped external suite into a failure.
+pub const REQUIRE_SUITES_ENV: &str = "AGENTLOOP_REQUIRE_SUITES";
+
+/// Whether skipped external suites must fail (`AGENTLOOP_REQUIRE_SUITES` is set to anything but
+/// `0` or the empty string).
+pub fn suites_required() -> bool {
+    std::env::var(REQUIRE_SUITES_ENV).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+/// Reports that `suite` cannot run because `missing` is absent, with `hint` saying how to get it.
+///
+/// Returns normally (the caller then returns early from its test) unless external suites are
+/// required, in which case it panics with the same text.
+///
+/// ```no_run
+/// # fn postgres_url() -> Option<String> { None }
+/// let Some(url) = postgres_url() else {
+///     agentloop_testkit::external::skip_suite(
+///         "session store on PostgreSQL",
+///         "AGENTLOOP_TEST_POSTGRES_URL is not set",
+///         "run .ci/run, or start PostgreSQL and set AGENTLOOP_TEST_POSTGRES_URL",
+///     );
+///     return;
+/// };
+/// # let _ = url;
+/// ```
+pub fn skip_suite(suite: &str, missing: &str, hint: &str) {
+    let line = format!("SKIPPED suite '{suite}': {missing} ({hint})");
+    if suites_required() {
+        panic!("{line}, but {REQUIRE_SUITES_ENV} is set: this suite must run here");
+    }
+    // One line, straight to fd 2, so the harness's capture does not swallow it.
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{line}");
+}
