@@ -1,7 +1,7 @@
 //! A mock LLM provider server for tests, benchmarks and demos.
 //!
 //! One JSON [`Script`] drives three streaming wire formats, each mirroring the recorded provider
-//! streams in `shared/fixtures/`:
+//! streams in `crates/agentloop/tests/fixtures/providers/`:
 //!
 //! | endpoint | format |
 //! |---|---|

@@ -1,9 +1,10 @@
-//! The mock's streams have the shape of the recorded provider streams in `shared/fixtures/`:
-//! the same event sequence for the same kind of message, and no JSON key the real APIs never
-//! send (keys are compared as paths, e.g. `response.output[].call_id`).
+//! The mock's streams have the shape of the recorded provider streams in
+//! `crates/agentloop/tests/fixtures/providers/`: the same event sequence for the same kind of
+//! message, and no JSON key the real APIs never send (keys are compared as paths, e.g.
+//! `response.output[].call_id`).
 //!
-//! The corpus lives outside the repository (`../shared/fixtures` beside the checkout, or the
-//! directory named by `AGENTLOOP_FIXTURES`); without it these tests say so and pass.
+//! The corpus is part of the repository (its README gives its provenance and licences);
+//! `AGENTLOOP_FIXTURES` points the tests at another copy.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -20,13 +21,13 @@ fn fixtures_dir() -> Option<PathBuf> {
         return Some(PathBuf::from(dir));
     }
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let dir = manifest.join("../../../shared/fixtures");
-    if dir.join("README.md").exists() {
-        Some(dir)
-    } else {
-        eprintln!("fixtures not found at {}; skipping", dir.display());
-        None
-    }
+    let dir = manifest.join("../agentloop/tests/fixtures/providers");
+    assert!(
+        dir.join("README.md").exists(),
+        "the recorded corpus is missing from {}",
+        dir.display()
+    );
+    Some(dir)
 }
 
 fn fixture(dir: &Path, folder: &str, case: &str) -> String {
