@@ -2,6 +2,8 @@
 //! loopback ports, for the durable-run tests. Processes are killed when their handles drop.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+pub mod balancer;
+
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
