@@ -140,7 +140,9 @@ pub(crate) fn forwarding_tool<D: Send + Sync + 'static>(
                     idempotency_key,
                 };
                 if jobs.send(Job::Tool { input, reply }).is_err() {
-                    return Err(ToolError::new("the durable run ended before the call was sent"));
+                    return Err(ToolError::new(
+                        "the durable run ended before the call was sent",
+                    ));
                 }
                 match answer.await {
                     Ok(outcome) if outcome.is_error => Err(ToolError::new(outcome.content)),

@@ -337,7 +337,7 @@ impl AgentSession {
             Ok(outcome) => (
                 outcome.stop.clone(),
                 outcome.context.clone(),
-                outcome.usage.clone(),
+                outcome.usage,
                 outcome.turns,
             ),
             Err(error) => {
@@ -412,7 +412,10 @@ impl AgentSession {
 
     /// Whether a run is in progress, the pending approvals and how the last run ended.
     #[handler]
-    async fn status(&self, ctx: SharedObjectContext<'_>) -> Result<Json<SessionStatus>, HandlerError> {
+    async fn status(
+        &self,
+        ctx: SharedObjectContext<'_>,
+    ) -> Result<Json<SessionStatus>, HandlerError> {
         let running = ctx.get::<bool>(RUNNING).await?.unwrap_or(false);
         let messages = ctx
             .get::<Json<Vec<Message>>>(MESSAGES)
@@ -424,7 +427,10 @@ impl AgentSession {
             .await?
             .map(Json::into_inner)
             .unwrap_or_default();
-        let last_stop = ctx.get::<Json<Value>>(LAST_STOP).await?.map(Json::into_inner);
+        let last_stop = ctx
+            .get::<Json<Value>>(LAST_STOP)
+            .await?
+            .map(Json::into_inner);
         Ok(Json(SessionStatus {
             running,
             messages,
@@ -435,7 +441,10 @@ impl AgentSession {
 
     /// The session's messages as of the last finished run.
     #[handler]
-    async fn history(&self, ctx: SharedObjectContext<'_>) -> Result<Json<Vec<Message>>, HandlerError> {
+    async fn history(
+        &self,
+        ctx: SharedObjectContext<'_>,
+    ) -> Result<Json<Vec<Message>>, HandlerError> {
         Ok(Json(
             ctx.get::<Json<Vec<Message>>>(MESSAGES)
                 .await?
@@ -467,7 +476,11 @@ impl MirrorStore {
 }
 
 impl SessionStore for MirrorStore {
-    fn create_with(&self, new: NewSession, messages: &[Message]) -> Result<SessionInfo, SessionError> {
+    fn create_with(
+        &self,
+        new: NewSession,
+        messages: &[Message],
+    ) -> Result<SessionInfo, SessionError> {
         self.inner.create_with(new, messages)
     }
     fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {

@@ -151,14 +151,20 @@ async fn an_approval_parks_the_run_and_another_worker_resumes_it() {
     restate.register(&format!("http://{}", first.addr)).await;
 
     let invocation = restate
-        .send("AgentSession/s-approve/run", json!({"prompt": "write a note"}))
+        .send(
+            "AgentSession/s-approve/run",
+            json!({"prompt": "write a note"}),
+        )
         .await;
     // The batch is sequential (both tools mutate), so the calls wait for a person one at a time.
     let status = wait_for_pending(&restate, "s-approve", "call_write").await;
     assert_eq!(status["running"], true, "{status}");
     assert_eq!(status["pending"][0]["tool"], "write_file");
     assert_eq!(status["pending"][0]["arguments"]["content"], "approved\n");
-    assert!(!spec.workspace.join("note.txt").exists(), "nothing ran before approval");
+    assert!(
+        !spec.workspace.join("note.txt").exists(),
+        "nothing ran before approval"
+    );
 
     // The worker that parked the run goes away; another one takes its place.
     first.proc.kill();
@@ -203,7 +209,10 @@ async fn an_approval_parks_the_run_and_another_worker_resumes_it() {
         std::fs::read_to_string(spec.workspace.join("note.txt")).unwrap(),
         "approved\n"
     );
-    assert!(!spec.workspace.join("denied.txt").exists(), "the denied call never ran");
+    assert!(
+        !spec.workspace.join("denied.txt").exists(),
+        "the denied call never ran"
+    );
     assert_eq!(mock.request_count(), 2, "no model call repeated");
     let history = restate
         .call("AgentSession/s-approve/history", json!(null))
@@ -218,7 +227,10 @@ async fn an_approval_parks_the_run_and_another_worker_resumes_it() {
         .await
         .unwrap();
     assert_eq!(status["running"], false);
-    assert!(status["pending"].as_array().is_none_or(|p| p.is_empty()), "{status}");
+    assert!(
+        status["pending"].as_array().is_none_or(|p| p.is_empty()),
+        "{status}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -310,7 +322,11 @@ async fn fifty_sessions_on_two_workers_all_finish_with_valid_transcripts() {
             .unwrap();
         assert_eq!(output["final_text"], "Finished.", "{output}");
     }
-    assert_eq!(mock.request_count(), 2 * sessions, "two model calls per session");
+    assert_eq!(
+        mock.request_count(),
+        2 * sessions,
+        "two model calls per session"
+    );
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
     for i in 0..sessions {
         let history = restate
@@ -328,5 +344,8 @@ async fn fifty_sessions_on_two_workers_all_finish_with_valid_transcripts() {
         .iter()
         .map(|c| c.load(std::sync::atomic::Ordering::Relaxed))
         .collect();
-    assert!(counts.iter().all(|&c| c > 0), "load spread over both workers: {counts:?}");
+    assert!(
+        counts.iter().all(|&c| c > 0),
+        "load spread over both workers: {counts:?}"
+    );
 }

@@ -47,8 +47,12 @@ impl Balancer {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
-                let (client, next, backends, counts) =
-                    (client.clone(), next.clone(), backends.clone(), counts.clone());
+                let (client, next, backends, counts) = (
+                    client.clone(),
+                    next.clone(),
+                    backends.clone(),
+                    counts.clone(),
+                );
                 tokio::spawn(async move {
                     let service = hyper::service::service_fn(move |req: Request<Incoming>| {
                         let i = next.fetch_add(1, Ordering::Relaxed) % backends.len();
@@ -69,9 +73,11 @@ impl Balancer {
                                 Err(e) => Response::builder()
                                     .status(502)
                                     .body(
-                                        http_body_util::Full::new(bytes::Bytes::from(e.to_string()))
-                                            .map_err(|never| match never {})
-                                            .boxed(),
+                                        http_body_util::Full::new(bytes::Bytes::from(
+                                            e.to_string(),
+                                        ))
+                                        .map_err(|never| match never {})
+                                        .boxed(),
                                     )
                                     .unwrap(),
                             })

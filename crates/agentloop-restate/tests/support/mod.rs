@@ -19,7 +19,11 @@ pub fn restate_server_binary() -> Option<PathBuf> {
     let cache = std::env::var("AGENTLOOP_CI_CACHE")
         .map(PathBuf::from)
         .ok()
-        .or_else(|| std::env::var("HOME").ok().map(|h| Path::new(&h).join(".cache/agentloop-ci")))?;
+        .or_else(|| {
+            std::env::var("HOME")
+                .ok()
+                .map(|h| Path::new(&h).join(".cache/agentloop-ci"))
+        })?;
     let path = cache.join("restate/node_modules/.bin/restate-server");
     path.exists().then_some(path)
 }
@@ -93,10 +97,16 @@ impl Restate {
             .args(["--no-logo", "--default-num-partitions", "2"])
             .env("DO_NOT_TRACK", "1")
             .env("RESTATE_LISTEN_MODE", "tcp")
-            .env("RESTATE_INGRESS__BIND_ADDRESS", format!("127.0.0.1:{ingress}"))
+            .env(
+                "RESTATE_INGRESS__BIND_ADDRESS",
+                format!("127.0.0.1:{ingress}"),
+            )
             .env("RESTATE_ADMIN__BIND_ADDRESS", format!("127.0.0.1:{admin}"))
             .env("RESTATE_BIND_ADDRESS", format!("127.0.0.1:{fabric}"))
-            .env("RESTATE_ADVERTISED_ADDRESS", format!("http://127.0.0.1:{fabric}"))
+            .env(
+                "RESTATE_ADVERTISED_ADDRESS",
+                format!("http://127.0.0.1:{fabric}"),
+            )
             .stdout(Stdio::from(log.try_clone().unwrap()))
             .stderr(Stdio::from(log))
             .spawn()
@@ -184,7 +194,10 @@ impl Restate {
             .call(&format!("{path}/send"), body)
             .await
             .expect("send");
-        v["invocationId"].as_str().expect("invocation id").to_owned()
+        v["invocationId"]
+            .as_str()
+            .expect("invocation id")
+            .to_owned()
     }
 
     /// Waits for an invocation's output.
@@ -210,10 +223,7 @@ impl Restate {
     pub async fn cancel(&self, invocation_id: &str) {
         let patch = self
             .http
-            .patch(format!(
-                "{}/invocations/{invocation_id}/cancel",
-                self.admin
-            ))
+            .patch(format!("{}/invocations/{invocation_id}/cancel", self.admin))
             .send()
             .await;
         if patch.as_ref().is_ok_and(|r| r.status().is_success()) {
