@@ -1,0 +1,146 @@
+//! Per-turn cost of a run on Restate, next to the same run in-process and next to the engine's
+//! floor (a handler that only journals no-op steps), all against a real Restate server and the
+//! testkit's mock model on loopback.
+//!
+//! `cargo bench -p agentloop-restate --bench overhead` (needs `.ci/setup-restate` or
+//! `AGENTLOOP_RESTATE_SERVER`). Prints one line per figure.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use agentloop::agent::{AgentLoop, AgentLoopConfig};
+use agentloop::builtin::{self, ApprovalPolicy, Workspace, WorkspaceDeps};
+use agentloop::providers::{OpenAiChat, ProviderConfig};
+use agentloop::transcript::Message;
+use agentloop_testkit::{MockServer, Script};
+use restate_sdk::prelude::*;
+use serde_json::json;
+use support::{Restate, WorkerSpec, free_port, restate_server_binary};
+
+/// Tool turns per run (each: one model call and one `read_file` call), then a final text turn.
+const TURNS: usize = 10;
+const RUNS: usize = 10;
+
+struct Floor;
+
+#[restate_sdk::service]
+impl Floor {
+    /// `steps` journaled no-op steps.
+    #[handler]
+    async fn steps(&self, ctx: Context<'_>, steps: u32) -> Result<u32, HandlerError> {
+        for i in 0..steps {
+            ctx.run(|| async move { Ok(i) }).name("noop").await?;
+        }
+        Ok(steps)
+    }
+}
+
+fn script() -> Script {
+    let mut turns: Vec<_> = (0..TURNS)
+        .map(|i| {
+            json!({"tool_calls": [{"id": format!("call_{i}"), "name": "read_file",
+                                    "arguments": {"path": "README.md"}}]})
+        })
+        .collect();
+    turns.push(json!({"text": "done"}));
+    Script::from_json(&json!({ "turns": turns }).to_string()).unwrap()
+}
+
+fn main() {
+    let Some(server) = restate_server_binary() else {
+        println!("restate overhead: skipped (no restate-server; run .ci/setup-restate)");
+        return;
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let mock = MockServer::start(script());
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(ws.join("README.md"), "hello\n").unwrap();
+
+        // In-process: the same loop, tools and mock.
+        let workspace = Workspace::new(&ws).unwrap();
+        let model = Arc::new(OpenAiChat::new(
+            ProviderConfig::new(mock.openai_base_url()).model("mock-model"),
+        ));
+        let deps = Arc::new(WorkspaceDeps::new(
+            workspace.clone(),
+            ApprovalPolicy::Always,
+        ));
+        let agent = AgentLoop::with_deps(AgentLoopConfig::default(), model, deps)
+            .with_tools(builtin::tools::<WorkspaceDeps>(&workspace))
+            .unwrap();
+        let start = Instant::now();
+        for _ in 0..RUNS {
+            let out = agent.run(vec![Message::user("go")], vec![]).await.unwrap();
+            assert_eq!(out.final_text(), "done");
+        }
+        let local = start.elapsed() / (RUNS * (TURNS + 1)) as u32;
+
+        // On Restate.
+        let restate = Restate::start(&server).await;
+        let spec = WorkerSpec {
+            model_base: mock.openai_base_url(),
+            workspace: ws.clone(),
+            store: dir.path().join("sessions.db"),
+            approve: "allow",
+            log_dir: dir.path().to_path_buf(),
+        };
+        let worker = spec.start(free_port(), "bench").await;
+        restate.register(&format!("http://{}", worker.addr)).await;
+        // Warm up (connections, deployment discovery).
+        restate
+            .call("AgentSession/warm/run", json!({"prompt": "go"}))
+            .await
+            .unwrap();
+        let start = Instant::now();
+        for i in 0..RUNS {
+            let out = restate
+                .call(&format!("AgentSession/b-{i}/run"), json!({"prompt": "go"}))
+                .await
+                .unwrap();
+            assert_eq!(out["final_text"], "done");
+        }
+        let durable = start.elapsed() / (RUNS * (TURNS + 1)) as u32;
+
+        // The floor: journaled no-op steps in a handler served by this process.
+        let floor_port = free_port();
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", floor_port))
+            .await
+            .unwrap();
+        tokio::spawn(HttpServer::new(Endpoint::builder().bind(Floor).build()).serve(listener));
+        restate
+            .register(&format!("http://127.0.0.1:{floor_port}"))
+            .await;
+        let steps = (TURNS * 2 + 1) as u32;
+        restate.call("Floor/steps", json!(steps)).await.unwrap();
+        let start = Instant::now();
+        for _ in 0..RUNS {
+            restate.call("Floor/steps", json!(steps)).await.unwrap();
+        }
+        let floor_step = start.elapsed() / (RUNS as u32 * steps);
+
+        let overhead = durable.saturating_sub(local);
+        println!("turns per run: {TURNS} tool turns + 1 final turn; runs: {RUNS}");
+        println!("in-process       per turn: {local:?}");
+        println!("on Restate       per turn: {durable:?}");
+        println!(
+            "durable overhead per turn: {overhead:?} (journaled: the model reply and one tool call)"
+        );
+        println!("engine floor     per step: {floor_step:?} (a no-op ctx.run)");
+        println!(
+            "overhead / (2 x floor step): {:.2}",
+            overhead.as_secs_f64() / (2.0 * floor_step.as_secs_f64()).max(1e-9)
+        );
+    });
+}

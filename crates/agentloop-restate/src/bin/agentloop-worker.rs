@@ -1,0 +1,172 @@
+//! `agentloop-worker`: serves agent runs to a Restate server.
+//!
+//! ```sh
+//! agentloop-worker --listen 127.0.0.1:9080 --model openai:gpt-4o-mini --workspace ./repo \
+//!     --store ./sessions.db
+//! # then register it: curl -X POST localhost:9070/deployments -H 'content-type: application/json' \
+//! #     -d '{"uri": "http://127.0.0.1:9080"}'
+//! ```
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use agentloop::builtin::{ApprovalPolicy, Workspace};
+use agentloop::model::{Model, ReasoningLevel};
+use agentloop::providers::{Anthropic, OpenAiChat, OpenAiResponses, ProviderConfig, anthropic};
+use agentloop::session::{SessionStore, SqliteStore};
+use agentloop_restate::{Worker, WorkerConfig};
+use clap::Parser;
+
+/// Serve agent runs (the `AgentSession` virtual object and the `ToolExecutor` service) to a
+/// Restate server: runs survive this process's death, approvals wait without holding it.
+#[derive(Parser, Debug)]
+#[command(name = "agentloop-worker", version)]
+struct Args {
+    /// Address the Restate server reaches this worker on.
+    #[arg(long, default_value = "127.0.0.1:9080", value_name = "ADDR")]
+    listen: SocketAddr,
+
+    /// `PROVIDER:NAME` (`openai:`, `openai-responses:`, `anthropic:`), as in `agentloop run`.
+    #[arg(
+        long,
+        short = 'm',
+        env = "AGENTLOOP_MODEL",
+        default_value = "openai:gpt-4o-mini",
+        value_name = "PROVIDER:NAME"
+    )]
+    model: String,
+
+    /// Base URL of the provider API (overrides OPENAI_BASE_URL / ANTHROPIC_BASE_URL).
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+
+    /// The directory the tools work in (shared by every worker that may run a session's calls).
+    #[arg(long, short = 'w', value_name = "DIR")]
+    workspace: Option<PathBuf>,
+
+    /// Which calls need a person: `ask` (default; mutating calls wait until
+    /// `AgentSession/{id}/approve` decides), `deny` (mutating calls are denied), `allow`
+    /// (everything runs).
+    #[arg(long, default_value = "ask", value_name = "POLICY")]
+    approve: String,
+
+    /// Session store (SQLite file) that completed messages are mirrored into.
+    #[arg(long, env = "AGENTLOOP_STORE", value_name = "PATH")]
+    store: Option<PathBuf>,
+
+    /// System prompt (default: one describing the workspace).
+    #[arg(long, value_name = "TEXT")]
+    system: Option<String>,
+
+    /// Model-call ceiling per run (`0` for none).
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    max_turns: u32,
+
+    /// Reasoning effort (off, minimal, low, medium, high, xhigh).
+    #[arg(long, value_name = "LEVEL")]
+    reasoning: Option<ReasoningLevel>,
+}
+
+fn env_var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn policy(text: &str) -> Result<ApprovalPolicy, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "ask" | "mutating" => Ok(ApprovalPolicy::Mutating),
+        "deny" | "never" => Ok(ApprovalPolicy::Never),
+        "allow" | "always" => Ok(ApprovalPolicy::Always),
+        other => Err(format!(
+            "unknown approval policy {other:?}: use ask, deny or allow"
+        )),
+    }
+}
+
+fn model(spec: &str, base_url: Option<&str>) -> Result<(Arc<dyn Model>, String), String> {
+    let (provider, name) = spec.split_once(':').unwrap_or(("openai", spec));
+    if name.trim().is_empty() {
+        return Err(format!("--model {spec:?} names no model"));
+    }
+    let family = match provider {
+        "openai" | "openai-chat" | "openai-responses" => "OPENAI",
+        "anthropic" => "ANTHROPIC",
+        other => {
+            return Err(format!(
+                "unknown provider {other:?}: use openai:, openai-responses: or anthropic:"
+            ));
+        }
+    };
+    let official = if family == "OPENAI" {
+        "https://api.openai.com/v1"
+    } else {
+        anthropic::DEFAULT_BASE_URL
+    };
+    let base = base_url
+        .map(str::to_owned)
+        .or_else(|| env_var(&format!("{family}_BASE_URL")))
+        .unwrap_or_else(|| official.to_owned());
+    let mut config = ProviderConfig::new(base).model(name);
+    if let Some(key) = env_var(&format!("{family}_API_KEY")) {
+        config = config.api_key(key);
+    }
+    let model: Arc<dyn Model> = match provider {
+        "anthropic" => Arc::new(Anthropic::new(config)),
+        "openai-responses" => Arc::new(OpenAiResponses::new(config)),
+        _ => Arc::new(OpenAiChat::new(config)),
+    };
+    Ok((model, name.to_owned()))
+}
+
+async fn start(args: Args) -> Result<(), String> {
+    let (model, model_name) = model(&args.model, args.base_url.as_deref())?;
+    let root = match args.workspace {
+        Some(dir) => dir,
+        None => std::env::current_dir().map_err(|e| format!("no current directory: {e}"))?,
+    };
+    let workspace =
+        Workspace::new(&root).map_err(|e| format!("workspace {}: {e}", root.display()))?;
+    let store: Option<Arc<dyn SessionStore>> = match args.store {
+        Some(path) => Some(Arc::new(
+            SqliteStore::open(&path).map_err(|e| format!("store {}: {e}", path.display()))?,
+        )),
+        None => None,
+    };
+    let config = WorkerConfig {
+        model,
+        model_name: Some(model_name),
+        workspace,
+        policy: policy(&args.approve)?,
+        system_prompt: args.system,
+        reasoning: args.reasoning,
+        max_turns: (args.max_turns > 0).then_some(args.max_turns),
+        store,
+    };
+    eprintln!("agentloop-worker listening on {}", args.listen);
+    Worker::new(config)
+        .serve(args.listen)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("agentloop-worker: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(start(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("agentloop-worker: {message}");
+            ExitCode::from(2)
+        }
+    }
+}

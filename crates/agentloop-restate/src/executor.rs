@@ -1,0 +1,96 @@
+//! `ToolExecutor`: the Restate service that executes one tool call.
+//!
+//! The session's run sends every call here as its own durable call, so the engine journals each
+//! result as it completes and retries a call whose worker died (at least once inside the step;
+//! the input carries the idempotency key). Approval has already been decided by the session, so
+//! the call runs as it is; its arguments are validated again against the tool's schema and its
+//! own timeout applies.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use agentloop::builtin::{self, ApprovalPolicy, WorkspaceDeps};
+use agentloop::tooling::ToolSpec;
+use agentloop::transcript::ToolArguments;
+use restate_sdk::prelude::*;
+
+use crate::types::{ToolCallInput, ToolCallOutcome};
+use crate::worker::WorkerConfig;
+
+/// The tool-executor service (`ToolExecutor/execute`).
+pub struct ToolExecutor {
+    tools: HashMap<String, ToolSpec<WorkspaceDeps>>,
+    deps: Arc<WorkspaceDeps>,
+}
+
+impl ToolExecutor {
+    /// The service for a worker's configuration (its workspace and built-in tools).
+    pub fn new(config: &WorkerConfig) -> Self {
+        let tools = builtin::tools::<WorkspaceDeps>(&config.workspace)
+            .into_iter()
+            .map(|spec| (spec.name().to_owned(), spec))
+            .collect();
+        // The session decided approval before sending the call here.
+        let deps = Arc::new(WorkspaceDeps::new(
+            config.workspace.clone(),
+            ApprovalPolicy::Always,
+        ));
+        ToolExecutor { tools, deps }
+    }
+
+    /// Runs one call outside the engine (the handler's body).
+    pub async fn execute_call(&self, input: &ToolCallInput) -> ToolCallOutcome {
+        let call = &input.call;
+        let Some(spec) = self.tools.get(&call.tool_name) else {
+            return ToolCallOutcome {
+                is_error: true,
+                content: format!(
+                    "Unknown tool \"{}\" on this worker; available: {}",
+                    call.tool_name,
+                    {
+                        let mut names: Vec<_> = self.tools.keys().cloned().collect();
+                        names.sort();
+                        names.join(", ")
+                    }
+                ),
+                images: Vec::new(),
+            };
+        };
+        let args = match &call.arguments {
+            ToolArguments::Json(value) => value.clone(),
+            ToolArguments::Unparsed(text) => serde_json::Value::String(text.clone()),
+        };
+        match spec.call(self.deps.clone(), args).await {
+            Ok(output) => ToolCallOutcome {
+                is_error: false,
+                content: output.content,
+                images: output.images,
+            },
+            Err(error) => ToolCallOutcome {
+                is_error: true,
+                content: error.message().to_owned(),
+                images: Vec::new(),
+            },
+        }
+    }
+}
+
+#[restate_sdk::service]
+impl ToolExecutor {
+    /// Executes one call and returns its outcome (journaled by the engine).
+    #[handler]
+    async fn execute(
+        &self,
+        _ctx: Context<'_>,
+        input: Json<ToolCallInput>,
+    ) -> Result<Json<ToolCallOutcome>, HandlerError> {
+        let input = input.into_inner();
+        tracing::debug!(
+            call = %input.call.id,
+            tool = %input.call.tool_name,
+            key = %input.idempotency_key,
+            "executing a tool call"
+        );
+        Ok(Json(self.execute_call(&input).await))
+    }
+}

@@ -1,0 +1,518 @@
+//! `AgentSession`: the Restate virtual object (key = session id) whose exclusive `run` handler
+//! drives one [`AgentLoop`] run with every model reply and tool result journaled (see
+//! `bridge.rs`), and whose shared handlers answer `approve`, `status` and `history` while a run
+//! is in progress or parked.
+//!
+//! The session's messages live in the object's state (`messages`), read at the start of a run and
+//! written at its end, so a replayed run starts from exactly the context the first attempt saw.
+//! Completed messages are also mirrored into the worker's session store as they complete (when
+//! one is configured); a replay does not append them twice (see [`MirrorStore`]).
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use agentloop::agent::{AgentError, AgentEvent, AgentLoop, AgentLoopConfig, RunStop};
+use agentloop::builtin::{self, WorkspaceDeps};
+use agentloop::session::{
+    NewSession, SessionError, SessionInfo, SessionRecorder, SessionStore, StoredMessage,
+};
+use agentloop::tooling::Approval;
+use agentloop::transcript::{Message, ToolArguments, Usage};
+use restate_sdk::context::{DurableFuture, RequestTarget};
+use restate_sdk::prelude::*;
+use serde_json::Value;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::bridge::{Job, JournaledModel, drain, forwarding_tool};
+use crate::types::{
+    ApprovalDecision, ApprovalInput, ModelReply, PendingApproval, RunInput, RunOutput,
+    SessionStatus, ToolCallOutcome,
+};
+use crate::worker::WorkerConfig;
+
+const MESSAGES: &str = "messages";
+const PENDING: &str = "pending";
+const RUNNING: &str = "running";
+const LAST_STOP: &str = "last_stop";
+
+/// Restate's status code for a cancelled invocation.
+const CANCELLED: u16 = 409;
+
+/// The agent-session virtual object.
+pub struct AgentSession {
+    config: Arc<WorkerConfig>,
+}
+
+impl AgentSession {
+    /// The object for a worker's configuration.
+    pub fn new(config: Arc<WorkerConfig>) -> Self {
+        AgentSession { config }
+    }
+
+    fn default_system_prompt(&self) -> String {
+        format!(
+            "You are a coding agent working in the directory {}. Use the tools to inspect and \
+             change the files in it; paths are relative to that directory. Finish with a short \
+             summary of what you did.",
+            self.config.workspace.root().display()
+        )
+    }
+
+    /// The loop for one run: the journaled model, forwarding tools, and an approval hook that
+    /// posts calls needing a person to the handler.
+    fn build_agent(
+        &self,
+        session_id: &str,
+        jobs: mpsc::UnboundedSender<Job>,
+        base: u64,
+    ) -> Result<AgentLoop<WorkspaceDeps>, TerminalError> {
+        let config = AgentLoopConfig {
+            model: self.config.model_name.clone(),
+            system_prompt: Some(
+                self.config
+                    .system_prompt
+                    .clone()
+                    .unwrap_or_else(|| self.default_system_prompt()),
+            ),
+            reasoning: self.config.reasoning,
+            max_turns: self.config.max_turns,
+            // The executor applies each tool's own timeout; a loop-side timeout would make the
+            // first attempt and a replay disagree about a call's result.
+            default_tool_timeout: None,
+            ..AgentLoopConfig::default()
+        };
+        let approvals = jobs.clone();
+        let deps = WorkspaceDeps::new(self.config.workspace.clone(), self.config.policy)
+            .with_async_asker(move |call| {
+                let approvals = approvals.clone();
+                async move {
+                    let (reply, answer) = oneshot::channel();
+                    if approvals.send(Job::Approval { call, reply }).is_err() {
+                        return Approval::deny("the durable run ended before approval");
+                    }
+                    answer
+                        .await
+                        .unwrap_or_else(|_| Approval::deny("the run ended before a decision"))
+                }
+            });
+        let model = JournaledModel {
+            inner: self.config.model.clone(),
+            jobs: jobs.clone(),
+        };
+        let mut agent = AgentLoop::with_deps(config, model, Arc::new(deps));
+        for spec in builtin::tools::<WorkspaceDeps>(&self.config.workspace) {
+            let forward = forwarding_tool(&spec, session_id, jobs.clone())
+                .map_err(|e| TerminalError::new(format!("cannot build tool: {e}")))?;
+            agent
+                .add_tool(forward)
+                .map_err(|e| TerminalError::new(format!("cannot register tool: {e}")))?;
+        }
+        if let Some(store) = &self.config.store {
+            let mirror: Arc<dyn SessionStore> = Arc::new(MirrorStore::new(store.clone(), base));
+            if let Err(error) = ensure_session(store.as_ref(), session_id, &self.config) {
+                tracing::error!(%error, session = session_id, "cannot create the mirrored session");
+            }
+            let recorder = SessionRecorder::new(mirror, session_id);
+            agent = agent.with_emit(move |event: &AgentEvent| recorder.on_event(event));
+        }
+        Ok(agent)
+    }
+}
+
+fn ensure_session(
+    store: &dyn SessionStore,
+    id: &str,
+    config: &WorkerConfig,
+) -> Result<(), SessionError> {
+    match store.info(id) {
+        Ok(_) => Ok(()),
+        Err(SessionError::NotFound { .. }) => {
+            let mut new = NewSession::new().id(id);
+            if let Some(model) = &config.model_name {
+                new = new.model(model.clone());
+            }
+            match store.create(new) {
+                Ok(_) => Ok(()),
+                // Another worker created it meanwhile.
+                Err(_) if store.info(id).is_ok() => Ok(()),
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// A completed durable future: which kind, and its result.
+enum Completion {
+    Tool(Result<Json<ToolCallOutcome>, TerminalError>),
+    Approval(Result<Json<ApprovalInput>, TerminalError>),
+}
+
+/// Who waits for a completion.
+enum Waiter {
+    Tool(oneshot::Sender<ToolCallOutcome>),
+    Approval {
+        call_id: String,
+        reply: oneshot::Sender<Approval>,
+    },
+}
+
+fn arguments_value(arguments: &ToolArguments) -> Value {
+    match arguments {
+        ToolArguments::Json(value) => value.clone(),
+        ToolArguments::Unparsed(text) => Value::String(text.clone()),
+    }
+}
+
+fn stop_value(stop: &RunStop) -> Value {
+    serde_json::to_value(stop).unwrap_or(Value::Null)
+}
+
+#[restate_sdk::object]
+impl AgentSession {
+    /// Runs the agent on `prompt` on top of the session's messages, to the end.
+    #[handler]
+    async fn run(
+        &self,
+        ctx: ObjectContext<'_>,
+        input: Json<RunInput>,
+    ) -> Result<Json<RunOutput>, HandlerError> {
+        let input = input.into_inner();
+        let session_id = ctx.key().to_owned();
+        let history: Vec<Message> = ctx
+            .get::<Json<Vec<Message>>>(MESSAGES)
+            .await?
+            .map(Json::into_inner)
+            .unwrap_or_default();
+        ctx.set(RUNNING, true);
+
+        let (jobs_tx, mut jobs) = mpsc::unbounded_channel();
+        let agent = self.build_agent(&session_id, jobs_tx, history.len() as u64)?;
+        let abort = agent.abort_signal().clone();
+        let run = agent.run(vec![Message::user(input.prompt)], history.clone());
+        tokio::pin!(run);
+
+        let mut inflight: DurableFuturesUnordered<
+            Pin<Box<dyn DurableFuture<Output = Completion> + Send + '_>>,
+        > = DurableFuturesUnordered::new();
+        let mut waiters: HashMap<usize, Waiter> = HashMap::new();
+        let mut pending: Vec<PendingApproval> = Vec::new();
+        let mut turn = 0u32;
+        let mut cancelled = false;
+
+        let result = loop {
+            tokio::select! {
+                biased;
+                result = &mut run => break result,
+                Some(job) = jobs.recv() => match job {
+                    Job::Model { stream, reply } => {
+                        turn += 1;
+                        let outcome = if cancelled {
+                            // Never start a model call after the invocation was cancelled.
+                            drop(stream);
+                            None
+                        } else {
+                            match ctx
+                                .run(|| async move { Ok(Json(drain(stream).await)) })
+                                .name(format!("model call {turn}"))
+                                .await
+                            {
+                                Ok(reply) => Some(reply.into_inner()),
+                                Err(error) => {
+                                    if error.code() == CANCELLED {
+                                        cancelled = true;
+                                        abort.abort();
+                                    }
+                                    let mut message = Message::assistant(
+                                        Vec::new(),
+                                        agentloop::transcript::StopReason::Error,
+                                    );
+                                    message.error_message = Some(error.message().to_owned());
+                                    Some(ModelReply::Failed {
+                                        message,
+                                        error: error.message().to_owned(),
+                                    })
+                                }
+                            }
+                        };
+                        if let Some(outcome) = outcome {
+                            let _ = reply.send(outcome);
+                        }
+                    }
+                    Job::Tool { input, reply } => {
+                        let call = ctx
+                            .request::<_, Json<ToolCallOutcome>>(
+                                RequestTarget::service("ToolExecutor", "execute"),
+                                Json(input),
+                            )
+                            .call()
+                            .map(Completion::Tool);
+                        let index = inflight.push(Box::pin(call));
+                        waiters.insert(index, Waiter::Tool(reply));
+                    }
+                    Job::Approval { call, reply } => {
+                        let (awakeable_id, decision) = ctx.awakeable::<Json<ApprovalInput>>();
+                        pending.push(PendingApproval {
+                            call_id: call.id.clone(),
+                            tool: call.tool_name.clone(),
+                            arguments: arguments_value(&call.arguments),
+                            awakeable_id,
+                        });
+                        ctx.set(PENDING, Json(pending.clone()));
+                        let index = inflight.push(Box::pin(decision.map(Completion::Approval)));
+                        waiters.insert(index, Waiter::Approval { call_id: call.id, reply });
+                    }
+                },
+                next = inflight.next(), if !inflight.is_empty() => {
+                    let (index, completion) = match next {
+                        Ok(Some(done)) => done,
+                        Ok(None) => continue,
+                        Err(error) => {
+                            // The invocation was cancelled (or failed) while waiting: abort
+                            // the loop, which answers every pending call with "aborted".
+                            cancelled |= error.code() == CANCELLED;
+                            abort.abort();
+                            for (_, waiter) in waiters.drain() {
+                                drop(waiter);
+                            }
+                            inflight = DurableFuturesUnordered::new();
+                            continue;
+                        }
+                    };
+                    match (waiters.remove(&index), completion) {
+                        (Some(Waiter::Tool(reply)), Completion::Tool(result)) => {
+                            let outcome = match result {
+                                Ok(outcome) => outcome.into_inner(),
+                                Err(error) => {
+                                    if error.code() == CANCELLED {
+                                        cancelled = true;
+                                        abort.abort();
+                                    }
+                                    ToolCallOutcome {
+                                        is_error: true,
+                                        content: format!(
+                                            "the tool call failed in the engine: {}",
+                                            error.message()
+                                        ),
+                                        images: Vec::new(),
+                                    }
+                                }
+                            };
+                            let _ = reply.send(outcome);
+                        }
+                        (Some(Waiter::Approval { call_id, reply }), Completion::Approval(result)) => {
+                            pending.retain(|p| p.call_id != call_id);
+                            ctx.set(PENDING, Json(pending.clone()));
+                            let approval = match result {
+                                Ok(input) => {
+                                    let input = input.into_inner();
+                                    match input.decision {
+                                        ApprovalDecision::Allow => Approval::Allow,
+                                        ApprovalDecision::Deny => Approval::Deny(
+                                            input
+                                                .reason
+                                                .unwrap_or_else(|| "denied by a person".to_owned()),
+                                        ),
+                                    }
+                                }
+                                Err(error) => {
+                                    if error.code() == CANCELLED {
+                                        cancelled = true;
+                                        abort.abort();
+                                    }
+                                    Approval::deny(format!("no decision: {}", error.message()))
+                                }
+                            };
+                            let _ = reply.send(approval);
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        };
+
+        let (stop, context, usage, turns) = match &result {
+            Ok(outcome) => (
+                outcome.stop.clone(),
+                outcome.context.clone(),
+                outcome.usage,
+                outcome.turns,
+            ),
+            Err(error) => {
+                // The completed messages start with the prompt.
+                let mut context = history;
+                context.extend(error.completed_messages().iter().cloned());
+                (
+                    RunStop::Internal {
+                        message: error.to_string(),
+                    },
+                    context,
+                    Usage::default(),
+                    0,
+                )
+            }
+        };
+        let final_text = match &result {
+            Ok(outcome) => outcome.final_text(),
+            Err(_) => String::new(),
+        };
+        ctx.set(MESSAGES, Json(context));
+        ctx.set(LAST_STOP, Json(stop_value(&stop)));
+        ctx.clear(PENDING);
+        ctx.clear(RUNNING);
+        if cancelled {
+            tracing::info!(session = %session_id, "run aborted by cancellation");
+        }
+        if let Err(AgentError::Config(message)) = &result {
+            return Err(TerminalError::new(message.clone()).into());
+        }
+        Ok(Json(RunOutput {
+            stop: stop_value(&stop),
+            final_text,
+            usage,
+            turns,
+        }))
+    }
+
+    /// Decides a pending call (`{"call_id", "decision": "allow"|"deny", "reason"?}`).
+    #[handler]
+    async fn approve(
+        &self,
+        ctx: SharedObjectContext<'_>,
+        input: Json<ApprovalInput>,
+    ) -> Result<(), HandlerError> {
+        let input = input.into_inner();
+        let pending: Vec<PendingApproval> = ctx
+            .get::<Json<Vec<PendingApproval>>>(PENDING)
+            .await?
+            .map(Json::into_inner)
+            .unwrap_or_default();
+        let Some(found) = pending.iter().find(|p| p.call_id == input.call_id) else {
+            let known: Vec<_> = pending.iter().map(|p| p.call_id.as_str()).collect();
+            return Err(TerminalError::new_with_code(
+                404,
+                format!(
+                    "no pending call {:?} in session {:?} (pending: {})",
+                    input.call_id,
+                    ctx.key(),
+                    if known.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            )
+            .into());
+        };
+        ctx.resolve_awakeable(&found.awakeable_id, Json(input));
+        Ok(())
+    }
+
+    /// Whether a run is in progress, the pending approvals and how the last run ended.
+    #[handler]
+    async fn status(
+        &self,
+        ctx: SharedObjectContext<'_>,
+    ) -> Result<Json<SessionStatus>, HandlerError> {
+        let running = ctx.get::<bool>(RUNNING).await?.unwrap_or(false);
+        let messages = ctx
+            .get::<Json<Vec<Message>>>(MESSAGES)
+            .await?
+            .map(|m| m.into_inner().len())
+            .unwrap_or(0);
+        let pending = ctx
+            .get::<Json<Vec<PendingApproval>>>(PENDING)
+            .await?
+            .map(Json::into_inner)
+            .unwrap_or_default();
+        let last_stop = ctx
+            .get::<Json<Value>>(LAST_STOP)
+            .await?
+            .map(Json::into_inner);
+        Ok(Json(SessionStatus {
+            running,
+            messages,
+            pending,
+            last_stop,
+        }))
+    }
+
+    /// The session's messages as of the last finished run.
+    #[handler]
+    async fn history(
+        &self,
+        ctx: SharedObjectContext<'_>,
+    ) -> Result<Json<Vec<Message>>, HandlerError> {
+        Ok(Json(
+            ctx.get::<Json<Vec<Message>>>(MESSAGES)
+                .await?
+                .map(Json::into_inner)
+                .unwrap_or_default(),
+        ))
+    }
+}
+
+/// The worker's store as the session recorder sees it during one run: appends are skipped while
+/// they re-produce messages an earlier attempt of the same run already stored (a replay after a
+/// crash emits every completed message again, in the same order).
+pub(crate) struct MirrorStore {
+    inner: Arc<dyn SessionStore>,
+    /// Messages the session had when the run started.
+    base: u64,
+    /// Messages this attempt has produced so far.
+    produced: AtomicU64,
+}
+
+impl MirrorStore {
+    pub(crate) fn new(inner: Arc<dyn SessionStore>, base: u64) -> Self {
+        MirrorStore {
+            inner,
+            base,
+            produced: AtomicU64::new(0),
+        }
+    }
+}
+
+impl SessionStore for MirrorStore {
+    fn create_with(
+        &self,
+        new: NewSession,
+        messages: &[Message],
+    ) -> Result<SessionInfo, SessionError> {
+        self.inner.create_with(new, messages)
+    }
+    fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
+        self.inner.info(id)
+    }
+    fn list(&self) -> Result<Vec<SessionInfo>, SessionError> {
+        self.inner.list()
+    }
+    fn append_all(&self, id: &str, messages: &[Message]) -> Result<Vec<u64>, SessionError> {
+        let stored = self.inner.info(id)?.message_count;
+        let mut seqs = Vec::with_capacity(messages.len());
+        for message in messages {
+            let position = self.base + self.produced.fetch_add(1, Ordering::SeqCst);
+            if position < stored {
+                // Already stored by an earlier attempt of this run.
+                seqs.push(position + 1);
+                continue;
+            }
+            seqs.extend(self.inner.append_all(id, std::slice::from_ref(message))?);
+        }
+        Ok(seqs)
+    }
+    fn entries(&self, id: &str) -> Result<Vec<StoredMessage>, SessionError> {
+        self.inner.entries(id)
+    }
+    fn set_title(&self, id: &str, title: &str) -> Result<(), SessionError> {
+        self.inner.set_title(id, title)
+    }
+    fn delete(&self, id: &str) -> Result<(), SessionError> {
+        self.inner.delete(id)
+    }
+    fn fork(&self, id: &str, seq: u64) -> Result<SessionInfo, SessionError> {
+        self.inner.fork(id, seq)
+    }
+}

@@ -1,0 +1,103 @@
+//! A worker: the configuration every run on this process uses (model, workspace, approval policy,
+//! session store) and the HTTP endpoint that serves [`AgentSession`] and [`ToolExecutor`] to the
+//! Restate server.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use agentloop::builtin::{ApprovalPolicy, Workspace};
+use agentloop::model::{Model, ReasoningLevel};
+use agentloop::session::SessionStore;
+use restate_sdk::prelude::{Endpoint, HttpServer};
+
+use crate::executor::ToolExecutor;
+use crate::session::AgentSession;
+
+/// What every run on a worker uses.
+#[derive(Clone)]
+pub struct WorkerConfig {
+    /// The model adapter.
+    pub model: Arc<dyn Model>,
+    /// The model id (recorded on sessions and passed to the loop).
+    pub model_name: Option<String>,
+    /// Where the built-in tools work. Every worker that may execute a session's tool calls must
+    /// see the same workspace (a shared directory), as with any tool that has side effects.
+    pub workspace: Workspace,
+    /// Which calls need a person: under `Mutating` a mutating call waits on an awakeable until
+    /// `approve` resolves it; `Never` denies them; `Always` runs everything.
+    pub policy: ApprovalPolicy,
+    /// System prompt (`None`: a default that describes the workspace).
+    pub system_prompt: Option<String>,
+    /// Reasoning effort.
+    pub reasoning: Option<ReasoningLevel>,
+    /// Model-call ceiling per run.
+    pub max_turns: Option<u32>,
+    /// Where completed messages are mirrored as they complete, so other processes (the CLI,
+    /// other workers) can list and follow sessions. The engine's state stays the source of
+    /// truth for the run itself.
+    pub store: Option<Arc<dyn SessionStore>>,
+}
+
+impl std::fmt::Debug for WorkerConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkerConfig")
+            .field("provider", &self.model.provider())
+            .field("model_name", &self.model_name)
+            .field("workspace", &self.workspace.root())
+            .field("policy", &self.policy)
+            .field("max_turns", &self.max_turns)
+            .field("store", &self.store.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a worker could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorkerError {
+    /// The configuration is unusable.
+    #[error("invalid worker configuration: {0}")]
+    Config(String),
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// A Restate service endpoint for agent runs.
+#[derive(Clone, Debug)]
+pub struct Worker {
+    config: Arc<WorkerConfig>,
+}
+
+impl Worker {
+    /// A worker with this configuration.
+    pub fn new(config: WorkerConfig) -> Self {
+        Worker {
+            config: Arc::new(config),
+        }
+    }
+
+    /// The endpoint serving `AgentSession` and `ToolExecutor`.
+    pub fn endpoint(&self) -> Endpoint {
+        Endpoint::builder()
+            .bind(AgentSession::new(self.config.clone()))
+            .bind(ToolExecutor::new(&self.config))
+            .build()
+    }
+
+    /// Serves the endpoint on `addr` until the process is stopped. Register it with the Restate
+    /// server (`POST {admin}/deployments {"uri": "http://ADDR"}`).
+    pub async fn serve(self, addr: SocketAddr) -> Result<(), WorkerError> {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| WorkerError::Listen { addr, source })?;
+        HttpServer::new(self.endpoint()).serve(listener).await;
+        Ok(())
+    }
+}

@@ -1,0 +1,351 @@
+//! Agent runs on a real Restate server with real worker processes: a worker killed mid-batch
+//! loses nothing and repeats nothing; many sessions spread over two workers; an approval parks a
+//! run that another worker resumes; cancellation aborts a run mid-batch.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use agentloop_testkit::{MockServer, Script};
+use serde_json::json;
+use support::{Restate, WorkerSpec, eventually, free_port, server_or_skip};
+
+fn script(turns: serde_json::Value) -> Script {
+    Script::from_json(&json!({ "turns": turns }).to_string()).unwrap()
+}
+
+fn spec(mock: &MockServer, dir: &std::path::Path, approve: &'static str) -> WorkerSpec {
+    let workspace = dir.join("ws");
+    std::fs::create_dir_all(&workspace).unwrap();
+    WorkerSpec {
+        model_base: mock.openai_base_url(),
+        workspace,
+        store: dir.join("sessions.db"),
+        approve,
+        log_dir: dir.to_path_buf(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_mid_batch_repeats_no_model_call_and_no_finished_tool_call() {
+    let Some(server) = server_or_skip() else {
+        return;
+    };
+    let mock = MockServer::start(script(json!([
+        {"tool_calls": [
+            {"id": "call_fast", "name": "shell",
+             "arguments": {"command": "echo once >> counter.txt"}},
+            {"id": "call_slow", "name": "shell",
+             "arguments": {"command": "touch slow-started; sleep 4; echo slept"}}
+        ]},
+        {"text": "Both commands ran."}
+    ])));
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(&mock, dir.path(), "allow");
+    let restate = Restate::start(&server).await;
+    let port = free_port();
+    let mut worker = spec.start(port, "a").await;
+    restate.register(&format!("http://{}", worker.addr)).await;
+
+    let run = tokio::spawn({
+        let ingress = restate.ingress.clone();
+        let http = restate.http.clone();
+        async move {
+            http.post(format!("{ingress}/AgentSession/s-death/run"))
+                .json(&json!({"prompt": "count, then wait"}))
+                .send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        }
+    });
+
+    let ws = spec.workspace.clone();
+    eventually("the slow call to start", Duration::from_secs(60), || {
+        ws.join("slow-started").exists()
+    })
+    .await;
+    // The worker dies while the slow call runs; the fast call's result is already journaled.
+    worker.proc.kill();
+    let _worker = spec.start(port, "b").await;
+
+    let output = tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect("the run finishes after the restart")
+        .unwrap();
+    assert_eq!(output["final_text"], "Both commands ran.", "{output}");
+    assert_eq!(output["stop"]["reason"], "done", "{output}");
+    let counter = std::fs::read_to_string(spec.workspace.join("counter.txt")).unwrap();
+    assert_eq!(counter, "once\n", "the finished call ran exactly once");
+    assert_eq!(
+        mock.request_count(),
+        2,
+        "one model request per scripted turn, none replayed"
+    );
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+
+    let history = restate
+        .call("AgentSession/s-death/history", json!(null))
+        .await
+        .unwrap();
+    let results: Vec<_> = history
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool_result")
+        .collect();
+    assert_eq!(results.len(), 2, "every call answered once: {history}");
+}
+
+/// Polls `status` until `call_id` is the one pending call.
+async fn wait_for_pending(restate: &Restate, session: &str, call_id: &str) -> serde_json::Value {
+    let mut status = json!(null);
+    for _ in 0..600 {
+        status = restate
+            .call(&format!("AgentSession/{session}/status"), json!(null))
+            .await
+            .unwrap();
+        if status["pending"]
+            .as_array()
+            .is_some_and(|p| p.len() == 1 && p[0]["call_id"] == call_id)
+        {
+            return status;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{call_id} never became pending: {status}");
+}
+
+fn tool_results(history: &serde_json::Value) -> Vec<serde_json::Value> {
+    history
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool_result")
+        .cloned()
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approval_parks_the_run_and_another_worker_resumes_it() {
+    let Some(server) = server_or_skip() else {
+        return;
+    };
+    let mock = MockServer::start(script(json!([
+        {"tool_calls": [
+            {"id": "call_write", "name": "write_file",
+             "arguments": {"path": "note.txt", "content": "approved\n"}},
+            {"id": "call_shell", "name": "shell",
+             "arguments": {"command": "echo denied > denied.txt"}}
+        ]},
+        {"text": "Done as far as allowed."}
+    ])));
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(&mock, dir.path(), "ask");
+    let restate = Restate::start(&server).await;
+    let port = free_port();
+    let mut first = spec.start(port, "first").await;
+    restate.register(&format!("http://{}", first.addr)).await;
+
+    let invocation = restate
+        .send(
+            "AgentSession/s-approve/run",
+            json!({"prompt": "write a note"}),
+        )
+        .await;
+    // The batch is sequential (both tools mutate), so the calls wait for a person one at a time.
+    let status = wait_for_pending(&restate, "s-approve", "call_write").await;
+    assert_eq!(status["running"], true, "{status}");
+    assert_eq!(status["pending"][0]["tool"], "write_file");
+    assert_eq!(status["pending"][0]["arguments"]["content"], "approved\n");
+    assert!(
+        !spec.workspace.join("note.txt").exists(),
+        "nothing ran before approval"
+    );
+
+    // The worker that parked the run goes away; another one takes its place.
+    first.proc.kill();
+    let _second = spec.start(port, "second").await;
+
+    // An unknown call id is refused with the pending ones listed.
+    let unknown = restate
+        .call(
+            "AgentSession/s-approve/approve",
+            json!({"call_id": "nope", "decision": "allow"}),
+        )
+        .await
+        .unwrap_err();
+    assert!(unknown.contains("call_write"), "{unknown}");
+
+    restate
+        .call(
+            "AgentSession/s-approve/approve",
+            json!({"call_id": "call_write", "decision": "allow"}),
+        )
+        .await
+        .unwrap();
+    wait_for_pending(&restate, "s-approve", "call_shell").await;
+    assert_eq!(
+        std::fs::read_to_string(spec.workspace.join("note.txt")).unwrap(),
+        "approved\n"
+    );
+    restate
+        .call(
+            "AgentSession/s-approve/approve",
+            json!({"call_id": "call_shell", "decision": "deny", "reason": "no shell today"}),
+        )
+        .await
+        .unwrap();
+
+    let output = tokio::time::timeout(Duration::from_secs(120), restate.output(&invocation))
+        .await
+        .expect("the run resumes")
+        .unwrap();
+    assert_eq!(output["final_text"], "Done as far as allowed.", "{output}");
+    assert_eq!(
+        std::fs::read_to_string(spec.workspace.join("note.txt")).unwrap(),
+        "approved\n"
+    );
+    assert!(
+        !spec.workspace.join("denied.txt").exists(),
+        "the denied call never ran"
+    );
+    assert_eq!(mock.request_count(), 2, "no model call repeated");
+    let history = restate
+        .call("AgentSession/s-approve/history", json!(null))
+        .await
+        .unwrap();
+    let results = tool_results(&history);
+    assert_eq!(results.len(), 2, "{history}");
+    let denied = results[1].to_string();
+    assert!(denied.contains("no shell today"), "{denied}");
+    let status = restate
+        .call("AgentSession/s-approve/status", json!(null))
+        .await
+        .unwrap();
+    assert_eq!(status["running"], false);
+    assert!(
+        status["pending"].as_array().is_none_or(|p| p.is_empty()),
+        "{status}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_the_invocation_aborts_the_batch_with_a_result_for_every_call() {
+    let Some(server) = server_or_skip() else {
+        return;
+    };
+    let mock = MockServer::start(script(json!([
+        {"tool_calls": [
+            {"id": "call_a", "name": "shell",
+             "arguments": {"command": "touch a-started; sleep 20"}},
+            {"id": "call_b", "name": "shell", "arguments": {"command": "sleep 20"}}
+        ]},
+        {"text": "unreachable"}
+    ])));
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(&mock, dir.path(), "allow");
+    let restate = Restate::start(&server).await;
+    let worker = spec.start(free_port(), "only").await;
+    restate.register(&format!("http://{}", worker.addr)).await;
+
+    let invocation = restate
+        .send("AgentSession/s-cancel/run", json!({"prompt": "wait"}))
+        .await;
+    let ws = spec.workspace.clone();
+    eventually("the first call to start", Duration::from_secs(60), || {
+        ws.join("a-started").exists()
+    })
+    .await;
+    restate.cancel(&invocation).await;
+    let output = tokio::time::timeout(Duration::from_secs(60), restate.output(&invocation))
+        .await
+        .expect("the cancelled run ends")
+        .unwrap();
+    assert_eq!(output["stop"]["reason"], "aborted", "{output}");
+    assert_eq!(mock.request_count(), 1, "no model call after the abort");
+    let history = restate
+        .call("AgentSession/s-cancel/history", json!(null))
+        .await
+        .unwrap();
+    let results = tool_results(&history);
+    assert_eq!(results.len(), 2, "every call has its result: {history}");
+    for result in &results {
+        assert_eq!(result["content"][0]["is_error"], true, "{result}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_sessions_on_two_workers_all_finish_with_valid_transcripts() {
+    let Some(server) = server_or_skip() else {
+        return;
+    };
+    let mock = MockServer::start(script(json!([
+        {"tool_calls": [
+            {"id": "call_1", "name": "shell", "arguments": {"command": "echo one"}},
+            {"id": "call_2", "name": "read_file", "arguments": {"path": "README.md"}}
+        ]},
+        {"text": "Finished."}
+    ])));
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(&mock, dir.path(), "allow");
+    std::fs::write(spec.workspace.join("README.md"), "hello\n").unwrap();
+    let restate = Restate::start(&server).await;
+    let a = spec.start(free_port(), "a").await;
+    let b = spec.start(free_port(), "b").await;
+    let balancer = support::balancer::Balancer::start(vec![a.addr, b.addr]).await;
+    restate.register(&format!("http://{}", balancer.addr)).await;
+
+    let sessions = 50;
+    let mut runs = Vec::new();
+    for i in 0..sessions {
+        let ingress = restate.ingress.clone();
+        let http = restate.http.clone();
+        runs.push(tokio::spawn(async move {
+            http.post(format!("{ingress}/AgentSession/fan-{i}/run"))
+                .json(&json!({"prompt": format!("session {i}")}))
+                .send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        }));
+    }
+    for run in runs {
+        let output = tokio::time::timeout(Duration::from_secs(300), run)
+            .await
+            .expect("every run finishes")
+            .unwrap();
+        assert_eq!(output["final_text"], "Finished.", "{output}");
+    }
+    assert_eq!(
+        mock.request_count(),
+        2 * sessions,
+        "two model calls per session"
+    );
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+    for i in 0..sessions {
+        let history = restate
+            .call(&format!("AgentSession/fan-{i}/history"), json!(null))
+            .await
+            .unwrap();
+        let ids: Vec<_> = tool_results(&history)
+            .iter()
+            .map(|m| m["content"][0]["call_id"].as_str().unwrap_or("").to_owned())
+            .collect();
+        assert_eq!(ids, ["call_1", "call_2"], "session {i}: {history}");
+    }
+    let counts: Vec<usize> = balancer
+        .per_backend
+        .iter()
+        .map(|c| c.load(std::sync::atomic::Ordering::Relaxed))
+        .collect();
+    assert!(
+        counts.iter().all(|&c| c > 0),
+        "load spread over both workers: {counts:?}"
+    );
+}
