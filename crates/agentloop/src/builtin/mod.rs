@@ -15,8 +15,11 @@
 //! | `grep` | `pattern`, `path?`, `glob?` |
 //! | `shell` | `command`, `timeout_secs?` |
 //!
-//! This module owns the tools' behaviour, their path confinement ([`Workspace`]), their output
-//! truncation ([`truncate_output`]) and the approval policy for them ([`ApprovalPolicy`],
+//! This module owns the tools' behaviour, their path confinement ([`Workspace`]: every file is
+//! opened beneath a handle on the root, so a symbolic link swapped in mid-call cannot lead
+//! outside), the bounds on what they read (only regular files, at most a capped part of one
+//! line held in memory, globs and regexes checked for length and nesting before compiling),
+//! their output truncation ([`truncate_output`]) and the approval policy for them ([`ApprovalPolicy`],
 //! [`WorkspaceDeps`]). It must not prompt anyone (an application plugs in an asker), and it must
 //! not touch anything outside the workspace except through `shell`, which is unconfined by nature
 //! and therefore classed as mutating ([`MUTATING_TOOLS`]).
@@ -56,7 +59,9 @@ mod find_files;
 mod grep;
 mod list_dir;
 mod output;
+mod patterns;
 mod read_file;
+mod reading;
 mod shell;
 mod workspace;
 mod write_file;
@@ -224,6 +229,13 @@ fn looks_binary(sniff: &[u8]) -> bool {
 
 /// A model-actionable error for a failed file operation.
 fn io_error(action: &str, shown: &str, e: &std::io::Error) -> ToolError {
+    if workspace::is_escape(e) {
+        return ToolError::new(format!(
+            "cannot {action} `{shown}`: it leads outside the workspace (through a symbolic \
+             link, possibly one that appeared while the tool ran); only files inside the \
+             workspace can be used"
+        ));
+    }
     match e.kind() {
         std::io::ErrorKind::NotFound => ToolError::new(format!(
             "`{shown}` does not exist; use list_dir or find_files to see what is there"
