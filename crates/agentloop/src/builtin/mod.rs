@@ -61,8 +61,11 @@ mod list_dir;
 mod output;
 mod patterns;
 mod read_file;
+mod procs;
 mod reading;
+mod sandbox;
 mod shell;
+mod shell_env;
 mod workspace;
 mod write_file;
 
@@ -81,9 +84,13 @@ pub use output::{OUTPUT_LIMIT, truncate_output};
 pub use read_file::{
     DEFAULT_LINE_LIMIT as READ_FILE_DEFAULT_LINES, MAX_BYTES as READ_FILE_MAX_BYTES,
 };
+pub use procs::kill_shell_processes;
+pub use sandbox::{ParseSandboxModeError, SandboxMode, sandbox_support};
 pub use shell::{
     DEFAULT_TIMEOUT_SECS as SHELL_DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS as SHELL_MAX_TIMEOUT_SECS,
+    ShellOptions,
 };
+pub use shell_env::looks_like_credential;
 pub use workspace::Workspace;
 
 /// The names of the built-in tools that change files or run commands (and so need approval
@@ -119,6 +126,12 @@ const FILE_TOOL_TIMEOUT: Duration = Duration::from_secs(120);
 /// The tools ignore the deps bundle, so any [`ToolDeps`] works; use [`WorkspaceDeps`] to get the
 /// approval policy as well.
 pub fn tools<D: ToolDeps>(workspace: &Workspace) -> Vec<ToolSpec<D>> {
+    tools_with(workspace, &ShellOptions::default())
+}
+
+/// Like [`tools`], with explicit [`ShellOptions`] for the `shell` tool (sandbox mode,
+/// environment allow-list).
+pub fn tools_with<D: ToolDeps>(workspace: &Workspace, shell: &ShellOptions) -> Vec<ToolSpec<D>> {
     let built = [
         build_read_file(workspace),
         build_write_file(workspace),
@@ -126,7 +139,7 @@ pub fn tools<D: ToolDeps>(workspace: &Workspace) -> Vec<ToolSpec<D>> {
         build_list_dir(workspace),
         build_find_files(workspace),
         build_grep(workspace),
-        build_shell(workspace),
+        build_shell(workspace, shell),
     ];
     built
         .into_iter()
@@ -212,13 +225,16 @@ fn build_grep<D: ToolDeps>(workspace: &Workspace) -> Built<D> {
         .build()
 }
 
-fn build_shell<D: ToolDeps>(workspace: &Workspace) -> Built<D> {
+fn build_shell<D: ToolDeps>(workspace: &Workspace, options: &ShellOptions) -> Built<D> {
     let ws = workspace.clone();
+    let options = options.clone();
     ToolSpec::builder("shell", shell::DESCRIPTION)
         .parameters(shell::schema())
         .timeout(shell::spec_timeout())
         .parallel_safe(false)
-        .handler(move |_ctx: ToolContext<D>, args: shell::Args| shell::run(ws.clone(), args))
+        .handler(move |_ctx: ToolContext<D>, args: shell::Args| {
+            shell::run(ws.clone(), options.clone(), args)
+        })
         .build()
 }
 
