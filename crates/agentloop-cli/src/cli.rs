@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use agentloop::builtin::ApprovalPolicy;
+use agentloop::builtin::{ApprovalPolicy, SandboxMode};
 use agentloop::model::ReasoningLevel;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -101,6 +101,20 @@ pub struct RunArgs {
     /// Print exactly one JSON object per agent event per line on stdout, nothing else.
     #[arg(long)]
     pub json: bool,
+
+    /// How shell commands are confined (Linux, Landlock). `workspace-write` (default): writes
+    /// only inside the workspace and the temporary directory, no network (TCP). `read-only`:
+    /// no writes at all, no network. `full-access`: no sandbox. Where the kernel cannot enforce
+    /// it, a warning line says what is missing. The file tools are always confined to the
+    /// workspace, whatever this says.
+    #[arg(long, default_value = "workspace-write", value_name = "MODE")]
+    pub sandbox: SandboxMode,
+
+    /// Let this environment variable reach shell commands although it looks like a credential
+    /// (`*_API_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`, provider keys, which are removed
+    /// otherwise). Repeatable.
+    #[arg(long = "shell-env-allow", value_name = "NAME")]
+    pub shell_env_allow: Vec<String>,
 }
 
 /// `--reasoning` values.

@@ -28,7 +28,10 @@ fn detach(pidfile: &Path, rest: &str) -> String {
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rfind(')').map(|i| !s[i + 1..].trim_start().starts_with('Z')))
+        .and_then(|s| {
+            s.rfind(')')
+                .map(|i| !s[i + 1..].trim_start().starts_with('Z'))
+        })
         .unwrap_or(false)
 }
 
@@ -76,10 +79,23 @@ async fn a_setsid_child_is_gone_after_a_timeout() {
         "shell",
         json!({"command": detach(&pidfile, "sleep 100"), "timeout_secs": 1}),
     );
-    let out = run_tools_with(&[call], &s.registry, &Arc::new(Deps::new()), &ExecOptions::default()).await;
-    assert!(out[0].result.content.contains("timed out"), "{}", out[0].result.content);
+    let out = run_tools_with(
+        &[call],
+        &s.registry,
+        &Arc::new(Deps::new()),
+        &ExecOptions::default(),
+    )
+    .await;
+    assert!(
+        out[0].result.content.contains("timed out"),
+        "{}",
+        out[0].result.content
+    );
     let pid = wait_for_pid(&pidfile).await;
-    assert!(gone(pid).await, "detached process {pid} survived the timeout");
+    assert!(
+        gone(pid).await,
+        "detached process {pid} survived the timeout"
+    );
 }
 
 #[tokio::test]
@@ -91,7 +107,11 @@ async fn a_setsid_child_is_gone_after_an_abort() {
         cancel: cancel.clone(),
         ..ExecOptions::default()
     };
-    let call = ToolCallPart::new("a", "shell", json!({"command": detach(&pidfile, "sleep 100")}));
+    let call = ToolCallPart::new(
+        "a",
+        "shell",
+        json!({"command": detach(&pidfile, "sleep 100")}),
+    );
     let registry = &s.registry;
     let run = async { run_tools_with(&[call], registry, &Arc::new(Deps::new()), &options).await };
     let abort = async {
@@ -109,10 +129,29 @@ async fn a_setsid_child_is_gone_after_an_abort() {
 async fn a_setsid_child_is_gone_when_the_command_finishes() {
     let s = setup();
     let pidfile = s.dir.path().join("pid");
-    let command = detach(&pidfile, &format!("while [ ! -f {} ]; do sleep 0.05; done; echo started", pidfile.display()));
+    let command = detach(
+        &pidfile,
+        &format!(
+            "while [ ! -f {} ]; do sleep 0.05; done; echo started",
+            pidfile.display()
+        ),
+    );
     let call = ToolCallPart::new("f", "shell", json!({"command": command}));
-    let out = run_tools_with(&[call], &s.registry, &Arc::new(Deps::new()), &ExecOptions::default()).await;
-    assert!(out[0].result.content.contains("started"), "{}", out[0].result.content);
+    let out = run_tools_with(
+        &[call],
+        &s.registry,
+        &Arc::new(Deps::new()),
+        &ExecOptions::default(),
+    )
+    .await;
+    assert!(
+        out[0].result.content.contains("started"),
+        "{}",
+        out[0].result.content
+    );
     let pid = wait_for_pid(&pidfile).await;
-    assert!(gone(pid).await, "detached process {pid} outlived the finished command");
+    assert!(
+        gone(pid).await,
+        "detached process {pid} outlived the finished command"
+    );
 }

@@ -25,7 +25,10 @@ fn detach(pidfile: &Path, rest: &str) -> String {
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rfind(')').map(|i| !s[i + 1..].trim_start().starts_with('Z')))
+        .and_then(|s| {
+            s.rfind(')')
+                .map(|i| !s[i + 1..].trim_start().starts_with('Z'))
+        })
         .unwrap_or(false)
 }
 
@@ -68,10 +71,20 @@ fn setup() -> Setup {
 async fn kill_shell_processes_ends_a_running_command_tree() {
     let s = setup();
     let pidfile = s.dir.path().join("pid");
-    let call = ToolCallPart::new("k", "shell", json!({"command": detach(&pidfile, "sleep 100")}));
+    let call = ToolCallPart::new(
+        "k",
+        "shell",
+        json!({"command": detach(&pidfile, "sleep 100")}),
+    );
     let registry = &s.registry;
     let run = async {
-        run_tools_with(&[call], registry, &Arc::new(Deps::new()), &ExecOptions::default()).await
+        run_tools_with(
+            &[call],
+            registry,
+            &Arc::new(Deps::new()),
+            &ExecOptions::default(),
+        )
+        .await
     };
     let kill = async {
         let pid = wait_for_pid(&pidfile).await;
@@ -81,6 +94,13 @@ async fn kill_shell_processes_ends_a_running_command_tree() {
         pid
     };
     let (out, pid) = tokio::join!(run, kill);
-    assert!(out[0].result.content.contains("killed by signal 9"), "{}", out[0].result.content);
-    assert!(gone(pid).await, "detached process {pid} survived kill_shell_processes");
+    assert!(
+        out[0].result.content.contains("killed by signal 9"),
+        "{}",
+        out[0].result.content
+    );
+    assert!(
+        gone(pid).await,
+        "detached process {pid} survived kill_shell_processes"
+    );
 }

@@ -34,7 +34,11 @@ fn sandbox_available() -> bool {
 async fn shell(ws: &Path, options: ShellOptions, command: &str) -> ToolResultPart {
     let workspace = Workspace::new(ws).unwrap();
     let registry = Registry::new(builtin::tools_with::<Deps>(&workspace, &options)).unwrap();
-    let call = ToolCallPart::new("s", "shell", json!({"command": command, "timeout_secs": 120}));
+    let call = ToolCallPart::new(
+        "s",
+        "shell",
+        json!({"command": command, "timeout_secs": 120}),
+    );
     run_tools(&[call], &registry, &Arc::new(Deps::new()), None)
         .await
         .remove(0)
@@ -74,15 +78,32 @@ async fn writes_outside_the_workspace_are_refused_inside_allowed() {
     assert!(!target.exists(), "the command wrote outside: {}", r.content);
     assert!(r.content.contains("Permission denied"), "{}", r.content);
     assert!(r.content.contains("tmp-ok"), "{}", r.content);
-    assert_eq!(std::fs::read_to_string(d.ws.join("inside.txt")).unwrap(), "in\n");
+    assert_eq!(
+        std::fs::read_to_string(d.ws.join("inside.txt")).unwrap(),
+        "in\n"
+    );
 
     // read-only: not even the workspace.
-    let r = shell(&d.ws, ShellOptions::default().sandbox(SandboxMode::ReadOnly), "echo x > ro.txt; cat inside.txt").await;
+    let r = shell(
+        &d.ws,
+        ShellOptions::default().sandbox(SandboxMode::ReadOnly),
+        "echo x > ro.txt; cat inside.txt",
+    )
+    .await;
     assert!(!d.ws.join("ro.txt").exists(), "{}", r.content);
-    assert!(r.content.contains("in\n"), "reading still works: {}", r.content);
+    assert!(
+        r.content.contains("in\n"),
+        "reading still works: {}",
+        r.content
+    );
 
     // full-access: the same write goes through (so the refusal above is the sandbox's).
-    let r = shell(&d.ws, ShellOptions::default().sandbox(SandboxMode::FullAccess), &command).await;
+    let r = shell(
+        &d.ws,
+        ShellOptions::default().sandbox(SandboxMode::FullAccess),
+        &command,
+    )
+    .await;
     assert!(target.exists(), "{}", r.content);
 }
 
@@ -105,11 +126,24 @@ async fn connecting_to_a_loopback_port_is_refused() {
 
     let r = shell(&d.ws, ShellOptions::default(), &connect_command(port)).await;
     assert!(r.content.contains("REFUSED"), "{}", r.content);
-    assert!(listener.accept().is_err(), "a connection reached the listener");
-    let r = shell(&d.ws, ShellOptions::default().sandbox(SandboxMode::ReadOnly), &connect_command(port)).await;
+    assert!(
+        listener.accept().is_err(),
+        "a connection reached the listener"
+    );
+    let r = shell(
+        &d.ws,
+        ShellOptions::default().sandbox(SandboxMode::ReadOnly),
+        &connect_command(port),
+    )
+    .await;
     assert!(r.content.contains("REFUSED"), "{}", r.content);
 
-    let r = shell(&d.ws, ShellOptions::default().sandbox(SandboxMode::FullAccess), &connect_command(port)).await;
+    let r = shell(
+        &d.ws,
+        ShellOptions::default().sandbox(SandboxMode::FullAccess),
+        &connect_command(port),
+    )
+    .await;
     assert!(r.content.contains("CONNECTED"), "{}", r.content);
 }
 
@@ -118,8 +152,14 @@ async fn a_small_c_project_builds_and_its_tests_run_inside_the_sandbox() {
     if !sandbox_available() {
         return;
     }
-    if std::process::Command::new("cc").arg("--version").output().is_err()
-        || std::process::Command::new("make").arg("--version").output().is_err()
+    if std::process::Command::new("cc")
+        .arg("--version")
+        .output()
+        .is_err()
+        || std::process::Command::new("make")
+            .arg("--version")
+            .output()
+            .is_err()
     {
         eprintln!("skipping: cc or make is not installed");
         return;
@@ -152,7 +192,12 @@ async fn a_small_c_project_builds_and_its_tests_run_inside_the_sandbox() {
 #[test]
 fn credentials_do_not_reach_the_command() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "inner_env_is_scrubbed", "--nocapture", "--include-ignored"])
+        .args([
+            "--exact",
+            "inner_env_is_scrubbed",
+            "--nocapture",
+            "--include-ignored",
+        ])
         .env("AGENTLOOP_TEST_INNER", "1")
         .env("OPENAI_API_KEY", "sk-openai-secret")
         .env("GITHUB_TOKEN", "ghp-secret")
@@ -182,10 +227,27 @@ async fn inner_env_is_scrubbed() {
         .allow_env("ALLOWED_TOKEN")
         .hide_env("MY_SERVICE_CODE");
     let r = shell(&d.ws, options, "env; echo \"key=$OPENAI_API_KEY\"").await;
-    for secret in ["sk-openai-secret", "ghp-secret", "pw-secret", "hidden-by-name"] {
-        assert!(!r.content.contains(secret), "{secret} leaked: {}", r.content);
+    for secret in [
+        "sk-openai-secret",
+        "ghp-secret",
+        "pw-secret",
+        "hidden-by-name",
+    ] {
+        assert!(
+            !r.content.contains(secret),
+            "{secret} leaked: {}",
+            r.content
+        );
     }
-    assert!(r.content.contains("ALLOWED_TOKEN=allowed-value"), "{}", r.content);
-    assert!(r.content.contains("HARMLESS_SETTING=harmless-value"), "{}", r.content);
+    assert!(
+        r.content.contains("ALLOWED_TOKEN=allowed-value"),
+        "{}",
+        r.content
+    );
+    assert!(
+        r.content.contains("HARMLESS_SETTING=harmless-value"),
+        "{}",
+        r.content
+    );
     assert!(r.content.contains("PATH="), "{}", r.content);
 }

@@ -60,8 +60,8 @@ mod grep;
 mod list_dir;
 mod output;
 mod patterns;
-mod read_file;
 mod procs;
+mod read_file;
 mod reading;
 mod sandbox;
 mod shell;
@@ -81,10 +81,10 @@ pub use find_files::MAX_RESULTS as FIND_FILES_MAX_RESULTS;
 pub use grep::MAX_MATCHES as GREP_MAX_MATCHES;
 pub use list_dir::MAX_ENTRIES as LIST_DIR_MAX_ENTRIES;
 pub use output::{OUTPUT_LIMIT, truncate_output};
+pub use procs::kill_shell_processes;
 pub use read_file::{
     DEFAULT_LINE_LIMIT as READ_FILE_DEFAULT_LINES, MAX_BYTES as READ_FILE_MAX_BYTES,
 };
-pub use procs::kill_shell_processes;
 pub use sandbox::{ParseSandboxModeError, SandboxMode, sandbox_support};
 pub use shell::{
     DEFAULT_TIMEOUT_SECS as SHELL_DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS as SHELL_MAX_TIMEOUT_SECS,

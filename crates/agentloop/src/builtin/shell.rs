@@ -194,7 +194,9 @@ async fn spawn_sandboxed(
     match rx.await {
         Ok(Ok(spawned)) => Ok(spawned),
         Ok(Err(e)) => Err(ToolError::new(format!("could not start `sh`: {e}"))),
-        Err(_) => Err(ToolError::new("the sandbox thread failed to start the command")),
+        Err(_) => Err(ToolError::new(
+            "the sandbox thread failed to start the command",
+        )),
     }
 }
 

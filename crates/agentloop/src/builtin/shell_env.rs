@@ -74,9 +74,15 @@ pub fn looks_like_credential(name: &str) -> bool {
     if segments.iter().any(|s| SECRET_SEGMENTS.contains(s)) {
         return true;
     }
-    if ["API_KEY", "ACCESS_KEY", "AUTH_KEY", "PRIVATE_KEY", "_APIKEY"]
-        .iter()
-        .any(|suffix| upper.ends_with(suffix))
+    if [
+        "API_KEY",
+        "ACCESS_KEY",
+        "AUTH_KEY",
+        "PRIVATE_KEY",
+        "_APIKEY",
+    ]
+    .iter()
+    .any(|suffix| upper.ends_with(suffix))
     {
         return true;
     }
