@@ -7,7 +7,8 @@ use agentloop::builtin::{ApprovalPolicy, SandboxMode};
 use agentloop::model::ReasoningLevel;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-/// Run LLM agents with workspace-confined coding tools, and manage their recorded sessions.
+/// Run LLM agents with workspace-confined file tools and a sandboxed shell (Linux), and manage
+/// their recorded sessions.
 ///
 /// Start with `agentloop demo`: a real agent loop, real tools, real HTTP — against a scripted
 /// mock model, so it needs no API key and no network.
@@ -27,7 +28,9 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Run an agent on a prompt, with the built-in tools confined to a workspace directory.
+    /// Run an agent on a prompt. The file tools are confined to a workspace directory; `shell`
+    /// commands are sandboxed on Linux as `--sandbox` says (default: writes only in the workspace
+    /// and the temporary directory, no TCP network).
     Run(RunArgs),
     /// List, show, export, import or delete recorded sessions.
     #[command(subcommand)]

@@ -21,8 +21,9 @@
 //! line held in memory, globs and regexes checked for length and nesting before compiling),
 //! their output truncation ([`truncate_output`]) and the approval policy for them ([`ApprovalPolicy`],
 //! [`WorkspaceDeps`]). It must not prompt anyone (an application plugs in an asker), and it must
-//! not touch anything outside the workspace except through `shell`, which is unconfined by nature
-//! and therefore classed as mutating ([`MUTATING_TOOLS`]).
+//! not touch anything outside the workspace except through `shell`, which is sandboxed
+//! ([`SandboxMode`], [`ShellOptions`]; Linux only, `workspace-write` by default) but can still
+//! change the workspace and is therefore classed as mutating ([`MUTATING_TOOLS`]).
 //!
 //! The file tools are blocking handlers (they run on Tokio's blocking pool and stop walking when
 //! their call is cancelled); `shell` is async so a timeout or abort kills its process group. The
