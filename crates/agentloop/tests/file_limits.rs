@@ -164,6 +164,20 @@ async fn binary_files_get_a_clear_result() {
     let read = ws.call("read_file", json!({"path": "blob.bin"})).await;
     assert!(read.is_error);
     assert!(read.content.contains("binary file"), "{}", read.content);
+    let grep = ws
+        .call("grep", json!({"pattern": "ELF", "path": "blob.bin"}))
+        .await;
+    assert!(
+        grep.is_error && grep.content.contains("binary file"),
+        "{}",
+        grep.content
+    );
+    let grep = ws.call("grep", json!({"pattern": "ELF"})).await;
+    assert!(
+        grep.content.contains("1 binary file was skipped"),
+        "{}",
+        grep.content
+    );
 }
 
 #[tokio::test]

@@ -79,6 +79,7 @@ pub(super) fn run(
 
     let mut lines = Vec::new();
     let mut total = 0usize;
+    let mut binary = 0usize;
     let base = if target_meta.is_dir() {
         target.as_path()
     } else {
@@ -91,12 +92,28 @@ pub(super) fn run(
                 return true;
             }
         }
-        search_file(workspace, file, &regex, &mut lines, &mut total);
+        if search_file(workspace, file, &regex, &mut lines, &mut total) == Searched::Binary {
+            binary += 1;
+        }
         true
     });
+    if total == 0 && binary > 0 && !target_meta.is_dir() {
+        return Err(ToolError::new(format!(
+            "`{shown}` looks like a binary file (it contains NUL bytes); grep searches text \
+             files only"
+        )));
+    }
 
     if total == 0 {
-        return Ok(format!("No matches for `{}` in `{shown}`.", args.pattern));
+        let skipped = match binary {
+            0 => String::new(),
+            1 => " (1 binary file was skipped)".to_owned(),
+            n => format!(" ({} binary files were skipped)", thousands(n)),
+        };
+        return Ok(format!(
+            "No matches for `{}` in `{shown}`{skipped}.",
+            args.pattern
+        ));
     }
     let mut out = lines.join("\n");
     out.push('\n');
@@ -110,6 +127,14 @@ pub(super) fn run(
     Ok(truncate_output(&out, OUTPUT_LIMIT))
 }
 
+/// What searching one file found out about it.
+#[derive(PartialEq, Eq)]
+enum Searched {
+    Text,
+    Binary,
+    Unreadable,
+}
+
 /// Appends the file's matching lines (while under the cap) and counts all of them.
 fn search_file(
     workspace: &Workspace,
@@ -117,19 +142,22 @@ fn search_file(
     regex: &Regex,
     lines: &mut Vec<String>,
     total: &mut usize,
-) {
+) -> Searched {
     // Opened beneath the workspace handle: a directory swapped for a link during the walk makes
     // the open fail instead of reading outside. Anything but a regular file is skipped.
     let Ok(handle) = workspace.open_read(file) else {
-        return;
+        return Searched::Unreadable;
     };
     if !handle.metadata().is_ok_and(|m| m.is_file()) {
-        return;
+        return Searched::Unreadable;
     }
     let mut reader = BufReader::new(handle);
     let mut sniff = Vec::with_capacity(8192);
-    if (&mut reader).take(8192).read_to_end(&mut sniff).is_err() || looks_binary(&sniff) {
-        return;
+    if (&mut reader).take(8192).read_to_end(&mut sniff).is_err() {
+        return Searched::Unreadable;
+    }
+    if looks_binary(&sniff) {
+        return Searched::Binary;
     }
     let mut reader = BufReader::new(sniff.as_slice().chain(reader));
     let shown = workspace.display(file);
@@ -138,7 +166,7 @@ fn search_file(
     loop {
         let full = match read_line_capped(&mut reader, &mut buf, MAX_SEARCHED_LINE_BYTES) {
             Ok(Some(full)) => full,
-            Ok(None) | Err(_) => return,
+            Ok(None) | Err(_) => return Searched::Text,
         };
         number += 1;
         let text = String::from_utf8_lossy(&buf);
