@@ -25,7 +25,11 @@ fn sandbox_available() -> bool {
     match builtin::sandbox_support(SandboxMode::WorkspaceWrite) {
         Ok(()) => true,
         Err(why) => {
-            eprintln!("skipping: the kernel cannot enforce the sandbox: {why}");
+            agentloop_testkit::external::skip_suite(
+                "shell sandbox (Landlock)",
+                &format!("the kernel cannot enforce the sandbox: {why}"),
+                "run on Linux 6.7+ with Landlock enabled (lsm=landlock,...)",
+            );
             false
         }
     }
@@ -250,4 +254,32 @@ async fn inner_env_is_scrubbed() {
         r.content
     );
     assert!(r.content.contains("PATH="), "{}", r.content);
+}
+
+/// The sandbox's cost per shell call (not an assertion: a measurement for docs/BENCHMARKS.md).
+/// Run: `cargo test -p agentloop --test sandbox -- --ignored --nocapture spawn_cost`
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, run by hand"]
+async fn spawn_cost() {
+    const CALLS: u32 = 200;
+    let d = dirs();
+    for mode in [
+        SandboxMode::FullAccess,
+        SandboxMode::WorkspaceWrite,
+        SandboxMode::FullAccess,
+        SandboxMode::WorkspaceWrite,
+    ] {
+        let workspace = Workspace::new(&d.ws).unwrap();
+        let options = ShellOptions::default().sandbox(mode);
+        let registry = Registry::new(builtin::tools_with::<Deps>(&workspace, &options)).unwrap();
+        let deps = Arc::new(Deps::new());
+        let call = [ToolCallPart::new("s", "shell", json!({"command": "true"}))];
+        let started = std::time::Instant::now();
+        for _ in 0..CALLS {
+            let out = run_tools(&call, &registry, &deps, None).await;
+            assert!(!out[0].is_error, "{}", out[0].content);
+        }
+        let per_call = started.elapsed() / CALLS;
+        println!("shell `true`, {mode}: {per_call:?} per call ({CALLS} calls)");
+    }
 }
