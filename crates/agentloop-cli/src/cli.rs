@@ -3,11 +3,12 @@
 
 use std::path::PathBuf;
 
-use agentloop::builtin::ApprovalPolicy;
+use agentloop::builtin::{ApprovalPolicy, SandboxMode};
 use agentloop::model::ReasoningLevel;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-/// Run LLM agents with workspace-confined coding tools, and manage their recorded sessions.
+/// Run LLM agents with workspace-confined file tools and a sandboxed shell (Linux), and manage
+/// their recorded sessions.
 ///
 /// Start with `agentloop demo`: a real agent loop, real tools, real HTTP — against a scripted
 /// mock model, so it needs no API key and no network.
@@ -27,7 +28,9 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Run an agent on a prompt, with the built-in tools confined to a workspace directory.
+    /// Run an agent on a prompt. The file tools are confined to a workspace directory; `shell`
+    /// commands are sandboxed on Linux as `--sandbox` says (default: writes only in the workspace
+    /// and the temporary directory, no TCP network).
     Run(RunArgs),
     /// List, show, export, import or delete recorded sessions.
     #[command(subcommand)]
@@ -101,6 +104,20 @@ pub struct RunArgs {
     /// Print exactly one JSON object per agent event per line on stdout, nothing else.
     #[arg(long)]
     pub json: bool,
+
+    /// How shell commands are confined (Linux, Landlock). `workspace-write` (default): writes
+    /// only inside the workspace and the temporary directory, no network (TCP). `read-only`:
+    /// no writes at all, no network. `full-access`: no sandbox. Where the kernel cannot enforce
+    /// it, a warning line says what is missing. The file tools are always confined to the
+    /// workspace, whatever this says.
+    #[arg(long, default_value = "workspace-write", value_name = "MODE")]
+    pub sandbox: SandboxMode,
+
+    /// Let this environment variable reach shell commands although it looks like a credential
+    /// (`*_API_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`, provider keys, which are removed
+    /// otherwise). Repeatable.
+    #[arg(long = "shell-env-allow", value_name = "NAME")]
+    pub shell_env_allow: Vec<String>,
 }
 
 /// `--reasoning` values.

@@ -10,7 +10,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use agentloop::agent::{AbortSignal, AgentError, AgentLoop, AgentLoopConfig, RunOutcome, RunStop};
-use agentloop::builtin::{self, ApprovalPolicy, Workspace, WorkspaceDeps};
+use agentloop::builtin::{
+    self, ApprovalPolicy, SandboxMode, ShellOptions, Workspace, WorkspaceDeps,
+};
 use agentloop::model::{Model, ReasoningLevel};
 use agentloop::session::{NewSession, SessionError, SessionInfo, SessionRecorder, SessionStore};
 use agentloop::transcript::Message;
@@ -48,6 +50,8 @@ pub struct RunSetup {
     pub context: Vec<Message>,
     /// The new prompt.
     pub prompt: String,
+    /// How the shell tool confines commands and filters their environment.
+    pub shell: ShellOptions,
 }
 
 /// How a run went.
@@ -86,6 +90,14 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         }
     };
     let renderer = Arc::new(Renderer::new(mode, spinner.clone()));
+    let sandbox = setup.shell.sandbox_mode();
+    if sandbox != SandboxMode::FullAccess {
+        // Said once, before any command runs, never silently.
+        if let Err(missing) = builtin::sandbox_support(sandbox) {
+            eprintln!("agentloop: warning: shell sandbox ({sandbox}): {missing}");
+        }
+    }
+    let exit_signals = kill_on_exit_signals();
 
     let mut deps = WorkspaceDeps::new(setup.workspace.clone(), setup.policy);
     if setup.policy == ApprovalPolicy::Mutating {
@@ -118,7 +130,10 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
     };
     let abort = AbortSignal::new();
     let agent = AgentLoop::with_deps(config, setup.model, Arc::new(deps))
-        .with_tools(builtin::tools::<WorkspaceDeps>(&setup.workspace))
+        .with_tools(builtin::tools_with::<WorkspaceDeps>(
+            &setup.workspace,
+            &setup.shell,
+        ))
         .map_err(|e| Failure::new(format!("cannot register the built-in tools: {e}")))?
         .with_emit(emit)
         .with_abort_signal(abort.clone());
@@ -130,7 +145,8 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         async move {
             while interrupts.next().await {
                 if interrupted.swap(true, Ordering::SeqCst) {
-                    // A second Ctrl-C: the person wants out now.
+                    // A second Ctrl-C: the person wants out now, with no command left behind.
+                    builtin::kill_shell_processes();
                     std::process::exit(i32::from(EXIT_INTERRUPTED));
                 }
                 abort.abort();
@@ -142,6 +158,9 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         .run(vec![Message::user(setup.prompt)], setup.context)
         .await;
     ctrl_c.abort();
+    exit_signals.abort();
+    // A normal end: nothing a shell command started outlives the run.
+    builtin::kill_shell_processes();
 
     if let Some(error) = recorder.take_error() {
         eprintln!(
@@ -163,6 +182,30 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         totals,
         outcome,
         renderer,
+    })
+}
+
+/// On SIGTERM or SIGHUP (the terminal closed), kills every process the shell tool started —
+/// detached ones included — and exits with 128 + the signal number. The returned task is
+/// aborted when the run ends.
+fn kill_on_exit_signals() -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut term), Ok(mut hup)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::hangup()),
+            ) else {
+                return;
+            };
+            let code = tokio::select! {
+                _ = term.recv() => 128 + 15,
+                _ = hup.recv() => 128 + 1,
+            };
+            builtin::kill_shell_processes();
+            std::process::exit(code);
+        }
     })
 }
 
@@ -190,6 +233,19 @@ impl Interrupts {
         }
         tokio::signal::ctrl_c().await.is_ok()
     }
+}
+
+/// The shell tool's options from the flags: the sandbox mode, the allow-list, and the keys this
+/// CLI reads hidden whatever they are called.
+fn shell_options(args: &RunArgs) -> ShellOptions {
+    let mut options = ShellOptions::default()
+        .sandbox(args.sandbox)
+        .hide_env("OPENAI_API_KEY")
+        .hide_env("ANTHROPIC_API_KEY");
+    for name in &args.shell_env_allow {
+        options = options.allow_env(name);
+    }
+    options
 }
 
 /// The process result for a finished run: success only for [`RunStop::Done`]; Ctrl-C is 130.
@@ -277,6 +333,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         session,
         context,
         prompt,
+        shell: shell_options(&args),
     })
     .await?;
     report.renderer.print_summary(Some(&session_id));

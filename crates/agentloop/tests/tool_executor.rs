@@ -757,3 +757,100 @@ async fn a_slow_first_call_does_not_hold_back_the_rest_of_the_batch() {
     assert!(results.iter().all(|r| !r.is_error));
     assert_eq!(seen_at_slow_end.load(Ordering::SeqCst), 17);
 }
+
+/// A `Deps::with_approval` closure runs while the hook's future is *built*: its panic must deny
+/// that call (one call, and each call of a batch), not unwind out of `run_tools`.
+#[tokio::test]
+async fn approval_closure_panicking_before_its_future_is_an_error_result() {
+    let hook_deps = Arc::new(Deps::with_approval(|call: &ToolCallPart| {
+        if call.id.starts_with("boom") {
+            panic!("hook exploded for {}", call.id);
+        }
+        Approval::Allow
+    }));
+    let registry = Registry::new(vec![echo()]).unwrap();
+    let one = run_tools(
+        &[call("boom0", "echo", json!({"text": "x"}))],
+        &registry,
+        &hook_deps,
+        None,
+    )
+    .await;
+    assert!(one[0].is_error);
+    assert!(
+        one[0]
+            .content
+            .contains("The approval check for tool \"echo\" failed")
+            && one[0].content.contains("hook exploded for boom0"),
+        "{}",
+        one[0].content
+    );
+    let batch = run_tools(
+        &[
+            call("boom1", "echo", json!({"text": "a"})),
+            call("ok", "echo", json!({"text": "b"})),
+            call("boom2", "echo", json!({"text": "c"})),
+        ],
+        &registry,
+        &hook_deps,
+        None,
+    )
+    .await;
+    assert_eq!(batch.len(), 3);
+    assert!(batch[0].is_error && batch[0].content.contains("hook exploded for boom1"));
+    assert_eq!(batch[1].content, "b");
+    assert!(batch[2].is_error && batch[2].content.contains("hook exploded for boom2"));
+}
+
+/// A hand-written handler closure that panics before returning its future (so no future exists
+/// to catch the panic in) becomes a "failed unexpectedly" result through `run_tools` (one call
+/// and a batch) and through `ToolSpec::call`.
+#[tokio::test]
+async fn handler_closure_panicking_before_its_future_is_an_error_result() {
+    let eager = || {
+        ToolSpec::<Deps>::builder("eager", "Panics while building its future.")
+            .handler(|_c: ToolContext<Deps>, a: Value| {
+                if a.get("boom").is_some() {
+                    panic!("eager boom");
+                }
+                async move { "fine" }
+            })
+            .build()
+            .unwrap()
+    };
+    let registry = Registry::new(vec![eager(), echo()]).unwrap();
+    let one = run_tools(
+        &[call("1", "eager", json!({"boom": true}))],
+        &registry,
+        &deps(),
+        None,
+    )
+    .await;
+    assert_eq!(
+        one[0].content,
+        "Tool \"eager\" failed unexpectedly: eager boom"
+    );
+    assert!(one[0].is_error);
+    let batch = run_tools(
+        &[
+            call("1", "eager", json!({"boom": true})),
+            call("2", "echo", json!({"text": "still here"})),
+            call("3", "eager", json!({})),
+        ],
+        &registry,
+        &deps(),
+        None,
+    )
+    .await;
+    assert!(batch[0].is_error && batch[0].content.contains("eager boom"));
+    assert_eq!(batch[1].content, "still here");
+    assert_eq!(batch[2].content, "fine");
+
+    let direct = eager().call(deps(), json!({"boom": 1})).await.unwrap_err();
+    assert_eq!(direct.kind(), ToolErrorKind::Panicked);
+    assert!(direct.message().contains("eager boom"));
+    assert_eq!(
+        eager().call(deps(), json!({})).await.unwrap().content,
+        "fine"
+    );
+}

@@ -48,7 +48,7 @@ pub(super) fn schema() -> Value {
 pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError> {
     let path = workspace.resolve(&args.path)?;
     let shown = workspace.display(&path);
-    if path.is_dir() {
+    if workspace.metadata(&path).is_ok_and(|m| m.is_dir()) {
         return Err(ToolError::new(format!(
             "`{shown}` is a directory; give the path of a file"
         )));
@@ -58,7 +58,17 @@ pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError
             "old_text is empty; copy the exact text to replace from the file",
         ));
     }
-    let bytes = std::fs::read(&path).map_err(|e| io_error("read", &shown, &e))?;
+    let bytes = {
+        use std::io::Read;
+        let mut file = workspace
+            .open_read(&path)
+            .map_err(|e| io_error("read", &shown, &e))?;
+        super::reading::ensure_regular(&file, &shown)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)
+            .map_err(|e| io_error("read", &shown, &e))?;
+        bytes
+    };
     if looks_binary(&bytes) {
         return Err(ToolError::new(format!(
             "`{shown}` looks like a binary file; edit_file only edits text"
@@ -88,7 +98,9 @@ pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError
     edited.push_str(&text[..at]);
     edited.push_str(&args.new_text);
     edited.push_str(&text[at + args.old_text.len()..]);
-    std::fs::write(&path, edited.as_bytes()).map_err(|e| io_error("write", &shown, &e))?;
+    workspace
+        .write(&path, edited.as_bytes())
+        .map_err(|e| io_error("write", &shown, &e))?;
 
     let line = text[..at].matches('\n').count() + 1;
     let old_lines = args.old_text.lines().count().max(1);

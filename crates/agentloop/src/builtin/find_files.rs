@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use globset::{GlobBuilder, GlobMatcher};
+use globset::GlobMatcher;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -57,12 +57,8 @@ pub(super) struct PathGlob {
 
 impl PathGlob {
     pub(super) fn new(pattern: &str) -> Result<Self, ToolError> {
-        let glob = GlobBuilder::new(pattern)
-            .literal_separator(true)
-            .build()
-            .map_err(|e| ToolError::new(format!("invalid glob pattern `{pattern}`: {e}")))?;
         Ok(PathGlob {
-            matcher: glob.compile_matcher(),
+            matcher: super::patterns::compile_glob(pattern)?,
             whole_path: pattern.contains('/'),
         })
     }
@@ -112,7 +108,7 @@ pub(super) fn run(
     let glob = PathGlob::new(&args.pattern)?;
     let dir = workspace.resolve(args.path.as_deref().unwrap_or("."))?;
     let shown = workspace.display(&dir);
-    if !dir.is_dir() {
+    if !workspace.metadata(&dir).is_ok_and(|m| m.is_dir()) {
         return Err(ToolError::new(format!(
             "`{shown}` is not a directory; give a directory to search in (default: the workspace root)"
         )));

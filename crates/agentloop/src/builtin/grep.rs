@@ -5,17 +5,17 @@
 //! skips binary files, and reports `path:line: text` for each matching line, capped with a note
 //! saying how many matches were cut. Never modifies files.
 
-use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufReader, Read};
 use std::path::Path;
 
-use regex::{Regex, RegexBuilder};
+use regex::Regex;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::find_files::{PathGlob, walk_files};
 use super::looks_binary;
 use super::output::{OUTPUT_LIMIT, clip, thousands, truncate_output};
+use super::reading::read_line_capped;
 use super::workspace::Workspace;
 use crate::tooling::ToolError;
 
@@ -23,6 +23,9 @@ use crate::tooling::ToolError;
 pub const MAX_MATCHES: usize = 200;
 /// Longest matching line shown in full.
 const MAX_LINE_BYTES: usize = 300;
+/// How much of one line is held and searched: memory stays bounded on a file that is one huge
+/// line; a match beyond this point of such a line is not found.
+pub const MAX_SEARCHED_LINE_BYTES: usize = 64 * 1024;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -34,7 +37,8 @@ pub(super) struct Args {
 
 pub(super) const DESCRIPTION: &str = "Search file contents in the workspace with a regular \
 expression (Rust regex syntax; `(?i)` for case-insensitive). Prints `path:line: text` for each \
-matching line, at most 200 matches. Binary files, hidden files and files ignored by .gitignore \
+matching line, at most 200 matches (lines longer than 64 KB are searched in their first 64 KB). \
+Binary files, hidden files and files ignored by .gitignore \
 are skipped. Narrow the search with path (a directory or a file) and glob (e.g. \"*.rs\").";
 
 pub(super) fn schema() -> Value {
@@ -65,27 +69,18 @@ pub(super) fn run(
     args: Args,
     cancelled: &dyn Fn() -> bool,
 ) -> Result<String, ToolError> {
-    let regex = RegexBuilder::new(&args.pattern)
-        .size_limit(10 * (1 << 20))
-        .build()
-        .map_err(|e| {
-            ToolError::new(format!(
-                "invalid regular expression `{}`: {e}",
-                args.pattern
-            ))
-        })?;
+    let regex = super::patterns::compile_regex(&args.pattern)?;
     let glob = args.glob.as_deref().map(PathGlob::new).transpose()?;
     let target = workspace.resolve(args.path.as_deref().unwrap_or("."))?;
     let shown = workspace.display(&target);
-    if !target.exists() {
-        return Err(ToolError::new(format!(
-            "`{shown}` does not exist; use list_dir or find_files to see what is there"
-        )));
-    }
+    let target_meta = workspace
+        .metadata(&target)
+        .map_err(|e| super::io_error("search", &shown, &e))?;
 
     let mut lines = Vec::new();
     let mut total = 0usize;
-    let base = if target.is_dir() {
+    let mut binary = 0usize;
+    let base = if target_meta.is_dir() {
         target.as_path()
     } else {
         target.parent().unwrap_or(&target)
@@ -97,12 +92,28 @@ pub(super) fn run(
                 return true;
             }
         }
-        search_file(workspace, file, &regex, &mut lines, &mut total);
+        if search_file(workspace, file, &regex, &mut lines, &mut total) == Searched::Binary {
+            binary += 1;
+        }
         true
     });
+    if total == 0 && binary > 0 && !target_meta.is_dir() {
+        return Err(ToolError::new(format!(
+            "`{shown}` looks like a binary file (it contains NUL bytes); grep searches text \
+             files only"
+        )));
+    }
 
     if total == 0 {
-        return Ok(format!("No matches for `{}` in `{shown}`.", args.pattern));
+        let skipped = match binary {
+            0 => String::new(),
+            1 => " (1 binary file was skipped)".to_owned(),
+            n => format!(" ({} binary files were skipped)", thousands(n)),
+        };
+        return Ok(format!(
+            "No matches for `{}` in `{shown}`{skipped}.",
+            args.pattern
+        ));
     }
     let mut out = lines.join("\n");
     out.push('\n');
@@ -116,6 +127,14 @@ pub(super) fn run(
     Ok(truncate_output(&out, OUTPUT_LIMIT))
 }
 
+/// What searching one file found out about it.
+#[derive(PartialEq, Eq)]
+enum Searched {
+    Text,
+    Binary,
+    Unreadable,
+}
+
 /// Appends the file's matching lines (while under the cap) and counts all of them.
 fn search_file(
     workspace: &Workspace,
@@ -123,23 +142,32 @@ fn search_file(
     regex: &Regex,
     lines: &mut Vec<String>,
     total: &mut usize,
-) {
-    let Ok(handle) = File::open(file) else { return };
+) -> Searched {
+    // Opened beneath the workspace handle: a directory swapped for a link during the walk makes
+    // the open fail instead of reading outside. Anything but a regular file is skipped.
+    let Ok(handle) = workspace.open_read(file) else {
+        return Searched::Unreadable;
+    };
+    if !handle.metadata().is_ok_and(|m| m.is_file()) {
+        return Searched::Unreadable;
+    }
     let mut reader = BufReader::new(handle);
     let mut sniff = Vec::with_capacity(8192);
-    if (&mut reader).take(8192).read_to_end(&mut sniff).is_err() || looks_binary(&sniff) {
-        return;
+    if (&mut reader).take(8192).read_to_end(&mut sniff).is_err() {
+        return Searched::Unreadable;
+    }
+    if looks_binary(&sniff) {
+        return Searched::Binary;
     }
     let mut reader = BufReader::new(sniff.as_slice().chain(reader));
     let shown = workspace.display(file);
     let mut buf = Vec::new();
     let mut number = 0usize;
     loop {
-        buf.clear();
-        match reader.read_until(b'\n', &mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
+        let full = match read_line_capped(&mut reader, &mut buf, MAX_SEARCHED_LINE_BYTES) {
+            Ok(Some(full)) => full,
+            Ok(None) | Err(_) => return Searched::Text,
+        };
         number += 1;
         let text = String::from_utf8_lossy(&buf);
         let text = text.trim_end_matches(['\n', '\r']);
@@ -149,10 +177,17 @@ fn search_file(
         *total += 1;
         if lines.len() < MAX_MATCHES {
             let clipped = clip(text, MAX_LINE_BYTES);
-            let more = if clipped.len() < text.len() {
-                " [...]"
+            let more = if buf.len() < full {
+                format!(
+                    " [... line cut: {} of {} bytes shown; only its first {} bytes are searched]",
+                    thousands(clipped.len()),
+                    thousands(full),
+                    thousands(MAX_SEARCHED_LINE_BYTES)
+                )
+            } else if clipped.len() < text.len() {
+                " [...]".to_owned()
             } else {
-                ""
+                String::new()
             };
             lines.push(format!("{shown}:{number}: {clipped}{more}"));
         }

@@ -40,8 +40,9 @@ pub(super) fn schema() -> Value {
 pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError> {
     let path = workspace.resolve(args.path.as_deref().unwrap_or("."))?;
     let shown = workspace.display(&path);
-    if !path.is_dir() {
-        if path.exists() {
+    let meta = workspace.metadata(&path).ok();
+    if !meta.as_ref().is_some_and(|m| m.is_dir()) {
+        if meta.is_some() {
             return Err(ToolError::new(format!(
                 "`{shown}` is a file, not a directory; use read_file to read it"
             )));
@@ -50,7 +51,9 @@ pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError
             "`{shown}` does not exist; list_dir the parent directory to see what is there"
         )));
     }
-    let reader = std::fs::read_dir(&path).map_err(|e| io_error("list", &shown, &e))?;
+    let reader = workspace
+        .read_dir(&path)
+        .map_err(|e| io_error("list", &shown, &e))?;
     let mut entries = Vec::new();
     for entry in reader {
         let entry = entry.map_err(|e| io_error("list", &shown, &e))?;

@@ -15,11 +15,15 @@
 //! | `grep` | `pattern`, `path?`, `glob?` |
 //! | `shell` | `command`, `timeout_secs?` |
 //!
-//! This module owns the tools' behaviour, their path confinement ([`Workspace`]), their output
-//! truncation ([`truncate_output`]) and the approval policy for them ([`ApprovalPolicy`],
+//! This module owns the tools' behaviour, their path confinement ([`Workspace`]: every file is
+//! opened beneath a handle on the root, so a symbolic link swapped in mid-call cannot lead
+//! outside), the bounds on what they read (only regular files, at most a capped part of one
+//! line held in memory, globs and regexes checked for length and nesting before compiling),
+//! their output truncation ([`truncate_output`]) and the approval policy for them ([`ApprovalPolicy`],
 //! [`WorkspaceDeps`]). It must not prompt anyone (an application plugs in an asker), and it must
-//! not touch anything outside the workspace except through `shell`, which is unconfined by nature
-//! and therefore classed as mutating ([`MUTATING_TOOLS`]).
+//! not touch anything outside the workspace except through `shell`, which is sandboxed
+//! ([`SandboxMode`], [`ShellOptions`]; Linux only, `workspace-write` by default) but can still
+//! change the workspace and is therefore classed as mutating ([`MUTATING_TOOLS`]).
 //!
 //! The file tools are blocking handlers (they run on Tokio's blocking pool and stop walking when
 //! their call is cancelled); `shell` is async so a timeout or abort kills its process group. The
@@ -56,8 +60,13 @@ mod find_files;
 mod grep;
 mod list_dir;
 mod output;
+mod patterns;
+mod procs;
 mod read_file;
+mod reading;
+mod sandbox;
 mod shell;
+mod shell_env;
 mod workspace;
 mod write_file;
 
@@ -73,12 +82,16 @@ pub use find_files::MAX_RESULTS as FIND_FILES_MAX_RESULTS;
 pub use grep::MAX_MATCHES as GREP_MAX_MATCHES;
 pub use list_dir::MAX_ENTRIES as LIST_DIR_MAX_ENTRIES;
 pub use output::{OUTPUT_LIMIT, truncate_output};
+pub use procs::kill_shell_processes;
 pub use read_file::{
     DEFAULT_LINE_LIMIT as READ_FILE_DEFAULT_LINES, MAX_BYTES as READ_FILE_MAX_BYTES,
 };
+pub use sandbox::{ParseSandboxModeError, SandboxMode, sandbox_support};
 pub use shell::{
     DEFAULT_TIMEOUT_SECS as SHELL_DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS as SHELL_MAX_TIMEOUT_SECS,
+    ShellOptions,
 };
+pub use shell_env::looks_like_credential;
 pub use workspace::Workspace;
 
 /// The names of the built-in tools that change files or run commands (and so need approval
@@ -114,6 +127,12 @@ const FILE_TOOL_TIMEOUT: Duration = Duration::from_secs(120);
 /// The tools ignore the deps bundle, so any [`ToolDeps`] works; use [`WorkspaceDeps`] to get the
 /// approval policy as well.
 pub fn tools<D: ToolDeps>(workspace: &Workspace) -> Vec<ToolSpec<D>> {
+    tools_with(workspace, &ShellOptions::default())
+}
+
+/// Like [`tools`], with explicit [`ShellOptions`] for the `shell` tool (sandbox mode,
+/// environment allow-list).
+pub fn tools_with<D: ToolDeps>(workspace: &Workspace, shell: &ShellOptions) -> Vec<ToolSpec<D>> {
     let built = [
         build_read_file(workspace),
         build_write_file(workspace),
@@ -121,7 +140,7 @@ pub fn tools<D: ToolDeps>(workspace: &Workspace) -> Vec<ToolSpec<D>> {
         build_list_dir(workspace),
         build_find_files(workspace),
         build_grep(workspace),
-        build_shell(workspace),
+        build_shell(workspace, shell),
     ];
     built
         .into_iter()
@@ -207,13 +226,16 @@ fn build_grep<D: ToolDeps>(workspace: &Workspace) -> Built<D> {
         .build()
 }
 
-fn build_shell<D: ToolDeps>(workspace: &Workspace) -> Built<D> {
+fn build_shell<D: ToolDeps>(workspace: &Workspace, options: &ShellOptions) -> Built<D> {
     let ws = workspace.clone();
+    let options = options.clone();
     ToolSpec::builder("shell", shell::DESCRIPTION)
         .parameters(shell::schema())
         .timeout(shell::spec_timeout())
         .parallel_safe(false)
-        .handler(move |_ctx: ToolContext<D>, args: shell::Args| shell::run(ws.clone(), args))
+        .handler(move |_ctx: ToolContext<D>, args: shell::Args| {
+            shell::run(ws.clone(), options.clone(), args)
+        })
         .build()
 }
 
@@ -224,6 +246,13 @@ fn looks_binary(sniff: &[u8]) -> bool {
 
 /// A model-actionable error for a failed file operation.
 fn io_error(action: &str, shown: &str, e: &std::io::Error) -> ToolError {
+    if workspace::is_escape(e) {
+        return ToolError::new(format!(
+            "cannot {action} `{shown}`: it leads outside the workspace (through a symbolic \
+             link, possibly one that appeared while the tool ran); only files inside the \
+             workspace can be used"
+        ));
+    }
     match e.kind() {
         std::io::ErrorKind::NotFound => ToolError::new(format!(
             "`{shown}` does not exist; use list_dir or find_files to see what is there"

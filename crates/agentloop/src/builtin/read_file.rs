@@ -3,13 +3,13 @@
 //! Reads one file inside the workspace, streaming it line by line so huge files cost only the
 //! lines shown. Refuses directories and binary files. Never writes anything.
 
-use std::fs::File;
-use std::io::{BufRead, BufReader, Read};
+use std::io::{BufReader, Read};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::output::{clip, thousands};
+use super::reading::{ensure_regular, read_line_capped};
 use super::workspace::Workspace;
 use super::{io_error, looks_binary};
 use crate::tooling::ToolError;
@@ -21,6 +21,9 @@ pub const DEFAULT_LINE_LIMIT: usize = 2000;
 pub const MAX_BYTES: usize = 100_000;
 /// Longest line shown in full; longer lines are cut with a note.
 const MAX_LINE_BYTES: usize = 2000;
+/// How much of one line is held in memory (what is shown, plus room to find a character
+/// boundary and the line ending).
+const HELD_LINE_BYTES: usize = MAX_LINE_BYTES + 8;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -62,12 +65,10 @@ pub(super) fn schema() -> Value {
 pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError> {
     let path = workspace.resolve(&args.path)?;
     let shown = workspace.display(&path);
-    if path.is_dir() {
-        return Err(ToolError::new(format!(
-            "`{shown}` is a directory; use list_dir to see its entries"
-        )));
-    }
-    let file = File::open(&path).map_err(|e| io_error("read", &shown, &e))?;
+    let file = workspace
+        .open_read(&path)
+        .map_err(|e| io_error("read", &shown, &e))?;
+    ensure_regular(&file, &shown)?;
     let mut reader = BufReader::new(file);
 
     let mut sniff = Vec::with_capacity(8192);
@@ -77,7 +78,8 @@ pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError
         .map_err(|e| io_error("read", &shown, &e))?;
     if looks_binary(&sniff) {
         return Err(ToolError::new(format!(
-            "`{shown}` looks like a binary file; read_file only shows text"
+            "`{shown}` looks like a binary file (it contains NUL bytes); read_file only shows \
+             text. Use shell tools such as `file` or `xxd` if you need to inspect it"
         )));
     }
     let mut reader = BufReader::new(sniff.as_slice().chain(reader));
@@ -91,14 +93,10 @@ pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError
     let mut number = 0usize;
     let mut shown_lines = 0usize;
     let mut next_unshown: Option<usize> = None;
-    loop {
-        line.clear();
-        let read = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| io_error("read", &shown, &e))?;
-        if read == 0 {
-            break;
-        }
+    // Hold at most a little more than what is shown of one line, however long it is.
+    while let Some(full) = read_line_capped(&mut reader, &mut line, HELD_LINE_BYTES)
+        .map_err(|e| io_error("read", &shown, &e))?
+    {
         number += 1;
         if number < offset {
             continue;
@@ -114,11 +112,16 @@ pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError
         let text = text.trim_end_matches(['\n', '\r']);
         let clipped = clip(text, MAX_LINE_BYTES);
         let mut entry = format!("{number:>6}\t{clipped}");
-        if clipped.len() < text.len() {
+        let full = if line.len() < full {
+            full // cut while reading
+        } else {
+            text.len()
+        };
+        if clipped.len() < full {
             entry.push_str(&format!(
                 " [... line cut: {} of {} bytes shown]",
                 thousands(clipped.len()),
-                thousands(text.len())
+                thousands(full)
             ));
         }
         entry.push('\n');

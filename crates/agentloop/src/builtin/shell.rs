@@ -1,12 +1,15 @@
 //! `shell{command, timeout_secs?}`: run a command with `sh -c` in the workspace root.
 //!
-//! Owns the child process's whole life: it starts in its own process group, its stdout and
-//! stderr are collected together (in arrival order, bounded memory), and when the command
-//! finishes, times out, or the call is aborted (the handler's future dropped), the whole group is
-//! killed so no stray background process outlives the call. The command itself is not
-//! sandboxed: it can reach anything the user running the agent can, which is why `shell` is a
-//! mutating tool that needs approval.
+//! Owns the child process's whole life: it starts in its own process group, sandboxed
+//! ([`SandboxMode`], Landlock on Linux; see the `sandbox` module), with an environment stripped
+//! of credentials ([`looks_like_credential`](super::looks_like_credential)); its stdout and
+//! stderr are collected together (in arrival order, bounded memory); and when the command
+//! finishes, times out, or the call is aborted (the handler's future dropped), it and every
+//! process it started — `setsid`/double-forked ones included — are killed (see the `procs`
+//! module). `shell` stays a mutating tool that needs approval: in the default
+//! `workspace-write` mode it can still change everything inside the workspace.
 
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -18,8 +21,65 @@ use tokio::process::Command;
 use tokio::time::Instant;
 
 use super::output::{OUTPUT_LIMIT, OutputBuffer};
+use super::procs;
+use super::sandbox::{SandboxMode, SandboxPlan, restrict_current_thread};
+use super::shell_env::filtered_env;
 use super::workspace::Workspace;
 use crate::tooling::ToolError;
+
+/// How the shell tool runs commands: the sandbox mode and what of the agent's environment a
+/// command inherits. `Default` is `workspace-write` with credentials dropped.
+///
+/// ```
+/// use agentloop::builtin::{SandboxMode, ShellOptions};
+///
+/// let options = ShellOptions::default()
+///     .sandbox(SandboxMode::ReadOnly)
+///     .allow_env("GITHUB_TOKEN")
+///     .hide_env("MY_SERVICE_CODE");
+/// assert_eq!(options.sandbox_mode(), SandboxMode::ReadOnly);
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct ShellOptions {
+    sandbox: SandboxMode,
+    env_allow: Vec<String>,
+    env_hide: Vec<String>,
+    writable_roots: Vec<PathBuf>,
+}
+
+impl ShellOptions {
+    /// Sets the sandbox mode (default [`SandboxMode::WorkspaceWrite`]).
+    pub fn sandbox(mut self, mode: SandboxMode) -> Self {
+        self.sandbox = mode;
+        self
+    }
+
+    /// The sandbox mode.
+    pub fn sandbox_mode(&self) -> SandboxMode {
+        self.sandbox
+    }
+
+    /// Lets the variable `name` through even though it looks like a credential.
+    pub fn allow_env(mut self, name: impl Into<String>) -> Self {
+        self.env_allow.push(name.into());
+        self
+    }
+
+    /// Drops the variable `name` whatever it is called (e.g. a key the application read).
+    pub fn hide_env(mut self, name: impl Into<String>) -> Self {
+        self.env_hide.push(name.into());
+        self
+    }
+
+    /// Another directory commands may write below in `workspace-write` mode (e.g. a build cache).
+    pub fn writable_root(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.writable_roots.push(dir.into());
+        self
+    }
+}
+
+/// Whether the "sandbox not (fully) enforced" warning was already given.
+static WARNED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Time limit when the call gives no `timeout_secs`.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
@@ -40,7 +100,9 @@ pub(super) const DESCRIPTION: &str = "Run a shell command (`sh -c`) in the works
 return its combined stdout and stderr with the exit code. Long output is truncated (the start \
 and the end are kept). The command is killed when it exceeds timeout_secs (default 60, at most \
 600); background processes it starts are killed when it finishes. There is no stdin: do not run \
-interactive programs.";
+interactive programs. The command may be sandboxed (by default it can write only inside the \
+workspace and the temporary directory, and has no network access); credentials are removed \
+from its environment.";
 
 pub(super) fn schema() -> Value {
     json!({
@@ -69,38 +131,26 @@ pub(super) fn spec_timeout() -> Duration {
     Duration::from_secs(MAX_TIMEOUT_SECS + 30)
 }
 
-/// Kills the process group when dropped (including when the handler's future is dropped by an
-/// abort or the executor's timeout).
-struct GroupGuard {
-    pgid: Option<u32>,
+/// Kills the command's whole process tree when dropped (including when the handler's future is
+/// dropped by an abort or the executor's timeout).
+struct TreeGuard {
+    shell_pid: Option<u32>,
+    marker: String,
+    armed: bool,
 }
 
-impl GroupGuard {
+impl TreeGuard {
     fn kill(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            kill_group(pgid);
+        if std::mem::take(&mut self.armed) {
+            procs::kill_call(self.shell_pid, &self.marker);
         }
     }
 }
 
-impl Drop for GroupGuard {
+impl Drop for TreeGuard {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-#[cfg(unix)]
-fn kill_group(pgid: u32) {
-    use rustix::process::{Pid, Signal, kill_process_group};
-    if let Some(pid) = i32::try_from(pgid).ok().and_then(Pid::from_raw) {
-        // ESRCH (the group is already gone) is the common, harmless failure.
-        let _ = kill_process_group(pid, Signal::KILL);
-    }
-}
-
-#[cfg(not(unix))]
-fn kill_group(_pgid: u32) {
-    // No process groups: `kill_on_drop` still ends the direct child.
 }
 
 async fn pump(mut pipe: impl AsyncRead + Unpin, sink: Arc<Mutex<OutputBuffer>>) {
@@ -117,7 +167,44 @@ async fn pump(mut pipe: impl AsyncRead + Unpin, sink: Arc<Mutex<OutputBuffer>>) 
     }
 }
 
-pub(super) async fn run(workspace: Workspace, args: Args) -> Result<String, ToolError> {
+/// Starts `command` confined by `plan`: from a fresh thread that restricts itself first (the
+/// restriction is per thread and inherited by the child), so the agent's own threads stay
+/// unrestricted. Returns the child and what of the sandbox could not be enforced.
+async fn spawn_sandboxed(
+    mut command: Command,
+    plan: SandboxPlan,
+) -> Result<(tokio::process::Child, Option<String>), ToolError> {
+    if plan.mode == SandboxMode::FullAccess {
+        let child = command
+            .spawn()
+            .map_err(|e| ToolError::new(format!("could not start `sh`: {e}")))?;
+        return Ok((child, None));
+    }
+    let runtime = tokio::runtime::Handle::current();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let spawner = std::thread::Builder::new()
+        .name("agentloop-sandbox".into())
+        .spawn(move || {
+            let _entered = runtime.enter();
+            let shortfall = restrict_current_thread(&plan);
+            let _ = tx.send(command.spawn().map(|child| (child, shortfall)));
+        })
+        .map_err(|e| ToolError::new(format!("could not start the sandbox thread: {e}")))?;
+    drop(spawner);
+    match rx.await {
+        Ok(Ok(spawned)) => Ok(spawned),
+        Ok(Err(e)) => Err(ToolError::new(format!("could not start `sh`: {e}"))),
+        Err(_) => Err(ToolError::new(
+            "the sandbox thread failed to start the command",
+        )),
+    }
+}
+
+pub(super) async fn run(
+    workspace: Workspace,
+    options: ShellOptions,
+    args: Args,
+) -> Result<String, ToolError> {
     if args.command.trim().is_empty() {
         return Err(ToolError::new("the command is empty"));
     }
@@ -127,21 +214,43 @@ pub(super) async fn run(workspace: Workspace, args: Args) -> Result<String, Tool
         .clamp(1, MAX_TIMEOUT_SECS);
     let limit = Duration::from_secs(secs);
 
+    procs::become_subreaper();
+    let marker = procs::new_marker();
     let mut command = Command::new("sh");
     command
         .arg("-c")
         .arg(&args.command)
         .current_dir(workspace.root())
+        .env_clear()
+        .envs(filtered_env(&options.env_allow, &options.env_hide))
+        .env(procs::MARKER, &marker)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
     #[cfg(unix)]
     command.process_group(0);
-    let mut child = command
-        .spawn()
-        .map_err(|e| ToolError::new(format!("could not start `sh`: {e}")))?;
-    let mut guard = GroupGuard { pgid: child.id() };
+    let mut writable = vec![workspace.root().to_path_buf(), std::env::temp_dir()];
+    writable.extend(options.writable_roots.iter().cloned());
+    let plan = SandboxPlan {
+        mode: options.sandbox,
+        writable,
+    };
+    let mut guard = TreeGuard {
+        shell_pid: None,
+        marker,
+        armed: true,
+    };
+    let (mut child, shortfall) = spawn_sandboxed(command, plan).await?;
+    guard.shell_pid = child.id();
+    // Said once per process, as a warning line and in the first result the model sees.
+    let sandbox_note = shortfall
+        .filter(|_| !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed))
+        .map(|text| {
+            tracing::warn!("shell sandbox ({}): {text}", options.sandbox);
+            format!("[sandbox warning: {text}]\n")
+        })
+        .unwrap_or_default();
 
     let buffer = Arc::new(Mutex::new(OutputBuffer::new(OUTPUT_LIMIT)));
     let stdout = child.stdout.take();
@@ -181,7 +290,7 @@ pub(super) async fn run(workspace: Workspace, args: Args) -> Result<String, Tool
         let _ = tokio::time::timeout(DRAIN_GRACE, &mut readers).await;
     }
 
-    let output = match buffer.lock() {
+    let mut output = match buffer.lock() {
         Ok(buffer) if buffer.is_empty() => "(no output)\n".to_owned(),
         Ok(buffer) => {
             let mut text = buffer.render();
@@ -192,6 +301,7 @@ pub(super) async fn run(workspace: Workspace, args: Args) -> Result<String, Tool
         }
         Err(_) => "(output unavailable)\n".to_owned(),
     };
+    output.insert_str(0, &sandbox_note);
     match status {
         None => Err(ToolError::new(format!(
             "{output}[command timed out after {secs}s and was killed; \

@@ -9,14 +9,23 @@
 //! dangling symbolic link. This module decides *where* a path points; it never reads or writes
 //! file contents.
 //!
-//! Confinement is checked when the call resolves its path. A process that swaps a directory for a
-//! symbolic link between that check and the file operation (a race the model itself cannot run,
-//! but another program could) is outside what this module defends against.
+//! Resolving gives good error messages, but a check followed by a use can be raced (another
+//! process swaps a directory for a symbolic link in between). So every file operation then goes
+//! through an open handle on the root directory ([`cap_std::fs::Dir`]): the path, relative to
+//! the root, is opened beneath that handle, which on Linux is `openat2(RESOLVE_BENEATH)` and
+//! elsewhere a component-by-component walk that refuses to leave the root. A symbolic link
+//! swapped in at any moment can make the operation fail, never land outside. `cap-std` was
+//! chosen over calling `openat2` through `rustix` directly because it covers every operation
+//! the tools need (open, create, `mkdir -p`, list, stat) with the same guarantee, and keeps a
+//! safe fallback on kernels and systems without `openat2`.
 
 use std::fmt;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
+
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, OpenOptions};
 
 use crate::tooling::ToolError;
 
@@ -32,10 +41,20 @@ use crate::tooling::ToolError;
 /// assert!(workspace.resolve("notes/todo.txt").is_ok());
 /// assert!(workspace.resolve("../elsewhere").is_err());
 /// ```
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct Workspace {
     root: Arc<PathBuf>,
+    /// The root, opened once: every file operation resolves beneath this handle.
+    dir: Arc<Dir>,
 }
+
+impl PartialEq for Workspace {
+    fn eq(&self, other: &Self) -> bool {
+        self.root == other.root
+    }
+}
+
+impl Eq for Workspace {}
 
 impl fmt::Debug for Workspace {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -63,9 +82,69 @@ impl Workspace {
                 format!("workspace root {} is not a directory", given.display()),
             ));
         }
+        let dir = Dir::open_ambient_dir(&root, ambient_authority()).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("workspace root {} cannot be opened: {e}", given.display()),
+            )
+        })?;
         Ok(Workspace {
             root: Arc::new(root),
+            dir: Arc::new(dir),
         })
+    }
+
+    /// `resolved` (a path [`resolve`](Self::resolve) returned) relative to the root, as the
+    /// root handle takes it (`.` for the root itself).
+    fn beneath<'p>(&self, resolved: &'p Path) -> io::Result<&'p Path> {
+        match resolved.strip_prefix(self.root.as_path()) {
+            Ok(rel) if rel.as_os_str().is_empty() => Ok(Path::new(".")),
+            Ok(rel) => Ok(rel),
+            Err(_) => Err(escape_error()),
+        }
+    }
+
+    /// Opens a resolved path for reading beneath the root handle, without blocking (a FIFO
+    /// with no writer opens at once; the caller refuses anything but a regular file).
+    pub(crate) fn open_read(&self, resolved: &Path) -> io::Result<std::fs::File> {
+        let mut options = OpenOptions::new();
+        options.read(true);
+        nonblocking(&mut options);
+        Ok(self
+            .dir
+            .open_with(self.beneath(resolved)?, &options)?
+            .into_std())
+    }
+
+    /// Creates or truncates a resolved path beneath the root handle and writes `contents`,
+    /// creating missing parent directories (also beneath the handle). Refuses, without
+    /// blocking, anything that is not a regular file.
+    pub(crate) fn write(&self, resolved: &Path, contents: &[u8]) -> io::Result<()> {
+        use std::io::Write;
+        let rel = self.beneath(resolved)?;
+        if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+            self.dir.create_dir_all(parent)?;
+        }
+        let mut options = OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        nonblocking(&mut options);
+        let mut file = self.dir.open_with(rel, &options)?.into_std();
+        if !file.metadata()?.is_file() {
+            return Err(io::Error::other("it is not a regular file"));
+        }
+        file.write_all(contents)?;
+        file.flush()
+    }
+
+    /// Lists a resolved directory beneath the root handle.
+    pub(crate) fn read_dir(&self, resolved: &Path) -> io::Result<cap_std::fs::ReadDir> {
+        self.dir.read_dir(self.beneath(resolved)?)
+    }
+
+    /// Metadata of a resolved path (links inside the workspace followed) beneath the root
+    /// handle.
+    pub(crate) fn metadata(&self, resolved: &Path) -> io::Result<cap_std::fs::Metadata> {
+        self.dir.metadata(self.beneath(resolved)?)
     }
 
     /// The canonical root directory.
@@ -169,6 +248,31 @@ impl Workspace {
         }
     }
 }
+
+/// The error for a path that (now) leads outside the root.
+fn escape_error() -> io::Error {
+    io::Error::new(io::ErrorKind::PermissionDenied, ESCAPE_MESSAGE)
+}
+
+/// What cap-std says when a path would leave the root handle (also used by [`escape_error`]).
+pub(crate) const ESCAPE_MESSAGE: &str = "a path led outside of the filesystem";
+
+/// Whether an I/O error means the path led outside the workspace (for example because a
+/// directory was swapped for a symbolic link while the tool ran).
+pub(crate) fn is_escape(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::PermissionDenied && e.to_string().contains(ESCAPE_MESSAGE)
+}
+
+#[cfg(unix)]
+fn nonblocking(options: &mut OpenOptions) {
+    use cap_std::fs::OpenOptionsExt;
+    // O_NONBLOCK has no effect on regular files; on a FIFO it keeps the open from waiting for
+    // the other end.
+    options.custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
+}
+
+#[cfg(not(unix))]
+fn nonblocking(_options: &mut OpenOptions) {}
 
 /// Whether `path`, with `.` and `..` applied textually, stays under `root`.
 fn lexically_inside(path: &Path, root: &Path) -> bool {

@@ -43,17 +43,16 @@ pub(super) fn schema() -> Value {
 pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError> {
     let path = workspace.resolve(&args.path)?;
     let shown = workspace.display(&path);
-    if path.is_dir() {
+    let existing = workspace.metadata(&path).ok();
+    if existing.as_ref().is_some_and(|m| m.is_dir()) {
         return Err(ToolError::new(format!(
             "`{shown}` is a directory; give the path of a file"
         )));
     }
-    let existed = path.exists();
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent)
-            .map_err(|e| io_error("create the parent directory of", &shown, &e))?;
-    }
-    std::fs::write(&path, args.content.as_bytes()).map_err(|e| io_error("write", &shown, &e))?;
+    let existed = existing.is_some();
+    workspace
+        .write(&path, args.content.as_bytes())
+        .map_err(|e| io_error("write", &shown, &e))?;
     let verb = if existed { "overwrote" } else { "created" };
     Ok(format!(
         "Wrote {} bytes to `{shown}` ({verb}).",

@@ -323,9 +323,14 @@ async fn execute<D: ToolDeps>(
 
     // Bind before asking for approval: a person should never approve a call that cannot run.
     let first_cancel = options.cancel.child_token();
-    let mut invocation = match (tool.spec.handler)(make_ctx(first_cancel.clone()), args.clone()) {
+    let mut invocation = match bind_invocation(
+        &tool.spec.handler,
+        &call.tool_name,
+        make_ctx(first_cancel.clone()),
+        args.clone(),
+    ) {
         Ok(inv) => inv,
-        Err(detail) => return (Err(ToolError::mismatch(&call.tool_name, &detail)), 0),
+        Err(e) => return (Err(e), 0),
     };
 
     match approve(deps, call, &options.cancel).await {
@@ -352,11 +357,14 @@ async fn execute<D: ToolDeps>(
                     }
                 }
                 cancel = options.cancel.child_token();
-                invocation = match (tool.spec.handler)(make_ctx(cancel.clone()), args.clone()) {
+                invocation = match bind_invocation(
+                    &tool.spec.handler,
+                    &call.tool_name,
+                    make_ctx(cancel.clone()),
+                    args.clone(),
+                ) {
                     Ok(inv) => inv,
-                    Err(detail) => {
-                        return (Err(ToolError::mismatch(&call.tool_name, &detail)), attempts);
-                    }
+                    Err(e) => return (Err(e), attempts),
                 };
             }
             other => return (other, attempts),
@@ -370,7 +378,12 @@ async fn approve<D: ToolDeps>(
     call: &ToolCallPart,
     abort: &CancellationToken,
 ) -> Result<(), ToolError> {
-    let verdict = AssertUnwindSafe(deps.before_tool(call)).catch_unwind();
+    // Building the hook's future runs user code too (a closure hook runs entirely here, before
+    // any `async` block): a panic at that point must deny the call just like one while polling.
+    let verdict = match std::panic::catch_unwind(AssertUnwindSafe(|| deps.before_tool(call))) {
+        Ok(fut) => AssertUnwindSafe(fut).catch_unwind().left_future(),
+        Err(payload) => std::future::ready(Err(payload)).right_future(),
+    };
     let verdict = tokio::select! {
         v = verdict => v,
         _ = abort.cancelled() => return Err(ToolError::aborted(&call.tool_name)),
@@ -382,6 +395,22 @@ async fn approve<D: ToolDeps>(
             &call.tool_name,
             &format!("the hook panicked: {}", panic_message(&*payload)),
         )),
+    }
+}
+
+/// Binds the arguments and builds the handler's invocation. A hand-written handler closure runs
+/// user code here (before any future exists), so a panic is caught and becomes an error result
+/// like a panic while the handler runs.
+pub(crate) fn bind_invocation<D>(
+    handler: &super::spec::HandlerFn<D>,
+    tool: &str,
+    ctx: ToolContext<D>,
+    args: Value,
+) -> Result<Invocation, ToolError> {
+    match std::panic::catch_unwind(AssertUnwindSafe(|| handler(ctx, args))) {
+        Ok(Ok(inv)) => Ok(inv),
+        Ok(Err(detail)) => Err(ToolError::mismatch(tool, &detail)),
+        Err(payload) => Err(ToolError::panicked(tool, &panic_message(&*payload))),
     }
 }
 

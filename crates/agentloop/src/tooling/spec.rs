@@ -444,8 +444,7 @@ impl<D: Send + Sync + 'static> ToolSpec<D> {
             cancel.clone(),
             None,
         );
-        let invocation =
-            (self.handler)(ctx, args).map_err(|detail| ToolError::mismatch(&self.name, &detail))?;
+        let invocation = super::executor::bind_invocation(&self.handler, &self.name, ctx, args)?;
         let name = self.name.as_str();
         let run = async move {
             match invocation {

@@ -1,0 +1,130 @@
+//! No orphans when the CLI ends (issue 11, item 6): while the model's `shell` call runs a
+//! command that detached a `setsid` child, the `agentloop` process gets SIGTERM, SIGHUP (the
+//! terminal closed) or SIGINT; the detached child is gone afterwards.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![cfg(target_os = "linux")]
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use agentloop_testkit::{MockServer, Script};
+use serde_json::json;
+
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rfind(')')
+                .map(|i| !s[i + 1..].trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+fn wait_for_pid(pidfile: &Path) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if let Some(pid) = std::fs::read_to_string(pidfile)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return pid;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("the detached process never wrote its pid");
+}
+
+fn gone(pid: u32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if !alive(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// Runs the CLI on a script whose first turn calls `shell` with a command that detaches a
+/// `sleep 300` (pid in `ws/pid`) and then waits; sends `signal` once the detached process
+/// exists; returns the CLI's exit code and the detached pid.
+fn signal_during_shell(signal: &str) -> (Option<i32>, u32) {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let pidfile = ws.join("pid");
+    let command =
+        "(setsid sh -c 'echo $$ > pid.tmp && mv pid.tmp pid && exec sleep 300' &) ; sleep 100";
+    let server = MockServer::start(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [{"id": "call_sh", "name": "shell", "arguments": {"command": command}}]},
+            {"text": "done"}
+        ]}))
+        .unwrap(),
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_agentloop"))
+        .env("OPENAI_API_KEY", "dummy")
+        .env("XDG_DATA_HOME", dir.path().join("data"))
+        .env("NO_COLOR", "1")
+        .arg("--db")
+        .arg(dir.path().join("sessions.db"))
+        .args([
+            "run",
+            "--json",
+            "--approve",
+            "always",
+            "--model",
+            "openai:mock",
+            "--base-url",
+        ])
+        .arg(server.openai_base_url())
+        .arg("--workspace")
+        .arg(&ws)
+        .arg("Run it.")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = wait_for_pid(&pidfile);
+    assert!(alive(pid));
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let code = child.wait().unwrap().code();
+    (code, pid)
+}
+
+#[test]
+fn sigterm_of_the_cli_kills_the_detached_child() {
+    let (code, pid) = signal_during_shell("TERM");
+    assert_eq!(code, Some(143));
+    assert!(
+        gone(pid),
+        "detached process {pid} survived SIGTERM of the CLI"
+    );
+}
+
+#[test]
+fn sighup_of_the_cli_kills_the_detached_child() {
+    let (code, pid) = signal_during_shell("HUP");
+    assert_eq!(code, Some(129));
+    assert!(
+        gone(pid),
+        "detached process {pid} survived SIGHUP of the CLI"
+    );
+}
+
+#[test]
+fn sigint_of_the_cli_kills_the_detached_child() {
+    let (code, pid) = signal_during_shell("INT");
+    assert_eq!(code, Some(130));
+    assert!(
+        gone(pid),
+        "detached process {pid} survived Ctrl-C of the CLI"
+    );
+}
