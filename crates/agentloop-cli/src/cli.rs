@@ -79,6 +79,33 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_turns: Option<u32>,
 
+    /// Stop before the model call after this many calls in this run (exit code 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_requests: Option<u32>,
+
+    /// Stop before the next model call once the run's prompt tokens (cached ones included)
+    /// reach this many.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_input_tokens: Option<u64>,
+
+    /// Stop before the next model call once the run's output tokens reach this many.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_output_tokens: Option<u64>,
+
+    /// Stop before the next model call once the run's prompt plus output tokens reach this many.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_total_tokens: Option<u64>,
+
+    /// Stop before the next model call once the run has cost this many US dollars (models
+    /// without a known price count as free).
+    #[arg(long, value_name = "USD", value_parser = parse_cost)]
+    pub max_cost: Option<f64>,
+
+    /// Put message contents (prompts, answers, tool arguments and results) on the exported
+    /// OpenTelemetry spans. Off by default: they contain user data.
+    #[arg(long, env = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")]
+    pub trace_content: bool,
+
     /// Record into (and resume) this session; a new session gets this id.
     #[arg(long, value_name = "ID", conflicts_with = "continue_last")]
     pub session: Option<String>,
@@ -101,6 +128,20 @@ pub struct RunArgs {
     /// Print exactly one JSON object per agent event per line on stdout, nothing else.
     #[arg(long)]
     pub json: bool,
+}
+
+/// A `--max-cost` amount: a finite number of US dollars above zero (a leading `$` is allowed).
+fn parse_cost(text: &str) -> Result<f64, String> {
+    let amount: f64 = text
+        .trim()
+        .trim_start_matches('$')
+        .parse()
+        .map_err(|_| format!("{text:?} is not an amount of US dollars (e.g. 0.50)"))?;
+    if amount.is_finite() && amount > 0.0 {
+        Ok(amount)
+    } else {
+        Err(format!("the cost limit must be above zero (got {text})"))
+    }
 }
 
 /// `--reasoning` values.

@@ -10,11 +10,13 @@
 pub mod agent;
 pub mod blocking;
 pub mod builtin;
+pub mod cost;
 #[doc(hidden)]
 pub mod macro_support;
 pub mod model;
 pub mod providers;
 pub mod session;
+pub mod telemetry;
 pub mod tooling;
 pub mod transcript;
 
