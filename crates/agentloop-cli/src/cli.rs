@@ -26,6 +26,8 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Subcommand, Debug)]
+// Parsed once per process: the size of the `run` variant does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Run an agent on a prompt, with the built-in tools confined to a workspace directory.
     Run(RunArgs),

@@ -367,7 +367,7 @@ fn json_line(totals: &Totals, event: &AgentEvent) -> serde_json::Result<String> 
     if let Value::Object(map) = &mut value {
         map.insert("turns".into(), Value::from(totals.turns));
         map.insert("tool_calls".into(), Value::from(totals.tool_calls));
-        map.insert("usage".into(), serde_json::to_value(&totals.usage)?);
+        map.insert("usage".into(), serde_json::to_value(totals.usage)?);
     }
     serde_json::to_string(&value)
 }

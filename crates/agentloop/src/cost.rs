@@ -7,6 +7,8 @@
 //! them back up where a total prompt size is meant (the price table, like the OpenTelemetry GenAI
 //! conventions, counts cached tokens inside the input tokens).
 
+use std::collections::HashSet;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
@@ -37,6 +39,17 @@ pub fn price_provider_id(provider: &str) -> &str {
 /// ```
 pub fn price(model: &str, provider: &str, usage: &Usage, timestamp_ms: u64) -> Option<f64> {
     use genai_prices::{PriceRequest, UsageKey};
+    // A model the table does not know stays unknown for the life of the process (the table is
+    // compiled in): remember it, so a local or mock model costs one failed lookup, not one per
+    // message.
+    static UNPRICED: Mutex<Option<HashSet<(String, String)>>> = Mutex::new(None);
+    let unpriced = || UNPRICED.lock().unwrap_or_else(PoisonError::into_inner);
+    if unpriced()
+        .as_ref()
+        .is_some_and(|set| set.contains(&(provider.to_owned(), model.to_owned())))
+    {
+        return None;
+    }
     let mut table = genai_prices::Usage::new();
     let input = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens;
     table.insert(UsageKey::INPUT_TOKENS, input as f64);
@@ -62,6 +75,9 @@ pub fn price(model: &str, provider: &str, usage: &Usage, timestamp_ms: u64) -> O
         Ok(_) => None,
         Err(error) => {
             tracing::debug!(%model, %provider, %error, "no price for this model");
+            unpriced()
+                .get_or_insert_with(HashSet::new)
+                .insert((provider.to_owned(), model.to_owned()));
             None
         }
     }
