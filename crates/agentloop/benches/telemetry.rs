@@ -28,22 +28,23 @@ use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
 use serde_json::{Value, json};
 use tracing_subscriber::layer::SubscriberExt;
 
-/// A scripted model that reports itself as OpenAI Chat, so replies get priced.
-struct Priced(FnModel);
+/// A scripted model that reports itself as OpenAI Chat, so replies get priced (or as a scripted
+/// model, which is never priced, for the `none_unpriced` baseline).
+struct Priced(FnModel, &'static str);
 
 impl Model for Priced {
     fn stream(&self, request: ModelRequest<'_>) -> ModelStream {
         self.0.stream(request)
     }
     fn provider(&self) -> &str {
-        "openai_chat"
+        self.1
     }
     fn base_url(&self) -> Option<&str> {
         Some("http://127.0.0.1:9/v1")
     }
 }
 
-fn w1_model() -> Priced {
+fn w1_model(provider: &'static str) -> Priced {
     let counter = Arc::new(AtomicUsize::new(0));
     let usage = Usage {
         input_tokens: 400,
@@ -51,19 +52,22 @@ fn w1_model() -> Priced {
         output_tokens: 30,
         ..Usage::default()
     };
-    Priced(FnModel::new(move |_req| {
-        if counter.fetch_add(1, Ordering::Relaxed) % 2 == 0 {
-            ScriptedTurn::new()
-                .tool_call("call-add", "add", json!({"a": 2, "b": 3}))
-                .tool_call("call-upper", "upper", json!({"text": "hi"}))
-                .usage(usage)
-        } else {
-            ScriptedTurn::text("5 and HI").usage(usage)
-        }
-    }))
+    Priced(
+        FnModel::new(move |_req| {
+            if counter.fetch_add(1, Ordering::Relaxed) % 2 == 0 {
+                ScriptedTurn::new()
+                    .tool_call("call-add", "add", json!({"a": 2, "b": 3}))
+                    .tool_call("call-upper", "upper", json!({"text": "hi"}))
+                    .usage(usage)
+            } else {
+                ScriptedTurn::text("5 and HI").usage(usage)
+            }
+        }),
+        provider,
+    )
 }
 
-fn agent() -> AgentLoop<Deps> {
+fn w1_agent(provider: &'static str) -> AgentLoop<Deps> {
     let add = ToolSpec::<Deps>::builder("add", "Add two numbers.")
         .handler(|_c: ToolContext<Deps>, a: Value| async move {
             (a["a"].as_i64().unwrap_or(0) + a["b"].as_i64().unwrap_or(0)).to_string()
@@ -85,7 +89,7 @@ fn agent() -> AgentLoop<Deps> {
         },
         ..AgentLoopConfig::default()
     };
-    AgentLoop::new(config, w1_model())
+    AgentLoop::new(config, w1_model(provider))
         .with_tools([add, upper])
         .unwrap()
 }
@@ -140,13 +144,26 @@ fn bench(c: &mut Criterion) {
         .enable_all()
         .build()
         .unwrap();
-    let agent = agent();
+    let agent = w1_agent("openai_chat");
     let run = |i: u64| {
         rt.block_on(agent.run(vec![Message::user(format!("Run {i}"))], vec![]))
             .unwrap()
     };
+    let unpriced = w1_agent("scripted");
     let mut group = c.benchmark_group("telemetry_w1");
     group.measurement_time(Duration::from_secs(8));
+
+    // The same run without the price lookup: `none` minus this is what cost accounting adds.
+    group.bench_function("none_unpriced", |b| {
+        b.iter_custom(|iters| {
+            let start = process_cpu();
+            for i in 0..iters {
+                rt.block_on(unpriced.run(vec![Message::user(format!("Run {i}"))], vec![]))
+                    .unwrap();
+            }
+            process_cpu() - start
+        })
+    });
 
     group.bench_function("none", |b| {
         b.iter_custom(|iters| {

@@ -134,6 +134,9 @@ pub fn model_error_type(error: &ModelError) -> String {
         ModelError::Stream(_) => "stream".into(),
         ModelError::InvalidRequest(_) => "invalid_request".into(),
         ModelError::Script(_) => "script".into(),
+        // Variants added later (the enum is non-exhaustive) get the conventions' fallback.
+        #[allow(unreachable_patterns)]
+        _ => "_OTHER".into(),
     }
 }
 
@@ -150,6 +153,8 @@ pub fn tool_error_type(kind: ToolErrorKind) -> &'static str {
         ToolErrorKind::Timeout => "timeout",
         ToolErrorKind::Panicked => "panicked",
         ToolErrorKind::Aborted => "aborted",
+        #[allow(unreachable_patterns)]
+        _ => "_OTHER",
     }
 }
 
@@ -162,6 +167,8 @@ pub fn finish_reason(stop: StopReason) -> &'static str {
         StopReason::Refusal => "content_filter",
         StopReason::Error => "error",
         StopReason::Aborted => "aborted",
+        #[allow(unreachable_patterns)]
+        _ => "error",
     }
 }
 
@@ -503,6 +510,8 @@ fn content_message(message: &Message) -> Value {
         Role::User | Role::Custom => "user",
         Role::Assistant => "assistant",
         Role::ToolResult => "tool",
+        #[allow(unreachable_patterns)]
+        _ => "user",
     };
     let parts: Vec<Value> = message
         .content
@@ -527,6 +536,8 @@ fn content_message(message: &Message) -> Value {
                 "id": result.call_id,
                 "response": result.content,
             }),
+            #[allow(unreachable_patterns)]
+            _ => json!({"type": "unknown"}),
         })
         .collect();
     json!({"role": role, "parts": parts})
