@@ -27,6 +27,8 @@ pub struct Cli {
 
 /// The subcommands.
 #[derive(Subcommand, Debug)]
+// Parsed once per process: the size of the `run` variant does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Command {
     /// Run an agent on a prompt. The file tools are confined to a workspace directory; `shell`
     /// commands are sandboxed on Linux as `--sandbox` says (default: writes only in the workspace
@@ -82,6 +84,33 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_turns: Option<u32>,
 
+    /// Stop before the model call after this many calls in this run (exit code 1).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_requests: Option<u32>,
+
+    /// Stop before the next model call once the run's prompt tokens (cached ones included)
+    /// reach this many.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_input_tokens: Option<u64>,
+
+    /// Stop before the next model call once the run's output tokens reach this many.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_output_tokens: Option<u64>,
+
+    /// Stop before the next model call once the run's prompt plus output tokens reach this many.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_total_tokens: Option<u64>,
+
+    /// Stop before the next model call once the run has cost this many US dollars (models
+    /// without a known price count as free).
+    #[arg(long, value_name = "USD", value_parser = parse_cost)]
+    pub max_cost: Option<f64>,
+
+    /// Put message contents (prompts, answers, tool arguments and results) on the exported
+    /// OpenTelemetry spans. Off by default: they contain user data.
+    #[arg(long, env = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")]
+    pub trace_content: bool,
+
     /// Record into (and resume) this session; a new session gets this id.
     #[arg(long, value_name = "ID", conflicts_with = "continue_last")]
     pub session: Option<String>,
@@ -118,6 +147,20 @@ pub struct RunArgs {
     /// otherwise). Repeatable.
     #[arg(long = "shell-env-allow", value_name = "NAME")]
     pub shell_env_allow: Vec<String>,
+}
+
+/// A `--max-cost` amount: a finite number of US dollars above zero (a leading `$` is allowed).
+fn parse_cost(text: &str) -> Result<f64, String> {
+    let amount: f64 = text
+        .trim()
+        .trim_start_matches('$')
+        .parse()
+        .map_err(|_| format!("{text:?} is not an amount of US dollars (e.g. 0.50)"))?;
+    if amount.is_finite() && amount > 0.0 {
+        Ok(amount)
+    } else {
+        Err(format!("the cost limit must be above zero (got {text})"))
+    }
 }
 
 /// `--reasoning` values.

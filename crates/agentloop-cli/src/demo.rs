@@ -109,6 +109,8 @@ pub async fn run(db: Option<&Path>, args: DemoArgs) -> Result<(), Failure> {
         system_prompt: None,
         reasoning: None,
         max_turns: Some(10),
+        limits: Default::default(),
+        trace_content: false,
         json: args.json,
         store: store.clone(),
         session,

@@ -16,6 +16,7 @@ mod demo;
 mod error;
 mod mock;
 mod model;
+mod otel;
 mod prompt;
 mod render;
 mod run;
@@ -31,6 +32,7 @@ use crate::error::Failure;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    otel::init();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
     // An abandoned blocking task (a prompt nobody answers after Ctrl-C, a tool that ignored
     // its cancellation) must not keep the process alive.
     runtime.shutdown_timeout(Duration::from_millis(200));
+    otel::shutdown();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => report(&failure),

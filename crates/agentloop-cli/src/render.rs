@@ -224,7 +224,7 @@ impl Renderer {
         let mut state = lock(&self.state);
         count(&mut state.totals, event);
         match self.mode {
-            OutputMode::Json => match serde_json::to_string(event) {
+            OutputMode::Json => match json_line(&state.totals, event) {
                 Ok(line) => out(&format!("{line}\n")),
                 Err(e) => eprintln!(
                     "agentloop: could not serialize a {} event: {e}",
@@ -357,6 +357,21 @@ impl Renderer {
     }
 }
 
+/// One event as its JSON line; the final `agent_end` also carries the run's totals (`turns`,
+/// `tool_calls`, and `usage` with `cost_usd` when a price was known).
+fn json_line(totals: &Totals, event: &AgentEvent) -> serde_json::Result<String> {
+    if !matches!(event, AgentEvent::AgentEnd { .. }) {
+        return serde_json::to_string(event);
+    }
+    let mut value = serde_json::to_value(event)?;
+    if let Value::Object(map) = &mut value {
+        map.insert("turns".into(), Value::from(totals.turns));
+        map.insert("tool_calls".into(), Value::from(totals.tool_calls));
+        map.insert("usage".into(), serde_json::to_value(totals.usage)?);
+    }
+    serde_json::to_string(&value)
+}
+
 fn count(totals: &mut Totals, event: &AgentEvent) {
     match event {
         AgentEvent::TurnStart { turn } => totals.turns = totals.turns.max(*turn),
@@ -383,6 +398,17 @@ pub fn describe_stop(stop: &RunStop) -> String {
         RunStop::ModelError { message } => format!("model error: {}", one_line(message, 300)),
         RunStop::HookStop { extension } => format!("stopped by extension {extension}"),
         RunStop::Internal { message } => format!("internal error: {}", one_line(message, 300)),
+        RunStop::UsageLimit { which, used, limit } => match which {
+            agentloop::agent::UsageLimit::CostUsd => {
+                format!("stopped: cost limit reached (${used:.4} of ${limit:.4})")
+            }
+            which => format!(
+                "stopped: {} limit reached ({} of {})",
+                which.as_str().replace('_', " "),
+                thousands(*used as u64),
+                thousands(*limit as u64)
+            ),
+        },
         other => format!("stopped: {other:?}"),
     }
 }

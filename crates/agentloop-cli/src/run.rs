@@ -9,7 +9,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use agentloop::agent::{AbortSignal, AgentError, AgentLoop, AgentLoopConfig, RunOutcome, RunStop};
+use agentloop::agent::{
+    AbortSignal, AgentError, AgentLoop, AgentLoopConfig, RunOutcome, RunStop, TelemetryConfig,
+    UsageLimits,
+};
 use agentloop::builtin::{
     self, ApprovalPolicy, SandboxMode, ShellOptions, Workspace, WorkspaceDeps,
 };
@@ -40,6 +43,10 @@ pub struct RunSetup {
     pub reasoning: Option<ReasoningLevel>,
     /// Model-call ceiling.
     pub max_turns: Option<u32>,
+    /// Request, token and cost ceilings.
+    pub limits: UsageLimits,
+    /// Message contents on the telemetry spans.
+    pub trace_content: bool,
     /// JSON lines instead of text.
     pub json: bool,
     /// The store the run is recorded into.
@@ -115,6 +122,12 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         ),
         reasoning: setup.reasoning,
         max_turns: setup.max_turns,
+        usage_limits: setup.limits,
+        telemetry: TelemetryConfig {
+            agent_name: Some("agentloop".into()),
+            conversation_id: Some(setup.session.id.clone()),
+            capture_content: setup.trace_content,
+        },
         ..AgentLoopConfig::default()
     };
 
@@ -145,8 +158,10 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         async move {
             while interrupts.next().await {
                 if interrupted.swap(true, Ordering::SeqCst) {
-                    // A second Ctrl-C: the person wants out now, with no command left behind.
+                    // A second Ctrl-C: the person wants out now, with no command left behind
+                    // (exported spans still flushed).
                     builtin::kill_shell_processes();
+                    crate::otel::shutdown();
                     std::process::exit(i32::from(EXIT_INTERRUPTED));
                 }
                 abort.abort();
@@ -328,6 +343,14 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         system_prompt: args.system.clone(),
         reasoning: args.reasoning.map(Into::into),
         max_turns: args.max_turns,
+        limits: UsageLimits {
+            max_requests: args.max_requests,
+            max_input_tokens: args.max_input_tokens,
+            max_output_tokens: args.max_output_tokens,
+            max_total_tokens: args.max_total_tokens,
+            max_cost_usd: args.max_cost,
+        },
+        trace_content: args.trace_content,
         json: args.json,
         store,
         session,

@@ -5,10 +5,11 @@ use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 
 use agentloop::session::{ImportOptions, SessionError, SessionInfo, SessionStore, SqliteStore};
+use agentloop::transcript::{Role, Usage};
 
 use crate::cli::SessionsCommand;
 use crate::error::Failure;
-use crate::render::{Style, format_transcript, one_line, out, stdout_color};
+use crate::render::{Style, format_transcript, one_line, out, stdout_color, thousands};
 
 fn env_dir(name: &str) -> Option<PathBuf> {
     std::env::var_os(name)
@@ -112,16 +113,32 @@ fn list(store: &SqliteStore, json: bool) -> Result<(), Failure> {
     let sessions = store.list()?;
     let mut text = String::new();
     for info in &sessions {
+        let usage = session_usage(store, &info.id)?;
         if json {
-            let line = serde_json::to_string(info)
+            let mut value = serde_json::to_value(info)
                 .map_err(|e| Failure::new(format!("cannot serialize a session: {e}")))?;
-            text.push_str(&line);
+            if let serde_json::Value::Object(map) = &mut value {
+                let usage = serde_json::to_value(usage)
+                    .map_err(|e| Failure::new(format!("cannot serialize a session: {e}")))?;
+                map.insert("usage".into(), usage);
+            }
+            text.push_str(&value.to_string());
         } else {
+            let cost = usage
+                .cost_usd
+                .map_or_else(|| "-".to_owned(), |c| format!("${c:.4}"));
             text.push_str(&format!(
-                "{}  {}  {:>4} msgs  {:<20}  {}",
+                "{}  {}  {:>4} msgs  {:>9} tok  {:>9}  {:<20}  {}",
                 info.id,
                 format_time(info.updated_ms),
                 info.message_count,
+                thousands(
+                    usage.input_tokens
+                        + usage.cache_read_tokens
+                        + usage.cache_write_tokens
+                        + usage.output_tokens
+                ),
+                cost,
                 one_line(info.model.as_deref().unwrap_or("-"), 20),
                 one_line(info.title.as_deref().unwrap_or("(untitled)"), 60)
             ));
@@ -133,6 +150,20 @@ fn list(store: &SqliteStore, json: bool) -> Result<(), Failure> {
     }
     out(&text);
     Ok(())
+}
+
+/// The summed usage (tokens and cost) of a session's assistant messages. The store keeps no
+/// running total, so this reads the session's messages.
+fn session_usage(store: &SqliteStore, id: &str) -> Result<Usage, Failure> {
+    let mut total = Usage::default();
+    for message in store.load(id)? {
+        if message.role == Role::Assistant {
+            if let Some(usage) = &message.usage {
+                total.accumulate(usage);
+            }
+        }
+    }
+    Ok(total)
 }
 
 fn describe(info: &SessionInfo) -> String {

@@ -5,16 +5,20 @@
 //!
 //! Modules:
 //! - [`transcript`]: the provider-neutral messages and parts everything else exchanges;
-//! - [`tooling`]: tool specifications, the registry and the executor.
+//! - [`tooling`]: tool specifications, the registry and the executor;
+//! - [`telemetry`]: OpenTelemetry GenAI spans and metrics (OTLP export behind feature `otel`);
+//! - [`cost`]: the cost of each assistant message and per-run usage limits.
 
 pub mod agent;
 pub mod blocking;
 pub mod builtin;
+pub mod cost;
 #[doc(hidden)]
 pub mod macro_support;
 pub mod model;
 pub mod providers;
 pub mod session;
+pub mod telemetry;
 pub mod tooling;
 pub mod transcript;
 

@@ -5,7 +5,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::queue::QueueMode;
+pub use crate::cost::{UsageLimit, UsageLimits};
 use crate::model::{ApiKey, ReasoningLevel};
+pub use crate::telemetry::TelemetryConfig;
 
 /// How the tool calls of one assistant message are executed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -64,6 +66,10 @@ pub struct AgentLoopConfig {
     pub steering_mode: QueueMode,
     /// How many follow-up messages one delivery takes.
     pub follow_up_mode: QueueMode,
+    /// Ceilings on requests, tokens and cost per run (`Default`: none).
+    pub usage_limits: UsageLimits,
+    /// What the run's OpenTelemetry GenAI spans carry (agent name, conversation id, contents).
+    pub telemetry: TelemetryConfig,
 }
 
 impl Default for AgentLoopConfig {
@@ -83,6 +89,8 @@ impl Default for AgentLoopConfig {
             tool_retry_backoff: Duration::from_millis(200),
             steering_mode: QueueMode::OneAtATime,
             follow_up_mode: QueueMode::OneAtATime,
+            usage_limits: UsageLimits::default(),
+            telemetry: TelemetryConfig::default(),
         }
     }
 }

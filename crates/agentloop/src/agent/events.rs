@@ -22,7 +22,7 @@ use crate::tooling::{ToolObserver, panic_message};
 use crate::transcript::{Message, ToolCallPart, ToolResultPart};
 
 /// Why a run ended.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum RunStop {
@@ -55,7 +55,21 @@ pub enum RunStop {
         /// What failed.
         message: String,
     },
+    /// A ceiling of [`UsageLimits`](crate::agent::UsageLimits) was reached before the next
+    /// model call; the completed messages are kept.
+    UsageLimit {
+        /// Which ceiling.
+        which: crate::cost::UsageLimit,
+        /// How much the run had used (requests, tokens or US dollars).
+        used: f64,
+        /// The ceiling.
+        limit: f64,
+    },
 }
+
+// The amounts in `UsageLimit` are finite (limits are validated, usage is counted), so equality
+// stays reflexive and `RunStop` keeps its `Eq`.
+impl Eq for RunStop {}
 
 /// Something that happened during a run.
 #[derive(Clone, Debug, PartialEq, Serialize)]

@@ -48,7 +48,7 @@ use std::sync::Arc;
 
 pub use abort::AbortSignal;
 pub use calls::{BlockedCall, ErrorCall, FinalizedToolCall, PreparedToolCall};
-pub use config::{AgentLoopConfig, ToolExecutionMode};
+pub use config::{AgentLoopConfig, TelemetryConfig, ToolExecutionMode, UsageLimit, UsageLimits};
 pub use error::{AgentError, completed_messages};
 pub use events::{AgentEvent, EmitFn, RunStop};
 pub use hooks::{Extension, HookKind, ResultRewrite, ToolCallDecision, TurnSummary};

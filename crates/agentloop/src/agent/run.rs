@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use futures::{FutureExt, StreamExt};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::calls::{BlockedCall, FinalizedToolCall, PreparedToolCall};
 use super::events::{AgentEvent, Emitter, EventObserver, RunStop};
@@ -126,10 +127,12 @@ impl<D: ToolDeps> AgentLoop<D> {
         emitter: Emitter,
     ) -> Result<RunOutcome, AgentError> {
         emitter.emit(AgentEvent::AgentStart);
+        let invalid_limits = self.config.usage_limits.validate().err();
         let precondition = match (&prompts, context.last()) {
             _ if self.config.max_turns == Some(0) => Some(AgentError::Config(
                 "max_turns must be at least 1 (use None for no ceiling)".into(),
             )),
+            _ if invalid_limits.is_some() => invalid_limits.map(AgentError::Config),
             (None, None) => Some(AgentError::EmptyContext),
             (None, Some(last)) if last.role == Role::Assistant => {
                 Some(AgentError::ContinueFromAssistant)
@@ -156,8 +159,14 @@ impl<D: ToolDeps> AgentLoop<D> {
             usage: Usage::default(),
             loaded,
         };
+        let span = crate::telemetry::agent_span(
+            &self.config.telemetry,
+            self.model.provider(),
+            self.config.model.as_deref(),
+        );
         let result = AssertUnwindSafe(self.execute(&mut state, prompts, &emitter, &cancel))
             .catch_unwind()
+            .instrument(span.clone())
             .await;
         let (stop, returned, partial) = match result {
             Ok(Ok(stop)) => (stop, Ok(()), None),
@@ -179,6 +188,16 @@ impl<D: ToolDeps> AgentLoop<D> {
                 )
             }
         };
+        let error_type = match &stop {
+            RunStop::ModelError { .. } => match &returned {
+                Err(error) => Some(crate::telemetry::model_error_type(error)),
+                Ok(()) => None,
+            },
+            RunStop::Internal { .. } => Some("internal".to_owned()),
+            _ => None,
+        };
+        crate::telemetry::record_run_end(&span, &state.usage, error_type.as_deref());
+        drop(span);
         emitter.emit_with(|| {
             let mut messages = state.new_messages().to_vec();
             messages.extend(partial.clone());
@@ -255,7 +274,20 @@ impl<D: ToolDeps> AgentLoop<D> {
             let turn = state.turns;
 
             let request = self.build_request(&state.context, &system_prompt, &state.loaded);
-            let reply = self.stream_reply(request, emitter, cancel).await;
+            let chat = crate::telemetry::ChatCall::start(
+                &request,
+                self.model.provider(),
+                self.model.base_url(),
+                &self.config.telemetry,
+            );
+            let reply = self
+                .stream_reply(request, emitter, cancel)
+                .instrument(chat.span().clone())
+                .await;
+            match &reply {
+                Reply::Done(message) | Reply::Aborted(message) => chat.finish(message),
+                Reply::Failed(message, error) => chat.fail(message, error),
+            }
             let message = match reply {
                 Reply::Done(message) => message,
                 Reply::Aborted(partial) => {
@@ -292,7 +324,7 @@ impl<D: ToolDeps> AgentLoop<D> {
             let results = if calls.is_empty() {
                 Vec::new()
             } else if truncated {
-                self.answer_without_running(&calls, truncated_call_result, emitter)
+                self.answer_without_running(&calls, truncated_call_result, "truncated", emitter)
             } else {
                 self.execute_tools(&calls, &state.loaded, emitter, cancel)
                     .await
@@ -341,6 +373,11 @@ impl<D: ToolDeps> AgentLoop<D> {
                 if state.turns >= limit {
                     return Ok(RunStop::MaxTurns { limit });
                 }
+            }
+            if let Some((which, used, limit)) =
+                self.config.usage_limits.reached(state.turns, &state.usage)
+            {
+                return Ok(RunStop::UsageLimit { which, used, limit });
             }
             let pending = if from_steering {
                 self.steering.take(self.config.steering_mode)
@@ -490,6 +527,7 @@ impl<D: ToolDeps> AgentLoop<D> {
                 m.provider = Some(self.model.provider().to_owned());
             }
             m.timestamp_ms = now_ms();
+            crate::cost::fill_cost(&mut m);
             m
         };
         loop {
@@ -513,11 +551,14 @@ impl<D: ToolDeps> AgentLoop<D> {
                     attempt,
                     delay,
                     reason,
-                }) => emitter.emit_with(|| AgentEvent::ModelRetry {
-                    attempt,
-                    delay_ms: delay.as_millis() as u64,
-                    reason,
-                }),
+                }) => {
+                    crate::telemetry::record_retry(attempt);
+                    emitter.emit_with(|| AgentEvent::ModelRetry {
+                        attempt,
+                        delay_ms: delay.as_millis() as u64,
+                        reason,
+                    })
+                }
                 Some(ModelEvent::Done(message)) => {
                     start(&mut started);
                     let mut message = stamp(message);
@@ -570,12 +611,14 @@ impl<D: ToolDeps> AgentLoop<D> {
         &self,
         calls: &[ToolCallPart],
         answer: fn(&ToolCallPart) -> ToolResultPart,
+        error_type: &str,
         emitter: &Emitter,
     ) -> Vec<ToolResultPart> {
         calls
             .iter()
             .map(|call| {
                 let result = answer(call);
+                crate::telemetry::answered_tool_call(call, error_type);
                 if emitter.enabled() {
                     emitter.emit(AgentEvent::ToolExecutionStart { call: call.clone() });
                     emitter.emit(AgentEvent::ToolExecutionEnd {
@@ -635,6 +678,7 @@ impl<D: ToolDeps> AgentLoop<D> {
             max_retries: self.config.max_retries,
             retry_backoff: self.config.tool_retry_backoff,
             finalize,
+            capture_content: self.config.telemetry.capture_content,
         };
 
         if !self.hooks.has(HookKind::ToolCall) && !calls.iter().any(hidden) {
@@ -662,6 +706,7 @@ impl<D: ToolDeps> AgentLoop<D> {
                         call.tool_name
                     ),
                 );
+                crate::telemetry::answered_tool_call(call, "not_loaded");
                 if emitter.enabled() {
                     emitter.emit(AgentEvent::ToolExecutionStart { call: call.clone() });
                     emitter.emit(AgentEvent::ToolExecutionEnd {
@@ -699,6 +744,7 @@ impl<D: ToolDeps> AgentLoop<D> {
                         blocked_by_extension,
                     };
                     let result = ToolResultPart::error(&call.id, &call.tool_name, blocked.render());
+                    crate::telemetry::answered_tool_call(call, "denied");
                     if emitter.enabled() {
                         emitter.emit(AgentEvent::ToolExecutionStart { call: call.clone() });
                         emitter.emit(AgentEvent::ToolExecutionEnd {

@@ -306,6 +306,12 @@ pub trait Model: Send + Sync {
         "unknown"
     }
 
+    /// The provider endpoint's base URL, when the model talks to one over HTTP (telemetry
+    /// reports its host and port as `server.address`/`server.port`).
+    fn base_url(&self) -> Option<&str> {
+        None
+    }
+
     /// Whether the provider runs client-side tool search natively (the OpenAI Responses API's
     /// `tool_search` with client execution). When false, the agent loop offers the registry's
     /// `local_tool_search` tool as a plain function tool instead, with the same effect.
@@ -320,6 +326,9 @@ impl<M: Model + ?Sized> Model for std::sync::Arc<M> {
     }
     fn provider(&self) -> &str {
         (**self).provider()
+    }
+    fn base_url(&self) -> Option<&str> {
+        (**self).base_url()
     }
     fn supports_tool_search(&self) -> bool {
         (**self).supports_tool_search()

@@ -438,6 +438,9 @@ impl Model for Anthropic {
     fn provider(&self) -> &str {
         PROVIDER
     }
+    fn base_url(&self) -> Option<&str> {
+        Some(&self.config.base_url)
+    }
 }
 
 /// What a content block assembles into.

@@ -337,6 +337,9 @@ impl Model for OpenAiChat {
     fn provider(&self) -> &str {
         PROVIDER
     }
+    fn base_url(&self) -> Option<&str> {
+        Some(&self.config.base_url)
+    }
 }
 
 #[derive(Debug)]

@@ -411,6 +411,9 @@ impl Model for OpenAiResponses {
     fn provider(&self) -> &str {
         PROVIDER
     }
+    fn base_url(&self) -> Option<&str> {
+        Some(&self.config.base_url)
+    }
 
     fn supports_tool_search(&self) -> bool {
         true

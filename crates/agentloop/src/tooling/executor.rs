@@ -24,6 +24,7 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::deps::{Approval, ToolDeps};
 use super::error::{ToolError, ToolErrorKind};
@@ -57,6 +58,8 @@ pub struct ExecOptions {
     /// Rewrites each call's outcome the moment it finishes, before the observer's
     /// `call_finished` sees it (the agent loop's `tool_result` hooks run here).
     pub finalize: Option<Finalizer>,
+    /// Record tool arguments and results on the `execute_tool` spans (opt-in: user data).
+    pub capture_content: bool,
 }
 
 /// A per-call outcome rewriter; see [`ExecOptions::finalize`].
@@ -73,6 +76,7 @@ impl Default for ExecOptions {
             max_retries: 0,
             retry_backoff: Duration::from_millis(100),
             finalize: None,
+            capture_content: false,
         }
     }
 }
@@ -88,6 +92,7 @@ impl std::fmt::Debug for ExecOptions {
             .field("max_retries", &self.max_retries)
             .field("retry_backoff", &self.retry_backoff)
             .field("finalize", &self.finalize.is_some())
+            .field("capture_content", &self.capture_content)
             .finish()
     }
 }
@@ -216,6 +221,7 @@ async fn run_one<D: ToolDeps>(
     options: &ExecOptions,
 ) -> ToolOutcome {
     let started = Instant::now();
+    let span = crate::telemetry::tool_span(call, options.capture_content);
     if let Some(observer) = &options.observer {
         guarded(|| observer.call_started(call));
     }
@@ -223,7 +229,9 @@ async fn run_one<D: ToolDeps>(
     let (output, attempts) = if options.cancel.is_cancelled() {
         (Err(ToolError::aborted(&call.tool_name)), 0)
     } else {
-        execute(call, registry, deps, options, &finished).await
+        execute(call, registry, deps, options, &finished)
+            .instrument(span.clone())
+            .await
     };
     finished.store(true, Ordering::Release);
     let (result, error) = match output {
@@ -251,6 +259,8 @@ async fn run_one<D: ToolDeps>(
     if let Some(finalize) = &options.finalize {
         finalize(call, &mut outcome);
     }
+    crate::telemetry::record_tool_outcome(&span, &outcome, options.capture_content);
+    drop(span);
     if let Some(observer) = &options.observer {
         guarded(|| observer.call_finished(call, &outcome.result));
     }

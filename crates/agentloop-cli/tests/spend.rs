@@ -1,0 +1,168 @@
+//! Tokens, cost and usage limits through the `agentloop` binary against the testkit mock: the
+//! final line and `--json`'s `agent_end` carry the run's totals, `sessions list` the session's,
+//! and the `--max-*` flags stop a run before the model call that would exceed them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use agentloop_testkit::{MockServer, Script};
+use serde_json::{Value, json};
+
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("ws")).unwrap();
+        std::fs::write(dir.path().join("ws/notes.txt"), "remember the milk\n").unwrap();
+        Scratch { dir }
+    }
+    fn cmd(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
+        for (var, _) in std::env::vars() {
+            if var.starts_with("OTEL_") {
+                cmd.env_remove(var);
+            }
+        }
+        for var in ["OPENAI_BASE_URL", "AGENTLOOP_DB", "AGENTLOOP_MODEL"] {
+            cmd.env_remove(var);
+        }
+        cmd.env("OPENAI_API_KEY", "dummy")
+            .env("XDG_DATA_HOME", self.dir.path().join("data"))
+            .env("NO_COLOR", "1")
+            .arg("--db")
+            .arg(self.db())
+            .stdin(Stdio::null());
+        cmd
+    }
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("sessions.db")
+    }
+    fn run(&self, server: &MockServer, model: &str, args: &[&str]) -> Output {
+        self.cmd()
+            .args(["run", "--model", model, "--base-url"])
+            .arg(server.openai_base_url())
+            .arg("--workspace")
+            .arg(self.dir.path().join("ws"))
+            .args(args)
+            .arg("What do my notes say?")
+            .output()
+            .unwrap()
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A tool turn and an answer; gpt-4o prices: 3 × ($2.50 × 1,000 + $1.25 × 2,000 + $10 × 500) / M.
+fn server() -> MockServer {
+    let usage = json!({"input_tokens": 3000, "cache_read_tokens": 2000, "output_tokens": 500});
+    MockServer::start(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"path": "notes.txt"}}],
+             "usage": usage},
+            {"tool_calls": [{"id": "c2", "name": "read_file", "arguments": {"path": "notes.txt"}}],
+             "usage": usage},
+            {"text": "Milk.", "usage": usage}
+        ]}))
+        .unwrap(),
+    )
+}
+
+const TURN_COST: f64 = 1000.0 * 2.5e-6 + 2000.0 * 1.25e-6 + 500.0 * 10e-6;
+
+#[test]
+fn the_final_line_json_end_and_session_list_carry_tokens_and_cost() {
+    let scratch = Scratch::new();
+    let out = scratch.run(&server(), "openai:gpt-4o", &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let last = text(&out.stdout).lines().last().unwrap().to_owned();
+    assert!(last.contains("9,000 in / 1,500 out tokens"), "{last}");
+    assert!(last.contains("$0.0300"), "{last}");
+
+    let out = scratch.run(&server(), "openai:gpt-4o", &["--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let end: Value = serde_json::from_str(text(&out.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(end["type"], "agent_end");
+    assert_eq!(end["turns"], 3);
+    assert_eq!(end["tool_calls"], 2);
+    assert_eq!(end["usage"]["input_tokens"], 3000);
+    assert_eq!(end["usage"]["cache_read_tokens"], 6000);
+    assert_eq!(end["usage"]["output_tokens"], 1500);
+    let cost = end["usage"]["cost_usd"].as_f64().unwrap();
+    assert!((cost - 3.0 * TURN_COST).abs() < 1e-9, "{cost}");
+
+    let list = scratch
+        .cmd()
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap();
+    assert!(list.status.success());
+    let sessions: Vec<Value> = text(&list.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(sessions.len(), 2);
+    for session in &sessions {
+        let cost = session["usage"]["cost_usd"].as_f64().unwrap();
+        assert!((cost - 3.0 * TURN_COST).abs() < 1e-9, "{session}");
+        assert_eq!(session["usage"]["output_tokens"], 1500);
+    }
+    let list = scratch.cmd().args(["sessions", "list"]).output().unwrap();
+    let lines = text(&list.stdout);
+    assert!(
+        lines
+            .lines()
+            .all(|l| l.contains("10,500 tok") && l.contains("$0.0300")),
+        "{lines}"
+    );
+}
+
+#[test]
+fn limit_flags_stop_before_the_call_that_would_exceed_them() {
+    for (flag, value, which) in [
+        ("--max-requests", "2", "requests"),
+        ("--max-input-tokens", "6000", "input_tokens"),
+        ("--max-output-tokens", "600", "output_tokens"),
+        ("--max-total-tokens", "7000", "total_tokens"),
+        ("--max-cost", "0.015", "cost_usd"),
+    ] {
+        let scratch = Scratch::new();
+        let server = server();
+        let out = scratch.run(&server, "openai:gpt-4o", &["--json", flag, value]);
+        assert_eq!(out.status.code(), Some(1), "{flag}: {}", text(&out.stderr));
+        let end: Value = serde_json::from_str(text(&out.stdout).lines().last().unwrap()).unwrap();
+        assert_eq!(end["stop"]["reason"], "usage_limit", "{flag}");
+        assert_eq!(end["stop"]["which"], which, "{flag}");
+        // The third request was never made; both tool results were kept.
+        assert_eq!(server.request_count(), 2, "{flag}");
+        assert_eq!(end["tool_calls"], 2, "{flag}");
+        assert!(
+            text(&out.stderr).contains("limit reached"),
+            "{flag}: {}",
+            text(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn invalid_limits_are_usage_errors() {
+    let scratch = Scratch::new();
+    for args in [
+        ["--max-cost", "0"],
+        ["--max-cost", "abc"],
+        ["--max-requests", "0"],
+    ] {
+        let out = scratch.run(&server(), "openai:gpt-4o", &args);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+}

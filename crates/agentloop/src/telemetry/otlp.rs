@@ -1,0 +1,178 @@
+//! OTLP export of the GenAI spans and metrics, configured from the standard OpenTelemetry
+//! environment variables (feature `otel`).
+//!
+//! [`install_from_env`] does nothing unless `OTEL_EXPORTER_OTLP_ENDPOINT`,
+//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_SERVICE_NAME` is set (and `OTEL_SDK_DISABLED` is
+//! not `true`). Otherwise it builds an OTLP/HTTP (protobuf) span exporter behind a batch
+//! processor, installs a global `tracing` subscriber that turns agentloop's spans into
+//! OpenTelemetry spans, and — when a metrics endpoint is configured — a periodic metric reader
+//! as the global meter provider. Keep the returned [`OtelGuard`] alive and call
+//! [`OtelGuard::shutdown`] before the process exits: it flushes what is still buffered.
+//!
+//! The exporter uses a blocking HTTP client on its own thread: call `install_from_env` and
+//! `shutdown` outside an async context (e.g. before building the Tokio runtime and after it
+//! finished), as the `agentloop` CLI does.
+
+use std::time::Duration;
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::{MetricExporter, Protocol, SpanExporter, WithExportConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::metrics::SdkMeterProvider;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+
+/// The service name used when `OTEL_SERVICE_NAME` is not set.
+pub const DEFAULT_SERVICE_NAME: &str = "agentloop";
+
+/// Why the OTLP pipeline could not be installed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OtelError {
+    /// The exporter could not be built (an invalid endpoint, an unsupported protocol…).
+    #[error("cannot build the OTLP exporter: {0}")]
+    Exporter(String),
+    /// Another global `tracing` subscriber is already installed.
+    #[error("cannot install the tracing subscriber: {0}")]
+    Subscriber(String),
+}
+
+/// The installed pipeline. Dropping it shuts it down (flushing); [`shutdown`](Self::shutdown)
+/// does the same and reports failures.
+#[derive(Debug)]
+pub struct OtelGuard {
+    tracer: Option<SdkTracerProvider>,
+    meter: Option<SdkMeterProvider>,
+}
+
+impl OtelGuard {
+    /// Flushes every buffered span and metric to the collector and stops the exporters.
+    pub fn shutdown(mut self) -> Result<(), String> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> Result<(), String> {
+        let mut failures = Vec::new();
+        if let Some(tracer) = self.tracer.take() {
+            if let Err(e) = tracer.force_flush() {
+                failures.push(format!("flushing spans: {e}"));
+            }
+            if let Err(e) = tracer.shutdown_with_timeout(Duration::from_secs(5)) {
+                failures.push(format!("stopping the span exporter: {e}"));
+            }
+        }
+        if let Some(meter) = self.meter.take() {
+            if let Err(e) = meter.shutdown_with_timeout(Duration::from_secs(5)) {
+                failures.push(format!("stopping the metric exporter: {e}"));
+            }
+        }
+        if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(failures.join("; "))
+        }
+    }
+}
+
+impl Drop for OtelGuard {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+fn env_set(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| !v.is_empty())
+}
+
+/// Whether the environment asks for OTLP export (see the module docs).
+pub fn requested_by_env() -> bool {
+    let disabled =
+        std::env::var("OTEL_SDK_DISABLED").is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
+    !disabled
+        && (env_set("OTEL_EXPORTER_OTLP_ENDPOINT")
+            || env_set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            || env_set("OTEL_SERVICE_NAME"))
+}
+
+/// Installs the OTLP pipeline when the environment asks for it; `Ok(None)` when it does not.
+pub fn install_from_env() -> Result<Option<OtelGuard>, OtelError> {
+    if !requested_by_env() {
+        return Ok(None);
+    }
+    let protocol = std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
+        .unwrap_or_default();
+    let protocol = match protocol.trim() {
+        "" | "http/protobuf" => Protocol::HttpBinary,
+        other => {
+            return Err(OtelError::Exporter(format!(
+                "OTLP protocol {other:?} is not supported by this build (use http/protobuf)"
+            )));
+        }
+    };
+    let mut resource = Resource::builder();
+    if !env_set("OTEL_SERVICE_NAME") {
+        resource = resource.with_service_name(DEFAULT_SERVICE_NAME);
+    }
+    let resource = resource.build();
+
+    let spans = SpanExporter::builder()
+        .with_http()
+        .with_protocol(protocol)
+        .build()
+        .map_err(|e| OtelError::Exporter(e.to_string()))?;
+    let tracer_provider = SdkTracerProvider::builder()
+        .with_batch_exporter(spans)
+        .with_resource(resource.clone())
+        .build();
+    let meter_provider = if env_set("OTEL_EXPORTER_OTLP_ENDPOINT")
+        || env_set("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+    {
+        let metrics = MetricExporter::builder()
+            .with_http()
+            .with_protocol(protocol)
+            .build()
+            .map_err(|e| OtelError::Exporter(e.to_string()))?;
+        Some(
+            SdkMeterProvider::builder()
+                .with_periodic_exporter(metrics)
+                .with_resource(resource)
+                .build(),
+        )
+    } else {
+        None
+    };
+
+    let guard = OtelGuard {
+        tracer: Some(tracer_provider.clone()),
+        meter: meter_provider.clone(),
+    };
+    let subscriber = tracing_subscriber::registry()
+        .with(layer(tracer_provider.tracer("agentloop")))
+        .with(Targets::new().with_target("agentloop", LevelFilter::INFO));
+    tracing::subscriber::set_global_default(subscriber)
+        .map_err(|e| OtelError::Subscriber(e.to_string()))?;
+    if let Some(meter) = meter_provider {
+        opentelemetry::global::set_meter_provider(meter);
+    }
+    Ok(Some(guard))
+}
+
+/// The `tracing` → OpenTelemetry layer as agentloop configures it: span name, kind and status
+/// from the `otel.*` fields, and none of the layer's own extras (source location, thread,
+/// busy/idle times), so the spans carry exactly the GenAI attributes. Use it to put agentloop's
+/// spans into a pipeline of your own (tests use it with the SDK's in-memory exporter).
+pub fn layer<S, T>(tracer: T) -> tracing_opentelemetry::OpenTelemetryLayer<S, T>
+where
+    S: tracing::Subscriber + for<'span> tracing_subscriber::registry::LookupSpan<'span>,
+    T: opentelemetry::trace::Tracer + 'static,
+    T::Span: Send + Sync,
+{
+    tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        .with_location(false)
+        .with_threads(false)
+        .with_target(false)
+        .with_tracked_inactivity(false)
+}
