@@ -260,7 +260,7 @@ impl Renderer {
             AgentEvent::MessageStart { message } if message.role == Role::Assistant => {
                 state.streamed = false;
             }
-            AgentEvent::MessageUpdate { delta } => match delta {
+            AgentEvent::MessageUpdate { delta, .. } => match delta {
                 ModelDelta::Text { delta } if !delta.is_empty() => {
                     self.spinner.hide();
                     if std::mem::take(&mut state.gap) {

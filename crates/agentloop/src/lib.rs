@@ -13,6 +13,7 @@ pub mod builtin;
 #[doc(hidden)]
 pub mod macro_support;
 pub mod model;
+pub mod output;
 pub mod providers;
 pub mod session;
 pub mod tooling;
