@@ -166,6 +166,8 @@ pub struct Output<T = Value> {
     strategy: OutputStrategy,
     retries: u32,
     parse: ParseFn,
+    /// Compiled once, shared by every run with this output.
+    validator: Result<Arc<jsonschema::Validator>, String>,
     _type: PhantomData<fn() -> T>,
 }
 
@@ -178,6 +180,7 @@ impl<T> Clone for Output<T> {
             strategy: self.strategy,
             retries: self.retries,
             parse: self.parse.clone(),
+            validator: self.validator.clone(),
             _type: PhantomData,
         }
     }
@@ -226,6 +229,7 @@ impl<T: DeserializeOwned + JsonSchema + Send + 'static> Output<T> {
                 .map(|t| Box::new(t) as Box<dyn Any + Send>)
                 .map_err(|e| e.to_string())
         });
+        let validator = compile(&schema);
         Output {
             name: sanitize_name(&name),
             description,
@@ -233,6 +237,7 @@ impl<T: DeserializeOwned + JsonSchema + Send + 'static> Output<T> {
             strategy: OutputStrategy::Auto,
             retries: DEFAULT_OUTPUT_RETRIES,
             parse,
+            validator,
             _type: PhantomData,
         }
     }
@@ -242,7 +247,7 @@ impl Output<Value> {
     /// An output described by a JSON Schema given at run time (the CLI's `--output-schema`, or
     /// a schema built dynamically). Fails when the schema does not compile.
     pub fn from_schema(name: impl Into<String>, schema: Value) -> Result<Self, OutputError> {
-        jsonschema::validator_for(&schema).map_err(|e| OutputError::Schema(e.to_string()))?;
+        let validator = Ok(compile(&schema).map_err(OutputError::Schema)?);
         let description = schema
             .get("description")
             .and_then(Value::as_str)
@@ -256,6 +261,7 @@ impl Output<Value> {
             strategy: OutputStrategy::Auto,
             retries: DEFAULT_OUTPUT_RETRIES,
             parse,
+            validator,
             _type: PhantomData,
         })
     }
@@ -300,6 +306,12 @@ impl<T> Output<T> {
     pub fn configured_retries(&self) -> u32 {
         self.retries
     }
+}
+
+fn compile(schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
+    jsonschema::validator_for(schema)
+        .map(Arc::new)
+        .map_err(|e| e.to_string())
 }
 
 /// Provider-safe schema name.

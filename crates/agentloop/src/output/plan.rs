@@ -28,7 +28,7 @@ pub(crate) struct FinalTool {
 /// Everything the loop needs to ask for, check and return the output of one run.
 pub(crate) struct OutputPlan {
     pub(crate) strategy: OutputStrategy,
-    validator: Validator,
+    validator: Arc<Validator>,
     parse: ParseFn,
     /// Native strategy: the format for the request.
     pub(crate) format: Option<OutputFormat>,
@@ -99,7 +99,7 @@ impl OutputPlan {
         provider: &str,
         model: Option<&str>,
     ) -> Result<Self, String> {
-        let validator = jsonschema::validator_for(&output.schema).map_err(|e| e.to_string())?;
+        let validator = output.validator.clone()?;
         let object = schema::is_object_schema(&output.schema);
         let native_schema = if object {
             let mut s = output.schema.clone();
