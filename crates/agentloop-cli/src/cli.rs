@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use agentloop::builtin::{ApprovalPolicy, SandboxMode};
 use agentloop::model::ReasoningLevel;
+use agentloop::output::OutputStrategy;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Run LLM agents with workspace-confined file tools and a sandboxed shell (Linux), and manage
@@ -130,7 +131,8 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = ApproveArg::Mutating, value_name = "POLICY")]
     pub approve: ApproveArg,
 
-    /// Print exactly one JSON object per agent event per line on stdout, nothing else.
+    /// Print exactly one JSON object per agent event per line on stdout, nothing else (with
+    /// `--output-schema`, one more line at the end: `{"type": "output", "output": …}`).
     #[arg(long)]
     pub json: bool,
 
@@ -147,6 +149,27 @@ pub struct RunArgs {
     /// otherwise). Repeatable.
     #[arg(long = "shell-env-allow", value_name = "NAME")]
     pub shell_env_allow: Vec<String>,
+
+    /// The answer must be a JSON value matching this JSON Schema file: stdout then carries only
+    /// the validated JSON (events and text go to stderr, unless `--json`). Invalid output goes
+    /// back to the model with its violations; when it never produces a valid one, the exit
+    /// code is 1 and the violations are printed on stderr.
+    #[arg(long, value_name = "FILE.json")]
+    pub output_schema: Option<PathBuf>,
+
+    /// How the model is asked for the `--output-schema` output: `auto` (per provider),
+    /// `native` (the provider's structured output), `tool` (a final-result tool) or `prompted`.
+    #[arg(
+        long,
+        value_name = "STRATEGY",
+        requires = "output_schema",
+        default_value = "auto"
+    )]
+    pub output_strategy: OutputStrategy,
+
+    /// How many times the model may repair an invalid `--output-schema` output.
+    #[arg(long, value_name = "N", requires = "output_schema", default_value_t = agentloop::output::DEFAULT_OUTPUT_RETRIES)]
+    pub output_retries: u32,
 }
 
 /// A `--max-cost` amount: a finite number of US dollars above zero (a leading `$` is allowed).

@@ -117,6 +117,7 @@ pub async fn run(db: Option<&Path>, args: DemoArgs) -> Result<(), Failure> {
         context: Vec::new(),
         prompt: PROMPT.into(),
         shell: Default::default(),
+        output: None,
     })
     .await?;
 

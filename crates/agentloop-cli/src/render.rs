@@ -5,7 +5,8 @@
 //! its arguments abbreviated, the first lines of each result, and a final summary line. The
 //! spinner (waiting for the model, running a tool) is drawn on stderr, and only when stderr is a
 //! terminal; it is hidden before anything is printed so the two never interleave. In JSON mode
-//! stdout carries exactly one `serde_json::to_string(&event)` per line and nothing else.
+//! stdout carries exactly one `serde_json::to_string(&event)` per line and nothing else. With
+//! `run --output-schema`, human output goes to stderr so stdout carries only the output.
 //!
 //! This module only formats; it never decides how a run ends or what the exit code is.
 
@@ -200,6 +201,8 @@ pub struct Renderer {
     style: Style,
     spinner: Arc<Spinner>,
     state: Mutex<State>,
+    /// Human output goes to stderr.
+    stderr: bool,
 }
 
 impl Renderer {
@@ -211,6 +214,24 @@ impl Renderer {
             style: Style::new(color),
             spinner,
             state: Mutex::new(State::default()),
+            stderr: false,
+        }
+    }
+
+    /// Sends the human output to stderr instead of stdout (`run --output-schema`: stdout
+    /// carries only the validated output).
+    pub fn on_stderr(mut self) -> Self {
+        self.stderr = true;
+        self
+    }
+
+    fn out(&self, text: &str) {
+        if self.stderr {
+            let mut stderr = std::io::stderr().lock();
+            let _ = stderr.write_all(text.as_bytes());
+            let _ = stderr.flush();
+        } else {
+            out(text);
         }
     }
 
@@ -225,7 +246,7 @@ impl Renderer {
         count(&mut state.totals, event);
         match self.mode {
             OutputMode::Json => match json_line(&state.totals, event) {
-                Ok(line) => out(&format!("{line}\n")),
+                Ok(line) => self.out(&format!("{line}\n")),
                 Err(e) => eprintln!(
                     "agentloop: could not serialize a {} event: {e}",
                     event.kind()
@@ -238,7 +259,7 @@ impl Renderer {
     fn close_line(&self, state: &mut State) {
         self.spinner.close_question();
         if state.line_open {
-            out("\n");
+            self.out("\n");
             state.line_open = false;
         }
     }
@@ -251,7 +272,7 @@ impl Renderer {
 
     fn print_lines(&self, state: &mut State, text: &str) {
         self.close_line(state);
-        self.spinner.suspend(|| out(text));
+        self.spinner.suspend(|| self.out(text));
     }
 
     fn human(&self, state: &mut State, event: &AgentEvent) {
@@ -260,13 +281,13 @@ impl Renderer {
             AgentEvent::MessageStart { message } if message.role == Role::Assistant => {
                 state.streamed = false;
             }
-            AgentEvent::MessageUpdate { delta } => match delta {
+            AgentEvent::MessageUpdate { delta, .. } => match delta {
                 ModelDelta::Text { delta } if !delta.is_empty() => {
                     self.spinner.hide();
                     if std::mem::take(&mut state.gap) {
-                        out("\n");
+                        self.out("\n");
                     }
-                    out(delta);
+                    self.out(delta);
                     state.streamed = true;
                     state.line_open = !delta.ends_with('\n');
                 }
@@ -283,9 +304,9 @@ impl Renderer {
                 if !state.streamed && !text.trim().is_empty() {
                     self.spinner.hide();
                     if std::mem::take(&mut state.gap) {
-                        out("\n");
+                        self.out("\n");
                     }
-                    out(&text);
+                    self.out(&text);
                     state.line_open = !text.ends_with('\n');
                 }
                 self.close_line(state);
@@ -353,7 +374,7 @@ impl Renderer {
         let mut state = lock(&self.state);
         self.close_line(&mut state);
         let line = summary_line(&state.totals, session_id);
-        out(&format!("{}\n", self.style.dim(&line)));
+        self.out(&format!("{}\n", self.style.dim(&line)));
     }
 }
 

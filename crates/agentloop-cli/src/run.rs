@@ -17,8 +17,10 @@ use agentloop::builtin::{
     self, ApprovalPolicy, SandboxMode, ShellOptions, Workspace, WorkspaceDeps,
 };
 use agentloop::model::{Model, ReasoningLevel};
+use agentloop::output::{Output, OutputError};
 use agentloop::session::{NewSession, SessionError, SessionInfo, SessionRecorder, SessionStore};
 use agentloop::transcript::Message;
+use serde_json::Value;
 
 use crate::cli::RunArgs;
 use crate::error::{EXIT_INTERRUPTED, Failure};
@@ -59,6 +61,8 @@ pub struct RunSetup {
     pub prompt: String,
     /// How the shell tool confines commands and filters their environment.
     pub shell: ShellOptions,
+    /// The typed output the answer must be (`--output-schema`), if any.
+    pub output: Option<Output<Value>>,
 }
 
 /// How a run went.
@@ -69,8 +73,11 @@ pub struct RunReport {
     pub interrupted: bool,
     /// Counters gathered from the events.
     pub totals: Totals,
-    /// What the loop returned.
-    pub outcome: Result<RunOutcome, AgentError>,
+    /// What the loop returned (for a typed run: an [`OutputError::Invalid`] when the model never
+    /// produced a valid output).
+    pub outcome: Result<RunOutcome, OutputError>,
+    /// The validated output of a typed run.
+    pub output: Option<Value>,
     /// The renderer (to print the summary line).
     pub renderer: Arc<Renderer>,
 }
@@ -89,14 +96,23 @@ pub fn default_system_prompt(root: &Path) -> String {
 pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
     let stderr_tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let spinner = Spinner::new(!setup.json && stderr_tty);
+    let typed = setup.output.is_some();
     let mode = if setup.json {
         OutputMode::Json
+    } else if typed {
+        OutputMode::Human {
+            color: stderr_tty && std::env::var_os("NO_COLOR").is_none(),
+        }
     } else {
         OutputMode::Human {
             color: stdout_color(),
         }
     };
-    let renderer = Arc::new(Renderer::new(mode, spinner.clone()));
+    let mut renderer = Renderer::new(mode, spinner.clone());
+    if typed && !setup.json {
+        renderer = renderer.on_stderr();
+    }
+    let renderer = Arc::new(renderer);
     let sandbox = setup.shell.sandbox_mode();
     if sandbox != SandboxMode::FullAccess {
         // Said once, before any command runs, never silently.
@@ -169,9 +185,20 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         }
     });
 
-    let outcome = agent
-        .run(vec![Message::user(setup.prompt)], setup.context)
-        .await;
+    let prompts = vec![Message::user(setup.prompt)];
+    let (outcome, output) = match &setup.output {
+        None => (
+            agent
+                .run(prompts, setup.context)
+                .await
+                .map_err(OutputError::Run),
+            None,
+        ),
+        Some(output) => match agent.run_output(output, prompts, setup.context).await {
+            Ok(typed) => (Ok(typed.outcome), Some(typed.json)),
+            Err(e) => (Err(e), None),
+        },
+    };
     ctrl_c.abort();
     exit_signals.abort();
     // A normal end: nothing a shell command started outlives the run.
@@ -196,6 +223,7 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         interrupted: interrupted.load(Ordering::SeqCst),
         totals,
         outcome,
+        output,
         renderer,
     })
 }
@@ -265,6 +293,11 @@ fn shell_options(args: &RunArgs) -> ShellOptions {
 
 /// The process result for a finished run: success only for [`RunStop::Done`]; Ctrl-C is 130.
 pub fn exit_status(report: &RunReport) -> Result<(), Failure> {
+    if let Err(e @ OutputError::Invalid { .. }) = &report.outcome {
+        if !report.interrupted {
+            return Err(Failure::new(e.to_string()));
+        }
+    }
     match &report.stop {
         RunStop::Done => Ok(()),
         RunStop::Aborted if report.interrupted => {
@@ -291,6 +324,11 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
     if prompt.trim().is_empty() {
         return Err(Failure::usage("the prompt is empty"));
     }
+    // Checked before anything is created: a bad schema file leaves no empty session behind.
+    let output = match &args.output_schema {
+        Some(path) => Some(load_output_schema(path, &args)?),
+        None => None,
+    };
     let spec = ModelSpec::parse(&args.model)?;
     let model = build_model(&spec, args.base_url.as_deref())?;
     let root = match &args.workspace {
@@ -357,8 +395,45 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         context,
         prompt,
         shell: shell_options(&args),
+        output,
     })
     .await?;
     report.renderer.print_summary(Some(&session_id));
+    if let Some(output) = &report.output {
+        // The validated output is stdout's only content (or, with --json, its last line).
+        let line = if args.json {
+            serde_json::json!({"type": "output", "output": output}).to_string()
+        } else {
+            output.to_string()
+        };
+        crate::render::out(&format!("{line}\n"));
+    }
     exit_status(&report)
+}
+
+/// Reads `--output-schema FILE.json` into an output description (a usage error when the file
+/// is unreadable, not JSON, or not a valid JSON Schema).
+fn load_output_schema(path: &Path, args: &RunArgs) -> Result<Output<Value>, Failure> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Failure::usage(format!(
+            "cannot read --output-schema {}: {e}",
+            path.display()
+        ))
+    })?;
+    let schema: Value = serde_json::from_str(&text).map_err(|e| {
+        Failure::usage(format!(
+            "--output-schema {} is not JSON: {e}",
+            path.display()
+        ))
+    })?;
+    let name = schema
+        .get("title")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .or_else(|| path.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "output".to_owned());
+    Ok(Output::from_schema(name, schema)
+        .map_err(|e| Failure::usage(format!("--output-schema {}: {e}", path.display())))?
+        .strategy(args.output_strategy)
+        .retries(args.output_retries))
 }

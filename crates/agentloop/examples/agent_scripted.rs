@@ -19,7 +19,7 @@ fn describe(event: &AgentEvent) -> String {
     match event {
         AgentEvent::TurnStart { turn } => format!("turn_start {turn}"),
         AgentEvent::MessageStart { message } => format!("message_start {:?}", message.role),
-        AgentEvent::MessageUpdate { delta } => format!("message_update {}", json!(delta)),
+        AgentEvent::MessageUpdate { delta, .. } => format!("message_update {}", json!(delta)),
         AgentEvent::MessageEnd { message } => {
             format!("message_end {:?} {:?}", message.role, message.text())
         }

@@ -16,6 +16,7 @@ pub mod cost;
 #[doc(hidden)]
 pub mod macro_support;
 pub mod model;
+pub mod output;
 pub mod providers;
 pub mod session;
 pub mod telemetry;

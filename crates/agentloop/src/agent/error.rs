@@ -63,6 +63,9 @@ impl AgentError {
 /// assert!(completed_messages(&AgentError::EmptyContext).is_empty());
 /// ```
 pub fn completed_messages(err: &(dyn std::error::Error + 'static)) -> Vec<Message> {
+    if let Some(e) = err.downcast_ref::<crate::output::OutputError>() {
+        return e.completed_messages().to_vec();
+    }
     err.downcast_ref::<AgentError>()
         .map(|e| e.completed_messages().to_vec())
         .unwrap_or_default()

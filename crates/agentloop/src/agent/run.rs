@@ -18,6 +18,7 @@ use super::events::{AgentEvent, Emitter, EventObserver, RunStop};
 use super::hooks::{HookKind, TurnSummary};
 use super::{AgentError, AgentLoop, RunOutcome, ToolExecutionMode};
 use crate::model::{MessageAssembler, ModelError, ModelEvent, ModelRequest, messages_for_model};
+use crate::output::{OutputPlan, OutputRun, PartialOutput};
 use crate::tooling::{
     ExecOptions, Finalizer, LoadedTools, MAX_PARALLEL_TOOLS, ToolDeps, ToolObserver, ToolSchema,
     check_call, panic_message, render_guidance, run_tools_with, search_result_names,
@@ -35,6 +36,8 @@ pub(crate) struct RunState {
     usage: Usage,
     /// Deferred tools loaded by tool searches so far in this conversation.
     loaded: LoadedTools,
+    /// Typed output of this run, when one was asked for (see [`crate::output`]).
+    output: Option<OutputRun>,
 }
 
 impl RunState {
@@ -111,6 +114,26 @@ fn aborted_call_result(call: &ToolCallPart) -> ToolResultPart {
     )
 }
 
+/// What a turn's final-result calls decided (typed output, tool strategy).
+enum OutputTurn {
+    /// No decision: the run goes on.
+    Continue,
+    /// A valid final result: the run ends.
+    Accepted,
+    /// Invalid again, and no repair left: the run ends without output.
+    Exhausted,
+}
+
+fn output_instructions(output: &Option<OutputRun>) -> Option<&str> {
+    output.as_ref()?.plan.instructions.as_deref()
+}
+
+fn output_invalid(output: &Option<OutputRun>) -> RunStop {
+    RunStop::OutputInvalid {
+        attempts: output.as_ref().map_or(0, |o| o.failures),
+    }
+}
+
 fn empty_assistant() -> Message {
     let mut m = Message::assistant(Vec::new(), StopReason::Stop);
     m.stop_reason = None;
@@ -126,6 +149,20 @@ impl<D: ToolDeps> AgentLoop<D> {
         context: Vec<Message>,
         emitter: Emitter,
     ) -> Result<RunOutcome, AgentError> {
+        self.drive_with_output(prompts, context, emitter, None)
+            .await
+            .0
+    }
+
+    /// [`drive`](Self::drive) with a typed output: the output state comes back with the result
+    /// (also when the run failed), so the caller can report the last raw output.
+    pub(crate) async fn drive_with_output(
+        &self,
+        prompts: Option<Vec<Message>>,
+        context: Vec<Message>,
+        emitter: Emitter,
+        output: Option<OutputRun>,
+    ) -> (Result<RunOutcome, AgentError>, Option<OutputRun>) {
         emitter.emit(AgentEvent::AgentStart);
         let invalid_limits = self.config.usage_limits.validate().err();
         let precondition = match (&prompts, context.last()) {
@@ -146,7 +183,7 @@ impl<D: ToolDeps> AgentLoop<D> {
                     message: err.to_string(),
                 },
             });
-            return Err(err);
+            return (Err(err), output);
         }
 
         let cancel = self.abort.current();
@@ -158,6 +195,7 @@ impl<D: ToolDeps> AgentLoop<D> {
             turns: 0,
             usage: Usage::default(),
             loaded,
+            output,
         };
         let span = crate::telemetry::agent_span(
             &self.config.telemetry,
@@ -206,7 +244,8 @@ impl<D: ToolDeps> AgentLoop<D> {
                 stop: stop.clone(),
             }
         });
-        match returned {
+        let output = state.output.take();
+        let result = match returned {
             Ok(()) => Ok(RunOutcome {
                 new_from: state.new_from,
                 context: state.context,
@@ -231,7 +270,8 @@ impl<D: ToolDeps> AgentLoop<D> {
                     },
                 })
             }
-        }
+        };
+        (result, output)
     }
 
     /// The turn cycle. Returns why the run stopped, or the model error with its partial message.
@@ -245,7 +285,11 @@ impl<D: ToolDeps> AgentLoop<D> {
         if cancel.is_cancelled() {
             return Ok(RunStop::Aborted);
         }
-        let system_prompt = self.system_prompt();
+        let system_prompt = match (self.system_prompt(), output_instructions(&state.output)) {
+            (prompt, None) => prompt,
+            (None, Some(extra)) => Some(extra.to_owned()),
+            (Some(prompt), Some(extra)) => Some(format!("{prompt}\n\n{extra}")),
+        };
         let mut repeats = RepeatTracker {
             limit: self.config.repeat_tool_call_limit.filter(|&n| n > 0),
             last: None,
@@ -273,7 +317,13 @@ impl<D: ToolDeps> AgentLoop<D> {
             state.turns += 1;
             let turn = state.turns;
 
-            let request = self.build_request(&state.context, &system_prompt, &state.loaded);
+            let plan = state.output.as_ref().map(|o| o.plan.clone());
+            let request = self.build_request(
+                &state.context,
+                &system_prompt,
+                &state.loaded,
+                plan.as_deref(),
+            );
             let chat = crate::telemetry::ChatCall::start(
                 &request,
                 self.model.provider(),
@@ -281,7 +331,7 @@ impl<D: ToolDeps> AgentLoop<D> {
                 &self.config.telemetry,
             );
             let reply = self
-                .stream_reply(request, emitter, cancel)
+                .stream_reply(request, emitter, cancel, plan.as_deref())
                 .instrument(chat.span().clone())
                 .await;
             match &reply {
@@ -321,10 +371,21 @@ impl<D: ToolDeps> AgentLoop<D> {
             let truncated = message.stop_reason == Some(StopReason::Length);
             state.push(message.clone());
 
+            let mut output_turn = OutputTurn::Continue;
             let results = if calls.is_empty() {
                 Vec::new()
             } else if truncated {
                 self.answer_without_running(&calls, truncated_call_result, "truncated", emitter)
+            } else if let Some(output) = state.output.as_mut().filter(|o| {
+                calls
+                    .iter()
+                    .any(|c| o.plan.final_tool(&c.tool_name).is_some())
+            }) {
+                let (results, turn) = self
+                    .execute_final_calls(&calls, &state.loaded, output, emitter, cancel)
+                    .await;
+                output_turn = turn;
+                results
             } else {
                 self.execute_tools(&calls, &state.loaded, emitter, cancel)
                     .await
@@ -344,6 +405,11 @@ impl<D: ToolDeps> AgentLoop<D> {
                 tool_results: results.clone(),
             });
 
+            match output_turn {
+                OutputTurn::Continue => {}
+                OutputTurn::Accepted => return Ok(RunStop::Done),
+                OutputTurn::Exhausted => return Ok(output_invalid(&state.output)),
+            }
             if cancel.is_cancelled() {
                 return Ok(RunStop::Aborted);
             }
@@ -363,9 +429,35 @@ impl<D: ToolDeps> AgentLoop<D> {
                 }
             }
 
+            // The model answered without tool calls: with a typed output, that answer is the
+            // output (native / prompted) or a missing final-tool call; an invalid one goes back
+            // to the model with its violations while repairs remain.
+            let mut repair = None;
+            if let Some(output) = state.output.as_mut().filter(|o| o.accepted.is_none()) {
+                if calls.is_empty() {
+                    let checked = if output.plan.text_output() {
+                        output.plan.check_text(&summary_message)
+                    } else {
+                        Err(vec!["$: no final-result tool was called".to_owned()])
+                    };
+                    match checked {
+                        Ok(accepted) => {
+                            output.accepted = Some(accepted);
+                            return Ok(RunStop::Done);
+                        }
+                        Err(violations) => {
+                            if !output.fail(summary_message.text(), violations) {
+                                return Ok(output_invalid(&state.output));
+                            }
+                            repair = state.output.as_ref().map(OutputRun::repair_text_message);
+                        }
+                    }
+                }
+            }
+
             // Decide whether another turn is needed, and only then take from the queues, so a
             // stop never swallows a queued message.
-            let from_steering = !calls.is_empty() || !self.steering.is_empty();
+            let from_steering = !calls.is_empty() || !self.steering.is_empty() || repair.is_some();
             if !from_steering && self.follow_ups.is_empty() {
                 return Ok(RunStop::Done);
             }
@@ -385,7 +477,7 @@ impl<D: ToolDeps> AgentLoop<D> {
                 self.follow_ups.take(self.config.follow_up_mode)
             };
             emitter.emit(AgentEvent::TurnStart { turn: turn + 1 });
-            for message in pending {
+            for message in repair.into_iter().chain(pending) {
                 self.inject(state, message, emitter);
             }
         }
@@ -445,6 +537,7 @@ impl<D: ToolDeps> AgentLoop<D> {
         context: &'a [Message],
         system_prompt: &Option<String>,
         loaded: &LoadedTools,
+        output: Option<&OutputPlan>,
     ) -> ModelRequest<'a> {
         let messages: Cow<'a, [Message]> = if self.hooks.has(HookKind::Context) {
             let mut copy = context.to_vec();
@@ -475,7 +568,16 @@ impl<D: ToolDeps> AgentLoop<D> {
             }
             Cow::Owned(visible)
         };
+        let tools = match output {
+            Some(plan) if !plan.tools.is_empty() => {
+                let mut all = tools.into_owned();
+                all.extend(plan.tool_schemas().cloned());
+                Cow::Owned(all)
+            }
+            _ => tools,
+        };
         let mut request = ModelRequest::new(messages);
+        request.output = output.and_then(|plan| plan.format.clone());
         request.model = self.config.model.clone();
         request.system_prompt = system_prompt.clone();
         request.tools = tools;
@@ -506,8 +608,10 @@ impl<D: ToolDeps> AgentLoop<D> {
         request: ModelRequest<'_>,
         emitter: &Emitter,
         cancel: &CancellationToken,
+        output: Option<&OutputPlan>,
     ) -> Reply {
         let model_id = request.model.clone();
+        let mut partial_output = PartialOutput::default();
         let mut stream = self.model.stream(request);
         let mut assembler = MessageAssembler::new();
         let mut started = false;
@@ -545,7 +649,11 @@ impl<D: ToolDeps> AgentLoop<D> {
                 Some(ModelEvent::Delta(delta)) => {
                     start(&mut started);
                     assembler.push(&delta);
-                    emitter.emit_with(|| AgentEvent::MessageUpdate { delta });
+                    let output = match output {
+                        Some(plan) if emitter.enabled() => partial_output.on_delta(plan, &delta),
+                        _ => None,
+                    };
+                    emitter.emit_with(|| AgentEvent::MessageUpdate { delta, output });
                 }
                 Some(ModelEvent::Retry {
                     attempt,
@@ -770,5 +878,107 @@ impl<D: ToolDeps> AgentLoop<D> {
                 })
             })
             .collect()
+    }
+
+    /// Answers a turn that calls a final-result tool (typed output, tool strategy). The first
+    /// final call is checked: when valid, the run ends with it and every other call of the turn
+    /// gets a "not run" result; when invalid, it gets the violations (a repair attempt) and the
+    /// turn's other calls run as usual. Every call gets exactly one result, in call order.
+    async fn execute_final_calls(
+        &self,
+        calls: &[ToolCallPart],
+        loaded: &LoadedTools,
+        output: &mut OutputRun,
+        emitter: &Emitter,
+        cancel: &CancellationToken,
+    ) -> (Vec<ToolResultPart>, OutputTurn) {
+        let first = calls
+            .iter()
+            .position(|c| output.plan.final_tool(&c.tool_name).is_some())
+            .unwrap_or(0);
+        let chosen = &calls[first];
+        let mut slots: Vec<Option<ToolResultPart>> = vec![None; calls.len()];
+        let turn = match output.plan.check_call(chosen) {
+            Ok(accepted) => {
+                output.accepted = Some(accepted);
+                for (i, call) in calls.iter().enumerate() {
+                    slots[i] = Some(if i == first {
+                        ToolResultPart::success(&call.id, &call.tool_name, "Final result accepted.")
+                    } else {
+                        ToolResultPart::error(
+                            &call.id,
+                            &call.tool_name,
+                            format!(
+                                "Tool call \"{}\" was not run: the run ended with the final result \
+                                 of call {}.",
+                                call.tool_name, chosen.id
+                            ),
+                        )
+                    });
+                }
+                OutputTurn::Accepted
+            }
+            Err(violations) => {
+                let raw = chosen.arguments.to_json_string();
+                let more = output.fail(raw, violations);
+                slots[first] = Some(ToolResultPart::error(
+                    &chosen.id,
+                    &chosen.tool_name,
+                    output.repair_call_text(&chosen.tool_name),
+                ));
+                for (i, call) in calls.iter().enumerate() {
+                    if i != first && output.plan.final_tool(&call.tool_name).is_some() {
+                        slots[i] = Some(ToolResultPart::error(
+                            &call.id,
+                            &call.tool_name,
+                            "Only one final result may be given per answer; this call was ignored.",
+                        ));
+                    }
+                }
+                if more {
+                    OutputTurn::Continue
+                } else {
+                    OutputTurn::Exhausted
+                }
+            }
+        };
+        // Answered here: events like the executor's, so a UI sees every call end.
+        if emitter.enabled() {
+            for (call, slot) in calls.iter().zip(&slots) {
+                if let Some(result) = slot {
+                    emitter.emit(AgentEvent::ToolExecutionStart { call: call.clone() });
+                    emitter.emit(AgentEvent::ToolExecutionEnd {
+                        call: call.clone(),
+                        result: result.clone(),
+                    });
+                }
+            }
+        }
+        let others: Vec<ToolCallPart> = calls
+            .iter()
+            .zip(&slots)
+            .filter(|(_, slot)| slot.is_none())
+            .map(|(c, _)| c.clone())
+            .collect();
+        let mut ran = if others.is_empty() || matches!(turn, OutputTurn::Exhausted) {
+            Vec::new()
+        } else {
+            self.execute_tools(&others, loaded, emitter, cancel).await
+        }
+        .into_iter();
+        let results = slots
+            .into_iter()
+            .zip(calls)
+            .map(|(slot, call)| {
+                slot.or_else(|| ran.next()).unwrap_or_else(|| {
+                    ToolResultPart::error(
+                        &call.id,
+                        &call.tool_name,
+                        "Tool call was not run: the run ended without a valid final result.",
+                    )
+                })
+            })
+            .collect();
+        (results, turn)
     }
 }

@@ -22,6 +22,7 @@ use serde_json::Value;
 pub use assemble::MessageAssembler;
 pub use scripted::{FnModel, RecordedRequest, ScriptedModel, ScriptedTurn};
 
+use crate::output::OutputFormat;
 use crate::tooling::ToolSchema;
 use crate::transcript::{Message, Role};
 
@@ -126,6 +127,9 @@ pub struct ModelRequest<'a> {
     pub max_output_tokens: Option<u32>,
     /// API key override (`None`: the provider's configured key).
     pub api_key: Option<ApiKey>,
+    /// Native structured output: the final answer must be JSON matching this schema (see
+    /// [`crate::output`]). `None` by default; adapters without native support ignore it.
+    pub output: Option<OutputFormat>,
 }
 
 impl<'a> ModelRequest<'a> {
@@ -142,6 +146,7 @@ impl<'a> ModelRequest<'a> {
             reasoning: None,
             max_output_tokens: None,
             api_key: None,
+            output: None,
         }
     }
 
@@ -158,6 +163,7 @@ impl<'a> ModelRequest<'a> {
             reasoning: self.reasoning,
             max_output_tokens: self.max_output_tokens,
             api_key: self.api_key,
+            output: self.output,
         }
     }
 }

@@ -79,6 +79,7 @@ use super::transport::{self, WireParser};
 use crate::model::{
     Model, ModelDelta, ModelError, ModelEvent, ModelRequest, ModelStream, ReasoningLevel,
 };
+use crate::output::OutputFormat;
 use crate::transcript::{
     ImagePart, Message, Part, Role, StopReason, ThinkingPart, ToolArguments, ToolCallPart,
     ToolResultPart, Usage,
@@ -408,7 +409,16 @@ fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
             }
         }
     }
+    if let Some(format) = &request.output {
+        body.insert("output_config".into(), anthropic_output_config(format));
+    }
     Value::Object(body)
+}
+
+/// Native structured output (typed output): `output_config.format` with a `json_schema`
+/// (Anthropic accepts the schema only; name and strictness are OpenAI notions).
+fn anthropic_output_config(format: &OutputFormat) -> Value {
+    json!({"format": {"type": "json_schema", "schema": format.schema}})
 }
 
 impl Model for Anthropic {

@@ -19,6 +19,7 @@ use super::replay::{self, ReplayTarget};
 use super::sse::SseEvent;
 use super::transport::{self, WireParser};
 use crate::model::{Model, ModelDelta, ModelError, ModelEvent, ModelRequest, ModelStream};
+use crate::output::OutputFormat;
 use crate::transcript::{
     Message, Part, Role, StopReason, ThinkingPart, ToolArguments, ToolCallPart, Usage,
 };
@@ -90,6 +91,8 @@ struct ChatBody<'a> {
     max_completion_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reasoning_effort: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<Value>,
 }
 
 #[derive(Serialize)]
@@ -310,8 +313,21 @@ fn with_body<R>(
         temperature: request.temperature,
         max_completion_tokens: request.max_output_tokens,
         reasoning_effort: request.reasoning.and_then(super::openai_reasoning_effort),
+        response_format: request.output.as_ref().map(chat_response_format),
     };
     f(&body)
+}
+
+/// Native structured output (typed output): `response_format` with a `json_schema`.
+fn chat_response_format(format: &OutputFormat) -> Value {
+    let mut schema = serde_json::Map::new();
+    schema.insert("name".into(), Value::String(format.name.clone()));
+    if let Some(description) = &format.description {
+        schema.insert("description".into(), Value::String(description.clone()));
+    }
+    schema.insert("schema".into(), format.schema.clone());
+    schema.insert("strict".into(), Value::Bool(format.strict));
+    serde_json::json!({"type": "json_schema", "json_schema": schema})
 }
 
 impl Model for OpenAiChat {

@@ -87,6 +87,7 @@ use super::replay::{self, ReplayTarget};
 use super::sse::SseEvent;
 use super::transport::{self, WireParser};
 use crate::model::{Model, ModelDelta, ModelError, ModelEvent, ModelRequest, ModelStream};
+use crate::output::OutputFormat;
 use crate::tooling::{TOOL_SEARCH_NAME, ToolSchema, search_result_names};
 use crate::transcript::{
     ImagePart, Message, Part, Role, StopReason, ThinkingPart, ToolArguments, ToolCallPart,
@@ -382,7 +383,23 @@ fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
         );
         body.insert("include".into(), json!(["reasoning.encrypted_content"]));
     }
+    if let Some(format) = &request.output {
+        body.insert("text".into(), responses_text_format(format));
+    }
     Value::Object(body)
+}
+
+/// Native structured output (typed output): `text.format` with a `json_schema`.
+fn responses_text_format(format: &OutputFormat) -> Value {
+    let mut f = Map::new();
+    f.insert("type".into(), json!("json_schema"));
+    f.insert("name".into(), json!(format.name));
+    if let Some(description) = &format.description {
+        f.insert("description".into(), json!(description));
+    }
+    f.insert("schema".into(), format.schema.clone());
+    f.insert("strict".into(), json!(format.strict));
+    json!({"format": f})
 }
 
 impl Model for OpenAiResponses {

@@ -41,7 +41,7 @@ mod observer;
 mod registry;
 mod search;
 mod spec;
-mod validate;
+pub(crate) mod validate;
 
 use std::any::Any;
 use std::time::Duration;
