@@ -10,8 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use agentloop::agent::{
-    AbortSignal, AgentError, AgentLoop, AgentLoopConfig, RunOutcome, RunStop, TelemetryConfig,
-    UsageLimits,
+    AbortSignal, AgentLoop, AgentLoopConfig, RunOutcome, RunStop, TelemetryConfig, UsageLimits,
 };
 use agentloop::builtin::{
     self, ApprovalPolicy, SandboxMode, ShellOptions, Workspace, WorkspaceDeps,
