@@ -57,6 +57,12 @@ pub struct ExecOptions {
     /// Rewrites each call's outcome the moment it finishes, before the observer's
     /// `call_finished` sees it (the agent loop's `tool_result` hooks run here).
     pub finalize: Option<Finalizer>,
+    /// Do not consult the approval hook: a person already approved these calls (the agent
+    /// loop's resume of deferred calls). Default `false`.
+    pub skip_approval: bool,
+    /// The session the calls belong to; handlers see `session/call id` as their
+    /// [`idempotency_key`](ToolContext::idempotency_key). Default `None` (the key is the call id).
+    pub session_id: Option<Arc<str>>,
 }
 
 /// A per-call outcome rewriter; see [`ExecOptions::finalize`].
@@ -73,6 +79,8 @@ impl Default for ExecOptions {
             max_retries: 0,
             retry_backoff: Duration::from_millis(100),
             finalize: None,
+            skip_approval: false,
+            session_id: None,
         }
     }
 }
@@ -88,6 +96,8 @@ impl std::fmt::Debug for ExecOptions {
             .field("max_retries", &self.max_retries)
             .field("retry_backoff", &self.retry_backoff)
             .field("finalize", &self.finalize.is_some())
+            .field("skip_approval", &self.skip_approval)
+            .field("session_id", &self.session_id)
             .finish()
     }
 }
@@ -248,6 +258,11 @@ async fn run_one<D: ToolDeps>(
         attempts,
         duration: started.elapsed(),
     };
+    // A deferred call has no result yet: it is neither finalized nor reported as finished
+    // (its `call_started` is followed by the loop's approval request instead).
+    if outcome.error.as_ref().map(ToolError::kind) == Some(ToolErrorKind::Deferred) {
+        return outcome;
+    }
     if let Some(finalize) = &options.finalize {
         finalize(call, &mut outcome);
     }
@@ -319,6 +334,7 @@ async fn execute<D: ToolDeps>(
             cancel,
             progress.clone(),
         )
+        .with_session(options.session_id.clone())
     };
 
     // Bind before asking for approval: a person should never approve a call that cannot run.
@@ -328,9 +344,10 @@ async fn execute<D: ToolDeps>(
         Err(detail) => return (Err(ToolError::mismatch(&call.tool_name, &detail)), 0),
     };
 
-    match approve(deps, call, &options.cancel).await {
-        Ok(()) => {}
-        Err(e) => return (Err(e), 0),
+    if !options.skip_approval {
+        if let Err(e) = approve(deps, call, &options.cancel).await {
+            return (Err(e), 0);
+        }
     }
 
     let limit = tool.spec.timeout.or(options.default_timeout);
@@ -378,6 +395,7 @@ async fn approve<D: ToolDeps>(
     match verdict {
         Ok(Approval::Allow) => Ok(()),
         Ok(Approval::Deny(reason)) => Err(ToolError::denied(&call.tool_name, &reason)),
+        Ok(Approval::Defer(reason)) => Err(ToolError::deferred(&call.tool_name, &reason)),
         Err(payload) => Err(ToolError::approval_failed(
             &call.tool_name,
             &format!("the hook panicked: {}", panic_message(&*payload)),
