@@ -102,13 +102,21 @@ fn ended(session: &str, outcome: Result<RunOutcome, impl std::fmt::Display>) -> 
 async fn start_run(State(app): State<App>, prompt: String) -> Response {
     let session = match app.store.create(NewSession::new()) {
         Ok(s) => s.id,
-        Err(e) => return json_response(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": e.to_string()})),
+        Err(e) => {
+            return json_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                json!({"error": e.to_string()}),
+            );
+        }
     };
     let agent = match app.agent(&session) {
         Ok(a) => a,
         Err(e) => return json_response(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": e})),
     };
-    ended(&session, agent.run(vec![Message::user(prompt)], vec![]).await)
+    ended(
+        &session,
+        agent.run(vec![Message::user(prompt)], vec![]).await,
+    )
 }
 
 async fn list_approvals(State(app): State<App>) -> Response {
@@ -124,7 +132,10 @@ async fn list_approvals(State(app): State<App>) -> Response {
                 .collect();
             json_response(StatusCode::OK, Value::Array(items))
         }
-        Err(e) => json_response(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": e.to_string()})),
+        Err(e) => json_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            json!({"error": e.to_string()}),
+        ),
     }
 }
 
@@ -147,10 +158,18 @@ async fn decide(State(app): State<App>, Path(call_id): Path<String>, body: Strin
             .into_iter()
             .find(|(_, pending)| pending.iter().any(|p| p.call_id == call_id))
             .map(|(s, _)| s),
-        Err(e) => return json_response(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": e.to_string()})),
+        Err(e) => {
+            return json_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                json!({"error": e.to_string()}),
+            );
+        }
     };
     let Some(session) = session else {
-        return json_response(StatusCode::NOT_FOUND, json!({"error": "no such pending call"}));
+        return json_response(
+            StatusCode::NOT_FOUND,
+            json!({"error": "no such pending call"}),
+        );
     };
     if let Err(e) = app.store.decide(&session, &call_id, &status) {
         return json_response(StatusCode::CONFLICT, json!({"error": e.to_string()}));
@@ -158,7 +177,12 @@ async fn decide(State(app): State<App>, Path(call_id): Path<String>, body: Strin
     let (context, parked) = match load_parked(&*app.store, &session) {
         Ok((c, Some(p))) => (c, p),
         Ok((_, None)) => return json_response(StatusCode::OK, json!({"session_id": session})),
-        Err(e) => return json_response(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": e.to_string()})),
+        Err(e) => {
+            return json_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                json!({"error": e.to_string()}),
+            );
+        }
     };
     if parked.undecided().next().is_some() {
         return json_response(
@@ -227,8 +251,14 @@ async fn drive(addr: SocketAddr) -> Result<Vec<Value>, Box<dyn std::error::Error
             .await?,
     )?;
     seen.push(run);
-    let pending: Value =
-        serde_json::from_str(&http.get(format!("{base}/approvals")).send().await?.text().await?)?;
+    let pending: Value = serde_json::from_str(
+        &http
+            .get(format!("{base}/approvals"))
+            .send()
+            .await?
+            .text()
+            .await?,
+    )?;
     seen.push(pending.clone());
     let call_id = pending[0]["approval"]["call_id"]
         .as_str()
@@ -257,7 +287,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         return Ok(());
     }
-    println!("approval service on http://{addr} (POST /runs, GET /approvals, POST /approvals/{{call_id}})");
+    println!(
+        "approval service on http://{addr} (POST /runs, GET /approvals, POST /approvals/{{call_id}})"
+    );
     tokio::signal::ctrl_c().await?;
     Ok(())
 }

@@ -101,12 +101,16 @@ fn make_agent(
         );
     }
     let recorder = SessionRecorder::new(store, session);
-    let agent = AgentLoop::with_deps(AgentLoopConfig::default(), model(wire, base), Arc::new(deps))
-        .with_tools(tools)
-        .unwrap()
-        .with_steering_queue(steering)
-        .with_session_id(session)
-        .with_emit(recorder.emit_fn());
+    let agent = AgentLoop::with_deps(
+        AgentLoopConfig::default(),
+        model(wire, base),
+        Arc::new(deps),
+    )
+    .with_tools(tools)
+    .unwrap()
+    .with_steering_queue(steering)
+    .with_session_id(session)
+    .with_emit(recorder.emit_fn());
     (agent, recorder)
 }
 
@@ -146,9 +150,21 @@ fn approval_child() {
     std::process::exit(0);
 }
 
-fn child(phase: &str, wire: &str, base: &str, db: &Path, session: &str, log: &Path) -> std::process::Child {
+fn child(
+    phase: &str,
+    wire: &str,
+    base: &str,
+    db: &Path,
+    session: &str,
+    log: &Path,
+) -> std::process::Child {
     Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "approval_child", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            "approval_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(
             PHASE,
             format!(
@@ -202,16 +218,30 @@ async fn a_batch_paused_mid_way_resumes_in_another_process_on_every_wire() {
             [("r1".to_owned(), "read done".to_owned(), false)],
             "{wire}: only the read-only result is stored"
         );
-        let parked = store.parked(&session).unwrap().expect("parked state stored");
+        let parked = store
+            .parked(&session)
+            .unwrap()
+            .expect("parked state stored");
         let ids: Vec<_> = parked.pending.iter().map(|p| p.call_id.as_str()).collect();
         assert_eq!(ids, ["w1", "w2"], "{wire}");
         assert_eq!(parked.pending[1].arguments, json!({"x": 1}));
-        assert!(parked.pending.iter().all(|p| p.status == PendingStatus::Awaiting));
-        assert_eq!(parked.steering.len(), 1, "{wire}: steering queued at the stop is stored");
+        assert!(
+            parked
+                .pending
+                .iter()
+                .all(|p| p.status == PendingStatus::Awaiting)
+        );
+        assert_eq!(
+            parked.steering.len(),
+            1,
+            "{wire}: steering queued at the stop is stored"
+        );
         assert_eq!(store.awaiting_approval().unwrap().len(), 1);
 
         // This process decides.
-        store.decide(&session, "w1", &PendingStatus::Approved).unwrap();
+        store
+            .decide(&session, "w1", &PendingStatus::Approved)
+            .unwrap();
         store
             .decide(
                 &session,
@@ -224,7 +254,14 @@ async fn a_batch_paused_mid_way_resumes_in_another_process_on_every_wire() {
 
         // And resumes.
         let (context, parked) = load_parked(&*store, &session).unwrap();
-        let (agent, recorder) = make_agent(wire, &server.base_url(), &log, store.clone(), &session, None);
+        let (agent, recorder) = make_agent(
+            wire,
+            &server.base_url(),
+            &log,
+            store.clone(),
+            &session,
+            None,
+        );
         let out = tokio::time::timeout(
             Duration::from_secs(30),
             agent.resume(context, parked.unwrap()),
@@ -234,7 +271,11 @@ async fn a_batch_paused_mid_way_resumes_in_another_process_on_every_wire() {
         .unwrap();
         assert_eq!(out.stop, RunStop::Done, "{wire}");
         assert_eq!(out.final_text(), "All done.");
-        assert!(server.violations().is_empty(), "{wire}: {:?}", server.violations());
+        assert!(
+            server.violations().is_empty(),
+            "{wire}: {:?}",
+            server.violations()
+        );
         assert_eq!(server.requests().len(), 2, "{wire}");
         assert!(recorder.take_error().is_none());
         let res = results(&out.context);
@@ -252,7 +293,10 @@ async fn a_batch_paused_mid_way_resumes_in_another_process_on_every_wire() {
         assert_eq!(steer_at, 5, "{wire}");
         assert_eq!(
             ran(&log),
-            [format!("read {session}/r1"), format!("write_a {session}/w1")],
+            [
+                format!("read {session}/r1"),
+                format!("write_a {session}/w1")
+            ],
             "{wire}: the approved tool ran exactly once, the denied one never"
         );
         assert_eq!(store.parked(&session).unwrap(), None, "{wire}");
@@ -286,12 +330,17 @@ async fn a_kill_during_the_approved_call_gives_interrupted_never_a_second_run() 
             .success()
     );
     assert!(ran(&log).is_empty());
-    store.decide(&session, "n1", &PendingStatus::Approved).unwrap();
+    store
+        .decide(&session, "n1", &PendingStatus::Approved)
+        .unwrap();
 
     let mut resumer = child("resume", "chat", &base, &db, &session, &log);
     let deadline = Instant::now() + Duration::from_secs(60);
     while ran(&log).is_empty() {
-        assert!(resumer.try_wait().unwrap().is_none(), "the resumer exited early");
+        assert!(
+            resumer.try_wait().unwrap().is_none(),
+            "the resumer exited early"
+        );
         assert!(Instant::now() < deadline, "the approved call never started");
         std::thread::sleep(Duration::from_millis(10));
     }
@@ -300,7 +349,9 @@ async fn a_kill_during_the_approved_call_gives_interrupted_never_a_second_run() 
     let parked = store.parked(&session).unwrap().unwrap();
     assert_eq!(parked.pending[0].status, PendingStatus::Started);
     assert!(
-        store.decide(&session, "n1", &PendingStatus::Approved).is_err(),
+        store
+            .decide(&session, "n1", &PendingStatus::Approved)
+            .is_err(),
         "a started call cannot be approved again"
     );
 
@@ -316,10 +367,13 @@ async fn a_kill_during_the_approved_call_gives_interrupted_never_a_second_run() 
             events.lock().unwrap().push(e.kind());
         }
     });
-    let out = tokio::time::timeout(Duration::from_secs(30), agent.resume(context, parked.unwrap()))
-        .await
-        .unwrap()
-        .unwrap();
+    let out = tokio::time::timeout(
+        Duration::from_secs(30),
+        agent.resume(context, parked.unwrap()),
+    )
+    .await
+    .unwrap()
+    .unwrap();
     assert_eq!(out.stop, RunStop::Done);
     assert_eq!(
         results(&out.context),
@@ -359,7 +413,11 @@ async fn undecided_calls_stay_pending_and_resume_on_the_same_agent_works_without
     };
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].call_id, "b");
-    assert_eq!(server.requests().len(), 1, "no model call while b is undecided");
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "no model call while b is undecided"
+    );
     let mut parked = ParkedRun::from_stop(&again.stop).unwrap();
     parked.deny("b", "no");
     let done = agent.resume(again.context, parked).await.unwrap();
@@ -394,17 +452,32 @@ async fn measure_approve_to_first_model_token_and_parked_size() {
         );
         let store: Arc<dyn SessionStore> = Arc::new(SqliteStore::open(&db).unwrap());
         let session = store.create(NewSession::new()).unwrap().id;
-        let (agent, _r) = make_agent("chat", &server.base_url(), &log, store.clone(), &session, Some(MessageQueue::new()));
+        let (agent, _r) = make_agent(
+            "chat",
+            &server.base_url(),
+            &log,
+            store.clone(),
+            &session,
+            Some(MessageQueue::new()),
+        );
         agent.run(vec![Message::user("go")], vec![]).await.unwrap();
         drop(agent);
         drop(store);
-        let parked = SqliteStore::open(&db).unwrap().parked(&session).unwrap().unwrap();
+        let parked = SqliteStore::open(&db)
+            .unwrap()
+            .parked(&session)
+            .unwrap()
+            .unwrap();
         parked_bytes = serde_json::to_string(&parked).unwrap().len();
 
         let started = Instant::now();
         let store: Arc<dyn SessionStore> = Arc::new(SqliteStore::open(&db).unwrap());
-        store.decide(&session, "w1", &PendingStatus::Approved).unwrap();
-        store.decide(&session, "w2", &PendingStatus::Approved).unwrap();
+        store
+            .decide(&session, "w1", &PendingStatus::Approved)
+            .unwrap();
+        store
+            .decide(&session, "w2", &PendingStatus::Approved)
+            .unwrap();
         let (context, parked) = load_parked(&*store, &session).unwrap();
         let (agent, recorder) = make_agent("chat", &server.base_url(), &log, store, &session, None);
         let first = Arc::new(std::sync::Mutex::new(None));

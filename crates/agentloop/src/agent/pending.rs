@@ -30,8 +30,8 @@ use super::hooks::HookKind;
 use super::{AgentError, AgentLoop, RunOutcome, ToolExecutionMode};
 use crate::session::interrupted_result;
 use crate::tooling::{
-    ExecOptions, Finalizer, MAX_PARALLEL_TOOLS, ToolDeps, ToolErrorKind, ToolObserver,
-    ToolOutcome, run_tools_with,
+    ExecOptions, Finalizer, MAX_PARALLEL_TOOLS, ToolDeps, ToolErrorKind, ToolObserver, ToolOutcome,
+    run_tools_with,
 };
 use crate::transcript::{Message, Role, ToolArguments, ToolCallPart, ToolResultPart};
 

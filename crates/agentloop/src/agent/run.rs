@@ -682,9 +682,8 @@ impl<D: ToolDeps> AgentLoop<D> {
                 .collect();
         }
 
-        let mut slots: Vec<Option<Answer>> = std::iter::repeat_with(|| None)
-            .take(calls.len())
-            .collect();
+        let mut slots: Vec<Option<Answer>> =
+            std::iter::repeat_with(|| None).take(calls.len()).collect();
         let mut to_run: Vec<(usize, ToolCallPart)> = Vec::with_capacity(calls.len());
         for (i, call) in calls.iter().enumerate() {
             if hidden(call) {

@@ -377,9 +377,7 @@ PRAGMA user_version = 1;
             ..ParkedRun::default()
         };
         store.save_parked(&s.id, &parked).unwrap();
-        store
-            .decide(&s.id, "c1", &PendingStatus::Approved)
-            .unwrap();
+        store.decide(&s.id, "c1", &PendingStatus::Approved).unwrap();
         store
             .decide(
                 &s.id,

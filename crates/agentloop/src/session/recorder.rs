@@ -139,7 +139,8 @@ impl SessionRecorder {
             }
             AgentEvent::RunParked { parked } => {
                 self.inner.parked_run.store(true, Ordering::Relaxed);
-                lock(&self.inner.parked_calls).extend(parked.pending.iter().map(|p| p.call_id.clone()));
+                lock(&self.inner.parked_calls)
+                    .extend(parked.pending.iter().map(|p| p.call_id.clone()));
                 let id = &self.inner.session_id;
                 self.record(self.inner.store.save_parked(id, parked));
             }

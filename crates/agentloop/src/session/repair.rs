@@ -45,7 +45,10 @@ pub fn repair_interrupted(messages: Vec<Message>) -> Vec<Message> {
 
 /// [`repair_interrupted`], except that the calls in `keep` stay unanswered (calls parked for
 /// approval, which a resume answers).
-pub(crate) fn repair_interrupted_except(messages: Vec<Message>, keep: &HashSet<&str>) -> Vec<Message> {
+pub(crate) fn repair_interrupted_except(
+    messages: Vec<Message>,
+    keep: &HashSet<&str>,
+) -> Vec<Message> {
     let mut out = Vec::with_capacity(messages.len());
     let mut iter = messages.into_iter().peekable();
     while let Some(message) = iter.next() {
