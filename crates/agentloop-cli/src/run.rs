@@ -9,14 +9,18 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use agentloop::agent::{AbortSignal, AgentError, AgentLoop, AgentLoopConfig, RunOutcome, RunStop};
+use agentloop::agent::{
+    AbortSignal, AgentError, AgentLoop, AgentLoopConfig, ParkedRun, RunOutcome, RunStop,
+};
 use agentloop::builtin::{self, ApprovalPolicy, Workspace, WorkspaceDeps};
 use agentloop::model::{Model, ReasoningLevel};
-use agentloop::session::{NewSession, SessionError, SessionInfo, SessionRecorder, SessionStore};
+use agentloop::session::{
+    NewSession, SessionError, SessionInfo, SessionRecorder, SessionStore, load_parked,
+};
 use agentloop::transcript::Message;
 
 use crate::cli::RunArgs;
-use crate::error::{EXIT_INTERRUPTED, Failure};
+use crate::error::{EXIT_AWAITING_APPROVAL, EXIT_INTERRUPTED, Failure};
 use crate::model::{ModelSpec, build_model};
 use crate::prompt::terminal_asker;
 use crate::render::{OutputMode, Renderer, Spinner, Totals, describe_stop, stdout_color};
@@ -46,8 +50,10 @@ pub struct RunSetup {
     pub session: SessionInfo,
     /// The context to run on top of (a resumed session's messages).
     pub context: Vec<Message>,
-    /// The new prompt.
+    /// The new prompt (ignored when `resume` is set: queue it there as steering instead).
     pub prompt: String,
+    /// Resume this parked run instead of starting one with `prompt`.
+    pub resume: Option<ParkedRun>,
 }
 
 /// How a run went.
@@ -121,6 +127,7 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         .with_tools(builtin::tools::<WorkspaceDeps>(&setup.workspace))
         .map_err(|e| Failure::new(format!("cannot register the built-in tools: {e}")))?
         .with_emit(emit)
+        .with_session_id(&setup.session.id)
         .with_abort_signal(abort.clone());
 
     let interrupted = Arc::new(AtomicBool::new(false));
@@ -138,9 +145,14 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         }
     });
 
-    let outcome = agent
-        .run(vec![Message::user(setup.prompt)], setup.context)
-        .await;
+    let outcome = match setup.resume {
+        Some(parked) => agent.resume(setup.context, parked).await,
+        None => {
+            agent
+                .run(vec![Message::user(setup.prompt)], setup.context)
+                .await
+        }
+    };
     ctrl_c.abort();
 
     if let Some(error) = recorder.take_error() {
@@ -202,6 +214,12 @@ pub fn exit_status(report: &RunReport) -> Result<(), Failure> {
         RunStop::MaxTurns { limit } => Err(Failure::new(format!(
             "stopped at --max-turns {limit} with work left (resume with --continue)"
         ))),
+        RunStop::AwaitingApproval { pending } => Err(Failure::new(format!(
+            "{} tool call(s) await approval: decide with `agentloop approve` / `agentloop deny`, \
+             then continue with `agentloop resume` (or `run --continue`)",
+            pending.len()
+        ))
+        .with_code(EXIT_AWAITING_APPROVAL)),
         RunStop::Internal { message } if report.outcome.is_err() => {
             Err(Failure::new(message.clone()))
         }
@@ -236,11 +254,22 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         }
         new
     };
+    let mut resume = None;
+    // A session parked for approval resumes (decided calls first); the new prompt is queued
+    // as a steering message, delivered before the next model call.
+    let mut load = |info: &SessionInfo| -> Result<Vec<Message>, Failure> {
+        let (context, parked) = load_parked(&*store, &info.id)?;
+        resume = parked.map(|mut p: ParkedRun| {
+            p.steering.push(Message::user(prompt.clone()));
+            p
+        });
+        Ok(context)
+    };
     let (session, context) = if let Some(given) = &args.session {
         // Exact ids only: an unknown id starts a new session with that id.
         match store.info(given) {
             Ok(info) => {
-                let context = store.load(&info.id)?;
+                let context = load(&info)?;
                 (info, context)
             }
             Err(SessionError::NotFound { .. }) => {
@@ -251,7 +280,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
     } else if args.continue_last {
         match store.last()? {
             Some(info) => {
-                let context = store.load(&info.id)?;
+                let context = load(&info)?;
                 (info, context)
             }
             None => {
@@ -277,8 +306,10 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         session,
         context,
         prompt,
+        resume,
     })
     .await?;
     report.renderer.print_summary(Some(&session_id));
+    crate::approvals::print_pending(&report, &session_id, args.json);
     exit_status(&report)
 }
