@@ -434,6 +434,8 @@ async fn undecided_calls_stay_pending_and_resume_on_the_same_agent_works_without
 #[ignore]
 async fn measure_approve_to_first_model_token_and_parked_size() {
     let mut samples = Vec::new();
+    let mut store_phase = Vec::new();
+    let mut agent_phase = Vec::new();
     let mut parked_bytes = 0;
     for _ in 0..20 {
         let dir = tempfile::tempdir().unwrap();
@@ -479,7 +481,9 @@ async fn measure_approve_to_first_model_token_and_parked_size() {
             .decide(&session, "w2", &PendingStatus::Approved)
             .unwrap();
         let (context, parked) = load_parked(&*store, &session).unwrap();
+        store_phase.push(started.elapsed());
         let (agent, recorder) = make_agent("chat", &server.base_url(), &log, store, &session, None);
+        agent_phase.push(started.elapsed());
         let first = Arc::new(std::sync::Mutex::new(None));
         let agent = agent.with_emit({
             let first = first.clone();
@@ -495,6 +499,18 @@ async fn measure_approve_to_first_model_token_and_parked_size() {
         samples.push(first.lock().unwrap().unwrap());
     }
     samples.sort();
+    store_phase.sort();
+    agent_phase.sort();
+    println!(
+        "… + build the agent (provider HTTP client, tools, recorder): median {:?}",
+        agent_phase[agent_phase.len() / 2]
+    );
+    println!(
+        "open + decide ×2 + load_parked: median {:?}, min {:?}, max {:?}",
+        store_phase[store_phase.len() / 2],
+        store_phase[0],
+        store_phase[store_phase.len() - 1]
+    );
     println!(
         "approve→first model token: median {:?}, min {:?}, max {:?} (n={}); parked state JSON {} bytes",
         samples[samples.len() / 2],
