@@ -323,6 +323,13 @@ impl Renderer {
                     self.spinner.hide();
                 }
             }
+            // A deferred call started but will not finish in this run.
+            AgentEvent::ApprovalRequested { .. } => {
+                state.running_tools = state.running_tools.saturating_sub(1);
+                if state.running_tools == 0 {
+                    self.spinner.hide();
+                }
+            }
             AgentEvent::ModelRetry {
                 attempt,
                 delay_ms,
@@ -383,6 +390,9 @@ pub fn describe_stop(stop: &RunStop) -> String {
         RunStop::ModelError { message } => format!("model error: {}", one_line(message, 300)),
         RunStop::HookStop { extension } => format!("stopped by extension {extension}"),
         RunStop::Internal { message } => format!("internal error: {}", one_line(message, 300)),
+        RunStop::AwaitingApproval { pending } => {
+            format!("awaiting approval ({} tool call(s))", pending.len())
+        }
         other => format!("stopped: {other:?}"),
     }
 }
