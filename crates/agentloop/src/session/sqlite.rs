@@ -87,7 +87,11 @@ impl SqliteOptions {
 /// One connection per `SqliteStore`, behind a mutex: share the store (`Arc`) within a process;
 /// several processes may open the same file at once.
 ///
-/// # Schema (version 1, kept in `PRAGMA user_version`)
+/// # Schema (version 2, kept in `PRAGMA user_version`)
+///
+/// Version 1 is the two tables below; version 2 adds the pending-approval tables
+/// (`pending_approvals`, `parked_queues`; see [`load_parked`](super::load_parked)). Opening a
+/// version-1 file migrates it in place, in one transaction.
 ///
 /// ```sql
 /// CREATE TABLE sessions (
