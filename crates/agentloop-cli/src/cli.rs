@@ -41,6 +41,16 @@ pub enum Command {
     /// A scripted demo: the real loop and the real tools on a temporary sample project, with a
     /// mock model server replaying a fixed script (no key, no network).
     Demo(DemoArgs),
+    /// List the tool calls waiting for approval (all sessions, or one).
+    #[command(subcommand)]
+    Approvals(ApprovalsCommand),
+    /// Approve pending tool calls of a session (then `agentloop resume SESSION`).
+    Approve(ApproveArgs),
+    /// Deny a pending tool call of a session; the model sees the reason.
+    Deny(DenyArgs),
+    /// Continue a session that stopped awaiting approval: run the approved calls, answer the
+    /// denied ones, and let the agent go on.
+    Resume(ResumeArgs),
     /// Serve a mock model script over HTTP (OpenAI Chat, OpenAI Responses and Anthropic
     /// wires) until Ctrl-C.
     MockServer(MockServerArgs),
@@ -127,7 +137,10 @@ pub struct RunArgs {
     /// Which tool calls run without asking. `mutating` (default): read-only tools run, mutating
     /// ones (write_file, edit_file, shell) are asked about on the terminal — and denied, with a
     /// reason the model sees, when there is no terminal. `never`: mutating calls are always
-    /// denied. `always`: everything runs.
+    /// denied. `always`: everything runs. `defer`: the run stops at the first batch with a
+    /// mutating call (after running the read-only ones), prints the pending calls and exits with
+    /// code 3; decide with `agentloop approve` / `agentloop deny`, continue with
+    /// `agentloop resume SESSION` (or `run --continue`).
     #[arg(long, value_enum, default_value_t = ApproveArg::Mutating, value_name = "POLICY")]
     pub approve: ApproveArg,
 
@@ -225,6 +238,8 @@ pub enum ApproveArg {
     Mutating,
     /// Allow every call.
     Always,
+    /// Park mutating calls for a later decision (exit code 3).
+    Defer,
 }
 
 impl From<ApproveArg> for ApprovalPolicy {
@@ -233,6 +248,7 @@ impl From<ApproveArg> for ApprovalPolicy {
             ApproveArg::Never => ApprovalPolicy::Never,
             ApproveArg::Mutating => ApprovalPolicy::Mutating,
             ApproveArg::Always => ApprovalPolicy::Always,
+            ApproveArg::Defer => ApprovalPolicy::Defer,
         }
     }
 }
@@ -266,6 +282,75 @@ pub enum SessionsCommand {
         /// Session id (or a unique prefix).
         id: String,
     },
+}
+
+/// `agentloop approvals …`.
+#[derive(Subcommand, Debug)]
+pub enum ApprovalsCommand {
+    /// List pending calls with their full arguments.
+    List {
+        /// Only this session (id or unique prefix).
+        session: Option<String>,
+        /// One JSON object per pending call per line.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `agentloop approve`.
+#[derive(Args, Debug)]
+pub struct ApproveArgs {
+    /// Session id (or a unique prefix).
+    pub session: String,
+    /// The calls to approve.
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub call_ids: Vec<String>,
+    /// Approve every call still awaiting a decision.
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// `agentloop deny`.
+#[derive(Args, Debug)]
+pub struct DenyArgs {
+    /// Session id (or a unique prefix).
+    pub session: String,
+    /// The call to deny.
+    pub call_id: String,
+    /// Why (shown to the model).
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+}
+
+/// `agentloop resume`.
+#[derive(Args, Debug)]
+pub struct ResumeArgs {
+    /// Session id (or a unique prefix).
+    pub session: String,
+    /// The directory the tools may read and change (default: the current directory).
+    #[arg(long, short = 'w', value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// `PROVIDER:NAME` (as for `run`).
+    #[arg(
+        long,
+        short = 'm',
+        env = "AGENTLOOP_MODEL",
+        default_value = "openai:gpt-4o-mini",
+        value_name = "PROVIDER:NAME"
+    )]
+    pub model: String,
+    /// Base URL of the provider API.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Stop after this many model calls.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_turns: Option<u32>,
+    /// Approval policy for the calls the model makes from here on (as for `run`).
+    #[arg(long, value_enum, default_value_t = ApproveArg::Defer, value_name = "POLICY")]
+    pub approve: ApproveArg,
+    /// JSON lines on stdout (as for `run`).
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `agentloop demo`.

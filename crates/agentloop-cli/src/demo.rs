@@ -118,6 +118,7 @@ pub async fn run(db: Option<&Path>, args: DemoArgs) -> Result<(), Failure> {
         prompt: PROMPT.into(),
         shell: Default::default(),
         output: None,
+        resume: None,
     })
     .await?;
 

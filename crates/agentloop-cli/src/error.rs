@@ -2,9 +2,13 @@
 //!
 //! Exit codes: 0 success; 1 the command or the agent run failed (the run did not stop normally:
 //! max turns, repeated tool failures, a model error, a hook stop); 2 bad usage (also clap's);
-//! 130 interrupted by Ctrl-C.
+//! 3 the run stopped with tool calls awaiting approval; 130 interrupted by Ctrl-C.
 
 use std::fmt;
+
+/// Exit code of a run that stopped with tool calls awaiting approval (`--approve defer`): not
+/// an error — decide with `agentloop approve` / `deny`, then `agentloop resume`.
+pub const EXIT_AWAITING_APPROVAL: u8 = 3;
 
 /// Exit code of a run interrupted by Ctrl-C (128 + SIGINT, as shells report it).
 pub const EXIT_INTERRUPTED: u8 = 130;

@@ -7,10 +7,12 @@
 //! - `agentloop sessions list|show|export|import|rm`: the recorded sessions.
 //! - `agentloop demo`: the real loop and tools against a scripted mock model (no key needed).
 //! - `agentloop mock-server --script FILE`: the mock model server on its own.
+//! - `agentloop approvals list`, `approve`, `deny`, `resume`: runs parked by `--approve defer`.
 //!
 //! Exit codes: 0 success, 1 failure (including a run that did not stop normally), 2 bad usage,
-//! 130 interrupted by Ctrl-C. Diagnostics go to stderr as one line.
+//! 3 the run stopped awaiting approval (`--approve defer`), 130 interrupted by Ctrl-C. Diagnostics go to stderr as one line.
 
+mod approvals;
 mod cli;
 mod demo;
 mod error;
@@ -50,6 +52,10 @@ fn main() -> ExitCode {
             Command::Sessions(command) => sessions::run(db.as_deref(), command),
             Command::Demo(args) => demo::run(db.as_deref(), args).await,
             Command::MockServer(args) => mock::run(args).await,
+            Command::Approvals(command) => approvals::list(db.as_deref(), command),
+            Command::Approve(args) => approvals::approve(db.as_deref(), args),
+            Command::Deny(args) => approvals::deny(db.as_deref(), args),
+            Command::Resume(args) => approvals::resume(db.as_deref(), args).await,
         }
     });
     // An abandoned blocking task (a prompt nobody answers after Ctrl-C, a tool that ignored

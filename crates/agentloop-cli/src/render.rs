@@ -344,6 +344,13 @@ impl Renderer {
                     self.spinner.hide();
                 }
             }
+            // A deferred call started but will not finish in this run.
+            AgentEvent::ApprovalRequested { .. } => {
+                state.running_tools = state.running_tools.saturating_sub(1);
+                if state.running_tools == 0 {
+                    self.spinner.hide();
+                }
+            }
             AgentEvent::ModelRetry {
                 attempt,
                 delay_ms,
@@ -430,6 +437,9 @@ pub fn describe_stop(stop: &RunStop) -> String {
                 thousands(*limit as u64)
             ),
         },
+        RunStop::AwaitingApproval { pending } => {
+            format!("awaiting approval ({} tool call(s))", pending.len())
+        }
         other => format!("stopped: {other:?}"),
     }
 }

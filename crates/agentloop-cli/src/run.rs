@@ -10,19 +10,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use agentloop::agent::{
-    AbortSignal, AgentLoop, AgentLoopConfig, RunOutcome, RunStop, TelemetryConfig, UsageLimits,
+    AbortSignal, AgentLoop, AgentLoopConfig, ParkedRun, RunOutcome, RunStop, TelemetryConfig,
+    UsageLimits,
 };
 use agentloop::builtin::{
     self, ApprovalPolicy, SandboxMode, ShellOptions, Workspace, WorkspaceDeps,
 };
 use agentloop::model::{Model, ReasoningLevel};
 use agentloop::output::{Output, OutputError};
-use agentloop::session::{NewSession, SessionError, SessionInfo, SessionRecorder, SessionStore};
+use agentloop::session::{
+    NewSession, SessionError, SessionInfo, SessionRecorder, SessionStore, load_parked,
+};
 use agentloop::transcript::Message;
 use serde_json::Value;
 
 use crate::cli::RunArgs;
-use crate::error::{EXIT_INTERRUPTED, Failure};
+use crate::error::{EXIT_AWAITING_APPROVAL, EXIT_INTERRUPTED, Failure};
 use crate::model::{ModelSpec, build_model};
 use crate::prompt::terminal_asker;
 use crate::render::{OutputMode, Renderer, Spinner, Totals, describe_stop, stdout_color};
@@ -56,12 +59,14 @@ pub struct RunSetup {
     pub session: SessionInfo,
     /// The context to run on top of (a resumed session's messages).
     pub context: Vec<Message>,
-    /// The new prompt.
+    /// The new prompt (ignored when `resume` is set: queue it there as steering instead).
     pub prompt: String,
     /// How the shell tool confines commands and filters their environment.
     pub shell: ShellOptions,
     /// The typed output the answer must be (`--output-schema`), if any.
     pub output: Option<Output<Value>>,
+    /// Resume this parked run instead of starting one with `prompt`.
+    pub resume: Option<ParkedRun>,
 }
 
 /// How a run went.
@@ -164,6 +169,7 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         ))
         .map_err(|e| Failure::new(format!("cannot register the built-in tools: {e}")))?
         .with_emit(emit)
+        .with_session_id(&setup.session.id)
         .with_abort_signal(abort.clone());
 
     let interrupted = Arc::new(AtomicBool::new(false));
@@ -185,15 +191,22 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
     });
 
     let prompts = vec![Message::user(setup.prompt)];
-    let (outcome, output) = match &setup.output {
-        None => (
+    let (outcome, output) = match (setup.resume, &setup.output) {
+        (Some(parked), _) => (
+            agent
+                .resume(setup.context, parked)
+                .await
+                .map_err(OutputError::Run),
+            None,
+        ),
+        (None, None) => (
             agent
                 .run(prompts, setup.context)
                 .await
                 .map_err(OutputError::Run),
             None,
         ),
-        Some(output) => match agent.run_output(output, prompts, setup.context).await {
+        (None, Some(output)) => match agent.run_output(output, prompts, setup.context).await {
             Ok(typed) => (Ok(typed.outcome), Some(typed.json)),
             Err(e) => (Err(e), None),
         },
@@ -305,6 +318,12 @@ pub fn exit_status(report: &RunReport) -> Result<(), Failure> {
         RunStop::MaxTurns { limit } => Err(Failure::new(format!(
             "stopped at --max-turns {limit} with work left (resume with --continue)"
         ))),
+        RunStop::AwaitingApproval { pending } => Err(Failure::new(format!(
+            "{} tool call(s) await approval: decide with `agentloop approve` / `agentloop deny`, \
+             then continue with `agentloop resume` (or `run --continue`)",
+            pending.len()
+        ))
+        .with_code(EXIT_AWAITING_APPROVAL)),
         RunStop::Internal { message } if report.outcome.is_err() => {
             Err(Failure::new(message.clone()))
         }
@@ -344,11 +363,22 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         }
         new
     };
+    let mut resume = None;
+    // A session parked for approval resumes (decided calls first); the new prompt is queued
+    // as a steering message, delivered before the next model call.
+    let mut load = |info: &SessionInfo| -> Result<Vec<Message>, Failure> {
+        let (context, parked) = load_parked(&*store, &info.id)?;
+        resume = parked.map(|mut p: ParkedRun| {
+            p.steering.push(Message::user(prompt.clone()));
+            p
+        });
+        Ok(context)
+    };
     let (session, context) = if let Some(given) = &args.session {
         // Exact ids only: an unknown id starts a new session with that id.
         match store.info(given) {
             Ok(info) => {
-                let context = store.load(&info.id)?;
+                let context = load(&info)?;
                 (info, context)
             }
             Err(SessionError::NotFound { .. }) => {
@@ -359,7 +389,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
     } else if args.continue_last {
         match store.last()? {
             Some(info) => {
-                let context = store.load(&info.id)?;
+                let context = load(&info)?;
                 (info, context)
             }
             None => {
@@ -395,9 +425,11 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         prompt,
         shell: shell_options(&args),
         output,
+        resume,
     })
     .await?;
     report.renderer.print_summary(Some(&session_id));
+    crate::approvals::print_pending(&report, &session_id, args.json);
     if let Some(output) = &report.output {
         // The validated output is stdout's only content (or, with --json, its last line).
         let line = if args.json {

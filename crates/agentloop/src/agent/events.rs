@@ -70,6 +70,13 @@ pub enum RunStop {
         /// The ceiling.
         limit: f64,
     },
+    /// Some tool calls wait for a person's decision (the approval hook deferred them); the
+    /// rest of their batch ran. Decide and continue with
+    /// [`AgentLoop::resume`](super::AgentLoop::resume).
+    AwaitingApproval {
+        /// The deferred calls, in call order.
+        pending: Vec<super::PendingApproval>,
+    },
 }
 
 // The amounts in `UsageLimit` are finite (limits are validated, usage is counted), so equality
@@ -148,6 +155,30 @@ pub enum AgentEvent {
         /// Its tool results, in call order.
         tool_results: Vec<ToolResultPart>,
     },
+    /// The run stops for approval: what a store must keep to resume it (emitted before the
+    /// `ApprovalRequested` events and the `AgentEnd`, so it is durable before anyone is told).
+    RunParked {
+        /// The pending calls and the messages queued at the stop.
+        parked: super::ParkedRun,
+    },
+    /// A tool call waits for a person's decision (one event per deferred call).
+    ApprovalRequested {
+        /// The agent's session id, when it has one.
+        session_id: Option<String>,
+        /// The call.
+        #[serde(flatten)]
+        approval: super::PendingApproval,
+    },
+    /// A resume acted on a decided call: `started` (it is about to run), `denied`, or — for a
+    /// call that had started before a crash — `started` again, answered as interrupted.
+    ApprovalResolved {
+        /// Which call.
+        call_id: String,
+        /// Which tool.
+        tool_name: String,
+        /// The decision acted on.
+        status: super::PendingStatus,
+    },
     /// The run ended. Always the last event.
     AgentEnd {
         /// Every message the run produced (prompts included), in order.
@@ -171,6 +202,9 @@ impl AgentEvent {
             AgentEvent::ToolExecutionUpdate { .. } => "tool_execution_update",
             AgentEvent::ToolExecutionEnd { .. } => "tool_execution_end",
             AgentEvent::TurnEnd { .. } => "turn_end",
+            AgentEvent::RunParked { .. } => "run_parked",
+            AgentEvent::ApprovalRequested { .. } => "approval_requested",
+            AgentEvent::ApprovalResolved { .. } => "approval_resolved",
             AgentEvent::AgentEnd { .. } => "agent_end",
         }
     }

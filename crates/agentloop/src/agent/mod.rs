@@ -40,6 +40,7 @@ mod config;
 mod error;
 mod events;
 mod hooks;
+mod pending;
 mod queue;
 mod run;
 mod stream;
@@ -52,6 +53,7 @@ pub use config::{AgentLoopConfig, TelemetryConfig, ToolExecutionMode, UsageLimit
 pub use error::{AgentError, completed_messages};
 pub use events::{AgentEvent, EmitFn, RunStop};
 pub use hooks::{Extension, HookKind, ResultRewrite, ToolCallDecision, TurnSummary};
+pub use pending::{ParkedRun, PendingApproval, PendingStatus};
 pub use queue::{MessageQueue, QueueMode};
 pub use stream::AgentEventStream;
 
@@ -104,6 +106,8 @@ pub struct AgentLoop<D: ToolDeps = Deps> {
     pub(crate) hooks: hooks::HookDispatcher,
     pub(crate) steering: MessageQueue,
     pub(crate) follow_ups: MessageQueue,
+    /// The session runs belong to (idempotency keys, approval events); see `with_session_id`.
+    pub(crate) session_id: Option<Arc<str>>,
 }
 
 impl<D: ToolDeps> std::fmt::Debug for AgentLoop<D> {
@@ -137,6 +141,7 @@ impl<D: ToolDeps> AgentLoop<D> {
             hooks: hooks::HookDispatcher::default(),
             steering: MessageQueue::new(),
             follow_ups: MessageQueue::new(),
+            session_id: None,
         }
     }
 

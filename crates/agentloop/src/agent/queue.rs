@@ -54,6 +54,11 @@ impl MessageQueue {
         self.lock().is_empty()
     }
 
+    /// A copy of every queued message, in order (the queue is unchanged).
+    pub fn snapshot(&self) -> Vec<Message> {
+        self.lock().iter().cloned().collect()
+    }
+
     /// Drops every queued message.
     pub fn clear(&self) {
         self.lock().clear();

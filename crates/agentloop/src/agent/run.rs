@@ -16,6 +16,7 @@ use tracing::Instrument;
 use super::calls::{BlockedCall, FinalizedToolCall, PreparedToolCall};
 use super::events::{AgentEvent, Emitter, EventObserver, RunStop};
 use super::hooks::{HookKind, TurnSummary};
+use super::pending::{Answer, ParkedRun};
 use super::{AgentError, AgentLoop, RunOutcome, ToolExecutionMode};
 use crate::model::{MessageAssembler, ModelError, ModelEvent, ModelRequest, messages_for_model};
 use crate::output::{OutputPlan, OutputRun, PartialOutput};
@@ -149,7 +150,20 @@ impl<D: ToolDeps> AgentLoop<D> {
         context: Vec<Message>,
         emitter: Emitter,
     ) -> Result<RunOutcome, AgentError> {
-        self.drive_with_output(prompts, context, emitter, None)
+        self.drive_full(prompts, context, None, emitter, None)
+            .await
+            .0
+    }
+
+    /// [`drive`](Self::drive), optionally resuming a run parked for approval first.
+    pub(crate) async fn drive_with(
+        &self,
+        prompts: Option<Vec<Message>>,
+        context: Vec<Message>,
+        resume: Option<ParkedRun>,
+        emitter: Emitter,
+    ) -> Result<RunOutcome, AgentError> {
+        self.drive_full(prompts, context, resume, emitter, None)
             .await
             .0
     }
@@ -163,9 +177,25 @@ impl<D: ToolDeps> AgentLoop<D> {
         emitter: Emitter,
         output: Option<OutputRun>,
     ) -> (Result<RunOutcome, AgentError>, Option<OutputRun>) {
+        self.drive_full(prompts, context, None, emitter, output)
+            .await
+    }
+
+    /// The one implementation behind [`drive`](Self::drive), [`drive_with`](Self::drive_with)
+    /// and [`drive_with_output`](Self::drive_with_output).
+    async fn drive_full(
+        &self,
+        prompts: Option<Vec<Message>>,
+        context: Vec<Message>,
+        resume: Option<ParkedRun>,
+        emitter: Emitter,
+        output: Option<OutputRun>,
+    ) -> (Result<RunOutcome, AgentError>, Option<OutputRun>) {
         emitter.emit(AgentEvent::AgentStart);
         let invalid_limits = self.config.usage_limits.validate().err();
         let precondition = match (&prompts, context.last()) {
+            // A parked batch may end with its assistant message (every call deferred).
+            _ if resume.is_some() && self.config.max_turns != Some(0) => None,
             _ if self.config.max_turns == Some(0) => Some(AgentError::Config(
                 "max_turns must be at least 1 (use None for no ceiling)".into(),
             )),
@@ -202,7 +232,7 @@ impl<D: ToolDeps> AgentLoop<D> {
             self.model.provider(),
             self.config.model.as_deref(),
         );
-        let result = AssertUnwindSafe(self.execute(&mut state, prompts, &emitter, &cancel))
+        let result = AssertUnwindSafe(self.execute(&mut state, prompts, resume, &emitter, &cancel))
             .catch_unwind()
             .instrument(span.clone())
             .await;
@@ -279,6 +309,7 @@ impl<D: ToolDeps> AgentLoop<D> {
         &self,
         state: &mut RunState,
         prompts: Option<Vec<Message>>,
+        resume: Option<ParkedRun>,
         emitter: &Emitter,
         cancel: &CancellationToken,
     ) -> Result<RunStop, (ModelError, Message)> {
@@ -299,6 +330,18 @@ impl<D: ToolDeps> AgentLoop<D> {
         emitter.emit(AgentEvent::TurnStart { turn: 1 });
         for prompt in prompts.into_iter().flatten() {
             self.inject(state, prompt, emitter);
+        }
+        if let Some(parked) = resume {
+            let (context, new_from) = (&mut state.context, &mut state.new_from);
+            if let Some(stop) = self
+                .resume_calls(context, new_from, parked, emitter, cancel)
+                .await
+            {
+                return Ok(stop);
+            }
+            if cancel.is_cancelled() {
+                return Ok(RunStop::Aborted);
+            }
         }
         // Steering queued between runs is due before the first model call.
         for message in self.steering.take(self.config.steering_mode) {
@@ -372,10 +415,16 @@ impl<D: ToolDeps> AgentLoop<D> {
             state.push(message.clone());
 
             let mut output_turn = OutputTurn::Continue;
-            let results = if calls.is_empty() {
-                Vec::new()
+            let (results, deferred) = if calls.is_empty() {
+                (Vec::new(), Vec::new())
             } else if truncated {
-                self.answer_without_running(&calls, truncated_call_result, "truncated", emitter)
+                let results = self.answer_without_running(
+                    &calls,
+                    truncated_call_result,
+                    "truncated",
+                    emitter,
+                );
+                (results, Vec::new())
             } else if let Some(output) = state.output.as_mut().filter(|o| {
                 calls
                     .iter()
@@ -385,10 +434,12 @@ impl<D: ToolDeps> AgentLoop<D> {
                     .execute_final_calls(&calls, &state.loaded, output, emitter, cancel)
                     .await;
                 output_turn = turn;
-                results
+                (results, Vec::new())
             } else {
-                self.execute_tools(&calls, &state.loaded, emitter, cancel)
-                    .await
+                Answer::split(
+                    self.execute_tools(&calls, &state.loaded, emitter, cancel)
+                        .await,
+                )
             };
             for result in &results {
                 self.inject(state, Message::tool_result(result.clone()), emitter);
@@ -405,6 +456,9 @@ impl<D: ToolDeps> AgentLoop<D> {
                 tool_results: results.clone(),
             });
 
+            if !deferred.is_empty() {
+                return Ok(self.park(deferred, emitter));
+            }
             match output_turn {
                 OutputTurn::Continue => {}
                 OutputTurn::Accepted => return Ok(RunStop::Done),
@@ -740,14 +794,15 @@ impl<D: ToolDeps> AgentLoop<D> {
     }
 
     /// Prepares the calls in order (tool_call hooks may veto or rewrite), then runs the allowed
-    /// ones through the executor. Results come back in call order, one per call.
+    /// ones through the executor. Answers come back in call order, one per call (a result, or a
+    /// deferral when the approval hook deferred the call).
     async fn execute_tools(
         &self,
         calls: &[ToolCallPart],
         loaded: &LoadedTools,
         emitter: &Emitter,
         cancel: &CancellationToken,
-    ) -> Vec<ToolResultPart> {
+    ) -> Vec<Answer> {
         // A deferred tool the model names before a search loaded it was never shown to the
         // model (a guess or a hallucination): refuse it instead of running it.
         let hidden = |call: &ToolCallPart| {
@@ -787,17 +842,21 @@ impl<D: ToolDeps> AgentLoop<D> {
             retry_backoff: self.config.tool_retry_backoff,
             finalize,
             capture_content: self.config.telemetry.capture_content,
+            skip_approval: false,
+            session_id: self.session_id.clone(),
         };
 
         if !self.hooks.has(HookKind::ToolCall) && !calls.iter().any(hidden) {
             return run_tools_with(calls, &self.registry, &self.deps, &options)
                 .await
                 .into_iter()
-                .map(|o| o.result)
+                .zip(calls)
+                .map(|(o, call)| Answer::from_outcome(call, o))
                 .collect();
         }
 
-        let mut slots: Vec<Option<ToolResultPart>> = vec![None; calls.len()];
+        let mut slots: Vec<Option<Answer>> =
+            std::iter::repeat_with(|| None).take(calls.len()).collect();
         let mut to_run: Vec<(usize, ToolCallPart)> = Vec::with_capacity(calls.len());
         for (i, call) in calls.iter().enumerate() {
             if hidden(call) {
@@ -822,7 +881,7 @@ impl<D: ToolDeps> AgentLoop<D> {
                         result: result.clone(),
                     });
                 }
-                slots[i] = Some(result);
+                slots[i] = Some(Answer::Result(result));
                 continue;
             }
             // Calls that fail lookup or validation go to the executor unchanged: it answers
@@ -860,21 +919,25 @@ impl<D: ToolDeps> AgentLoop<D> {
                             result: result.clone(),
                         });
                     }
-                    slots[i] = Some(result);
+                    slots[i] = Some(Answer::Result(result));
                 }
             }
         }
         let runnable: Vec<ToolCallPart> = to_run.iter().map(|(_, c)| c.clone()).collect();
         let outcomes = run_tools_with(&runnable, &self.registry, &self.deps, &options).await;
-        for ((i, _), outcome) in to_run.into_iter().zip(outcomes) {
-            slots[i] = Some(outcome.result);
+        for ((i, call), outcome) in to_run.into_iter().zip(outcomes) {
+            slots[i] = Some(Answer::from_outcome(&call, outcome));
         }
         slots
             .into_iter()
             .zip(calls)
             .map(|(slot, call)| {
                 slot.unwrap_or_else(|| {
-                    ToolResultPart::error(&call.id, &call.tool_name, "internal error: no result")
+                    Answer::Result(ToolResultPart::error(
+                        &call.id,
+                        &call.tool_name,
+                        "internal error: no result",
+                    ))
                 })
             })
             .collect()
@@ -963,7 +1026,24 @@ impl<D: ToolDeps> AgentLoop<D> {
         let mut ran = if others.is_empty() || matches!(turn, OutputTurn::Exhausted) {
             Vec::new()
         } else {
-            self.execute_tools(&others, loaded, emitter, cancel).await
+            // A call deferred for approval cannot park a typed-output turn (the final result is
+            // in the same batch): it is answered as not run, and the model may call it again.
+            self.execute_tools(&others, loaded, emitter, cancel)
+                .await
+                .into_iter()
+                .map(|answer| match answer {
+                    super::pending::Answer::Result(result) => result,
+                    super::pending::Answer::Deferred(pending) => ToolResultPart::error(
+                        &pending.call_id,
+                        &pending.tool_name,
+                        format!(
+                            "Tool call was not run: it needs approval ({}), and a final result \
+                             was given in the same answer.",
+                            pending.reason
+                        ),
+                    ),
+                })
+                .collect()
         }
         .into_iter();
         let results = slots

@@ -44,6 +44,10 @@ pub enum ApprovalPolicy {
     Mutating,
     /// Approve every call automatically.
     Always,
+    /// Approve read-only tools automatically; *defer* mutating ones: the agent loop parks them
+    /// for a decision made later, possibly in another process
+    /// ([`RunStop::AwaitingApproval`](crate::agent::RunStop::AwaitingApproval)).
+    Defer,
 }
 
 /// What an [`ApprovalPolicy`] says about one tool.
@@ -56,6 +60,8 @@ pub enum PolicyDecision {
     Ask,
     /// Do not run it; the reason is shown to the model.
     Deny(String),
+    /// Park it for a later decision (the text says what is asked).
+    Defer(String),
 }
 
 /// The reason given to the model when a call needs approval and no asker is configured.
@@ -71,6 +77,9 @@ impl ApprovalPolicy {
         match self {
             ApprovalPolicy::Always => PolicyDecision::Allow,
             ApprovalPolicy::Mutating => PolicyDecision::Ask,
+            ApprovalPolicy::Defer => PolicyDecision::Defer(format!(
+                "`{tool_name}` changes files or runs commands and needs a person's approval"
+            )),
             ApprovalPolicy::Never => PolicyDecision::Deny(format!(
                 "`{tool_name}` changes files or runs commands, and this session does not allow \
                  that (approval policy \"never\"); use read-only tools instead"
@@ -84,6 +93,7 @@ impl ApprovalPolicy {
             ApprovalPolicy::Never => "never",
             ApprovalPolicy::Mutating => "mutating",
             ApprovalPolicy::Always => "always",
+            ApprovalPolicy::Defer => "defer",
         }
     }
 }
@@ -106,6 +116,7 @@ impl FromStr for ApprovalPolicy {
             "never" => Ok(ApprovalPolicy::Never),
             "mutating" => Ok(ApprovalPolicy::Mutating),
             "always" => Ok(ApprovalPolicy::Always),
+            "defer" => Ok(ApprovalPolicy::Defer),
             _ => Err(ParsePolicyError(s.to_owned())),
         }
     }
@@ -212,6 +223,7 @@ impl WorkspaceDeps {
         match self.policy.decide(&call.tool_name) {
             PolicyDecision::Allow => Approval::Allow,
             PolicyDecision::Deny(reason) => Approval::Deny(reason),
+            PolicyDecision::Defer(reason) => Approval::Defer(reason),
             PolicyDecision::Ask => match &self.asker {
                 None => Approval::deny(NO_ASKER_REASON),
                 Some(Asker::Async(ask)) => ask(call.clone()).await,

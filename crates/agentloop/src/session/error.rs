@@ -68,6 +68,9 @@ pub enum SessionError {
         /// The newest version this build reads.
         supported: i64,
     },
+    /// The store does not implement this feature.
+    #[error("this session store does not support {0}")]
+    Unsupported(&'static str),
     /// SQLite failed (I/O error, the database stayed locked past the busy timeout, a full disk…).
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),

@@ -64,6 +64,7 @@
 //! `message_count` against the lines it read (a truncated file is refused), and creates a new
 //! session atomically. Exporting an imported session gives the same message lines, byte for byte.
 
+mod approvals;
 mod error;
 mod jsonl;
 mod recorder;
@@ -74,8 +75,10 @@ use std::io::{BufRead, Write};
 
 use serde::{Deserialize, Serialize};
 
+use crate::agent::{ParkedRun, PendingApproval, PendingStatus};
 use crate::transcript::Message;
 
+pub use approvals::load_parked;
 pub use error::SessionError;
 pub use jsonl::{EXPORT_FORMAT, ImportOptions};
 pub use recorder::SessionRecorder;
@@ -245,6 +248,46 @@ pub trait SessionStore: Send + Sync {
     /// Writes the session as JSON Lines (see the [module docs](self#json-lines-export)).
     fn export_jsonl(&self, id: &str, out: &mut dyn Write) -> Result<(), SessionError> {
         jsonl::export(self, id, out)
+    }
+
+    /// Keeps the state of a run parked for approval with session `id`: adds its pending calls
+    /// (calls already stored keep their decisions) and replaces the stored queued messages.
+    /// The default refuses (a store without approval support).
+    fn save_parked(&self, id: &str, parked: &ParkedRun) -> Result<(), SessionError> {
+        let _ = (id, parked);
+        Err(SessionError::Unsupported("pending approvals"))
+    }
+
+    /// The parked state of session `id`: its pending calls in call order and the messages
+    /// queued when it stopped; `None` when no call is pending.
+    fn parked(&self, id: &str) -> Result<Option<ParkedRun>, SessionError> {
+        let _ = id;
+        Err(SessionError::Unsupported("pending approvals"))
+    }
+
+    /// Records a decision on pending call `call_id` (approve, deny with a reason, or `Started`
+    /// when a resume is about to run it). Fails when no such call is pending, or when the call
+    /// already started (it can no longer be approved or denied).
+    fn decide(&self, id: &str, call_id: &str, status: &PendingStatus) -> Result<(), SessionError> {
+        let _ = (id, call_id, status);
+        Err(SessionError::Unsupported("pending approvals"))
+    }
+
+    /// Forgets pending call `call_id` (it has its result now).
+    fn resolve_pending(&self, id: &str, call_id: &str) -> Result<(), SessionError> {
+        let _ = (id, call_id);
+        Err(SessionError::Unsupported("pending approvals"))
+    }
+
+    /// Forgets every pending call and the queued messages of session `id`.
+    fn clear_parked(&self, id: &str) -> Result<(), SessionError> {
+        let _ = id;
+        Err(SessionError::Unsupported("pending approvals"))
+    }
+
+    /// Every session with pending calls (most recently parked first), with those calls.
+    fn awaiting_approval(&self) -> Result<Vec<(String, Vec<PendingApproval>)>, SessionError> {
+        Err(SessionError::Unsupported("pending approvals"))
     }
 
     /// Reads a JSON Lines export (header optional) into a new session.

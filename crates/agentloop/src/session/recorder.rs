@@ -1,12 +1,12 @@
 //! [`SessionRecorder`]: appends a running agent's completed messages to a [`SessionStore`] the
 //! moment each completes, by listening to its [`AgentEvent`]s. It never changes the run.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::{SessionError, SessionStore};
-use crate::agent::AgentEvent;
+use crate::agent::{AgentEvent, PendingStatus, RunStop};
 use crate::transcript::{Message, Role};
 
 /// Records a run into one session of a store.
@@ -31,6 +31,14 @@ use crate::transcript::{Message, Role};
 /// ([`failures`](Self::failures)) and kept ([`take_error`](Self::take_error)). A tool result
 /// whose append failed at `ToolExecutionEnd` is retried at its `MessageEnd`.
 ///
+/// Runs that pause for approval: at [`RunParked`](AgentEvent::RunParked) it stores the pending
+/// calls and the queued messages ([`SessionStore::save_parked`]) — before the approval requests
+/// and the stop are reported; at [`ApprovalResolved`](AgentEvent::ApprovalResolved) with status
+/// `started` it marks the call started *before* its handler runs (so a crash leaves an
+/// "interrupted" answer, never a second run); when a pending call's result is appended it
+/// forgets the pending entry; and when a run that resumed or parked ends any other way than
+/// awaiting approval, it clears what is left of the parked state.
+///
 /// Cheap to clone; clones share state.
 #[derive(Clone)]
 pub struct SessionRecorder {
@@ -46,6 +54,10 @@ struct Inner {
     last_error: Mutex<Option<SessionError>>,
     appended: AtomicU64,
     failures: AtomicU64,
+    /// Call ids parked or resumed by this recorder's runs whose pending entry is still stored.
+    parked_calls: Mutex<HashSet<String>>,
+    /// The current run parked or resumed calls (its end may need to clear the parked state).
+    parked_run: AtomicBool,
 }
 
 impl std::fmt::Debug for SessionRecorder {
@@ -73,6 +85,8 @@ impl SessionRecorder {
                 last_error: Mutex::new(None),
                 appended: AtomicU64::new(0),
                 failures: AtomicU64::new(0),
+                parked_calls: Mutex::new(HashSet::new()),
+                parked_run: AtomicBool::new(false),
             }),
         }
     }
@@ -99,6 +113,7 @@ impl SessionRecorder {
                     *lock(&self.inner.pending_results)
                         .entry(result.call_id.clone())
                         .or_insert(0) += 1;
+                    self.answered(&result.call_id);
                 }
             }
             AgentEvent::MessageEnd { message } if message.role == Role::ToolResult => {
@@ -116,14 +131,61 @@ impl SessionRecorder {
                         None => false,
                     }
                 });
-                if !already {
-                    self.append(message);
+                if !already && self.append(message) {
+                    if let Some(result) = message.tool_result_part() {
+                        self.answered(&result.call_id);
+                    }
+                }
+            }
+            AgentEvent::RunParked { parked } => {
+                self.inner.parked_run.store(true, Ordering::Relaxed);
+                lock(&self.inner.parked_calls)
+                    .extend(parked.pending.iter().map(|p| p.call_id.clone()));
+                let id = &self.inner.session_id;
+                self.record(self.inner.store.save_parked(id, parked));
+            }
+            AgentEvent::ApprovalResolved {
+                call_id, status, ..
+            } => {
+                self.inner.parked_run.store(true, Ordering::Relaxed);
+                lock(&self.inner.parked_calls).insert(call_id.clone());
+                if *status == PendingStatus::Started {
+                    let id = &self.inner.session_id;
+                    self.record(self.inner.store.decide(id, call_id, status));
+                }
+            }
+            AgentEvent::AgentEnd { stop, .. } => {
+                let parked = self.inner.parked_run.swap(false, Ordering::Relaxed);
+                if parked && !matches!(stop, RunStop::AwaitingApproval { .. }) {
+                    lock(&self.inner.parked_calls).clear();
+                    self.record(self.inner.store.clear_parked(&self.inner.session_id));
                 }
             }
             AgentEvent::MessageEnd { message } => {
                 self.append(message);
             }
             _ => {}
+        }
+    }
+
+    /// A call got its result: forget its pending entry, if it had one.
+    fn answered(&self, call_id: &str) {
+        if lock(&self.inner.parked_calls).remove(call_id) {
+            let id = &self.inner.session_id;
+            self.record(self.inner.store.resolve_pending(id, call_id));
+        }
+    }
+
+    /// Counts and keeps a failed store operation (like a failed append).
+    fn record(&self, result: Result<(), SessionError>) {
+        if let Err(error) = result {
+            tracing::error!(
+                session = %self.inner.session_id,
+                %error,
+                "could not record the approval state in the session store"
+            );
+            self.inner.failures.fetch_add(1, Ordering::Relaxed);
+            *lock(&self.inner.last_error) = Some(error);
         }
     }
 

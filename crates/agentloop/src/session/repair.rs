@@ -40,6 +40,15 @@ pub fn interrupted_result(call: &ToolCallPart) -> ToolResultPart {
 /// comes back identical. Synthetic results carry the timestamp of the message before them, so
 /// repairing is deterministic, and idempotent: repairing a repaired transcript changes nothing.
 pub fn repair_interrupted(messages: Vec<Message>) -> Vec<Message> {
+    repair_interrupted_except(messages, &HashSet::new())
+}
+
+/// [`repair_interrupted`], except that the calls in `keep` stay unanswered (calls parked for
+/// approval, which a resume answers).
+pub(crate) fn repair_interrupted_except(
+    messages: Vec<Message>,
+    keep: &HashSet<&str>,
+) -> Vec<Message> {
     let mut out = Vec::with_capacity(messages.len());
     let mut iter = messages.into_iter().peekable();
     while let Some(message) = iter.next() {
@@ -68,7 +77,11 @@ pub fn repair_interrupted(messages: Vec<Message>) -> Vec<Message> {
         let mut seen = HashSet::new();
         let missing: Vec<Message> = calls
             .iter()
-            .filter(|call| !answered.contains(call.id.as_str()) && seen.insert(call.id.as_str()))
+            .filter(|call| {
+                !answered.contains(call.id.as_str())
+                    && !keep.contains(call.id.as_str())
+                    && seen.insert(call.id.as_str())
+            })
             .map(|call| {
                 let mut result = Message::tool_result(interrupted_result(call));
                 result.timestamp_ms = timestamp;

@@ -13,6 +13,7 @@ use super::error::sqlite_busy;
 use super::{
     ForkOrigin, NewSession, SessionError, SessionInfo, SessionStore, StoredMessage, derive_title,
 };
+use crate::agent::{ParkedRun, PendingApproval, PendingStatus};
 use crate::transcript::{Message, Role, now_ms};
 
 /// What a successful append survives.
@@ -86,7 +87,11 @@ impl SqliteOptions {
 /// One connection per `SqliteStore`, behind a mutex: share the store (`Arc`) within a process;
 /// several processes may open the same file at once.
 ///
-/// # Schema (version 1, kept in `PRAGMA user_version`)
+/// # Schema (version 2, kept in `PRAGMA user_version`)
+///
+/// Version 1 is the two tables below; version 2 adds the pending-approval tables
+/// (`pending_approvals`, `parked_queues`; see [`load_parked`](super::load_parked)). Opening a
+/// version-1 file migrates it in place, in one transaction.
 ///
 /// ```sql
 /// CREATE TABLE sessions (
@@ -146,7 +151,7 @@ impl std::fmt::Debug for SqliteStore {
 }
 
 /// The schema version this build writes and reads.
-pub(crate) const SCHEMA_VERSION: i64 = 1;
+pub(crate) const SCHEMA_VERSION: i64 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE sessions (
@@ -333,6 +338,10 @@ impl SqliteStore {
             let version: i64 = tx.query_row("PRAGMA user_version", [], |row| row.get(0))?;
             if version == 0 {
                 tx.execute_batch(SCHEMA)?;
+            }
+            if version < SCHEMA_VERSION {
+                // Version 2 added the pending-approval tables (an existing file is migrated).
+                super::approvals::migrate(&tx)?;
                 tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
             }
             tx.commit()?;
@@ -551,5 +560,29 @@ impl SessionStore for SqliteStore {
             )?;
             session_info(tx, &new_id)
         })
+    }
+
+    fn save_parked(&self, id: &str, parked: &ParkedRun) -> Result<(), SessionError> {
+        self.write(|tx| super::approvals::save(tx, id, parked))
+    }
+
+    fn parked(&self, id: &str) -> Result<Option<ParkedRun>, SessionError> {
+        super::approvals::load(&self.conn(), id)
+    }
+
+    fn decide(&self, id: &str, call_id: &str, status: &PendingStatus) -> Result<(), SessionError> {
+        self.write(|tx| super::approvals::decide(tx, id, call_id, status))
+    }
+
+    fn resolve_pending(&self, id: &str, call_id: &str) -> Result<(), SessionError> {
+        self.write(|tx| super::approvals::resolve(tx, id, call_id))
+    }
+
+    fn clear_parked(&self, id: &str) -> Result<(), SessionError> {
+        self.write(|tx| super::approvals::clear(tx, id))
+    }
+
+    fn awaiting_approval(&self) -> Result<Vec<(String, Vec<PendingApproval>)>, SessionError> {
+        super::approvals::awaiting(&self.conn())
     }
 }

@@ -17,12 +17,24 @@ pub enum Approval {
     Allow,
     /// Do not run it; the reason is shown to the model in the call's error result.
     Deny(String),
+    /// Nobody can decide now: do not run it and do not answer it. The agent loop runs the rest
+    /// of the batch, records this call as pending (with this text: what policy asked) and stops
+    /// with [`RunStop::AwaitingApproval`](crate::agent::RunStop::AwaitingApproval); a person
+    /// decides later and [`AgentLoop::resume`](crate::agent::AgentLoop::resume) continues.
+    /// Outside the loop (plain [`run_tools`](crate::tooling::run_tools)) a deferred call gets
+    /// an error result of kind [`Deferred`](crate::tooling::ToolErrorKind::Deferred).
+    Defer(String),
 }
 
 impl Approval {
     /// Shorthand for [`Approval::Deny`].
     pub fn deny(reason: impl Into<String>) -> Self {
         Approval::Deny(reason.into())
+    }
+
+    /// Shorthand for [`Approval::Defer`].
+    pub fn defer(reason: impl Into<String>) -> Self {
+        Approval::Defer(reason.into())
     }
 }
 

@@ -31,6 +31,9 @@ pub enum ToolErrorKind {
     Panicked,
     /// The run was aborted before the call finished.
     Aborted,
+    /// The approval hook deferred the decision to a person ([`Approval::Defer`](super::Approval::Defer));
+    /// the agent loop never sends this result to the model (the call is parked instead).
+    Deferred,
 }
 
 /// An error returned by a tool handler (or produced by the executor for a call).
@@ -114,6 +117,13 @@ impl ToolError {
         ToolError::with_kind(
             ToolErrorKind::Denied,
             format!("Tool call \"{name}\" was denied: {reason}"),
+        )
+    }
+
+    pub(crate) fn deferred(name: &str, reason: &str) -> Self {
+        ToolError::with_kind(
+            ToolErrorKind::Deferred,
+            format!("Tool call \"{name}\" is awaiting a person's approval: {reason}"),
         )
     }
 

@@ -60,6 +60,12 @@ pub struct ExecOptions {
     pub finalize: Option<Finalizer>,
     /// Record tool arguments and results on the `execute_tool` spans (opt-in: user data).
     pub capture_content: bool,
+    /// Do not consult the approval hook: a person already approved these calls (the agent
+    /// loop's resume of deferred calls). Default `false`.
+    pub skip_approval: bool,
+    /// The session the calls belong to; handlers see `session/call id` as their
+    /// [`idempotency_key`](ToolContext::idempotency_key). Default `None` (the key is the call id).
+    pub session_id: Option<Arc<str>>,
 }
 
 /// A per-call outcome rewriter; see [`ExecOptions::finalize`].
@@ -77,6 +83,8 @@ impl Default for ExecOptions {
             retry_backoff: Duration::from_millis(100),
             finalize: None,
             capture_content: false,
+            skip_approval: false,
+            session_id: None,
         }
     }
 }
@@ -93,6 +101,8 @@ impl std::fmt::Debug for ExecOptions {
             .field("retry_backoff", &self.retry_backoff)
             .field("finalize", &self.finalize.is_some())
             .field("capture_content", &self.capture_content)
+            .field("skip_approval", &self.skip_approval)
+            .field("session_id", &self.session_id)
             .finish()
     }
 }
@@ -256,6 +266,11 @@ async fn run_one<D: ToolDeps>(
         attempts,
         duration: started.elapsed(),
     };
+    // A deferred call has no result yet: it is neither finalized nor reported as finished
+    // (its `call_started` is followed by the loop's approval request instead).
+    if outcome.error.as_ref().map(ToolError::kind) == Some(ToolErrorKind::Deferred) {
+        return outcome;
+    }
     if let Some(finalize) = &options.finalize {
         finalize(call, &mut outcome);
     }
@@ -329,6 +344,7 @@ async fn execute<D: ToolDeps>(
             cancel,
             progress.clone(),
         )
+        .with_session(options.session_id.clone())
     };
 
     // Bind before asking for approval: a person should never approve a call that cannot run.
@@ -343,9 +359,10 @@ async fn execute<D: ToolDeps>(
         Err(e) => return (Err(e), 0),
     };
 
-    match approve(deps, call, &options.cancel).await {
-        Ok(()) => {}
-        Err(e) => return (Err(e), 0),
+    if !options.skip_approval {
+        if let Err(e) = approve(deps, call, &options.cancel).await {
+            return (Err(e), 0);
+        }
     }
 
     let limit = tool.spec.timeout.or(options.default_timeout);
@@ -401,6 +418,7 @@ async fn approve<D: ToolDeps>(
     match verdict {
         Ok(Approval::Allow) => Ok(()),
         Ok(Approval::Deny(reason)) => Err(ToolError::denied(&call.tool_name, &reason)),
+        Ok(Approval::Defer(reason)) => Err(ToolError::deferred(&call.tool_name, &reason)),
         Err(payload) => Err(ToolError::approval_failed(
             &call.tool_name,
             &format!("the hook panicked: {}", panic_message(&*payload)),

@@ -128,6 +128,7 @@ pub struct ToolContext<D> {
     tool_name: Arc<str>,
     cancel: CancellationToken,
     progress: Option<ProgressSink>,
+    session_id: Option<Arc<str>>,
 }
 
 #[derive(Clone)]
@@ -145,6 +146,7 @@ impl<D> Clone for ToolContext<D> {
             tool_name: self.tool_name.clone(),
             cancel: self.cancel.clone(),
             progress: self.progress.clone(),
+            session_id: self.session_id.clone(),
         }
     }
 }
@@ -163,6 +165,26 @@ impl<D> ToolContext<D> {
             tool_name,
             cancel,
             progress,
+            session_id: None,
+        }
+    }
+
+    /// Sets the session the call belongs to (for [`idempotency_key`](Self::idempotency_key)).
+    pub(crate) fn with_session(mut self, session_id: Option<Arc<str>>) -> Self {
+        self.session_id = session_id;
+        self
+    }
+
+    /// A key unique to this call of this session: `<session id>/<call id>`, or the call id alone
+    /// when the agent has no session id
+    /// ([`AgentLoop::with_session_id`](crate::agent::AgentLoop::with_session_id)). It is the
+    /// same when a call deferred for approval finally runs in another process, so a tool whose
+    /// side effects live outside our control (a payment, an email) can pass it on and let the
+    /// other side drop a duplicate.
+    pub fn idempotency_key(&self) -> String {
+        match &self.session_id {
+            Some(session) => format!("{session}/{}", self.call_id),
+            None => self.call_id.to_string(),
         }
     }
 

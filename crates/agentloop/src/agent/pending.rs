@@ -1,0 +1,437 @@
+//! Runs that pause for a person and resume later, possibly in another process (durable approval).
+//!
+//! When the approval hook answers [`Approval::Defer`](crate::tooling::Approval::Defer) for a call,
+//! the loop runs the rest of the batch as usual, records the deferred calls as
+//! [`PendingApproval`]s and stops with [`RunStop::AwaitingApproval`]. Before it reports the stop
+//! it emits [`AgentEvent::RunParked`] (everything needed to resume: the pending calls and the
+//! steering / follow-up messages still queued — a
+//! [`SessionRecorder`](crate::session::SessionRecorder) stores it) and one
+//! [`AgentEvent::ApprovalRequested`] per call. A person then decides each call
+//! ([`ParkedRun::approve`], [`ParkedRun::deny`], or through a session store from another process)
+//! and [`AgentLoop::resume`] runs the approved calls, answers the denied ones with an error result
+//! carrying the reason, and continues the loop as if it had never stopped.
+//!
+//! What resume guarantees: a call that already has a result in the context is never run again
+//! (checked by call id); a call that was approved and *started* in an earlier resume but has no
+//! result (the process died while it ran) gets an "interrupted" result instead of a second
+//! execution; calls still undecided stay pending and the run stops again. Handlers see a stable
+//! [`idempotency_key`](crate::tooling::ToolContext::idempotency_key) (`session id/call id`).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::calls::FinalizedToolCall;
+use super::events::{AgentEvent, Emitter, EventObserver, RunStop};
+use super::hooks::HookKind;
+use super::{AgentError, AgentLoop, RunOutcome, ToolExecutionMode};
+use crate::session::interrupted_result;
+use crate::tooling::{
+    ExecOptions, Finalizer, MAX_PARALLEL_TOOLS, ToolDeps, ToolErrorKind, ToolObserver, ToolOutcome,
+    run_tools_with,
+};
+use crate::transcript::{Message, Role, ToolArguments, ToolCallPart, ToolResultPart};
+
+/// Where a deferred call stands.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum PendingStatus {
+    /// Nobody has decided yet.
+    #[default]
+    Awaiting,
+    /// A person approved it; the next resume runs it.
+    Approved,
+    /// A person denied it; the next resume answers it with an error result carrying `reason`.
+    Denied {
+        /// Shown to the model.
+        reason: String,
+    },
+    /// A resume started running it. If it has no result when the run is resumed again, the
+    /// process died while it ran: it gets an "interrupted" result and is never run twice.
+    Started,
+}
+
+impl PendingStatus {
+    /// The state's name as stored and printed (`awaiting`, `approved`, `denied`, `started`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            PendingStatus::Awaiting => "awaiting",
+            PendingStatus::Approved => "approved",
+            PendingStatus::Denied { .. } => "denied",
+            PendingStatus::Started => "started",
+        }
+    }
+}
+
+/// A tool call waiting for a person's decision.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingApproval {
+    /// The call id (from the model).
+    pub call_id: String,
+    /// The tool.
+    pub tool_name: String,
+    /// The arguments, exactly as they will run (after any `tool_call` hook rewrite).
+    pub arguments: Value,
+    /// What the approval policy asked (the text of its [`Defer`](crate::tooling::Approval::Defer)).
+    pub reason: String,
+    /// The decision so far.
+    #[serde(default)]
+    pub status: PendingStatus,
+}
+
+impl PendingApproval {
+    /// The call as it will run.
+    pub fn call(&self) -> ToolCallPart {
+        ToolCallPart {
+            id: self.call_id.clone(),
+            tool_name: self.tool_name.clone(),
+            arguments: ToolArguments::Json(self.arguments.clone()),
+        }
+    }
+}
+
+/// Everything a stopped run needs to continue: its pending calls (with decisions) and the
+/// messages that were queued when it stopped.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ParkedRun {
+    /// The deferred calls, in call order.
+    pub pending: Vec<PendingApproval>,
+    /// Steering messages to queue again before continuing (those queued at the stop, as a store
+    /// keeps them; leave empty when resuming on the same agent, whose queue still holds them).
+    #[serde(default)]
+    pub steering: Vec<Message>,
+    /// Follow-up messages to queue again (same rule as `steering`).
+    #[serde(default)]
+    pub follow_ups: Vec<Message>,
+}
+
+impl ParkedRun {
+    /// The parked state of a run that stopped with [`RunStop::AwaitingApproval`] (for resuming on
+    /// the same agent); `None` for any other stop.
+    pub fn from_stop(stop: &RunStop) -> Option<Self> {
+        match stop {
+            RunStop::AwaitingApproval { pending } => Some(ParkedRun {
+                pending: pending.clone(),
+                ..ParkedRun::default()
+            }),
+            _ => None,
+        }
+    }
+
+    fn set(&mut self, call_id: &str, status: PendingStatus) -> bool {
+        match self.pending.iter_mut().find(|p| p.call_id == call_id) {
+            Some(p) if p.status != PendingStatus::Started => {
+                p.status = status;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Approves one call; false when no such call is pending (or it already started).
+    pub fn approve(&mut self, call_id: &str) -> bool {
+        self.set(call_id, PendingStatus::Approved)
+    }
+
+    /// Denies one call with a reason the model sees; false when no such call is pending.
+    pub fn deny(&mut self, call_id: &str, reason: impl Into<String>) -> bool {
+        self.set(
+            call_id,
+            PendingStatus::Denied {
+                reason: reason.into(),
+            },
+        )
+    }
+
+    /// Approves every call still awaiting a decision.
+    pub fn approve_all(&mut self) {
+        for p in &mut self.pending {
+            if p.status == PendingStatus::Awaiting {
+                p.status = PendingStatus::Approved;
+            }
+        }
+    }
+
+    /// The calls nobody has decided yet.
+    pub fn undecided(&self) -> impl Iterator<Item = &PendingApproval> {
+        self.pending
+            .iter()
+            .filter(|p| p.status == PendingStatus::Awaiting)
+    }
+}
+
+/// What the executor made of one call of a batch: a result, or a deferral.
+pub(crate) enum Answer {
+    Result(ToolResultPart),
+    Deferred(PendingApproval),
+}
+
+impl Answer {
+    /// Classifies an executor outcome for `call` (as it was run).
+    pub(crate) fn from_outcome(call: &ToolCallPart, outcome: ToolOutcome) -> Self {
+        match &outcome.error {
+            Some(e) if e.kind() == ToolErrorKind::Deferred => Answer::Deferred(PendingApproval {
+                call_id: call.id.clone(),
+                tool_name: call.tool_name.clone(),
+                arguments: match &call.arguments {
+                    ToolArguments::Json(v) => v.clone(),
+                    ToolArguments::Unparsed(t) => Value::String(t.clone()),
+                },
+                reason: e.message().to_owned(),
+                status: PendingStatus::Awaiting,
+            }),
+            _ => Answer::Result(outcome.result),
+        }
+    }
+
+    /// Results in call order, and the deferred calls in call order.
+    pub(crate) fn split(answers: Vec<Answer>) -> (Vec<ToolResultPart>, Vec<PendingApproval>) {
+        let mut results = Vec::with_capacity(answers.len());
+        let mut pending = Vec::new();
+        for answer in answers {
+            match answer {
+                Answer::Result(r) => results.push(r),
+                Answer::Deferred(p) => pending.push(p),
+            }
+        }
+        (results, pending)
+    }
+}
+
+fn denied_result(p: &PendingApproval, reason: &str) -> ToolResultPart {
+    ToolResultPart::error(
+        &p.call_id,
+        &p.tool_name,
+        format!("Tool call \"{}\" was denied: {reason}", p.tool_name),
+    )
+}
+
+impl<D: ToolDeps> AgentLoop<D> {
+    /// Names the session this agent's runs belong to: tools see `session id/call id` as their
+    /// [`idempotency_key`](crate::tooling::ToolContext::idempotency_key), and
+    /// [`AgentEvent::ApprovalRequested`] carries it.
+    pub fn with_session_id(mut self, session_id: impl Into<String>) -> Self {
+        self.session_id = Some(Arc::from(session_id.into()));
+        self
+    }
+
+    /// The session id set with [`with_session_id`](Self::with_session_id).
+    pub fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
+    }
+
+    /// Continues a run that stopped with [`RunStop::AwaitingApproval`].
+    ///
+    /// `context` is the conversation as it stood at the stop (the run's `context`, or a
+    /// session's stored messages — see
+    /// [`load_parked`](crate::session::load_parked)); `parked` holds the pending calls with their
+    /// decisions. Approved calls run (without asking the approval hook again), denied ones get an
+    /// error result with the reason, calls with a result already in `context` are skipped, calls
+    /// that had started in an earlier resume get an "interrupted" result. If calls remain
+    /// undecided the run stops again with `AwaitingApproval` for them; otherwise the loop
+    /// continues (queued steering first, then the model). The results of the resumed batch are
+    /// kept in call order, so `new_messages` of the outcome may start at the batch's first result.
+    pub async fn resume(
+        &self,
+        context: Vec<Message>,
+        parked: ParkedRun,
+    ) -> Result<RunOutcome, AgentError> {
+        self.drive_with(None, context, Some(parked), self.emitter(None))
+            .await
+    }
+
+    /// Stops the run for approval: reports the parked state, then one request per call.
+    pub(crate) fn park(&self, pending: Vec<PendingApproval>, emitter: &Emitter) -> RunStop {
+        // The queues are snapshotted, not drained: this agent keeps them for its next run,
+        // and a store keeps the snapshot for a resume in another process.
+        emitter.emit_with(|| AgentEvent::RunParked {
+            parked: ParkedRun {
+                pending: pending.clone(),
+                steering: self.steering.snapshot(),
+                follow_ups: self.follow_ups.snapshot(),
+            },
+        });
+        let session_id = self.session_id.as_deref().map(str::to_owned);
+        for approval in &pending {
+            emitter.emit_with(|| AgentEvent::ApprovalRequested {
+                session_id: session_id.clone(),
+                approval: approval.clone(),
+            });
+        }
+        RunStop::AwaitingApproval { pending }
+    }
+
+    /// The resume step, before the turn cycle: answers the decided calls of `parked` into
+    /// `context` (batch kept in call order). Returns the stop when calls remain undecided.
+    pub(crate) async fn resume_calls(
+        &self,
+        context: &mut Vec<Message>,
+        new_from: &mut usize,
+        parked: ParkedRun,
+        emitter: &Emitter,
+        cancel: &CancellationToken,
+    ) -> Option<RunStop> {
+        for m in parked.steering {
+            self.steering.push(m);
+        }
+        for m in parked.follow_ups {
+            self.follow_ups.push(m);
+        }
+        let answered: HashSet<String> = context
+            .iter()
+            .filter_map(Message::tool_result_part)
+            .map(|r| r.call_id.clone())
+            .collect();
+        let mut results: Vec<ToolResultPart> = Vec::new();
+        let mut to_run: Vec<PendingApproval> = Vec::new();
+        let mut remaining: Vec<PendingApproval> = Vec::new();
+        for p in parked.pending {
+            if answered.contains(&p.call_id) {
+                // Already answered (e.g. the process died after recording the result but
+                // before clearing the pending entry): never run it again.
+                continue;
+            }
+            match &p.status {
+                PendingStatus::Awaiting => remaining.push(p),
+                PendingStatus::Approved => to_run.push(p),
+                PendingStatus::Denied { reason } => {
+                    emitter.emit_with(|| AgentEvent::ApprovalResolved {
+                        call_id: p.call_id.clone(),
+                        tool_name: p.tool_name.clone(),
+                        status: p.status.clone(),
+                    });
+                    let result = denied_result(&p, reason);
+                    self.announce_unrun(&p.call(), &result, emitter);
+                    results.push(result);
+                }
+                PendingStatus::Started => {
+                    emitter.emit_with(|| AgentEvent::ApprovalResolved {
+                        call_id: p.call_id.clone(),
+                        tool_name: p.tool_name.clone(),
+                        status: p.status.clone(),
+                    });
+                    let result = interrupted_result(&p.call());
+                    self.announce_unrun(&p.call(), &result, emitter);
+                    results.push(result);
+                }
+            }
+        }
+        if !to_run.is_empty() {
+            // Reported (and recorded as started) before any handler runs: a crash from here on
+            // leaves "started" behind, which the next resume answers as interrupted.
+            for p in &to_run {
+                emitter.emit(AgentEvent::ApprovalResolved {
+                    call_id: p.call_id.clone(),
+                    tool_name: p.tool_name.clone(),
+                    status: PendingStatus::Started,
+                });
+            }
+            let calls: Vec<ToolCallPart> = to_run.iter().map(PendingApproval::call).collect();
+            let options = self.resume_options(emitter, cancel);
+            let outcomes = run_tools_with(&calls, &self.registry, &self.deps, &options).await;
+            results.extend(outcomes.into_iter().map(|o| o.result));
+        }
+        for result in results {
+            let message = Message::tool_result(result);
+            if emitter.enabled() {
+                emitter.emit(AgentEvent::MessageStart {
+                    message: message.clone(),
+                });
+                emitter.emit(AgentEvent::MessageEnd {
+                    message: message.clone(),
+                });
+            }
+            context.push(message);
+        }
+        sort_last_batch(context, new_from);
+        if remaining.is_empty() {
+            None
+        } else {
+            Some(self.park(remaining, emitter))
+        }
+    }
+
+    fn announce_unrun(&self, call: &ToolCallPart, result: &ToolResultPart, emitter: &Emitter) {
+        if emitter.enabled() {
+            emitter.emit(AgentEvent::ToolExecutionStart { call: call.clone() });
+            emitter.emit(AgentEvent::ToolExecutionEnd {
+                call: call.clone(),
+                result: result.clone(),
+            });
+        }
+    }
+
+    /// Executor options for approved calls: like a normal batch, without the approval hook.
+    fn resume_options(&self, emitter: &Emitter, cancel: &CancellationToken) -> ExecOptions {
+        let observer: Option<Arc<dyn ToolObserver>> = emitter
+            .enabled()
+            .then(|| Arc::new(EventObserver(emitter.clone())) as Arc<dyn ToolObserver>);
+        let finalize: Option<Finalizer> = self.hooks.has(HookKind::ToolResult).then(|| {
+            let hooks = self.hooks.clone();
+            Arc::new(
+                move |call: &ToolCallPart, outcome: &mut crate::tooling::ToolOutcome| {
+                    let mut finalized = FinalizedToolCall {
+                        id: call.id.clone(),
+                        name: call.tool_name.clone(),
+                        arguments: match &call.arguments {
+                            ToolArguments::Json(v) => v.clone(),
+                            ToolArguments::Unparsed(t) => Value::String(t.clone()),
+                        },
+                        is_error: outcome.result.is_error,
+                        result: outcome.result.clone(),
+                    };
+                    hooks.tool_result(&mut finalized);
+                    outcome.result = finalized.result;
+                },
+            ) as Finalizer
+        });
+        ExecOptions {
+            observer,
+            cancel: cancel.clone(),
+            max_parallel: MAX_PARALLEL_TOOLS,
+            sequential: self.config.tool_execution_mode == ToolExecutionMode::Sequential,
+            default_timeout: self.config.default_tool_timeout,
+            max_retries: self.config.max_retries,
+            retry_backoff: self.config.tool_retry_backoff,
+            finalize,
+            skip_approval: true,
+            session_id: self.session_id.clone(),
+            capture_content: self.config.telemetry.capture_content,
+        }
+    }
+}
+
+/// Puts the tool results after the last assistant message with calls in call order (results
+/// answering no call of it keep their order after the others). Moves `new_from` back to the
+/// batch's start when the order changed across it.
+fn sort_last_batch(context: &mut [Message], new_from: &mut usize) {
+    let Some(at) = context
+        .iter()
+        .rposition(|m| m.role == Role::Assistant && m.tool_calls().next().is_some())
+    else {
+        return;
+    };
+    let start = at + 1;
+    let end = context[start..]
+        .iter()
+        .position(|m| m.role != Role::ToolResult)
+        .map_or(context.len(), |n| start + n);
+    let ids: Vec<String> = context[at].tool_calls().map(|c| c.id.clone()).collect();
+    let batch = &mut context[start..end];
+    let key = |m: &Message| {
+        m.tool_result_part()
+            .and_then(|r| ids.iter().position(|id| *id == r.call_id))
+            .unwrap_or(usize::MAX)
+    };
+    if batch.windows(2).all(|w| key(&w[0]) <= key(&w[1])) {
+        return;
+    }
+    batch.sort_by_key(key);
+    if *new_from > start && *new_from < end {
+        *new_from = start;
+    }
+}
