@@ -19,6 +19,7 @@ mod model;
 mod prompt;
 mod render;
 mod run;
+mod safe_text;
 mod sessions;
 
 use std::process::ExitCode;

@@ -9,6 +9,7 @@ use agentloop::session::{ImportOptions, SessionError, SessionInfo, SessionStore,
 use crate::cli::SessionsCommand;
 use crate::error::Failure;
 use crate::render::{Style, format_transcript, one_line, out, stdout_color};
+use crate::safe_text::visible_line;
 
 fn env_dir(name: &str) -> Option<PathBuf> {
     std::env::var_os(name)
@@ -96,13 +97,13 @@ pub fn run(db: Option<&Path>, command: SessionsCommand) -> Result<(), Failure> {
                     .map_err(|e| Failure::new(format!("cannot read {}: {e}", file.display())))?;
                 store.import_jsonl(&mut BufReader::new(f), ImportOptions::new())?
             };
-            out(&format!("{}\n", info.id));
+            out(&format!("{}\n", visible_line(&info.id)));
             Ok(())
         }
         SessionsCommand::Rm { id } => {
             let id = resolve_id(&store, &id)?;
             store.delete(&id)?;
-            out(&format!("deleted {id}\n"));
+            out(&format!("deleted {}\n", visible_line(&id)));
             Ok(())
         }
     }
@@ -119,7 +120,7 @@ fn list(store: &SqliteStore, json: bool) -> Result<(), Failure> {
         } else {
             text.push_str(&format!(
                 "{}  {}  {:>4} msgs  {:<20}  {}",
-                info.id,
+                visible_line(&info.id),
                 format_time(info.updated_ms),
                 info.message_count,
                 one_line(info.model.as_deref().unwrap_or("-"), 20),
@@ -138,10 +139,10 @@ fn list(store: &SqliteStore, json: bool) -> Result<(), Failure> {
 fn describe(info: &SessionInfo) -> String {
     format!(
         "session {} · {} · {} messages · model {} · updated {}",
-        info.id,
-        info.title.as_deref().unwrap_or("(untitled)"),
+        visible_line(&info.id),
+        visible_line(info.title.as_deref().unwrap_or("(untitled)")),
         info.message_count,
-        info.model.as_deref().unwrap_or("-"),
+        visible_line(info.model.as_deref().unwrap_or("-")),
         format_time(info.updated_ms)
     )
 }
