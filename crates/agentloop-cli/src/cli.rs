@@ -262,6 +262,7 @@ pub struct MockServerArgs {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
     use clap::CommandFactory;
 
