@@ -91,9 +91,9 @@ pub struct RunArgs {
     #[arg(long, value_enum, value_name = "LEVEL")]
     pub reasoning: Option<ReasoningArg>,
 
-    /// Stop after this many model calls (exit code 1 if work was left).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_turns: Option<u32>,
+    /// Stop after this many model calls (exit code 1 if work was left). `0` or `none`: no limit.
+    #[arg(long, value_name = "N", default_value = DEFAULT_MAX_TURNS, value_parser = parse_max_turns)]
+    pub max_turns: MaxTurns,
 
     /// Stop before the model call after this many calls in this run (exit code 1).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
@@ -134,14 +134,16 @@ pub struct RunArgs {
     #[arg(long, value_name = "TEXT")]
     pub title: Option<String>,
 
-    /// Which tool calls run without asking. `mutating` (default): read-only tools run, mutating
-    /// ones (write_file, edit_file, shell) are asked about on the terminal — and denied, with a
-    /// reason the model sees, when there is no terminal. `never`: mutating calls are always
-    /// denied. `always`: everything runs. `defer`: the run stops at the first batch with a
-    /// mutating call (after running the read-only ones), prints the pending calls and exits with
-    /// code 3; decide with `agentloop approve` / `agentloop deny`, continue with
-    /// `agentloop resume SESSION` (or `run --continue`).
-    #[arg(long, value_enum, default_value_t = ApproveArg::Mutating, value_name = "POLICY")]
+    /// Which tool calls run without asking. `ask` (default): read-only tools run, mutating ones
+    /// (write_file, edit_file, shell) are asked about on the terminal, showing the whole command
+    /// or a diff — and denied, with a reason the model sees, when there is no terminal (the run
+    /// then exits with code 4). `deny`: mutating calls are denied without asking. `allow`:
+    /// everything runs, no questions. `defer`: the run stops at the first batch with a mutating
+    /// call (after running the read-only ones), prints the pending calls and exits with code 3;
+    /// decide with `agentloop approve` / `agentloop deny`, continue with `agentloop resume
+    /// SESSION` (or `run --continue`). The old names `mutating`, `never` and `always` still work
+    /// (deprecated).
+    #[arg(long, value_enum, default_value_t = ApproveArg::Ask, value_name = "POLICY")]
     pub approve: ApproveArg,
 
     /// Print exactly one JSON object per agent event per line on stdout, nothing else (with
@@ -229,25 +231,70 @@ impl From<ReasoningArg> for ReasoningLevel {
     }
 }
 
-/// `--approve` values.
+/// The default `--max-turns`.
+pub const DEFAULT_MAX_TURNS: &str = "100";
+
+/// `--max-turns`: a ceiling on model calls, or none.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MaxTurns(pub Option<u32>);
+
+fn parse_max_turns(text: &str) -> Result<MaxTurns, String> {
+    let text = text.trim();
+    if text.eq_ignore_ascii_case("none") || text.eq_ignore_ascii_case("unlimited") {
+        return Ok(MaxTurns(None));
+    }
+    match text.parse::<u32>() {
+        Ok(0) => Ok(MaxTurns(None)),
+        Ok(n) => Ok(MaxTurns(Some(n))),
+        Err(_) => Err(format!(
+            "expected a number of model calls, or 0 / none for no limit; got {text:?}"
+        )),
+    }
+}
+
+/// `--approve` values. The old names are hidden aliases that print a deprecation note: `never`
+/// read as "never ask" to people used to other agents, where it meant "never allow" here.
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ApproveArg {
-    /// Deny every mutating call.
-    Never,
-    /// Ask about mutating calls on the terminal (deny without one).
+    /// Read-only tools run; mutating calls are asked about on the terminal (denied without one).
+    Ask,
+    /// Mutating calls are denied without asking; read-only tools run.
+    Deny,
+    /// Every call runs, no questions.
+    Allow,
+    /// Deprecated name of `ask`.
+    #[value(hide = true)]
     Mutating,
-    /// Allow every call.
+    /// Deprecated name of `deny`.
+    #[value(hide = true)]
+    Never,
+    /// Deprecated name of `allow`.
+    #[value(hide = true)]
     Always,
     /// Park mutating calls for a later decision (exit code 3).
     Defer,
 }
 
+impl ApproveArg {
+    /// The one-line note to print when a deprecated name was used.
+    pub fn deprecation(&self) -> Option<&'static str> {
+        match self {
+            ApproveArg::Mutating => Some("--approve mutating is deprecated; use --approve ask"),
+            ApproveArg::Never => {
+                Some("--approve never is deprecated (it means \"never allow\"); use --approve deny")
+            }
+            ApproveArg::Always => Some("--approve always is deprecated; use --approve allow"),
+            _ => None,
+        }
+    }
+}
+
 impl From<ApproveArg> for ApprovalPolicy {
     fn from(arg: ApproveArg) -> Self {
         match arg {
-            ApproveArg::Never => ApprovalPolicy::Never,
-            ApproveArg::Mutating => ApprovalPolicy::Mutating,
-            ApproveArg::Always => ApprovalPolicy::Always,
+            ApproveArg::Deny | ApproveArg::Never => ApprovalPolicy::Never,
+            ApproveArg::Ask | ApproveArg::Mutating => ApprovalPolicy::Mutating,
+            ApproveArg::Allow | ApproveArg::Always => ApprovalPolicy::Always,
             ApproveArg::Defer => ApprovalPolicy::Defer,
         }
     }
@@ -383,12 +430,55 @@ pub struct MockServerArgs {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
     use clap::CommandFactory;
 
     #[test]
     fn the_command_line_is_consistent() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn approve_names_and_their_deprecated_aliases() {
+        let parse = |v: &str| match Cli::try_parse_from(["agentloop", "run", "hi", "--approve", v])
+            .map(|c| c.command)
+        {
+            Ok(Command::Run(args)) => Some(args.approve),
+            _ => None,
+        };
+        for (new, old) in [("ask", "mutating"), ("deny", "never"), ("allow", "always")] {
+            let (new, old) = (parse(new).unwrap(), parse(old).unwrap());
+            assert_eq!(ApprovalPolicy::from(new), ApprovalPolicy::from(old));
+            assert!(new.deprecation().is_none());
+            assert!(old.deprecation().is_some());
+        }
+        assert_eq!(
+            ApprovalPolicy::from(parse("deny").unwrap()),
+            ApprovalPolicy::Never
+        );
+        assert_eq!(
+            ApprovalPolicy::from(parse("allow").unwrap()),
+            ApprovalPolicy::Always
+        );
+        assert!(parse("yes").is_none());
+    }
+
+    #[test]
+    fn max_turns_defaults_to_a_ceiling_and_zero_or_none_lift_it() {
+        let parse = |extra: &[&str]| {
+            let mut argv = vec!["agentloop", "run", "hi"];
+            argv.extend_from_slice(extra);
+            match Cli::try_parse_from(argv).map(|c| c.command) {
+                Ok(Command::Run(args)) => Some(args.max_turns),
+                _ => None,
+            }
+        };
+        assert_eq!(parse(&[]), Some(MaxTurns(Some(100))));
+        assert_eq!(parse(&["--max-turns", "7"]), Some(MaxTurns(Some(7))));
+        assert_eq!(parse(&["--max-turns", "0"]), Some(MaxTurns(None)));
+        assert_eq!(parse(&["--max-turns", "none"]), Some(MaxTurns(None)));
+        assert_eq!(parse(&["--max-turns", "-1"]), None);
     }
 
     #[test]

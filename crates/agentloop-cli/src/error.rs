@@ -2,7 +2,9 @@
 //!
 //! Exit codes: 0 success; 1 the command or the agent run failed (the run did not stop normally:
 //! max turns, repeated tool failures, a model error, a hook stop); 2 bad usage (also clap's);
-//! 3 the run stopped with tool calls awaiting approval; 130 interrupted by Ctrl-C.
+//! 3 the run stopped with tool calls awaiting approval (`--approve defer`); 4 the run finished
+//! but mutating tool calls were denied because there was no terminal to ask on (`--approve ask`
+//! without a terminal); 130 interrupted by Ctrl-C.
 
 use std::fmt;
 
@@ -12,6 +14,9 @@ pub const EXIT_AWAITING_APPROVAL: u8 = 3;
 
 /// Exit code of a run interrupted by Ctrl-C (128 + SIGINT, as shells report it).
 pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// Exit code of a run in which mutating calls were denied for lack of a terminal to ask on.
+pub const EXIT_DENIED_NO_TERMINAL: u8 = 4;
 
 /// A failed command: the one-line reason and the exit code.
 #[derive(Debug)]
@@ -48,9 +53,10 @@ impl Failure {
 
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // One line, whatever the source error looked like.
+        // One line, whatever the source error looked like, and no raw terminal controls (the
+        // message may quote a model's or a file's text).
         let line: Vec<&str> = self.message.split_whitespace().collect();
-        f.write_str(&line.join(" "))
+        f.write_str(&crate::safe_text::visible_line(&line.join(" ")))
     }
 }
 

@@ -22,6 +22,7 @@ mod otel;
 mod prompt;
 mod render;
 mod run;
+mod safe_text;
 mod sessions;
 
 use std::process::ExitCode;

@@ -24,6 +24,8 @@ use agentloop::transcript::{
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::Value;
 
+use crate::safe_text::{visible, visible_line};
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
@@ -287,7 +289,7 @@ impl Renderer {
                     if std::mem::take(&mut state.gap) {
                         self.out("\n");
                     }
-                    self.out(delta);
+                    self.out(&visible(delta));
                     state.streamed = true;
                     state.line_open = !delta.ends_with('\n');
                 }
@@ -295,7 +297,7 @@ impl Renderer {
                     self.spin(state, "thinking".into());
                 }
                 ModelDelta::ToolCallStart { name, .. } => {
-                    self.spin(state, format!("preparing {name}"));
+                    self.spin(state, format!("preparing {}", visible_line(name)));
                 }
                 _ => {}
             },
@@ -306,7 +308,7 @@ impl Renderer {
                     if std::mem::take(&mut state.gap) {
                         self.out("\n");
                     }
-                    self.out(&text);
+                    self.out(&visible(&text));
                     state.line_open = !text.ends_with('\n');
                 }
                 self.close_line(state);
@@ -330,7 +332,7 @@ impl Renderer {
                     state,
                     format!(
                         "running {} {}",
-                        call.tool_name,
+                        visible_line(&call.tool_name),
                         abbreviate_args(&call.arguments, 50)
                     ),
                 );
@@ -440,7 +442,7 @@ pub fn describe_stop(stop: &RunStop) -> String {
         RunStop::AwaitingApproval { pending } => {
             format!("awaiting approval ({} tool call(s))", pending.len())
         }
-        other => format!("stopped: {other:?}"),
+        other => format!("stopped: {}", visible_line(&format!("{other:?}"))),
     }
 }
 
@@ -500,9 +502,11 @@ pub fn truncate(text: &str, max: usize) -> String {
     cut
 }
 
-/// `text` on one line (whitespace collapsed), cut to `max` characters.
+/// `text` on one line (whitespace collapsed, terminal controls made visible), cut to `max`
+/// characters.
 pub fn one_line(text: &str, max: usize) -> String {
-    truncate(&text.split_whitespace().collect::<Vec<_>>().join(" "), max)
+    let collapsed = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    truncate(&visible_line(&collapsed), max)
 }
 
 fn abbreviate_value(value: &Value, max: usize) -> String {
@@ -521,7 +525,8 @@ fn abbreviate_value(value: &Value, max: usize) -> String {
     }
 }
 
-/// A tool call's arguments in one short line: `path=src/lib.rs limit=20`.
+/// A tool call's arguments in one short line: `path=src/lib.rs limit=20` (terminal controls
+/// made visible). For progress lines only: the approval prompt shows the whole call.
 pub fn abbreviate_args(args: &ToolArguments, max: usize) -> String {
     let text = match args {
         ToolArguments::Json(Value::Object(map)) => map
@@ -532,7 +537,7 @@ pub fn abbreviate_args(args: &ToolArguments, max: usize) -> String {
         ToolArguments::Json(other) => abbreviate_value(other, max),
         ToolArguments::Unparsed(raw) => format!("{:?} (malformed)", truncate(raw, 40)),
     };
-    truncate(&text, max)
+    truncate(&visible_line(&text), max)
 }
 
 /// Lines of a result shown under its call.
@@ -549,7 +554,7 @@ pub fn format_tool(style: Style, call: &ToolCallPart, result: Option<&ToolResult
         style.cyan("→")
     };
     let args = abbreviate_args(&call.arguments, 100);
-    let mut text = format!("{marker} {}", style.bold(&call.tool_name));
+    let mut text = format!("{marker} {}", style.bold(&visible_line(&call.tool_name)));
     if !args.is_empty() {
         text.push(' ');
         text.push_str(&style.dim(&args));
@@ -564,7 +569,7 @@ pub fn format_tool(style: Style, call: &ToolCallPart, result: Option<&ToolResult
         text.push_str(&format!("  {}\n", style.dim("│ (empty)")));
     }
     for line in lines.iter().take(RESULT_LINES) {
-        let shown = truncate(&line.replace('\t', "  "), RESULT_LINE_CHARS);
+        let shown = truncate(&visible_line(&line.replace('\t', "  ")), RESULT_LINE_CHARS);
         let shown = format!("│ {shown}");
         let shown = if is_error {
             style.red(&shown)
@@ -610,14 +615,14 @@ pub fn format_transcript(style: Style, messages: &[Message]) -> String {
             Role::User | Role::Custom => {
                 let body = message.text();
                 for line in body.lines() {
-                    text.push_str(&style.bold(&format!("> {line}")));
+                    text.push_str(&style.bold(&format!("> {}", visible_line(line))));
                     text.push('\n');
                 }
             }
             Role::Assistant => {
                 let body = message.text();
                 if !body.trim().is_empty() {
-                    text.push_str(body.trim_end());
+                    text.push_str(&visible(body.trim_end()));
                     text.push('\n');
                 }
                 for call in message.tool_calls() {

@@ -6,8 +6,8 @@
 //! the run ended; [`exit_status`] maps that to the process's exit code.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use agentloop::agent::{
     AbortSignal, AgentLoop, AgentLoopConfig, ParkedRun, RunOutcome, RunStop, TelemetryConfig,
@@ -21,15 +21,22 @@ use agentloop::output::{Output, OutputError};
 use agentloop::session::{
     NewSession, SessionError, SessionInfo, SessionRecorder, SessionStore, load_parked,
 };
-use agentloop::transcript::Message;
+use agentloop::tooling::Approval;
+use agentloop::transcript::{Message, ToolCallPart};
 use serde_json::Value;
 
 use crate::cli::RunArgs;
-use crate::error::{EXIT_AWAITING_APPROVAL, EXIT_INTERRUPTED, Failure};
+use crate::error::{EXIT_AWAITING_APPROVAL, EXIT_DENIED_NO_TERMINAL, EXIT_INTERRUPTED, Failure};
 use crate::model::{ModelSpec, build_model};
 use crate::prompt::terminal_asker;
-use crate::render::{OutputMode, Renderer, Spinner, Totals, describe_stop, stdout_color};
+use crate::render::{
+    OutputMode, Renderer, Spinner, Totals, abbreviate_args, describe_stop, stdout_color,
+};
+use crate::safe_text::visible_line;
 use crate::sessions::open_store;
+
+/// How long a run waits for another process to finish with the session it wants to continue.
+const SESSION_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Everything one run needs.
 pub struct RunSetup {
@@ -84,6 +91,10 @@ pub struct RunReport {
     pub output: Option<Value>,
     /// The renderer (to print the summary line).
     pub renderer: Arc<Renderer>,
+    /// Mutating calls denied because there was no terminal to ask on, one short line each.
+    pub denied_no_terminal: Vec<String>,
+    /// Set when messages could not be recorded (the run was then stopped).
+    pub store_error: Option<String>,
 }
 
 /// The default system prompt.
@@ -127,9 +138,22 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
     let exit_signals = kill_on_exit_signals();
 
     let mut deps = WorkspaceDeps::new(setup.workspace.clone(), setup.policy);
+    let denied_no_terminal = Arc::new(Mutex::new(Vec::new()));
     if setup.policy == ApprovalPolicy::Mutating {
-        if let Some(asker) = terminal_asker(spinner.clone()) {
-            deps = deps.with_asker(asker);
+        match terminal_asker(spinner.clone(), setup.workspace.clone()) {
+            Some(asker) => deps = deps.with_asker(asker),
+            None => {
+                // Deny as the library would without an asker, but remember what was denied:
+                // the run must not look successful when the work it was asked for was refused.
+                let denied = denied_no_terminal.clone();
+                deps = deps.with_asker(move |call: &ToolCallPart| {
+                    denied
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .push(describe_denied(call));
+                    Approval::deny(builtin::NO_ASKER_REASON)
+                });
+            }
         }
     }
 
@@ -152,16 +176,23 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
     };
 
     let recorder = SessionRecorder::new(setup.store.clone(), &setup.session.id);
+    let abort = AbortSignal::new();
+    let store_failed = Arc::new(AtomicBool::new(false));
     let emit = {
         let recorder = recorder.clone();
         let renderer = renderer.clone();
+        let abort = abort.clone();
+        let store_failed = store_failed.clone();
         // Record first: the transcript is durable before anything is shown.
         move |event: &agentloop::agent::AgentEvent| {
             recorder.on_event(event);
+            // A run that cannot be recorded stops: its work could not be resumed or reviewed.
+            if recorder.failures() > 0 && !store_failed.swap(true, Ordering::SeqCst) {
+                abort.abort();
+            }
             renderer.on_event(event);
         }
     };
-    let abort = AbortSignal::new();
     let agent = AgentLoop::with_deps(config, setup.model, Arc::new(deps))
         .with_tools(builtin::tools_with::<WorkspaceDeps>(
             &setup.workspace,
@@ -216,12 +247,15 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
     // A normal end: nothing a shell command started outlives the run.
     builtin::kill_shell_processes();
 
-    if let Some(error) = recorder.take_error() {
-        eprintln!(
-            "agentloop: warning: {} message(s) could not be recorded in the session store: {error}",
-            recorder.failures()
-        );
-    }
+    let store_error = recorder.take_error().map(|error| {
+        format!(
+            "the session store failed, so the run was stopped: {} message(s) could not be \
+             recorded in session {}: {}",
+            recorder.failures(),
+            visible_line(&setup.session.id),
+            visible_line(&error.to_string())
+        )
+    });
     let totals = renderer.totals();
     let stop = match (&totals.stop, &outcome) {
         (Some(stop), _) => stop.clone(),
@@ -237,6 +271,12 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         outcome,
         output,
         renderer,
+        store_error,
+        denied_no_terminal: std::mem::take(
+            &mut *denied_no_terminal
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        ),
     })
 }
 
@@ -262,6 +302,25 @@ fn kill_on_exit_signals() -> tokio::task::JoinHandle<()> {
             std::process::exit(code);
         }
     })
+}
+
+/// One short line naming a denied call: `shell: make install`, `write_file path=a.txt …`.
+fn describe_denied(call: &ToolCallPart) -> String {
+    let args = match (call.tool_name.as_str(), &call.arguments) {
+        ("shell", agentloop::transcript::ToolArguments::Json(v)) => v
+            .get("command")
+            .and_then(|c| c.as_str())
+            .map(|c| crate::render::one_line(c, 80)),
+        _ => None,
+    };
+    match args {
+        Some(command) => format!("shell: {command}"),
+        None => format!(
+            "{} {}",
+            visible_line(&call.tool_name),
+            abbreviate_args(&call.arguments, 80)
+        ),
+    }
 }
 
 /// Ctrl-C, listened to from the moment it is created: on Unix the SIGINT handler is installed
@@ -303,12 +362,35 @@ fn shell_options(args: &RunArgs) -> ShellOptions {
     options
 }
 
-/// The process result for a finished run: success only for [`RunStop::Done`]; Ctrl-C is 130.
+/// The process result for a finished run: success only for [`RunStop::Done`] with nothing
+/// denied for lack of a terminal (that is exit code 4); a run parked for approval is 3; Ctrl-C
+/// is 130.
 pub fn exit_status(report: &RunReport) -> Result<(), Failure> {
+    if let Some(error) = &report.store_error {
+        return Err(Failure::new(error.clone()));
+    }
     if let Err(e @ OutputError::Invalid { .. }) = &report.outcome {
         if !report.interrupted {
             return Err(Failure::new(e.to_string()));
         }
+    }
+    let denied = &report.denied_no_terminal;
+    let denied_line = (!denied.is_empty()).then(|| {
+        format!(
+            "{} mutating tool call(s) were denied because there is no terminal to ask on \
+             (rerun on a terminal, or with --approve allow): {}",
+            denied.len(),
+            denied.join("; ")
+        )
+    });
+    match (&report.stop, denied_line) {
+        (RunStop::Done, None) => return Ok(()),
+        (RunStop::Done, Some(line)) => {
+            return Err(Failure::new(line).with_code(EXIT_DENIED_NO_TERMINAL));
+        }
+        // The run failed for its own reason (that exit code wins); still say what was denied.
+        (_, Some(line)) => eprintln!("agentloop: {line}"),
+        (_, None) => {}
     }
     match &report.stop {
         RunStop::Done => Ok(()),
@@ -355,7 +437,11 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
     };
     let workspace = Workspace::new(&root).map_err(|e| Failure::usage(e.to_string()))?;
 
-    let store: Arc<dyn SessionStore> = Arc::new(open_store(db)?);
+    let sqlite = Arc::new(open_store(db)?);
+    let store: Arc<dyn SessionStore> = sqlite.clone();
+    // One writer per session: the lock is taken before the context is loaded, and held until
+    // the run ends.
+    let lock = |id: &str| sqlite.lock_session(id, SESSION_LOCK_WAIT);
     let new_session = || {
         let mut new = NewSession::new().model(&spec.name);
         if let Some(title) = &args.title {
@@ -374,33 +460,42 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         });
         Ok(context)
     };
-    let (session, context) = if let Some(given) = &args.session {
+    let (session, context, _lock) = if let Some(given) = &args.session {
         // Exact ids only: an unknown id starts a new session with that id.
+        let held = lock(given)?;
         match store.info(given) {
             Ok(info) => {
                 let context = load(&info)?;
-                (info, context)
+                (info, context, held)
             }
             Err(SessionError::NotFound { .. }) => {
-                (store.create(new_session().id(given))?, Vec::new())
+                (store.create(new_session().id(given))?, Vec::new(), held)
             }
             Err(e) => return Err(e.into()),
         }
     } else if args.continue_last {
         match store.last()? {
             Some(info) => {
+                let held = lock(&info.id)?;
                 let context = load(&info)?;
-                (info, context)
+                (info, context, held)
             }
             None => {
                 eprintln!("agentloop: no session to continue; starting a new one");
-                (store.create(new_session())?, Vec::new())
+                let info = store.create(new_session())?;
+                let held = lock(&info.id)?;
+                (info, Vec::new(), held)
             }
         }
     } else {
-        (store.create(new_session())?, Vec::new())
+        let info = store.create(new_session())?;
+        let held = lock(&info.id)?;
+        (info, Vec::new(), held)
     };
 
+    if let Some(note) = args.approve.deprecation() {
+        eprintln!("agentloop: note: {note}");
+    }
     let session_id = session.id.clone();
     let report = execute(RunSetup {
         model,
@@ -409,7 +504,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         policy: args.approve.into(),
         system_prompt: args.system.clone(),
         reasoning: args.reasoning.map(Into::into),
-        max_turns: args.max_turns,
+        max_turns: args.max_turns.0,
         limits: UsageLimits {
             max_requests: args.max_requests,
             max_input_tokens: args.max_input_tokens,

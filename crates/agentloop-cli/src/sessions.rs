@@ -10,6 +10,7 @@ use agentloop::transcript::{Role, Usage};
 use crate::cli::SessionsCommand;
 use crate::error::Failure;
 use crate::render::{Style, format_transcript, one_line, out, stdout_color, thousands};
+use crate::safe_text::visible_line;
 
 fn env_dir(name: &str) -> Option<PathBuf> {
     std::env::var_os(name)
@@ -97,13 +98,13 @@ pub fn run(db: Option<&Path>, command: SessionsCommand) -> Result<(), Failure> {
                     .map_err(|e| Failure::new(format!("cannot read {}: {e}", file.display())))?;
                 store.import_jsonl(&mut BufReader::new(f), ImportOptions::new())?
             };
-            out(&format!("{}\n", info.id));
+            out(&format!("{}\n", visible_line(&info.id)));
             Ok(())
         }
         SessionsCommand::Rm { id } => {
             let id = resolve_id(&store, &id)?;
             store.delete(&id)?;
-            out(&format!("deleted {id}\n"));
+            out(&format!("deleted {}\n", visible_line(&id)));
             Ok(())
         }
     }
@@ -129,7 +130,7 @@ fn list(store: &SqliteStore, json: bool) -> Result<(), Failure> {
                 .map_or_else(|| "-".to_owned(), |c| format!("${c:.4}"));
             text.push_str(&format!(
                 "{}  {}  {:>4} msgs  {:>9} tok  {:>9}  {:<20}  {}",
-                info.id,
+                visible_line(&info.id),
                 format_time(info.updated_ms),
                 info.message_count,
                 thousands(
@@ -169,10 +170,10 @@ fn session_usage(store: &SqliteStore, id: &str) -> Result<Usage, Failure> {
 fn describe(info: &SessionInfo) -> String {
     format!(
         "session {} · {} · {} messages · model {} · updated {}",
-        info.id,
-        info.title.as_deref().unwrap_or("(untitled)"),
+        visible_line(&info.id),
+        visible_line(info.title.as_deref().unwrap_or("(untitled)")),
         info.message_count,
-        info.model.as_deref().unwrap_or("-"),
+        visible_line(info.model.as_deref().unwrap_or("-")),
         format_time(info.updated_ms)
     )
 }

@@ -330,7 +330,14 @@ fn mutating_calls_are_denied_without_a_terminal() {
     let scratch = Scratch::new();
     let server = server(write_script());
     let out = scratch.run(&server, &["--json"], "Write out.txt");
-    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    // Denied for lack of a terminal: exit 4 (3 is a run parked by `--approve defer`) and a line
+    // naming what was denied.
+    assert_eq!(out.status.code(), Some(4), "stderr: {}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("denied because there is no terminal") && stderr.contains("out.txt"),
+        "{stderr}"
+    );
     assert!(!scratch.ws().join("out.txt").exists());
     let events = json_lines(&text(&out.stdout));
     let writes = tool_ends(&events, "write_file");
@@ -339,12 +346,13 @@ fn mutating_calls_are_denied_without_a_terminal() {
     // The model sees why, in its next request.
     let requests = server.requests();
     let second = requests.last().unwrap().body.to_string();
-    assert!(second.contains("--approve always"), "{second}");
+    assert!(second.contains("--approve allow"), "{second}");
 
     // `--approve never` denies as well, with its own reason.
     let server = self::server(write_script());
-    let out = scratch.run(&server, &["--json", "--approve", "never"], "Write out.txt");
-    assert_eq!(out.status.code(), Some(0));
+    let out = scratch.run(&server, &["--json", "--approve", "deny"], "Write out.txt");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).is_empty(), "{}", text(&out.stderr));
     assert!(!scratch.ws().join("out.txt").exists());
     let events = json_lines(&text(&out.stdout));
     assert_eq!(
@@ -359,6 +367,12 @@ fn approve_always_runs_mutating_calls() {
     let server = server(write_script());
     let out = scratch.run(&server, &["--json", "--approve", "always"], "Write out.txt");
     assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    // The old name still works, with a one-line deprecation note.
+    assert!(
+        text(&out.stderr).contains("--approve always is deprecated; use --approve allow"),
+        "{}",
+        text(&out.stderr)
+    );
     assert_eq!(
         std::fs::read_to_string(scratch.ws().join("out.txt")).unwrap(),
         "written by the agent\n"

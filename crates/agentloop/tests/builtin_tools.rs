@@ -774,6 +774,17 @@ fn policies_parse_and_decide() {
         Ok(ApprovalPolicy::Always)
     );
     assert!("sometimes".parse::<ApprovalPolicy>().is_err());
+    // The unambiguous names, which are also what the policies print as.
+    assert_eq!("deny".parse::<ApprovalPolicy>(), Ok(ApprovalPolicy::Never));
+    assert_eq!(
+        "ask".parse::<ApprovalPolicy>(),
+        Ok(ApprovalPolicy::Mutating)
+    );
+    assert_eq!(
+        "allow".parse::<ApprovalPolicy>(),
+        Ok(ApprovalPolicy::Always)
+    );
+    assert_eq!(ApprovalPolicy::Never.to_string(), "deny");
     assert_eq!(ApprovalPolicy::default(), ApprovalPolicy::Mutating);
     for policy in [
         ApprovalPolicy::Never,

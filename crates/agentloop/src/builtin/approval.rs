@@ -1,5 +1,5 @@
-//! Approval for the built-in tools: the [`ApprovalPolicy`] (`--approve never|mutating|always` in
-//! the CLI) and [`WorkspaceDeps`], a ready-made dependency bundle that applies it.
+//! Approval for the built-in tools: the [`ApprovalPolicy`] (`--approve deny|ask|allow` in the
+//! CLI) and [`WorkspaceDeps`], a ready-made dependency bundle that applies it.
 //!
 //! This module decides whether a call may run; it never prompts a person itself. Prompting is the
 //! application's job, plugged in as an *asker* callback (the CLI asks on the terminal).
@@ -20,16 +20,20 @@ use crate::transcript::ToolCallPart;
 /// "Mutating" tools are the ones named in [`MUTATING_TOOLS`](super::MUTATING_TOOLS)
 /// (`write_file`, `edit_file`, `shell`); every other tool name counts as read-only.
 ///
-/// | policy | read-only tools | mutating tools |
-/// |---|---|---|
-/// | [`Always`](Self::Always) | allowed | allowed |
-/// | [`Mutating`](Self::Mutating) (default) | allowed | ask (denied when there is no asker) |
-/// | [`Never`](Self::Never) | allowed | denied, with a reason the model sees |
+/// | policy | spelling | read-only tools | mutating tools |
+/// |---|---|---|---|
+/// | [`Always`](Self::Always) | `allow` | allowed | allowed |
+/// | [`Mutating`](Self::Mutating) (default) | `ask` | allowed | ask (denied when there is no asker) |
+/// | [`Never`](Self::Never) | `deny` | allowed | denied, with a reason the model sees |
+///
+/// The spellings are unambiguous (`never` read as "never ask" to some); the old spellings
+/// `always`, `mutating` and `never` still parse.
 ///
 /// ```
 /// use agentloop::builtin::{ApprovalPolicy, PolicyDecision};
 ///
-/// let policy: ApprovalPolicy = "mutating".parse().unwrap();
+/// let policy: ApprovalPolicy = "ask".parse().unwrap();
+/// assert_eq!(policy, "mutating".parse().unwrap());
 /// assert_eq!(policy.decide("read_file"), PolicyDecision::Allow);
 /// assert_eq!(policy.decide("shell"), PolicyDecision::Ask);
 /// assert!(matches!(ApprovalPolicy::Never.decide("shell"), PolicyDecision::Deny(_)));
@@ -65,8 +69,8 @@ pub enum PolicyDecision {
 }
 
 /// The reason given to the model when a call needs approval and no asker is configured.
-pub const NO_ASKER_REASON: &str =
-    "mutating tool calls need approval; none was given (run with --approve always to allow)";
+pub const NO_ASKER_REASON: &str = "mutating tool calls need approval and there is no one to ask, \
+so this call was denied (the user can allow such calls with --approve allow)";
 
 impl ApprovalPolicy {
     /// The policy's verdict for a call of `tool_name`.
@@ -82,17 +86,17 @@ impl ApprovalPolicy {
             )),
             ApprovalPolicy::Never => PolicyDecision::Deny(format!(
                 "`{tool_name}` changes files or runs commands, and this session does not allow \
-                 that (approval policy \"never\"); use read-only tools instead"
+                 that (approval policy \"deny\"); use read-only tools instead"
             )),
         }
     }
 
-    /// The CLI spelling: `never`, `mutating` or `always`.
+    /// The CLI spelling: `deny`, `ask` or `allow`.
     pub fn as_str(&self) -> &'static str {
         match self {
-            ApprovalPolicy::Never => "never",
-            ApprovalPolicy::Mutating => "mutating",
-            ApprovalPolicy::Always => "always",
+            ApprovalPolicy::Never => "deny",
+            ApprovalPolicy::Mutating => "ask",
+            ApprovalPolicy::Always => "allow",
             ApprovalPolicy::Defer => "defer",
         }
     }
@@ -106,16 +110,16 @@ impl fmt::Display for ApprovalPolicy {
 
 /// The error of parsing an [`ApprovalPolicy`] from text.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown approval policy \"{0}\"; expected never, mutating or always")]
+#[error("unknown approval policy \"{0}\"; expected ask, deny, allow or defer")]
 pub struct ParsePolicyError(pub String);
 
 impl FromStr for ApprovalPolicy {
     type Err = ParsePolicyError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.trim().to_ascii_lowercase().as_str() {
-            "never" => Ok(ApprovalPolicy::Never),
-            "mutating" => Ok(ApprovalPolicy::Mutating),
-            "always" => Ok(ApprovalPolicy::Always),
+            "deny" | "never" => Ok(ApprovalPolicy::Never),
+            "ask" | "mutating" => Ok(ApprovalPolicy::Mutating),
+            "allow" | "always" => Ok(ApprovalPolicy::Always),
             "defer" => Ok(ApprovalPolicy::Defer),
             _ => Err(ParsePolicyError(s.to_owned())),
         }

@@ -77,6 +77,14 @@ pub enum SessionError {
     /// Reading or writing an export failed.
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),
+    /// Another process is writing to the session (it holds the session's lock).
+    #[error("session {id:?} is in use by {holder}; wait for it to finish or use another session")]
+    InUse {
+        /// The session.
+        id: String,
+        /// Who holds it: `process N` (or `another process` when its id is unknown).
+        holder: String,
+    },
 }
 
 impl SessionError {

@@ -67,6 +67,7 @@
 mod approvals;
 mod error;
 mod jsonl;
+mod lock;
 mod recorder;
 mod repair;
 mod sqlite;
@@ -81,11 +82,12 @@ use crate::transcript::Message;
 pub use approvals::load_parked;
 pub use error::SessionError;
 pub use jsonl::{EXPORT_FORMAT, ImportOptions};
+pub use lock::SessionLock;
 pub use recorder::SessionRecorder;
 pub use repair::{
     interrupted_result, interrupted_result_text, repair_interrupted, unanswered_calls,
 };
-pub use sqlite::{Durability, SqliteOptions, SqliteStore};
+pub use sqlite::{Durability, MAX_STORED_DEPTH, SqliteOptions, SqliteStore};
 
 /// Longest derived title, in characters (longer first prompts are cut and end with `…`).
 pub const TITLE_MAX_CHARS: usize = 60;

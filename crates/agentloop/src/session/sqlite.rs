@@ -14,7 +14,90 @@ use super::{
     ForkOrigin, NewSession, SessionError, SessionInfo, SessionStore, StoredMessage, derive_title,
 };
 use crate::agent::{ParkedRun, PendingApproval, PendingStatus};
-use crate::transcript::{Message, Role, now_ms};
+use crate::transcript::{Message, Part, Role, ToolArguments, now_ms};
+
+/// The deepest JSON nesting a stored message may have. `serde_json` refuses to read anything
+/// nested deeper than 128 levels (its recursion limit), so a message written deeper could never
+/// be loaded, shown or exported again; the margin covers the message's own envelope.
+pub const MAX_STORED_DEPTH: usize = 120;
+
+/// The nesting depth of JSON text (arrays and objects), counted without parsing it (so it
+/// cannot hit the recursion limit itself).
+pub(crate) fn json_depth(json: &str) -> usize {
+    let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for b in json.bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+/// `message` as JSON the reader accepts: tool-call arguments nested too deeply are kept as their
+/// exact text ([`ToolArguments::Unparsed`], stored as a string) instead of as nested JSON; a
+/// message still too deep after that is refused.
+pub(crate) fn storable_json(message: &Message) -> Result<String, SessionError> {
+    let json = serde_json::to_string(message).map_err(SessionError::Serialize)?;
+    if json_depth(&json) <= MAX_STORED_DEPTH {
+        return Ok(json);
+    }
+    let mut flattened = message.clone();
+    for part in &mut flattened.content {
+        if let Part::ToolCall(call) = part {
+            if let ToolArguments::Json(value) = &call.arguments {
+                let text = value.to_string();
+                if json_depth(&text) > MAX_STORED_DEPTH / 2 {
+                    call.arguments = ToolArguments::Unparsed(text);
+                }
+            }
+        }
+    }
+    let json = serde_json::to_string(&flattened).map_err(SessionError::Serialize)?;
+    if json_depth(&json) > MAX_STORED_DEPTH {
+        return Err(SessionError::Invalid {
+            what: "message",
+            reason: format!(
+                "its JSON is nested more than {MAX_STORED_DEPTH} levels deep, more than a \
+                 stored session can be read back with"
+            ),
+        });
+    }
+    Ok(json)
+}
+
+/// Creates `dir` and its missing parents private to the user (0700 on Unix).
+fn create_private_dirs(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+/// Creates the database file private to the user (0600 on Unix) if it does not exist yet;
+/// SQLite gives its `-wal` and `-shm` files the same permissions.
+fn create_private_file(path: &Path) -> std::io::Result<()> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path).map(drop)
+}
 
 /// What a successful append survives.
 ///
@@ -228,7 +311,7 @@ fn session_info(tx: &Connection, id: &str) -> Result<SessionInfo, SessionError> 
 
 /// Appends one message inside a write transaction; returns its sequence number.
 fn append_in(tx: &Transaction<'_>, id: &str, message: &Message) -> Result<u64, SessionError> {
-    let json = serde_json::to_string(message).map_err(SessionError::Serialize)?;
+    let json = storable_json(message)?;
     let now = to_i64(now_ms());
     let model = match message.role {
         Role::Assistant => message.model.as_deref(),
@@ -302,10 +385,16 @@ impl SqliteStore {
     }
 
     /// Opens (creating if needed, with its parent directories) the database file at `path`.
+    ///
+    /// What it creates is private to the user: directories 0700, the file 0600 (on Unix;
+    /// existing files and directories keep their permissions).
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, SessionError> {
         let path = path.as_ref();
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent)?;
+            create_private_dirs(parent)?;
+        }
+        if !path.exists() {
+            create_private_file(path)?;
         }
         let conn = Connection::open(path)?;
         SqliteStore::setup(conn, Some(path.to_owned()), options)
@@ -368,6 +457,22 @@ impl SqliteStore {
     /// The options it was opened with.
     pub fn options(&self) -> &SqliteOptions {
         &self.options
+    }
+
+    /// Takes the writer lock of session `id`, waiting up to `wait` while another process holds
+    /// it, then failing with [`SessionError::InUse`] naming that process. Hold the returned
+    /// [`SessionLock`](super::SessionLock) for as long as you append to the session (load its
+    /// context *after* taking the lock). A process that dies releases its locks, however it
+    /// dies. In-memory stores get a lock that excludes nothing. The session need not exist yet.
+    pub fn lock_session(
+        &self,
+        id: &str,
+        wait: Duration,
+    ) -> Result<super::SessionLock, SessionError> {
+        match &self.path {
+            Some(path) => super::lock::acquire(path, id, wait),
+            None => Ok(super::SessionLock::none()),
+        }
     }
 
     /// The connection. A panic while it was held (it cannot leave a transaction open: an
