@@ -7,13 +7,17 @@
 //! - `agentloop sessions list|show|export|import|rm`: the recorded sessions.
 //! - `agentloop demo`: the real loop and tools against a scripted mock model (no key needed).
 //! - `agentloop mock-server --script FILE`: the mock model server on its own.
+//! - `agentloop mcp list`: the configured MCP servers and their tools;
+//!   `agentloop mcp-server --workspace DIR`: the built-in tools served over MCP (stdio).
 //!
 //! Exit codes: 0 success, 1 failure (including a run that did not stop normally), 2 bad usage,
 //! 130 interrupted by Ctrl-C. Diagnostics go to stderr as one line.
 
 mod cli;
+mod config;
 mod demo;
 mod error;
+mod mcp;
 mod mock;
 mod model;
 mod prompt;
@@ -48,6 +52,8 @@ fn main() -> ExitCode {
             Command::Sessions(command) => sessions::run(db.as_deref(), command),
             Command::Demo(args) => demo::run(db.as_deref(), args).await,
             Command::MockServer(args) => mock::run(args).await,
+            Command::Mcp(command) => mcp::run(command).await,
+            Command::McpServer(args) => mcp::serve(args).await,
         }
     });
     // An abandoned blocking task (a prompt nobody answers after Ctrl-C, a tool that ignored

@@ -48,6 +48,8 @@ pub struct RunSetup {
     pub context: Vec<Message>,
     /// The new prompt.
     pub prompt: String,
+    /// MCP servers whose tools are added to the built-in ones.
+    pub mcp: Vec<agentloop_mcp::McpServerConfig>,
 }
 
 /// How a run went.
@@ -87,7 +89,9 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
     };
     let renderer = Arc::new(Renderer::new(mode, spinner.clone()));
 
-    let mut deps = WorkspaceDeps::new(setup.workspace.clone(), setup.policy);
+    let (toolset, mcp_tools) = crate::mcp::connect(setup.mcp.clone()).await?;
+    let mut deps = WorkspaceDeps::new(setup.workspace.clone(), setup.policy)
+        .with_tool_classifier(toolset.approval_classifier());
     if setup.policy == ApprovalPolicy::Mutating {
         if let Some(asker) = terminal_asker(spinner.clone()) {
             deps = deps.with_asker(asker);
@@ -117,11 +121,14 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         }
     };
     let abort = AbortSignal::new();
-    let agent = AgentLoop::with_deps(config, setup.model, Arc::new(deps))
+    let mut agent = AgentLoop::with_deps(config, setup.model, Arc::new(deps))
         .with_tools(builtin::tools::<WorkspaceDeps>(&setup.workspace))
         .map_err(|e| Failure::new(format!("cannot register the built-in tools: {e}")))?
+        .with_tools(mcp_tools)
+        .map_err(|e| Failure::usage(format!("cannot register the MCP tools: {e}")))?
         .with_emit(emit)
         .with_abort_signal(abort.clone());
+    crate::mcp::add_tool_search(&mut agent)?;
 
     let interrupted = Arc::new(AtomicBool::new(false));
     let mut interrupts = Interrupts::listen();
@@ -142,6 +149,7 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         .run(vec![Message::user(setup.prompt)], setup.context)
         .await;
     ctrl_c.abort();
+    toolset.shutdown().await;
 
     if let Some(error) = recorder.take_error() {
         eprintln!(
@@ -227,6 +235,8 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         None => std::env::current_dir()?,
     };
     let workspace = Workspace::new(&root).map_err(|e| Failure::usage(e.to_string()))?;
+    let mcp = crate::config::ConfigFile::load(workspace.root())?
+        .mcp_servers(workspace.root(), &args.mcp)?;
 
     let store: Arc<dyn SessionStore> = Arc::new(open_store(db)?);
     let new_session = || {
@@ -277,6 +287,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         session,
         context,
         prompt,
+        mcp,
     })
     .await?;
     report.renderer.print_summary(Some(&session_id));
