@@ -184,7 +184,7 @@ impl McpToolset {
 
     /// A cheap, shareable form of [`needs_approval`](Self::needs_approval) for an approval hook
     /// (e.g. `WorkspaceDeps::with_tool_classifier`).
-    pub fn approval_classifier(&self) -> Arc<dyn Fn(&str) -> Option<bool> + Send + Sync> {
+    pub fn approval_classifier(&self) -> agentloop::builtin::ToolClassifier {
         let map = self.approval.clone();
         Arc::new(move |name| map.read().ok()?.get(name).copied())
     }
