@@ -201,6 +201,7 @@ pub async fn resume(db: Option<&Path>, args: ResumeArgs) -> Result<(), Failure> 
         shell: Default::default(),
         output: None,
         resume: Some(parked),
+        mcp: Vec::new(),
     })
     .await?;
     report.renderer.print_summary(Some(&id));

@@ -54,6 +54,11 @@ pub enum Command {
     /// Serve a mock model script over HTTP (OpenAI Chat, OpenAI Responses and Anthropic
     /// wires) until Ctrl-C.
     MockServer(MockServerArgs),
+    /// MCP servers from the config files: `agentloop mcp list`.
+    #[command(subcommand)]
+    Mcp(McpCommand),
+    /// Serve the built-in tools (confined to a workspace) over MCP on stdin/stdout.
+    McpServer(McpServerArgs),
 }
 
 /// `agentloop run`.
@@ -185,6 +190,11 @@ pub struct RunArgs {
     /// How many times the model may repair an invalid `--output-schema` output.
     #[arg(long, value_name = "N", requires = "output_schema", default_value_t = agentloop::output::DEFAULT_OUTPUT_RETRIES)]
     pub output_retries: u32,
+
+    /// Add an MCP server: `NAME=COMMAND [ARGS…]` (stdio) or `NAME=URL` (streamable HTTP).
+    /// Repeatable; wins over `[mcp_servers.NAME]` in the config files.
+    #[arg(long = "mcp", value_name = "NAME=COMMAND|URL")]
+    pub mcp: Vec<String>,
 }
 
 /// A `--max-cost` amount: a finite number of US dollars above zero (a leading `$` is allowed).
@@ -199,6 +209,38 @@ fn parse_cost(text: &str) -> Result<f64, String> {
     } else {
         Err(format!("the cost limit must be above zero (got {text})"))
     }
+}
+
+/// `agentloop mcp …`.
+#[derive(Subcommand, Debug)]
+pub enum McpCommand {
+    /// Show each configured MCP server, whether it starts, and its tools.
+    List(McpListArgs),
+}
+
+/// `agentloop mcp list`.
+#[derive(Args, Debug)]
+pub struct McpListArgs {
+    /// The workspace whose `.agentloop/config.toml` is read (default: the current directory).
+    #[arg(long, short = 'w', value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+
+    /// Extra servers, as on `agentloop run`.
+    #[arg(long = "mcp", value_name = "NAME=COMMAND|URL")]
+    pub mcp: Vec<String>,
+}
+
+/// `agentloop mcp-server`.
+#[derive(Args, Debug)]
+pub struct McpServerArgs {
+    /// The directory the tools are confined to.
+    #[arg(long, short = 'w', value_name = "DIR")]
+    pub workspace: PathBuf,
+
+    /// Which calls run: there is no terminal to ask on, so `ask` (the default) and `deny`
+    /// refuse mutating calls, `allow` runs them.
+    #[arg(long, value_enum, default_value_t = ApproveArg::Ask, value_name = "POLICY")]
+    pub approve: ApproveArg,
 }
 
 /// `--reasoning` values.

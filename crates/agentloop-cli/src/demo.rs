@@ -119,6 +119,7 @@ pub async fn run(db: Option<&Path>, args: DemoArgs) -> Result<(), Failure> {
         shell: Default::default(),
         output: None,
         resume: None,
+        mcp: Vec::new(),
     })
     .await?;
 

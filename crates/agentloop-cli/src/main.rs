@@ -8,14 +8,18 @@
 //! - `agentloop demo`: the real loop and tools against a scripted mock model (no key needed).
 //! - `agentloop mock-server --script FILE`: the mock model server on its own.
 //! - `agentloop approvals list`, `approve`, `deny`, `resume`: runs parked by `--approve defer`.
+//! - `agentloop mcp list`: the configured MCP servers and their tools;
+//!   `agentloop mcp-server --workspace DIR`: the built-in tools served over MCP (stdio).
 //!
 //! Exit codes: 0 success, 1 failure (including a run that did not stop normally), 2 bad usage,
 //! 3 the run stopped awaiting approval (`--approve defer`), 130 interrupted by Ctrl-C. Diagnostics go to stderr as one line.
 
 mod approvals;
 mod cli;
+mod config;
 mod demo;
 mod error;
+mod mcp;
 mod mock;
 mod model;
 mod otel;
@@ -57,6 +61,8 @@ fn main() -> ExitCode {
             Command::Approve(args) => approvals::approve(db.as_deref(), args),
             Command::Deny(args) => approvals::deny(db.as_deref(), args),
             Command::Resume(args) => approvals::resume(db.as_deref(), args).await,
+            Command::Mcp(command) => mcp::run(command).await,
+            Command::McpServer(args) => mcp::serve(args).await,
         }
     });
     // An abandoned blocking task (a prompt nobody answers after Ctrl-C, a tool that ignored

@@ -74,6 +74,8 @@ pub struct RunSetup {
     pub output: Option<Output<Value>>,
     /// Resume this parked run instead of starting one with `prompt`.
     pub resume: Option<ParkedRun>,
+    /// MCP servers whose tools are added to the built-in ones.
+    pub mcp: Vec<agentloop_mcp::McpServerConfig>,
 }
 
 /// How a run went.
@@ -137,7 +139,9 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
     }
     let exit_signals = kill_on_exit_signals();
 
-    let mut deps = WorkspaceDeps::new(setup.workspace.clone(), setup.policy);
+    let (toolset, mcp_tools) = crate::mcp::connect(setup.mcp.clone()).await?;
+    let mut deps = WorkspaceDeps::new(setup.workspace.clone(), setup.policy)
+        .with_tool_classifier(toolset.approval_classifier());
     let denied_no_terminal = Arc::new(Mutex::new(Vec::new()));
     if setup.policy == ApprovalPolicy::Mutating {
         match terminal_asker(spinner.clone(), setup.workspace.clone()) {
@@ -193,15 +197,18 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
             renderer.on_event(event);
         }
     };
-    let agent = AgentLoop::with_deps(config, setup.model, Arc::new(deps))
+    let mut agent = AgentLoop::with_deps(config, setup.model, Arc::new(deps))
         .with_tools(builtin::tools_with::<WorkspaceDeps>(
             &setup.workspace,
             &setup.shell,
         ))
         .map_err(|e| Failure::new(format!("cannot register the built-in tools: {e}")))?
+        .with_tools(mcp_tools)
+        .map_err(|e| Failure::usage(format!("cannot register the MCP tools: {e}")))?
         .with_emit(emit)
         .with_session_id(&setup.session.id)
         .with_abort_signal(abort.clone());
+    crate::mcp::add_tool_search(&mut agent)?;
 
     let interrupted = Arc::new(AtomicBool::new(false));
     let mut interrupts = Interrupts::listen();
@@ -246,6 +253,7 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
     exit_signals.abort();
     // A normal end: nothing a shell command started outlives the run.
     builtin::kill_shell_processes();
+    toolset.shutdown().await;
 
     let store_error = recorder.take_error().map(|error| {
         format!(
@@ -436,6 +444,8 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         None => std::env::current_dir()?,
     };
     let workspace = Workspace::new(&root).map_err(|e| Failure::usage(e.to_string()))?;
+    let mcp = crate::config::ConfigFile::load(workspace.root())?
+        .mcp_servers(workspace.root(), &args.mcp)?;
 
     let sqlite = Arc::new(open_store(db)?);
     let store: Arc<dyn SessionStore> = sqlite.clone();
@@ -521,6 +531,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         shell: shell_options(&args),
         output,
         resume,
+        mcp,
     })
     .await?;
     report.renderer.print_summary(Some(&session_id));

@@ -75,7 +75,13 @@ so this call was denied (the user can allow such calls with --approve allow)";
 impl ApprovalPolicy {
     /// The policy's verdict for a call of `tool_name`.
     pub fn decide(&self, tool_name: &str) -> PolicyDecision {
-        if !is_mutating(tool_name) {
+        self.decide_as(tool_name, is_mutating(tool_name))
+    }
+
+    /// The policy's verdict for a call of `tool_name`, told whether the tool is mutating (for
+    /// tools the built-in list does not know, e.g. MCP tools classified by their annotations).
+    pub fn decide_as(&self, tool_name: &str, mutating: bool) -> PolicyDecision {
+        if !mutating {
             return PolicyDecision::Allow;
         }
         match self {
@@ -136,6 +142,10 @@ enum Asker {
     Async(Arc<dyn Fn(ToolCallPart) -> ApprovalFuture + Send + Sync>),
 }
 
+/// Classifies a tool name as mutating (`Some(true)`), read-only (`Some(false)`) or unknown
+/// (`None`, then the built-in [`MUTATING_TOOLS`](super::MUTATING_TOOLS) list decides).
+pub type ToolClassifier = Arc<dyn Fn(&str) -> Option<bool> + Send + Sync>;
+
 /// A dependency bundle for the built-in tools: the [`Workspace`], an [`ApprovalPolicy`] and an
 /// optional *asker* consulted when the policy says "ask".
 ///
@@ -160,6 +170,7 @@ pub struct WorkspaceDeps {
     workspace: Workspace,
     policy: ApprovalPolicy,
     asker: Option<Asker>,
+    classifier: Option<ToolClassifier>,
 }
 
 impl fmt::Debug for WorkspaceDeps {
@@ -184,7 +195,15 @@ impl WorkspaceDeps {
             workspace,
             policy,
             asker: None,
+            classifier: None,
         }
+    }
+
+    /// Sets a classifier for tools other than the built-in ones (e.g. an MCP toolset's
+    /// annotation-based one): a tool it calls mutating is treated like `write_file`.
+    pub fn with_tool_classifier(mut self, classifier: ToolClassifier) -> Self {
+        self.classifier = Some(classifier);
+        self
     }
 
     /// Sets a blocking asker (e.g. a terminal prompt). It runs on Tokio's blocking pool, so it
@@ -224,7 +243,13 @@ impl WorkspaceDeps {
 
     /// Applies the policy (and the asker, if the policy asks) to `call`.
     pub async fn approve(&self, call: &ToolCallPart) -> Approval {
-        match self.policy.decide(&call.tool_name) {
+        let name = call.tool_name.as_str();
+        let mutating = self
+            .classifier
+            .as_ref()
+            .and_then(|c| c(name))
+            .unwrap_or_else(|| is_mutating(name));
+        match self.policy.decide_as(name, mutating) {
             PolicyDecision::Allow => Approval::Allow,
             PolicyDecision::Deny(reason) => Approval::Deny(reason),
             PolicyDecision::Defer(reason) => Approval::Defer(reason),

@@ -74,6 +74,7 @@ use std::time::Duration;
 
 use crate::tooling::{ToolContext, ToolDeps, ToolError, ToolSpec};
 
+pub use approval::ToolClassifier;
 pub use approval::{
     ApprovalFuture, ApprovalPolicy, NO_ASKER_REASON, ParsePolicyError, PolicyDecision,
     WorkspaceDeps,

@@ -1,0 +1,304 @@
+//! The configuration files: `~/.config/agentloop/config.toml` (or `$XDG_CONFIG_HOME/agentloop/`)
+//! and `<workspace>/.agentloop/config.toml`, the workspace file winning key by key at the top
+//! level and server by server under `[mcp_servers]`.
+//!
+//! Today the only top-level table is `[mcp_servers.NAME]`, with codex's key names so blocks can
+//! be copied over (`command`, `args`, `env`, `cwd`, `url`, `headers`, `startup_timeout_sec`,
+//! `tool_timeout_sec`, `enabled_tools`, `disabled_tools`, plus `approval`, `enabled`, `prefix`,
+//! `deferred`). Unknown keys are an error that lists the valid ones; to add a top-level key, add
+//! a field to [`ConfigFile`] and its merge rule to [`ConfigFile::merge`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agentloop_mcp::{ApprovalMode, HttpServer, McpServerConfig, McpTransport, StdioServer};
+use serde::Deserialize;
+
+use crate::error::Failure;
+
+/// One config file (every key optional).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// `[mcp_servers.NAME]` tables.
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, McpServerEntry>,
+}
+
+/// One `[mcp_servers.NAME]` table.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerEntry {
+    /// stdio: the program.
+    pub command: Option<String>,
+    /// stdio: its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// stdio: extra environment variables.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// stdio: working directory (relative to the workspace).
+    pub cwd: Option<PathBuf>,
+    /// HTTP: the endpoint.
+    pub url: Option<String>,
+    /// HTTP: headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Startup timeout in seconds (default 30).
+    pub startup_timeout_sec: Option<f64>,
+    /// Per-call timeout in seconds, restarted by progress (default 60).
+    pub tool_timeout_sec: Option<f64>,
+    /// Only these tools.
+    pub enabled_tools: Option<Vec<String>>,
+    /// Never these tools.
+    #[serde(default)]
+    pub disabled_tools: Vec<String>,
+    /// `always`, `mutating` (default) or `never-ask`.
+    pub approval: Option<String>,
+    /// `false` skips the server.
+    pub enabled: Option<bool>,
+    /// Tool-name prefix (default `mcp__NAME__`; `""` for none).
+    pub prefix: Option<String>,
+    /// Load the tools through tool search instead of sending them every turn.
+    #[serde(default)]
+    pub deferred: bool,
+}
+
+impl ConfigFile {
+    /// Parses one file's text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Self, Failure> {
+        toml::from_str(text)
+            .map_err(|e| Failure::usage(format!("invalid config file {origin}: {}", e.message())))
+    }
+
+    /// Reads a file; a missing file is an empty config.
+    pub fn read(path: &Path) -> Result<Self, Failure> {
+        match std::fs::read_to_string(path) {
+            Ok(text) => ConfigFile::parse(&text, &path.display().to_string()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ConfigFile::default()),
+            Err(e) => Err(Failure::new(format!(
+                "cannot read config file {}: {e}",
+                path.display()
+            ))),
+        }
+    }
+
+    /// `other` (the more specific file) over `self`.
+    pub fn merge(mut self, other: ConfigFile) -> ConfigFile {
+        self.mcp_servers.extend(other.mcp_servers);
+        self
+    }
+
+    /// The user file then the workspace file, merged.
+    pub fn load(workspace: &Path) -> Result<Self, Failure> {
+        let user = match user_config_path() {
+            Some(path) => ConfigFile::read(&path)?,
+            None => ConfigFile::default(),
+        };
+        let local = ConfigFile::read(&workspace.join(".agentloop").join("config.toml"))?;
+        Ok(user.merge(local))
+    }
+
+    /// The enabled MCP servers, in name order, with `--mcp` values added (they win).
+    pub fn mcp_servers(
+        &self,
+        workspace: &Path,
+        cli: &[String],
+    ) -> Result<Vec<McpServerConfig>, Failure> {
+        let mut entries = self.mcp_servers.clone();
+        for value in cli {
+            let (name, entry) = parse_cli_server(value)?;
+            entries.insert(name, entry);
+        }
+        let mut out = Vec::new();
+        for (name, entry) in entries {
+            if entry.enabled == Some(false) {
+                continue;
+            }
+            out.push(entry.into_config(&name, workspace)?);
+        }
+        Ok(out)
+    }
+}
+
+/// `$XDG_CONFIG_HOME/agentloop/config.toml`, else `~/.config/agentloop/config.toml`.
+pub fn user_config_path() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("agentloop").join("config.toml"))
+}
+
+/// `NAME=COMMAND ARGS…` or `NAME=URL`.
+fn parse_cli_server(value: &str) -> Result<(String, McpServerEntry), Failure> {
+    let usage = || {
+        Failure::usage(format!(
+            "--mcp expects NAME=COMMAND [ARGS…] or NAME=URL, got \"{value}\""
+        ))
+    };
+    let (name, rest) = value.split_once('=').ok_or_else(usage)?;
+    let (name, rest) = (name.trim(), rest.trim());
+    if name.is_empty() || rest.is_empty() {
+        return Err(usage());
+    }
+    let mut entry = McpServerEntry::default();
+    if rest.starts_with("http://") || rest.starts_with("https://") {
+        entry.url = Some(rest.to_owned());
+    } else {
+        let mut words = rest.split_whitespace().map(str::to_owned);
+        entry.command = words.next();
+        entry.args = words.collect();
+    }
+    Ok((name.to_owned(), entry))
+}
+
+fn seconds(name: &str, key: &str, v: Option<f64>, default: Duration) -> Result<Duration, Failure> {
+    match v {
+        None => Ok(default),
+        Some(s) if s.is_finite() && s > 0.0 => Ok(Duration::from_secs_f64(s)),
+        Some(s) => Err(Failure::usage(format!(
+            "mcp_servers.{name}.{key} must be a positive number of seconds, got {s}"
+        ))),
+    }
+}
+
+impl McpServerEntry {
+    fn into_config(self, name: &str, workspace: &Path) -> Result<McpServerConfig, Failure> {
+        let transport = match (self.command, self.url) {
+            (Some(command), None) => McpTransport::Stdio(StdioServer {
+                command,
+                args: self.args,
+                env: self.env,
+                cwd: self.cwd.map(|c| workspace.join(c)),
+            }),
+            (None, Some(url)) => McpTransport::Http(HttpServer {
+                url,
+                headers: self.headers,
+            }),
+            (Some(_), Some(_)) => {
+                return Err(Failure::usage(format!(
+                    "mcp_servers.{name} has both `command` and `url`; use one"
+                )));
+            }
+            (None, None) => {
+                return Err(Failure::usage(format!(
+                    "mcp_servers.{name} needs `command` (stdio) or `url` (streamable HTTP)"
+                )));
+            }
+        };
+        let mut config = McpServerConfig::new(name, transport);
+        config.startup_timeout = seconds(
+            name,
+            "startup_timeout_sec",
+            self.startup_timeout_sec,
+            agentloop_mcp::DEFAULT_STARTUP_TIMEOUT,
+        )?;
+        config.tool_timeout = seconds(
+            name,
+            "tool_timeout_sec",
+            self.tool_timeout_sec,
+            agentloop_mcp::DEFAULT_TOOL_TIMEOUT,
+        )?;
+        config.enabled_tools = self.enabled_tools;
+        config.disabled_tools = self.disabled_tools;
+        if let Some(a) = self.approval {
+            config.approval = a
+                .parse::<ApprovalMode>()
+                .map_err(|e| Failure::usage(format!("mcp_servers.{name}.approval: {e}")))?;
+        }
+        config.prefix = self.prefix;
+        config.deferred = self.deferred;
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn codex_blocks_parse_and_merge() {
+        let user = ConfigFile::parse(
+            r#"
+            [mcp_servers.docs]
+            command = "npx"
+            args = ["-y", "docs-server"]
+            env = { TOKEN = "x" }
+            startup_timeout_sec = 5
+            tool_timeout_sec = 1.5
+            enabled_tools = ["search"]
+            approval = "never-ask"
+
+            [mcp_servers.remote]
+            url = "http://127.0.0.1:1/mcp"
+            headers = { Authorization = "Bearer t" }
+            "#,
+            "user",
+        )
+        .unwrap();
+        let local = ConfigFile::parse(
+            "[mcp_servers.remote]\nurl = \"http://127.0.0.1:2/mcp\"\ndeferred = true\nprefix = \"r_\"\n\n[mcp_servers.off]\ncommand = \"x\"\nenabled = false\n",
+            "local",
+        )
+        .unwrap();
+        let merged = user.merge(local);
+        let servers = merged.mcp_servers(Path::new("/ws"), &[]).unwrap();
+        assert_eq!(servers.len(), 2);
+        let docs = &servers[0];
+        assert_eq!(docs.startup_timeout, Duration::from_secs(5));
+        assert_eq!(docs.tool_timeout, Duration::from_millis(1500));
+        assert_eq!(docs.approval, ApprovalMode::NeverAsk);
+        assert!(docs.allows_tool("search") && !docs.allows_tool("other"));
+        let McpTransport::Http(h) = &servers[1].transport else {
+            panic!()
+        };
+        assert_eq!(h.url, "http://127.0.0.1:2/mcp");
+        assert!(servers[1].deferred);
+        assert_eq!(servers[1].effective_prefix(), "r_");
+
+        let cli = merged
+            .mcp_servers(
+                Path::new("/ws"),
+                &["docs=my-server --flag".into(), "web=https://x/mcp".into()],
+            )
+            .unwrap();
+        let McpTransport::Stdio(s) = &cli[0].transport else {
+            panic!()
+        };
+        assert_eq!(
+            (s.command.as_str(), s.args.clone()),
+            ("my-server", vec!["--flag".to_owned()])
+        );
+        assert!(matches!(cli[2].transport, McpTransport::Http(_)));
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_clear_errors() {
+        let err = ConfigFile::parse("[mcp_servers.x]\ncomand = \"a\"\n", "f").unwrap_err();
+        assert!(
+            err.message.contains("comand") && err.message.contains("command"),
+            "{}",
+            err.message
+        );
+        assert!(err.message.contains("tool_timeout_sec"), "{}", err.message);
+        let err = ConfigFile::parse("models = 1\n", "f").unwrap_err();
+        assert!(err.message.contains("mcp_servers"), "{}", err.message);
+        for bad in [
+            "[mcp_servers.x]\n",
+            "[mcp_servers.x]\ncommand = \"a\"\nurl = \"http://b\"\n",
+            "[mcp_servers.x]\ncommand = \"a\"\napproval = \"maybe\"\n",
+            "[mcp_servers.x]\ncommand = \"a\"\ntool_timeout_sec = -1\n",
+        ] {
+            let file = ConfigFile::parse(bad, "f").unwrap();
+            assert!(file.mcp_servers(Path::new("/"), &[]).is_err(), "{bad}");
+        }
+        assert!(
+            ConfigFile::default()
+                .mcp_servers(Path::new("/"), &["nothing".into()])
+                .is_err()
+        );
+    }
+}

@@ -1,0 +1,115 @@
+//! The CLI's MCP commands: connecting the configured servers for `agentloop run`, listing them
+//! (`agentloop mcp list`) and serving the built-in tools (`agentloop mcp-server`).
+//!
+//! Server lifecycle notices (started, failed, died, restarted) go to stderr as one line each;
+//! a server that fails to start never stops a run, its tools are just absent.
+
+use std::sync::Arc;
+
+use agentloop::agent::AgentLoop;
+use agentloop::builtin::{Workspace, WorkspaceDeps};
+use agentloop::tooling::{ToolSpec, bm25_tool_search};
+use agentloop_mcp::{McpEvent, McpServerConfig, McpToolset, ServerState};
+
+use crate::cli::{McpCommand, McpListArgs, McpServerArgs};
+use crate::config::ConfigFile;
+use crate::error::Failure;
+
+/// Tools a tool search returns per query.
+const TOOL_SEARCH_TOP_K: usize = 5;
+
+/// Starts the servers; their tools (empty when none are configured).
+pub async fn connect(
+    servers: Vec<McpServerConfig>,
+) -> Result<(McpToolset, Vec<ToolSpec<WorkspaceDeps>>), Failure> {
+    let on_event: agentloop_mcp::McpEventFn = Arc::new(|event: &McpEvent| {
+        if !matches!(event, McpEvent::Started { .. }) {
+            eprintln!("agentloop: {event}");
+        }
+    });
+    let toolset = McpToolset::connect_with_events(servers, Some(on_event))
+        .await
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    let tools = toolset
+        .tools::<WorkspaceDeps>()
+        .await
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    Ok((toolset, tools))
+}
+
+/// Adds the local tool search when some tools are deferred (deferred MCP servers).
+pub fn add_tool_search(agent: &mut AgentLoop<WorkspaceDeps>) -> Result<(), Failure> {
+    if agent.registry().deferred_names().is_empty() || agent.registry().tool_search().is_some() {
+        return Ok(());
+    }
+    let search = bm25_tool_search(agent.registry(), TOOL_SEARCH_TOP_K);
+    agent
+        .add_tool(search)
+        .map_err(|e| Failure::new(format!("cannot register the tool search: {e}")))
+}
+
+/// `agentloop mcp …`.
+pub async fn run(command: McpCommand) -> Result<(), Failure> {
+    match command {
+        McpCommand::List(args) => list(args).await,
+    }
+}
+
+async fn list(args: McpListArgs) -> Result<(), Failure> {
+    let root = match &args.workspace {
+        Some(dir) => dir.clone(),
+        None => std::env::current_dir()?,
+    };
+    let servers = ConfigFile::load(&root)?.mcp_servers(&root, &args.mcp)?;
+    if servers.is_empty() {
+        println!(
+            "no MCP servers configured (add [mcp_servers.NAME] to {} or .agentloop/config.toml, or pass --mcp)",
+            crate::config::user_config_path()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|| "~/.config/agentloop/config.toml".into())
+        );
+        return Ok(());
+    }
+    let toolset = McpToolset::connect(servers)
+        .await
+        .map_err(|e| Failure::usage(e.to_string()))?;
+    // Surface name collisions the way a run would.
+    if let Err(e) = toolset.tools::<WorkspaceDeps>().await {
+        eprintln!("agentloop: warning: {e}");
+    }
+    for server in toolset.report().await {
+        match &server.state {
+            ServerState::Running { tools } => {
+                println!("{}: running, {tools} tool(s)", server.name);
+            }
+            ServerState::Down(why) => println!("{}: failed to start: {why}", server.name),
+            _ => println!("{}: unknown state", server.name),
+        }
+        for tool in &server.tools {
+            let mut flags = Vec::new();
+            if tool.read_only {
+                flags.push("read-only");
+            }
+            if tool.needs_approval {
+                flags.push("needs approval");
+            }
+            let first_line = tool.description.lines().next().unwrap_or_default();
+            let flags = if flags.is_empty() {
+                String::new()
+            } else {
+                format!(" [{}]", flags.join(", "))
+            };
+            println!("  {}{flags}  {first_line}", tool.name);
+        }
+    }
+    toolset.shutdown().await;
+    Ok(())
+}
+
+/// `agentloop mcp-server`.
+pub async fn serve(args: McpServerArgs) -> Result<(), Failure> {
+    let workspace = Workspace::new(&args.workspace).map_err(|e| Failure::usage(e.to_string()))?;
+    agentloop_mcp::serve_builtin_tools(workspace, args.approve.into())
+        .await
+        .map_err(|e| Failure::new(format!("MCP server: {e}")))
+}

@@ -1,0 +1,196 @@
+//! MCP through the `agentloop` binary: a run whose config file names an MCP server (the binary
+//! itself, as `agentloop mcp-server`) calls its tools by their prefixed names next to the
+//! built-in ones; the workspace config wins over the user config; `agentloop mcp list`; `--mcp`;
+//! unknown config keys are a usage error listing the valid ones.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use agentloop_testkit::{MockServer, Script};
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_agentloop");
+
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("ws/.agentloop")).unwrap();
+        std::fs::create_dir_all(dir.path().join("config/agentloop")).unwrap();
+        std::fs::create_dir_all(dir.path().join("served")).unwrap();
+        std::fs::write(dir.path().join("ws/local.txt"), "local file\n").unwrap();
+        std::fs::write(dir.path().join("served/remote.txt"), "served file\n").unwrap();
+        Scratch { dir }
+    }
+    fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+    fn cmd(&self) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.env("OPENAI_API_KEY", "dummy")
+            .env("XDG_DATA_HOME", self.path("data"))
+            .env("XDG_CONFIG_HOME", self.path("config"))
+            .env("NO_COLOR", "1")
+            .env_remove("AGENTLOOP_DB")
+            .arg("--db")
+            .arg(self.path("sessions.db"))
+            .stdin(Stdio::null());
+        cmd
+    }
+    /// The TOML block of a server that is this binary serving `served/`.
+    fn self_server(&self, name: &str) -> String {
+        format!(
+            "[mcp_servers.{name}]\ncommand = {:?}\nargs = [\"mcp-server\", \"--workspace\", {:?}, \"--approve\", \"always\"]\ntool_timeout_sec = 30\n",
+            BIN,
+            self.path("served").to_str().unwrap()
+        )
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn write(path: &Path, body: &str) {
+    std::fs::write(path, body).unwrap();
+}
+
+#[test]
+fn a_run_calls_a_configured_mcp_server_next_to_the_builtin_tools() {
+    let s = Scratch::new();
+    // The user file names a broken server; the workspace file redefines it (workspace wins).
+    write(
+        &s.path("config/agentloop/config.toml"),
+        "[mcp_servers.srv]\ncommand = \"/nonexistent/server\"\n",
+    );
+    write(&s.path("ws/.agentloop/config.toml"), &s.self_server("srv"));
+    let server = MockServer::start(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [
+                {"id": "c1", "name": "mcp__srv__read_file", "arguments": {"path": "remote.txt"}},
+                {"id": "c2", "name": "read_file", "arguments": {"path": "local.txt"}},
+                {"id": "c3", "name": "mcp__srv__list_dir", "arguments": {"path": "."}}
+            ]},
+            {"text": "read both"}
+        ]}))
+        .unwrap(),
+    );
+    let out = s
+        .cmd()
+        .args(["run", "--json", "--model", "openai:mock", "--base-url"])
+        .arg(server.openai_base_url())
+        .arg("--workspace")
+        .arg(s.path("ws"))
+        .arg("read the files")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(server.violations().is_empty(), "{:?}", server.violations());
+    let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Every call answered exactly once, with the right content and no error.
+    let result = |id: &str| {
+        let ends: Vec<&Value> = events
+            .iter()
+            .filter(|e| e["type"] == "tool_execution_end" && e["call"]["id"] == id)
+            .collect();
+        assert_eq!(ends.len(), 1, "{id}: {}", text(&out));
+        assert_eq!(ends[0]["result"]["is_error"], false, "{id}: {}", ends[0]);
+        ends[0]["result"]["content"].as_str().unwrap().to_owned()
+    };
+    assert!(result("c1").contains("served file"));
+    assert!(result("c2").contains("local file"));
+    assert!(result("c3").contains("remote.txt"));
+}
+
+#[test]
+fn mcp_list_shows_servers_their_state_and_tools() {
+    let s = Scratch::new();
+    write(
+        &s.path("ws/.agentloop/config.toml"),
+        &format!(
+            "{}\n[mcp_servers.broken]\ncommand = \"/nonexistent/server\"\n\n[mcp_servers.off]\ncommand = \"x\"\nenabled = false\n",
+            s.self_server("tools")
+        ),
+    );
+    let out = s
+        .cmd()
+        .args(["mcp", "list", "--workspace"])
+        .arg(s.path("ws"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("tools: running, 7 tool(s)"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        stdout.contains("mcp__tools__read_file [read-only]"),
+        "{}",
+        text(&out)
+    );
+    assert!(
+        stdout.contains("mcp__tools__shell [needs approval]"),
+        "{}",
+        text(&out)
+    );
+    assert!(stdout.contains("broken: failed to start"), "{}", text(&out));
+    assert!(
+        !stdout.lines().any(|l| l.starts_with("off")),
+        "{}",
+        text(&out)
+    );
+
+    // --mcp adds a server from the command line.
+    let out = s
+        .cmd()
+        .args(["mcp", "list", "--workspace"])
+        .arg(s.path("served"))
+        .arg("--mcp")
+        .arg(format!(
+            "cli={BIN} mcp-server --workspace {}",
+            s.path("served").display()
+        ))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("mcp__cli__grep"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn unknown_config_keys_are_a_usage_error_listing_the_valid_ones() {
+    let s = Scratch::new();
+    write(
+        &s.path("ws/.agentloop/config.toml"),
+        "[mcp_servers.x]\ncomand = \"a\"\n",
+    );
+    let out = s
+        .cmd()
+        .args(["mcp", "list", "--workspace"])
+        .arg(s.path("ws"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("comand") && stderr.contains("startup_timeout_sec"),
+        "{stderr}"
+    );
+}

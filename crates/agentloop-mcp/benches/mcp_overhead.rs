@@ -1,0 +1,105 @@
+//! MCP measurements against `@modelcontextprotocol/server-everything` over stdio (installed by
+//! `.ci/setup-mcp-servers`): the time to start the server and list its tools through
+//! [`McpToolset`], and the cost of one `echo` call through an agentloop tool versus a direct
+//! rmcp client call on the same kind of connection (median of many calls, interleaved).
+//!
+//! Run: `cargo bench -p agentloop-mcp --bench mcp_overhead` (prints one line per figure).
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use agentloop::tooling::Deps;
+use agentloop_mcp::{McpServerConfig, McpToolset};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use serde_json::json;
+
+const CALLS: usize = 400;
+const STARTS: usize = 5;
+
+fn script() -> Option<String> {
+    let dir = std::env::var_os("AGENTLOOP_MCP_SERVERS_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let cache = std::env::var_os("AGENTLOOP_CI_CACHE")
+                .map(PathBuf::from)
+                .or_else(|| {
+                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/agentloop-ci"))
+                })?;
+            Some(cache.join("mcp"))
+        })?;
+    let p = dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    p.exists().then(|| p.to_string_lossy().into_owned())
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+#[tokio::main]
+async fn main() {
+    let Some(script) = script() else {
+        eprintln!("mcp_overhead: server-everything not installed; run .ci/setup-mcp-servers");
+        return;
+    };
+    let config = || McpServerConfig::stdio("everything", "node", [script.clone(), "stdio".into()]);
+
+    // Startup: spawn + initialize + tools/list.
+    let mut starts = Vec::new();
+    for _ in 0..STARTS {
+        let t = Instant::now();
+        let toolset = McpToolset::connect([config()]).await.unwrap();
+        let tools = toolset.tools::<Deps>().await.unwrap();
+        starts.push(t.elapsed());
+        assert!(!tools.is_empty());
+        toolset.shutdown().await;
+    }
+    println!(
+        "startup to tool list (server-everything, stdio): median {:?} of {STARTS}",
+        median(starts)
+    );
+
+    // Per-call: agentloop tool vs direct rmcp call, each on its own server process.
+    let toolset = McpToolset::connect([config()]).await.unwrap();
+    let tools = toolset.tools::<Deps>().await.unwrap();
+    let echo = tools
+        .iter()
+        .find(|t| t.name() == "mcp__everything__echo")
+        .unwrap()
+        .clone();
+    let deps = Arc::new(Deps::new());
+    let mut cmd = tokio::process::Command::new("node");
+    cmd.args([script.as_str(), "stdio"]);
+    let direct = ().serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    let args = json!({"message": "hello"});
+    // Warm up both.
+    for _ in 0..50 {
+        echo.call(deps.clone(), args.clone()).await.unwrap();
+        let mut p = CallToolRequestParams::new("echo");
+        p.arguments = args.as_object().cloned();
+        direct.call_tool(p).await.unwrap();
+    }
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    for _ in 0..CALLS {
+        let t = Instant::now();
+        echo.call(deps.clone(), args.clone()).await.unwrap();
+        ours.push(t.elapsed());
+        let mut p = CallToolRequestParams::new("echo");
+        p.arguments = args.as_object().cloned();
+        let t = Instant::now();
+        direct.call_tool(p).await.unwrap();
+        theirs.push(t.elapsed());
+    }
+    let (ours, theirs) = (median(ours), median(theirs));
+    let diff = ours.as_secs_f64() - theirs.as_secs_f64();
+    println!(
+        "echo call, median of {CALLS}: agentloop tool {ours:?}, direct rmcp {theirs:?}, overhead {:+.1} µs ({:+.1}%)",
+        diff * 1e6,
+        diff / theirs.as_secs_f64() * 100.0
+    );
+    toolset.shutdown().await;
+    let _ = direct.cancel().await;
+}

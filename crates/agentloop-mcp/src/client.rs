@@ -1,0 +1,641 @@
+//! One live MCP server from the client side: starting it (stdio child in its own process group,
+//! or streamable HTTP), listing its tools, calling a tool with timeout/progress/cancellation, and
+//! mapping the result onto an agentloop [`ToolOutput`] or [`ToolError`].
+//!
+//! A [`ServerHandle`] owns the connection and restarts it (bounded) when it died; it never
+//! panics and never ends a run: every failure becomes an error result naming the server.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agentloop::tooling::{ToolError, ToolErrorKind, ToolOutput};
+use agentloop::transcript::ImagePart;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
+    CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientNotification,
+    ClientRequest, ContentBlock, Implementation, ProgressNotificationParam, ProgressToken,
+    RequestId, ResourceContents, ServerResult, Tool,
+};
+use rmcp::service::{
+    MaybeSendFuture, NotificationContext, Peer, PeerRequestOptions, RoleClient, RunningService,
+    ServiceError,
+};
+use rmcp::{ClientHandler, ServiceExt};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{McpServerConfig, McpTransport};
+use crate::error::McpError;
+use crate::events::{EventSink, McpEvent};
+
+/// A progress callback registered for one in-flight call.
+type ProgressFn = Arc<dyn Fn(Value) + Send + Sync>;
+
+/// The client side handler: notices `tools/list_changed` and forwards progress to the call
+/// that asked for it.
+#[derive(Clone)]
+pub(crate) struct Handler {
+    tools_changed: Arc<AtomicBool>,
+    on_tools_changed: Arc<dyn Fn() + Send + Sync>,
+    progress: Arc<Mutex<HashMap<ProgressToken, ProgressFn>>>,
+}
+
+impl ClientHandler for Handler {
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
+        self.tools_changed.store(true, Ordering::Release);
+        (self.on_tools_changed)();
+        std::future::ready(())
+    }
+
+    fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
+        let callback = self
+            .progress
+            .lock()
+            .ok()
+            .and_then(|map| map.get(&params.progress_token).cloned());
+        if let Some(callback) = callback {
+            let mut update = serde_json::json!({"progress": params.progress});
+            if let Some(total) = params.total {
+                update["total"] = total.into();
+            }
+            if let Some(message) = params.message {
+                update["message"] = message.into();
+            }
+            callback(update);
+        }
+        std::future::ready(())
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("agentloop", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+/// A running connection; dropping it kills a stdio server's whole process group.
+pub(crate) struct Live {
+    service: RunningService<RoleClient, Handler>,
+    /// The stdio child's pid, which is also its process-group id.
+    pgid: Option<u32>,
+}
+
+impl Live {
+    fn peer(&self) -> &Peer<RoleClient> {
+        self.service.peer()
+    }
+
+    fn is_closed(&self) -> bool {
+        self.service.is_transport_closed()
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        // rmcp kills the child from a spawned task, which never runs when the runtime is going
+        // away (the agent exits); kill the group synchronously so no grandchild survives either.
+        kill_group(self.pgid);
+    }
+}
+
+#[cfg(unix)]
+fn kill_group(pgid: Option<u32>) {
+    use rustix::process::{Pid, Signal, kill_process_group};
+    if let Some(pid) = pgid
+        .and_then(|p| i32::try_from(p).ok())
+        .and_then(Pid::from_raw)
+    {
+        let _ = kill_process_group(pid, Signal::KILL);
+    }
+}
+
+#[cfg(not(unix))]
+fn kill_group(_pgid: Option<u32>) {}
+
+/// Where a server stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ServerState {
+    /// Connected, with this many tools (after filtering).
+    Running {
+        /// Tools offered (after allow/deny filtering).
+        tools: usize,
+    },
+    /// Not connected; the message says why.
+    Down(String),
+}
+
+/// One server's connection manager, shared by its tools.
+pub(crate) struct ServerHandle {
+    pub(crate) config: McpServerConfig,
+    live: tokio::sync::Mutex<Option<Arc<Live>>>,
+    state: Mutex<ServerState>,
+    tools: Mutex<Vec<Tool>>,
+    restarts: AtomicU32,
+    /// Set when the toolset shut the server down: no more restarts.
+    shut_down: AtomicBool,
+    pub(crate) tools_changed: Arc<AtomicBool>,
+    events: EventSink,
+    progress: Arc<Mutex<HashMap<ProgressToken, ProgressFn>>>,
+}
+
+impl ServerHandle {
+    pub(crate) fn new(config: McpServerConfig, events: EventSink) -> Self {
+        ServerHandle {
+            config,
+            live: tokio::sync::Mutex::new(None),
+            state: Mutex::new(ServerState::Down("not started".into())),
+            tools: Mutex::new(Vec::new()),
+            restarts: AtomicU32::new(0),
+            shut_down: AtomicBool::new(false),
+            tools_changed: Arc::new(AtomicBool::new(false)),
+            events,
+            progress: Arc::new(Mutex::new(HashMap::new())),
+        }
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.config.name
+    }
+
+    pub(crate) fn state(&self) -> ServerState {
+        self.state
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_else(|_| ServerState::Down("state unavailable".into()))
+    }
+
+    fn set_state(&self, state: ServerState) {
+        if let Ok(mut s) = self.state.lock() {
+            *s = state;
+        }
+    }
+
+    /// The tools of the current connection (filtered), empty when down.
+    pub(crate) async fn tools(&self) -> Vec<Tool> {
+        match &*self.live.lock().await {
+            Some(live) if !live.is_closed() => {
+                self.tools.lock().map(|t| t.clone()).unwrap_or_default()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Starts the server (first start). Failures are recorded, reported and returned.
+    pub(crate) async fn start(&self) -> Result<(), McpError> {
+        let mut slot = self.live.lock().await;
+        self.start_locked(&mut slot).await.map(|_| ())
+    }
+
+    async fn start_locked(&self, slot: &mut Option<Arc<Live>>) -> Result<Arc<Live>, McpError> {
+        *slot = None;
+        match tokio::time::timeout(self.config.startup_timeout, self.connect()).await {
+            Ok(Ok((live, tools))) => {
+                let live = Arc::new(live);
+                let count = tools.len();
+                if let Ok(mut t) = self.tools.lock() {
+                    *t = tools;
+                }
+                self.set_state(ServerState::Running { tools: count });
+                self.events.emit(McpEvent::Started {
+                    server: self.name().to_owned(),
+                    tools: count,
+                });
+                *slot = Some(live.clone());
+                Ok(live)
+            }
+            Ok(Err(e)) => Err(self.failed(e)),
+            Err(_) => Err(self.failed(McpError::StartupTimeout {
+                server: self.name().to_owned(),
+                timeout: self.config.startup_timeout,
+            })),
+        }
+    }
+
+    fn failed(&self, e: McpError) -> McpError {
+        tracing::warn!(server = %self.name(), "MCP server unavailable: {e}");
+        self.set_state(ServerState::Down(e.to_string()));
+        self.events.emit(McpEvent::Failed {
+            server: self.name().to_owned(),
+            error: e.to_string(),
+        });
+        e
+    }
+
+    async fn connect(&self) -> Result<(Live, Vec<Tool>), McpError> {
+        let server = self.name().to_owned();
+        let err = |e: String| McpError::Connect {
+            server: server.clone(),
+            message: e,
+        };
+        let tools_changed = self.tools_changed.clone();
+        let events = self.events.clone();
+        let name = server.clone();
+        let handler = Handler {
+            tools_changed: self.tools_changed.clone(),
+            on_tools_changed: Arc::new(move || {
+                tools_changed.store(true, Ordering::Release);
+                events.emit(McpEvent::ToolsChanged {
+                    server: name.clone(),
+                });
+            }),
+            progress: self.progress.clone(),
+        };
+        let (service, pgid) = match &self.config.transport {
+            McpTransport::Stdio(stdio) => {
+                let mut cmd = tokio::process::Command::new(&stdio.command);
+                cmd.args(&stdio.args).envs(&stdio.env).kill_on_drop(true);
+                if let Some(cwd) = &stdio.cwd {
+                    cmd.current_dir(cwd);
+                }
+                let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
+                #[cfg(unix)]
+                wrapped.wrap(process_wrap::tokio::ProcessGroup::leader());
+                let (transport, _stderr) = rmcp::transport::TokioChildProcess::builder(wrapped)
+                    .spawn()
+                    .map_err(|e| err(format!("cannot start `{}`: {e}", stdio.command)))?;
+                let pgid = transport.id();
+                // If initialize fails or times out the transport is dropped; kill the group now.
+                let guard = GroupGuard(pgid);
+                let service = handler
+                    .serve(transport)
+                    .await
+                    .map_err(|e| err(format!("initialize failed: {e}")))?;
+                std::mem::forget(guard);
+                (service, pgid)
+            }
+            McpTransport::Http(http) => {
+                use rmcp::transport::StreamableHttpClientTransport;
+                use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+                let mut headers = HashMap::new();
+                for (k, v) in &http.headers {
+                    let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+                        .map_err(|e| err(format!("bad header name `{k}`: {e}")))?;
+                    let value = reqwest::header::HeaderValue::from_str(v)
+                        .map_err(|e| err(format!("bad value for header `{k}`: {e}")))?;
+                    headers.insert(name, value);
+                }
+                let config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str())
+                    .custom_headers(headers);
+                let transport = StreamableHttpClientTransport::from_config(config);
+                let service = handler
+                    .serve(transport)
+                    .await
+                    .map_err(|e| err(format!("initialize failed: {e}")))?;
+                (service, None)
+            }
+        };
+        let live = Live { service, pgid };
+        let tools = self.list(&live).await?;
+        Ok((live, tools))
+    }
+
+    async fn list(&self, live: &Live) -> Result<Vec<Tool>, McpError> {
+        let tools = live
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| McpError::Connect {
+                server: self.name().to_owned(),
+                message: format!("tools/list failed: {e}"),
+            })?;
+        Ok(tools
+            .into_iter()
+            .filter(|t| self.config.allows_tool(&t.name))
+            .collect())
+    }
+
+    /// Re-reads the tool list if the server said it changed. Returns whether it did.
+    pub(crate) async fn refresh_if_changed(&self) -> Result<bool, McpError> {
+        if !self.tools_changed.swap(false, Ordering::AcqRel) {
+            return Ok(false);
+        }
+        let live = match &*self.live.lock().await {
+            Some(live) if !live.is_closed() => live.clone(),
+            _ => return Ok(false),
+        };
+        let tools = self.list(&live).await?;
+        self.set_state(ServerState::Running { tools: tools.len() });
+        if let Ok(mut t) = self.tools.lock() {
+            *t = tools;
+        }
+        Ok(true)
+    }
+
+    /// The connection to use for a call, restarting a dead server (bounded).
+    async fn connection(&self) -> Result<Arc<Live>, ToolError> {
+        let mut slot = self.live.lock().await;
+        if let Some(live) = slot.as_ref()
+            && !live.is_closed()
+        {
+            return Ok(live.clone());
+        }
+        if self.shut_down.load(Ordering::Acquire) {
+            return Err(ToolError::new(format!(
+                "MCP server `{}` was shut down; its tools are no longer available",
+                self.name()
+            )));
+        }
+        let had_connection = slot.is_some();
+        if had_connection {
+            self.events.emit(McpEvent::Died {
+                server: self.name().to_owned(),
+            });
+        }
+        let used = self.restarts.fetch_add(1, Ordering::AcqRel);
+        if used >= self.config.max_restarts {
+            let reason = match self.state() {
+                ServerState::Down(r) => r,
+                ServerState::Running { .. } => "it stopped".into(),
+            };
+            *slot = None;
+            self.set_state(ServerState::Down(reason.clone()));
+            return Err(ToolError::new(format!(
+                "MCP server `{}` is down ({reason}); it was restarted {} times already, so \
+                 its tools are unavailable for the rest of this run",
+                self.name(),
+                self.config.max_restarts
+            )));
+        }
+        match self.start_locked(&mut slot).await {
+            Ok(live) => {
+                self.events.emit(McpEvent::Restarted {
+                    server: self.name().to_owned(),
+                });
+                Ok(live)
+            }
+            Err(e) => Err(ToolError::new(format!(
+                "MCP server `{}` is down: {e}",
+                self.name()
+            ))),
+        }
+    }
+
+    /// Calls `tool` (its server-side name) with `args`.
+    pub(crate) async fn call(
+        &self,
+        tool: &str,
+        args: Value,
+        cancel: CancellationToken,
+        progress: Option<ProgressFn>,
+    ) -> Result<ToolOutput, ToolError> {
+        let live = self.connection().await?;
+        let arguments = match args {
+            Value::Object(map) => Some(map),
+            Value::Null => None,
+            other => {
+                return Err(ToolError::with_kind(
+                    ToolErrorKind::MalformedArguments,
+                    format!("arguments must be a JSON object, got {other}"),
+                ));
+            }
+        };
+        let mut params = CallToolRequestParams::new(tool.to_owned());
+        params.arguments = arguments;
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let options =
+            PeerRequestOptions::with_timeout(self.config.tool_timeout).reset_timeout_on_progress();
+        let peer = live.peer().clone();
+        let handle = match peer.send_request_with_option(request, options).await {
+            Ok(handle) => handle,
+            Err(e) => return Err(self.call_failed(tool, e)),
+        };
+        let token = handle.progress_token.clone();
+        let _progress = progress.map(|f| ProgressRegistration::new(&self.progress, token, f));
+        let mut guard = CancelOnDrop {
+            peer: peer.clone(),
+            id: Some(handle.id.clone()),
+        };
+        let result = tokio::select! {
+            r = handle.await_response() => r,
+            _ = cancel.cancelled() => {
+                // The guard sends notifications/cancelled.
+                return Err(ToolError::with_kind(
+                    ToolErrorKind::Aborted,
+                    format!("the call to `{tool}` was cancelled"),
+                ));
+            }
+        };
+        guard.id = None;
+        match result {
+            Ok(ServerResult::CallToolResult(result)) => map_result(result),
+            Ok(other) => Err(ToolError::new(format!(
+                "MCP server `{}` answered tools/call with an unexpected result: {}",
+                self.name(),
+                serde_json::to_string(&other).unwrap_or_default()
+            ))),
+            Err(e) => Err(self.call_failed(tool, e)),
+        }
+    }
+
+    fn call_failed(&self, tool: &str, e: ServiceError) -> ToolError {
+        let server = self.name();
+        match e {
+            ServiceError::Timeout { timeout } => ToolError::with_kind(
+                ToolErrorKind::Timeout,
+                format!(
+                    "MCP tool `{tool}` on server `{server}` timed out after {} without an answer \
+                     or progress; the request was cancelled",
+                    human(timeout)
+                ),
+            ),
+            ServiceError::McpError(data) => ToolError::new(format!(
+                "MCP server `{server}` rejected the call to `{tool}`: {} (code {})",
+                data.message, data.code.0
+            )),
+            ServiceError::TransportClosed | ServiceError::TransportSend(_)
+                if self.shut_down.load(Ordering::Acquire) =>
+            {
+                ToolError::new(format!(
+                    "MCP server `{server}` was shut down; its tools are no longer available"
+                ))
+            }
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+                self.set_state(ServerState::Down("the connection closed".into()));
+                self.events.emit(McpEvent::Died {
+                    server: server.to_owned(),
+                });
+                ToolError::new(format!(
+                    "MCP server `{server}` is down: the connection closed during the call to \
+                     `{tool}` (the server may have crashed); it will be restarted on the next call"
+                ))
+            }
+            other => ToolError::new(format!(
+                "MCP call to `{tool}` on server `{server}` failed: {other}"
+            )),
+        }
+    }
+
+    /// Closes the connection (the child's process group is killed).
+    pub(crate) async fn shutdown(&self) {
+        self.shut_down.store(true, Ordering::Release);
+        let live = self.live.lock().await.take();
+        if let Some(live) = live {
+            kill_group(live.pgid);
+            drop(live);
+        }
+        self.set_state(ServerState::Down("shut down".into()));
+    }
+}
+
+/// Kills a process group unless forgotten (used while a child is initializing).
+struct GroupGuard(Option<u32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        kill_group(self.0);
+    }
+}
+
+/// Sends `notifications/cancelled` for a request that is abandoned (abort, executor timeout).
+struct CancelOnDrop {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else { return };
+        let peer = self.peer.clone();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let notification = CancelledNotification::new(CancelledNotificationParam::new(
+                    Some(id),
+                    Some("cancelled by agentloop".into()),
+                ));
+                let _ = peer
+                    .send_notification(ClientNotification::CancelledNotification(notification))
+                    .await;
+            });
+        }
+    }
+}
+
+/// Routes a call's progress notifications to its callback while the call runs.
+struct ProgressRegistration {
+    map: Arc<Mutex<HashMap<ProgressToken, ProgressFn>>>,
+    token: ProgressToken,
+}
+
+impl ProgressRegistration {
+    fn new(
+        map: &Arc<Mutex<HashMap<ProgressToken, ProgressFn>>>,
+        token: ProgressToken,
+        f: ProgressFn,
+    ) -> Self {
+        if let Ok(mut m) = map.lock() {
+            m.insert(token.clone(), f);
+        }
+        ProgressRegistration {
+            map: map.clone(),
+            token,
+        }
+    }
+}
+
+impl Drop for ProgressRegistration {
+    fn drop(&mut self) {
+        if let Ok(mut m) = self.map.lock() {
+            m.remove(&self.token);
+        }
+    }
+}
+
+fn human(d: Duration) -> String {
+    if d.as_millis().is_multiple_of(1000) {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
+/// Maps an MCP tool result onto agentloop's: text blocks joined by newlines, images as image
+/// parts, resources as text with their URI, `structuredContent` as JSON text when there is no
+/// text block, `isError` as an error result.
+pub fn map_result(result: CallToolResult) -> Result<ToolOutput, ToolError> {
+    let mut texts: Vec<String> = Vec::new();
+    let mut images = Vec::new();
+    let mut has_text = false;
+    for block in result.content {
+        match block {
+            ContentBlock::Text(t) => {
+                has_text = true;
+                texts.push(t.text);
+            }
+            ContentBlock::Image(i) => images.push(ImagePart {
+                media_type: i.mime_type,
+                data: i.data,
+            }),
+            ContentBlock::Audio(a) => texts.push(format!(
+                "[audio content ({}), {} bytes of base64 not shown]",
+                a.mime_type,
+                a.data.len()
+            )),
+            ContentBlock::Resource(r) => texts.push(match r.resource {
+                ResourceContents::TextResourceContents { uri, text, .. } => {
+                    format!("[resource {uri}]\n{text}")
+                }
+                ResourceContents::BlobResourceContents {
+                    uri,
+                    mime_type,
+                    blob,
+                    ..
+                } => format!(
+                    "[resource {uri} ({}), {} bytes of base64 not shown]",
+                    mime_type.as_deref().unwrap_or("binary"),
+                    blob.len()
+                ),
+                #[allow(unreachable_patterns)]
+                _ => "[resource]".to_owned(),
+            }),
+            ContentBlock::ResourceLink(link) => {
+                let mut line = format!("[resource link {}] {}", link.uri, link.name);
+                if let Some(d) = &link.description {
+                    line.push_str(": ");
+                    line.push_str(d);
+                }
+                if let Some(m) = &link.mime_type {
+                    line.push_str(&format!(" ({m})"));
+                }
+                texts.push(line);
+            }
+            #[allow(unreachable_patterns)]
+            _ => texts.push("[unsupported content block]".to_owned()),
+        }
+    }
+    if !has_text && let Some(structured) = &result.structured_content {
+        texts.insert(0, structured.to_string());
+    }
+    let content = texts.join("\n");
+    if result.is_error == Some(true) {
+        let message = if content.is_empty() {
+            "the MCP tool reported an error without a message".to_owned()
+        } else {
+            content
+        };
+        return Err(ToolError::new(message));
+    }
+    Ok(ToolOutput { content, images })
+}
+
+impl ServerHandle {
+    /// Kills a stdio child's process group right now, without awaiting (used from `Drop`).
+    pub(crate) fn kill_now(&self) {
+        self.shut_down.store(true, Ordering::Release);
+        if let Ok(slot) = self.live.try_lock()
+            && let Some(live) = slot.as_ref()
+        {
+            kill_group(live.pgid);
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! How to reach one MCP server and what to take from it: [`McpServerConfig`] (transport,
+//! timeouts, tool filters, approval mode, name prefix, deferred loading).
+//!
+//! This module only describes servers; connecting is [`crate::McpToolset`]'s job. The CLI builds
+//! these from `[mcp_servers.NAME]` tables (same key names as codex's config).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Default time a server gets to start and answer `initialize` + `tools/list`.
+pub const DEFAULT_STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default time one tool call may go without an answer or a progress notification.
+pub const DEFAULT_TOOL_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default number of times a server that died is started again (on the next call).
+pub const DEFAULT_MAX_RESTARTS: u32 = 3;
+
+/// A server started as a child process speaking MCP over its stdin/stdout.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StdioServer {
+    /// The program to run (looked up on `PATH`).
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+    /// Extra environment variables (added to the inherited environment).
+    pub env: BTreeMap<String, String>,
+    /// Working directory; the current one when `None`.
+    pub cwd: Option<PathBuf>,
+}
+
+/// A server reached over MCP streamable HTTP.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HttpServer {
+    /// The endpoint, e.g. `http://127.0.0.1:3001/mcp`.
+    pub url: String,
+    /// Headers sent with every request (e.g. `Authorization`).
+    pub headers: BTreeMap<String, String>,
+}
+
+/// How to reach a server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum McpTransport {
+    /// A child process over stdio.
+    Stdio(StdioServer),
+    /// Streamable HTTP.
+    Http(HttpServer),
+}
+
+/// Which of a server's tool calls need approval (the session's approval policy then decides
+/// whether "needs approval" means ask, allow or deny, exactly as for the built-in mutating tools).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ApprovalMode {
+    /// Every call needs approval.
+    Always,
+    /// Calls of tools not annotated `readOnlyHint: true` need approval (MCP's default for a tool
+    /// without annotations is "may be destructive"). Annotations are hints from the server; a
+    /// server you do not trust should use [`Always`](Self::Always).
+    #[default]
+    Mutating,
+    /// No call needs approval.
+    NeverAsk,
+}
+
+impl ApprovalMode {
+    /// The config spelling: `always`, `mutating` or `never-ask`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ApprovalMode::Always => "always",
+            ApprovalMode::Mutating => "mutating",
+            ApprovalMode::NeverAsk => "never-ask",
+        }
+    }
+
+    /// Whether a call of a tool with these hints needs approval under this mode.
+    pub fn needs_approval(&self, read_only_hint: Option<bool>) -> bool {
+        match self {
+            ApprovalMode::Always => true,
+            ApprovalMode::Mutating => read_only_hint != Some(true),
+            ApprovalMode::NeverAsk => false,
+        }
+    }
+}
+
+impl fmt::Display for ApprovalMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The error of parsing an [`ApprovalMode`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown MCP approval mode \"{0}\"; expected always, mutating or never-ask")]
+pub struct ParseApprovalModeError(pub String);
+
+impl FromStr for ApprovalMode {
+    type Err = ParseApprovalModeError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
+            "always" => Ok(ApprovalMode::Always),
+            "mutating" => Ok(ApprovalMode::Mutating),
+            "never-ask" | "never" => Ok(ApprovalMode::NeverAsk),
+            _ => Err(ParseApprovalModeError(s.to_owned())),
+        }
+    }
+}
+
+/// One MCP server: how to reach it and which of its tools to use, how.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct McpServerConfig {
+    /// The server's name (used in tool names `mcp__<name>__<tool>` and in messages).
+    pub name: String,
+    /// How to reach it.
+    pub transport: McpTransport,
+    /// Time to start and list tools.
+    pub startup_timeout: Duration,
+    /// Time a call may go without an answer; each progress notification restarts it.
+    pub tool_timeout: Duration,
+    /// Only these tools (server-side names), when set.
+    pub enabled_tools: Option<Vec<String>>,
+    /// Never these tools (server-side names).
+    pub disabled_tools: Vec<String>,
+    /// Which calls need approval.
+    pub approval: ApprovalMode,
+    /// The tool-name prefix; `None` means `mcp__<name>__`, `Some("")` means none.
+    pub prefix: Option<String>,
+    /// Register the tools as deferred (found through tool search instead of sent every turn).
+    pub deferred: bool,
+    /// How many times a server that died is started again.
+    pub max_restarts: u32,
+}
+
+impl McpServerConfig {
+    /// A server with the given transport and default settings.
+    pub fn new(name: impl Into<String>, transport: McpTransport) -> Self {
+        McpServerConfig {
+            name: name.into(),
+            transport,
+            startup_timeout: DEFAULT_STARTUP_TIMEOUT,
+            tool_timeout: DEFAULT_TOOL_TIMEOUT,
+            enabled_tools: None,
+            disabled_tools: Vec::new(),
+            approval: ApprovalMode::default(),
+            prefix: None,
+            deferred: false,
+            max_restarts: DEFAULT_MAX_RESTARTS,
+        }
+    }
+
+    /// A stdio server running `command args…`.
+    pub fn stdio<I, S>(name: impl Into<String>, command: impl Into<String>, args: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        McpServerConfig::new(
+            name,
+            McpTransport::Stdio(StdioServer {
+                command: command.into(),
+                args: args.into_iter().map(Into::into).collect(),
+                ..StdioServer::default()
+            }),
+        )
+    }
+
+    /// A streamable-HTTP server at `url`.
+    pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
+        McpServerConfig::new(
+            name,
+            McpTransport::Http(HttpServer {
+                url: url.into(),
+                headers: BTreeMap::new(),
+            }),
+        )
+    }
+
+    /// Sets the startup timeout.
+    pub fn with_startup_timeout(mut self, timeout: Duration) -> Self {
+        self.startup_timeout = timeout;
+        self
+    }
+
+    /// Sets the per-call timeout.
+    pub fn with_tool_timeout(mut self, timeout: Duration) -> Self {
+        self.tool_timeout = timeout;
+        self
+    }
+
+    /// Sets the approval mode.
+    pub fn with_approval(mut self, approval: ApprovalMode) -> Self {
+        self.approval = approval;
+        self
+    }
+
+    /// Sets the name prefix (`""` for none).
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = Some(prefix.into());
+        self
+    }
+
+    /// Marks the tools deferred.
+    pub fn with_deferred(mut self, deferred: bool) -> Self {
+        self.deferred = deferred;
+        self
+    }
+
+    /// Keeps only these tools.
+    pub fn with_enabled_tools<I, S>(mut self, tools: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.enabled_tools = Some(tools.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// Drops these tools.
+    pub fn with_disabled_tools<I, S>(mut self, tools: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.disabled_tools = tools.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets an environment variable for a stdio server (ignored for HTTP).
+    pub fn with_env(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        if let McpTransport::Stdio(s) = &mut self.transport {
+            s.env.insert(key.into(), value.into());
+        }
+        self
+    }
+
+    /// Sets a header for an HTTP server (ignored for stdio).
+    pub fn with_header(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        if let McpTransport::Http(h) = &mut self.transport {
+            h.headers.insert(key.into(), value.into());
+        }
+        self
+    }
+
+    /// Whether the filters let `tool` (a server-side name) through.
+    pub fn allows_tool(&self, tool: &str) -> bool {
+        let enabled = self
+            .enabled_tools
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|t| t == tool));
+        enabled && !self.disabled_tools.iter().any(|t| t == tool)
+    }
+
+    /// The prefix put before each tool name.
+    pub fn effective_prefix(&self) -> String {
+        match &self.prefix {
+            Some(p) => p.clone(),
+            None => format!("mcp__{}__", sanitize(&self.name)),
+        }
+    }
+}
+
+/// Replaces every character providers reject in tool names with `_`.
+pub(crate) fn sanitize(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn approval_modes() {
+        assert!(ApprovalMode::Mutating.needs_approval(None));
+        assert!(ApprovalMode::Mutating.needs_approval(Some(false)));
+        assert!(!ApprovalMode::Mutating.needs_approval(Some(true)));
+        assert!(ApprovalMode::Always.needs_approval(Some(true)));
+        assert!(!ApprovalMode::NeverAsk.needs_approval(None));
+        assert_eq!("never-ask".parse(), Ok(ApprovalMode::NeverAsk));
+        assert!("sometimes".parse::<ApprovalMode>().is_err());
+    }
+
+    #[test]
+    fn filters_and_prefix() {
+        let c = McpServerConfig::stdio("my server", "x", ["a"])
+            .with_enabled_tools(["a", "b"])
+            .with_disabled_tools(["b"]);
+        assert!(c.allows_tool("a"));
+        assert!(!c.allows_tool("b"));
+        assert!(!c.allows_tool("c"));
+        assert_eq!(c.effective_prefix(), "mcp__my_server__");
+        assert_eq!(c.with_prefix("").effective_prefix(), "");
+    }
+}

@@ -1,0 +1,56 @@
+//! [`McpError`]: what can go wrong connecting to MCP servers or turning their tools into
+//! agentloop tools. Tool *calls* never return it: they end in an error result for the model.
+
+use std::time::Duration;
+
+/// An MCP toolset error.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum McpError {
+    /// The server could not be started or did not complete `initialize` / `tools/list`.
+    #[error("MCP server `{server}` failed to start: {message}")]
+    Connect {
+        /// The server's name.
+        server: String,
+        /// What failed.
+        message: String,
+    },
+    /// The server did not finish starting within its startup timeout.
+    #[error("MCP server `{server}` did not start within {} s", timeout.as_secs_f64())]
+    StartupTimeout {
+        /// The server's name.
+        server: String,
+        /// The timeout that passed.
+        timeout: Duration,
+    },
+    /// The server is not running.
+    #[error("MCP server `{server}` is down: {reason}")]
+    Down {
+        /// The server's name.
+        server: String,
+        /// Why.
+        reason: String,
+    },
+    /// Two tools (from the same or different servers) map to the same agentloop name.
+    #[error(
+        "tool name `{name}` is used by both {first} and {second}; set a different `prefix` for one of the servers or disable one of the tools"
+    )]
+    NameCollision {
+        /// The colliding agentloop tool name.
+        name: String,
+        /// `server/tool` of the first.
+        first: String,
+        /// `server/tool` of the second.
+        second: String,
+    },
+    /// Two servers have the same name.
+    #[error("two MCP servers are named `{0}`")]
+    DuplicateServer(String),
+}
+
+impl McpError {
+    /// Whether this is a name collision between tools.
+    pub fn is_collision(&self) -> bool {
+        matches!(self, McpError::NameCollision { .. })
+    }
+}

@@ -1,0 +1,29 @@
+//! MCP for agentloop, on the official Rust SDK (`rmcp` 3.11, kept in this one crate so a future
+//! rmcp major is one place to change).
+//!
+//! - [`McpToolset`] connects to MCP servers over stdio ([`McpTransport::Stdio`]) or streamable
+//!   HTTP ([`McpTransport::Http`]) and turns their tools into agentloop
+//!   [`ToolSpec`](agentloop::tooling::ToolSpec)s named `mcp__<server>__<tool>`: schemas passed
+//!   through unchanged, results mapped (text, images, resources, structured content, errors),
+//!   per-server timeouts with progress, cancellation, restarts and process-group cleanup.
+//! - [`serve_builtin_tools`] serves agentloop's built-in tools over MCP (stdio).
+
+mod client;
+mod config;
+mod error;
+mod events;
+mod server;
+mod toolset;
+
+pub use client::{ServerState, map_result};
+pub use config::{
+    ApprovalMode, DEFAULT_MAX_RESTARTS, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, HttpServer,
+    McpServerConfig, McpTransport, ParseApprovalModeError, StdioServer,
+};
+pub use error::McpError;
+pub use events::{McpEvent, McpEventFn};
+pub use server::{BuiltinToolsServer, serve_builtin_tools};
+pub use toolset::{McpToolset, ServerReport, ToolReport};
+
+/// The rmcp version this crate is built on (re-exported so applications can name its types).
+pub use rmcp;

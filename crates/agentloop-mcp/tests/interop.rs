@@ -1,0 +1,230 @@
+//! Interop with the reference MCP servers (Node): `@modelcontextprotocol/server-everything`
+//! 2026.8.31 over stdio and streamable HTTP, and `@modelcontextprotocol/server-filesystem`
+//! 2026.8.31 on a temp dir. Installed by `.ci/setup-mcp-servers` into
+//! `${AGENTLOOP_CI_CACHE:-$HOME/.cache/agentloop-ci}/mcp` (or `AGENTLOOP_MCP_SERVERS_DIR`);
+//! absent → the suite says so in one line and skips (a failure in CI).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use agentloop::tooling::{Deps, ToolSpec};
+use agentloop_mcp::{McpServerConfig, McpToolset, ServerState};
+use serde_json::{Value, json};
+
+const SUITE: &str = "MCP interop with the reference Node servers";
+
+fn servers_dir() -> Option<PathBuf> {
+    let dir = std::env::var_os("AGENTLOOP_MCP_SERVERS_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let cache = std::env::var_os("AGENTLOOP_CI_CACHE")
+                .map(PathBuf::from)
+                .or_else(|| {
+                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/agentloop-ci"))
+                })?;
+            Some(cache.join("mcp"))
+        })?;
+    let node_ok = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    (node_ok
+        && dir
+            .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+            .exists())
+    .then_some(dir)
+}
+
+fn skip() {
+    agentloop_testkit::external::skip_suite(
+        SUITE,
+        "node or the pinned servers are not installed",
+        "run .ci/setup-mcp-servers (or set AGENTLOOP_MCP_SERVERS_DIR)",
+    );
+}
+
+fn everything(dir: &std::path::Path) -> String {
+    dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+        .to_string_lossy()
+        .into_owned()
+}
+
+async fn call(tools: &[ToolSpec<Deps>], name: &str, args: Value) -> agentloop::tooling::ToolOutput {
+    let spec = tools
+        .iter()
+        .find(|t| t.name() == name)
+        .unwrap_or_else(|| panic!("no {name}"));
+    spec.call(Arc::new(Deps::new()), args)
+        .await
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+async fn everything_checks(toolset: &McpToolset, p: &str) {
+    assert!(
+        matches!(toolset.servers()[0].1, ServerState::Running { .. }),
+        "{:?}",
+        toolset.servers()
+    );
+    let tools = toolset.tools::<Deps>().await.unwrap();
+    let out = call(&tools, &format!("{p}echo"), json!({"message": "hi there"})).await;
+    assert!(out.content.contains("hi there"), "{}", out.content);
+    let out = call(&tools, &format!("{p}get-sum"), json!({"a": 2, "b": 40})).await;
+    assert!(out.content.contains("42"), "{}", out.content);
+    let out = call(&tools, &format!("{p}get-tiny-image"), json!({})).await;
+    assert_eq!(out.images.len(), 1, "{out:?}");
+    assert_eq!(out.images[0].media_type, "image/png");
+    let out = call(
+        &tools,
+        &format!("{p}get-structured-content"),
+        json!({"location": "Chicago"}),
+    )
+    .await;
+    assert!(out.content.contains("temperature"), "{}", out.content);
+    // Progress notifications restart the 1.5 s call timeout over a 3 s operation.
+    let out = call(
+        &tools,
+        &format!("{p}trigger-long-running-operation"),
+        json!({"duration": 3, "steps": 6}),
+    )
+    .await;
+    assert!(
+        out.content.to_lowercase().contains("complete"),
+        "{}",
+        out.content
+    );
+    // Bad arguments are caught by the server's own schema, before the call.
+    let spec = tools
+        .iter()
+        .find(|t| t.name() == format!("{p}get-sum"))
+        .unwrap();
+    assert!(
+        spec.call(Arc::new(Deps::new()), json!({"a": "x"}))
+            .await
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn server_everything_over_stdio() {
+    let Some(dir) = servers_dir() else {
+        return skip();
+    };
+    let toolset = McpToolset::connect([McpServerConfig::stdio(
+        "everything",
+        "node",
+        [everything(&dir), "stdio".into()],
+    )
+    .with_tool_timeout(Duration::from_millis(1500))])
+    .await
+    .unwrap();
+    everything_checks(&toolset, "mcp__everything__").await;
+}
+
+#[tokio::test]
+async fn server_everything_over_streamable_http() {
+    let Some(dir) = servers_dir() else {
+        return skip();
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = tokio::process::Command::new("node")
+        .args([everything(&dir), "streamableHttp".into()])
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mut up = false;
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(up, "server-everything did not listen on {port}");
+    let toolset = McpToolset::connect([
+        McpServerConfig::http("web", url).with_tool_timeout(Duration::from_millis(1500))
+    ])
+    .await
+    .unwrap();
+    everything_checks(&toolset, "mcp__web__").await;
+    toolset.shutdown().await;
+    let _ = child.kill().await;
+}
+
+#[tokio::test]
+async fn server_filesystem_on_a_temp_dir() {
+    let Some(dir) = servers_dir() else {
+        return skip();
+    };
+    let root = tempfile::tempdir().unwrap();
+    let root_path = root.path().canonicalize().unwrap();
+    std::fs::write(root_path.join("a.txt"), "alpha\n").unwrap();
+    let script = dir.join("node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    let toolset = McpToolset::connect([McpServerConfig::stdio(
+        "fs",
+        "node",
+        [
+            script.to_string_lossy().into_owned(),
+            root_path.to_string_lossy().into_owned(),
+        ],
+    )])
+    .await
+    .unwrap();
+    assert!(
+        matches!(toolset.servers()[0].1, ServerState::Running { .. }),
+        "{:?}",
+        toolset.servers()
+    );
+    let tools = toolset.tools::<Deps>().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
+    assert!(names.contains(&"mcp__fs__list_directory"), "{names:?}");
+    let read = if names.contains(&"mcp__fs__read_text_file") {
+        "mcp__fs__read_text_file"
+    } else {
+        "mcp__fs__read_file"
+    };
+    let out = call(&tools, read, json!({"path": root_path.join("a.txt")})).await;
+    assert!(out.content.contains("alpha"), "{}", out.content);
+    call(
+        &tools,
+        "mcp__fs__write_file",
+        json!({"path": root_path.join("b.txt"), "content": "beta"}),
+    )
+    .await;
+    assert_eq!(
+        std::fs::read_to_string(root_path.join("b.txt")).unwrap(),
+        "beta"
+    );
+    let out = call(
+        &tools,
+        "mcp__fs__list_directory",
+        json!({"path": root_path}),
+    )
+    .await;
+    assert!(
+        out.content.contains("a.txt") && out.content.contains("b.txt"),
+        "{}",
+        out.content
+    );
+    // Outside the allowed directory: an error result, not a crash.
+    let spec = tools.iter().find(|t| t.name() == read).unwrap();
+    assert!(
+        spec.call(Arc::new(Deps::new()), json!({"path": "/etc/hostname"}))
+            .await
+            .is_err()
+    );
+    // read-only annotations map to approval.
+    assert_eq!(toolset.needs_approval("mcp__fs__write_file"), Some(true));
+}
