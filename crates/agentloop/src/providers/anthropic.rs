@@ -397,8 +397,7 @@ fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
         None => {
             if let Some(t) = request.temperature {
                 // Through its shortest decimal form: 0.2f32 goes out as 0.2, not 0.200000003.
-                let t = t.to_string().parse::<f64>().unwrap_or(f64::from(t));
-                body.insert("temperature".into(), json!(t));
+                body.insert("temperature".into(), json!(super::wire_temperature(t)));
             }
         }
     }

@@ -369,7 +369,8 @@ fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
     body.insert("stream".into(), json!(true));
     body.insert("store".into(), json!(false));
     if let Some(t) = request.temperature {
-        body.insert("temperature".into(), json!(t));
+        // Through its shortest decimal form: 0.2f32 goes out as 0.2, not 0.20000000298023224.
+        body.insert("temperature".into(), json!(super::wire_temperature(t)));
     }
     if let Some(n) = request.max_output_tokens {
         body.insert("max_output_tokens".into(), json!(n));
