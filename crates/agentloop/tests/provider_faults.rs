@@ -527,3 +527,36 @@ async fn a_repeating_server_error_stops_early_and_is_not_retried_for_the_identic
         assert_eq!(server.request_count(), 4, "{wire:?}");
     }
 }
+
+/// A huge, infinite or malformed Retry-After never panics; a wait beyond the maximum fails fast
+/// with the real status and "the provider asked to wait", never "HTTP 0".
+#[tokio::test]
+async fn hostile_retry_after_values_fail_fast_or_fall_back_to_backoff() {
+    for &wire in WIRES {
+        for (value, fails) in [
+            ("1e20", true),
+            ("inf", true),
+            ("-3", false),
+            ("soon", false),
+        ] {
+            let server = MockServer::start(script(text_turn_with(json!([
+                {"status": 429, "headers": {"retry-after": value}}
+            ]))));
+            let m = model(wire, &server, policy(2), Duration::from_secs(10));
+            let (_, message, error) = call(&m).await;
+            if fails {
+                let error = error.expect("an error");
+                let text = error.to_string();
+                assert!(text.contains("the provider asked to wait"), "{text}");
+                assert!(!text.contains("HTTP 0"), "{text}");
+                assert!(
+                    matches!(error, ModelError::Status { status: 429, .. }),
+                    "{error:?}"
+                );
+            } else {
+                assert!(error.is_none(), "{wire:?} {value}: {error:?}");
+                assert_eq!(message.text(), HELLO);
+            }
+        }
+    }
+}

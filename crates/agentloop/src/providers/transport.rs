@@ -330,15 +330,19 @@ where
             self.attempt += 1;
             let delay = match failure.retry_after {
                 Some(asked) if asked > self.policy.max_delay => {
-                    let error = ModelError::Status {
-                        status: 0,
-                        message: format!(
-                            "{} — the server asked to retry after {:.1}s, longer than the \
-                             configured maximum of {:.1}s",
-                            failure.error,
-                            asked.as_secs_f64(),
-                            self.policy.max_delay.as_secs_f64()
-                        ),
+                    let note = format!(
+                        "the provider asked to wait {:.1}s before retrying, longer than the \
+                         configured maximum of {:.1}s",
+                        asked.as_secs_f64(),
+                        self.policy.max_delay.as_secs_f64()
+                    );
+                    // Keep the real status and message: never a made-up status.
+                    let error = match failure.error {
+                        ModelError::Status { status, message } => ModelError::Status {
+                            status,
+                            message: format!("{message} — {note}"),
+                        },
+                        other => ModelError::Connection(format!("{other} — {note}")),
                     };
                     self.terminate(error);
                     return;
@@ -544,14 +548,27 @@ fn is_retryable_status(status: u16) -> bool {
     matches!(status, 408 | 429 | 500 | 502 | 503 | 504 | 529)
 }
 
+/// The longest wait a `Retry-After` value is taken at: anything larger (up to infinity) is
+/// clamped here, which is far beyond any `max_delay`, so the request fails fast saying so.
+const RETRY_AFTER_CAP: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The wait the server asked for, from `retry-after-ms` or `retry-after` (seconds). A value
+/// that is malformed, negative or NaN is ignored (the normal backoff applies); a huge or
+/// infinite one is clamped to [`RETRY_AFTER_CAP`]. Never panics.
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(ms) = get("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
-        return Some(Duration::from_secs_f64(ms.max(0.0) / 1000.0));
+    let get = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    let seconds = get("retry-after-ms")
+        .map(|ms| ms / 1000.0)
+        .or_else(|| get("retry-after"))?;
+    if seconds.is_nan() || seconds < 0.0 {
+        return None;
     }
-    get("retry-after")
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .map(|s| Duration::from_secs_f64(s.max(0.0)))
+    Some(Duration::try_from_secs_f64(seconds).map_or(RETRY_AFTER_CAP, |d| d.min(RETRY_AFTER_CAP)))
 }
 
 /// Extracts a readable message from a provider's error body (`{"error": {"message": …}}` and
@@ -695,6 +712,31 @@ mod tests {
             reqwest::header::HeaderValue::from_static("250"),
         );
         assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
+    }
+
+    #[test]
+    fn hostile_retry_after_values_never_panic() {
+        let with = |name: &'static str, value: &'static str| {
+            let mut h = reqwest::header::HeaderMap::new();
+            h.insert(name, reqwest::header::HeaderValue::from_static(value));
+            retry_after(&h)
+        };
+        for name in ["retry-after", "retry-after-ms"] {
+            for huge in ["1e20", "1e308", "inf", "Infinity", "18446744073709551616"] {
+                assert_eq!(with(name, huge), Some(RETRY_AFTER_CAP), "{name}: {huge}");
+            }
+            for bad in [
+                "-5",
+                "-inf",
+                "NaN",
+                "soon",
+                "",
+                "Wed, 21 Oct 2015 07:28:00 GMT",
+            ] {
+                assert_eq!(with(name, bad), None, "{name}: {bad}");
+            }
+        }
+        assert_eq!(with("retry-after", "0.5"), Some(Duration::from_millis(500)));
     }
 
     #[test]
