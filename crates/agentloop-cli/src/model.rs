@@ -143,6 +143,17 @@ mod tests {
             ModelSpec::parse("gpt-4o").unwrap().provider,
             Provider::OpenAi
         );
+        // Any id string after the provider: paths (llama.cpp reports the model file's path),
+        // slashes and colons.
+        for id in [
+            "/models/smollm2.gguf",
+            "org/model:q4",
+            "hf.co/org/repo:Q4_K_M",
+            "a:b:c",
+        ] {
+            let spec = ModelSpec::parse(&format!("openai:{id}")).unwrap();
+            assert_eq!((spec.provider, spec.name.as_str()), (Provider::OpenAi, id));
+        }
         assert!(ModelSpec::parse("bogus:x").is_err());
         assert!(ModelSpec::parse("openai:").is_err());
     }

@@ -241,6 +241,39 @@ fn every_provider_runs_the_same_conversation() {
     }
 }
 
+/// llama.cpp reports the model file's path as its model id: `--model openai:<id>` takes any id
+/// (slashes, colons) and sends it to the server as it is.
+#[test]
+fn any_model_id_string_reaches_the_server_unchanged() {
+    for (flag, id) in [
+        ("openai:/models/smollm2.gguf", "/models/smollm2.gguf"),
+        ("openai:org/model:q4", "org/model:q4"),
+        ("openai-responses:org/model:q4_K_M", "org/model:q4_K_M"),
+        ("anthropic:C:/models/x.gguf", "C:/models/x.gguf"),
+    ] {
+        let scratch = Scratch::new();
+        let server = server(json!({"turns": [{"text": "hi"}]}));
+        let base = if flag.starts_with("anthropic") {
+            server.base_url()
+        } else {
+            server.openai_base_url()
+        };
+        let out = scratch
+            .cmd()
+            .env("ANTHROPIC_API_KEY", "dummy")
+            .args(["run", "--json", "--model", flag, "--base-url", &base])
+            .arg("--workspace")
+            .arg(scratch.ws())
+            .arg("hello")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{flag}: {}", text(&out.stderr));
+        let requests = server.requests();
+        assert_eq!(requests.len(), 1, "{flag}");
+        assert_eq!(requests[0].body["model"], json!(id), "{flag}");
+    }
+}
+
 #[test]
 fn a_missing_key_for_an_official_endpoint_is_a_usage_error() {
     let scratch = Scratch::new();

@@ -4,8 +4,9 @@
 //! Owns the three rules the server applies to every request body (documented in the crate docs):
 //! the *turn index* (assistant turns already in the history), the *conversation fingerprint*
 //! (FNV-1a 64 of the first user message's content) and the *tool-call invariant* (every call has
-//! exactly one result, every result refers to an earlier call). It must not decide what to
-//! answer; that is `server`'s job.
+//! exactly one result, every result refers to an earlier call, and every call's arguments are a
+//! JSON object, as real servers require — OpenAI answers 400, llama.cpp 500 "Failed to parse
+//! tool call arguments as JSON"). It must not decide what to answer; that is `server`'s job.
 
 use std::collections::HashMap;
 
@@ -74,6 +75,48 @@ impl Ledger {
         self.order.push(id.to_string());
     }
 
+    /// Checks a call's arguments: a JSON object, given either as a value (Anthropic's `input`,
+    /// a tool search's `arguments`) or, when `text`, as JSON text (Chat and Responses
+    /// `arguments`).
+    fn arguments(
+        &mut self,
+        kind: &'static str,
+        id: Option<&str>,
+        name: &str,
+        args: Option<&Value>,
+        text: bool,
+    ) {
+        let ok = match args {
+            Some(Value::Object(_)) => !text,
+            Some(Value::String(text_value)) if text => {
+                matches!(
+                    serde_json::from_str::<Value>(text_value),
+                    Ok(Value::Object(_))
+                )
+            }
+            _ => false,
+        };
+        if !ok {
+            let shown = match args {
+                None => "(missing)".to_string(),
+                Some(v) => {
+                    let text = v.to_string();
+                    let cut: String = text.chars().take(80).collect();
+                    if cut.len() < text.len() {
+                        format!("{cut}…")
+                    } else {
+                        cut
+                    }
+                }
+            };
+            self.problems.push(format!(
+                "Failed to parse tool call arguments as JSON: the arguments of {kind} `{}` \
+                 (`{name}`) are not a JSON object: {shown}",
+                id.unwrap_or("?")
+            ));
+        }
+    }
+
     fn result(&mut self, kind: &'static str, result_kind: &str, id: Option<&str>) {
         let Some(id) = id else {
             self.problems
@@ -137,6 +180,13 @@ fn chat(body: &Value) -> History {
                         .and_then(Value::as_str)
                         .unwrap_or("");
                     ledger.call("tool call", str_field(tc, "id"), name);
+                    ledger.arguments(
+                        "tool call",
+                        str_field(tc, "id"),
+                        name,
+                        tc.pointer("/function/arguments"),
+                        true,
+                    );
                 }
             }
             Some("tool") => {
@@ -179,6 +229,13 @@ fn anthropic(body: &Value) -> History {
                         "tool_use block",
                         str_field(b, "id"),
                         str_field(b, "name").unwrap_or(""),
+                    );
+                    ledger.arguments(
+                        "tool_use block",
+                        str_field(b, "id"),
+                        str_field(b, "name").unwrap_or(""),
+                        b.get("input"),
+                        false,
                     );
                 }
             }
@@ -289,22 +346,40 @@ fn responses(body: &Value) -> History {
             first_user = item.get("content");
         }
         match str_field(item, "type") {
-            Some("function_call") => ledger.call(
-                "function_call",
-                str_field(item, "call_id"),
-                str_field(item, "name").unwrap_or(""),
-            ),
+            Some("function_call") => {
+                ledger.call(
+                    "function_call",
+                    str_field(item, "call_id"),
+                    str_field(item, "name").unwrap_or(""),
+                );
+                ledger.arguments(
+                    "function_call",
+                    str_field(item, "call_id"),
+                    str_field(item, "name").unwrap_or(""),
+                    item.get("arguments"),
+                    true,
+                );
+            }
             Some("function_call_output") => ledger.result(
                 "function_call",
                 "function_call_output",
                 str_field(item, "call_id"),
             ),
             // Server-executed searches have no call id and need no output from the client.
-            Some("tool_search_call") if str_field(item, "call_id").is_some() => ledger.call(
-                "tool_search_call",
-                str_field(item, "call_id"),
-                "tool_search",
-            ),
+            Some("tool_search_call") if str_field(item, "call_id").is_some() => {
+                ledger.call(
+                    "tool_search_call",
+                    str_field(item, "call_id"),
+                    "tool_search",
+                );
+                ledger.arguments(
+                    "tool_search_call",
+                    str_field(item, "call_id"),
+                    "tool_search",
+                    item.get("arguments"),
+                    false,
+                );
+            }
             Some("tool_search_output") if str_field(item, "call_id").is_some() => ledger.result(
                 "tool_search_call",
                 "tool_search_output",
@@ -351,7 +426,8 @@ mod tests {
             {"role": "user", "content": "hi"},
             {"role": "tool", "tool_call_id": "early", "content": "x"},
             {"role": "assistant", "tool_calls": [
-                {"id": "a", "function": {"name": "f"}}, {"id": "b", "function": {"name": "g"}}]},
+                {"id": "a", "function": {"name": "f", "arguments": "{}"}},
+                {"id": "b", "function": {"name": "g", "arguments": "{}"}}]},
             {"role": "tool", "tool_call_id": "a", "content": "1"},
             {"role": "tool", "tool_call_id": "a", "content": "1 again"},
         ]});
@@ -407,6 +483,51 @@ mod tests {
         ]});
         let p = analyze(WireFormat::OpenAiResponses, &bad).problems;
         assert_eq!(p.len(), 2, "{p:?}");
+    }
+
+    #[test]
+    fn arguments_must_be_json_objects_on_every_wire() {
+        for (args, ok) in [
+            (json!("{\"a\":1}"), true),
+            (json!("{\"a\": 1"), false),
+            (json!("[1]"), false),
+            (json!("\"text\""), false),
+            (json!("null"), false),
+            (json!(""), false),
+        ] {
+            let chat = json!({"messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "tool_calls": [
+                    {"id": "a", "type": "function", "function": {"name": "f", "arguments": args}}]},
+                {"role": "tool", "tool_call_id": "a", "content": "1"},
+            ]});
+            let p = analyze(WireFormat::OpenAiChat, &chat).problems;
+            assert_eq!(p.is_empty(), ok, "chat {args}: {p:?}");
+            let responses = json!({"input": [
+                {"role": "user", "content": "hi"},
+                {"type": "function_call", "call_id": "c1", "name": "f", "arguments": args},
+                {"type": "function_call_output", "call_id": "c1", "output": "1"},
+            ]});
+            let p = analyze(WireFormat::OpenAiResponses, &responses).problems;
+            assert_eq!(p.is_empty(), ok, "responses {args}: {p:?}");
+            if !ok {
+                assert!(p[0].contains("not a JSON object"), "{p:?}");
+            }
+        }
+        for (input, ok) in [
+            (json!({"a": 1}), true),
+            (json!("{\"a\":1}"), false),
+            (json!([]), false),
+            (Value::Null, false),
+        ] {
+            let body = json!({"messages": [
+                {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": input}]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "r"}]},
+            ]});
+            let p = analyze(WireFormat::Anthropic, &body).problems;
+            assert_eq!(p.is_empty(), ok, "anthropic {input}: {p:?}");
+        }
     }
 
     #[test]

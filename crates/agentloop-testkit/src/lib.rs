@@ -73,9 +73,12 @@
 //! result and each result refers to an earlier call (Chat: assistant `tool_calls[].id` vs `tool`
 //! messages' `tool_call_id`; Responses: `function_call`/`function_call_output` and client
 //! `tool_search_call`/`tool_search_output` by `call_id`; Anthropic: assistant `tool_use` block ids
-//! vs user `tool_result` blocks' `tool_use_id`). A request that breaks it — or whose body is not
-//! JSON — gets HTTP 400 with a provider-shaped JSON error explaining why, consumes no turn or
-//! attempt, and is listed in [`MockServer::violations`].
+//! vs user `tool_result` blocks' `tool_use_id`), and each call's arguments are a JSON object
+//! (Chat and Responses: `arguments` is JSON text of an object; Anthropic: `input` is an object),
+//! as real servers require. A request that breaks it gets HTTP 400 (or the status set with
+//! [`MockServerBuilder::reject_status`], e.g. 500 like llama.cpp) with a provider-shaped JSON
+//! error explaining why; one whose body is not JSON gets 400. Neither consumes a turn or attempt;
+//! both are listed in [`MockServer::violations`].
 //!
 //! # Tool search on the Responses wire
 //!

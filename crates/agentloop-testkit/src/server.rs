@@ -94,6 +94,7 @@ pub struct MockServerBuilder {
     record: bool,
     worker_threads: usize,
     h2_max_streams: u32,
+    reject_status: u16,
 }
 
 /// The default of [`MockServerBuilder::http2_max_concurrent_streams`].
@@ -144,10 +145,25 @@ impl MockServerBuilder {
         self
     }
 
+    /// The HTTP status of a request whose history breaks an invariant (a call without its
+    /// result, arguments that are not a JSON object, …). Default 400, as OpenAI and Anthropic
+    /// answer; 500 is what llama.cpp's server answers when it cannot parse a call's arguments.
+    /// A value that is not an HTTP error status (below 400 or above 599) is replaced by 400.
+    pub fn reject_status(mut self, status: u16) -> Self {
+        self.reject_status = if (400..=599).contains(&status) {
+            status
+        } else {
+            400
+        };
+        self
+    }
+
     /// Binds the socket and starts serving on a background thread.
     pub fn start(self) -> Result<MockServer, ServerError> {
         self.script.validate()?;
-        let state = Arc::new(AppState::new(self.script, self.record));
+        let mut state = AppState::new(self.script, self.record);
+        state.reject_status = self.reject_status;
+        let state = Arc::new(state);
         let bind_addr = SocketAddr::new(self.host, self.port);
         let (addr_tx, addr_rx) = std::sync::mpsc::channel::<std::io::Result<SocketAddr>>();
         let (shutdown_tx, shutdown_rx) = tokio::sync::oneshot::channel::<()>();
@@ -318,6 +334,7 @@ impl MockServer {
             record: true,
             worker_threads: 2,
             h2_max_streams: DEFAULT_H2_MAX_STREAMS,
+            reject_status: 400,
         }
     }
 
@@ -405,6 +422,8 @@ struct AppState {
     queue: Vec<(usize, u32)>,
     next_slot: AtomicUsize,
     next_response: AtomicU64,
+    /// The status of a request whose history breaks an invariant.
+    reject_status: u16,
 }
 
 impl AppState {
@@ -426,6 +445,7 @@ impl AppState {
             queue,
             next_slot: AtomicUsize::new(0),
             next_response: AtomicU64::new(1),
+            reject_status: 400,
         }
     }
 
@@ -616,10 +636,8 @@ fn handle(
             rec.body = body;
         }
         s.record(rec);
-        return json_response(
-            StatusCode::BAD_REQUEST,
-            &wire::error_body(format, 400, &msg),
-        );
+        let status = StatusCode::from_u16(s.reject_status).unwrap_or(StatusCode::BAD_REQUEST);
+        return json_response(status, &wire::error_body(format, s.reject_status, &msg));
     }
     let Some((turn_idx, attempt)) = s.select(format, &hist) else {
         let msg = format!(

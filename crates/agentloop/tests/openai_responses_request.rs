@@ -157,6 +157,20 @@ fn reasoning_options() {
     insta::assert_json_snapshot!("sampling_options", offline().request_body(&request));
 }
 
+#[test]
+fn a_temperature_goes_out_in_its_shortest_decimal_form() {
+    for t in [0.2_f32, 0.1, 0.7, 1.3] {
+        let mut request = ModelRequest::new(vec![Message::user("hi")]);
+        request.temperature = Some(t);
+        let body = offline().request_body(&request);
+        // The decimal the user wrote, not the f32's widening to f64 (0.20000000298023224).
+        let expected: f64 = t.to_string().parse().unwrap();
+        assert_eq!(body["temperature"].as_f64(), Some(expected), "{t}");
+        let text = serde_json::to_string(&body["temperature"]).unwrap();
+        assert_eq!(text, t.to_string());
+    }
+}
+
 /// The assistant message the adapter assembles from the recorded reasoning stream.
 async fn reasoning_turn() -> Message {
     let case = cases("openai-responses")

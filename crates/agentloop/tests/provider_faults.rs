@@ -10,7 +10,9 @@ use agentloop::agent::{AgentEvent, AgentLoop, AgentLoopConfig, RunStop};
 use agentloop::model::{Model, ModelError, ModelEvent, ModelRequest};
 use agentloop::providers::{Anthropic, OpenAiChat, OpenAiResponses, ProviderConfig, RetryPolicy};
 use agentloop::tooling::{Deps, ToolContext, ToolSpec};
-use agentloop::transcript::{Message, Role, StopReason};
+use agentloop::transcript::{
+    Message, Part, Role, StopReason, ToolArguments, ToolCallPart, ToolResultPart,
+};
 use agentloop_testkit::{MockServer, Script};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -378,6 +380,183 @@ async fn three_turn_agent_run_with_parallel_tools_over_http() {
         let history = serde_json::to_string(last).unwrap();
         for needle in ["call_a", "call_b", "call_c", "sunny in Tokyo"] {
             assert!(history.contains(needle), "{wire:?}: {needle} missing");
+        }
+    }
+}
+
+/// A call whose arguments were cut off mid-JSON gets its error result, and the next request —
+/// replaying the call — is accepted by the strict mock (which, like OpenAI with 400 and llama.cpp
+/// with 500, rejects arguments that are not a JSON object). The transcript keeps the raw text.
+#[tokio::test]
+async fn a_malformed_call_is_replayed_as_a_valid_object_and_the_run_goes_on() {
+    const RAW: &str = "{\"city\": \"Par";
+    for &wire in WIRES {
+        for reject in [400, 500] {
+            let server = MockServer::builder(script(json!({"turns": [
+                {"tool_calls": [{"id": "call_m", "name": "get_weather", "arguments": RAW}]},
+                {"text": "Sorry, let me stop here."}
+            ]})))
+            .reject_status(reject)
+            .start()
+            .unwrap();
+            let m = model(wire, &server, policy(3), Duration::from_secs(10));
+            let agent = AgentLoop::new(AgentLoopConfig::default(), m)
+                .with_tools([weather_tool()])
+                .unwrap();
+            let out = tokio::time::timeout(
+                Duration::from_secs(20),
+                agent.run(vec![Message::user("Weather in Paris?")], vec![]),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+            assert!(
+                server.violations().is_empty(),
+                "{wire:?} {reject}: {:?}",
+                server.violations()
+            );
+            assert_eq!(out.stop, RunStop::Done, "{wire:?} {reject}");
+            assert_eq!(out.final_text(), "Sorry, let me stop here.");
+            assert_eq!(server.request_count(), 2, "{wire:?} {reject}");
+            let call = out
+                .new_messages()
+                .iter()
+                .find_map(|m| m.tool_calls().next())
+                .unwrap()
+                .clone();
+            assert_eq!(
+                call.arguments,
+                ToolArguments::Unparsed(RAW.into()),
+                "the transcript keeps the raw text"
+            );
+            let result = out
+                .new_messages()
+                .iter()
+                .find_map(|m| m.tool_result_part())
+                .unwrap();
+            assert!(result.is_error, "{wire:?}: {result:?}");
+        }
+    }
+}
+
+/// Every shape of arguments that is not a JSON object, in a stored transcript, is accepted by the
+/// strict mock on every wire.
+#[tokio::test]
+async fn stored_calls_with_non_object_arguments_are_accepted_by_a_strict_server() {
+    let shapes = [
+        ToolArguments::Unparsed("{\"city\": \"Par".into()),
+        ToolArguments::Unparsed("not json at all".into()),
+        ToolArguments::Json(json!("a string")),
+        ToolArguments::Json(json!([1, 2])),
+        ToolArguments::Json(Value::Null),
+        ToolArguments::Json(json!(42)),
+    ];
+    for &wire in WIRES {
+        for (i, args) in shapes.iter().enumerate() {
+            let server = MockServer::builder(script(json!({"turns": [
+                {"text": "unused"}, {"text": HELLO}
+            ]})))
+            .reject_status(500)
+            .start()
+            .unwrap();
+            let m = model(wire, &server, policy(0), Duration::from_secs(10));
+            let mut call = ToolCallPart::new(format!("call_{i}"), "get_weather", json!({}));
+            call.arguments = args.clone();
+            let messages = vec![
+                Message::user("hello"),
+                Message::assistant(vec![Part::ToolCall(call)], StopReason::ToolUse),
+                Message::tool_result(ToolResultPart::error(
+                    format!("call_{i}"),
+                    "get_weather",
+                    "malformed arguments",
+                )),
+            ];
+            let mut stream = m.stream(ModelRequest::new(messages));
+            let mut error = None;
+            while let Some(event) = stream.next().await {
+                if let ModelEvent::Error { error: e, .. } = event {
+                    error = Some(e);
+                }
+            }
+            assert!(error.is_none(), "{wire:?} {args:?}: {error:?}");
+            assert!(server.violations().is_empty(), "{:?}", server.violations());
+        }
+    }
+}
+
+/// Without the replay fix a strict server answers 500 "Failed to parse …": a 5xx that says the
+/// request could not be parsed is final after one attempt, with the server's message.
+#[tokio::test]
+async fn a_server_error_saying_the_request_cannot_be_parsed_is_not_retried() {
+    let body = r#"{"error":{"code":500,"message":"Failed to parse tool call arguments as JSON: [json.exception.parse_error.101] parse error","type":"server_error"}}"#;
+    for &wire in WIRES {
+        let server = MockServer::start(script(text_turn_with(json!([
+            {"status": 500, "body": body}, {"status": 500, "body": body},
+            {"status": 500, "body": body}, {"status": 500, "body": body}
+        ]))));
+        let m = model(wire, &server, policy(4), Duration::from_secs(10));
+        let (retries, _, error) = call(&m).await;
+        assert!(retries.is_empty(), "{wire:?}: {retries:?}");
+        let text = error.expect("an error").to_string();
+        assert!(
+            text.contains("Failed to parse tool call arguments"),
+            "{text}"
+        );
+        assert_eq!(server.request_count(), 1, "{wire:?}");
+    }
+}
+
+/// A 500 that repeats itself exactly is not retried forever, and an identical request that
+/// already ended with it gets one attempt.
+#[tokio::test]
+async fn a_repeating_server_error_stops_early_and_is_not_retried_for_the_identical_request() {
+    for &wire in WIRES {
+        let same = json!({"status": 500, "body": "{\"error\": {\"message\": \"boom\"}}"});
+        let server = MockServer::start(script(json!({"turns": [
+            {"text": HELLO, "faults": [same, same, same, same, same, same, same, same]}
+        ]})));
+        let m = model(wire, &server, policy(4), Duration::from_secs(10));
+        let (retries, _, error) = call(&m).await;
+        assert!(error.is_some());
+        assert_eq!(retries.len(), 2, "{wire:?}");
+        assert_eq!(server.request_count(), 3, "{wire:?}");
+        // The identical request again: one attempt.
+        let (retries, _, error) = call(&m).await;
+        assert!(error.is_some());
+        assert!(retries.is_empty(), "{wire:?}: {retries:?}");
+        assert_eq!(server.request_count(), 4, "{wire:?}");
+    }
+}
+
+/// A huge, infinite or malformed Retry-After never panics; a wait beyond the maximum fails fast
+/// with the real status and "the provider asked to wait", never "HTTP 0".
+#[tokio::test]
+async fn hostile_retry_after_values_fail_fast_or_fall_back_to_backoff() {
+    for &wire in WIRES {
+        for (value, fails) in [
+            ("1e20", true),
+            ("inf", true),
+            ("-3", false),
+            ("soon", false),
+        ] {
+            let server = MockServer::start(script(text_turn_with(json!([
+                {"status": 429, "headers": {"retry-after": value}}
+            ]))));
+            let m = model(wire, &server, policy(2), Duration::from_secs(10));
+            let (_, message, error) = call(&m).await;
+            if fails {
+                let error = error.expect("an error");
+                let text = error.to_string();
+                assert!(text.contains("the provider asked to wait"), "{text}");
+                assert!(!text.contains("HTTP 0"), "{text}");
+                assert!(
+                    matches!(error, ModelError::Status { status: 429, .. }),
+                    "{error:?}"
+                );
+            } else {
+                assert!(error.is_none(), "{wire:?} {value}: {error:?}");
+                assert_eq!(message.text(), HELLO);
+            }
         }
     }
 }

@@ -412,6 +412,15 @@ pub fn first_request(format: WireFormat, user: &str) -> Value {
     }
 }
 
+/// A call's arguments as a correct client replays them: the object's text, `{}` for anything
+/// that is not a JSON object (the mock, like real servers, rejects it).
+fn replay_args(args: &str) -> String {
+    match serde_json::from_str::<Value>(args) {
+        Ok(v @ Value::Object(_)) => v.to_string(),
+        _ => "{}".to_string(),
+    }
+}
+
 /// Appends the assistant turn `a` and one result per tool call (and tool search) to `req`.
 pub fn continue_request(format: WireFormat, req: &mut Value, a: &Assembled) {
     match format {
@@ -421,7 +430,7 @@ pub fn continue_request(format: WireFormat, req: &mut Value, a: &Assembled) {
                 .tool_calls
                 .iter()
                 .map(|(id, name, args)| {
-                    json!({"id": id, "type": "function", "function": {"name": name, "arguments": args}})
+                    json!({"id": id, "type": "function", "function": {"name": name, "arguments": replay_args(args)}})
                 })
                 .collect();
             let mut m = json!({"role": "assistant", "content": a.text});
@@ -445,7 +454,7 @@ pub fn continue_request(format: WireFormat, req: &mut Value, a: &Assembled) {
             }
             for (id, name, args) in &a.tool_calls {
                 items.push(json!({"type": "function_call", "call_id": id, "name": name,
-                                  "arguments": args}));
+                                  "arguments": replay_args(args)}));
             }
             for (id, _) in &a.tool_searches {
                 items.push(json!({"type": "tool_search_output", "call_id": id,

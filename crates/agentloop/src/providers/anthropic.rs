@@ -266,11 +266,8 @@ fn assistant_blocks(message: &Message) -> Vec<Value> {
 }
 
 fn tool_use_block(call: &ToolCallPart) -> Value {
-    let input = match &call.arguments {
-        ToolArguments::Json(Value::Object(map)) => Value::Object(map.clone()),
-        // The API accepts only an object; the call's result already says it was malformed.
-        _ => Value::Object(Map::new()),
-    };
+    // The API accepts only an object; the call's result already says it was malformed.
+    let input = replay::object_arguments(&call.arguments);
     json!({"type": "tool_use", "id": call.id, "name": call.tool_name, "input": input})
 }
 
@@ -314,10 +311,7 @@ fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
         .clone()
         .or_else(|| config.model.clone())
         .unwrap_or_default();
-    let target = ReplayTarget {
-        provider: PROVIDER.to_owned(),
-        model: model.clone(),
-    };
+    let target = ReplayTarget::openai(PROVIDER, &model);
     let messages = replay::prepare(&request.messages, &target);
 
     let mut wire: Vec<Value> = Vec::with_capacity(messages.len());
@@ -404,8 +398,7 @@ fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
         None => {
             if let Some(t) = request.temperature {
                 // Through its shortest decimal form: 0.2f32 goes out as 0.2, not 0.200000003.
-                let t = t.to_string().parse::<f64>().unwrap_or(f64::from(t));
-                body.insert("temperature".into(), json!(t));
+                body.insert("temperature".into(), json!(super::wire_temperature(t)));
             }
         }
     }

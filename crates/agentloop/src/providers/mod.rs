@@ -164,6 +164,12 @@ pub(crate) fn openai_reasoning_effort(level: crate::model::ReasoningLevel) -> Op
     }
 }
 
+/// A temperature as it goes on the wire: through its shortest decimal form, so `0.2f32` is sent
+/// as `0.2`, not as the `f64` widening `0.20000000298023224`.
+pub(crate) fn wire_temperature(t: f32) -> f64 {
+    t.to_string().parse::<f64>().unwrap_or(f64::from(t))
+}
+
 /// Reads an environment variable, treating empty as unset.
 pub(crate) fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())

@@ -189,7 +189,8 @@ fn with_body<R>(
         .as_deref()
         .or(config.model.as_deref())
         .unwrap_or_default();
-    let target = ReplayTarget::openai(PROVIDER, model);
+    // Chat Completions rejects tool-call ids longer than 40 characters.
+    let target = ReplayTarget::openai(PROVIDER, model).max_id_len(40);
     let messages = replay::prepare(&request.messages, &target);
     let mut wire: Vec<WireMessage<'_>> = Vec::with_capacity(messages.len() + 1);
     if let Some(system) = &request.system_prompt {
@@ -223,10 +224,9 @@ fn with_body<R>(
                         kind: "function",
                         function: WireFunction {
                             name: &c.tool_name,
-                            arguments: match &c.arguments {
-                                ToolArguments::Unparsed(text) => Cow::Borrowed(text.as_str()),
-                                json => Cow::Owned(json.to_json_string()),
-                            },
+                            // Only an object is accepted (see `replay`); the transcript keeps
+                            // the raw text.
+                            arguments: Cow::Owned(replay::wire_arguments(&c.arguments)),
                         },
                     })
                     .collect();

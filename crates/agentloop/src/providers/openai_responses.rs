@@ -9,7 +9,7 @@
 //! | user message | `{"role": "user", "content": [{"type": "input_text", "text"}, {"type": "input_image", "image_url": "data:<type>;base64,<data>"}]}` |
 //! | assistant text | `{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text"}, …]}` (one `output_text` per consecutive text part) |
 //! | assistant thinking (same provider and model) | `{"type": "reasoning", "id", "encrypted_content", "summary": [{"type": "summary_text", "text"}]}` (see below) |
-//! | tool call | `{"type": "function_call", "call_id", "name", "arguments"}` (arguments as JSON text, unparsed text as received) |
+//! | tool call | `{"type": "function_call", "call_id", "name", "arguments"}` (arguments as JSON text; arguments that are not a JSON object are sent as `{}`, see [`replay`]) |
 //! | tool result | `{"type": "function_call_output", "call_id", "output"}` (`output` is an `input_text` + `input_image` array when the result has images) |
 //! | tools | `[{"type": "function", "name", "description", "parameters"}]` |
 //! | reasoning level | `reasoning: {"effort", "summary": "auto"}` (minimal, low, medium, high; xhigh → high; off → omitted) and `include: ["reasoning.encrypted_content"]` |
@@ -256,10 +256,7 @@ fn assistant_items(
                 match search {
                     Some(plan) if c.tool_name == plan.tool.name => {
                         search_calls.insert(c.id.clone());
-                        let arguments = match &c.arguments {
-                            ToolArguments::Json(v) => v.clone(),
-                            ToolArguments::Unparsed(_) => json!({}),
-                        };
+                        let arguments = replay::object_arguments(&c.arguments);
                         input.push(json!({
                             "type": "tool_search_call",
                             "call_id": c.id,
@@ -272,7 +269,9 @@ fn assistant_items(
                         "type": "function_call",
                         "call_id": c.id,
                         "name": c.tool_name,
-                        "arguments": c.arguments.to_json_string(),
+                        // Only an object is accepted (see `replay`); the transcript keeps
+                        // the raw text.
+                        "arguments": replay::wire_arguments(&c.arguments),
                     })),
                 }
             }
@@ -371,7 +370,8 @@ fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
     body.insert("stream".into(), json!(true));
     body.insert("store".into(), json!(false));
     if let Some(t) = request.temperature {
-        body.insert("temperature".into(), json!(t));
+        // Through its shortest decimal form: 0.2f32 goes out as 0.2, not 0.20000000298023224.
+        body.insert("temperature".into(), json!(super::wire_temperature(t)));
     }
     if let Some(n) = request.max_output_tokens {
         body.insert("max_output_tokens".into(), json!(n));

@@ -8,8 +8,15 @@
 //!   dropped); signatures are kept only for the same provider and model;
 //! - a tool call without a result gets a synthetic error result ("No result provided") right
 //!   after the results that do exist, so the provider never sees a dangling call;
-//! - tool-call ids are normalised to `[A-Za-z0-9_-]{1,64}` (what every supported API accepts)
-//!   and the same mapping is applied to the matching results.
+//! - tool-call ids are normalised to `[A-Za-z0-9_-]{1,N}` (N = 64, what every supported API
+//!   accepts, or the target's lower limit: 40 for OpenAI Chat Completions) and the same mapping is
+//!   applied to the matching results;
+//! - a call whose arguments are not a JSON object (unparsed text cut off mid-call, a string, an
+//!   array, `null`) is replayed with `{}`: every API (and llama.cpp, which parses them) rejects
+//!   anything else, which would fail every later request of the session. The transcript keeps the
+//!   raw text; the call's error result already told the model what was wrong;
+//! - a tool name that is not `[A-Za-z0-9_-]{1,64}` (garbled output such as `functions.read file`)
+//!   is replayed with the offending characters replaced by `_` (`unknown_tool` when empty).
 //!
 //! The common case — a transcript recorded on the same provider, with nothing to fix — is
 //! returned borrowed, without copying.
@@ -17,7 +24,9 @@
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
-use crate::transcript::{Message, Part, Role, StopReason, ToolResultPart};
+use serde_json::Value;
+
+use crate::transcript::{Message, Part, Role, StopReason, ToolArguments, ToolResultPart};
 
 /// Who the transcript is being replayed to.
 #[derive(Clone, Debug)]
@@ -26,15 +35,27 @@ pub struct ReplayTarget {
     pub provider: String,
     /// Model id.
     pub model: String,
+    /// Longest tool-call id the provider accepts (ids are cut to it, keeping them unique).
+    pub max_id_len: usize,
 }
 
+/// The longest tool-call id every supported API accepts.
+pub const MAX_ID_LEN: usize = 64;
+
 impl ReplayTarget {
-    /// A target for an OpenAI-style provider.
+    /// A target for `provider` and `model`, with ids up to [`MAX_ID_LEN`].
     pub fn openai(provider: &str, model: &str) -> Self {
         ReplayTarget {
             provider: provider.to_owned(),
             model: model.to_owned(),
+            max_id_len: MAX_ID_LEN,
         }
+    }
+
+    /// The same target with a lower id limit (OpenAI Chat Completions accepts 40 characters).
+    pub fn max_id_len(mut self, len: usize) -> Self {
+        self.max_id_len = len.clamp(1, MAX_ID_LEN);
+        self
     }
 
     fn same_source(&self, m: &Message) -> bool {
@@ -46,15 +67,57 @@ impl ReplayTarget {
 /// Text used for a call that never got a result.
 pub const NO_RESULT: &str = "No result provided";
 
-fn valid_id(id: &str) -> bool {
+fn valid_id(id: &str, max_len: usize) -> bool {
     !id.is_empty()
-        && id.len() <= 64
+        && id.len() <= max_len
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
-fn sanitize_id(id: &str, taken: &HashSet<String>) -> String {
+/// Whether a call's arguments can go back on the wire as they are: only a JSON object can.
+fn replayable_arguments(arguments: &ToolArguments) -> bool {
+    matches!(arguments, ToolArguments::Json(Value::Object(_)))
+}
+
+/// A tool name every API accepts: `[A-Za-z0-9_-]{1,64}`.
+fn sanitize_name(name: &str) -> String {
+    let clean: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(MAX_ID_LEN)
+        .collect();
+    if clean.is_empty() {
+        "unknown_tool".to_owned()
+    } else {
+        clean
+    }
+}
+
+/// The JSON text to send for a call's arguments: the object's compact form, or `{}` for
+/// anything that is not an object (see the module docs). For adapters whose wire wants text.
+pub fn wire_arguments(arguments: &ToolArguments) -> String {
+    match arguments {
+        ToolArguments::Json(value @ Value::Object(_)) => value.to_string(),
+        _ => "{}".to_owned(),
+    }
+}
+
+/// The arguments as a JSON object value, `{}` for anything that is not an object.
+pub fn object_arguments(arguments: &ToolArguments) -> Value {
+    match arguments {
+        ToolArguments::Json(value @ Value::Object(_)) => value.clone(),
+        _ => Value::Object(serde_json::Map::new()),
+    }
+}
+
+fn sanitize_id(id: &str, taken: &HashSet<String>, max_len: usize) -> String {
     let mut clean: String = id
         .chars()
         .map(|c| {
@@ -64,7 +127,7 @@ fn sanitize_id(id: &str, taken: &HashSet<String>) -> String {
                 '_'
             }
         })
-        .take(64)
+        .take(max_len)
         .collect();
     if clean.is_empty() {
         clean = "call".into();
@@ -73,7 +136,7 @@ fn sanitize_id(id: &str, taken: &HashSet<String>) -> String {
     let mut n = 1;
     while taken.contains(&candidate) {
         let suffix = format!("_{n}");
-        let keep = 64usize.saturating_sub(suffix.len()).min(clean.len());
+        let keep = max_len.saturating_sub(suffix.len()).min(clean.len());
         candidate = format!("{}{suffix}", &clean[..keep]);
         n += 1;
     }
@@ -96,7 +159,10 @@ fn needs_work(messages: &[Message], target: &ReplayTarget) -> bool {
                     match p {
                         Part::Thinking(_) if foreign => return true,
                         Part::ToolCall(c) => {
-                            if !valid_id(&c.id) {
+                            if !valid_id(&c.id, target.max_id_len)
+                                || !replayable_arguments(&c.arguments)
+                                || !valid_id(&c.tool_name, MAX_ID_LEN)
+                            {
                                 return true;
                             }
                             open.insert(c.id.as_str());
@@ -165,11 +231,19 @@ pub fn prepare<'a>(messages: &'a [Message], target: &ReplayTarget) -> Cow<'a, [M
                         }
                         Part::ToolCall(c) => {
                             let mut c = c.clone();
-                            let new_id = if valid_id(&c.id) && !taken.contains(&c.id) {
-                                c.id.clone()
-                            } else {
-                                sanitize_id(&c.id, &taken)
-                            };
+                            let new_id =
+                                if valid_id(&c.id, target.max_id_len) && !taken.contains(&c.id) {
+                                    c.id.clone()
+                                } else {
+                                    sanitize_id(&c.id, &taken, target.max_id_len)
+                                };
+                            if !replayable_arguments(&c.arguments) {
+                                c.arguments =
+                                    ToolArguments::Json(Value::Object(Default::default()));
+                            }
+                            if !valid_id(&c.tool_name, MAX_ID_LEN) {
+                                c.tool_name = sanitize_name(&c.tool_name);
+                            }
                             taken.insert(new_id.clone());
                             id_map.insert(c.id.clone(), new_id.clone());
                             open.push((new_id.clone(), c.tool_name.clone()));
@@ -301,5 +375,51 @@ mod tests {
             Some(NO_RESULT)
         );
         assert!(synthetic.is_some_and(|r| r.is_error));
+    }
+
+    #[test]
+    fn non_object_arguments_bad_names_and_long_ids_are_fixed_for_the_wire() {
+        let long_id = "x".repeat(50);
+        let mut bad = ToolCallPart::new(long_id.clone(), "functions.read file", json!({}));
+        bad.arguments = ToolArguments::Unparsed("{\"path\": \"a".into());
+        let mut array = ToolCallPart::new("c2", "t", json!({}));
+        array.arguments = ToolArguments::Json(json!([1]));
+        let msgs = vec![
+            Message::user("q"),
+            assistant(
+                vec![Part::ToolCall(bad), Part::ToolCall(array)],
+                "p",
+                StopReason::ToolUse,
+            ),
+            Message::tool_result(ToolResultPart::error(long_id.clone(), "t", "malformed")),
+            Message::tool_result(ToolResultPart::error("c2", "t", "malformed")),
+        ];
+        let target = ReplayTarget::openai("p", "m1").max_id_len(40);
+        let out = prepare(&msgs, &target);
+        let calls: Vec<_> = out[1].tool_calls().collect();
+        assert_eq!(calls[0].arguments, ToolArguments::Json(json!({})));
+        assert_eq!(calls[1].arguments, ToolArguments::Json(json!({})));
+        assert_eq!(calls[0].tool_name, "functions_read_file");
+        assert_eq!(calls[0].id.len(), 40);
+        assert_eq!(
+            out[2].tool_result_part().map(|r| r.call_id.clone()),
+            Some(calls[0].id.clone())
+        );
+        // The transcript itself is untouched.
+        assert!(matches!(
+            msgs[1].tool_calls().next().map(|c| &c.arguments),
+            Some(ToolArguments::Unparsed(_))
+        ));
+        // The same transcript to a target accepting 64 characters keeps the id.
+        let out = prepare(&msgs, &ReplayTarget::openai("p", "m1"));
+        assert_eq!(
+            out[1].tool_calls().next().map(|c| c.id.clone()),
+            Some(long_id)
+        );
+        assert_eq!(wire_arguments(&ToolArguments::Json(json!("s"))), "{}");
+        assert_eq!(
+            wire_arguments(&ToolArguments::Json(json!({"a": 1}))),
+            "{\"a\":1}"
+        );
     }
 }

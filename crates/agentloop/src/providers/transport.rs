@@ -8,6 +8,13 @@
 //! that asks for a longer wait than `max_delay` fails fast with that wait in the error. A stream
 //! that broke is retried only if nothing had been delivered to the caller yet. Each retry is
 //! reported as a [`ModelEvent::Retry`].
+//!
+//! A client error reported as a 5xx is not retried blindly: a 5xx whose body says the request
+//! could not be parsed (llama.cpp answers 500 "Failed to parse tool call arguments as JSON") fails
+//! after one attempt with the server's message; a 500 that repeats the two previous attempts'
+//! failure exactly (same status, same message) ends the retries; and a request whose identical
+//! body already ended with that 500 (the adapter remembers the last one) gets one attempt.
+//! 502/503/504/529 and "overloaded" stay retryable: they say nothing about the request.
 
 use std::collections::VecDeque;
 use std::collections::hash_map::RandomState;
@@ -93,7 +100,13 @@ pub(crate) struct Endpoint {
     target: Result<(reqwest::Url, HeaderMap), String>,
     retry: RetryPolicy,
     idle: Duration,
+    /// The last request that ended with a deterministic-looking 500: (body hash, status,
+    /// message). Shared by the adapter's requests, so an identical request is not retried again.
+    failed: std::sync::Arc<std::sync::Mutex<Option<FailedRequest>>>,
 }
+
+/// A request that ended with a server error: (hash of its body, status, message).
+type FailedRequest = (u64, u16, String);
 
 impl Endpoint {
     /// `{base_url}/{path}` with `content-type: application/json` and the configured extra headers.
@@ -103,6 +116,7 @@ impl Endpoint {
             target: target(config, path),
             retry: config.retry,
             idle: config.idle_timeout,
+            failed: Default::default(),
         }
     }
 
@@ -139,6 +153,8 @@ impl Endpoint {
             policy: self.retry,
             idle: self.idle,
             attempt: 0,
+            failures: Vec::new(),
+            failed: std::sync::Arc::clone(&self.failed),
             phase: Phase::Send,
             pending: VecDeque::new(),
             events: Vec::new(),
@@ -244,6 +260,11 @@ struct Exchange<P, F> {
     policy: RetryPolicy,
     idle: Duration,
     attempt: u32,
+    /// The status and message of this exchange's failed 500 attempts, to spot a deterministic
+    /// failure.
+    failures: Vec<(u16, String)>,
+    /// The adapter's memory of the last request that ended with a 500 (see [`Endpoint`]).
+    failed: std::sync::Arc<std::sync::Mutex<Option<FailedRequest>>>,
     phase: Phase,
     /// Events ready for the caller, in order.
     pending: VecDeque<ModelEvent>,
@@ -309,15 +330,19 @@ where
             self.attempt += 1;
             let delay = match failure.retry_after {
                 Some(asked) if asked > self.policy.max_delay => {
-                    let error = ModelError::Status {
-                        status: 0,
-                        message: format!(
-                            "{} — the server asked to retry after {:.1}s, longer than the \
-                             configured maximum of {:.1}s",
-                            failure.error,
-                            asked.as_secs_f64(),
-                            self.policy.max_delay.as_secs_f64()
-                        ),
+                    let note = format!(
+                        "the provider asked to wait {:.1}s before retrying, longer than the \
+                         configured maximum of {:.1}s",
+                        asked.as_secs_f64(),
+                        self.policy.max_delay.as_secs_f64()
+                    );
+                    // Keep the real status and message: never a made-up status.
+                    let error = match failure.error {
+                        ModelError::Status { status, message } => ModelError::Status {
+                            status,
+                            message: format!("{message} — {note}"),
+                        },
+                        other => ModelError::Connection(format!("{other} — {note}")),
                     };
                     self.terminate(error);
                     return;
@@ -377,8 +402,32 @@ where
         };
         let message = error_message(&body);
         let overloaded = body.to_ascii_lowercase().contains("overloaded");
+        let mut retryable = is_retryable_status(status) || overloaded;
+        if status == 500 && !overloaded {
+            let failure = (status, message.clone());
+            let hash = body_hash(&self.request);
+            // The identical request failed the same way twice in a row: a third try will too.
+            let repeated = self.failures.len() >= 2
+                && self.failures[self.failures.len() - 2..]
+                    .iter()
+                    .all(|f| *f == failure);
+            // The identical request already ended with this failure in an earlier call.
+            let known = self.failures.is_empty()
+                && self
+                    .failed
+                    .lock()
+                    .ok()
+                    .is_some_and(|f| f.as_ref() == Some(&(hash, status, message.clone())));
+            if repeated || known || rejects_request(&body) {
+                retryable = false;
+            }
+            self.failures.push(failure);
+            if let Ok(mut slot) = self.failed.lock() {
+                *slot = Some((hash, status, message.clone()));
+            }
+        }
         Err(Failure {
-            retryable: is_retryable_status(status) || overloaded,
+            retryable,
             retry_after: wait,
             error: ModelError::Status { status, message },
         })
@@ -464,18 +513,62 @@ where
     }
 }
 
+/// A hash of a request's body (computed only when an attempt failed with a 500).
+fn body_hash(request: &reqwest::Request) -> u64 {
+    use std::hash::Hash;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    request
+        .body()
+        .and_then(reqwest::Body::as_bytes)
+        .unwrap_or_default()
+        .hash(&mut hasher);
+    hasher.finish()
+}
+
+/// Whether a server-error body says the request itself is at fault (it could not be parsed or
+/// is invalid): sending it again cannot help. Matched on the body the server sent, once, when
+/// the failure is classified.
+fn rejects_request(body: &str) -> bool {
+    const PHRASES: [&str; 9] = [
+        "failed to parse",
+        "could not parse",
+        "unable to parse",
+        "cannot parse",
+        "parse error",
+        "invalid json",
+        "invalid request",
+        "invalid_request",
+        "bad request",
+    ];
+    let lower = body.to_ascii_lowercase();
+    PHRASES.iter().any(|p| lower.contains(p))
+}
+
 fn is_retryable_status(status: u16) -> bool {
     matches!(status, 408 | 429 | 500 | 502 | 503 | 504 | 529)
 }
 
+/// The longest wait a `Retry-After` value is taken at: anything larger (up to infinity) is
+/// clamped here, which is far beyond any `max_delay`, so the request fails fast saying so.
+const RETRY_AFTER_CAP: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// The wait the server asked for, from `retry-after-ms` or `retry-after` (seconds). A value
+/// that is malformed, negative or NaN is ignored (the normal backoff applies); a huge or
+/// infinite one is clamped to [`RETRY_AFTER_CAP`]. Never panics.
 fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
-    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
-    if let Some(ms) = get("retry-after-ms").and_then(|v| v.trim().parse::<f64>().ok()) {
-        return Some(Duration::from_secs_f64(ms.max(0.0) / 1000.0));
+    let get = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+    };
+    let seconds = get("retry-after-ms")
+        .map(|ms| ms / 1000.0)
+        .or_else(|| get("retry-after"))?;
+    if seconds.is_nan() || seconds < 0.0 {
+        return None;
     }
-    get("retry-after")
-        .and_then(|v| v.trim().parse::<f64>().ok())
-        .map(|s| Duration::from_secs_f64(s.max(0.0)))
+    Some(Duration::try_from_secs_f64(seconds).map_or(RETRY_AFTER_CAP, |d| d.min(RETRY_AFTER_CAP)))
 }
 
 /// Extracts a readable message from a provider's error body (`{"error": {"message": …}}` and
@@ -619,6 +712,43 @@ mod tests {
             reqwest::header::HeaderValue::from_static("250"),
         );
         assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
+    }
+
+    #[test]
+    fn hostile_retry_after_values_never_panic() {
+        let with = |name: &'static str, value: &'static str| {
+            let mut h = reqwest::header::HeaderMap::new();
+            h.insert(name, reqwest::header::HeaderValue::from_static(value));
+            retry_after(&h)
+        };
+        for name in ["retry-after", "retry-after-ms"] {
+            for huge in ["1e20", "1e308", "inf", "Infinity", "18446744073709551616"] {
+                assert_eq!(with(name, huge), Some(RETRY_AFTER_CAP), "{name}: {huge}");
+            }
+            for bad in [
+                "-5",
+                "-inf",
+                "NaN",
+                "soon",
+                "",
+                "Wed, 21 Oct 2015 07:28:00 GMT",
+            ] {
+                assert_eq!(with(name, bad), None, "{name}: {bad}");
+            }
+        }
+        assert_eq!(with("retry-after", "0.5"), Some(Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn request_rejections_reported_as_5xx_are_recognised() {
+        assert!(rejects_request(
+            r#"{"error":{"code":500,"message":"Failed to parse tool call arguments as JSON: [json.exception.parse_error.101]","type":"server_error"}}"#
+        ));
+        assert!(rejects_request("Invalid JSON in request body"));
+        assert!(!rejects_request(
+            r#"{"error":{"message":"The server had an error while processing your request.","type":"server_error"}}"#
+        ));
+        assert!(!rejects_request(""));
     }
 
     #[test]
