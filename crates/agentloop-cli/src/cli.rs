@@ -98,9 +98,24 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = ApproveArg::Mutating, value_name = "POLICY")]
     pub approve: ApproveArg,
 
-    /// Print exactly one JSON object per agent event per line on stdout, nothing else.
+    /// Print exactly one JSON object per agent event per line on stdout, nothing else; the
+    /// `agent_start` line carries the session id and a final `result` line sums the run up.
     #[arg(long)]
     pub json: bool,
+
+    /// Print only the final answer on stdout; progress, tool calls and the summary go to
+    /// stderr.
+    #[arg(long, short = 'q', conflicts_with = "json")]
+    pub quiet: bool,
+
+    /// Also write the final answer to this file.
+    #[arg(long, value_name = "FILE")]
+    pub output_last_message: Option<PathBuf>,
+
+    /// Do not add AGENTS.md / CLAUDE.md files (workspace up to the repository root) to the
+    /// system prompt.
+    #[arg(long)]
+    pub no_project_instructions: bool,
 }
 
 /// `--reasoning` values.

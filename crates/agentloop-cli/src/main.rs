@@ -14,11 +14,13 @@
 mod cli;
 mod demo;
 mod error;
+mod instructions;
 mod mock;
 mod model;
 mod prompt;
 mod render;
 mod run;
+mod scripting;
 mod sessions;
 
 use std::process::ExitCode;

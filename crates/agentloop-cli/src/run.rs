@@ -20,6 +20,7 @@ use crate::error::{EXIT_INTERRUPTED, Failure};
 use crate::model::{ModelSpec, build_model};
 use crate::prompt::terminal_asker;
 use crate::render::{OutputMode, Renderer, Spinner, Totals, describe_stop, stdout_color};
+use crate::scripting;
 use crate::sessions::open_store;
 
 /// Everything one run needs.
@@ -111,9 +112,15 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         let recorder = recorder.clone();
         let renderer = renderer.clone();
         // Record first: the transcript is durable before anything is shown.
+        let json = setup.json;
+        let session_id = setup.session.id.clone();
         move |event: &agentloop::agent::AgentEvent| {
             recorder.on_event(event);
-            renderer.on_event(event);
+            if json && matches!(event, agentloop::agent::AgentEvent::AgentStart) {
+                crate::render::out(&format!("{}\n", scripting::agent_start_line(&session_id)));
+            } else {
+                renderer.on_event(event);
+            }
         }
     };
     let abort = AbortSignal::new();
@@ -211,14 +218,12 @@ pub fn exit_status(report: &RunReport) -> Result<(), Failure> {
 
 /// `agentloop run`.
 pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
-    let prompt = if args.prompt == "-" {
-        std::io::read_to_string(std::io::stdin())
-            .map_err(|e| Failure::new(format!("cannot read the prompt from stdin: {e}")))?
-    } else {
-        args.prompt.clone()
-    };
+    let prompt = scripting::combined_prompt(&args.prompt)?;
     if prompt.trim().is_empty() {
         return Err(Failure::usage("the prompt is empty"));
+    }
+    if args.quiet {
+        crate::render::redirect_to_stderr();
     }
     let spec = ModelSpec::parse(&args.model)?;
     let model = build_model(&spec, args.base_url.as_deref())?;
@@ -227,6 +232,20 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         None => std::env::current_dir()?,
     };
     let workspace = Workspace::new(&root).map_err(|e| Failure::usage(e.to_string()))?;
+
+    let system_prompt = if args.no_project_instructions {
+        args.system.clone()
+    } else {
+        let found = crate::instructions::discover(workspace.root());
+        if let Some(header) = crate::instructions::header(&found) {
+            eprintln!("agentloop: {header}");
+        }
+        let base = args
+            .system
+            .clone()
+            .unwrap_or_else(|| default_system_prompt(workspace.root()));
+        Some(crate::instructions::with_instructions(&base, &found.files))
+    };
 
     let store: Arc<dyn SessionStore> = Arc::new(open_store(db)?);
     let new_session = || {
@@ -269,7 +288,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         model_name: spec.name.clone(),
         workspace,
         policy: args.approve.into(),
-        system_prompt: args.system.clone(),
+        system_prompt,
         reasoning: args.reasoning.map(Into::into),
         max_turns: args.max_turns,
         json: args.json,
@@ -280,5 +299,28 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
     })
     .await?;
     report.renderer.print_summary(Some(&session_id));
+    if args.json {
+        crate::render::out(&format!(
+            "{}\n",
+            scripting::result_line(&report, &session_id)
+        ));
+    }
+    if let Some(path) = &args.output_last_message {
+        scripting::write_last_message(path, &report)?;
+    }
+    if args.quiet {
+        print_final_answer(&scripting::final_text(&report));
+    }
     exit_status(&report)
+}
+
+/// `--quiet`: the final answer alone on stdout (with a final newline).
+fn print_final_answer(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes());
+    if !text.is_empty() && !text.ends_with('\n') {
+        let _ = stdout.write_all(b"\n");
+    }
+    let _ = stdout.flush();
 }
