@@ -35,6 +35,9 @@ pub enum Command {
     /// A scripted demo: the real loop and the real tools on a temporary sample project, with a
     /// mock model server replaying a fixed script (no key, no network).
     Demo(DemoArgs),
+    /// Summarise a session's older turns now (context compaction); the full history stays
+    /// stored and resuming uses the summary.
+    Compact(CompactArgs),
     /// Serve a mock model script over HTTP (OpenAI Chat, OpenAI Responses and Anthropic
     /// wires) until Ctrl-C.
     MockServer(MockServerArgs),
@@ -116,6 +119,53 @@ pub struct RunArgs {
     /// system prompt.
     #[arg(long)]
     pub no_project_instructions: bool,
+
+    /// Never compact the context (by default older turns are summarised when the context
+    /// reaches `--compact-at` of the model's window, or when the provider reports an overflow).
+    #[arg(long)]
+    pub no_compaction: bool,
+
+    /// Fraction of the context window at which to compact.
+    #[arg(long, default_value_t = 0.8, value_name = "FRACTION", value_parser = parse_fraction)]
+    pub compact_at: f64,
+
+    /// The model's context window in tokens (default: from a built-in table of known models;
+    /// unknown models then compact only on an overflow error).
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub context_window: Option<u64>,
+
+    /// Turns kept verbatim when compacting.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub keep_turns: usize,
+}
+
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(f) if f > 0.0 && f <= 1.0 => Ok(f),
+        _ => Err("expected a number in (0, 1], e.g. 0.8".into()),
+    }
+}
+
+/// `agentloop compact`.
+#[derive(Args, Debug)]
+pub struct CompactArgs {
+    /// Session id (or a unique prefix).
+    pub session: String,
+    /// The model that writes the summary (`PROVIDER:NAME`).
+    #[arg(
+        long,
+        short = 'm',
+        env = "AGENTLOOP_MODEL",
+        default_value = "openai:gpt-4o-mini",
+        value_name = "PROVIDER:NAME"
+    )]
+    pub model: String,
+    /// Base URL of the provider API.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Turns kept verbatim.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub keep_turns: usize,
 }
 
 /// `--reasoning` values.
@@ -182,6 +232,9 @@ pub enum SessionsCommand {
     Show {
         /// Session id (or a unique prefix).
         id: String,
+        /// Show the context the model sees (after compaction) instead of the full history.
+        #[arg(long)]
+        context: bool,
     },
     /// Write a session as JSON Lines to stdout (a header line, then one message per line).
     Export {

@@ -114,6 +114,7 @@ pub async fn run(db: Option<&Path>, args: DemoArgs) -> Result<(), Failure> {
         session,
         context: Vec::new(),
         prompt: PROMPT.into(),
+        compaction: None,
     })
     .await?;
 

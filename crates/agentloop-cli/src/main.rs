@@ -12,6 +12,7 @@
 //! 130 interrupted by Ctrl-C. Diagnostics go to stderr as one line.
 
 mod cli;
+mod compact;
 mod demo;
 mod error;
 mod instructions;
@@ -49,6 +50,7 @@ fn main() -> ExitCode {
             Command::Run(args) => run::run(db.as_deref(), args).await,
             Command::Sessions(command) => sessions::run(db.as_deref(), command),
             Command::Demo(args) => demo::run(db.as_deref(), args).await,
+            Command::Compact(args) => compact::run(db.as_deref(), args).await,
             Command::MockServer(args) => mock::run(args).await,
         }
     });

@@ -22,6 +22,7 @@ use crate::prompt::terminal_asker;
 use crate::render::{OutputMode, Renderer, Spinner, Totals, describe_stop, stdout_color};
 use crate::scripting;
 use crate::sessions::open_store;
+use agentloop::agent::compaction::effective_context;
 
 /// Everything one run needs.
 pub struct RunSetup {
@@ -49,6 +50,8 @@ pub struct RunSetup {
     pub context: Vec<Message>,
     /// The new prompt.
     pub prompt: String,
+    /// Automatic context compaction (`None`: off).
+    pub compaction: Option<agentloop::agent::CompactionConfig>,
 }
 
 /// How a run went.
@@ -104,6 +107,7 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         ),
         reasoning: setup.reasoning,
         max_turns: setup.max_turns,
+        compaction: setup.compaction,
         ..AgentLoopConfig::default()
     };
 
@@ -120,6 +124,11 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
                 crate::render::out(&format!("{}\n", scripting::agent_start_line(&session_id)));
             } else {
                 renderer.on_event(event);
+            }
+            if !json {
+                if let Some(note) = crate::compact::note(event) {
+                    eprintln!("agentloop: {note}");
+                }
             }
         }
     };
@@ -259,7 +268,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         // Exact ids only: an unknown id starts a new session with that id.
         match store.info(given) {
             Ok(info) => {
-                let context = store.load(&info.id)?;
+                let context = effective_context(&store.load(&info.id)?);
                 (info, context)
             }
             Err(SessionError::NotFound { .. }) => {
@@ -270,7 +279,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
     } else if args.continue_last {
         match store.last()? {
             Some(info) => {
-                let context = store.load(&info.id)?;
+                let context = effective_context(&store.load(&info.id)?);
                 (info, context)
             }
             None => {
@@ -296,6 +305,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         session,
         context,
         prompt,
+        compaction: crate::compact::config(&args),
     })
     .await?;
     report.renderer.print_summary(Some(&session_id));

@@ -196,3 +196,112 @@ fn project_instructions_reach_the_system_prompt_and_the_header() {
     let body = server.requests()[1].body["messages"].to_string();
     assert!(!body.contains("haiku"), "{body}");
 }
+
+fn list_call(id: &str, input_tokens: u64) -> Value {
+    json!({"tool_calls": [{"id": id, "name": "list_dir", "arguments": {"path": "."}}],
+           "usage": {"input_tokens": input_tokens, "output_tokens": 5}})
+}
+
+impl Scratch {
+    fn plain(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_agentloop"))
+            .env_remove("AGENTLOOP_MODEL")
+            .env("OPENAI_API_KEY", "dummy")
+            .env("NO_COLOR", "1")
+            .arg("--db")
+            .arg(self.dir.path().join("sessions.db"))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+}
+
+#[test]
+fn run_compacts_at_the_threshold_and_sessions_show_has_both_views() {
+    let scratch = Scratch::new();
+    let server = server(json!({"mode": "sequential", "turns": [
+        list_call("c1", 100),
+        list_call("c2", 900),
+        {"text": "SUMMARY-OF-EARLY-WORK"},
+        {"text": "Finished."}
+    ]}));
+    let out = scratch.run(
+        &server,
+        &[
+            "--context-window",
+            "1000",
+            "--compact-at",
+            "0.5",
+            "--keep-turns",
+            "1",
+            "--session",
+            "s1",
+            "--title",
+            "t",
+            "list twice",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("context compacted"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(server.requests().len(), 4);
+    let last = server.requests()[3].body["messages"].to_string();
+    assert!(
+        last.contains("SUMMARY-OF-EARLY-WORK") && !last.contains("\"c1\""),
+        "{last}"
+    );
+
+    let full = scratch.plain(&["sessions", "show", "s1"]);
+    let full = text(&full.stdout);
+    assert!(
+        full.contains("list twice") && full.contains("SUMMARY-OF-EARLY-WORK"),
+        "{full}"
+    );
+    let context = scratch.plain(&["sessions", "show", "s1", "--context"]);
+    let context = text(&context.stdout);
+    assert!(context.contains("SUMMARY-OF-EARLY-WORK"), "{context}");
+    assert!(
+        !context.contains("list twice"),
+        "the prompt was summarised: {context}"
+    );
+}
+
+#[test]
+fn compact_subcommand_summarises_a_stored_session() {
+    let scratch = Scratch::new();
+    let server = server(json!({"mode": "sequential", "turns": [
+        list_call("c1", 10), list_call("c2", 10), list_call("c3", 10), {"text": "Answer one."},
+        {"text": "HAND-MADE SUMMARY"},
+        {"text": "Answer two."}
+    ]}));
+    let out = scratch.run(&server, &["--session", "s2", "--no-compaction", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = scratch.plain(&[
+        "compact",
+        "s2",
+        "--model",
+        "openai:mock",
+        "--base-url",
+        &server.openai_base_url(),
+        "--keep-turns",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("older messages summarised"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = scratch.run(&server, &["--session", "s2", "again"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let body = server.requests().last().unwrap().body["messages"].to_string();
+    assert!(
+        body.contains("HAND-MADE SUMMARY") && body.contains("Answer one."),
+        "{body}"
+    );
+    assert!(!body.contains("\"c1\""), "{body}");
+}

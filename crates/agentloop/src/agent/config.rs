@@ -64,6 +64,8 @@ pub struct AgentLoopConfig {
     pub steering_mode: QueueMode,
     /// How many follow-up messages one delivery takes.
     pub follow_up_mode: QueueMode,
+    /// Context compaction (`None`, the default: never compact; an overflow error ends the run).
+    pub compaction: Option<super::compaction::CompactionConfig>,
 }
 
 impl Default for AgentLoopConfig {
@@ -83,6 +85,7 @@ impl Default for AgentLoopConfig {
             tool_retry_backoff: Duration::from_millis(200),
             steering_mode: QueueMode::OneAtATime,
             follow_up_mode: QueueMode::OneAtATime,
+            compaction: None,
         }
     }
 }

@@ -124,6 +124,22 @@ pub enum AgentEvent {
         /// Its tool results, in call order.
         tool_results: Vec<ToolResultPart>,
     },
+    /// Older turns were replaced by a summary (context compaction). The summary itself comes
+    /// as a custom message's `MessageStart`/`MessageEnd` right before this event.
+    Compaction {
+        /// Messages summarised.
+        summarized: usize,
+        /// Messages kept verbatim after the summary.
+        kept: usize,
+        /// Estimated context tokens before.
+        tokens_before: u64,
+        /// Estimated context tokens after.
+        tokens_after: u64,
+        /// What the summary cost.
+        usage: Option<crate::transcript::Usage>,
+        /// `threshold`, `overflow` or `manual`.
+        trigger: String,
+    },
     /// The run ended. Always the last event.
     AgentEnd {
         /// Every message the run produced (prompts included), in order.
@@ -147,6 +163,7 @@ impl AgentEvent {
             AgentEvent::ToolExecutionUpdate { .. } => "tool_execution_update",
             AgentEvent::ToolExecutionEnd { .. } => "tool_execution_end",
             AgentEvent::TurnEnd { .. } => "turn_end",
+            AgentEvent::Compaction { .. } => "compaction",
             AgentEvent::AgentEnd { .. } => "agent_end",
         }
     }
