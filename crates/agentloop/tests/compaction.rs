@@ -261,3 +261,71 @@ async fn an_application_compactor_replaces_the_model_call() {
         bodies[2]
     );
 }
+
+/// The measurement behind docs/BENCHMARKS.md ("Context compaction"): a scripted 200-turn
+/// session (every turn one tool call with a ~1 KB argument echoed back) with and without
+/// compaction; input tokens as the mock server estimates them (request bytes / 4).
+/// `cargo test -p agentloop --test compaction -- --ignored --nocapture`
+#[tokio::test]
+#[ignore = "a measurement, run by hand"]
+async fn measure_a_200_turn_session() {
+    for compaction in [false, true] {
+        let text = "x".repeat(1000);
+        // Unique call ids; a summary request takes a turn too (its text is the summary).
+        let turns: Vec<Value> = (0..300)
+            .map(|i| {
+                json!({"text": "Progress: still echoing; nothing else changed.",
+                       "tool_calls": [{"id": format!("c{i}"), "name": "echo", "arguments": {"text": text}}]})
+            })
+            .collect();
+        let h = harness(json!({"mode": "sequential", "turns": turns}));
+        let mut config = CompactionConfig {
+            context_window: Some(32_000),
+            threshold: 0.8,
+            keep_recent_turns: 4,
+            compactor: None,
+        };
+        if !compaction {
+            config.context_window = Some(u64::MAX / 2);
+        }
+        let agent = AgentLoop::new(
+            AgentLoopConfig {
+                max_turns: Some(200),
+                repeat_tool_call_limit: None,
+                compaction: Some(config),
+                ..AgentLoopConfig::default()
+            },
+            OpenAiChat::new(
+                ProviderConfig::new(h.server.openai_base_url())
+                    .api_key("sk-test")
+                    .model("mock")
+                    .retry(RetryPolicy::none()),
+            ),
+        )
+        .with_tools(vec![echo_tool()])
+        .unwrap();
+        let out = agent.run(vec![Message::user("echo forever")], vec![]).await;
+        println!(
+            "stop: {:?}",
+            out.as_ref()
+                .map(|o| o.stop.clone())
+                .map_err(|e| e.to_string())
+        );
+        let (mut turns, mut summary) = (0u64, 0u64);
+        let (mut n_turns, mut n_summary) = (0, 0);
+        for r in h.server.requests() {
+            let tokens = r.body.to_string().len() as u64 / 4;
+            if r.body["messages"].to_string().contains("being compacted") {
+                summary += tokens;
+                n_summary += 1;
+            } else {
+                turns += tokens;
+                n_turns += 1;
+            }
+        }
+        println!(
+            "compaction={compaction}: {n_turns} turn requests, {turns} input tokens; \
+             {n_summary} summary calls, {summary} input tokens"
+        );
+    }
+}
