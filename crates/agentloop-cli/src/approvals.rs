@@ -202,6 +202,7 @@ pub async fn resume(db: Option<&Path>, args: ResumeArgs) -> Result<(), Failure> 
         output: None,
         resume: Some(parked),
         mcp: Vec::new(),
+        compaction: None,
     })
     .await?;
     report.renderer.print_summary(Some(&id));

@@ -51,6 +51,9 @@ pub enum Command {
     /// Continue a session that stopped awaiting approval: run the approved calls, answer the
     /// denied ones, and let the agent go on.
     Resume(ResumeArgs),
+    /// Summarise a session's older turns now (context compaction); the full history stays
+    /// stored and resuming uses the summary.
+    Compact(CompactArgs),
     /// Serve a mock model script over HTTP (OpenAI Chat, OpenAI Responses and Anthropic
     /// wires) until Ctrl-C.
     MockServer(MockServerArgs),
@@ -151,8 +154,9 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = ApproveArg::Ask, value_name = "POLICY")]
     pub approve: ApproveArg,
 
-    /// Print exactly one JSON object per agent event per line on stdout, nothing else (with
-    /// `--output-schema`, one more line at the end: `{"type": "output", "output": …}`).
+    /// Print exactly one JSON object per agent event per line on stdout, nothing else; the
+    /// `agent_start` line carries the session id and a final `result` line sums the run up
+    /// (with `--output-schema`, one more line before it: `{"type": "output", "output": …}`).
     #[arg(long)]
     pub json: bool,
 
@@ -195,6 +199,67 @@ pub struct RunArgs {
     /// Repeatable; wins over `[mcp_servers.NAME]` in the config files.
     #[arg(long = "mcp", value_name = "NAME=COMMAND|URL")]
     pub mcp: Vec<String>,
+
+    /// Print only the final answer on stdout; progress, tool calls and the summary go to
+    /// stderr.
+    #[arg(long, short = 'q', conflicts_with = "json")]
+    pub quiet: bool,
+
+    /// Also write the final answer to this file.
+    #[arg(long, value_name = "FILE")]
+    pub output_last_message: Option<PathBuf>,
+
+    /// Do not add AGENTS.md / CLAUDE.md files (workspace up to the repository root) to the
+    /// system prompt.
+    #[arg(long)]
+    pub no_project_instructions: bool,
+
+    /// Never compact the context (by default older turns are summarised when the context
+    /// reaches `--compact-at` of the model's window, or when the provider reports an overflow).
+    #[arg(long)]
+    pub no_compaction: bool,
+
+    /// Fraction of the context window at which to compact.
+    #[arg(long, default_value_t = 0.8, value_name = "FRACTION", value_parser = parse_fraction)]
+    pub compact_at: f64,
+
+    /// The model's context window in tokens (default: from a built-in table of known models;
+    /// unknown models then compact only on an overflow error).
+    #[arg(long, value_name = "TOKENS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub context_window: Option<u64>,
+
+    /// Turns kept verbatim when compacting.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub keep_turns: usize,
+}
+
+fn parse_fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(f) if f > 0.0 && f <= 1.0 => Ok(f),
+        _ => Err("expected a number in (0, 1], e.g. 0.8".into()),
+    }
+}
+
+/// `agentloop compact`.
+#[derive(Args, Debug)]
+pub struct CompactArgs {
+    /// Session id (or a unique prefix).
+    pub session: String,
+    /// The model that writes the summary (`PROVIDER:NAME`).
+    #[arg(
+        long,
+        short = 'm',
+        env = "AGENTLOOP_MODEL",
+        default_value = "openai:gpt-4o-mini",
+        value_name = "PROVIDER:NAME"
+    )]
+    pub model: String,
+    /// Base URL of the provider API.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+    /// Turns kept verbatim.
+    #[arg(long, default_value_t = 2, value_name = "N")]
+    pub keep_turns: usize,
 }
 
 /// A `--max-cost` amount: a finite number of US dollars above zero (a leading `$` is allowed).
@@ -355,6 +420,9 @@ pub enum SessionsCommand {
     Show {
         /// Session id (or a unique prefix).
         id: String,
+        /// Show the context the model sees (after compaction) instead of the full history.
+        #[arg(long)]
+        context: bool,
     },
     /// Write a session as JSON Lines to stdout (a header line, then one message per line).
     Export {

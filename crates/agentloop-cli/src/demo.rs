@@ -120,6 +120,7 @@ pub async fn run(db: Option<&Path>, args: DemoArgs) -> Result<(), Failure> {
         output: None,
         resume: None,
         mcp: Vec::new(),
+        compaction: None,
     })
     .await?;
 

@@ -16,9 +16,11 @@
 
 mod approvals;
 mod cli;
+mod compact;
 mod config;
 mod demo;
 mod error;
+mod instructions;
 mod mcp;
 mod mock;
 mod model;
@@ -27,6 +29,7 @@ mod prompt;
 mod render;
 mod run;
 mod safe_text;
+mod scripting;
 mod sessions;
 
 use std::process::ExitCode;
@@ -56,6 +59,7 @@ fn main() -> ExitCode {
             Command::Run(args) => run::run(db.as_deref(), args).await,
             Command::Sessions(command) => sessions::run(db.as_deref(), command),
             Command::Demo(args) => demo::run(db.as_deref(), args).await,
+            Command::Compact(args) => compact::run(db.as_deref(), args).await,
             Command::MockServer(args) => mock::run(args).await,
             Command::Approvals(command) => approvals::list(db.as_deref(), command),
             Command::Approve(args) => approvals::approve(db.as_deref(), args),

@@ -30,9 +30,24 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// Human output goes to stderr instead of stdout (`run --quiet`: stdout is kept for the final
+/// answer).
+static HUMAN_TO_STDERR: AtomicBool = AtomicBool::new(false);
+
+/// Sends everything [`out`] writes to stderr from now on (`run --quiet`).
+pub fn redirect_to_stderr() {
+    HUMAN_TO_STDERR.store(true, Ordering::SeqCst);
+}
+
 /// Writes to stdout and flushes, ignoring errors (a closed pipe must not crash the run; the
 /// session is still recorded).
 pub fn out(text: &str) {
+    if HUMAN_TO_STDERR.load(Ordering::SeqCst) {
+        let mut stderr = std::io::stderr().lock();
+        let _ = stderr.write_all(text.as_bytes());
+        let _ = stderr.flush();
+        return;
+    }
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(text.as_bytes());
     let _ = stdout.flush();

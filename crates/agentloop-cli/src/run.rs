@@ -33,7 +33,9 @@ use crate::render::{
     OutputMode, Renderer, Spinner, Totals, abbreviate_args, describe_stop, stdout_color,
 };
 use crate::safe_text::visible_line;
+use crate::scripting;
 use crate::sessions::open_store;
+use agentloop::agent::compaction::effective_context;
 
 /// How long a run waits for another process to finish with the session it wants to continue.
 const SESSION_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
@@ -76,6 +78,8 @@ pub struct RunSetup {
     pub resume: Option<ParkedRun>,
     /// MCP servers whose tools are added to the built-in ones.
     pub mcp: Vec<agentloop_mcp::McpServerConfig>,
+    /// Automatic context compaction (`None`: off).
+    pub compaction: Option<agentloop::agent::CompactionConfig>,
 }
 
 /// How a run went.
@@ -176,6 +180,7 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
             conversation_id: Some(setup.session.id.clone()),
             capture_content: setup.trace_content,
         },
+        compaction: setup.compaction,
         ..AgentLoopConfig::default()
     };
 
@@ -188,13 +193,24 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         let abort = abort.clone();
         let store_failed = store_failed.clone();
         // Record first: the transcript is durable before anything is shown.
+        let json = setup.json;
+        let session_id = setup.session.id.clone();
         move |event: &agentloop::agent::AgentEvent| {
             recorder.on_event(event);
             // A run that cannot be recorded stops: its work could not be resumed or reviewed.
             if recorder.failures() > 0 && !store_failed.swap(true, Ordering::SeqCst) {
                 abort.abort();
             }
-            renderer.on_event(event);
+            if json && matches!(event, agentloop::agent::AgentEvent::AgentStart) {
+                crate::render::out(&format!("{}\n", scripting::agent_start_line(&session_id)));
+            } else {
+                renderer.on_event(event);
+            }
+            if !json {
+                if let Some(note) = crate::compact::note(event) {
+                    eprintln!("agentloop: {note}");
+                }
+            }
         }
     };
     let mut agent = AgentLoop::with_deps(config, setup.model, Arc::new(deps))
@@ -423,12 +439,7 @@ pub fn exit_status(report: &RunReport) -> Result<(), Failure> {
 
 /// `agentloop run`.
 pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
-    let prompt = if args.prompt == "-" {
-        std::io::read_to_string(std::io::stdin())
-            .map_err(|e| Failure::new(format!("cannot read the prompt from stdin: {e}")))?
-    } else {
-        args.prompt.clone()
-    };
+    let prompt = scripting::combined_prompt(&args.prompt)?;
     if prompt.trim().is_empty() {
         return Err(Failure::usage("the prompt is empty"));
     }
@@ -437,6 +448,9 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         Some(path) => Some(load_output_schema(path, &args)?),
         None => None,
     };
+    if args.quiet {
+        crate::render::redirect_to_stderr();
+    }
     let spec = ModelSpec::parse(&args.model)?;
     let model = build_model(&spec, args.base_url.as_deref())?;
     let root = match &args.workspace {
@@ -446,6 +460,20 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
     let workspace = Workspace::new(&root).map_err(|e| Failure::usage(e.to_string()))?;
     let mcp = crate::config::ConfigFile::load(workspace.root())?
         .mcp_servers(workspace.root(), &args.mcp)?;
+
+    let system_prompt = if args.no_project_instructions {
+        args.system.clone()
+    } else {
+        let found = crate::instructions::discover(workspace.root());
+        if let Some(header) = crate::instructions::header(&found) {
+            eprintln!("agentloop: {header}");
+        }
+        let base = args
+            .system
+            .clone()
+            .unwrap_or_else(|| default_system_prompt(workspace.root()));
+        Some(crate::instructions::with_instructions(&base, &found.files))
+    };
 
     let sqlite = Arc::new(open_store(db)?);
     let store: Arc<dyn SessionStore> = sqlite.clone();
@@ -468,7 +496,8 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
             p.steering.push(Message::user(prompt.clone()));
             p
         });
-        Ok(context)
+        // What the model sees: a compacted session's summary and the turns after it.
+        Ok(effective_context(&context))
     };
     let (session, context, _lock) = if let Some(given) = &args.session {
         // Exact ids only: an unknown id starts a new session with that id.
@@ -512,7 +541,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         model_name: spec.name.clone(),
         workspace,
         policy: args.approve.into(),
-        system_prompt: args.system.clone(),
+        system_prompt,
         reasoning: args.reasoning.map(Into::into),
         max_turns: args.max_turns.0,
         limits: UsageLimits {
@@ -532,6 +561,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         output,
         resume,
         mcp,
+        compaction: crate::compact::config(&args),
     })
     .await?;
     report.renderer.print_summary(Some(&session_id));
@@ -544,6 +574,18 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
             output.to_string()
         };
         crate::render::out(&format!("{line}\n"));
+    }
+    if args.json {
+        crate::render::out(&format!(
+            "{}\n",
+            scripting::result_line(&report, &session_id)
+        ));
+    }
+    if let Some(path) = &args.output_last_message {
+        scripting::write_last_message(path, &report)?;
+    }
+    if args.quiet {
+        print_final_answer(&scripting::final_text(&report));
     }
     exit_status(&report)
 }
@@ -573,4 +615,15 @@ fn load_output_schema(path: &Path, args: &RunArgs) -> Result<Output<Value>, Fail
         .map_err(|e| Failure::usage(format!("--output-schema {}: {e}", path.display())))?
         .strategy(args.output_strategy)
         .retries(args.output_retries))
+}
+
+/// `--quiet`: the final answer alone on stdout (with a final newline).
+fn print_final_answer(text: &str) {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout.write_all(text.as_bytes());
+    if !text.is_empty() && !text.ends_with('\n') {
+        let _ = stdout.write_all(b"\n");
+    }
+    let _ = stdout.flush();
 }

@@ -71,11 +71,15 @@ pub fn run(db: Option<&Path>, command: SessionsCommand) -> Result<(), Failure> {
     let store = open_store(db)?;
     match command {
         SessionsCommand::List { json } => list(&store, json),
-        SessionsCommand::Show { id } => {
+        SessionsCommand::Show { id, context } => {
             let id = resolve_id(&store, &id)?;
             let info = store.info(&id)?;
             let style = Style::new(stdout_color());
-            let messages = store.load_raw(&id)?;
+            let messages = if context {
+                agentloop::agent::compaction::effective_context(&store.load(&id)?)
+            } else {
+                store.load_raw(&id)?
+            };
             out(&format!(
                 "{}\n\n{}",
                 style.dim(&describe(&info)),

@@ -104,6 +104,11 @@ fn types(events: &[Value]) -> Vec<&str> {
 /// The event-order contract: one agent_start first, one agent_end last, turns balanced and not
 /// nested, each tool execution started (inside a turn) before it ends and ended exactly once.
 fn check_event_order(events: &[Value]) {
+    // `run --json` closes with a `result` summary after the last event.
+    let events = match events.split_last() {
+        Some((last, rest)) if last["type"] == "result" => rest,
+        _ => events,
+    };
     let kinds = types(events);
     assert_eq!(kinds.first(), Some(&"agent_start"), "{kinds:?}");
     assert_eq!(kinds.last(), Some(&"agent_end"), "{kinds:?}");
@@ -136,6 +141,14 @@ fn check_event_order(events: &[Value]) {
     }
     assert!(!in_turn, "unbalanced turns: {kinds:?}");
     assert_eq!(started, ended, "every started tool execution ends");
+}
+
+/// The last event before the closing `result` line (if any).
+fn last_agent_event(events: &[Value]) -> &Value {
+    match events.split_last().unwrap() {
+        (last, rest) if last["type"] == "result" => rest.last().unwrap(),
+        (last, _) => last,
+    }
 }
 
 fn tool_ends<'a>(events: &'a [Value], tool: &str) -> Vec<&'a Value> {
@@ -330,7 +343,7 @@ fn max_turns_with_pending_tool_calls_exits_nonzero_after_agent_end() {
     assert!(stderr.contains("--max-turns 1"), "{stderr}");
     let events = json_lines(&text(&out.stdout));
     check_event_order(&events);
-    let end = events.last().unwrap();
+    let end = last_agent_event(&events);
     assert_eq!(end["type"], "agent_end");
     assert_eq!(end["stop"], json!({"reason": "max_turns", "limit": 1}));
     assert_eq!(server.request_count(), 1);
@@ -626,7 +639,7 @@ fn ctrl_c_aborts_with_exit_130_after_agent_end() {
         .iter()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let end = events.last().unwrap();
+    let end = last_agent_event(&events);
     assert_eq!(end["type"], "agent_end");
     assert_eq!(end["stop"]["reason"], "aborted");
     let mut stderr = String::new();

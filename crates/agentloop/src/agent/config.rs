@@ -70,6 +70,8 @@ pub struct AgentLoopConfig {
     pub usage_limits: UsageLimits,
     /// What the run's OpenTelemetry GenAI spans carry (agent name, conversation id, contents).
     pub telemetry: TelemetryConfig,
+    /// Context compaction (`None`, the default: never compact; an overflow error ends the run).
+    pub compaction: Option<super::compaction::CompactionConfig>,
 }
 
 impl Default for AgentLoopConfig {
@@ -91,6 +93,7 @@ impl Default for AgentLoopConfig {
             follow_up_mode: QueueMode::OneAtATime,
             usage_limits: UsageLimits::default(),
             telemetry: TelemetryConfig::default(),
+            compaction: None,
         }
     }
 }

@@ -179,6 +179,22 @@ pub enum AgentEvent {
         /// The decision acted on.
         status: super::PendingStatus,
     },
+    /// Older turns were replaced by a summary (context compaction). The summary itself comes
+    /// as a custom message's `MessageStart`/`MessageEnd` right before this event.
+    Compaction {
+        /// Messages summarised.
+        summarized: usize,
+        /// Messages kept verbatim after the summary.
+        kept: usize,
+        /// Estimated context tokens before.
+        tokens_before: u64,
+        /// Estimated context tokens after.
+        tokens_after: u64,
+        /// What the summary cost.
+        usage: Option<crate::transcript::Usage>,
+        /// `threshold`, `overflow` or `manual`.
+        trigger: String,
+    },
     /// The run ended. Always the last event.
     AgentEnd {
         /// Every message the run produced (prompts included), in order.
@@ -205,6 +221,7 @@ impl AgentEvent {
             AgentEvent::RunParked { .. } => "run_parked",
             AgentEvent::ApprovalRequested { .. } => "approval_requested",
             AgentEvent::ApprovalResolved { .. } => "approval_resolved",
+            AgentEvent::Compaction { .. } => "compaction",
             AgentEvent::AgentEnd { .. } => "agent_end",
         }
     }

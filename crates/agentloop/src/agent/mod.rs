@@ -36,6 +36,7 @@
 
 mod abort;
 mod calls;
+pub mod compaction;
 mod config;
 mod error;
 mod events;
@@ -49,6 +50,7 @@ use std::sync::Arc;
 
 pub use abort::AbortSignal;
 pub use calls::{BlockedCall, ErrorCall, FinalizedToolCall, PreparedToolCall};
+pub use compaction::{CompactionConfig, Compactor};
 pub use config::{AgentLoopConfig, TelemetryConfig, ToolExecutionMode, UsageLimit, UsageLimits};
 pub use error::{AgentError, completed_messages};
 pub use events::{AgentEvent, EmitFn, RunStop};

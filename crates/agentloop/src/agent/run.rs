@@ -360,6 +360,9 @@ impl<D: ToolDeps> AgentLoop<D> {
             state.turns += 1;
             let turn = state.turns;
 
+            if self.config.compaction.is_some() {
+                self.compact_if_needed(state, emitter, false).await;
+            }
             let plan = state.output.as_ref().map(|o| o.plan.clone());
             let request = self.build_request(
                 &state.context,
@@ -373,10 +376,28 @@ impl<D: ToolDeps> AgentLoop<D> {
                 self.model.base_url(),
                 &self.config.telemetry,
             );
-            let reply = self
+            let mut reply = self
                 .stream_reply(request, emitter, cancel, plan.as_deref())
                 .instrument(chat.span().clone())
                 .await;
+            // A context-overflow error: compact and retry the request once.
+            if let Reply::Failed(_, error) = &reply {
+                if self.config.compaction.is_some()
+                    && super::compaction::is_context_overflow(error)
+                    && self.compact_if_needed(state, emitter, true).await
+                {
+                    let request = self.build_request(
+                        &state.context,
+                        &system_prompt,
+                        &state.loaded,
+                        plan.as_deref(),
+                    );
+                    reply = self
+                        .stream_reply(request, emitter, cancel, plan.as_deref())
+                        .instrument(chat.span().clone())
+                        .await;
+                }
+            }
             match &reply {
                 Reply::Done(message) | Reply::Aborted(message) => chat.finish(message),
                 Reply::Failed(message, error) => chat.fail(message, error),
@@ -535,6 +556,80 @@ impl<D: ToolDeps> AgentLoop<D> {
                 self.inject(state, message, emitter);
             }
         }
+    }
+
+    /// Compacts the context when it is over the threshold (or always, after an overflow
+    /// error): the summary replaces the older turns in `state.context` and is emitted as a
+    /// custom message (so a recorder stores it after the full history), then a `Compaction`
+    /// event. Returns whether it compacted. A failed summary is logged and leaves the context
+    /// as it was: the model call then decides.
+    async fn compact_if_needed(
+        &self,
+        state: &mut RunState,
+        emitter: &Emitter,
+        overflow: bool,
+    ) -> bool {
+        let Some(config) = &self.config.compaction else {
+            return false;
+        };
+        if !overflow {
+            let window = config.context_window.or_else(|| {
+                self.config
+                    .model
+                    .as_deref()
+                    .and_then(super::compaction::context_window)
+            });
+            let Some(window) = window else {
+                return false;
+            };
+            let used = super::compaction::estimate_tokens(&state.context);
+            if (used as f64) < window as f64 * config.threshold {
+                return false;
+            }
+        }
+        let default = super::compaction::ModelCompactor;
+        let compactor: &dyn super::compaction::Compactor = match &config.compactor {
+            Some(custom) => custom.as_ref(),
+            None => &default,
+        };
+        let compacted = match super::compaction::compact(
+            &state.context,
+            config.keep_recent_turns,
+            compactor,
+            self.model.as_ref(),
+            self.config.model.as_deref(),
+        )
+        .await
+        {
+            Ok(Some(compacted)) => compacted,
+            Ok(None) => return false,
+            Err(error) => {
+                tracing::warn!(%error, "context compaction failed; continuing uncompacted");
+                return false;
+            }
+        };
+        if emitter.enabled() {
+            emitter.emit(AgentEvent::MessageStart {
+                message: compacted.entry.clone(),
+            });
+            emitter.emit(AgentEvent::MessageEnd {
+                message: compacted.entry.clone(),
+            });
+        }
+        let kept = compacted.context.len() - 1;
+        // The run's own messages that were summarised are no longer in the context.
+        state.new_from = state.new_from.saturating_sub(compacted.summarized) + 1;
+        state.new_from = state.new_from.min(compacted.context.len());
+        state.context = compacted.context;
+        emitter.emit_with(|| AgentEvent::Compaction {
+            summarized: compacted.summarized,
+            kept,
+            tokens_before: compacted.tokens_before,
+            tokens_after: compacted.tokens_after,
+            usage: compacted.usage,
+            trigger: if overflow { "overflow" } else { "threshold" }.to_owned(),
+        });
+        true
     }
 
     /// Appends a complete non-assistant message with its start/end events.

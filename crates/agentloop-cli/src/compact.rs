@@ -1,0 +1,86 @@
+//! Context compaction in the CLI (issue 18 item 4): `agentloop compact SESSION` summarises a
+//! stored session's older turns by hand, and [`config`] turns the `run` flags into the loop's
+//! automatic compaction settings.
+//!
+//! Nothing is deleted: the summary is appended to the session as a compaction entry, after the
+//! full history, and resuming the session sends the model the compacted context
+//! (`agentloop::agent::compaction::effective_context`).
+
+use std::path::Path;
+
+use agentloop::agent::AgentEvent;
+use agentloop::agent::compaction::{self, CompactionConfig, ModelCompactor};
+use agentloop::session::SessionStore;
+
+use crate::cli::{CompactArgs, RunArgs};
+use crate::error::Failure;
+use crate::model::{ModelSpec, build_model};
+use crate::render::thousands;
+use crate::sessions::{open_store, resolve_id};
+
+/// The loop's compaction settings for `run` (`None` with `--no-compaction`).
+pub fn config(args: &RunArgs) -> Option<CompactionConfig> {
+    if args.no_compaction {
+        return None;
+    }
+    Some(CompactionConfig {
+        context_window: args.context_window,
+        threshold: args.compact_at,
+        keep_recent_turns: args.keep_turns,
+        compactor: None,
+    })
+}
+
+/// A one-line note for a compaction event (`None` for other events).
+pub fn note(event: &AgentEvent) -> Option<String> {
+    match event {
+        AgentEvent::Compaction {
+            summarized,
+            tokens_before,
+            tokens_after,
+            trigger,
+            ..
+        } => Some(format!(
+            "context compacted ({trigger}): {summarized} older messages summarised, ~{} → ~{} tokens",
+            thousands(*tokens_before),
+            thousands(*tokens_after)
+        )),
+        _ => None,
+    }
+}
+
+/// `agentloop compact SESSION`.
+pub async fn run(db: Option<&Path>, args: CompactArgs) -> Result<(), Failure> {
+    let store = open_store(db)?;
+    let id = resolve_id(&store, &args.session)?;
+    let spec = ModelSpec::parse(&args.model)?;
+    let model = build_model(&spec, args.base_url.as_deref())?;
+    let context = compaction::effective_context(&store.load(&id)?);
+    let compacted = compaction::compact(
+        &context,
+        args.keep_turns,
+        &ModelCompactor,
+        model.as_ref(),
+        Some(&spec.name),
+    )
+    .await
+    .map_err(|e| Failure::new(format!("the summary call failed: {e}")))?;
+    let Some(compacted) = compacted else {
+        eprintln!("agentloop: nothing to compact in session {id} (it is already short)");
+        return Ok(());
+    };
+    store.append(&id, &compacted.entry)?;
+    let cost = compacted
+        .usage
+        .and_then(|u| u.cost_usd)
+        .map(|c| format!(" · ${c:.4}"))
+        .unwrap_or_default();
+    println!(
+        "session {id}: {} older messages summarised, {} kept; context ~{} → ~{} tokens{cost}",
+        compacted.summarized,
+        compacted.context.len() - 1,
+        thousands(compacted.tokens_before),
+        thousands(compacted.tokens_after)
+    );
+    Ok(())
+}

@@ -1,0 +1,307 @@
+//! `agentloop run` for scripts, run for real against a testkit mock server: `--quiet`, the
+//! `--json` session id and `result` event, `--output-last-message`, and a prompt combined with
+//! piped standard input.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+
+use agentloop_testkit::{MockServer, Script};
+use serde_json::{Value, json};
+
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("ws")).unwrap();
+        Scratch { dir }
+    }
+    fn ws(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+    fn cmd(&self, server: &MockServer, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
+        for var in ["OPENAI_BASE_URL", "AGENTLOOP_DB", "AGENTLOOP_MODEL"] {
+            cmd.env_remove(var);
+        }
+        cmd.env("OPENAI_API_KEY", "dummy")
+            .env("XDG_DATA_HOME", self.dir.path().join("data"))
+            .env("NO_COLOR", "1")
+            .arg("--db")
+            .arg(self.dir.path().join("sessions.db"))
+            .args(["run", "--model", "openai:mock", "--base-url"])
+            .arg(server.openai_base_url())
+            .arg("--workspace")
+            .arg(self.ws())
+            .args(args)
+            .stdin(Stdio::null());
+        cmd
+    }
+    fn run(&self, server: &MockServer, args: &[&str]) -> Output {
+        self.cmd(server, args).output().unwrap()
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn server(script: Value) -> MockServer {
+    MockServer::start(Script::from_value(script).unwrap())
+}
+
+fn tool_then_answer() -> Value {
+    json!({"turns": [
+        {"text": "Let me look.", "tool_calls": [{"id": "c1", "name": "list_dir", "arguments": {"path": "."}}],
+         "usage": {"input_tokens": 100, "output_tokens": 10}},
+        {"text": "The final answer.", "usage": {"input_tokens": 150, "output_tokens": 6}}
+    ]})
+}
+
+#[test]
+fn quiet_prints_only_the_final_answer_on_stdout() {
+    let scratch = Scratch::new();
+    let server = server(tool_then_answer());
+    let out = scratch.run(&server, &["-q", "what is here?"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "The final answer.\n");
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("list_dir"), "progress on stderr: {stderr}");
+    assert!(stderr.contains("Let me look."), "{stderr}");
+}
+
+#[test]
+fn json_has_the_session_id_and_ends_with_a_result() {
+    let scratch = Scratch::new();
+    let server = server(tool_then_answer());
+    let out = scratch.run(&server, &["--json", "--session", "sess-1", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let events: Vec<Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events[0]["type"], "agent_start");
+    assert_eq!(events[0]["session_id"], "sess-1");
+    let result = events.last().unwrap();
+    assert_eq!(result["type"], "result", "{result}");
+    assert_eq!(result["session_id"], "sess-1");
+    assert_eq!(result["text"], "The final answer.");
+    assert_eq!(result["stop"]["reason"], "done");
+    assert_eq!(result["success"], true);
+    assert_eq!(result["turns"], 2);
+    assert_eq!(result["usage"]["input_tokens"], 250);
+    assert_eq!(result["usage"]["output_tokens"], 16);
+    assert_eq!(events[events.len() - 2]["type"], "agent_end");
+}
+
+#[test]
+fn a_failed_run_still_ends_with_a_result() {
+    let scratch = Scratch::new();
+    let server = server(json!({"turns": [{"text": "unreachable", "faults": [{"status": 401}]}]}));
+    let out = scratch.run(&server, &["--json", "go"]);
+    assert_eq!(out.status.code(), Some(1));
+    let last: Value = serde_json::from_str(text(&out.stdout).lines().last().unwrap()).unwrap();
+    assert_eq!(last["type"], "result");
+    assert_eq!(last["success"], false);
+    assert_eq!(last["stop"]["reason"], "model_error");
+}
+
+#[test]
+fn output_last_message_writes_the_answer() {
+    let scratch = Scratch::new();
+    let server = server(tool_then_answer());
+    let file = scratch.dir.path().join("last.txt");
+    let out = scratch.run(
+        &server,
+        &["--output-last-message", file.to_str().unwrap(), "go"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "The final answer.");
+    assert!(text(&out.stdout).contains("The final answer."));
+}
+
+#[test]
+fn piped_stdin_is_added_to_the_prompt_as_context() {
+    let scratch = Scratch::new();
+    let server = server(json!({"turns": [{"text": "Seen."}]}));
+    let mut child = scratch
+        .cmd(&server, &["-q", "explain this log"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"error: disk full on /dev/sda1\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "Seen.\n");
+    let body = server.requests()[0].body["messages"].to_string();
+    assert!(body.contains("explain this log"), "{body}");
+    assert!(
+        body.contains("<stdin>\\nerror: disk full on /dev/sda1\\n</stdin>"),
+        "{body}"
+    );
+}
+
+#[test]
+fn quiet_and_json_conflict() {
+    let scratch = Scratch::new();
+    let server = server(json!({"turns": [{"text": "x"}]}));
+    let out = scratch.run(&server, &["-q", "--json", "go"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(server.requests().is_empty());
+}
+
+#[test]
+fn project_instructions_reach_the_system_prompt_and_the_header() {
+    let scratch = Scratch::new();
+    // The scratch directory is the repository; the workspace is a directory inside it.
+    std::fs::create_dir(scratch.dir.path().join(".git")).unwrap();
+    std::fs::write(
+        scratch.dir.path().join("AGENTS.md"),
+        "Always answer in haiku.",
+    )
+    .unwrap();
+    std::fs::write(scratch.ws().join("CLAUDE.md"), "Prefer tabs.").unwrap();
+    let server = server(json!({"turns": [{"text": "ok"}], "repeat": true}));
+    let mut cmd = scratch.cmd(&server, &["go"]);
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("project instructions:"), "{stderr}");
+    assert!(
+        stderr.contains("AGENTS.md") && stderr.contains("CLAUDE.md"),
+        "{stderr}"
+    );
+    let body = server.requests()[0].body["messages"].to_string();
+    let haiku = body
+        .find("Always answer in haiku.")
+        .expect("root file sent");
+    let tabs = body.find("Prefer tabs.").expect("nearest file sent");
+    assert!(haiku < tabs, "nearest last: {body}");
+
+    let out = scratch.run(&server, &["--no-project-instructions", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!text(&out.stderr).contains("project instructions"));
+    let body = server.requests()[1].body["messages"].to_string();
+    assert!(!body.contains("haiku"), "{body}");
+}
+
+fn list_call(id: &str, input_tokens: u64) -> Value {
+    json!({"tool_calls": [{"id": id, "name": "list_dir", "arguments": {"path": "."}}],
+           "usage": {"input_tokens": input_tokens, "output_tokens": 5}})
+}
+
+impl Scratch {
+    fn plain(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_agentloop"))
+            .env_remove("AGENTLOOP_MODEL")
+            .env("OPENAI_API_KEY", "dummy")
+            .env("NO_COLOR", "1")
+            .arg("--db")
+            .arg(self.dir.path().join("sessions.db"))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+}
+
+#[test]
+fn run_compacts_at_the_threshold_and_sessions_show_has_both_views() {
+    let scratch = Scratch::new();
+    let server = server(json!({"mode": "sequential", "turns": [
+        list_call("c1", 100),
+        list_call("c2", 900),
+        {"text": "SUMMARY-OF-EARLY-WORK"},
+        {"text": "Finished."}
+    ]}));
+    let out = scratch.run(
+        &server,
+        &[
+            "--context-window",
+            "1000",
+            "--compact-at",
+            "0.5",
+            "--keep-turns",
+            "1",
+            "--session",
+            "s1",
+            "--title",
+            "t",
+            "list twice",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("context compacted"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(server.requests().len(), 4);
+    let last = server.requests()[3].body["messages"].to_string();
+    assert!(
+        last.contains("SUMMARY-OF-EARLY-WORK") && !last.contains("\"c1\""),
+        "{last}"
+    );
+
+    let full = scratch.plain(&["sessions", "show", "s1"]);
+    let full = text(&full.stdout);
+    assert!(
+        full.contains("list twice") && full.contains("SUMMARY-OF-EARLY-WORK"),
+        "{full}"
+    );
+    let context = scratch.plain(&["sessions", "show", "s1", "--context"]);
+    let context = text(&context.stdout);
+    assert!(context.contains("SUMMARY-OF-EARLY-WORK"), "{context}");
+    assert!(
+        !context.contains("list twice"),
+        "the prompt was summarised: {context}"
+    );
+}
+
+#[test]
+fn compact_subcommand_summarises_a_stored_session() {
+    let scratch = Scratch::new();
+    let server = server(json!({"mode": "sequential", "turns": [
+        list_call("c1", 10), list_call("c2", 10), list_call("c3", 10), {"text": "Answer one."},
+        {"text": "HAND-MADE SUMMARY"},
+        {"text": "Answer two."}
+    ]}));
+    let out = scratch.run(&server, &["--session", "s2", "--no-compaction", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = scratch.plain(&[
+        "compact",
+        "s2",
+        "--model",
+        "openai:mock",
+        "--base-url",
+        &server.openai_base_url(),
+        "--keep-turns",
+        "1",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("older messages summarised"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = scratch.run(&server, &["--session", "s2", "again"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let body = server.requests().last().unwrap().body["messages"].to_string();
+    assert!(
+        body.contains("HAND-MADE SUMMARY") && body.contains("Answer one."),
+        "{body}"
+    );
+    assert!(!body.contains("\"c1\""), "{body}");
+}
