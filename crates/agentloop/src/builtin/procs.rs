@@ -205,6 +205,9 @@ mod linux {
             }
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
+        if killed.is_empty() {
+            return;
+        }
         // Reap what was re-parented to us: those zombies have no other parent to wait for them.
         // Only processes this function killed are waited for, so children the application
         // spawned itself (and waits for) are never taken from it.
