@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use super::SessionError;
 
-/// Holds a session's writer lock until dropped. See the [module docs](self).
+/// Holds a session's writer lock until dropped: an exclusive `flock` on
+/// `<db>.locks/<session>.lock`, released by the kernel however its process ends. Taken with
+/// [`SqliteStore::lock_session`](super::SqliteStore::lock_session).
 #[derive(Debug)]
 pub struct SessionLock {
     /// Held, never read: the `flock` lives as long as this open file.
