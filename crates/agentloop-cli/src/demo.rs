@@ -4,7 +4,7 @@
 //! The script (`demo/script.json`, embedded) lists the directory, reads the README and the
 //! source, greps, fixes an off-by-one with `edit_file`, re-reads the fixed lines and answers.
 //! The tools run for real on a temporary copy of a small sample project (`demo/sample/`,
-//! embedded), with `--approve always` semantics since nothing outside the copy is touched. The
+//! embedded), with `--approve allow` semantics since nothing outside the copy is touched. The
 //! session is recorded into a temporary database that is deleted afterwards, unless
 //! `--keep-session` records it into the normal one (title "demo").
 

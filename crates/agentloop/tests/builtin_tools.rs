@@ -922,7 +922,7 @@ async fn policy_never_denies_mutating_calls_even_with_an_asker() {
         ("shell", json!({"command": "touch b.txt"})),
     ] {
         let msg = fx.err(tool, args).await;
-        assert!(msg.contains("approval policy \"never\""), "{msg}");
+        assert!(msg.contains("approval policy \"deny\""), "{msg}");
     }
     assert!(!fx.ws.join("a.txt").exists());
     assert!(!fx.ws.join("b.txt").exists());
