@@ -14,14 +14,9 @@ use std::time::{Duration, Instant};
 use super::SessionError;
 
 /// Holds a session's writer lock until dropped: an exclusive `flock` on
-<<<<<<< HEAD
 /// `<db>.locks/<session>.lock`, released by the kernel when the owner exits in any way (so a
 /// dead owner never leaves it stale); the file holds the owner's pid for the "in use by
 /// process N" error. In-memory stores and non-Unix platforms get a lock that excludes nothing.
-=======
-/// `<db>.locks/<session>.lock`, released by the kernel however its process ends. Taken with
-/// [`SqliteStore::lock_session`](super::SqliteStore::lock_session).
->>>>>>> clisafe
 #[derive(Debug)]
 pub struct SessionLock {
     /// Held, never read: the `flock` lives as long as this open file.
