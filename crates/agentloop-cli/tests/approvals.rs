@@ -109,7 +109,9 @@ fn defer_stops_with_exit_3_then_approve_deny_and_resume_in_new_processes() {
         requested[1]["arguments"],
         json!({"path": "other.txt", "content": "two\n"})
     );
-    let last = events.last().unwrap();
+    // `--json` ends with the `agent_end` event, then the `result` summary line.
+    assert_eq!(events.last().unwrap()["type"], "result");
+    let last = &events[events.len() - 2];
     assert_eq!(last["type"], "agent_end");
     assert_eq!(last["stop"]["reason"], "awaiting_approval");
     assert!(!scratch.ws().join("out.txt").exists());

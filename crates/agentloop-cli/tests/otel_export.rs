@@ -210,7 +210,8 @@ fn a_run_exports_its_genai_spans_and_metrics_over_otlp_http() {
         String::from_utf8_lossy(&out.stderr)
     );
     let events = json_lines(&out.stdout);
-    let end = events.last().unwrap();
+    assert_eq!(events.last().unwrap()["type"], "result");
+    let end = &events[events.len() - 2];
     assert_eq!(end["type"], "agent_end");
     assert_eq!(end["usage"]["input_tokens"], 320);
     assert_eq!(end["usage"]["output_tokens"], 21);

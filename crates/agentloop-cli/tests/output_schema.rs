@@ -127,11 +127,13 @@ fn json_mode_appends_the_output_after_the_events() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(lines[0]["type"], "agent_start");
-    assert_eq!(lines[lines.len() - 2]["type"], "agent_end");
+    // Events, then the validated output, then the closing `result` line.
+    assert_eq!(lines[lines.len() - 3]["type"], "agent_end");
     assert_eq!(
-        lines[lines.len() - 1],
+        lines[lines.len() - 2],
         json!({"type": "output", "output": {"title": "Disk full", "priority": 2}})
     );
+    assert_eq!(lines[lines.len() - 1]["type"], "result");
     // The final tool was offered next to the built-in tools.
     let tools = server.requests()[0].body["tools"].to_string();
     assert!(tools.contains("final_result"), "{tools}");

@@ -86,7 +86,16 @@ fn the_final_line_json_end_and_session_list_carry_tokens_and_cost() {
 
     let out = scratch.run(&server(), "openai:gpt-4o", &["--json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let end: Value = serde_json::from_str(text(&out.stdout).lines().last().unwrap()).unwrap();
+    let lines: Vec<Value> = text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // The closing `result` line carries the same totals as `agent_end` before it.
+    let result = &lines[lines.len() - 1];
+    assert_eq!(result["type"], "result");
+    assert_eq!(result["usage"]["input_tokens"], 3000);
+    assert!((result["cost_usd"].as_f64().unwrap() - 3.0 * TURN_COST).abs() < 1e-9);
+    let end = &lines[lines.len() - 2];
     assert_eq!(end["type"], "agent_end");
     assert_eq!(end["turns"], 3);
     assert_eq!(end["tool_calls"], 2);

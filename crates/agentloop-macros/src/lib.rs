@@ -59,7 +59,7 @@ use proc_macro::TokenStream;
 ///
 /// Register the spec (`Registry::new([read_file_tool()])`) or call it directly with
 /// `ToolSpec::call(deps, json)`, which validates the arguments against the schema exactly as the
-/// executor does (seed 004's `__call__`).
+/// executor does (the tool contract's `__call__`).
 ///
 /// # The function
 ///

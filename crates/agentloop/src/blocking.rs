@@ -1,5 +1,5 @@
 //! A synchronous view over the async API, for applications without an async runtime of their
-//! own (seed 004's `sync()`; in the spirit of `reqwest::blocking`).
+//! own (the tool contract's `sync()`; in the spirit of `reqwest::blocking`).
 //!
 //! [`SyncRuntime`] is where async work runs on behalf of plain functions; [`BlockingTools`] calls
 //! tools through it, with exactly the executor's checks (schema validation, approval hook,

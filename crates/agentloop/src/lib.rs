@@ -14,6 +14,8 @@ pub mod blocking;
 pub mod builtin;
 pub mod cost;
 #[doc(hidden)]
+pub mod fuzzing;
+#[doc(hidden)]
 pub mod macro_support;
 pub mod model;
 pub mod output;

@@ -50,7 +50,7 @@ pub fn finish<D: Send + Sync + 'static>(builder: ToolSpecBuilder<D>) -> ToolSpec
 /// 2. `Result<T: Serialize, E: Into<ToolError>>`: `Ok` as JSON;
 /// 3. `Result<T: IntoToolOutput, E: Display>`: `Err` as its text;
 /// 4. `Result<T: Serialize, E: Display>`: `Ok` as JSON, `Err` as its text;
-/// 5. any `T: Serialize`: JSON (strings unquoted, as in seed 004's `serialize_result`).
+/// 5. any `T: Serialize`: JSON (strings unquoted, as in the tool contract's `serialize_result`).
 pub mod returns {
     use std::fmt::Display;
     use std::marker::PhantomData;

@@ -1,4 +1,4 @@
-//! Deferred tools and local tool search (seed 004): deferred tools are hidden until a search
+//! Deferred tools and local tool search (docs/ARCHITECTURE.md, "Tools and the executor"): deferred tools are hidden until a search
 //! result loads them, unknown names are ignored with a note, and the BM25 search tool ranks the
 //! deferred tools sensibly.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

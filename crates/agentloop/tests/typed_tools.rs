@@ -1,5 +1,5 @@
 //! `#[tool]` behaviour: descriptions come from doc comments, options map onto the spec, return
-//! values convert as seed 004 says, a generated tool behaves exactly like a hand-written one in
+//! values convert as the tool contract says, a generated tool behaves exactly like a hand-written one in
 //! `run_tools`, direct calls validate like the executor, and sync tools never block async siblings.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -1,4 +1,4 @@
-//! The life of a tool call inside the loop (seed 001): [`PreparedToolCall`] (found and validated,
+//! The life of a tool call inside the loop (docs/ARCHITECTURE.md, "The loop"): [`PreparedToolCall`] (found and validated,
 //! about to be checked by hooks), [`BlockedCall`] (vetoed or invalid: never ran), [`ErrorCall`]
 //! (failed during preparation) and [`FinalizedToolCall`] (ran, has its result). Hooks and events
 //! see these; they carry data only.

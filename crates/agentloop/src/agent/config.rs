@@ -1,4 +1,4 @@
-//! [`AgentLoopConfig`]: every knob of a loop (seed 001's fields, plus a few Rust-side ones).
+//! [`AgentLoopConfig`]: every knob of a loop (the loop contract's fields, plus a few Rust-side ones).
 
 use std::time::Duration;
 

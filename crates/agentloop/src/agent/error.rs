@@ -53,7 +53,7 @@ impl AgentError {
 }
 
 /// The messages an agent run had already completed when `err` ended it; empty for any other
-/// error, so callers can ask unconditionally (seed 001's `completed_messages`).
+/// error, so callers can ask unconditionally (the loop contract's `completed_messages`).
 ///
 /// ```
 /// use agentloop::agent::{completed_messages, AgentError};

@@ -1,4 +1,4 @@
-//! Extensions: named bundles of hooks the loop calls at fixed points (seed 001's
+//! Extensions: named bundles of hooks the loop calls at fixed points (the loop contract's
 //! `hook_dispatcher`).
 //!
 //! | hook | when | can |

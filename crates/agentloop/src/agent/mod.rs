@@ -1,4 +1,4 @@
-//! The agent loop (seed 001): call the model, execute the tool calls it makes, feed the results
+//! The agent loop (docs/ARCHITECTURE.md, "The loop"): call the model, execute the tool calls it makes, feed the results
 //! back, repeat until the model is done — with events, steering and follow-up queues, abort,
 //! extension hooks and limits.
 //!
@@ -234,7 +234,7 @@ impl<D: ToolDeps> AgentLoop<D> {
         &self.follow_ups
     }
 
-    /// Whether any extension handles `kind` (seed 001's `has_hook_handlers`): with none, the
+    /// Whether any extension handles `kind` (the loop contract's `has_hook_handlers`): with none, the
     /// loop does no hook work at that point.
     pub fn has_hook_handlers(&self, kind: HookKind) -> bool {
         self.hooks.has(kind)

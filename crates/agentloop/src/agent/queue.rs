@@ -1,4 +1,4 @@
-//! Steering and follow-up queues (seed 001's `steer_queue`).
+//! Steering and follow-up queues (the loop contract's `steer_queue`).
 //!
 //! Steering messages are delivered after the current tool batch completes — never skipping a call
 //! the model already made — and before the next model call. Follow-up messages are delivered only

@@ -711,7 +711,7 @@ impl<D: ToolDeps> AgentLoop<D> {
                 .cloned()
                 .collect();
             // Without native tool search the search tool is offered as a plain function tool
-            // (DESIGN: beyond seed 004), with the same effect on which tools load.
+            // (beyond the deferred-tool contract), with the same effect on which tools load.
             if let (Some(spec), false) = (search, native_search) {
                 visible.extend(self.search_schema(spec.name()));
             }

@@ -60,7 +60,7 @@ mod find_files;
 mod grep;
 mod list_dir;
 mod output;
-mod patterns;
+pub(crate) mod patterns;
 mod procs;
 mod read_file;
 mod reading;

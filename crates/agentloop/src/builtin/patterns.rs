@@ -25,7 +25,7 @@ pub const MAX_REGEX_NESTING: u32 = 64;
 const REGEX_SIZE_LIMIT: usize = 10 * (1 << 20);
 
 /// Checks a glob's length and `{}` nesting, then compiles it with `*` not crossing `/`.
-pub(super) fn compile_glob(pattern: &str) -> Result<GlobMatcher, ToolError> {
+pub(crate) fn compile_glob(pattern: &str) -> Result<GlobMatcher, ToolError> {
     check_glob(pattern)?;
     let glob = GlobBuilder::new(pattern)
         .literal_separator(true)
@@ -82,7 +82,7 @@ pub(super) fn check_glob(pattern: &str) -> Result<(), ToolError> {
 }
 
 /// Checks a regular expression's length, then compiles it with bounded nesting and size.
-pub(super) fn compile_regex(pattern: &str) -> Result<Regex, ToolError> {
+pub(crate) fn compile_regex(pattern: &str) -> Result<Regex, ToolError> {
     if pattern.len() > MAX_REGEX_LEN {
         return Err(ToolError::new(format!(
             "the regular expression is {} bytes long; at most {MAX_REGEX_LEN} are accepted. \

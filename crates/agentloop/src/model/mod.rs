@@ -108,13 +108,13 @@ pub struct ModelRequest<'a> {
     pub messages: Cow<'a, [Message]>,
     /// Tools the model may call.
     pub tools: Cow<'a, [ToolSchema]>,
-    /// Deferred tools (seed 004): every registered deferred tool, loaded or not, in registration
+    /// Deferred tools (docs/ARCHITECTURE.md, "Tools and the executor"): every registered deferred tool, loaded or not, in registration
     /// order (the registry's [`deferred_schemas`](crate::tooling::Registry::deferred_schemas)).
     /// Adapters with client-executed tool search (OpenAI Responses) declare them as deferred and
     /// look a search result's tool names up here; other adapters ignore this field. Empty by
     /// default.
     pub deferred_tools: Cow<'a, [ToolSchema]>,
-    /// The registry's `local_tool_search` tool (seed 004), if any. With at least one deferred
+    /// The registry's `local_tool_search` tool (docs/ARCHITECTURE.md, "Tools and the executor"), if any. With at least one deferred
     /// tool, the OpenAI Responses adapter declares client-executed tool search with this tool's
     /// description and parameters, and turns the model's searches into calls to this tool (so the
     /// agent's executor runs it); other adapters ignore it. `None` by default.

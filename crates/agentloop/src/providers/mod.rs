@@ -14,7 +14,7 @@ pub mod openai_responses;
 pub mod partial_json;
 pub mod replay;
 pub mod sse;
-mod transport;
+pub(crate) mod transport;
 
 use std::time::Duration;
 

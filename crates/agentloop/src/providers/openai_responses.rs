@@ -47,7 +47,7 @@
 //! input, the cached tokens as cache reads, `output_tokens` as output. A tool call's id is the
 //! item's `call_id`.
 //!
-//! # Deferred tools and client-executed tool search (seed 004)
+//! # Deferred tools and client-executed tool search (docs/ARCHITECTURE.md, "Tools and the executor")
 //!
 //! Active when the request carries a search tool ([`ModelRequest::tool_search`], the registry's
 //! `local_tool_search` tool) and at least one deferred tool ([`ModelRequest::deferred_tools`]):

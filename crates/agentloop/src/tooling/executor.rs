@@ -1,7 +1,7 @@
 //! The tool executor: runs a batch of tool calls and returns exactly one result per call, in call
 //! order, whatever the handlers do.
 //!
-//! Rules (seed 000, plus what Rust lets us do better):
+//! Rules (docs/ARCHITECTURE.md, "Tools and the executor", plus what Rust lets us do better):
 //! - no calls → no results; one call runs inline; several run concurrently with at most
 //!   [`MAX_PARALLEL_TOOLS`] in flight — unless any called tool is not parallel-safe (or the caller
 //!   forces sequential mode), in which case the whole batch runs one call after another, in order;
@@ -37,7 +37,7 @@ use crate::transcript::{ToolArguments, ToolCallPart, ToolResultPart};
 /// At most this many calls of one batch run at the same time.
 pub const MAX_PARALLEL_TOOLS: usize = 8;
 
-/// How a batch is executed. `Default` gives seed 000's behaviour: parallel up to
+/// How a batch is executed. `Default` gives the executor contract's behaviour: parallel up to
 /// [`MAX_PARALLEL_TOOLS`], no default timeout, no retries, no observer.
 #[derive(Clone)]
 pub struct ExecOptions {
@@ -121,7 +121,7 @@ pub struct ToolOutcome {
     pub duration: Duration,
 }
 
-/// Runs `calls` and returns one result per call, in call order (seed 000's `run_tools`).
+/// Runs `calls` and returns one result per call, in call order (the executor contract's `run_tools`).
 ///
 /// ```
 /// use agentloop::tooling::{run_tools, Deps, Registry, ToolContext, ToolSpec};

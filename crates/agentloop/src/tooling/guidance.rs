@@ -1,6 +1,6 @@
 //! The "tool guidance" section of the system prompt, rendered from each tool's
 //! [`guidelines`](crate::tooling::ToolSpec::guidelines) and
-//! [`snippet`](crate::tooling::ToolSpec::snippet) (seed 004).
+//! [`snippet`](crate::tooling::ToolSpec::snippet) (docs/ARCHITECTURE.md, "Tools and the executor").
 //!
 //! The output is deterministic (registration order, no maps, no timestamps) so the system prompt
 //! is byte-identical from run to run and provider prompt caches keep hitting. A guideline several

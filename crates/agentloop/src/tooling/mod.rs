@@ -1,7 +1,7 @@
 //! Tools: their specification ([`ToolSpec`]), the [`Registry`] that holds them, the dependency
 //! bundle and approval hook ([`ToolDeps`], [`Deps`]), and the executor ([`run_tools`]).
 //!
-//! This is the Rust form of seed 000 (`agentloop.tooling`), plus what Rust makes possible: full
+//! This is the tool contract of docs/ARCHITECTURE.md, plus what Rust makes possible: full
 //! JSON-Schema validation of arguments before a handler runs, and timeouts that really cancel
 //! async handlers. The executor knows nothing about models or HTTP; the agent loop joins them.
 //!

@@ -169,7 +169,7 @@ impl<D> Registry<D> {
     }
 }
 
-/// Deferred tools and tool search (seed 004); see [`LoadedTools`] and the ready-made
+/// Deferred tools and tool search (docs/ARCHITECTURE.md, "Tools and the executor"); see [`LoadedTools`] and the ready-made
 /// [`bm25_tool_search`](crate::tooling::bm25_tool_search).
 impl<D> Registry<D> {
     /// Whether a tool is sent to the model: not the `local_tool_search` tool (adapters declare

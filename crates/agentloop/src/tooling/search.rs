@@ -1,4 +1,4 @@
-//! Deferred tools and client-side tool search (seed 004): which tools the model may see
+//! Deferred tools and client-side tool search (docs/ARCHITECTURE.md, "Tools and the executor"): which tools the model may see
 //! ([`LoadedTools`]), what a search result loads ([`SearchLoad`]), and a ready-made keyword
 //! search tool ranking the deferred tools by BM25 ([`bm25_tool_search`], [`Bm25Index`]).
 //!

@@ -53,7 +53,7 @@ impl ToolOutput {
 }
 
 /// Wraps any `Serialize` value so a handler can return it: the value becomes compact JSON, except
-/// that a value serializing to a JSON string passes through unquoted (seed 004's
+/// that a value serializing to a JSON string passes through unquoted (the tool contract's
 /// `serialize_result`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Json<T>(pub T);
@@ -405,7 +405,7 @@ impl<D> ToolSpec<D> {
 }
 
 impl<D: Send + Sync + 'static> ToolSpec<D> {
-    /// Calls the tool directly from Rust with a JSON object of arguments (seed 004's `__call__`),
+    /// Calls the tool directly from Rust with a JSON object of arguments (the tool contract's `__call__`),
     /// without a model, a registry or an approval hook.
     ///
     /// The arguments go through the same checks as in [`run_tools`](crate::tooling::run_tools):

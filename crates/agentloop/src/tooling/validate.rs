@@ -1,4 +1,4 @@
-//! Validation of a call's arguments against its tool's full JSON Schema (beyond seed 000, which
+//! Validation of a call's arguments against its tool's full JSON Schema (beyond the executor contract, which
 //! only binds arguments to the handler).
 //!
 //! Schemas are compiled once, when a tool enters a [`Registry`](crate::tooling::Registry); each
