@@ -62,6 +62,8 @@ pub enum Command {
     Mcp(McpCommand),
     /// Serve the built-in tools (confined to a workspace) over MCP on stdin/stdout.
     McpServer(McpServerArgs),
+    /// List the models a provider's API offers (`GET /models`), one id per line.
+    Models(ModelsArgs),
 }
 
 /// `agentloop run`.
@@ -306,6 +308,24 @@ pub struct McpServerArgs {
     /// refuse mutating calls, `allow` runs them.
     #[arg(long, value_enum, default_value_t = ApproveArg::Ask, value_name = "POLICY")]
     pub approve: ApproveArg,
+}
+
+/// `agentloop models`.
+#[derive(Args, Debug)]
+pub struct ModelsArgs {
+    /// `openai` (default; also any OpenAI-compatible server with `--base-url`),
+    /// `openai-responses` (the same list) or `anthropic`.
+    #[arg(default_value = "openai", value_name = "PROVIDER")]
+    pub provider: String,
+
+    /// The provider's base URL, as for `run` (default: `{PROVIDER}_BASE_URL`, then the official
+    /// endpoint).
+    #[arg(long, value_name = "URL")]
+    pub base_url: Option<String>,
+
+    /// Print one JSON object per model (`{"id": …, "name": …, "created": …}`) instead of ids.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// `--reasoning` values.

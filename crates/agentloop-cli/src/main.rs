@@ -8,6 +8,7 @@
 //! - `agentloop demo`: the real loop and tools against a scripted mock model (no key needed).
 //! - `agentloop mock-server --script FILE`: the mock model server on its own.
 //! - `agentloop approvals list`, `approve`, `deny`, `resume`: runs parked by `--approve defer`.
+//! - `agentloop models [PROVIDER]`: the models the provider's API lists.
 //! - `agentloop mcp list`: the configured MCP servers and their tools;
 //!   `agentloop mcp-server --workspace DIR`: the built-in tools served over MCP (stdio).
 //!
@@ -24,6 +25,7 @@ mod instructions;
 mod mcp;
 mod mock;
 mod model;
+mod models;
 mod otel;
 mod prompt;
 mod render;
@@ -67,6 +69,7 @@ fn main() -> ExitCode {
             Command::Resume(args) => approvals::resume(db.as_deref(), args).await,
             Command::Mcp(command) => mcp::run(command).await,
             Command::McpServer(args) => mcp::serve(args).await,
+            Command::Models(args) => models::run(args).await,
         }
     });
     // An abandoned blocking task (a prompt nobody answers after Ctrl-C, a tool that ignored

@@ -20,7 +20,8 @@ pub enum Provider {
 }
 
 impl Provider {
-    fn parse(name: &str) -> Option<Provider> {
+    /// The provider named `name` (`openai`, `openai-responses`, `anthropic`), if any.
+    pub fn parse(name: &str) -> Option<Provider> {
         match name.to_ascii_lowercase().as_str() {
             "openai" | "openai-chat" | "openai_chat" => Some(Provider::OpenAi),
             "openai-responses" | "openai_responses" => Some(Provider::OpenAiResponses),
@@ -97,6 +98,24 @@ fn connection(
              server, or try `agentloop demo`, which needs no key)"
         ))),
         None => Ok(config),
+    }
+}
+
+/// The connection (base URL and key, no model) for a provider, as [`build_model`] makes it.
+pub fn provider_connection(
+    provider: Provider,
+    base_url: Option<&str>,
+) -> Result<ProviderConfig, Failure> {
+    match provider {
+        Provider::OpenAi | Provider::OpenAiResponses => {
+            connection(base_url, "OPENAI", OPENAI_DEFAULT_BASE, "api.openai.com")
+        }
+        Provider::Anthropic => connection(
+            base_url,
+            "ANTHROPIC",
+            anthropic::DEFAULT_BASE_URL,
+            "api.anthropic.com",
+        ),
     }
 }
 

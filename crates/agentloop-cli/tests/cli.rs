@@ -1,6 +1,6 @@
 //! The `agentloop` binary, run for real (`CARGO_BIN_EXE_agentloop`) against a testkit mock
 //! server started in the test: JSON event output and exit codes, approval without a terminal,
-//! session export/import, `--continue`, Ctrl-C, the demo and `--version`.
+//! session export/import, `--continue`, Ctrl-C, the demo, `models` and `--version`.
 //!
 //! Every child runs with stdin from /dev/null and stdout/stderr piped, i.e. without a terminal.
 
@@ -686,4 +686,67 @@ fn mock_server_subcommand_serves_a_script() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("Hello from the mock."));
     assert!(status.success());
+}
+
+#[test]
+fn models_lists_what_each_provider_reports_sorted_and_paginated() {
+    let scratch = Scratch::new();
+    let ids = vec!["gpt-b", "gpt-a", "/models/smol.gguf", "org/x:q4"];
+    let server = server(json!({"turns": [{"text": "hi"}], "models": ids}));
+    let out = scratch
+        .cmd()
+        .args(["models", "openai", "--base-url", &server.openai_base_url()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "/models/smol.gguf\ngpt-a\ngpt-b\norg/x:q4\n"
+    );
+
+    // Anthropic pages 1000 at a time: 2,345 models take three pages, none lost or repeated.
+    let many: Vec<String> = (0..2345).map(|i| format!("claude-{i:05}")).collect();
+    let server = self::server(json!({"turns": [{"text": "hi"}], "models": many}));
+    let out = scratch
+        .cmd()
+        .env("ANTHROPIC_API_KEY", "dummy")
+        .args([
+            "models",
+            "anthropic",
+            "--json",
+            "--base-url",
+            &server.base_url(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let listed = json_lines(&text(&out.stdout));
+    assert_eq!(listed.len(), 2345);
+    assert_eq!(listed[0]["id"], "claude-00000");
+    assert_eq!(listed[2344]["name"], "claude-02344");
+    assert!(listed.windows(2).all(|w| w[0]["id"] != w[1]["id"]));
+}
+
+#[test]
+fn models_errors_are_one_clear_line_without_credentials() {
+    let scratch = Scratch::new();
+    let out = scratch.cmd().args(["models", "bogus"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("unknown provider"));
+
+    let server = server(json!({"turns": [{"text": "hi"}]}));
+    let base = server
+        .base_url()
+        .replace("http://", "http://user:s3cret-pass@")
+        + "/nowhere";
+    let out = scratch
+        .cmd()
+        .args(["models", "--base-url", &base])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("HTTP 404"), "{err}");
+    assert!(!err.contains("s3cret"), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
 }

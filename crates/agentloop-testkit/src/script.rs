@@ -51,6 +51,9 @@ pub struct Script {
     pub repeat: bool,
     /// The turns, in conversation order.
     pub turns: Vec<Turn>,
+    /// The model ids `GET /v1/models` lists (default: `["mock-model"]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub models: Vec<String>,
 }
 
 /// How a request is matched to a turn.
@@ -430,6 +433,7 @@ impl Script {
             mode: Mode::ByPosition,
             repeat: false,
             turns,
+            models: Vec::new(),
         }
     }
 
@@ -439,7 +443,14 @@ impl Script {
             mode: Mode::Sequential,
             repeat: false,
             turns,
+            models: Vec::new(),
         }
+    }
+
+    /// Sets [`Script::models`].
+    pub fn with_models(mut self, models: Vec<String>) -> Self {
+        self.models = models;
+        self
     }
 
     /// Sets [`Script::repeat`].

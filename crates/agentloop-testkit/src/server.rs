@@ -22,7 +22,7 @@ use axum::body::Body;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
+use axum::routing::{get, post};
 use bytes::{Bytes, BytesMut};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -504,16 +504,84 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/responses", post(responses))
         .route("/v1/messages", post(messages))
         .route("/messages", post(messages))
+        .route("/v1/models", get(models))
+        .route("/models", get(models))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(256 * 1024 * 1024))
         .with_state(state)
+}
+
+/// `GET /v1/models`: the script's model ids, in OpenAI's list shape, or — when the request
+/// carries `anthropic-version` — in Anthropic's paginated shape (`limit`, default 20, and
+/// `after_id` query parameters; `has_more` and `last_id` in the answer).
+async fn models(State(s): State<Arc<AppState>>, uri: Uri, headers: HeaderMap) -> Response {
+    let default = ["mock-model".to_owned()];
+    let ids: &[String] = if s.script.models.is_empty() {
+        &default
+    } else {
+        &s.script.models
+    };
+    if !headers.contains_key("anthropic-version") {
+        let data: Vec<Value> = ids
+            .iter()
+            .map(|id| {
+                serde_json::json!({"id": id, "object": "model", "created": 0,
+                    "owned_by": "agentloop-testkit"})
+            })
+            .collect();
+        return json_response(
+            StatusCode::OK,
+            &serde_json::json!({"object": "list", "data": data}),
+        );
+    }
+    let query: Vec<(&str, &str)> = uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .collect();
+    let param = |name: &str| query.iter().find(|(k, _)| *k == name).map(|(_, v)| *v);
+    let limit = param("limit")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(20)
+        .clamp(1, 1000);
+    let start = match param("after_id") {
+        Some(after) => match ids.iter().position(|id| id == after) {
+            Some(i) => i + 1,
+            None => {
+                return json_response(
+                    StatusCode::BAD_REQUEST,
+                    &serde_json::json!({"type": "error", "error": {"type": "invalid_request_error",
+                        "message": format!("after_id {after:?} is not a model id")}}),
+                );
+            }
+        },
+        None => 0,
+    };
+    let page: Vec<Value> = ids
+        .iter()
+        .skip(start)
+        .take(limit)
+        .map(|id| {
+            serde_json::json!({"type": "model", "id": id, "display_name": id,
+                "created_at": "2026-01-01T00:00:00Z"})
+        })
+        .collect();
+    let has_more = start + page.len() < ids.len();
+    let first_id = page.first().map(|m| m["id"].clone());
+    let last_id = page.last().map(|m| m["id"].clone());
+    json_response(
+        StatusCode::OK,
+        &serde_json::json!({"data": page, "has_more": has_more, "first_id": first_id,
+            "last_id": last_id}),
+    )
 }
 
 /// Unknown routes: a JSON 404 that names the real ones (a wrong base URL is the usual cause).
 async fn not_found(method: axum::http::Method, uri: Uri) -> Response {
     let msg = format!(
         "agentloop-testkit: no route for {method} {}; the mock serves POST /v1/chat/completions, \
-         /v1/responses and /v1/messages (OpenAI base URL: <base>/v1, Anthropic base URL: <base>)",
+         /v1/responses and /v1/messages, and GET /v1/models (OpenAI base URL: <base>/v1, Anthropic base URL: <base>)",
         uri.path()
     );
     tracing::warn!("{msg}");

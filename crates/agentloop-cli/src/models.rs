@@ -1,0 +1,194 @@
+//! `agentloop models [PROVIDER]`: the models a provider's API lists — OpenAI's (and compatible
+//! servers') `GET {base}/models`, Anthropic's paginated `GET {base}/v1/models` — printed one id
+//! per line, sorted, or as JSON lines. Keys come from the environment as for `run` and are never
+//! printed; whatever the server says is shown with control characters made visible.
+
+use std::time::Duration;
+
+use agentloop::providers::{ProviderConfig, anthropic};
+use serde_json::{Value, json};
+
+use crate::cli::ModelsArgs;
+use crate::error::Failure;
+use crate::model::{Provider, provider_connection};
+use crate::safe_text::visible_line;
+
+/// How long one listing request may take.
+const TIMEOUT: Duration = Duration::from_secs(30);
+/// Anthropic pages are followed at most this many times (a server that always says `has_more`
+/// must not loop forever).
+const MAX_PAGES: usize = 100;
+
+/// One listed model.
+#[derive(Debug, Clone, PartialEq)]
+struct Listed {
+    id: String,
+    name: Option<String>,
+    created: Option<Value>,
+}
+
+/// Runs `agentloop models`.
+pub async fn run(args: ModelsArgs) -> Result<(), Failure> {
+    let provider = Provider::parse(&args.provider).ok_or_else(|| {
+        Failure::usage(format!(
+            "unknown provider {:?}: use openai, openai-responses or anthropic",
+            args.provider
+        ))
+    })?;
+    let config = provider_connection(provider, args.base_url.as_deref())?;
+    let client = reqwest::Client::builder()
+        .timeout(TIMEOUT)
+        .build()
+        .map_err(|e| Failure::new(format!("cannot build the HTTP client: {e}")))?;
+    let mut models = match provider {
+        Provider::Anthropic => list_anthropic(&client, &config).await?,
+        Provider::OpenAi | Provider::OpenAiResponses => list_openai(&client, &config).await?,
+    };
+    models.sort_by(|a, b| a.id.cmp(&b.id));
+    models.dedup_by(|a, b| a.id == b.id);
+    let mut out = String::new();
+    for model in &models {
+        if args.json {
+            out.push_str(
+                &json!({"id": model.id, "name": model.name, "created": model.created}).to_string(),
+            );
+        } else {
+            out.push_str(&visible_line(&model.id));
+        }
+        out.push('\n');
+    }
+    crate::render::out(&out);
+    Ok(())
+}
+
+/// `{base}/{path}` without doubled slashes.
+fn endpoint(config: &ProviderConfig, path: &str) -> String {
+    format!("{}/{path}", config.base_url.trim_end_matches('/'))
+}
+
+/// The base URL as it may be shown: without `user:password@`.
+fn shown_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) => {
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.to_string()
+        }
+        Err(_) => "(the configured base URL)".to_owned(),
+    }
+}
+
+async fn get_json(request: reqwest::RequestBuilder, url: &str) -> Result<Value, Failure> {
+    let shown = shown_url(url);
+    let response = request.send().await.map_err(|e| {
+        Failure::new(format!(
+            "cannot list models from {shown}: {}",
+            e.without_url()
+        ))
+    })?;
+    let status = response.status();
+    let body = response
+        .bytes()
+        .await
+        .map_err(|e| Failure::new(format!("cannot read the model list from {shown}: {e}")))?;
+    let value: Option<Value> = serde_json::from_slice(&body).ok();
+    if !status.is_success() {
+        let message = value
+            .as_ref()
+            .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned());
+        return Err(Failure::new(format!(
+            "{shown} answered HTTP {status} to the model list: {}",
+            visible_line(&message)
+        )));
+    }
+    value.ok_or_else(|| Failure::new(format!("{shown} sent a model list that is not JSON")))
+}
+
+fn listed(item: &Value, name_key: &str, created_key: &str) -> Option<Listed> {
+    let id = item["id"].as_str()?.to_owned();
+    Some(Listed {
+        id,
+        name: item[name_key].as_str().map(str::to_owned),
+        created: item.get(created_key).cloned().filter(|v| !v.is_null()),
+    })
+}
+
+/// OpenAI and compatible servers: `{"data": [{"id", "created", "owned_by"}]}` (llama.cpp and
+/// others also send a `models` array; `data` is the standard one).
+async fn list_openai(
+    client: &reqwest::Client,
+    config: &ProviderConfig,
+) -> Result<Vec<Listed>, Failure> {
+    let url = endpoint(config, "models");
+    let mut request = client.get(&url);
+    if let Some(key) = &config.api_key {
+        request = request.bearer_auth(key.expose());
+    }
+    for (name, value) in &config.headers {
+        request = request.header(name.as_str(), value.as_str());
+    }
+    let body = get_json(request, &url).await?;
+    let data = body["data"].as_array().ok_or_else(|| {
+        Failure::new(format!(
+            "{} sent a model list without a `data` array",
+            shown_url(&url)
+        ))
+    })?;
+    Ok(data
+        .iter()
+        .filter_map(|m| listed(m, "owned_by", "created"))
+        .collect())
+}
+
+/// Anthropic: pages of `{"data": [{"id", "display_name", "created_at"}], "has_more",
+/// "last_id"}`, followed with `after_id`.
+async fn list_anthropic(
+    client: &reqwest::Client,
+    config: &ProviderConfig,
+) -> Result<Vec<Listed>, Failure> {
+    let url = endpoint(config, "v1/models");
+    let mut models = Vec::new();
+    let mut after: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let mut page_url = reqwest::Url::parse(&url).map_err(|e| {
+            Failure::usage(format!(
+                "the base URL {} is not valid: {e}",
+                shown_url(&url)
+            ))
+        })?;
+        page_url.query_pairs_mut().append_pair("limit", "1000");
+        if let Some(after) = &after {
+            page_url.query_pairs_mut().append_pair("after_id", after);
+        }
+        let mut request = client
+            .get(page_url)
+            .header("anthropic-version", anthropic::API_VERSION);
+        if let Some(key) = &config.api_key {
+            request = request.header("x-api-key", key.expose());
+        }
+        for (name, value) in &config.headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        let body = get_json(request, &url).await?;
+        let page = body["data"].as_array().ok_or_else(|| {
+            Failure::new(format!(
+                "{} sent a model list without a `data` array",
+                shown_url(&url)
+            ))
+        })?;
+        models.extend(
+            page.iter()
+                .filter_map(|m| listed(m, "display_name", "created_at")),
+        );
+        let next = body["last_id"].as_str().map(str::to_owned);
+        if body["has_more"] != Value::Bool(true) || next.is_none() || next == after {
+            return Ok(models);
+        }
+        after = next;
+    }
+    Err(Failure::new(format!(
+        "{} kept saying it has more models after {MAX_PAGES} pages",
+        shown_url(&url)
+    )))
+}
