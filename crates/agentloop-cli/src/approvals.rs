@@ -198,6 +198,7 @@ pub async fn resume(db: Option<&Path>, args: ResumeArgs) -> Result<(), Failure> 
         session,
         context,
         prompt: String::new(),
+        images: Vec::new(),
         shell: Default::default(),
         output: None,
         resume: Some(parked),

@@ -207,6 +207,10 @@ pub struct RunArgs {
     #[arg(long, short = 'q', conflicts_with = "json")]
     pub quiet: bool,
 
+    /// Attach an image (PNG, JPEG, GIF or WebP, up to 5 MB) to the prompt; repeatable.
+    #[arg(long = "image", value_name = "FILE")]
+    pub images: Vec<PathBuf>,
+
     /// Also write the final answer to this file.
     #[arg(long, value_name = "FILE")]
     pub output_last_message: Option<PathBuf>,

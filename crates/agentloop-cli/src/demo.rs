@@ -116,6 +116,7 @@ pub async fn run(db: Option<&Path>, args: DemoArgs) -> Result<(), Failure> {
         session,
         context: Vec::new(),
         prompt: PROMPT.into(),
+        images: Vec::new(),
         shell: Default::default(),
         output: None,
         resume: None,

@@ -22,7 +22,7 @@ use agentloop::session::{
     NewSession, SessionError, SessionInfo, SessionRecorder, SessionStore, load_parked,
 };
 use agentloop::tooling::Approval;
-use agentloop::transcript::{Message, ToolCallPart};
+use agentloop::transcript::{ImagePart, Message, Part, ToolCallPart};
 use serde_json::Value;
 
 use crate::cli::RunArgs;
@@ -70,6 +70,8 @@ pub struct RunSetup {
     pub context: Vec<Message>,
     /// The new prompt (ignored when `resume` is set: queue it there as steering instead).
     pub prompt: String,
+    /// Images attached to the prompt (`--image`).
+    pub images: Vec<ImagePart>,
     /// How the shell tool confines commands and filters their environment.
     pub shell: ShellOptions,
     /// The typed output the answer must be (`--output-schema`), if any.
@@ -244,7 +246,7 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         }
     });
 
-    let prompts = vec![Message::user(setup.prompt)];
+    let prompts = vec![prompt_message(setup.prompt, &setup.images)];
     let (outcome, output) = match (setup.resume, &setup.output) {
         (Some(parked), _) => (
             agent
@@ -437,12 +439,52 @@ pub fn exit_status(report: &RunReport) -> Result<(), Failure> {
     }
 }
 
+/// The user message of a prompt: its text, then its images.
+fn prompt_message(text: String, images: &[ImagePart]) -> Message {
+    if images.is_empty() {
+        return Message::user(text);
+    }
+    let mut parts = vec![Part::text(text)];
+    parts.extend(images.iter().cloned().map(Part::Image));
+    Message::user_parts(parts)
+}
+
+/// The most bytes one `--image` file may have (Anthropic's per-image limit, the smallest).
+const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
+
+/// Reads the `--image` files; an unreadable, oversized or non-image file is a usage error
+/// before anything runs.
+fn load_images(paths: &[std::path::PathBuf]) -> Result<Vec<ImagePart>, Failure> {
+    paths
+        .iter()
+        .map(|path| {
+            let shown = path.display();
+            let size = std::fs::metadata(path)
+                .map_err(|e| Failure::usage(format!("cannot read --image {shown}: {e}")))?
+                .len();
+            if size > MAX_IMAGE_BYTES {
+                return Err(Failure::usage(format!(
+                    "--image {shown} has {size} bytes; at most {MAX_IMAGE_BYTES} are accepted"
+                )));
+            }
+            let bytes = std::fs::read(path)
+                .map_err(|e| Failure::usage(format!("cannot read --image {shown}: {e}")))?;
+            ImagePart::from_bytes(&bytes).ok_or_else(|| {
+                Failure::usage(format!(
+                    "--image {shown} is not a PNG, JPEG, GIF or WebP image"
+                ))
+            })
+        })
+        .collect()
+}
+
 /// `agentloop run`.
 pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
     let prompt = scripting::combined_prompt(&args.prompt)?;
     if prompt.trim().is_empty() {
         return Err(Failure::usage("the prompt is empty"));
     }
+    let images = load_images(&args.images)?;
     // Checked before anything is created: a bad schema file leaves no empty session behind.
     let output = match &args.output_schema {
         Some(path) => Some(load_output_schema(path, &args)?),
@@ -493,7 +535,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
     let mut load = |info: &SessionInfo| -> Result<Vec<Message>, Failure> {
         let (context, parked) = load_parked(&*store, &info.id)?;
         resume = parked.map(|mut p: ParkedRun| {
-            p.steering.push(Message::user(prompt.clone()));
+            p.steering.push(prompt_message(prompt.clone(), &images));
             p
         });
         // What the model sees: a compacted session's summary and the turns after it.
@@ -557,6 +599,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         session,
         context,
         prompt,
+        images,
         shell: shell_options(&args),
         output,
         resume,

@@ -750,3 +750,70 @@ fn models_errors_are_one_clear_line_without_credentials() {
     assert!(!err.contains("s3cret"), "{err}");
     assert_eq!(err.lines().count(), 1, "{err}");
 }
+
+/// A 1×1 PNG (valid file, 67 bytes).
+const TINY_PNG: &[u8] = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89\x00\x00\x00\nIDATx\x9cc\x00\x01\x00\x00\x05\x00\x01\r\n-\xb4\x00\x00\x00\x00IEND\xaeB`\x82";
+
+#[test]
+fn images_reach_every_provider_from_the_prompt_and_from_read_file() {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD.encode(TINY_PNG);
+    for model in ["openai:mock", "openai-responses:mock", "anthropic:mock"] {
+        let scratch = Scratch::new();
+        std::fs::write(scratch.ws().join("shot.png"), TINY_PNG).unwrap();
+        let attached = scratch.dir.path().join("attached.png");
+        std::fs::write(&attached, TINY_PNG).unwrap();
+        let server = server(json!({"turns": [
+            {"tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"path": "shot.png"}}]},
+            {"text": "A tiny image."}
+        ]}));
+        let base = if model.starts_with("anthropic") {
+            server.base_url()
+        } else {
+            server.openai_base_url()
+        };
+        let out = scratch
+            .cmd()
+            .env("ANTHROPIC_API_KEY", "dummy")
+            .args(["run", "--json", "--model", model, "--base-url", &base])
+            .arg("--image")
+            .arg(&attached)
+            .arg("--workspace")
+            .arg(scratch.ws())
+            .arg("What is in these images?")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{model}: {}", text(&out.stderr));
+        let requests = server.requests();
+        assert_eq!(requests.len(), 2, "{model}");
+        // The prompt's image is in the first request; the second also carries read_file's.
+        let first = requests[0].body.to_string();
+        let second = requests[1].body.to_string();
+        assert_eq!(first.matches(&b64).count(), 1, "{model}: {first}");
+        assert_eq!(second.matches(&b64).count(), 2, "{model}: {second}");
+        assert!(first.contains("image/png"), "{model}");
+        assert!(server.violations().is_empty(), "{model}");
+    }
+
+    // Not an image, or missing: a usage error before any request.
+    let scratch = Scratch::new();
+    let server = server(json!({"turns": [{"text": "hi"}]}));
+    let not_image = scratch.dir.path().join("notes.png");
+    std::fs::write(&not_image, "text").unwrap();
+    for path in [not_image, scratch.dir.path().join("missing.png")] {
+        let out = scratch
+            .cmd()
+            .args(["run", "--model", "openai:mock", "--base-url"])
+            .arg(server.openai_base_url())
+            .arg("--image")
+            .arg(&path)
+            .arg("--workspace")
+            .arg(scratch.ws())
+            .arg("hi")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("--image"));
+    }
+    assert!(server.requests().is_empty());
+}

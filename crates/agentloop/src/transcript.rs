@@ -114,6 +114,41 @@ pub struct ImagePart {
     pub data: String,
 }
 
+impl ImagePart {
+    /// The image type of a file that starts with `head`, from its magic bytes: PNG, JPEG, GIF
+    /// or WebP (the formats every supported provider accepts), else `None`.
+    ///
+    /// ```
+    /// use agentloop::transcript::ImagePart;
+    /// assert_eq!(ImagePart::sniff_media_type(b"\x89PNG\r\n\x1a\n...."), Some("image/png"));
+    /// assert_eq!(ImagePart::sniff_media_type(b"hello"), None);
+    /// ```
+    pub fn sniff_media_type(head: &[u8]) -> Option<&'static str> {
+        if head.starts_with(b"\x89PNG\r\n\x1a\n") {
+            Some("image/png")
+        } else if head.starts_with(&[0xFF, 0xD8, 0xFF]) {
+            Some("image/jpeg")
+        } else if head.starts_with(b"GIF87a") || head.starts_with(b"GIF89a") {
+            Some("image/gif")
+        } else if head.len() >= 12 && head.starts_with(b"RIFF") && &head[8..12] == b"WEBP" {
+            Some("image/webp")
+        } else {
+            None
+        }
+    }
+
+    /// An image part holding `bytes`, typed by [`sniff_media_type`](Self::sniff_media_type);
+    /// `None` when the bytes are not a recognised image.
+    pub fn from_bytes(bytes: &[u8]) -> Option<ImagePart> {
+        use base64::Engine as _;
+        let media_type = Self::sniff_media_type(bytes)?;
+        Some(ImagePart {
+            media_type: media_type.to_owned(),
+            data: base64::engine::general_purpose::STANDARD.encode(bytes),
+        })
+    }
+}
+
 /// A model's reasoning, as far as the provider exposes it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThinkingPart {

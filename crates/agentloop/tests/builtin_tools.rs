@@ -267,8 +267,8 @@ async fn read_file_stops_at_its_byte_budget_and_clips_long_lines() {
 #[tokio::test]
 async fn read_file_refuses_binary_files_directories_and_missing_files() {
     let fx = Fixture::new();
-    fx.write("image.png", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR");
-    let msg = fx.err("read_file", json!({"path": "image.png"})).await;
+    fx.write("blob.dat", b"\x7fELF\x02\x01\x01\x00\x00\x00\x00");
+    let msg = fx.err("read_file", json!({"path": "blob.dat"})).await;
     assert!(msg.contains("binary"), "{msg}");
     std::fs::create_dir(fx.ws.join("dir")).unwrap();
     let msg = fx.err("read_file", json!({"path": "dir"})).await;
@@ -278,6 +278,66 @@ async fn read_file_refuses_binary_files_directories_and_missing_files() {
     );
     let msg = fx.err("read_file", json!({"path": "nope.txt"})).await;
     assert!(msg.contains("does not exist"), "{msg}");
+}
+
+#[tokio::test]
+async fn read_file_returns_images_as_image_parts_by_their_content() {
+    use base64::Engine as _;
+    let fx = Fixture::new();
+    let png: Vec<u8> = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01"
+        .iter()
+        .copied()
+        .chain(std::iter::repeat_n(7u8, 20_000))
+        .collect();
+    let cases: [(&str, Vec<u8>, &str); 4] = [
+        // The type comes from the bytes, not the name.
+        ("shots/screen.dat", png.clone(), "image/png"),
+        (
+            "photo.jpg",
+            b"\xff\xd8\xff\xe0\x00\x10JFIF\x00".to_vec(),
+            "image/jpeg",
+        ),
+        (
+            "anim.gif",
+            b"GIF89a\x01\x00\x01\x00\x00\x00\x00;".to_vec(),
+            "image/gif",
+        ),
+        (
+            "pic.webp",
+            b"RIFF\x1a\x00\x00\x00WEBPVP8 ".to_vec(),
+            "image/webp",
+        ),
+    ];
+    for (path, bytes, media_type) in cases {
+        fx.write(path, &bytes);
+        let result = fx.call("read_file", json!({"path": path})).await;
+        assert!(!result.is_error, "{path}: {}", result.content);
+        assert!(result.content.contains(media_type), "{}", result.content);
+        assert_eq!(result.images.len(), 1, "{path}");
+        assert_eq!(result.images[0].media_type, media_type);
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(&result.images[0].data)
+            .unwrap();
+        assert_eq!(
+            decoded, bytes,
+            "{path}: the image must arrive byte for byte"
+        );
+    }
+    // A text file named like an image is text.
+    fx.write("fake.png", "just text\n");
+    let result = fx.call("read_file", json!({"path": "fake.png"})).await;
+    assert!(result.images.is_empty());
+    assert_eq!(result.content, "     1\tjust text\n");
+    // Too large: an error result that says how to proceed, nothing attached.
+    let big: Vec<u8> = png
+        .iter()
+        .copied()
+        .chain(std::iter::repeat_n(0u8, 5 * 1024 * 1024))
+        .collect();
+    fx.write("big.png", &big);
+    let result = fx.call("read_file", json!({"path": "big.png"})).await;
+    assert!(result.is_error && result.images.is_empty());
+    assert!(result.content.contains("larger than"), "{}", result.content);
 }
 
 #[tokio::test]

@@ -1,7 +1,9 @@
-//! `read_file{path, offset?, limit?}`: a numbered range of a text file's lines.
+//! `read_file{path, offset?, limit?}`: a numbered range of a text file's lines, or an image.
 //!
 //! Reads one file inside the workspace, streaming it line by line so huge files cost only the
-//! lines shown. Refuses directories and binary files. Never writes anything.
+//! lines shown. A PNG, JPEG, GIF or WebP file (recognised by its first bytes, not its name) is
+//! returned as an image part the providers send to vision models, up to [`MAX_IMAGE_BYTES`].
+//! Refuses directories and other binary files. Never writes anything.
 
 use std::io::{BufReader, Read};
 
@@ -12,13 +14,17 @@ use super::output::{clip, thousands};
 use super::reading::{ensure_regular, read_line_capped};
 use super::workspace::Workspace;
 use super::{io_error, looks_binary};
-use crate::tooling::ToolError;
+use crate::tooling::{ToolError, ToolOutput};
+use crate::transcript::ImagePart;
 
 /// Lines shown when the call gives no `limit`.
 pub const DEFAULT_LINE_LIMIT: usize = 2000;
 /// The most bytes of numbered lines one call returns; a range that would exceed it stops early,
 /// with the same "use offset=… to continue" note as the line limit.
 pub const MAX_BYTES: usize = 100_000;
+/// The largest image returned (5 MB: the smallest per-image limit of the supported providers,
+/// Anthropic's). A larger one is an error result saying so.
+pub const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
 /// Longest line shown in full; longer lines are cut with a note.
 const MAX_LINE_BYTES: usize = 2000;
 /// How much of one line is held in memory (what is shown, plus room to find a character
@@ -36,7 +42,8 @@ pub(super) struct Args {
 pub(super) const DESCRIPTION: &str = "Read a text file in the workspace. Lines are numbered \
 (`   12\\tcontent`). Use offset (1-based first line) and limit (number of lines) to read part \
 of a large file; by default up to 2000 lines (at most 100 KB) from the start are shown, with a \
-note saying how to continue. Binary files are refused.";
+note saying how to continue. PNG, JPEG, GIF and WebP images (up to 5 MB) are returned as images \
+you can see. Other binary files are refused.";
 
 pub(super) fn schema() -> Value {
     json!({
@@ -62,7 +69,36 @@ pub(super) fn schema() -> Value {
     })
 }
 
-pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError> {
+/// Reads the rest of an image whose first bytes are `head`, bounded by [`MAX_IMAGE_BYTES`].
+fn read_image(
+    mut reader: impl Read,
+    head: &[u8],
+    media_type: &str,
+    shown: &str,
+) -> Result<ToolOutput, ToolError> {
+    let mut bytes = head.to_vec();
+    (&mut reader)
+        .take(MAX_IMAGE_BYTES + 1 - bytes.len() as u64)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_error("read", shown, &e))?;
+    if bytes.len() as u64 > MAX_IMAGE_BYTES {
+        return Err(ToolError::new(format!(
+            "`{shown}` is an image ({media_type}) larger than {} bytes, the most read_file \
+             returns; use shell tools to make a smaller copy (e.g. `convert` with `-resize`) and \
+             read that",
+            thousands(MAX_IMAGE_BYTES as usize)
+        )));
+    }
+    let image = ImagePart::from_bytes(&bytes)
+        .ok_or_else(|| ToolError::new(format!("`{shown}` is not a readable {media_type} image")))?;
+    Ok(ToolOutput::text(format!(
+        "`{shown}` is an image ({media_type}, {} bytes); it is attached.",
+        thousands(bytes.len())
+    ))
+    .with_image(image))
+}
+
+pub(super) fn run(workspace: &Workspace, args: Args) -> Result<ToolOutput, ToolError> {
     let path = workspace.resolve(&args.path)?;
     let shown = workspace.display(&path);
     let file = workspace
@@ -76,6 +112,9 @@ pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError
         .take(8192)
         .read_to_end(&mut sniff)
         .map_err(|e| io_error("read", &shown, &e))?;
+    if let Some(media_type) = ImagePart::sniff_media_type(&sniff) {
+        return read_image(reader, &sniff, media_type, &shown);
+    }
     if looks_binary(&sniff) {
         return Err(ToolError::new(format!(
             "`{shown}` looks like a binary file (it contains NUL bytes); read_file only shows \
@@ -134,7 +173,7 @@ pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError
     }
 
     if number == 0 {
-        return Ok(format!("(`{shown}` is empty)"));
+        return Ok(ToolOutput::text(format!("(`{shown}` is empty)")));
     }
     if offset > number {
         return Err(ToolError::new(format!(
@@ -148,5 +187,5 @@ pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError
             thousands(remaining)
         ));
     }
-    Ok(out)
+    Ok(ToolOutput::text(out))
 }
