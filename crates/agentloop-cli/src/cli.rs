@@ -64,6 +64,29 @@ pub enum Command {
     McpServer(McpServerArgs),
     /// List the models a provider's API offers (`GET /models`), one id per line.
     Models(ModelsArgs),
+    /// The configuration files: `agentloop config show`.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+/// `agentloop config …`.
+#[derive(Subcommand, Debug)]
+pub enum ConfigCommand {
+    /// Print the effective settings of `agentloop run` and where each comes from (flag
+    /// environment, profile, workspace file, user file, default).
+    Show(ConfigShowArgs),
+}
+
+/// `agentloop config show`.
+#[derive(Args, Debug)]
+pub struct ConfigShowArgs {
+    /// The workspace whose `.agentloop/config.toml` applies (default: the current directory).
+    #[arg(long, short = 'w', value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+
+    /// Show this profile's settings (default: the config files' `profile` key).
+    #[arg(long, env = "AGENTLOOP_PROFILE", value_name = "NAME")]
+    pub profile: Option<String>,
 }
 
 /// `agentloop run`.
@@ -87,6 +110,11 @@ pub struct RunArgs {
         value_name = "PROVIDER:NAME"
     )]
     pub model: String,
+
+    /// Use the settings of `[profiles.NAME]` from the config files (`~/.config/agentloop/config.toml`,
+    /// `<workspace>/.agentloop/config.toml`); flags still win. Default: the files' `profile` key.
+    #[arg(long, env = "AGENTLOOP_PROFILE", value_name = "NAME")]
+    pub profile: Option<String>,
 
     /// Base URL of the provider API (overrides OPENAI_BASE_URL / ANTHROPIC_BASE_URL). OpenAI
     /// URLs include `/v1`, Anthropic's do not.

@@ -2,11 +2,14 @@
 //! and `<workspace>/.agentloop/config.toml`, the workspace file winning key by key at the top
 //! level and server by server under `[mcp_servers]`.
 //!
-//! Today the only top-level table is `[mcp_servers.NAME]`, with codex's key names so blocks can
-//! be copied over (`command`, `args`, `env`, `cwd`, `url`, `headers`, `startup_timeout_sec`,
-//! `tool_timeout_sec`, `enabled_tools`, `disabled_tools`, plus `approval`, `enabled`, `prefix`,
-//! `deferred`). Unknown keys are an error that lists the valid ones; to add a top-level key, add
-//! a field to [`ConfigFile`] and its merge rule to [`ConfigFile::merge`].
+//! Top-level keys are the run settings ([`Settings`]: `model`, `base_url`, `reasoning`,
+//! `approve`, `sandbox`, `max_turns` and the usage limits — see `crate::settings` for how they
+//! combine with flags), `profile` (the default profile) and two tables: `[profiles.NAME]` (the
+//! same settings, chosen with `--profile NAME`) and `[mcp_servers.NAME]`, with codex's key names
+//! so blocks can be copied over (`command`, `args`, `env`, `cwd`, `url`, `headers`,
+//! `startup_timeout_sec`, `tool_timeout_sec`, `enabled_tools`, `disabled_tools`, plus `approval`,
+//! `enabled`, `prefix`, `deferred`). Unknown keys are an error that lists the valid ones; to add
+//! a run setting, add a field to [`Settings`] and a row to `crate::settings::KEYS`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -18,12 +21,93 @@ use serde::Deserialize;
 use crate::error::Failure;
 
 /// One config file (every key optional).
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Clone, Debug, Default)]
 pub struct ConfigFile {
+    /// The top-level run settings.
+    pub settings: Settings,
+    /// `profile = "NAME"`: the profile used when `--profile` is not given.
+    pub profile: Option<String>,
+    /// `[profiles.NAME]` tables.
+    pub profiles: BTreeMap<String, Settings>,
     /// `[mcp_servers.NAME]` tables.
-    #[serde(default)]
     pub mcp_servers: BTreeMap<String, McpServerEntry>,
+}
+
+/// The run settings a config file (top level or a profile) may set. Values are checked by the
+/// same parser as the matching `agentloop run` flag, so the rules (and error messages) are
+/// the flags'. `approval_policy` and `sandbox_mode` are accepted as codex's names for `approve`
+/// and `sandbox`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    /// `--model PROVIDER:NAME`.
+    pub model: Option<String>,
+    /// `--base-url URL`.
+    pub base_url: Option<String>,
+    /// `--reasoning LEVEL`.
+    pub reasoning: Option<String>,
+    /// `--approve POLICY`.
+    #[serde(alias = "approval_policy")]
+    pub approve: Option<String>,
+    /// `--sandbox MODE`.
+    #[serde(alias = "sandbox_mode")]
+    pub sandbox: Option<String>,
+    /// `--max-turns N` (a number, or `"none"`).
+    pub max_turns: Option<toml::Value>,
+    /// `--max-requests N`.
+    pub max_requests: Option<u64>,
+    /// `--max-input-tokens N`.
+    pub max_input_tokens: Option<u64>,
+    /// `--max-output-tokens N`.
+    pub max_output_tokens: Option<u64>,
+    /// `--max-total-tokens N`.
+    pub max_total_tokens: Option<u64>,
+    /// `--max-cost USD`.
+    pub max_cost: Option<f64>,
+}
+
+impl Settings {
+    /// `other` (more specific) over `self`, key by key.
+    fn merge(self, other: Settings) -> Settings {
+        Settings {
+            model: other.model.or(self.model),
+            base_url: other.base_url.or(self.base_url),
+            reasoning: other.reasoning.or(self.reasoning),
+            approve: other.approve.or(self.approve),
+            sandbox: other.sandbox.or(self.sandbox),
+            max_turns: other.max_turns.or(self.max_turns),
+            max_requests: other.max_requests.or(self.max_requests),
+            max_input_tokens: other.max_input_tokens.or(self.max_input_tokens),
+            max_output_tokens: other.max_output_tokens.or(self.max_output_tokens),
+            max_total_tokens: other.max_total_tokens.or(self.max_total_tokens),
+            max_cost: other.max_cost.or(self.max_cost),
+        }
+    }
+
+    /// The value of the setting named `key` (as `crate::settings::KEYS` names them), as the
+    /// text its flag takes.
+    pub fn get(&self, key: &str) -> Option<String> {
+        fn text(v: &toml::Value) -> String {
+            match v {
+                toml::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            }
+        }
+        match key {
+            "model" => self.model.clone(),
+            "base_url" => self.base_url.clone(),
+            "reasoning" => self.reasoning.clone(),
+            "approve" => self.approve.clone(),
+            "sandbox" => self.sandbox.clone(),
+            "max_turns" => self.max_turns.as_ref().map(text),
+            "max_requests" => self.max_requests.map(|v| v.to_string()),
+            "max_input_tokens" => self.max_input_tokens.map(|v| v.to_string()),
+            "max_output_tokens" => self.max_output_tokens.map(|v| v.to_string()),
+            "max_total_tokens" => self.max_total_tokens.map(|v| v.to_string()),
+            "max_cost" => self.max_cost.map(|v| v.to_string()),
+            _ => None,
+        }
+    }
 }
 
 /// One `[mcp_servers.NAME]` table.
@@ -68,8 +152,48 @@ pub struct McpServerEntry {
 impl ConfigFile {
     /// Parses one file's text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Self, Failure> {
-        toml::from_str(text)
-            .map_err(|e| Failure::usage(format!("invalid config file {origin}: {}", e.message())))
+        let invalid =
+            |message: String| Failure::usage(format!("invalid config file {origin}: {message}"));
+        let mut table: toml::Table =
+            toml::from_str(text).map_err(|e| invalid(e.message().to_owned()))?;
+        let mut take = |key: &str| table.remove(key);
+        let mcp_servers = match take("mcp_servers") {
+            Some(v) => v
+                .try_into()
+                .map_err(|e: toml::de::Error| invalid(format!("[mcp_servers]: {}", e.message())))?,
+            None => BTreeMap::new(),
+        };
+        let profiles = match take("profiles") {
+            Some(v) => v
+                .try_into()
+                .map_err(|e: toml::de::Error| invalid(format!("[profiles]: {}", e.message())))?,
+            None => BTreeMap::new(),
+        };
+        let profile = match take("profile") {
+            Some(toml::Value::String(name)) => Some(name),
+            Some(other) => {
+                return Err(invalid(format!(
+                    "`profile` must be a profile name (a string), not {other}"
+                )));
+            }
+            None => None,
+        };
+        let settings: Settings =
+            toml::Value::Table(table)
+                .try_into()
+                .map_err(|e: toml::de::Error| {
+                    invalid(format!(
+                        "{} (besides these, a config file may have `profile`, [profiles.NAME] and \
+                 [mcp_servers.NAME])",
+                        e.message()
+                    ))
+                })?;
+        Ok(ConfigFile {
+            settings,
+            profile,
+            profiles,
+            mcp_servers,
+        })
     }
 
     /// Reads a file; a missing file is an empty config.
@@ -84,10 +208,23 @@ impl ConfigFile {
         }
     }
 
-    /// `other` (the more specific file) over `self`.
+    /// `other` (the more specific file) over `self`: key by key for settings and within each
+    /// profile, server by server for MCP.
     pub fn merge(mut self, other: ConfigFile) -> ConfigFile {
         self.mcp_servers.extend(other.mcp_servers);
-        self
+        for (name, settings) in other.profiles {
+            let merged = match self.profiles.remove(&name) {
+                Some(base) => base.merge(settings),
+                None => settings,
+            };
+            self.profiles.insert(name, merged);
+        }
+        ConfigFile {
+            settings: self.settings.merge(other.settings),
+            profile: other.profile.or(self.profile),
+            profiles: self.profiles,
+            mcp_servers: self.mcp_servers,
+        }
     }
 
     /// The user file then the workspace file, merged.

@@ -8,11 +8,13 @@
 //! - `agentloop demo`: the real loop and tools against a scripted mock model (no key needed).
 //! - `agentloop mock-server --script FILE`: the mock model server on its own.
 //! - `agentloop approvals list`, `approve`, `deny`, `resume`: runs parked by `--approve defer`.
+//! - `agentloop config show`: the effective settings and where each comes from.
 //! - `agentloop models [PROVIDER]`: the models the provider's API lists.
 //! - `agentloop mcp list`: the configured MCP servers and their tools;
 //!   `agentloop mcp-server --workspace DIR`: the built-in tools served over MCP (stdio).
 //!
-//! Exit codes: 0 success, 1 failure (including a run that did not stop normally), 2 bad usage,
+//! Exit codes: 0 success, 1 failure (including a run that did not stop normally), 2 bad usage
+//! (including an invalid config file), 4 mutating calls denied for lack of a terminal,
 //! 3 the run stopped awaiting approval (`--approve defer`), 130 interrupted by Ctrl-C. Diagnostics go to stderr as one line.
 
 mod approvals;
@@ -33,17 +35,20 @@ mod run;
 mod safe_text;
 mod scripting;
 mod sessions;
+mod settings;
 
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::Parser;
-
-use crate::cli::{Cli, Command};
+use crate::cli::{Command, ConfigCommand};
 use crate::error::Failure;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Config files fill in the `run` flags the user did not give (see settings.rs).
+    let cli = match settings::parse(std::env::args_os().collect()) {
+        Ok(cli) => cli,
+        Err(failure) => return report(&failure),
+    };
     otel::init();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -70,6 +75,7 @@ fn main() -> ExitCode {
             Command::Mcp(command) => mcp::run(command).await,
             Command::McpServer(args) => mcp::serve(args).await,
             Command::Models(args) => models::run(args).await,
+            Command::Config(ConfigCommand::Show(args)) => settings::show(args),
         }
     });
     // An abandoned blocking task (a prompt nobody answers after Ctrl-C, a tool that ignored

@@ -46,11 +46,13 @@ impl Scratch {
             "ANTHROPIC_BASE_URL",
             "AGENTLOOP_DB",
             "AGENTLOOP_MODEL",
+            "AGENTLOOP_PROFILE",
         ] {
             cmd.env_remove(var);
         }
         cmd.env("OPENAI_API_KEY", "dummy")
             .env("XDG_DATA_HOME", self.dir.path().join("data"))
+            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
             .env("NO_COLOR", "1")
             .arg("--db")
             .arg(self.db())
@@ -816,4 +818,156 @@ fn images_reach_every_provider_from_the_prompt_and_from_read_file() {
         assert!(text(&out.stderr).contains("--image"));
     }
     assert!(server.requests().is_empty());
+}
+
+impl Scratch {
+    fn user_config(&self, toml: &str) -> PathBuf {
+        let path = self.dir.path().join("config/agentloop/config.toml");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, toml).unwrap();
+        path
+    }
+    fn workspace_config(&self, toml: &str) -> PathBuf {
+        let path = self.ws().join(".agentloop/config.toml");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, toml).unwrap();
+        path
+    }
+    /// `agentloop run` with only a base URL: the model comes from wherever the settings say.
+    fn run_configured(&self, server: &MockServer, args: &[&str]) -> (Output, Option<Value>) {
+        let before = server.requests().len();
+        let out = self
+            .cmd()
+            .args(["run", "--json", "--base-url"])
+            .arg(server.openai_base_url())
+            .arg("--workspace")
+            .arg(self.ws())
+            .args(args)
+            .arg("hi")
+            .output()
+            .unwrap();
+        let model = server
+            .requests()
+            .get(before)
+            .map(|r| r.body["model"].clone());
+        (out, model)
+    }
+}
+
+#[test]
+fn config_files_profiles_env_and_flags_apply_in_order() {
+    let scratch = Scratch::new();
+    let server = server(json!({"turns": [{"text": "hi"}], "repeat": true}));
+    let user = scratch.user_config(
+        "model = \"openai:user-model\"\nmax_turns = 7\n\n[profiles.fast]\nmodel = \"openai:fast-user\"\n\n[profiles.deep]\nmodel = \"openai:deep-model\"\n",
+    );
+    let (out, model) = scratch.run_configured(&server, &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(model, Some(json!("user-model")));
+
+    let ws = scratch.workspace_config(
+        "model = \"openai:ws-model\"\n\n[profiles.fast]\nmodel = \"openai:fast-ws\"\n",
+    );
+    for (args, env, expected) in [
+        (&[][..], None, "ws-model"),
+        (&["--profile", "fast"][..], None, "fast-ws"),
+        (&["--profile", "deep"][..], None, "deep-model"),
+        (&[][..], Some("fast"), "fast-ws"),
+        (
+            &["--profile", "fast", "--model", "openai:flag-model"][..],
+            None,
+            "flag-model",
+        ),
+    ] {
+        let mut cmd_args: Vec<&str> = args.to_vec();
+        if let Some(profile) = env {
+            cmd_args.extend(["--profile", profile]);
+        }
+        let (out, model) = scratch.run_configured(&server, &cmd_args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        assert_eq!(model, Some(json!(expected)), "{args:?}");
+    }
+    // The environment variable beats the files as a flag does.
+    let before = server.requests().len();
+    let out = scratch
+        .cmd()
+        .env("AGENTLOOP_MODEL", "openai:env-model")
+        .args([
+            "run",
+            "--base-url",
+            &server.openai_base_url(),
+            "--workspace",
+        ])
+        .arg(scratch.ws())
+        .arg("hi")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(server.requests()[before].body["model"], "env-model");
+
+    // `config show` says where each value comes from.
+    let out = scratch
+        .cmd()
+        .args(["config", "show", "--workspace"])
+        .arg(scratch.ws())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    let line = |key: &str| {
+        shown
+            .lines()
+            .find(|l| l.starts_with(&format!("{key} = ")) || l.starts_with(&format!("# {key} ")))
+            .unwrap_or_else(|| panic!("{key} missing: {shown}"))
+            .to_owned()
+    };
+    assert!(line("model").contains("\"openai:ws-model\""), "{shown}");
+    assert!(line("model").contains(&ws.display().to_string()), "{shown}");
+    assert!(line("max_turns").starts_with("max_turns = 7 "), "{shown}");
+    assert!(
+        line("max_turns").contains(&user.display().to_string()),
+        "{shown}"
+    );
+    assert!(line("approve").ends_with("# default"), "{shown}");
+    let out = scratch
+        .cmd()
+        .args(["config", "show", "--profile", "fast", "--workspace"])
+        .arg(scratch.ws())
+        .output()
+        .unwrap();
+    let shown = text(&out.stdout);
+    assert!(shown.contains("[profiles.fast]"), "{shown}");
+    assert!(shown.contains("openai:fast-ws"), "{shown}");
+}
+
+#[test]
+fn config_errors_name_the_file_the_key_and_the_valid_choices() {
+    let scratch = Scratch::new();
+    let server = server(json!({"turns": [{"text": "hi"}]}));
+    for (toml, expected) in [
+        (
+            "modle = \"openai:x\"\n",
+            vec!["modle", "model", "max_turns"],
+        ),
+        (
+            "approve = \"sometimes\"\n",
+            vec!["approve", "sometimes", "config.toml", "ask", "defer"],
+        ),
+        ("max_turns = -3\n", vec!["max_turns", "config.toml"]),
+        ("[profiles.fast]\nmodl = 1\n", vec!["profiles", "modl"]),
+    ] {
+        scratch.workspace_config(toml);
+        let (out, model) = scratch.run_configured(&server, &[]);
+        assert_eq!(out.status.code(), Some(2), "{toml}: {}", text(&out.stderr));
+        let err = text(&out.stderr);
+        for word in expected {
+            assert!(err.contains(word), "{toml}: {word} not in {err}");
+        }
+        assert_eq!(model, None, "nothing is sent on a config error");
+    }
+    scratch.workspace_config("[profiles.fast]\nmodel = \"openai:f\"\n");
+    let (out, _) = scratch.run_configured(&server, &["--profile", "slow"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("\"slow\"") && err.contains("fast"), "{err}");
 }
