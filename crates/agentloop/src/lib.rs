@@ -2,12 +2,30 @@
 //!
 //! Run LLM agents in Rust: send a conversation to a model, execute the tools it calls (in
 //! parallel, with timeouts, approval and validation), feed the results back, and repeat.
+//! `docs/ARCHITECTURE.md` in the repository describes the data flow, the contracts and the
+//! decisions behind them.
 //!
-//! Modules:
+//! Modules, from the bottom up:
 //! - [`transcript`]: the provider-neutral messages and parts everything else exchanges;
-//! - [`tooling`]: tool specifications, the registry and the executor;
+//! - [`model`]: the [`Model`](model::Model) trait the loop talks to, its request and streamed
+//!   events, and scripted models for tests;
+//! - [`providers`]: the HTTP adapters (OpenAI Chat Completions and compatible servers, OpenAI
+//!   Responses, Anthropic Messages) with retries, timeouts and SSE decoding;
+//! - [`tooling`]: tool specifications, the registry, the dependency bundle and approval hook,
+//!   and the executor (`run_tools`: one result per call, in call order);
+//! - [`builtin`]: the seven coding tools (read, write, edit, list, find, grep, shell), confined
+//!   to a workspace, with the approval policy and the shell sandbox;
+//! - [`agent`]: the loop — events, hooks, steering, cancellation, limits, context compaction
+//!   and runs parked for approval;
+//! - [`output`]: typed output — a run that returns a validated value;
+//! - [`session`]: durable sessions (SQLite), resume, fork, export and import, pending
+//!   approvals;
+//! - [`cost`]: the cost of each assistant message and per-run usage limits;
 //! - [`telemetry`]: OpenTelemetry GenAI spans and metrics (OTLP export behind feature `otel`);
-//! - [`cost`]: the cost of each assistant message and per-run usage limits.
+//! - [`blocking`]: a synchronous view over the async API.
+//!
+//! The `#[tool]` attribute (re-exported from `agentloop-macros`) turns a function into a typed
+//! tool.
 
 pub mod agent;
 pub mod blocking;
