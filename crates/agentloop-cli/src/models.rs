@@ -105,6 +105,42 @@ async fn get_json(request: reqwest::RequestBuilder, url: &str) -> Result<Value, 
     value.ok_or_else(|| Failure::new(format!("{shown} sent a model list that is not JSON")))
 }
 
+/// How a provider takes its key.
+enum Auth {
+    /// `Authorization: Bearer KEY` (OpenAI and compatible servers).
+    Bearer,
+    /// `x-api-key: KEY` (Anthropic).
+    ApiKeyHeader,
+}
+
+/// The key (if any) and the configured extra headers on `request`.
+fn with_headers(
+    mut request: reqwest::RequestBuilder,
+    config: &ProviderConfig,
+    auth: Auth,
+) -> reqwest::RequestBuilder {
+    if let Some(key) = &config.api_key {
+        request = match auth {
+            Auth::Bearer => request.bearer_auth(key.expose()),
+            Auth::ApiKeyHeader => request.header("x-api-key", key.expose()),
+        };
+    }
+    for (name, value) in &config.headers {
+        request = request.header(name.as_str(), value.as_str());
+    }
+    request
+}
+
+/// The `data` array of a listing.
+fn data_array<'v>(body: &'v Value, url: &str) -> Result<&'v Vec<Value>, Failure> {
+    body["data"].as_array().ok_or_else(|| {
+        Failure::new(format!(
+            "{} sent a model list without a `data` array",
+            shown_url(url)
+        ))
+    })
+}
+
 fn listed(item: &Value, name_key: &str, created_key: &str) -> Option<Listed> {
     let id = item["id"].as_str()?.to_owned();
     Some(Listed {
@@ -121,21 +157,9 @@ async fn list_openai(
     config: &ProviderConfig,
 ) -> Result<Vec<Listed>, Failure> {
     let url = endpoint(config, "models");
-    let mut request = client.get(&url);
-    if let Some(key) = &config.api_key {
-        request = request.bearer_auth(key.expose());
-    }
-    for (name, value) in &config.headers {
-        request = request.header(name.as_str(), value.as_str());
-    }
+    let request = with_headers(client.get(&url), config, Auth::Bearer);
     let body = get_json(request, &url).await?;
-    let data = body["data"].as_array().ok_or_else(|| {
-        Failure::new(format!(
-            "{} sent a model list without a `data` array",
-            shown_url(&url)
-        ))
-    })?;
-    Ok(data
+    Ok(data_array(&body, &url)?
         .iter()
         .filter_map(|m| listed(m, "owned_by", "created"))
         .collect())
@@ -161,22 +185,15 @@ async fn list_anthropic(
         if let Some(after) = &after {
             page_url.query_pairs_mut().append_pair("after_id", after);
         }
-        let mut request = client
-            .get(page_url)
-            .header("anthropic-version", anthropic::API_VERSION);
-        if let Some(key) = &config.api_key {
-            request = request.header("x-api-key", key.expose());
-        }
-        for (name, value) in &config.headers {
-            request = request.header(name.as_str(), value.as_str());
-        }
+        let request = with_headers(
+            client
+                .get(page_url)
+                .header("anthropic-version", anthropic::API_VERSION),
+            config,
+            Auth::ApiKeyHeader,
+        );
         let body = get_json(request, &url).await?;
-        let page = body["data"].as_array().ok_or_else(|| {
-            Failure::new(format!(
-                "{} sent a model list without a `data` array",
-                shown_url(&url)
-            ))
-        })?;
+        let page = data_array(&body, &url)?;
         models.extend(
             page.iter()
                 .filter_map(|m| listed(m, "display_name", "created_at")),

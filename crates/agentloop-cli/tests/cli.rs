@@ -85,6 +85,15 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// The mock's base URL for a `--model` value: Anthropic's has no `/v1`, OpenAI's has.
+fn base_url_for(model: &str, server: &MockServer) -> String {
+    if model.starts_with("anthropic") {
+        server.base_url()
+    } else {
+        server.openai_base_url()
+    }
+}
+
 fn server(script: Value) -> MockServer {
     MockServer::start(Script::from_value(script).unwrap())
 }
@@ -220,11 +229,7 @@ fn every_provider_runs_the_same_conversation() {
         std::fs::write(scratch.ws().join("notes.txt"), "hello from the notes\n").unwrap();
         let server = server(read_notes_script());
         // Anthropic's base URL has no /v1; OpenAI's has.
-        let base = if model.starts_with("anthropic") {
-            server.base_url()
-        } else {
-            server.openai_base_url()
-        };
+        let base = base_url_for(model, &server);
         let out = scratch
             .cmd()
             .env("ANTHROPIC_API_KEY", "dummy")
@@ -268,11 +273,7 @@ fn any_model_id_string_reaches_the_server_unchanged() {
     ] {
         let scratch = Scratch::new();
         let server = server(json!({"turns": [{"text": "hi"}]}));
-        let base = if flag.starts_with("anthropic") {
-            server.base_url()
-        } else {
-            server.openai_base_url()
-        };
+        let base = base_url_for(flag, &server);
         let out = scratch
             .cmd()
             .env("ANTHROPIC_API_KEY", "dummy")
@@ -769,11 +770,7 @@ fn images_reach_every_provider_from_the_prompt_and_from_read_file() {
             {"tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"path": "shot.png"}}]},
             {"text": "A tiny image."}
         ]}));
-        let base = if model.starts_with("anthropic") {
-            server.base_url()
-        } else {
-            server.openai_base_url()
-        };
+        let base = base_url_for(model, &server);
         let out = scratch
             .cmd()
             .env("ANTHROPIC_API_KEY", "dummy")
