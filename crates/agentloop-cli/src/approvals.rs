@@ -199,6 +199,8 @@ pub async fn resume(db: Option<&Path>, args: ResumeArgs) -> Result<(), Failure> 
         context,
         prompt: String::new(),
         images: Vec::new(),
+        steering: None,
+        interactive: None,
         shell: Default::default(),
         output: None,
         resume: Some(parked),

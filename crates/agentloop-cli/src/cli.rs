@@ -21,9 +21,9 @@ pub struct Cli {
     #[arg(long, global = true, env = "AGENTLOOP_DB", value_name = "PATH")]
     pub db: Option<PathBuf>,
 
-    /// What to do.
+    /// What to do (none, on a terminal: `chat`).
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 /// The subcommands.
@@ -35,6 +35,10 @@ pub enum Command {
     /// commands are sandboxed on Linux as `--sandbox` says (default: writes only in the workspace
     /// and the temporary directory, no TCP network).
     Run(RunArgs),
+    /// A conversation on the terminal (what bare `agentloop` opens): line editing and history,
+    /// Markdown answers, Ctrl-C cancels the turn, Ctrl-D exits, `/help` lists the slash
+    /// commands; typing while the agent works steers it. Takes the flags of `run`.
+    Chat(RunArgs),
     /// List, show, export, import or delete recorded sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),
@@ -92,8 +96,9 @@ pub struct ConfigShowArgs {
 /// `agentloop run`.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The prompt (`-` reads it from standard input).
-    pub prompt: String,
+    /// The prompt (`-` reads it from standard input). Required by `run`; `chat` starts with
+    /// it when given.
+    pub prompt: Option<String>,
 
     /// The directory the tools may read and change (default: the current directory).
     #[arg(long, short = 'w', value_name = "DIR")]
@@ -606,7 +611,7 @@ mod tests {
         let parse = |v: &str| match Cli::try_parse_from(["agentloop", "run", "hi", "--approve", v])
             .map(|c| c.command)
         {
-            Ok(Command::Run(args)) => Some(args.approve),
+            Ok(Some(Command::Run(args))) => Some(args.approve),
             _ => None,
         };
         for (new, old) in [("ask", "mutating"), ("deny", "never"), ("allow", "always")] {
@@ -632,7 +637,7 @@ mod tests {
             let mut argv = vec!["agentloop", "run", "hi"];
             argv.extend_from_slice(extra);
             match Cli::try_parse_from(argv).map(|c| c.command) {
-                Ok(Command::Run(args)) => Some(args.max_turns),
+                Ok(Some(Command::Run(args))) => Some(args.max_turns),
                 _ => None,
             }
         };

@@ -10,6 +10,7 @@ use std::path::Path;
 
 use agentloop::agent::AgentEvent;
 use agentloop::agent::compaction::{self, CompactionConfig, ModelCompactor};
+use agentloop::model::Model;
 use agentloop::session::SessionStore;
 
 use crate::cli::{CompactArgs, RunArgs};
@@ -55,32 +56,47 @@ pub async fn run(db: Option<&Path>, args: CompactArgs) -> Result<(), Failure> {
     let id = resolve_id(&store, &args.session)?;
     let spec = ModelSpec::parse(&args.model)?;
     let model = build_model(&spec, args.base_url.as_deref())?;
-    let context = compaction::effective_context(&store.load(&id)?);
+    match compact_session(&store, &id, model.as_ref(), &spec.name, args.keep_turns).await? {
+        Some(line) => println!("{line}"),
+        None => eprintln!("agentloop: nothing to compact in session {id} (it is already short)"),
+    }
+    Ok(())
+}
+
+/// Summarises session `id`'s older turns with `model`, keeping the last `keep_turns` verbatim,
+/// and appends the compaction entry (the full history stays stored). Returns the line that
+/// says what it did, or `None` when the session is too short to compact.
+pub async fn compact_session(
+    store: &dyn SessionStore,
+    id: &str,
+    model: &dyn Model,
+    model_name: &str,
+    keep_turns: usize,
+) -> Result<Option<String>, Failure> {
+    let context = compaction::effective_context(&store.load(id)?);
     let compacted = compaction::compact(
         &context,
-        args.keep_turns,
+        keep_turns,
         &ModelCompactor,
-        model.as_ref(),
-        Some(&spec.name),
+        model,
+        Some(model_name),
     )
     .await
     .map_err(|e| Failure::new(format!("the summary call failed: {e}")))?;
     let Some(compacted) = compacted else {
-        eprintln!("agentloop: nothing to compact in session {id} (it is already short)");
-        return Ok(());
+        return Ok(None);
     };
-    store.append(&id, &compacted.entry)?;
+    store.append(id, &compacted.entry)?;
     let cost = compacted
         .usage
         .and_then(|u| u.cost_usd)
         .map(|c| format!(" · ${c:.4}"))
         .unwrap_or_default();
-    println!(
+    Ok(Some(format!(
         "session {id}: {} older messages summarised, {} kept; context ~{} → ~{} tokens{cost}",
         compacted.summarized,
         compacted.context.len() - 1,
         thousands(compacted.tokens_before),
         thousands(compacted.tokens_after)
-    );
-    Ok(())
+    )))
 }

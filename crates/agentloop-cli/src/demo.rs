@@ -117,6 +117,8 @@ pub async fn run(db: Option<&Path>, args: DemoArgs) -> Result<(), Failure> {
         context: Vec::new(),
         prompt: PROMPT.into(),
         images: Vec::new(),
+        steering: None,
+        interactive: None,
         shell: Default::default(),
         output: None,
         resume: None,

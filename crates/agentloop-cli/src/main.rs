@@ -1,6 +1,8 @@
 //! `agentloop`: the command-line front end of the agentloop library — a thin binary over it,
 //! in the ripgrep style.
 //!
+//! - `agentloop` (on a terminal) or `agentloop chat`: a conversation with line editing, Markdown
+//!   answers and slash commands.
 //! - `agentloop run "PROMPT"`: an agent with the built-in tools on a workspace directory,
 //!   recorded into the session store, rendered as text (a spinner on a terminal) or as JSON
 //!   lines (`--json`).
@@ -18,12 +20,14 @@
 //! 3 the run stopped awaiting approval (`--approve defer`), 130 interrupted by Ctrl-C. Diagnostics go to stderr as one line.
 
 mod approvals;
+mod chat;
 mod cli;
 mod compact;
 mod config;
 mod demo;
 mod error;
 mod instructions;
+mod markdown;
 mod mcp;
 mod mock;
 mod model;
@@ -62,7 +66,14 @@ fn main() -> ExitCode {
     };
     let db = cli.db.clone();
     let result = runtime.block_on(async move {
-        match cli.command {
+        let Some(command) = cli.command else {
+            return Err(Failure::usage(
+                "no command given (see `agentloop --help`; on a terminal, bare `agentloop` \
+                 opens a chat)",
+            ));
+        };
+        match command {
+            Command::Chat(args) => chat::run(db.as_deref(), args).await,
             Command::Run(args) => run::run(db.as_deref(), args).await,
             Command::Sessions(command) => sessions::run(db.as_deref(), command),
             Command::Demo(args) => demo::run(db.as_deref(), args).await,

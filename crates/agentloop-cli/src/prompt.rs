@@ -86,8 +86,12 @@ fn arguments_text(args: &ToolArguments) -> String {
     }
 }
 
+/// An approval question is waiting for its answer on the terminal: interactive mode's
+/// steering reader leaves the terminal's input alone meanwhile.
+pub static ASKING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Terminal width for wrapping: `COLUMNS`, else 100.
-fn width() -> usize {
+pub fn width() -> usize {
     std::env::var("COLUMNS")
         .ok()
         .and_then(|c| c.trim().parse::<usize>().ok())
@@ -186,6 +190,14 @@ fn push_diff(out: &mut String, path: &str, old: &str, new: &str, width: usize) {
     } else {
         out.push_str(&format!("  (+{added} −{removed} lines)\n"));
     }
+}
+
+/// A unified diff of `old` → `new` as the prompt shows it (first [`DIFF_LINES`] lines, then
+/// the count of the rest), for the interactive view of a finished edit.
+pub fn diff_text(path: &str, old: &str, new: &str, width: usize) -> String {
+    let mut out = String::new();
+    push_diff(&mut out, path, old, new, width);
+    out
 }
 
 /// The file's current text, if it exists, is inside the workspace and is small text.
@@ -361,7 +373,9 @@ pub fn terminal_asker(
             )
         };
         spinner.set_question_open(true);
+        ASKING.store(true, std::sync::atomic::Ordering::SeqCst);
         let answer = ask(channel, &question);
+        ASKING.store(false, std::sync::atomic::Ordering::SeqCst);
         spinner.set_question_open(false);
         let answer = match answer {
             Ok(Some(answer)) => answer,

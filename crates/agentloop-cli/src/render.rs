@@ -19,11 +19,12 @@ use std::time::Duration;
 use agentloop::agent::{AgentEvent, RunStop};
 use agentloop::model::ModelDelta;
 use agentloop::transcript::{
-    Message, Role, StopReason, ToolArguments, ToolCallPart, ToolResultPart, Usage,
+    Message, Part, Role, StopReason, ToolArguments, ToolCallPart, ToolResultPart, Usage,
 };
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde_json::Value;
 
+use crate::markdown::MarkdownStream;
 use crate::safe_text::{visible, visible_line};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -68,6 +69,11 @@ impl Style {
     /// Styling on (`true`) or off.
     pub fn new(color: bool) -> Self {
         Style { color }
+    }
+
+    /// Whether styling is on.
+    pub fn is_color(&self) -> bool {
+        self.color
     }
 
     fn paint(&self, code: &str, text: &str) -> String {
@@ -175,6 +181,38 @@ impl Spinner {
     }
 }
 
+impl Renderer {
+    /// Interactive mode: what a finished `edit_file` call changed, as a coloured diff of its
+    /// `old_text` → `new_text` ("" for other calls).
+    fn edit_view(&self, call: &ToolCallPart) -> String {
+        let ToolArguments::Json(serde_json::Value::Object(map)) = &call.arguments else {
+            return String::new();
+        };
+        let text = |key: &str| map.get(key).and_then(|v| v.as_str());
+        let (Some(path), Some(old), Some(new)) = (text("path"), text("old_text"), text("new_text"))
+        else {
+            return String::new();
+        };
+        if call.tool_name != "edit_file" {
+            return String::new();
+        }
+        let diff = crate::prompt::diff_text(path, old, new, crate::prompt::width());
+        diff.lines()
+            .map(|line| {
+                let body = line.trim_start();
+                let painted = if body.starts_with('+') && !body.starts_with("+++") {
+                    self.style.green(line)
+                } else if body.starts_with('-') && !body.starts_with("---") {
+                    self.style.red(line)
+                } else {
+                    self.style.dim(line)
+                };
+                format!("{painted}\n")
+            })
+            .collect()
+    }
+}
+
 /// Where events go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputMode {
@@ -210,6 +248,10 @@ struct State {
     running_tools: usize,
     /// Tool output was printed since the last assistant text: separate the next text from it.
     gap: bool,
+    /// Interactive mode: the Markdown renderer of the current message's text.
+    markdown: Option<MarkdownStream>,
+    /// Interactive mode: the current message's thinking, not yet summarised on the screen.
+    thinking: String,
 }
 
 /// Renders one run's events. Cheap to share: `on_event` takes `&self`.
@@ -220,6 +262,17 @@ pub struct Renderer {
     state: Mutex<State>,
     /// Human output goes to stderr.
     stderr: bool,
+    /// Interactive mode (see [`Renderer::interactive`]).
+    interactive: Option<Interactive>,
+    /// The last message's thinking, for `/thinking`.
+    last_thinking: Mutex<String>,
+}
+
+/// What interactive mode adds to the human output.
+#[derive(Clone, Copy, Debug)]
+struct Interactive {
+    /// Show thinking in full (dimmed) instead of one collapsed line.
+    expand_thinking: bool,
 }
 
 impl Renderer {
@@ -232,6 +285,84 @@ impl Renderer {
             spinner,
             state: Mutex::new(State::default()),
             stderr: false,
+            interactive: None,
+            last_thinking: Mutex::new(String::new()),
+        }
+    }
+
+    /// Interactive mode: text rendered as Markdown a line at a time, thinking shown dimmed
+    /// (in full with `expand_thinking`, else collapsed to one line), and finished edits shown as
+    /// diffs.
+    pub fn interactive(mut self, expand_thinking: bool) -> Self {
+        self.interactive = Some(Interactive { expand_thinking });
+        self
+    }
+
+    /// The thinking of the run's last message that had any ("" when none).
+    pub fn last_thinking(&self) -> String {
+        lock(&self.last_thinking).clone()
+    }
+
+    /// Interactive mode: shows the thinking gathered so far (once), before what follows it.
+    fn flush_thinking(&self, state: &mut State) {
+        let Some(interactive) = self.interactive else {
+            return;
+        };
+        let thinking = std::mem::take(&mut state.thinking);
+        if thinking.trim().is_empty() {
+            return;
+        }
+        let text = if interactive.expand_thinking {
+            format!(
+                "{}\n",
+                self.style.dim(visible(thinking.trim_end()).as_ref())
+            )
+        } else {
+            let lines = thinking.trim().lines().count();
+            let first = one_line(thinking.trim().lines().next().unwrap_or_default(), 70);
+            format!(
+                "{}\n",
+                self.style.dim(&format!(
+                    "▸ thought {lines} line{}: {first} (/thinking shows it)",
+                    if lines == 1 { "" } else { "s" }
+                ))
+            )
+        };
+        *lock(&self.last_thinking) = thinking;
+        self.spinner.hide();
+        self.print_lines(state, &text);
+    }
+
+    /// Text of the model's answer: through the Markdown renderer in interactive mode.
+    fn answer_text(&self, state: &mut State, text: &str) {
+        self.flush_thinking(state);
+        if std::mem::take(&mut state.gap) {
+            self.out("\n");
+        }
+        if self.interactive.is_some() {
+            let color = self.style.is_color();
+            let rendered = state
+                .markdown
+                .get_or_insert_with(|| MarkdownStream::new(color))
+                .push(text);
+            if !rendered.is_empty() {
+                self.out(&rendered);
+                state.line_open = !rendered.ends_with('\n');
+            }
+        } else {
+            self.out(&visible(text));
+            state.line_open = !text.ends_with('\n');
+        }
+    }
+
+    /// Interactive mode: the end of a message's text (its last line, an open code block).
+    fn finish_text(&self, state: &mut State) {
+        if let Some(mut markdown) = state.markdown.take() {
+            let rest = markdown.finish();
+            if !rest.is_empty() {
+                self.out(&rest);
+                state.line_open = false;
+            }
         }
     }
 
@@ -301,31 +432,42 @@ impl Renderer {
             AgentEvent::MessageUpdate { delta, .. } => match delta {
                 ModelDelta::Text { delta } if !delta.is_empty() => {
                     self.spinner.hide();
-                    if std::mem::take(&mut state.gap) {
-                        self.out("\n");
-                    }
-                    self.out(&visible(delta));
+                    self.answer_text(state, delta);
                     state.streamed = true;
-                    state.line_open = !delta.ends_with('\n');
                 }
-                ModelDelta::Thinking { .. } if !state.streamed => {
-                    self.spin(state, "thinking".into());
+                ModelDelta::Thinking { delta } => {
+                    if self.interactive.is_some() {
+                        state.thinking.push_str(delta);
+                    }
+                    if !state.streamed {
+                        self.spin(state, "thinking".into());
+                    }
                 }
                 ModelDelta::ToolCallStart { name, .. } => {
+                    self.flush_thinking(state);
                     self.spin(state, format!("preparing {}", visible_line(name)));
                 }
                 _ => {}
             },
             AgentEvent::MessageEnd { message } if message.role == Role::Assistant => {
                 let text = message.text();
+                if self.interactive.is_some() && state.thinking.is_empty() && !state.streamed {
+                    // A provider that does not stream its reasoning still has it here.
+                    state.thinking = message
+                        .content
+                        .iter()
+                        .filter_map(|p| match p {
+                            Part::Thinking(t) => Some(t.thinking.as_str()),
+                            _ => None,
+                        })
+                        .collect();
+                }
                 if !state.streamed && !text.trim().is_empty() {
                     self.spinner.hide();
-                    if std::mem::take(&mut state.gap) {
-                        self.out("\n");
-                    }
-                    self.out(&visible(&text));
-                    state.line_open = !text.ends_with('\n');
+                    self.answer_text(state, &text);
                 }
+                self.flush_thinking(state);
+                self.finish_text(state);
                 self.close_line(state);
                 if message.stop_reason == Some(StopReason::Length) {
                     self.print_lines(
@@ -354,7 +496,10 @@ impl Renderer {
             }
             AgentEvent::ToolExecutionEnd { call, result } => {
                 state.running_tools = state.running_tools.saturating_sub(1);
-                let text = format_tool(self.style, call, Some(result));
+                let mut text = format_tool(self.style, call, Some(result));
+                if self.interactive.is_some() && !result.is_error {
+                    text.push_str(&self.edit_view(call));
+                }
                 self.print_lines(state, &text);
                 state.gap = true;
                 if state.running_tools == 0 {

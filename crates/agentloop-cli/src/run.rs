@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use agentloop::agent::{
-    AbortSignal, AgentLoop, AgentLoopConfig, ParkedRun, RunOutcome, RunStop, TelemetryConfig,
-    UsageLimits,
+    AbortSignal, AgentLoop, AgentLoopConfig, MessageQueue, ParkedRun, RunOutcome, RunStop,
+    TelemetryConfig, UsageLimits,
 };
 use agentloop::builtin::{
     self, ApprovalPolicy, SandboxMode, ShellOptions, Workspace, WorkspaceDeps,
@@ -72,6 +72,10 @@ pub struct RunSetup {
     pub prompt: String,
     /// Images attached to the prompt (`--image`).
     pub images: Vec<ImagePart>,
+    /// Messages typed while the agent works (interactive mode), delivered as steering.
+    pub steering: Option<MessageQueue>,
+    /// Interactive rendering (Markdown, thinking, diffs); the flag expands thinking.
+    pub interactive: Option<bool>,
     /// How the shell tool confines commands and filters their environment.
     pub shell: ShellOptions,
     /// The typed output the answer must be (`--output-schema`), if any.
@@ -134,6 +138,9 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
     let mut renderer = Renderer::new(mode, spinner.clone());
     if typed && !setup.json {
         renderer = renderer.on_stderr();
+    }
+    if let Some(expand_thinking) = setup.interactive {
+        renderer = renderer.interactive(expand_thinking);
     }
     let renderer = Arc::new(renderer);
     let sandbox = setup.shell.sandbox_mode();
@@ -226,6 +233,9 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         .with_emit(emit)
         .with_session_id(&setup.session.id)
         .with_abort_signal(abort.clone());
+    if let Some(queue) = setup.steering.clone() {
+        agent = agent.with_steering_queue(queue);
+    }
     crate::mcp::add_tool_search(&mut agent)?;
 
     let interrupted = Arc::new(AtomicBool::new(false));
@@ -377,7 +387,7 @@ impl Interrupts {
 
 /// The shell tool's options from the flags: the sandbox mode, the allow-list, and the keys this
 /// CLI reads hidden whatever they are called.
-fn shell_options(args: &RunArgs) -> ShellOptions {
+pub fn shell_options(args: &RunArgs) -> ShellOptions {
     let mut options = ShellOptions::default()
         .sandbox(args.sandbox)
         .hide_env("OPENAI_API_KEY")
@@ -478,9 +488,32 @@ fn load_images(paths: &[std::path::PathBuf]) -> Result<Vec<ImagePart>, Failure> 
         .collect()
 }
 
+/// The system prompt of a run: `--system` or the default, plus the project instructions
+/// (AGENTS.md …) unless `--no-project-instructions`; says on stderr which files were loaded.
+pub fn system_prompt_for(args: &RunArgs, workspace: &Workspace) -> Option<String> {
+    if args.no_project_instructions {
+        return args.system.clone();
+    }
+    let found = crate::instructions::discover(workspace.root());
+    if let Some(header) = crate::instructions::header(&found) {
+        eprintln!("agentloop: {header}");
+    }
+    let base = args
+        .system
+        .clone()
+        .unwrap_or_else(|| default_system_prompt(workspace.root()));
+    Some(crate::instructions::with_instructions(&base, &found.files))
+}
+
 /// `agentloop run`.
 pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
-    let prompt = scripting::combined_prompt(&args.prompt)?;
+    let Some(prompt_arg) = &args.prompt else {
+        return Err(Failure::usage(
+            "agentloop run needs a prompt (`-` reads it from standard input); for a \
+             conversation, use `agentloop chat`",
+        ));
+    };
+    let prompt = scripting::combined_prompt(prompt_arg)?;
     if prompt.trim().is_empty() {
         return Err(Failure::usage("the prompt is empty"));
     }
@@ -503,19 +536,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
     let mcp = crate::config::ConfigFile::load(workspace.root())?
         .mcp_servers(workspace.root(), &args.mcp)?;
 
-    let system_prompt = if args.no_project_instructions {
-        args.system.clone()
-    } else {
-        let found = crate::instructions::discover(workspace.root());
-        if let Some(header) = crate::instructions::header(&found) {
-            eprintln!("agentloop: {header}");
-        }
-        let base = args
-            .system
-            .clone()
-            .unwrap_or_else(|| default_system_prompt(workspace.root()));
-        Some(crate::instructions::with_instructions(&base, &found.files))
-    };
+    let system_prompt = system_prompt_for(&args, &workspace);
 
     let sqlite = Arc::new(open_store(db)?);
     let store: Arc<dyn SessionStore> = sqlite.clone();
@@ -600,6 +621,8 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         context,
         prompt,
         images,
+        steering: None,
+        interactive: None,
         shell: shell_options(&args),
         output,
         resume,

@@ -142,11 +142,20 @@ fn after_subcommand(argv: &[OsString], name: &str) -> Option<usize> {
     None
 }
 
-/// Parses the command line with the config files applied to `agentloop run` (see the module
+/// Parses the command line with the config files applied to `agentloop run` and `chat` (see the module
 /// docs). Help, version and usage errors of the user's own arguments exit as clap does.
 pub fn parse(argv: Vec<OsString>) -> Result<Cli, Failure> {
     let matches = Cli::command().get_matches_from(argv.clone());
-    let Some(("run", run)) = matches.subcommand() else {
+    if matches.subcommand().is_none() {
+        use std::io::IsTerminal;
+        if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
+            let mut argv = argv;
+            argv.push(OsString::from("chat"));
+            return parse(argv);
+        }
+        return Cli::from_arg_matches(&matches).map_err(|e| Failure::usage(e.to_string()));
+    }
+    let Some((subcommand @ ("run" | "chat"), run)) = matches.subcommand() else {
         return Cli::from_arg_matches(&matches).map_err(|e| Failure::usage(e.to_string()));
     };
     let workspace = match run.get_one::<PathBuf>("workspace") {
@@ -192,7 +201,7 @@ pub fn parse(argv: Vec<OsString>) -> Result<Cli, Failure> {
     if injected.is_empty() {
         return Cli::from_arg_matches(&matches).map_err(|e| Failure::usage(e.to_string()));
     }
-    let at = after_subcommand(&argv, "run").unwrap_or(argv.len());
+    let at = after_subcommand(&argv, subcommand).unwrap_or(argv.len());
     let mut with_config = argv[..at].to_vec();
     with_config.extend(injected);
     with_config.extend_from_slice(&argv[at..]);

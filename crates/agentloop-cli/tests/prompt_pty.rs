@@ -182,3 +182,101 @@ fn always_covers_only_that_tool_or_that_exact_command() {
     );
     assert_eq!(all.matches("[a]lways").count(), 3, "{all}");
 }
+
+/// `agentloop chat` on a pseudo-terminal against an Anthropic-wire mock (sequential script).
+fn spawn_chat(server: &MockServer, dir: &tempfile::TempDir) -> Pty {
+    std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
+    for var in [
+        "ANTHROPIC_BASE_URL",
+        "AGENTLOOP_DB",
+        "AGENTLOOP_MODEL",
+        "AGENTLOOP_PROFILE",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("ANTHROPIC_API_KEY", "dummy")
+        .env("XDG_DATA_HOME", dir.path().join("data"))
+        .env("XDG_CONFIG_HOME", dir.path().join("config"))
+        .env("NO_COLOR", "1")
+        .env("COLUMNS", "100")
+        .arg("--db")
+        .arg(dir.path().join("sessions.db"))
+        .args(["chat", "--model", "anthropic:mock", "--approve", "allow"])
+        .args(["--base-url", &server.base_url()])
+        .arg("--workspace")
+        .arg(dir.path().join("ws"));
+    let mut session = Session::spawn(cmd).unwrap();
+    session.set_expect_timeout(Some(Duration::from_secs(60)));
+    Pty {
+        session,
+        seen: Vec::new(),
+    }
+}
+
+#[test]
+fn chat_streams_markdown_cancels_steers_and_takes_slash_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = "word ".repeat(400);
+    let server = server(json!({"mode": "sequential", "turns": [
+        {"thinking": "Let me plan this.\nThen answer.",
+         "text": "# Plan\n- first item\n```rust\nfn main() {}\n```\nAll done here."},
+        {"text": long, "chunk_size": 5, "chunk_delay_ms": 50},
+        shell_turn("c1", "sleep 3"),
+        {"text": "Steered as asked."},
+        {"text": "From the other model."}
+    ]}));
+    let mut pty = spawn_chat(&server, &dir);
+    pty.expect("/help for commands");
+
+    // A streamed answer, rendered: thinking collapsed, Markdown bullets, code kept.
+    pty.answer("plan it");
+    let shown = pty.expect("All done here.");
+    assert!(
+        shown.contains("▸ thought 2 lines: Let me plan this."),
+        "{shown}"
+    );
+    assert!(shown.contains("• first item"), "{shown}");
+    assert!(shown.contains("fn main() {}"), "{shown}");
+    assert!(!shown.contains("# Plan"), "{shown}");
+    pty.expect("› ");
+
+    // Ctrl-C cancels the running turn, not the program.
+    pty.answer("write a lot");
+    pty.expect("word word word");
+    pty.session.send(expectrl::ControlCode::EndOfText).unwrap();
+    pty.expect("(turn cancelled)");
+    pty.expect("› ");
+
+    // A line typed while a tool runs steers the agent.
+    pty.answer("run the slow thing");
+    pty.expect("sleep 3");
+    pty.answer("also check the README");
+    pty.expect("queued for the agent: also check the README");
+    pty.expect("Steered as asked.");
+    pty.expect("› ");
+    let requests = server.requests();
+    let last = requests.last().unwrap().body.to_string();
+    assert!(last.contains("also check the README"), "{last}");
+
+    // Slash commands.
+    pty.answer("/cost");
+    pty.expect("model replies");
+    pty.answer("/model anthropic:other");
+    pty.expect("model: anthropic:other");
+    pty.answer("who are you");
+    pty.expect("From the other model.");
+    pty.expect("› ");
+    assert_eq!(server.requests().last().unwrap().body["model"], "other");
+    pty.answer("/thinking");
+    pty.expect("Then answer.");
+    pty.answer("/nonsense");
+    pty.expect("unknown command /nonsense");
+
+    // Ctrl-D leaves with success.
+    pty.session
+        .send(expectrl::ControlCode::EndOfTransmission)
+        .unwrap();
+    let all = pty.finish();
+    assert!(!all.contains("panicked"), "{all}");
+}

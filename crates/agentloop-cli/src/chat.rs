@@ -1,0 +1,578 @@
+//! `agentloop chat` (and bare `agentloop` on a terminal): a conversation kept open all day.
+//!
+//! Each prompt is one run of the loop on the session so far ([`execute`], the same pipeline as
+//! `agentloop run`), rendered for a person: Markdown a line at a time, thinking collapsed to a
+//! line, edits as diffs. Input is read with `rustyline` (line editing, history in the data
+//! directory, a line ending in `\` continues on the next). Ctrl-C during a turn cancels that
+//! turn (the loop records an "aborted" result for every unfinished call, so the session stays
+//! valid) and returns to the prompt; at the prompt it clears the line; Ctrl-D exits.
+//!
+//! While the agent works, a line typed and ended with Enter is queued as a steering message,
+//! delivered after the current tool batch (Unix: the terminal is polled between turns' events,
+//! and left alone while an approval question waits for its answer).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use agentloop::agent::UsageLimits;
+use agentloop::agent::compaction::effective_context;
+use agentloop::agent::{MessageQueue, QueueMode};
+use agentloop::builtin::{ApprovalPolicy, Workspace};
+use agentloop::model::Model;
+use agentloop::session::{
+    NewSession, SessionInfo, SessionLock, SessionStore, SqliteStore, load_parked,
+};
+use agentloop::transcript::{Message, Role, Usage};
+use rustyline::error::ReadlineError;
+use rustyline::validate::{ValidationContext, ValidationResult, Validator};
+use rustyline::{Config, Editor, Helper};
+
+use crate::cli::{ApproveArg, RunArgs};
+use crate::error::Failure;
+use crate::model::{ModelSpec, build_model};
+use crate::render::{Style, summary_line, thousands};
+use crate::run::{RunSetup, execute, shell_options, system_prompt_for};
+use crate::safe_text::visible_line;
+use crate::sessions::open_store;
+
+/// How long to wait for another process to release a session.
+const SESSION_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+const HELP: &str = "\
+/model PROVIDER:NAME   switch the model for the next turns (no argument: show it)
+/approve POLICY        ask | deny | allow — which mutating calls run (no argument: show it)
+/thinking              show the last turn's thinking; `/thinking on|off` expands it always
+/compact               summarise the older turns now (the full history stays stored)
+/cost                  tokens and cost of this session
+/clear                 start a new session
+/sessions              the recent sessions
+/resume ID             continue another session (a unique id prefix is enough)
+/help                  this list
+/exit                  leave (Ctrl-D works too)
+A line ending in \\ continues on the next. Ctrl-C cancels the running turn.
+While the agent works, type a line and press Enter to steer it.";
+
+/// The line editor's helper: only multi-line input (a trailing `\`).
+struct Lines;
+
+impl Validator for Lines {
+    fn validate(&self, ctx: &mut ValidationContext<'_>) -> rustyline::Result<ValidationResult> {
+        Ok(if ctx.input().ends_with('\\') {
+            ValidationResult::Incomplete
+        } else {
+            ValidationResult::Valid(None)
+        })
+    }
+}
+impl rustyline::completion::Completer for Lines {
+    type Candidate = String;
+}
+impl rustyline::hint::Hinter for Lines {
+    type Hint = String;
+}
+impl rustyline::highlight::Highlighter for Lines {}
+impl Helper for Lines {}
+
+/// The text of a (possibly multi-line) input: continuation backslashes removed.
+fn joined(input: &str) -> String {
+    input
+        .split('\n')
+        .map(|line| line.strip_suffix('\\').unwrap_or(line))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Where the prompt history is kept: next to the session database.
+fn history_path(db: Option<&Path>) -> Option<PathBuf> {
+    let db = match db {
+        Some(db) => db.to_path_buf(),
+        None => crate::sessions::default_db_path().ok()?,
+    };
+    Some(db.with_file_name("chat_history.txt"))
+}
+
+/// The conversation's changing state.
+struct Chat {
+    args: RunArgs,
+    store: Arc<SqliteStore>,
+    workspace: Workspace,
+    system_prompt: Option<String>,
+    spec: ModelSpec,
+    model: Arc<dyn Model>,
+    approve: ApproveArg,
+    session: SessionInfo,
+    /// Held for the whole conversation: one writer per session.
+    _lock: SessionLock,
+    expand_thinking: bool,
+    last_thinking: String,
+    style: Style,
+}
+
+/// Runs `agentloop chat`.
+pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        return Err(Failure::usage(
+            "agentloop chat needs a terminal; for scripts use `agentloop run \"PROMPT\"`",
+        ));
+    }
+    if args.json || args.output_schema.is_some() || args.quiet {
+        return Err(Failure::usage(
+            "--json, --quiet and --output-schema are for `agentloop run`, not chat",
+        ));
+    }
+    let mut chat = Chat::open(db, args)?;
+    let mut editor: Editor<Lines, rustyline::history::DefaultHistory> =
+        Editor::with_config(Config::builder().auto_add_history(true).build())
+            .map_err(|e| Failure::new(format!("cannot open the line editor: {e}")))?;
+    editor.set_helper(Some(Lines));
+    let history = history_path(db);
+    if let Some(path) = &history {
+        let _ = editor.load_history(path);
+    }
+    chat.banner();
+    if let Some(first) = chat.args.prompt.take() {
+        chat.turn(first).await?;
+    }
+    loop {
+        let prompt = chat.style.bold("› ");
+        let (back, line) = tokio::task::spawn_blocking(move || {
+            let line = editor.readline(&prompt);
+            (editor, line)
+        })
+        .await
+        .map_err(|e| Failure::new(format!("the line editor stopped: {e}")))?;
+        editor = back;
+        match line {
+            Ok(input) => {
+                let text = joined(&input);
+                let text = text.trim();
+                if text.is_empty() {
+                    continue;
+                }
+                if let Some(command) = text.strip_prefix('/') {
+                    if !chat.command(command).await? {
+                        break;
+                    }
+                } else {
+                    chat.turn(text.to_owned()).await?;
+                }
+            }
+            Err(ReadlineError::Interrupted) => {
+                println!("{}", chat.style.dim("(Ctrl-D or /exit leaves)"));
+            }
+            Err(ReadlineError::Eof) => break,
+            Err(e) => return Err(Failure::new(format!("cannot read the terminal: {e}"))),
+        }
+    }
+    if let Some(path) = &history {
+        let _ = editor.save_history(path);
+    }
+    Ok(())
+}
+
+impl Chat {
+    fn open(db: Option<&Path>, args: RunArgs) -> Result<Chat, Failure> {
+        let spec = ModelSpec::parse(&args.model)?;
+        let model = build_model(&spec, args.base_url.as_deref())?;
+        let root = match &args.workspace {
+            Some(dir) => dir.clone(),
+            None => std::env::current_dir()?,
+        };
+        let workspace = Workspace::new(&root).map_err(|e| Failure::usage(e.to_string()))?;
+        let system_prompt = system_prompt_for(&args, &workspace);
+        let store = Arc::new(open_store(db)?);
+        let (session, lock) = if let Some(id) = &args.session {
+            let info = resolve_session(&store, id)?;
+            let lock = store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
+            (info, lock)
+        } else if args.continue_last {
+            match store.last()? {
+                Some(info) => {
+                    let lock = store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
+                    (info, lock)
+                }
+                None => new_session(&store, &spec)?,
+            }
+        } else {
+            new_session(&store, &spec)?
+        };
+        if let Some(note) = args.approve.deprecation() {
+            eprintln!("agentloop: note: {note}");
+        }
+        let color = crate::render::stdout_color();
+        Ok(Chat {
+            approve: args.approve,
+            args,
+            store,
+            workspace,
+            system_prompt,
+            spec,
+            model,
+            session,
+            _lock: lock,
+            expand_thinking: false,
+            last_thinking: String::new(),
+            style: Style::new(color),
+        })
+    }
+
+    fn banner(&self) {
+        println!(
+            "{}",
+            self.style.dim(&format!(
+                "agentloop chat · {} · workspace {} · session {} · /help for commands",
+                visible_line(&self.args.model),
+                visible_line(&self.workspace.root().display().to_string()),
+                visible_line(&self.session.id)
+            ))
+        );
+    }
+
+    /// One prompt: a run of the loop on the session so far. Lines typed too late to steer it
+    /// (after its last model call) become the next prompt instead of being lost.
+    async fn turn(&mut self, prompt: String) -> Result<(), Failure> {
+        let mut next = Some(prompt);
+        while let Some(prompt) = next.take() {
+            let leftover = self.one_turn(prompt).await?;
+            let texts: Vec<String> = leftover.iter().map(Message::text).collect();
+            if !texts.is_empty() {
+                let joined = texts.join("\n");
+                println!(
+                    "{}",
+                    self.style.dim(&format!(
+                        "↳ sending what you typed: {}",
+                        visible_line(&joined)
+                    ))
+                );
+                next = Some(joined);
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one prompt; returns the steering messages that arrived too late to be delivered.
+    async fn one_turn(&mut self, prompt: String) -> Result<Vec<Message>, Failure> {
+        let (history, parked) = load_parked(&*self.store, &self.session.id)?;
+        let store: Arc<dyn SessionStore> = self.store.clone();
+        let steering = MessageQueue::new();
+        let reader = SteeringReader::start(steering.clone(), self.style);
+        let resume = parked.map(|mut p| {
+            p.steering.push(Message::user(prompt.clone()));
+            p
+        });
+        let result = execute(RunSetup {
+            model: self.model.clone(),
+            model_name: self.spec.name.clone(),
+            workspace: self.workspace.clone(),
+            policy: ApprovalPolicy::from(self.approve),
+            system_prompt: self.system_prompt.clone(),
+            reasoning: self.args.reasoning.map(Into::into),
+            max_turns: self.args.max_turns.0,
+            limits: UsageLimits {
+                max_requests: self.args.max_requests,
+                max_input_tokens: self.args.max_input_tokens,
+                max_output_tokens: self.args.max_output_tokens,
+                max_total_tokens: self.args.max_total_tokens,
+                max_cost_usd: self.args.max_cost,
+            },
+            trace_content: self.args.trace_content,
+            json: false,
+            store,
+            session: self.session.clone(),
+            context: effective_context(&history),
+            prompt,
+            images: Vec::new(),
+            steering: Some(steering.clone()),
+            interactive: Some(self.expand_thinking),
+            shell: shell_options(&self.args),
+            output: None,
+            resume,
+            mcp: crate::config::ConfigFile::load(self.workspace.root())?
+                .mcp_servers(self.workspace.root(), &self.args.mcp)?,
+            compaction: crate::compact::config(&self.args),
+        })
+        .await;
+        reader.stop();
+        let report = result?;
+        let thinking = report.renderer.last_thinking();
+        if !thinking.is_empty() {
+            self.last_thinking = thinking;
+        }
+        if report.interrupted {
+            println!("{}", self.style.yellow("(turn cancelled)"));
+        }
+        if let Some(error) = &report.store_error {
+            eprintln!("agentloop: {error}");
+        }
+        let line = summary_line(&report.totals, None);
+        println!("{}", self.style.dim(&line));
+        if let Ok(info) = self.store.info(&self.session.id) {
+            self.session = info;
+        }
+        Ok(steering.take(QueueMode::All))
+    }
+
+    /// A slash command; `false` ends the conversation.
+    async fn command(&mut self, command: &str) -> Result<bool, Failure> {
+        let (name, rest) = command
+            .split_once(char::is_whitespace)
+            .map_or((command, ""), |(n, r)| (n, r.trim()));
+        match name {
+            "exit" | "quit" => return Ok(false),
+            "help" => println!("{HELP}"),
+            "model" if rest.is_empty() => println!("model: {}", visible_line(&self.args.model)),
+            "model" => match ModelSpec::parse(rest)
+                .and_then(|spec| Ok((build_model(&spec, self.args.base_url.as_deref())?, spec)))
+            {
+                Ok((model, spec)) => {
+                    self.model = model;
+                    self.spec = spec;
+                    self.args.model = rest.to_owned();
+                    println!("model: {}", visible_line(rest));
+                }
+                Err(e) => println!("{}", self.style.red(&e.to_string())),
+            },
+            "approve" if rest.is_empty() => println!("approve: {}", approve_name(self.approve)),
+            "approve" => match <ApproveArg as clap::ValueEnum>::from_str(rest, true) {
+                Ok(ApproveArg::Defer) | Err(_) => println!(
+                    "{}",
+                    self.style
+                        .red("use /approve ask, /approve deny or /approve allow")
+                ),
+                Ok(policy) => {
+                    self.approve = policy;
+                    println!("approve: {}", approve_name(policy));
+                }
+            },
+            "thinking" => match rest {
+                "on" => {
+                    self.expand_thinking = true;
+                    println!("thinking: shown in full");
+                }
+                "off" => {
+                    self.expand_thinking = false;
+                    println!("thinking: collapsed to one line");
+                }
+                _ if self.last_thinking.is_empty() => println!("(no thinking yet)"),
+                _ => println!(
+                    "{}",
+                    self.style
+                        .dim(crate::safe_text::visible(&self.last_thinking).as_ref())
+                ),
+            },
+            "cost" => self.cost()?,
+            "compact" => {
+                let line = crate::compact::compact_session(
+                    &*self.store,
+                    &self.session.id,
+                    self.model.as_ref(),
+                    &self.spec.name,
+                    self.args.keep_turns,
+                )
+                .await?;
+                println!(
+                    "{}",
+                    line.as_deref()
+                        .unwrap_or("nothing to compact: the session is still short")
+                );
+            }
+            "clear" => {
+                let (info, lock) = new_session(&self.store, &self.spec)?;
+                self.session = info;
+                self._lock = lock;
+                println!("new session {}", visible_line(&self.session.id));
+            }
+            "sessions" => {
+                for info in self.store.list()?.into_iter().take(15) {
+                    println!(
+                        "{}  {:>4} msgs  {}",
+                        visible_line(&info.id),
+                        info.message_count,
+                        visible_line(info.title.as_deref().unwrap_or("(untitled)"))
+                    );
+                }
+            }
+            "resume" if rest.is_empty() => println!("{}", self.style.red("/resume ID")),
+            "resume" => match resolve_session(&self.store, rest) {
+                Ok(info) => {
+                    let lock = self.store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
+                    self.session = info;
+                    self._lock = lock;
+                    println!(
+                        "resumed {} ({} messages)",
+                        visible_line(&self.session.id),
+                        self.session.message_count
+                    );
+                }
+                Err(e) => println!("{}", self.style.red(&e.to_string())),
+            },
+            other => println!(
+                "{}",
+                self.style.red(&format!(
+                    "unknown command /{}; /help lists them",
+                    visible_line(other)
+                ))
+            ),
+        }
+        Ok(true)
+    }
+
+    /// `/cost`: the session's tokens and cost, from the stored assistant messages.
+    fn cost(&self) -> Result<(), Failure> {
+        let mut usage = Usage::default();
+        let mut turns = 0u64;
+        for entry in self.store.entries(&self.session.id)? {
+            if entry.message.role == Role::Assistant {
+                turns += 1;
+                if let Some(u) = &entry.message.usage {
+                    usage.accumulate(u);
+                }
+            }
+        }
+        let cost = usage
+            .cost_usd
+            .map_or_else(|| "cost unknown".to_owned(), |c| format!("${c:.4}"));
+        println!(
+            "session {}: {turns} model replies, {} in / {} out tokens ({} cached), {cost}",
+            visible_line(&self.session.id),
+            thousands(usage.input_tokens),
+            thousands(usage.output_tokens),
+            thousands(usage.cache_read_tokens)
+        );
+        Ok(())
+    }
+}
+
+/// The policy's name as `--approve` spells it.
+fn approve_name(policy: ApproveArg) -> String {
+    clap::ValueEnum::to_possible_value(&policy)
+        .map(|v| v.get_name().to_owned())
+        .unwrap_or_default()
+}
+
+fn new_session(
+    store: &SqliteStore,
+    spec: &ModelSpec,
+) -> Result<(SessionInfo, SessionLock), Failure> {
+    let info = store.create(NewSession::new().model(&spec.name))?;
+    let lock = store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
+    Ok((info, lock))
+}
+
+/// A session by id or unique id prefix (ambiguous or unknown: an error).
+fn resolve_session(store: &SqliteStore, wanted: &str) -> Result<SessionInfo, Failure> {
+    let id = crate::sessions::resolve_id(store, wanted)?;
+    Ok(store.info(&id)?)
+}
+
+/// Reads lines typed while a turn runs and queues them as steering messages.
+struct SteeringReader {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+    /// The terminal mode to restore when the turn ends.
+    #[cfg(unix)]
+    saved: Option<rustix::termios::Termios>,
+}
+
+/// Puts the terminal in its normal line mode for the turn — the line editor may have left it
+/// raw — so a typed line arrives whole, Enter ends it, and Ctrl-C raises SIGINT (which cancels
+/// the turn). Returns the mode to restore.
+#[cfg(unix)]
+fn cooked_terminal() -> Option<rustix::termios::Termios> {
+    use rustix::termios::{
+        InputModes, LocalModes, OptionalActions, OutputModes, tcgetattr, tcsetattr,
+    };
+    let stdin = std::io::stdin();
+    let saved = tcgetattr(&stdin).ok()?;
+    let mut cooked = saved.clone();
+    cooked.local_modes |= LocalModes::ICANON | LocalModes::ECHO | LocalModes::ISIG;
+    cooked.input_modes |= InputModes::ICRNL;
+    cooked.output_modes |= OutputModes::OPOST | OutputModes::ONLCR;
+    tcsetattr(&stdin, OptionalActions::Now, &cooked).ok()?;
+    Some(saved)
+}
+
+impl SteeringReader {
+    #[cfg(unix)]
+    fn start(queue: MessageQueue, style: Style) -> SteeringReader {
+        let saved = cooked_terminal();
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = std::thread::spawn({
+            let stop = stop.clone();
+            move || read_steering(&stop, &queue, style)
+        });
+        SteeringReader {
+            stop,
+            thread: Some(thread),
+            saved,
+        }
+    }
+
+    #[cfg(not(unix))]
+    fn start(_queue: MessageQueue, _style: Style) -> SteeringReader {
+        SteeringReader {
+            stop: Arc::new(AtomicBool::new(true)),
+            thread: None,
+        }
+    }
+
+    fn stop(mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        #[cfg(unix)]
+        if let Some(saved) = self.saved.take() {
+            let _ = rustix::termios::tcsetattr(
+                std::io::stdin(),
+                rustix::termios::OptionalActions::Now,
+                &saved,
+            );
+        }
+    }
+}
+
+/// The terminal is in its normal (line) mode during a turn, so stdin becomes readable only
+/// when a whole line was typed; it is polled, so the thread ends promptly when the turn does
+/// and never holds a half-typed line.
+#[cfg(unix)]
+fn read_steering(stop: &AtomicBool, queue: &MessageQueue, style: Style) {
+    use rustix::event::{PollFd, PollFlags, poll};
+    use std::io::BufRead;
+    let stdin = std::io::stdin();
+    while !stop.load(Ordering::SeqCst) {
+        if crate::prompt::ASKING.load(Ordering::SeqCst) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            continue;
+        }
+        let mut fds = [PollFd::new(&stdin, PollFlags::IN)];
+        let timeout = rustix::event::Timespec {
+            tv_sec: 0,
+            tv_nsec: 100_000_000,
+        };
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(_) => return,
+        }
+        if stop.load(Ordering::SeqCst) || crate::prompt::ASKING.load(Ordering::SeqCst) {
+            continue;
+        }
+        let mut line = String::new();
+        match stdin.lock().read_line(&mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        queue.push(Message::user(text));
+        eprintln!(
+            "{}",
+            style.dim(&format!("↳ queued for the agent: {}", visible_line(text)))
+        );
+    }
+}
