@@ -317,7 +317,7 @@ async fn each_provider_reports_its_response_id() {
         assert_ne!(ids[0], ids[1], "{wire}: one id per response");
         let mut chats: Vec<&SpanData> = spans
             .iter()
-            .filter(|s| s.name == "chat wire-model")
+            .filter(|s| s.name.starts_with("chat"))
             .collect();
         chats.sort_by_key(|s| s.start_time);
         let recorded: Vec<String> = chats

@@ -563,6 +563,9 @@ impl ChatParser {
 struct ChunkWire<'a> {
     #[serde(default)]
     error: Option<serde::de::IgnoredAny>,
+    /// The completion's id (owned: ids may contain escapes).
+    #[serde(default)]
+    id: Option<String>,
     #[serde(default)]
     usage: Option<UsageWire>,
     #[serde(default, borrow)]
@@ -677,6 +680,9 @@ impl WireParser for ChatParser {
         // a `Value` tree; anything unusual falls back to the lenient `Value` path below.
         if let Ok(chunk) = serde_json::from_str::<ChunkWire<'_>>(data) {
             if chunk.error.is_none() {
+                if self.response_id.is_none() {
+                    self.response_id.clone_from(&chunk.id);
+                }
                 self.on_typed_chunk(chunk, out);
                 return Ok(false);
             }
