@@ -2,13 +2,14 @@
 //! (`agentloop mcp list`) and serving the built-in tools (`agentloop mcp-server`).
 //!
 //! Server lifecycle notices (started, failed, died, restarted) go to stderr as one line each;
-//! a server that fails to start never stops a run, its tools are just absent.
+//! a server that fails to start never stops a run, its tools are just absent. The toolset is
+//! the agent's tool source, so a server's `tools/list_changed` reaches the next model call.
 
 use std::sync::Arc;
 
 use agentloop::agent::AgentLoop;
 use agentloop::builtin::{Workspace, WorkspaceDeps};
-use agentloop::tooling::{ToolSpec, bm25_tool_search};
+use agentloop::tooling::{Registry, ToolSpec, bm25_tool_search};
 use agentloop_mcp::{McpEvent, McpServerConfig, McpToolset, ServerState};
 
 use crate::cli::{McpCommand, McpListArgs, McpServerArgs};
@@ -37,15 +38,25 @@ pub async fn connect(
     Ok((toolset, tools))
 }
 
-/// Adds the local tool search when some tools are deferred (deferred MCP servers).
-pub fn add_tool_search(agent: &mut AgentLoop<WorkspaceDeps>) -> Result<(), Failure> {
-    if agent.registry().deferred_names().is_empty() || agent.registry().tool_search().is_some() {
-        return Ok(());
+/// Makes the toolset the agent's tool source. Its tools as listed at start (`mcp_tools`) must
+/// not collide with the agent's own (a usage error, as at registration); when some tools are
+/// deferred (deferred MCP servers) the local tool search is added, indexing them.
+pub fn attach(
+    agent: AgentLoop<WorkspaceDeps>,
+    toolset: Arc<McpToolset>,
+    mcp_tools: Vec<ToolSpec<WorkspaceDeps>>,
+) -> Result<AgentLoop<WorkspaceDeps>, Failure> {
+    let all = Registry::new(agent.registry().specs().cloned().chain(mcp_tools))
+        .map_err(|e| Failure::usage(format!("cannot register the MCP tools: {e}")))?;
+    let mut agent = agent.with_tool_source(toolset);
+    if all.deferred_names().is_empty() || all.tool_search().is_some() {
+        return Ok(agent);
     }
-    let search = bm25_tool_search(agent.registry(), TOOL_SEARCH_TOP_K);
+    let search = bm25_tool_search(&all, TOOL_SEARCH_TOP_K);
     agent
         .add_tool(search)
-        .map_err(|e| Failure::new(format!("cannot register the tool search: {e}")))
+        .map_err(|e| Failure::new(format!("cannot register the tool search: {e}")))?;
+    Ok(agent)
 }
 
 /// `agentloop mcp …`.

@@ -1,7 +1,8 @@
 //! OpenTelemetry export for the CLI (feature `otel`, on by default): when the standard
 //! `OTEL_EXPORTER_OTLP_ENDPOINT` / `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` / `OTEL_SERVICE_NAME`
-//! variables are set, the run's GenAI spans and metrics go to that collector over OTLP/HTTP
-//! (protobuf); otherwise nothing is initialised.
+//! variables are set, the run's GenAI spans and metrics go to that collector over OTLP —
+//! HTTP/protobuf, or gRPC when `OTEL_EXPORTER_OTLP_PROTOCOL` (or the per-signal
+//! `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`) is `grpc`; otherwise nothing is initialised.
 //!
 //! The pipeline is held in a process-wide slot so that every way out flushes it: the normal end
 //! of `main`, a run aborted by Ctrl-C (which ends normally with exit code 130) and the second

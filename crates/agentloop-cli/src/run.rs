@@ -153,6 +153,7 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
     let exit_signals = kill_on_exit_signals();
 
     let (toolset, mcp_tools) = crate::mcp::connect(setup.mcp.clone()).await?;
+    let toolset = Arc::new(toolset);
     let mut deps = WorkspaceDeps::new(setup.workspace.clone(), setup.policy)
         .with_tool_classifier(toolset.approval_classifier());
     let denied_no_terminal = Arc::new(Mutex::new(Vec::new()));
@@ -228,15 +229,13 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
             &setup.shell,
         ))
         .map_err(|e| Failure::new(format!("cannot register the built-in tools: {e}")))?
-        .with_tools(mcp_tools)
-        .map_err(|e| Failure::usage(format!("cannot register the MCP tools: {e}")))?
         .with_emit(emit)
         .with_session_id(&setup.session.id)
         .with_abort_signal(abort.clone());
     if let Some(queue) = setup.steering.clone() {
         agent = agent.with_steering_queue(queue);
     }
-    crate::mcp::add_tool_search(&mut agent)?;
+    let agent = crate::mcp::attach(agent, toolset.clone(), mcp_tools)?;
 
     let interrupted = Arc::new(AtomicBool::new(false));
     let mut interrupts = Interrupts::listen();

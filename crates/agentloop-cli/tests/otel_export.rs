@@ -1,6 +1,7 @@
 //! OTLP export end to end: the `agentloop` binary, run against the testkit mock model with the
-//! standard `OTEL_*` variables pointing at an OTLP/HTTP receiver started by the test, sends its
-//! GenAI spans (decoded here with `opentelemetry-proto`) and metrics — complete once the
+//! standard `OTEL_*` variables pointing at an OTLP receiver started by the test — OTLP/HTTP
+//! (protobuf), or OTLP/gRPC (a tonic server) with `OTEL_EXPORTER_OTLP_PROTOCOL=grpc` — sends
+//! its GenAI spans (decoded here with `opentelemetry-proto`) and metrics, complete once the
 //! process has exited, after a normal end and after Ctrl-C. With `OTEL_SDK_DISABLED=true`
 //! nothing is sent.
 #![cfg(feature = "otel")]
@@ -19,8 +20,18 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::routing::post;
-use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::collector::metrics::v1::metrics_service_server::{
+    MetricsService, MetricsServiceServer,
+};
+use opentelemetry_proto::tonic::collector::metrics::v1::{
+    ExportMetricsServiceRequest, ExportMetricsServiceResponse,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{
+    TraceService, TraceServiceServer,
+};
+use opentelemetry_proto::tonic::collector::trace::v1::{
+    ExportTraceServiceRequest, ExportTraceServiceResponse,
+};
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message as _;
@@ -33,10 +44,11 @@ struct Received {
     metrics: Vec<String>,
 }
 
-/// An OTLP/HTTP (protobuf) receiver on 127.0.0.1, on its own thread and runtime.
+/// An OTLP receiver on 127.0.0.1 (HTTP/protobuf, or gRPC), on its own thread and runtime.
 struct Receiver {
     addr: SocketAddr,
     received: Arc<Mutex<Received>>,
+    grpc: bool,
 }
 
 fn string_of(value: &Option<AnyValue>) -> Option<String> {
@@ -57,7 +69,11 @@ fn attrs(attributes: &[KeyValue]) -> HashMap<String, String> {
 }
 
 async fn traces(State(received): State<Arc<Mutex<Received>>>, body: Bytes) -> Vec<u8> {
-    let request = ExportTraceServiceRequest::decode(body).unwrap();
+    record_spans(&received, ExportTraceServiceRequest::decode(body).unwrap());
+    Vec::new()
+}
+
+fn record_spans(received: &Mutex<Received>, request: ExportTraceServiceRequest) {
     let mut received = received.lock().unwrap();
     for resource in request.resource_spans {
         let service = resource
@@ -71,11 +87,17 @@ async fn traces(State(received): State<Arc<Mutex<Received>>>, body: Bytes) -> Ve
             }
         }
     }
-    Vec::new()
 }
 
 async fn metrics(State(received): State<Arc<Mutex<Received>>>, body: Bytes) -> Vec<u8> {
-    let request = ExportMetricsServiceRequest::decode(body).unwrap();
+    record_metrics(
+        &received,
+        ExportMetricsServiceRequest::decode(body).unwrap(),
+    );
+    Vec::new()
+}
+
+fn record_metrics(received: &Mutex<Received>, request: ExportMetricsServiceRequest) {
     let mut received = received.lock().unwrap();
     for resource in request.resource_metrics {
         for scope in resource.scope_metrics {
@@ -84,7 +106,32 @@ async fn metrics(State(received): State<Arc<Mutex<Received>>>, body: Bytes) -> V
             }
         }
     }
-    Vec::new()
+}
+
+/// The OTLP/gRPC trace and metrics services, recording like the HTTP handlers.
+#[derive(Clone)]
+struct Grpc(Arc<Mutex<Received>>);
+
+#[tonic::async_trait]
+impl TraceService for Grpc {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        record_spans(&self.0, request.into_inner());
+        Ok(tonic::Response::new(ExportTraceServiceResponse::default()))
+    }
+}
+
+#[tonic::async_trait]
+impl MetricsService for Grpc {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportMetricsServiceRequest>,
+    ) -> Result<tonic::Response<ExportMetricsServiceResponse>, tonic::Status> {
+        record_metrics(&self.0, request.into_inner());
+        Ok(tonic::Response::new(ExportMetricsServiceResponse::default()))
+    }
 }
 
 impl Receiver {
@@ -108,7 +155,42 @@ impl Receiver {
                 axum::serve(listener, app).await.unwrap();
             });
         });
-        Receiver { addr, received }
+        Receiver {
+            addr,
+            received,
+            grpc: false,
+        }
+    }
+
+    /// An OTLP/gRPC receiver (a tonic server with the trace and metrics services).
+    fn start_grpc() -> Receiver {
+        let received = Arc::new(Mutex::new(Received::default()));
+        let state = received.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async move {
+                let incoming =
+                    tonic::transport::server::TcpIncoming::bind("127.0.0.1:0".parse().unwrap())
+                        .unwrap();
+                tx.send(incoming.local_addr().unwrap()).unwrap();
+                tonic::transport::Server::builder()
+                    .add_service(TraceServiceServer::new(Grpc(state.clone())))
+                    .add_service(MetricsServiceServer::new(Grpc(state)))
+                    .serve_with_incoming(incoming)
+                    .await
+                    .unwrap();
+            });
+        });
+        let addr = rx.recv().unwrap();
+        Receiver {
+            addr,
+            received,
+            grpc: true,
+        }
     }
 
     fn endpoint(&self) -> String {
@@ -164,6 +246,14 @@ impl Scratch {
             .env("NO_COLOR", "1")
             .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
             .env("OTEL_SERVICE_NAME", "agentloop-e2e")
+            .env(
+                "OTEL_EXPORTER_OTLP_PROTOCOL",
+                if receiver.grpc {
+                    "grpc"
+                } else {
+                    "http/protobuf"
+                },
+            )
             .arg("--db")
             .arg(self.dir.path().join("sessions.db"))
             .args(["run", "--json", "--model", "openai:mock", "--base-url"])
@@ -191,7 +281,15 @@ fn json_lines(stdout: &[u8]) -> Vec<Value> {
 
 #[test]
 fn a_run_exports_its_genai_spans_and_metrics_over_otlp_http() {
-    let receiver = Receiver::start();
+    a_run_exports_its_genai_spans_and_metrics(Receiver::start());
+}
+
+#[test]
+fn a_run_exports_its_genai_spans_and_metrics_over_otlp_grpc() {
+    a_run_exports_its_genai_spans_and_metrics(Receiver::start_grpc());
+}
+
+fn a_run_exports_its_genai_spans_and_metrics(receiver: Receiver) {
     let scratch = Scratch::new();
     let server = server(json!({"turns": [
         {"tool_calls": [
@@ -254,6 +352,12 @@ fn a_run_exports_its_genai_spans_and_metrics_over_otlp_http() {
         assert_eq!(span.kind, 3, "SPAN_KIND_CLIENT");
         assert_eq!(a["gen_ai.provider.name"], "openai");
         assert_eq!(a["gen_ai.request.model"], "mock");
+        // The mock's response ids (`chatcmpl-mock-<n>`).
+        assert!(
+            a.get("gen_ai.response.id")
+                .is_some_and(|id| id.starts_with("chatcmpl-mock-")),
+            "{a:?}"
+        );
         assert_eq!(a["server.address"], "127.0.0.1");
         assert_eq!(
             a["server.port"],
@@ -287,7 +391,17 @@ fn a_run_exports_its_genai_spans_and_metrics_over_otlp_http() {
 #[cfg(unix)]
 #[test]
 fn spans_are_flushed_after_ctrl_c() {
-    let receiver = Receiver::start();
+    spans_are_flushed_after_ctrl_c_to(Receiver::start());
+}
+
+#[cfg(unix)]
+#[test]
+fn spans_are_flushed_after_ctrl_c_over_grpc() {
+    spans_are_flushed_after_ctrl_c_to(Receiver::start_grpc());
+}
+
+#[cfg(unix)]
+fn spans_are_flushed_after_ctrl_c_to(receiver: Receiver) {
     let scratch = Scratch::new();
     // The model takes 30 s to answer: plenty of time to interrupt it.
     let server = server(json!({"turns": [{"text": "too late", "first_byte_delay_ms": 30000}]}));

@@ -285,8 +285,11 @@ impl ServerHandle {
                         .map_err(|e| err(format!("bad value for header `{k}`: {e}")))?;
                     headers.insert(name, value);
                 }
+                // A session the server expired (404 on its `Mcp-Session-Id`) is re-initialised
+                // and the failed request retried, transparently (explicit: it is our contract).
                 let config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str())
-                    .custom_headers(headers);
+                    .custom_headers(headers)
+                    .reinit_on_expired_session(true);
                 let transport = StreamableHttpClientTransport::from_config(config);
                 let service = handler
                     .serve(transport)

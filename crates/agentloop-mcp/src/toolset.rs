@@ -2,12 +2,14 @@
 //!
 //! It owns the naming (`mcp__<server>__<tool>`, provider-safe, collisions rejected), the
 //! mapping of annotations onto parallel safety and approval, deferred registration, the
-//! `tools/list_changed` refresh and the shutdown of every server.
+//! `tools/list_changed` refresh (also as an agentloop [`ToolSource`], so a running agent sees
+//! the new list before its next model call) and the shutdown of every server.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
-use agentloop::tooling::{ToolContext, ToolDeps, ToolSpec};
+use agentloop::tooling::{ToolContext, ToolDeps, ToolSource, ToolSourceError, ToolSpec};
+use futures::future::BoxFuture;
 use rmcp::model::Tool;
 use serde_json::Value;
 
@@ -43,6 +45,10 @@ pub struct ToolReport {
 }
 
 /// A set of MCP servers and their tools.
+///
+/// Give it to an agent as a [`ToolSource`] (`AgentLoop::with_tool_source`) rather than adding
+/// the result of [`tools`](Self::tools) once: the agent then follows each server's
+/// `notifications/tools/list_changed`, asking for the new list before its next model call.
 ///
 /// ```no_run
 /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -209,6 +215,27 @@ impl McpToolset {
     /// Stops every server (stdio children are killed with their whole process group).
     pub async fn shutdown(&self) {
         futures::future::join_all(self.servers.iter().map(|s| s.shutdown())).await;
+    }
+}
+
+/// The toolset as a changing set of agent tools: `changed` is
+/// [`tools_changed`](McpToolset::tools_changed); `current_tools` re-reads the lists that changed
+/// and returns [`tools`](McpToolset::tools). A server whose re-listing fails keeps its previous
+/// tools.
+impl<D: ToolDeps> ToolSource<D> for McpToolset {
+    fn changed(&self) -> bool {
+        self.tools_changed()
+    }
+
+    fn current_tools(&self) -> BoxFuture<'_, Result<Vec<ToolSpec<D>>, ToolSourceError>> {
+        Box::pin(async move {
+            for server in &self.servers {
+                if let Err(e) = server.refresh_if_changed().await {
+                    tracing::warn!(server = %server.name(), "MCP tool list not refreshed: {e}");
+                }
+            }
+            Ok(self.tools::<D>().await?)
+        })
     }
 }
 

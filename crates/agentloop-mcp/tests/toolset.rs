@@ -377,8 +377,15 @@ async fn list_changed_refreshes_the_tool_list() {
 
 /// Serves a fresh fixture on 127.0.0.1:0 over streamable HTTP; returns its URL and state.
 async fn http_fixture() -> (String, Arc<FixtureState>) {
+    http_fixture_with(Arc::default()).await
+}
+
+/// [`http_fixture`] with the given session manager (to expire sessions).
+async fn http_fixture_with(
+    sessions: Arc<rmcp::transport::streamable_http_server::session::local::LocalSessionManager>,
+) -> (String, Arc<FixtureState>) {
     use rmcp::transport::streamable_http_server::{
-        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+        StreamableHttpServerConfig, StreamableHttpService,
     };
     let state = Arc::new(FixtureState::default());
     let shared = state.clone();
@@ -388,7 +395,7 @@ async fn http_fixture() -> (String, Arc<FixtureState>) {
                 state: shared.clone(),
             })
         },
-        Arc::new(LocalSessionManager::default()),
+        sessions,
         StreamableHttpServerConfig::default(),
     );
     let router = axum::Router::new().nest_service("/mcp", service);
@@ -440,6 +447,121 @@ async fn streamable_http_tools_results_and_cancellation() {
     toolset.refresh().await.unwrap();
     let tools = toolset.tools::<Deps>().await.unwrap();
     assert!(tools.iter().any(|t| t.name() == "mcp__web__extra"));
+}
+
+/// The names of the tools a Chat Completions request offered.
+fn offered(request: &agentloop_testkit::RecordedRequest) -> Vec<String> {
+    request.body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_running_agent_sees_a_tool_announced_by_list_changed_at_its_next_model_call() {
+    let (url, _state) = http_fixture().await;
+    let toolset = Arc::new(
+        McpToolset::connect([McpServerConfig::http("web", &url)])
+            .await
+            .unwrap(),
+    );
+    let server = MockServer::start(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [{"id": "c1", "name": "mcp__web__add_tool", "arguments": {}}]},
+            {"tool_calls": [{"id": "c2", "name": "mcp__web__extra", "arguments": {}}]},
+            {"text": "the new tool works"}
+        ]}))
+        .unwrap(),
+    );
+    let model = OpenAiChat::new(
+        ProviderConfig::new(server.openai_base_url())
+            .api_key("test")
+            .model("mock")
+            .retry(RetryPolicy::none())
+            .idle_timeout(Duration::from_secs(10)),
+    );
+    let agent = AgentLoop::new(AgentLoopConfig::default(), model).with_tool_source(toolset.clone());
+    // The source's tools are not the agent's own.
+    assert!(agent.registry().is_empty());
+    let out = agent.run(vec![Message::user("go")], vec![]).await.unwrap();
+    assert_eq!(out.stop, RunStop::Done);
+    assert!(server.violations().is_empty(), "{:?}", server.violations());
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let first = offered(&requests[0]);
+    assert!(
+        first.contains(&"mcp__web__add_tool".to_owned()),
+        "{first:?}"
+    );
+    assert!(!first.contains(&"mcp__web__extra".to_owned()), "{first:?}");
+    for later in &requests[1..] {
+        let names = offered(later);
+        assert!(names.contains(&"mcp__web__extra".to_owned()), "{names:?}");
+        assert_eq!(names.len(), first.len() + 1, "{names:?}");
+    }
+    let results: Vec<_> = out
+        .context
+        .iter()
+        .filter_map(Message::tool_result_part)
+        .cloned()
+        .collect();
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[0].content, "added");
+    assert!(!results[1].is_error, "{}", results[1].content);
+    assert_eq!(results[1].content, "extra works");
+    assert!(
+        !toolset.tools_changed(),
+        "the change was consumed by the agent"
+    );
+}
+
+#[tokio::test]
+async fn an_expired_http_session_is_reinitialised_and_the_call_succeeds() {
+    use rmcp::transport::streamable_http_server::session::SessionManager;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+
+    let sessions = Arc::new(LocalSessionManager::default());
+    let (url, _state) = http_fixture_with(sessions.clone()).await;
+    let events = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let seen = events.clone();
+    let toolset = McpToolset::connect_with_events(
+        [McpServerConfig::http("web", &url)],
+        Some(Arc::new(move |e: &agentloop_mcp::McpEvent| {
+            seen.lock().unwrap().push(e.clone())
+        })),
+    )
+    .await
+    .unwrap();
+    let tools = toolset.tools::<Deps>().await.unwrap();
+    let echo = |text: &'static str| call(&tools, "mcp__web__echo", json!({"text": text}));
+    assert_eq!(echo("before").await.unwrap().content, "before");
+    let old: Vec<_> = sessions.sessions.read().await.keys().cloned().collect();
+    assert_eq!(old.len(), 1);
+
+    // The server drops the session: requests carrying its Mcp-Session-Id now get 404.
+    sessions.close_session(&old[0]).await.unwrap();
+    assert!(sessions.sessions.read().await.is_empty());
+
+    let out = echo("after").await;
+    assert_eq!(out.unwrap().content, "after", "the call after the expiry");
+    let now: Vec<_> = sessions.sessions.read().await.keys().cloned().collect();
+    assert_eq!(now.len(), 1, "a new session was initialised");
+    assert_ne!(now[0], old[0]);
+    assert_eq!(toolset.servers()[0].1, ServerState::Running { tools: 11 });
+    // Re-initialised in place: the server was never reported down or restarted.
+    let events = events.lock().unwrap().clone();
+    assert!(
+        events
+            .iter()
+            .all(|e| matches!(e, agentloop_mcp::McpEvent::Started { .. })),
+        "{events:?}"
+    );
 }
 
 #[tokio::test]

@@ -361,7 +361,7 @@ impl ChatCall {
         &self.span
     }
 
-    /// Records the answered call: response model, finish reason, usage.
+    /// Records the answered call: response model and id, finish reason, usage.
     pub fn finish(self, message: &Message) {
         self.record_message(message);
         self.metrics(message.usage.as_ref(), message.model.as_deref(), None);
@@ -388,6 +388,9 @@ impl ChatCall {
         }
         if let Some(model) = &message.model {
             span.record(GEN_AI_RESPONSE_MODEL, model.as_str());
+        }
+        if let Some(id) = &message.response_id {
+            span.record(GEN_AI_RESPONSE_ID, id.as_str());
         }
         if let Some(stop) = message.stop_reason {
             span.record(GEN_AI_RESPONSE_FINISH_REASONS, finish_reason(stop));

@@ -8,7 +8,7 @@
 //!
 //! A [`Message`] serializes as an object with `role` (`"user"`, `"assistant"`, `"tool_result"`,
 //! `"custom"`), `content` (an array of parts) and `timestamp_ms`. Assistant messages add `model`,
-//! `provider`, `usage`, `stop_reason` and `error_message` when set; custom messages add
+//! `provider`, `response_id`, `usage`, `stop_reason` and `error_message` when set; custom messages add
 //! `custom_type`. Optional fields are omitted when empty, and unknown fields are ignored on read,
 //! so newer writers stay readable.
 //!
@@ -382,6 +382,11 @@ pub struct Message {
     /// Provider (adapter) that produced an assistant message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider: Option<String>,
+    /// The provider's id of the response that produced an assistant message (Chat Completions
+    /// `id`, Responses `response.id`, Anthropic `message.id`), when it sent one. Recorded as
+    /// `gen_ai.response.id` on the `chat` span; useful to find the call in the provider's logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id: Option<String>,
     /// Token usage of an assistant message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<Usage>,
@@ -412,6 +417,7 @@ impl Message {
             custom_type: None,
             model: None,
             provider: None,
+            response_id: None,
             usage: None,
             stop_reason: None,
             error_message: None,

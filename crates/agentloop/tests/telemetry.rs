@@ -10,10 +10,13 @@ mod common;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use agentloop::agent::{AgentLoopConfig, RunStop, TelemetryConfig};
-use agentloop::model::{ScriptedModel, ScriptedTurn};
+use agentloop::agent::{AgentLoop, AgentLoopConfig, RunOutcome, RunStop, TelemetryConfig};
+use agentloop::model::{Model, ScriptedModel, ScriptedTurn};
+use agentloop::providers::{Anthropic, OpenAiChat, OpenAiResponses, ProviderConfig, RetryPolicy};
 use agentloop::telemetry::otlp;
-use agentloop::transcript::{Message, Usage};
+use agentloop::tooling::Deps;
+use agentloop::transcript::{Message, Role, Usage};
+use agentloop_testkit::{MockServer, Script};
 use common::*;
 use opentelemetry::trace::{SpanId, SpanKind, Status, TracerProvider as _};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
@@ -26,22 +29,31 @@ async fn traced_run(
     config: AgentLoopConfig,
     model: Arc<ScriptedModel>,
 ) -> (RunStop, Vec<SpanData>) {
+    let (out, spans) = traced(
+        AgentLoop::new(config, model)
+            .with_tools([echo_tool()])
+            .unwrap(),
+    )
+    .await;
+    (out.stop, spans)
+}
+
+/// Runs `agent` on one prompt, its spans exported into memory through a thread-local subscriber.
+async fn traced(agent: AgentLoop<Deps>) -> (RunOutcome, Vec<SpanData>) {
     let exporter = InMemorySpanExporter::default();
     let provider = SdkTracerProvider::builder()
         .with_simple_exporter(exporter.clone())
         .build();
     let subscriber =
         tracing_subscriber::registry().with(otlp::layer(provider.tracer("agentloop-test")));
-    let agent = agent_with(config, model, vec![echo_tool()]);
-    let stop = {
+    let out = {
         let _guard = tracing::subscriber::set_default(subscriber);
         within(agent.run(vec![Message::user("shout twice")], vec![]))
             .await
             .unwrap()
-            .stop
     };
     provider.force_flush().unwrap();
-    (stop, exporter.get_finished_spans().unwrap())
+    (out, exporter.get_finished_spans().unwrap())
 }
 
 fn usage(input: u64, cached: u64, output: u64, cost: Option<f64>) -> Usage {
@@ -59,8 +71,11 @@ fn two_turn_model() -> Arc<ScriptedModel> {
         ScriptedTurn::new()
             .tool_call("call-ok", "echo", json!({"text": "hi"}))
             .tool_call("call-bad", "echo", json!({"text": 5}))
-            .usage(usage(100, 50, 20, Some(0.001))),
-        ScriptedTurn::text("Done.").usage(usage(180, 0, 5, Some(0.002))),
+            .usage(usage(100, 50, 20, Some(0.001)))
+            .response_id("resp-1"),
+        ScriptedTurn::text("Done.")
+            .usage(usage(180, 0, 5, Some(0.002)))
+            .response_id("resp-2"),
     ]))
 }
 
@@ -249,4 +264,70 @@ async fn without_a_subscriber_the_run_is_unchanged() {
     assert_eq!(out.stop, RunStop::Done);
     assert_eq!(out.usage.input_tokens + out.usage.cache_read_tokens, 330);
     assert!((out.usage.cost_usd.unwrap() - 0.003).abs() < 1e-12);
+}
+
+/// `gen_ai.response.id` is the id each provider gave its response (Chat `id`, Responses
+/// `response.id`, Anthropic `message.id`), read from the stream and kept on the message.
+#[tokio::test]
+async fn each_provider_reports_its_response_id() {
+    let config = |base: String| {
+        ProviderConfig::new(base)
+            .api_key("test")
+            .model("wire-model")
+            .retry(RetryPolicy::none())
+    };
+    for wire in ["chat", "responses", "anthropic"] {
+        let server = MockServer::start(
+            Script::from_value(json!({"turns": [
+                {"tool_calls": [{"id": "call_1", "name": "echo", "arguments": {"text": "a"}}]},
+                {"text": "done"}
+            ]}))
+            .unwrap(),
+        );
+        let (model, prefix): (Arc<dyn Model>, &str) = match wire {
+            "chat" => (
+                Arc::new(OpenAiChat::new(config(server.openai_base_url()))),
+                "chatcmpl-mock-",
+            ),
+            "responses" => (
+                Arc::new(OpenAiResponses::new(config(server.openai_base_url()))),
+                "resp_mock_",
+            ),
+            _ => (
+                Arc::new(Anthropic::new(config(server.base_url()))),
+                "msg_mock_",
+            ),
+        };
+        let agent = AgentLoop::new(AgentLoopConfig::default(), model)
+            .with_tools([echo_tool()])
+            .unwrap();
+        let (out, spans) = traced(agent).await;
+        assert_eq!(out.stop, RunStop::Done, "{wire}");
+        let ids: Vec<String> = out
+            .context
+            .iter()
+            .filter(|m| m.role == Role::Assistant)
+            .map(|m| m.response_id.clone().unwrap_or_default())
+            .collect();
+        assert_eq!(ids.len(), 2, "{wire}");
+        assert!(
+            ids.iter().all(|id| id.starts_with(prefix)),
+            "{wire}: {ids:?}"
+        );
+        assert_ne!(ids[0], ids[1], "{wire}: one id per response");
+        let mut chats: Vec<&SpanData> = spans
+            .iter()
+            .filter(|s| s.name.starts_with("chat"))
+            .collect();
+        chats.sort_by_key(|s| s.start_time);
+        let recorded: Vec<String> = chats
+            .iter()
+            .map(|s| {
+                attr(s, "gen_ai.response.id")
+                    .map(|v| v.to_string())
+                    .unwrap_or_default()
+            })
+            .collect();
+        assert_eq!(recorded, ids, "{wire}");
+    }
 }

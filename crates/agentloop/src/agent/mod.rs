@@ -60,7 +60,9 @@ pub use queue::{MessageQueue, QueueMode};
 pub use stream::AgentEventStream;
 
 use crate::model::Model;
-use crate::tooling::{Deps, Registry, RegistryError, ToolDeps, ToolSpec};
+use crate::tooling::{
+    Deps, Registry, RegistryError, SourcedTools, ToolDeps, ToolSource, ToolSpec, TurnRegistry,
+};
 use crate::transcript::{Message, Usage};
 
 /// What a finished run returns.
@@ -110,6 +112,8 @@ pub struct AgentLoop<D: ToolDeps = Deps> {
     pub(crate) follow_ups: MessageQueue,
     /// The session runs belong to (idempotency keys, approval events); see `with_session_id`.
     pub(crate) session_id: Option<Arc<str>>,
+    /// Tools that can change between model calls (see `with_tool_source`).
+    pub(crate) tool_source: Option<SourcedTools<D>>,
 }
 
 impl<D: ToolDeps> std::fmt::Debug for AgentLoop<D> {
@@ -144,6 +148,7 @@ impl<D: ToolDeps> AgentLoop<D> {
             steering: MessageQueue::new(),
             follow_ups: MessageQueue::new(),
             session_id: None,
+            tool_source: None,
         }
     }
 
@@ -161,6 +166,37 @@ impl<D: ToolDeps> AgentLoop<D> {
             self.registry.add(tool)?;
         }
         Ok(self)
+    }
+
+    /// Adds tools that can change while the agent runs (e.g. MCP servers' tools, which follow
+    /// `notifications/tools/list_changed`): before every model call the loop asks `source`
+    /// whether its tools changed and, if so, uses its new list from that request on. The
+    /// tools added with [`add_tool`](Self::add_tool) stay; a source tool with a name already
+    /// taken is skipped with a warning. [`registry`](Self::registry) shows only the agent's own
+    /// tools. A second call replaces the first source.
+    pub fn with_tool_source(mut self, source: Arc<dyn ToolSource<D>>) -> Self {
+        self.tool_source = Some(SourcedTools::new(source));
+        self
+    }
+
+    /// The tools a turn uses: the agent's own, merged with its tool source's latest ones.
+    pub(crate) fn turn_registry(&self) -> TurnRegistry<'_, D> {
+        match self
+            .tool_source
+            .as_ref()
+            .and_then(|s| s.merged(&self.registry))
+        {
+            Some(merged) => TurnRegistry::Merged(merged),
+            None => TurnRegistry::Fixed(&self.registry),
+        }
+    }
+
+    /// Reloads the tool source's tools when they changed; whether they did.
+    pub(crate) async fn refresh_tools(&self) -> bool {
+        match &self.tool_source {
+            Some(source) => source.refresh(&self.registry).await,
+            None => false,
+        }
     }
 
     /// Sets the `emit` callback that receives every event (in addition to any event stream).
@@ -198,7 +234,8 @@ impl<D: ToolDeps> AgentLoop<D> {
         &self.config
     }
 
-    /// The tools.
+    /// The tools added to the agent (a [tool source](Self::with_tool_source)'s are not among
+    /// them).
     pub fn registry(&self) -> &Registry<D> {
         &self.registry
     }

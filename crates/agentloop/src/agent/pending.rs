@@ -332,7 +332,8 @@ impl<D: ToolDeps> AgentLoop<D> {
             }
             let calls: Vec<ToolCallPart> = to_run.iter().map(PendingApproval::call).collect();
             let options = self.resume_options(emitter, cancel);
-            let outcomes = run_tools_with(&calls, &self.registry, &self.deps, &options).await;
+            let outcomes =
+                run_tools_with(&calls, &self.turn_registry(), &self.deps, &options).await;
             results.extend(outcomes.into_iter().map(|o| o.result));
         }
         for result in results {

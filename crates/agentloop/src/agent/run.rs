@@ -316,11 +316,11 @@ impl<D: ToolDeps> AgentLoop<D> {
         if cancel.is_cancelled() {
             return Ok(RunStop::Aborted);
         }
-        let system_prompt = match (self.system_prompt(), output_instructions(&state.output)) {
-            (prompt, None) => prompt,
-            (None, Some(extra)) => Some(extra.to_owned()),
-            (Some(prompt), Some(extra)) => Some(format!("{prompt}\n\n{extra}")),
-        };
+        if self.refresh_tools().await {
+            // Deferred source tools a search in the history had loaded are loaded again.
+            self.load_searched_tools(&state.context, &mut state.loaded);
+        }
+        let mut system_prompt = self.run_system_prompt(&state.output);
         let mut repeats = RepeatTracker {
             limit: self.config.repeat_tool_call_limit.filter(|&n| n > 0),
             last: None,
@@ -363,8 +363,14 @@ impl<D: ToolDeps> AgentLoop<D> {
             if self.config.compaction.is_some() {
                 self.compact_if_needed(state, emitter, false).await;
             }
+            // A tool source's changes (e.g. MCP `tools/list_changed`) apply from this request on.
+            if self.refresh_tools().await {
+                system_prompt = self.run_system_prompt(&state.output);
+            }
+            let registry = self.turn_registry();
             let plan = state.output.as_ref().map(|o| o.plan.clone());
             let request = self.build_request(
+                &registry,
                 &state.context,
                 &system_prompt,
                 &state.loaded,
@@ -387,6 +393,7 @@ impl<D: ToolDeps> AgentLoop<D> {
                     && self.compact_if_needed(state, emitter, true).await
                 {
                     let request = self.build_request(
+                        &registry,
                         &state.context,
                         &system_prompt,
                         &state.loaded,
@@ -465,7 +472,7 @@ impl<D: ToolDeps> AgentLoop<D> {
             for result in &results {
                 self.inject(state, Message::tool_result(result.clone()), emitter);
             }
-            if self.registry.tool_search().is_some() {
+            if registry.tool_search().is_some() {
                 let from = state.context.len() - results.len();
                 let (context, loaded) = (&state.context, &mut state.loaded);
                 self.load_searched_tools(&context[from..], loaded);
@@ -645,8 +652,21 @@ impl<D: ToolDeps> AgentLoop<D> {
         state.push(message);
     }
 
+    /// The system prompt of a run: the configured one, the tool guidance, and the typed-output
+    /// instructions.
+    fn run_system_prompt(&self, output: &Option<OutputRun>) -> Option<String> {
+        match (self.system_prompt(), output_instructions(output)) {
+            (prompt, None) => prompt,
+            (None, Some(extra)) => Some(extra.to_owned()),
+            (Some(prompt), Some(extra)) => Some(format!("{prompt}\n\n{extra}")),
+        }
+    }
+
     fn system_prompt(&self) -> Option<String> {
-        match (&self.config.system_prompt, render_guidance(&self.registry)) {
+        match (
+            &self.config.system_prompt,
+            render_guidance(&self.turn_registry()),
+        ) {
             (None, None) => None,
             (Some(prompt), None) => Some(prompt.clone()),
             (None, Some(guidance)) => Some(guidance),
@@ -654,18 +674,15 @@ impl<D: ToolDeps> AgentLoop<D> {
         }
     }
 
-    fn search_schema(&self, name: &str) -> Option<ToolSchema> {
-        self.registry
-            .schemas()
-            .iter()
-            .find(|s| s.name == name)
-            .cloned()
+    fn search_schema(registry: &crate::tooling::Registry<D>, name: &str) -> Option<ToolSchema> {
+        registry.schemas().iter().find(|s| s.name == name).cloned()
     }
 
     /// Loads the deferred tools named by successful tool-search results in `messages` (so a
     /// resumed conversation keeps the tools it had loaded).
     fn load_searched_tools(&self, messages: &[Message], loaded: &mut LoadedTools) {
-        let Some(search) = self.registry.tool_search() else {
+        let registry = self.turn_registry();
+        let Some(search) = registry.tool_search() else {
             return;
         };
         for result in messages.iter().filter_map(Message::tool_result_part) {
@@ -673,7 +690,7 @@ impl<D: ToolDeps> AgentLoop<D> {
                 continue;
             }
             if let Some(names) = search_result_names(&result.content) {
-                let load = self.registry.load_from_search_result(loaded, names);
+                let load = registry.load_from_search_result(loaded, names);
                 if let Some(note) = load.note() {
                     tracing::debug!(%note, "tool search result named tools that were ignored");
                 }
@@ -683,6 +700,7 @@ impl<D: ToolDeps> AgentLoop<D> {
 
     fn build_request<'a>(
         &'a self,
+        registry: &'a crate::tooling::Registry<D>,
         context: &'a [Message],
         system_prompt: &Option<String>,
         loaded: &LoadedTools,
@@ -699,13 +717,12 @@ impl<D: ToolDeps> AgentLoop<D> {
         } else {
             messages_for_model(context)
         };
-        let search = self.registry.tool_search();
+        let search = registry.tool_search();
         let native_search = search.is_some() && self.model.supports_tool_search();
-        let tools = if self.registry.deferred_names().is_empty() && search.is_none() {
-            Cow::Borrowed(self.registry.schemas())
+        let tools = if registry.deferred_names().is_empty() && search.is_none() {
+            Cow::Borrowed(registry.schemas())
         } else {
-            let mut visible: Vec<ToolSchema> = self
-                .registry
+            let mut visible: Vec<ToolSchema> = registry
                 .visible_schemas(loaded)
                 .into_iter()
                 .cloned()
@@ -713,7 +730,7 @@ impl<D: ToolDeps> AgentLoop<D> {
             // Without native tool search the search tool is offered as a plain function tool
             // (beyond the deferred-tool contract), with the same effect on which tools load.
             if let (Some(spec), false) = (search, native_search) {
-                visible.extend(self.search_schema(spec.name()));
+                visible.extend(Self::search_schema(registry, spec.name()));
             }
             Cow::Owned(visible)
         };
@@ -735,14 +752,10 @@ impl<D: ToolDeps> AgentLoop<D> {
         request.max_output_tokens = self.config.max_output_tokens;
         request.api_key = self.config.api_key.clone();
         if native_search {
-            request.deferred_tools = Cow::Owned(
-                self.registry
-                    .deferred_schemas()
-                    .into_iter()
-                    .cloned()
-                    .collect(),
-            );
-            request.tool_search = search.and_then(|spec| self.search_schema(spec.name()));
+            request.deferred_tools =
+                Cow::Owned(registry.deferred_schemas().into_iter().cloned().collect());
+            request.tool_search =
+                search.and_then(|spec| Self::search_schema(registry, spec.name()));
         }
         if self.hooks.has(HookKind::BeforeProviderRequest) {
             self.hooks.before_provider_request(&mut request);
@@ -898,10 +911,11 @@ impl<D: ToolDeps> AgentLoop<D> {
         emitter: &Emitter,
         cancel: &CancellationToken,
     ) -> Vec<Answer> {
+        let registry = self.turn_registry();
         // A deferred tool the model names before a search loaded it was never shown to the
         // model (a guess or a hallucination): refuse it instead of running it.
         let hidden = |call: &ToolCallPart| {
-            self.registry
+            registry
                 .get(&call.tool_name)
                 .is_some_and(|spec| spec.deferred() && !loaded.contains(&call.tool_name))
         };
@@ -942,7 +956,7 @@ impl<D: ToolDeps> AgentLoop<D> {
         };
 
         if !self.hooks.has(HookKind::ToolCall) && !calls.iter().any(hidden) {
-            return run_tools_with(calls, &self.registry, &self.deps, &options)
+            return run_tools_with(calls, &registry, &self.deps, &options)
                 .await
                 .into_iter()
                 .zip(calls)
@@ -955,8 +969,7 @@ impl<D: ToolDeps> AgentLoop<D> {
         let mut to_run: Vec<(usize, ToolCallPart)> = Vec::with_capacity(calls.len());
         for (i, call) in calls.iter().enumerate() {
             if hidden(call) {
-                let search = self
-                    .registry
+                let search = registry
                     .tool_search()
                     .map(|s| s.name().to_owned())
                     .unwrap_or_else(|| "the tool search".to_owned());
@@ -981,7 +994,7 @@ impl<D: ToolDeps> AgentLoop<D> {
             }
             // Calls that fail lookup or validation go to the executor unchanged: it answers
             // them with the same error text as without hooks, and hooks never see them.
-            let Ok((_, arguments)) = check_call(call, &self.registry) else {
+            let Ok((_, arguments)) = check_call(call, &registry) else {
                 to_run.push((i, call.clone()));
                 continue;
             };
@@ -1019,7 +1032,7 @@ impl<D: ToolDeps> AgentLoop<D> {
             }
         }
         let runnable: Vec<ToolCallPart> = to_run.iter().map(|(_, c)| c.clone()).collect();
-        let outcomes = run_tools_with(&runnable, &self.registry, &self.deps, &options).await;
+        let outcomes = run_tools_with(&runnable, &registry, &self.deps, &options).await;
         for ((i, call), outcome) in to_run.into_iter().zip(outcomes) {
             slots[i] = Some(Answer::from_outcome(&call, outcome));
         }

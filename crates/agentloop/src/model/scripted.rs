@@ -44,6 +44,7 @@ pub struct ScriptedTurn {
     items: Vec<Item>,
     stop_reason: Option<StopReason>,
     usage: Usage,
+    response_id: Option<String>,
     delay: Duration,
     chunk_delay: Duration,
     chunk_chars: Option<usize>,
@@ -107,6 +108,12 @@ impl ScriptedTurn {
     /// Sets the reported usage.
     pub fn usage(mut self, usage: Usage) -> Self {
         self.usage = usage;
+        self
+    }
+
+    /// Sets the provider's response id the message carries (`Message::response_id`).
+    pub fn response_id(mut self, id: impl Into<String>) -> Self {
+        self.response_id = Some(id.into());
         self
     }
 
@@ -224,6 +231,7 @@ impl ScriptedTurn {
             m.model = Some(model.clone());
             m.provider = Some(provider.clone());
             m.usage = Some(self.usage);
+            m.response_id.clone_from(&self.response_id);
             m
         };
         let terminal: Option<ModelEvent> = match fault {

@@ -474,6 +474,8 @@ struct Block {
 #[derive(Debug)]
 pub(crate) struct MessagesParser {
     model: String,
+    /// `message.id` from `message_start`.
+    response_id: Option<String>,
     parts: Vec<Part>,
     blocks: Vec<Block>,
     calls: usize,
@@ -507,6 +509,7 @@ impl MessagesParser {
     pub(crate) fn new(model: String) -> Self {
         MessagesParser {
             model,
+            response_id: None,
             parts: Vec::new(),
             blocks: Vec::new(),
             calls: 0,
@@ -709,6 +712,9 @@ impl WireParser for MessagesParser {
         match kind {
             "message_start" => {
                 let message = &value["message"];
+                if let Some(id) = message["id"].as_str() {
+                    self.response_id = Some(id.to_owned());
+                }
                 if self.model.is_empty() {
                     if let Some(model) = message["model"].as_str() {
                         self.model = model.to_owned();
@@ -773,6 +779,7 @@ impl WireParser for MessagesParser {
         message.model = Some(self.model.clone());
         message.provider = Some(PROVIDER.to_owned());
         message.usage = self.usage;
+        message.response_id.clone_from(&self.response_id);
         message
     }
 }

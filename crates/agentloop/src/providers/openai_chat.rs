@@ -371,6 +371,8 @@ struct CallSlot {
 #[derive(Debug)]
 pub(crate) struct ChatParser {
     model: String,
+    /// The completion's `id` (every chunk repeats it; the first one wins).
+    response_id: Option<String>,
     parts: Vec<Part>,
     calls: Vec<CallSlot>,
     refusal: String,
@@ -383,6 +385,7 @@ impl ChatParser {
     pub(crate) fn new(model: String) -> Self {
         ChatParser {
             model,
+            response_id: None,
             parts: Vec::new(),
             calls: Vec::new(),
             refusal: String::new(),
@@ -422,6 +425,9 @@ impl ChatParser {
                     .unwrap_or("the provider reported an error")
                     .to_owned(),
             });
+        }
+        if self.response_id.is_none() {
+            self.response_id = chunk.get("id").and_then(Value::as_str).map(str::to_owned);
         }
         if let Some(u) = chunk.get("usage").filter(|u| u.is_object()) {
             let prompt = u["prompt_tokens"].as_u64().unwrap_or(0);
@@ -557,6 +563,9 @@ impl ChatParser {
 struct ChunkWire<'a> {
     #[serde(default)]
     error: Option<serde::de::IgnoredAny>,
+    /// The completion's id (owned: ids may contain escapes).
+    #[serde(default)]
+    id: Option<String>,
     #[serde(default)]
     usage: Option<UsageWire>,
     #[serde(default, borrow)]
@@ -671,6 +680,9 @@ impl WireParser for ChatParser {
         // a `Value` tree; anything unusual falls back to the lenient `Value` path below.
         if let Ok(chunk) = serde_json::from_str::<ChunkWire<'_>>(data) {
             if chunk.error.is_none() {
+                if self.response_id.is_none() {
+                    self.response_id.clone_from(&chunk.id);
+                }
                 self.on_typed_chunk(chunk, out);
                 return Ok(false);
             }
@@ -721,6 +733,7 @@ impl WireParser for ChatParser {
         message.model = Some(self.model.clone());
         message.provider = Some(PROVIDER.to_owned());
         message.usage = self.usage;
+        message.response_id.clone_from(&self.response_id);
         message
     }
 }

@@ -492,6 +492,8 @@ enum Terminal {
 #[derive(Debug)]
 pub(crate) struct ResponsesParser {
     model: String,
+    /// `response.id` of the first event that carries the response (`response.created`).
+    response_id: Option<String>,
     search_name: String,
     items: Vec<Item>,
     calls: usize,
@@ -542,6 +544,7 @@ impl ResponsesParser {
     pub(crate) fn new(model: String, search_name: String) -> Self {
         ResponsesParser {
             model,
+            response_id: None,
             search_name,
             items: Vec::new(),
             calls: 0,
@@ -825,6 +828,12 @@ impl ResponsesParser {
         v: &Value,
         out: &mut Vec<ModelEvent>,
     ) -> Result<bool, ModelError> {
+        if self.response_id.is_none() {
+            self.response_id = v
+                .pointer("/response/id")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+        }
         match kind {
             "response.output_item.added" => self.on_item_added(v, out),
             "response.output_item.done" => {
@@ -1052,6 +1061,7 @@ impl WireParser for ResponsesParser {
         message.model = Some(self.model.clone());
         message.provider = Some(PROVIDER.to_owned());
         message.usage = self.usage;
+        message.response_id.clone_from(&self.response_id);
         message
     }
 }

@@ -3,15 +3,22 @@
 //!
 //! [`install_from_env`] does nothing unless `OTEL_EXPORTER_OTLP_ENDPOINT`,
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_SERVICE_NAME` is set (and `OTEL_SDK_DISABLED` is
-//! not `true`). Otherwise it builds an OTLP/HTTP (protobuf) span exporter behind a batch
-//! processor, installs a global `tracing` subscriber that turns agentloop's spans into
-//! OpenTelemetry spans, and — when a metrics endpoint is configured — a periodic metric reader
-//! as the global meter provider. Keep the returned [`OtelGuard`] alive and call
-//! [`OtelGuard::shutdown`] before the process exits: it flushes what is still buffered.
+//! not `true`). Otherwise it builds an OTLP span exporter behind a batch processor, installs a
+//! global `tracing` subscriber that turns agentloop's spans into OpenTelemetry spans, and — when
+//! a metrics endpoint is configured — a periodic metric reader as the global meter provider.
+//! Keep the returned [`OtelGuard`] alive and call [`OtelGuard::shutdown`] before the process
+//! exits: it flushes what is still buffered.
 //!
-//! The exporter uses a blocking HTTP client on its own thread: call `install_from_env` and
-//! `shutdown` outside an async context (e.g. before building the Tokio runtime and after it
-//! finished), as the `agentloop` CLI does.
+//! The transport is chosen per signal as the OpenTelemetry specification says:
+//! `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` (or `…_METRICS_PROTOCOL`), else
+//! `OTEL_EXPORTER_OTLP_PROTOCOL`, one of `http/protobuf` (the default, port 4318) and `grpc`
+//! (port 4317); `http/json` is refused with a clear error. Endpoints, headers and timeouts come
+//! from the standard variables, which the exporters read themselves.
+//!
+//! The HTTP exporter uses a blocking client on its own thread; the gRPC exporter runs on a
+//! small Tokio runtime the guard owns (so it needs none from the caller and never blocks the
+//! caller's). Call `install_from_env` and `shutdown` outside an async context (e.g. before
+//! building the Tokio runtime and after it finished), as the `agentloop` CLI does.
 
 use std::time::Duration;
 
@@ -36,6 +43,56 @@ pub enum OtelError {
     /// Another global `tracing` subscriber is already installed.
     #[error("cannot install the tracing subscriber: {0}")]
     Subscriber(String),
+    /// An `OTEL_EXPORTER_OTLP_*PROTOCOL` variable names a protocol this build cannot use.
+    #[error("{variable}={value:?} is not supported (use \"http/protobuf\" or \"grpc\")")]
+    Protocol {
+        /// The variable that named it.
+        variable: &'static str,
+        /// Its value.
+        value: String,
+    },
+}
+
+/// An OTLP transport, as named by the `OTEL_EXPORTER_OTLP_*PROTOCOL` variables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OtlpProtocol {
+    /// `http/protobuf`: protobuf over HTTP (the specification's default).
+    HttpProtobuf,
+    /// `grpc`: OTLP/gRPC.
+    Grpc,
+}
+
+impl OtlpProtocol {
+    /// The protocol of a signal (`"TRACES"` or `"METRICS"`) from the environment: the
+    /// signal's variable, else the general one, else [`HttpProtobuf`](Self::HttpProtobuf).
+    pub fn from_env(signal: &str) -> Result<OtlpProtocol, OtelError> {
+        let specific: &'static str = match signal {
+            "METRICS" => "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL",
+            _ => "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        };
+        for variable in [specific, "OTEL_EXPORTER_OTLP_PROTOCOL"] {
+            let value = std::env::var(variable).unwrap_or_default();
+            let value = value.trim();
+            if value.is_empty() {
+                continue;
+            }
+            return OtlpProtocol::parse(value).ok_or_else(|| OtelError::Protocol {
+                variable,
+                value: value.to_owned(),
+            });
+        }
+        Ok(OtlpProtocol::HttpProtobuf)
+    }
+
+    /// `http/protobuf` or `grpc` (case-insensitive); `None` for anything else.
+    pub fn parse(value: &str) -> Option<OtlpProtocol> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "http/protobuf" => Some(OtlpProtocol::HttpProtobuf),
+            "grpc" => Some(OtlpProtocol::Grpc),
+            _ => None,
+        }
+    }
 }
 
 /// The installed pipeline. Dropping it shuts it down (flushing); [`shutdown`](Self::shutdown)
@@ -44,6 +101,8 @@ pub enum OtelError {
 pub struct OtelGuard {
     tracer: Option<SdkTracerProvider>,
     meter: Option<SdkMeterProvider>,
+    /// The gRPC exporters' runtime (none for HTTP only); stopped after the providers.
+    runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl OtelGuard {
@@ -66,6 +125,10 @@ impl OtelGuard {
             if let Err(e) = meter.shutdown_with_timeout(Duration::from_secs(5)) {
                 failures.push(format!("stopping the metric exporter: {e}"));
             }
+        }
+        if let Some(runtime) = self.runtime.take() {
+            // Everything was flushed above; never block (nor panic) if called from async code.
+            runtime.shutdown_background();
         }
         if failures.is_empty() {
             Ok(())
@@ -100,40 +163,56 @@ pub fn install_from_env() -> Result<Option<OtelGuard>, OtelError> {
     if !requested_by_env() {
         return Ok(None);
     }
-    let protocol = std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-        .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
-        .unwrap_or_default();
-    let protocol = match protocol.trim() {
-        "" | "http/protobuf" => Protocol::HttpBinary,
-        other => {
-            return Err(OtelError::Exporter(format!(
-                "OTLP protocol {other:?} is not supported by this build (use http/protobuf)"
-            )));
-        }
+    let traces = OtlpProtocol::from_env("TRACES")?;
+    let wants_metrics =
+        env_set("OTEL_EXPORTER_OTLP_ENDPOINT") || env_set("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT");
+    let metrics = if wants_metrics {
+        Some(OtlpProtocol::from_env("METRICS")?)
+    } else {
+        None
     };
+    // tonic's channel lives on a Tokio runtime: a private one, entered while the exporters are
+    // built so their background tasks are spawned on it.
+    let runtime = if traces == OtlpProtocol::Grpc || metrics == Some(OtlpProtocol::Grpc) {
+        Some(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("agentloop-otlp")
+                .enable_all()
+                .build()
+                .map_err(|e| OtelError::Exporter(format!("cannot start the gRPC runtime: {e}")))?,
+        )
+    } else {
+        None
+    };
+    let entered = runtime.as_ref().map(|r| r.enter());
     let mut resource = Resource::builder();
     if !env_set("OTEL_SERVICE_NAME") {
         resource = resource.with_service_name(DEFAULT_SERVICE_NAME);
     }
     let resource = resource.build();
 
-    let spans = SpanExporter::builder()
-        .with_http()
-        .with_protocol(protocol)
-        .build()
-        .map_err(|e| OtelError::Exporter(e.to_string()))?;
+    let spans = match traces {
+        OtlpProtocol::Grpc => SpanExporter::builder().with_tonic().build(),
+        OtlpProtocol::HttpProtobuf => SpanExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpBinary)
+            .build(),
+    }
+    .map_err(|e| OtelError::Exporter(e.to_string()))?;
     let tracer_provider = SdkTracerProvider::builder()
         .with_batch_exporter(spans)
         .with_resource(resource.clone())
         .build();
-    let meter_provider = if env_set("OTEL_EXPORTER_OTLP_ENDPOINT")
-        || env_set("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
-    {
-        let metrics = MetricExporter::builder()
-            .with_http()
-            .with_protocol(protocol)
-            .build()
-            .map_err(|e| OtelError::Exporter(e.to_string()))?;
+    let meter_provider = if let Some(protocol) = metrics {
+        let metrics = match protocol {
+            OtlpProtocol::Grpc => MetricExporter::builder().with_tonic().build(),
+            OtlpProtocol::HttpProtobuf => MetricExporter::builder()
+                .with_http()
+                .with_protocol(Protocol::HttpBinary)
+                .build(),
+        }
+        .map_err(|e| OtelError::Exporter(e.to_string()))?;
         Some(
             SdkMeterProvider::builder()
                 .with_periodic_exporter(metrics)
@@ -144,9 +223,11 @@ pub fn install_from_env() -> Result<Option<OtelGuard>, OtelError> {
         None
     };
 
+    drop(entered);
     let guard = OtelGuard {
         tracer: Some(tracer_provider.clone()),
         meter: meter_provider.clone(),
+        runtime,
     };
     let subscriber = tracing_subscriber::registry()
         .with(layer(tracer_provider.tracer("agentloop")))
@@ -175,4 +256,20 @@ where
         .with_threads(false)
         .with_target(false)
         .with_tracked_inactivity(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OtlpProtocol;
+
+    #[test]
+    fn protocols_are_parsed_as_the_specification_names_them() {
+        assert_eq!(
+            OtlpProtocol::parse("http/protobuf"),
+            Some(OtlpProtocol::HttpProtobuf)
+        );
+        assert_eq!(OtlpProtocol::parse(" gRPC "), Some(OtlpProtocol::Grpc));
+        assert_eq!(OtlpProtocol::parse("http/json"), None);
+        assert_eq!(OtlpProtocol::parse("grpc/protobuf"), None);
+    }
 }

@@ -40,6 +40,7 @@ mod guidance;
 mod observer;
 mod registry;
 mod search;
+mod source;
 mod spec;
 pub(crate) mod validate;
 
@@ -59,6 +60,8 @@ pub use registry::{Registry, ToolSchema};
 pub use search::{
     Bm25Index, LoadedTools, SearchLoad, TOOL_SEARCH_NAME, bm25_tool_search, search_result_names,
 };
+pub(crate) use source::{SourcedTools, TurnRegistry};
+pub use source::{ToolSource, ToolSourceError};
 pub use spec::{
     IntoToolOutput, Json, ToolContext, ToolFuture, ToolOutput, ToolSpec, ToolSpecBuilder,
     serialize_result, validate_name,
