@@ -18,25 +18,9 @@ const SUITE: &str = "agentloop mcp-server with the official TypeScript MCP clien
 /// The directory holding `node_modules/@modelcontextprotocol/sdk`, when node and the SDK are
 /// installed.
 fn sdk_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("AGENTLOOP_MCP_SERVERS_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let cache = std::env::var_os("AGENTLOOP_CI_CACHE")
-                .map(PathBuf::from)
-                .or_else(|| {
-                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/agentloop-ci"))
-                })?;
-            Some(cache.join("mcp"))
-        })?;
-    let node_ok = Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    (node_ok
-        && dir
-            .join("node_modules/@modelcontextprotocol/sdk/package.json")
-            .exists())
-    .then_some(dir)
+    agentloop_testkit::external::node_package_dir(
+        "node_modules/@modelcontextprotocol/sdk/package.json",
+    )
 }
 
 /// The text of a `callTool` result's content blocks.

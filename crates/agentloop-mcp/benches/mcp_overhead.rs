@@ -6,7 +6,6 @@
 //! Run: `cargo bench -p agentloop-mcp --bench mcp_overhead` (prints one line per figure).
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,18 +19,9 @@ const CALLS: usize = 400;
 const STARTS: usize = 5;
 
 fn script() -> Option<String> {
-    let dir = std::env::var_os("AGENTLOOP_MCP_SERVERS_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let cache = std::env::var_os("AGENTLOOP_CI_CACHE")
-                .map(PathBuf::from)
-                .or_else(|| {
-                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/agentloop-ci"))
-                })?;
-            Some(cache.join("mcp"))
-        })?;
-    let p = dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    p.exists().then(|| p.to_string_lossy().into_owned())
+    const SERVER: &str = "node_modules/@modelcontextprotocol/server-everything/dist/index.js";
+    let dir = agentloop_testkit::external::node_package_dir(SERVER)?;
+    Some(dir.join(SERVER).to_string_lossy().into_owned())
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {

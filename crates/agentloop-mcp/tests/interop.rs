@@ -16,25 +16,9 @@ use serde_json::{Value, json};
 const SUITE: &str = "MCP interop with the reference Node servers";
 
 fn servers_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("AGENTLOOP_MCP_SERVERS_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let cache = std::env::var_os("AGENTLOOP_CI_CACHE")
-                .map(PathBuf::from)
-                .or_else(|| {
-                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/agentloop-ci"))
-                })?;
-            Some(cache.join("mcp"))
-        })?;
-    let node_ok = std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    (node_ok
-        && dir
-            .join("node_modules/@modelcontextprotocol/server-everything/dist/index.js")
-            .exists())
-    .then_some(dir)
+    agentloop_testkit::external::node_package_dir(
+        "node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    )
 }
 
 fn skip() {

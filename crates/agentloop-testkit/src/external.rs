@@ -46,3 +46,27 @@ pub fn skip_suite(suite: &str, missing: &str, hint: &str) {
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "{line}");
 }
+
+/// The directory the pinned Node MCP packages are installed in (`node_modules/…` below it):
+/// `AGENTLOOP_MCP_SERVERS_DIR`, else `${AGENTLOOP_CI_CACHE:-$HOME/.cache/agentloop-ci}/mcp`
+/// (where `.ci/setup-mcp-servers` puts them) — returned only when `node` runs and `package`
+/// (a path below the directory, e.g.
+/// `node_modules/@modelcontextprotocol/sdk/package.json`) exists.
+pub fn node_package_dir(package: &str) -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    let dir = std::env::var_os("AGENTLOOP_MCP_SERVERS_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let cache = std::env::var_os("AGENTLOOP_CI_CACHE")
+                .map(PathBuf::from)
+                .or_else(|| {
+                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/agentloop-ci"))
+                })?;
+            Some(cache.join("mcp"))
+        })?;
+    let node_ok = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    (node_ok && dir.join(package).exists()).then_some(dir)
+}
