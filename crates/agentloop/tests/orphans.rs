@@ -6,69 +6,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(target_os = "linux")]
 
-use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
-use agentloop::builtin::{self, Workspace};
-use agentloop::tooling::{Deps, ExecOptions, Registry, run_tools_with};
+use agentloop::tooling::{Deps, ExecOptions, run_tools_with};
 use agentloop::transcript::ToolCallPart;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-/// A command that leaves a detached `sleep 300` behind (its pid in `pidfile`), then runs `rest`.
-fn detach(pidfile: &Path, rest: &str) -> String {
-    format!(
-        "(setsid sh -c 'echo $$ > {pid}.tmp && mv {pid}.tmp {pid} && exec sleep 300' &) ; {rest}",
-        pid = pidfile.display()
-    )
-}
-
-/// Alive means: exists and is not a zombie.
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rfind(')')
-                .map(|i| !s[i + 1..].trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
-}
-
-async fn wait_for_pid(pidfile: &Path) -> u32 {
-    for _ in 0..500 {
-        if let Ok(text) = std::fs::read_to_string(pidfile) {
-            if let Ok(pid) = text.trim().parse() {
-                return pid;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the detached process never wrote its pid");
-}
-
-/// Polls (the kill is asynchronous to this check) until the process is gone; false if it stays.
-async fn gone(pid: u32) -> bool {
-    for _ in 0..250 {
-        if !alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    false
-}
-
-struct Setup {
-    dir: tempfile::TempDir,
-    registry: Registry<Deps>,
-}
-
-fn setup() -> Setup {
-    let dir = tempfile::tempdir().unwrap();
-    let workspace = Workspace::new(dir.path()).unwrap();
-    let registry = Registry::new(builtin::tools::<Deps>(&workspace)).unwrap();
-    Setup { dir, registry }
-}
+#[path = "support/detached.rs"]
+mod detached;
+use detached::{alive, detach, gone, setup, wait_for_pid};
 
 #[tokio::test]
 async fn a_setsid_child_is_gone_after_a_timeout() {
