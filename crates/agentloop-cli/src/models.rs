@@ -36,8 +36,10 @@ pub async fn run(args: ModelsArgs) -> Result<(), Failure> {
         ))
     })?;
     let config = provider_connection(provider, args.base_url.as_deref())?;
+    // No redirects: reqwest would carry `x-api-key` to another host.
     let client = reqwest::Client::builder()
         .timeout(TIMEOUT)
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| Failure::new(format!("cannot build the HTTP client: {e}")))?;
     let mut models = match provider {
@@ -66,16 +68,9 @@ fn endpoint(config: &ProviderConfig, path: &str) -> String {
     format!("{}/{path}", config.base_url.trim_end_matches('/'))
 }
 
-/// The base URL as it may be shown: without `user:password@`.
+/// The base URL as it may be shown: `user:password@` redacted.
 fn shown_url(url: &str) -> String {
-    match reqwest::Url::parse(url) {
-        Ok(mut parsed) => {
-            let _ = parsed.set_username("");
-            let _ = parsed.set_password(None);
-            parsed.to_string()
-        }
-        Err(_) => "(the configured base URL)".to_owned(),
-    }
+    agentloop::providers::redact_url(url).into_owned()
 }
 
 async fn get_json(request: reqwest::RequestBuilder, url: &str) -> Result<Value, Failure> {

@@ -249,8 +249,9 @@ pub enum StopReason {
 ///
 /// JSON: an object with exactly one fault kind:
 /// `{"status": 429, "headers": {"retry-after": "1"}, "body": "..."}`,
-/// `{"reset_after_bytes": K}`, `{"stall_after_bytes": K}`, `{"malformed_after_bytes": K}` or
-/// `{"eof_without_terminal": true}`.
+/// `{"reset_after_bytes": K}`, `{"stall_after_bytes": K}`, `{"malformed_after_bytes": K}`,
+/// `{"eof_without_terminal": true}`, `{"keep_alive_after_bytes": K}`, `{"huge_line_bytes": N}`
+/// or `{"replace_in_body": {"find": "…", "with": "…"}}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(try_from = "RawFault", into = "RawFault")]
 #[non_exhaustive]
@@ -279,6 +280,20 @@ pub enum Fault {
     /// The normal stream minus its terminal event(s) (`data: [DONE]`, `message_stop`,
     /// `response.completed` / `response.incomplete`), then a clean end of the body.
     EofWithoutTerminal,
+    /// Send the first K bytes of the normal body, then only SSE keep-alive comments
+    /// (`: keep-alive`, every 50 ms) until the client gives up.
+    KeepAliveAfterBytes(usize),
+    /// Instead of the normal body, one `data:` line of N bytes that never ends (no newline),
+    /// sent in 64 KiB pieces, then the end of the body.
+    HugeLineBytes(usize),
+    /// The normal body with every occurrence of `find` replaced by `with` (raw bytes on the
+    /// wire: e.g. a lone surrogate escape no JSON encoder would produce).
+    ReplaceInBody {
+        /// Text to find in the rendered body.
+        find: String,
+        /// Its replacement.
+        with: String,
+    },
 }
 
 impl Fault {
@@ -320,6 +335,19 @@ struct RawFault {
     malformed_after_bytes: Option<usize>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     eof_without_terminal: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    keep_alive_after_bytes: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    huge_line_bytes: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    replace_in_body: Option<RawReplace>,
+}
+
+#[derive(Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct RawReplace {
+    find: String,
+    with: String,
 }
 
 impl TryFrom<RawFault> for Fault {
@@ -342,10 +370,20 @@ impl TryFrom<RawFault> for Fault {
         if r.eof_without_terminal == Some(true) {
             kinds.push("eof_without_terminal");
         }
+        if r.keep_alive_after_bytes.is_some() {
+            kinds.push("keep_alive_after_bytes");
+        }
+        if r.huge_line_bytes.is_some() {
+            kinds.push("huge_line_bytes");
+        }
+        if r.replace_in_body.is_some() {
+            kinds.push("replace_in_body");
+        }
         if kinds.len() != 1 {
             return Err(format!(
                 "a fault needs exactly one of status, reset_after_bytes, stall_after_bytes, \
-                 malformed_after_bytes, eof_without_terminal: true (found: {kinds:?})"
+                 malformed_after_bytes, eof_without_terminal: true, keep_alive_after_bytes, \
+                 huge_line_bytes, replace_in_body (found: {kinds:?})"
             ));
         }
         if r.status.is_none() && (r.headers.is_some() || r.body.is_some()) {
@@ -366,6 +404,15 @@ impl TryFrom<RawFault> for Fault {
             Fault::StallAfterBytes(k)
         } else if let Some(k) = r.malformed_after_bytes {
             Fault::MalformedAfterBytes(k)
+        } else if let Some(k) = r.keep_alive_after_bytes {
+            Fault::KeepAliveAfterBytes(k)
+        } else if let Some(n) = r.huge_line_bytes {
+            Fault::HugeLineBytes(n)
+        } else if let Some(RawReplace { find, with }) = r.replace_in_body {
+            if find.is_empty() {
+                return Err("`replace_in_body.find` must not be empty".to_string());
+            }
+            Fault::ReplaceInBody { find, with }
         } else {
             Fault::EofWithoutTerminal
         })
@@ -399,6 +446,18 @@ impl From<Fault> for RawFault {
             },
             Fault::EofWithoutTerminal => RawFault {
                 eof_without_terminal: Some(true),
+                ..RawFault::default()
+            },
+            Fault::KeepAliveAfterBytes(k) => RawFault {
+                keep_alive_after_bytes: Some(k),
+                ..RawFault::default()
+            },
+            Fault::HugeLineBytes(n) => RawFault {
+                huge_line_bytes: Some(n),
+                ..RawFault::default()
+            },
+            Fault::ReplaceInBody { find, with } => RawFault {
+                replace_in_body: Some(RawReplace { find, with }),
                 ..RawFault::default()
             },
         }

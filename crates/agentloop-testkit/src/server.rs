@@ -42,7 +42,8 @@ pub struct RecordedRequest {
     /// The wire format the path belongs to.
     pub format: WireFormat,
     /// Request headers, names lower-case, repeated headers joined with `", "`. The values of
-    /// `authorization`, `proxy-authorization`, `x-api-key` and `api-key` are `"<redacted>"`.
+    /// `x-api-key` and `api-key` are `"<redacted>"`; those of `authorization` and
+    /// `proxy-authorization` keep their scheme (`"Bearer <redacted>"`).
     pub headers: BTreeMap<String, String>,
     /// The request body as JSON (a JSON string holding the raw text when it was not JSON).
     pub body: Value,
@@ -630,7 +631,15 @@ fn recorded_headers(headers: &HeaderMap) -> BTreeMap<String, String> {
     for (name, value) in headers {
         let name = name.as_str().to_ascii_lowercase();
         let value = if REDACTED_HEADERS.contains(&name.as_str()) {
-            "<redacted>".to_string()
+            // Keep the scheme of `authorization` (`Bearer`, `Basic`): tests check which kind
+            // of credential arrived, never its value.
+            let text = String::from_utf8_lossy(value.as_bytes());
+            match text.split_once(' ') {
+                Some((scheme, _)) if name.ends_with("authorization") => {
+                    format!("{scheme} <redacted>")
+                }
+                _ => "<redacted>".to_string(),
+            }
         } else {
             String::from_utf8_lossy(value.as_bytes()).into_owned()
         };
@@ -824,7 +833,12 @@ enum Step {
     Reset,
     /// Send nothing more, keep the connection open.
     Stall,
+    /// Send only keep-alive comments from now on, every [`KEEP_ALIVE_EVERY`].
+    KeepAlive,
 }
+
+/// How often [`Step::KeepAlive`] sends a comment.
+const KEEP_ALIVE_EVERY: Duration = Duration::from_millis(50);
 
 /// Turns the rendered events, the turn's delays and the fault into body steps.
 fn plan(
@@ -839,6 +853,41 @@ fn plan(
     }
     let mut tail = None;
     match fault {
+        Some(Fault::HugeLineBytes(n)) => {
+            // Shared static pieces: the server holds no copy of the line.
+            static PIECE: [u8; 64 * 1024] = [b'a'; 64 * 1024];
+            let mut steps = vec![Step::Data(Bytes::from_static(b"data: "))];
+            let mut left = *n;
+            while left > 0 {
+                let len = left.min(PIECE.len());
+                steps.push(Step::Data(Bytes::from_static(&PIECE[..len])));
+                left -= len;
+            }
+            return steps;
+        }
+        Some(Fault::ReplaceInBody { find, with }) => {
+            frames = frames
+                .into_iter()
+                .map(|f| {
+                    let text = String::from_utf8_lossy(&f).replace(find.as_str(), with);
+                    Bytes::from(text)
+                })
+                .collect();
+        }
+        Some(Fault::KeepAliveAfterBytes(k)) => {
+            // Whole events only: the comments must start on a line of their own.
+            let mut off = 0usize;
+            let keep = frames
+                .iter()
+                .take_while(|f| {
+                    let fits = off < *k;
+                    off += f.len();
+                    fits
+                })
+                .count();
+            frames.truncate(keep);
+            tail = Some(Step::KeepAlive);
+        }
         Some(Fault::ResetAfterBytes(k)) | Some(Fault::StallAfterBytes(k)) => {
             let mut kept = Vec::new();
             let mut off = 0usize;
@@ -922,6 +971,12 @@ fn stream_steps(
                     ));
                 }
                 Step::Stall => futures::future::pending::<()>().await,
+                Step::KeepAlive => {
+                    tokio::time::sleep(KEEP_ALIVE_EVERY).await;
+                    // Put the step back in front: it repeats until the client leaves.
+                    let rest: Vec<Step> = std::iter::once(Step::KeepAlive).chain(it).collect();
+                    return Some((Ok(Bytes::from_static(b": keep-alive\n\n")), rest.into_iter()));
+                }
             }
         }
     })

@@ -149,7 +149,7 @@ async fn valid_histories_pass_and_credentials_are_redacted() {
     let reqs = server.requests();
     assert_eq!(reqs.len(), 3);
     for r in &reqs {
-        assert_eq!(r.header("Authorization"), Some("<redacted>"));
+        assert_eq!(r.header("Authorization"), Some("Bearer <redacted>"));
         assert_eq!(r.header("x-api-key"), Some("<redacted>"));
         assert_eq!(r.header("api-key"), Some("<redacted>"));
         assert_eq!(r.header("anthropic-version"), Some("2023-06-01"));

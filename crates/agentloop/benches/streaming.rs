@@ -90,7 +90,7 @@ fn bench_sse(c: &mut Criterion) {
                 let mut out = Vec::new();
                 let mut n = 0;
                 for piece in bytes.chunks(chunk) {
-                    d.push(piece, &mut out);
+                    let _ = d.push(piece, &mut out);
                     n += out.len();
                     out.clear();
                 }

@@ -48,10 +48,13 @@ fn decode(data: &[u8], split: bool) -> Vec<SseEvent> {
     let mut events = Vec::new();
     if split {
         for piece in pieces(data) {
-            decoder.push(piece, &mut events);
+            if decoder.push(piece, &mut events).is_err() {
+                break;
+            }
         }
     } else {
-        decoder.push(data, &mut events);
+        // An oversized event ends both decodes at the same event.
+        let _too_large = decoder.push(data, &mut events);
     }
     events
 }

@@ -181,7 +181,9 @@ impl ToolArguments {
         if text.trim().is_empty() {
             return ToolArguments::Json(Value::Object(Default::default()));
         }
-        match serde_json::from_str(text) {
+        // A lone surrogate escape (`\ud800`) becomes U+FFFD rather than making the arguments
+        // unreadable.
+        match crate::providers::lossy_json::parse_value(text) {
             Ok(value) => ToolArguments::Json(value),
             Err(_) => ToolArguments::Unparsed(text.to_owned()),
         }

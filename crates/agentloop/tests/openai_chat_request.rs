@@ -143,7 +143,7 @@ async fn the_wire_carries_exactly_the_body_and_headers() {
     assert_eq!(requests[0].body, expected);
     let headers = &requests[0].headers;
     assert_eq!(headers["content-type"], "application/json");
-    assert_eq!(headers["authorization"], "<redacted>");
+    assert_eq!(headers["authorization"], "Bearer <redacted>");
     assert_eq!(headers["x-team"], "agents");
 }
 

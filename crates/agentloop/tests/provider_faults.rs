@@ -560,3 +560,307 @@ async fn hostile_retry_after_values_fail_fast_or_fall_back_to_backoff() {
         }
     }
 }
+
+// ---- Hostile streams: huge lines, keep-alive-only streams, endless streams, lone surrogates,
+// ---- redirects and credentials in the base URL (SECURITY.md, "Provider streams").
+
+fn model_with(
+    wire: Wire,
+    base: String,
+    configure: impl Fn(ProviderConfig) -> ProviderConfig,
+) -> Arc<dyn Model> {
+    let config = configure(
+        ProviderConfig::new(base)
+            .api_key("sk-secret-test-key")
+            .model("mock")
+            .retry(policy(0)),
+    );
+    match wire {
+        Wire::Chat => Arc::new(OpenAiChat::new(config)),
+        Wire::Responses => Arc::new(OpenAiResponses::new(config)),
+        Wire::Anthropic => Arc::new(Anthropic::new(config)),
+    }
+}
+
+fn base_for(wire: Wire, server: &MockServer) -> String {
+    match wire {
+        Wire::Anthropic => server.base_url(),
+        _ => server.openai_base_url(),
+    }
+}
+
+#[tokio::test]
+async fn an_event_above_the_cap_ends_the_request_clearly_for_every_wire() {
+    for &wire in WIRES {
+        let server = MockServer::start(script(text_turn_with(json!([
+            {"huge_line_bytes": 4 * 1024 * 1024}
+        ]))));
+        let m = model_with(wire, base_for(wire, &server), |c| {
+            c.max_event_bytes(1024 * 1024)
+        });
+        let (retries, _, error) = call(&m).await;
+        let text = error.expect("an error").to_string();
+        assert!(
+            text.contains("exceeded 1048576 bytes") && text.contains("max_event_bytes"),
+            "{wire:?}: {text}"
+        );
+        assert!(retries.is_empty(), "an oversized event is not retried");
+        assert_eq!(server.request_count(), 1);
+    }
+}
+
+/// Peak resident memory of this process (`VmHWM` in `/proc/self/status`), in KiB.
+fn peak_rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()
+}
+
+const HUGE_LINE_CHILD: &str = "AGENTLOOP_TEST_HUGE_LINE_CHILD";
+
+/// A 100 MB line against the default 16 MiB cap: the request ends with the cap's error and the
+/// process's peak memory grows by far less than the line. Measured in a child process (this
+/// test binary re-run for this one test) so that other tests' memory does not count.
+#[test]
+fn a_100_mb_line_ends_the_request_with_bounded_memory() {
+    if std::env::var_os(HUGE_LINE_CHILD).is_some() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let server = runtime.block_on(async {
+            MockServer::start(script(text_turn_with(json!([
+                {"huge_line_bytes": 100 * 1024 * 1024}
+            ]))))
+        });
+        let m = model_with(Wire::Chat, server.openai_base_url(), |c| c);
+        let before = peak_rss_kib().unwrap();
+        let started = Instant::now();
+        let (_, _, error) = runtime.block_on(call(&m));
+        let elapsed = started.elapsed();
+        let after = peak_rss_kib().unwrap();
+        let text = error.expect("an error").to_string();
+        assert!(text.contains("max_event_bytes"), "{text}");
+        println!(
+            "HUGE_LINE growth_kib={} elapsed_ms={}",
+            after.saturating_sub(before),
+            elapsed.as_millis()
+        );
+        return;
+    }
+    if peak_rss_kib().is_none() {
+        eprintln!("no /proc/self/status here: peak memory cannot be measured");
+        return;
+    }
+    let output = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "a_100_mb_line_ends_the_request_with_bounded_memory",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(HUGE_LINE_CHILD, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "child failed: {stdout}\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let growth: u64 = stdout
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("growth_kib="))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no measurement in: {stdout}"));
+    eprintln!("{}", stdout.lines().find(|l| l.starts_with("HUGE_LINE")).unwrap_or(""));
+    // The cap is 16 MiB; the decoder's buffer may double once past it. The line is 100 MiB.
+    assert!(
+        growth < 60 * 1024,
+        "peak memory grew by {growth} KiB for a 100 MiB line"
+    );
+}
+
+#[tokio::test]
+async fn keep_alive_comments_do_not_hold_a_stream_open() {
+    for &wire in WIRES {
+        // After the first text deltas, only `: keep-alive` comments every 50 ms.
+        let server = MockServer::start(script(long_turn_with(json!([
+            {"keep_alive_after_bytes": 3000}
+        ]))));
+        let m = model_with(wire, base_for(wire, &server), |c| {
+            c.idle_timeout(Duration::from_millis(400))
+        });
+        let started = Instant::now();
+        let (_, message, error) = call(&m).await;
+        assert!(started.elapsed() < Duration::from_secs(5), "{wire:?}");
+        let text = error.expect("an error").to_string();
+        assert!(
+            text.contains("stalled") && text.contains("keep-alive"),
+            "{wire:?}: {text}"
+        );
+        assert!(!message.text().is_empty(), "the partial reply is kept");
+    }
+}
+
+#[tokio::test]
+async fn a_request_that_never_ends_stops_at_its_deadline_and_is_not_retried() {
+    for &wire in WIRES {
+        // Deltas every 40 ms for far longer than the deadline: the idle timeout never fires.
+        let server = MockServer::start(script(json!({"turns": [{
+            "text": long_text(), "chunk_size": 1, "chunk_delay_ms": 40
+        }]})));
+        let m = model_with(wire, base_for(wire, &server), |c| {
+            c.idle_timeout(Duration::from_secs(5))
+                .request_timeout(Some(Duration::from_millis(600)))
+                .retry(policy(3))
+        });
+        let started = Instant::now();
+        let (retries, message, error) = call(&m).await;
+        assert!(started.elapsed() < Duration::from_secs(4), "{wire:?}");
+        let text = error.expect("an error").to_string();
+        assert!(
+            text.contains("deadline") && text.contains("request_timeout"),
+            "{wire:?}: {text}"
+        );
+        assert!(retries.is_empty());
+        assert!(!message.text().is_empty());
+        assert_eq!(server.request_count(), 1);
+    }
+}
+
+#[tokio::test]
+async fn a_lone_surrogate_in_a_delta_becomes_a_replacement_character() {
+    for &wire in WIRES {
+        let server = MockServer::start(script(json!({"turns": [{
+            "text": "before LONE-SURROGATE after",
+            "faults": [{"replace_in_body": {"find": "LONE-SURROGATE", "with": "\\ud800"}}]
+        }]})));
+        let m = model_with(wire, base_for(wire, &server), |c| c.retry(policy(3)));
+        let (retries, message, error) = call(&m).await;
+        assert!(error.is_none(), "{wire:?}: {error:?}");
+        assert!(retries.is_empty(), "{wire:?}: {retries:?}");
+        assert_eq!(message.text(), "before \u{fffd} after", "{wire:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_lone_surrogate_in_tool_arguments_is_replaced_not_fatal() {
+    for &wire in WIRES {
+        let server = MockServer::start(script(json!({"turns": [{
+            "tool_calls": [{"name": "echo", "arguments": {"text": "a LONE-SURROGATE b"}}],
+            "faults": [{"replace_in_body": {"find": "LONE-SURROGATE", "with": "\\\\ud800"}}]
+        }]})));
+        let m = model_with(wire, base_for(wire, &server), |c| c);
+        let (_, message, error) = call(&m).await;
+        assert!(error.is_none(), "{wire:?}: {error:?}");
+        let calls: Vec<&ToolCallPart> = message.tool_calls().collect();
+        assert_eq!(calls.len(), 1, "{wire:?}");
+        assert_eq!(
+            calls[0].arguments.as_object().and_then(|o| o.get("text")),
+            Some(&json!("a \u{fffd} b")),
+            "{wire:?}: {:?}",
+            calls[0].arguments
+        );
+    }
+}
+
+#[tokio::test]
+async fn credentials_never_follow_a_redirect_to_another_origin() {
+    for &wire in WIRES {
+        let elsewhere = MockServer::start(script(text_turn_with(json!([]))));
+        let target = format!("{}/v1/messages", elsewhere.base_url().replace("127.0.0.1", "localhost"));
+        let server = MockServer::start(script(text_turn_with(json!([
+            {"status": 307, "headers": {"location": target.replace("http://", "http://user:pw-in-location@")}}
+        ]))));
+        let m = model_with(wire, base_for(wire, &server), |c| c.retry(policy(3)));
+        let (retries, _, error) = call(&m).await;
+        let text = error.expect("an error").to_string();
+        assert!(
+            text.contains("redirected") && text.contains("not followed"),
+            "{wire:?}: {text}"
+        );
+        assert!(!text.contains("pw-in-location"), "{wire:?}: {text}");
+        assert!(retries.is_empty());
+        assert_eq!(
+            elsewhere.request_count(),
+            0,
+            "{wire:?}: the request (and its key) reached another origin"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_redirect_within_the_origin_is_followed_with_its_credentials() {
+    for &wire in WIRES {
+        // A relative location on the same server (the mock serves both `/v1/x` and `/x`).
+        let location = match wire {
+            Wire::Chat => "/chat/completions",
+            Wire::Responses => "/responses",
+            Wire::Anthropic => "/messages",
+        };
+        let server = MockServer::start(script(json!({"turns": [
+            {"text": HELLO, "faults": [{"status": 307, "headers": {"location": location}}]}
+        ]})));
+        let m = model_with(wire, base_for(wire, &server), |c| c);
+        let (_, message, error) = call(&m).await;
+        assert!(error.is_none(), "{wire:?}: {error:?}");
+        assert_eq!(message.text(), HELLO);
+        let requests = server.requests();
+        assert_eq!(requests.len(), 2, "{wire:?}");
+        let auth = |r: &agentloop_testkit::RecordedRequest| {
+            r.headers
+                .get("authorization")
+                .or_else(|| r.headers.get("x-api-key"))
+                .cloned()
+        };
+        assert!(
+            auth(&requests[1]).is_some(),
+            "{wire:?}: the key was dropped on a same-origin redirect"
+        );
+    }
+}
+
+#[tokio::test]
+async fn credentials_in_the_base_url_are_sent_as_basic_auth_and_redacted_everywhere() {
+    // A port nothing listens on: the connection error must not show the password.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    for &wire in WIRES {
+        for base in [
+            format!("http://gw-user:s3cret-pw@127.0.0.1:{closed}/v1"),
+            "http://gw-user:s3cret-pw@[not a host/v1".to_owned(),
+        ] {
+            let m = model_with(wire, base, |c| c);
+            let (_, message, error) = call(&m).await;
+            let error = error.expect("an error");
+            for text in [error.to_string(), format!("{error:?}"), format!("{message:?}")] {
+                assert!(!text.contains("s3cret-pw"), "{wire:?}: {text}");
+            }
+        }
+    }
+    let server = MockServer::start(script(text_turn_with(json!([]))));
+    let base = server
+        .openai_base_url()
+        .replace("http://", "http://gw-user:s3cret-pw@");
+    let m: Arc<dyn Model> = Arc::new(OpenAiChat::new(
+        ProviderConfig::new(base).model("mock").retry(policy(0)),
+    ));
+    let (_, message, error) = call(&m).await;
+    assert!(error.is_none(), "{error:?}");
+    assert_eq!(message.text(), HELLO);
+    let requests = server.requests();
+    assert_eq!(
+        requests[0].headers.get("authorization").map(String::as_str),
+        Some("Basic <redacted>")
+    );
+}

@@ -702,7 +702,7 @@ impl WireParser for MessagesParser {
         let value: Value = if data.is_empty() {
             Value::Null
         } else {
-            serde_json::from_str(data).map_err(|e| unreadable(data, e))?
+            super::lossy_json::parse_value(data).map_err(|e| unreadable(data, e))?
         };
         // The payload's `type` is authoritative; the `event:` name is the fallback.
         let kind = value
@@ -786,6 +786,7 @@ impl WireParser for MessagesParser {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::providers::sse::SseDecoder;
 
@@ -833,7 +834,7 @@ mod tests {
     ) {
         let mut decoder = SseDecoder::new();
         let mut events = Vec::new();
-        decoder.push(body.as_bytes(), &mut events);
+        decoder.push(body.as_bytes(), &mut events).unwrap();
         let mut parser = MessagesParser::new(model.into());
         let mut out = Vec::new();
         let mut terminal = None;

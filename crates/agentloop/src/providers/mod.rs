@@ -9,6 +9,7 @@
 //! wire as headers.
 
 pub mod anthropic;
+pub(crate) mod lossy_json;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod partial_json;
@@ -25,6 +26,46 @@ pub use transport::RetryPolicy;
 
 use crate::model::ApiKey;
 
+/// The default per-attempt deadline of a model request (see
+/// [`ProviderConfig::request_timeout`]): long enough for a long reasoning reply, short enough
+/// that a server trickling keep-alives or endless deltas cannot hold a run forever.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Redirects followed within one origin before giving up.
+const MAX_REDIRECTS: usize = 10;
+
+/// `url` with any `user:password@` part replaced by `***@`, for errors, events and stored
+/// sessions. Works on text that does not parse as a URL too.
+///
+/// ```
+/// use agentloop::providers::redact_url;
+/// assert_eq!(redact_url("https://me:s3cret@gw.example/v1"), "https://***@gw.example/v1");
+/// assert_eq!(redact_url("https://api.openai.com/v1"), "https://api.openai.com/v1");
+/// ```
+pub fn redact_url(url: &str) -> std::borrow::Cow<'_, str> {
+    let Some(scheme_end) = url.find("://") else {
+        return std::borrow::Cow::Borrowed(url);
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => std::borrow::Cow::Owned(format!(
+            "{}://***@{}",
+            &url[..scheme_end],
+            &rest[at + 1..]
+        )),
+        None => std::borrow::Cow::Borrowed(url),
+    }
+}
+
+/// Whether two URLs share scheme, host and port: the only redirects followed, so headers that
+/// carry credentials (`authorization`, `x-api-key`, configured headers) never reach another host.
+fn same_origin(a: &reqwest::Url, b: &reqwest::Url) -> bool {
+    a.scheme() == b.scheme()
+        && a.host_str() == b.host_str()
+        && a.port_or_known_default() == b.port_or_known_default()
+}
+
 /// Connection settings shared by every adapter.
 #[derive(Clone, Debug)]
 pub struct ProviderConfig {
@@ -39,8 +80,18 @@ pub struct ProviderConfig {
     pub model: Option<String>,
     /// Time allowed to connect.
     pub connect_timeout: Duration,
-    /// Longest silence allowed while waiting for the response or between stream chunks.
+    /// Longest wait for the response headers, and longest time a stream may go without a
+    /// field line (`data:`, `event:`…). Keep-alive comments do not reset it: a server that only
+    /// sends `: ping` after its first bytes ends at this timeout.
     pub idle_timeout: Duration,
+    /// Longest time one attempt of a request may take from sending to its terminal event
+    /// (`None`: no limit). Default 10 minutes. A request that hits it ends with a clear error
+    /// and is not retried.
+    pub request_timeout: Option<Duration>,
+    /// Largest server-sent event accepted, in bytes (default
+    /// [`sse::DEFAULT_MAX_EVENT_BYTES`], 16 MiB): a larger one ends the request with a clear
+    /// error instead of growing memory without bound.
+    pub max_event_bytes: usize,
     /// Retries of failed requests.
     pub retry: RetryPolicy,
     /// Which HTTP versions to speak.
@@ -77,6 +128,8 @@ impl ProviderConfig {
             model: None,
             connect_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(120),
+            request_timeout: Some(DEFAULT_REQUEST_TIMEOUT),
+            max_event_bytes: sse::DEFAULT_MAX_EVENT_BYTES,
             retry: RetryPolicy::default(),
             http_version: HttpVersion::Auto,
         }
@@ -103,6 +156,18 @@ impl ProviderConfig {
     /// Sets the idle timeout.
     pub fn idle_timeout(mut self, timeout: Duration) -> Self {
         self.idle_timeout = timeout;
+        self
+    }
+
+    /// Sets the per-attempt deadline (`None`: no limit).
+    pub fn request_timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.request_timeout = timeout;
+        self
+    }
+
+    /// Sets the largest server-sent event accepted, in bytes.
+    pub fn max_event_bytes(mut self, limit: usize) -> Self {
+        self.max_event_bytes = limit;
         self
     }
 
@@ -142,7 +207,25 @@ impl ProviderConfig {
 
     /// The HTTP client every adapter uses (one per adapter, connections pooled).
     pub(crate) fn http_client(&self) -> reqwest::Client {
-        let builder = reqwest::Client::builder().connect_timeout(self.connect_timeout);
+        // reqwest drops `authorization` on a cross-host redirect but not `x-api-key` or a
+        // configured header: follow redirects only within the origin the user configured; a
+        // redirect elsewhere is returned as is and reported (see the transport).
+        let redirects = reqwest::redirect::Policy::custom(|attempt| {
+            let leaves = attempt
+                .previous()
+                .first()
+                .is_some_and(|first| !same_origin(first, attempt.url()));
+            if leaves {
+                attempt.stop()
+            } else if attempt.previous().len() > MAX_REDIRECTS {
+                attempt.error("too many redirects")
+            } else {
+                attempt.follow()
+            }
+        });
+        let builder = reqwest::Client::builder()
+            .connect_timeout(self.connect_timeout)
+            .redirect(redirects);
         let builder = match self.http_version {
             HttpVersion::Auto => builder,
             HttpVersion::Http1Only => builder.http1_only(),

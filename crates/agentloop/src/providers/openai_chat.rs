@@ -687,7 +687,7 @@ impl WireParser for ChatParser {
                 return Ok(false);
             }
         }
-        let chunk: Value = serde_json::from_str(data).map_err(|e| {
+        let chunk: Value = super::lossy_json::parse_value(data).map_err(|e| {
             ModelError::Stream(format!(
                 "unreadable chunk from the provider ({e}): {data:.200}"
             ))
@@ -740,6 +740,7 @@ impl WireParser for ChatParser {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::providers::sse::SseDecoder;
     use serde_json::json;
@@ -747,7 +748,7 @@ mod tests {
     fn parse(body: &str) -> (Vec<ModelEvent>, Result<Message, ModelError>) {
         let mut decoder = SseDecoder::new();
         let mut events = Vec::new();
-        decoder.push(body.as_bytes(), &mut events);
+        decoder.push(body.as_bytes(), &mut events).unwrap();
         let mut parser = ChatParser::new("m".into());
         let mut out = Vec::new();
         for e in events {
@@ -801,7 +802,7 @@ mod tests {
         let body = "data: {\"error\":{\"message\":\"bad\",\"code\":\"server_error\"}}\n\n";
         let mut decoder = SseDecoder::new();
         let mut events = Vec::new();
-        decoder.push(body.as_bytes(), &mut events);
+        decoder.push(body.as_bytes(), &mut events).unwrap();
         let mut parser = ChatParser::new("m".into());
         let err = parser.on_event(events.remove(0), &mut Vec::new());
         assert_eq!(
@@ -825,7 +826,7 @@ mod tests {
             }
             let body = std::fs::read(&path).unwrap_or_default();
             let mut events = Vec::new();
-            SseDecoder::new().push(&body, &mut events);
+            SseDecoder::new().push(&body, &mut events).unwrap();
             for e in events.iter().filter(|e| e.data.trim() != "[DONE]") {
                 let typed = serde_json::from_str::<ChunkWire<'_>>(&e.data);
                 assert!(typed.is_ok(), "{}: {:?}", path.display(), typed.err());

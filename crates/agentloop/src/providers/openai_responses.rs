@@ -960,7 +960,7 @@ impl WireParser for ResponsesParser {
         if data.is_empty() || data == "[DONE]" {
             return Ok(false);
         }
-        let payload: Value = serde_json::from_str(data).map_err(|e| {
+        let payload: Value = super::lossy_json::parse_value(data).map_err(|e| {
             ModelError::Stream(format!(
                 "unreadable event from the provider ({e}): {data:.200}"
             ))
@@ -1068,6 +1068,7 @@ impl WireParser for ResponsesParser {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::providers::sse::SseDecoder;
 
@@ -1079,7 +1080,7 @@ mod tests {
         let body: String = events.iter().cloned().map(frame).collect();
         let mut decoder = SseDecoder::new();
         let mut sse = Vec::new();
-        decoder.push(body.as_bytes(), &mut sse);
+        decoder.push(body.as_bytes(), &mut sse).unwrap();
         let mut parser = ResponsesParser::new("m".into(), "find_tools".into());
         let mut out = Vec::new();
         for e in sse {

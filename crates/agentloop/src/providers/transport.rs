@@ -15,11 +15,19 @@
 //! failure exactly (same status, same message) ends the retries; and a request whose identical
 //! body already ended with that 500 (the adapter remembers the last one) gets one attempt.
 //! 502/503/504/529 and "overloaded" stay retryable: they say nothing about the request.
+//!
+//! Bounds on a misbehaving server: the idle timeout counts field lines, not keep-alive comments
+//! (`: ping` every second after the first bytes no longer holds a request forever); each attempt
+//! has a total deadline ([`ProviderConfig::request_timeout`](super::ProviderConfig)); an event
+//! larger than `max_event_bytes` ends the request; and a redirect to another origin is not
+//! followed (credentials stay with the configured host) but reported with its target, redacted.
 
 use std::collections::VecDeque;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::time::Duration;
+
+use tokio::time::Instant;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
@@ -100,6 +108,8 @@ pub(crate) struct Endpoint {
     target: Result<(reqwest::Url, HeaderMap), String>,
     retry: RetryPolicy,
     idle: Duration,
+    request_timeout: Option<Duration>,
+    max_event_bytes: usize,
     /// The last request that ended with a deterministic-looking 500: (body hash, status,
     /// message). Shared by the adapter's requests, so an identical request is not retried again.
     failed: std::sync::Arc<std::sync::Mutex<Option<FailedRequest>>>,
@@ -116,6 +126,8 @@ impl Endpoint {
             target: target(config, path),
             retry: config.retry,
             idle: config.idle_timeout,
+            request_timeout: config.request_timeout,
+            max_event_bytes: config.max_event_bytes,
             failed: Default::default(),
         }
     }
@@ -152,6 +164,9 @@ impl Endpoint {
             make_parser,
             policy: self.retry,
             idle: self.idle,
+            request_timeout: self.request_timeout,
+            deadline: None,
+            max_event_bytes: self.max_event_bytes,
             attempt: 0,
             failures: Vec::new(),
             failed: std::sync::Arc::clone(&self.failed),
@@ -191,20 +206,32 @@ impl Endpoint {
 }
 
 fn target(config: &super::ProviderConfig, path: &str) -> Result<(reqwest::Url, HeaderMap), String> {
+    let shown = super::redact_url(&config.base_url);
     let url = config.url(path);
-    let url = reqwest::Url::parse(&url).map_err(|e| {
-        format!(
-            "the provider base URL {:?} is not a valid URL: {e}",
-            config.base_url
-        )
-    })?;
+    let mut url = reqwest::Url::parse(&url)
+        .map_err(|e| format!("the provider base URL {shown:?} is not a valid URL: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!(
-            "the provider base URL {:?} is not an http(s) URL",
-            config.base_url
+            "the provider base URL {shown:?} is not an http(s) URL"
         ));
     }
-    let mut headers = HeaderMap::with_capacity(config.headers.len() + 3);
+    let mut headers = HeaderMap::with_capacity(config.headers.len() + 4);
+    // `user:password@` in the base URL is HTTP basic authentication (as curl reads it). It is
+    // taken out of the URL, so it can appear in no error or redirect, and sent as a sensitive
+    // header; an adapter's own `authorization` header (an API key) replaces it.
+    if !url.username().is_empty() || url.password().is_some() {
+        use base64::Engine as _;
+        let user = percent_decode(url.username());
+        let password = percent_decode(url.password().unwrap_or(""));
+        let token =
+            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        let mut value = HeaderValue::try_from(format!("Basic {token}"))
+            .map_err(|_| format!("the credentials in the base URL {shown:?} are not usable"))?;
+        value.set_sensitive(true);
+        headers.insert(reqwest::header::AUTHORIZATION, value);
+        let _ = url.set_username("");
+        let _ = url.set_password(None);
+    }
     headers.insert(
         reqwest::header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
@@ -221,6 +248,28 @@ fn target(config: &super::ProviderConfig, path: &str) -> Result<(reqwest::Url, H
         headers.append(name, value);
     }
     Ok((url, headers))
+}
+
+/// `%XX` escapes in a URL's user or password decoded (invalid escapes are kept as written).
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes[i], bytes.get(i + 1), bytes.get(i + 2)) {
+            (b'%', Some(&h), Some(&l)) if hex(h).is_some() && hex(l).is_some() => {
+                let value = hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0);
+                out.push(value as u8);
+                i += 3;
+            }
+            (byte, _, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A failed attempt.
@@ -244,6 +293,8 @@ enum Phase {
         decoder: SseDecoder,
         /// Whether a delta has been handed out (a broken stream is then not retried).
         delivered: bool,
+        /// When the last field line arrived (or the headers): the idle timeout counts from here.
+        last_data: Instant,
     },
     /// The terminal event has been queued.
     Done,
@@ -259,6 +310,10 @@ struct Exchange<P, F> {
     make_parser: F,
     policy: RetryPolicy,
     idle: Duration,
+    request_timeout: Option<Duration>,
+    /// When the current attempt must have ended (from `request_timeout`).
+    deadline: Option<Instant>,
+    max_event_bytes: usize,
     attempt: u32,
     /// The status and message of this exchange's failed 500 attempts, to spot a deterministic
     /// failure.
@@ -293,12 +348,14 @@ where
                     if self.attempt > 0 {
                         self.parser = (self.make_parser)();
                     }
+                    self.deadline = self.request_timeout.map(|t| Instant::now() + t);
                     match self.send().await {
                         Ok(response) => {
                             self.phase = Phase::Body {
                                 response,
-                                decoder: SseDecoder::new(),
+                                decoder: SseDecoder::with_max_event_bytes(self.max_event_bytes),
                                 delivered: false,
+                                last_data: Instant::now(),
                             }
                         }
                         Err(failure) => self.fail(failure),
@@ -308,13 +365,18 @@ where
                     mut response,
                     mut decoder,
                     mut delivered,
-                } => match self.read(&mut response, &mut decoder, &mut delivered).await {
+                    mut last_data,
+                } => match self
+                    .read(&mut response, &mut decoder, &mut delivered, &mut last_data)
+                    .await
+                {
                     Ok(true) => Box::pin(drain(response)).await,
                     Ok(false) => {
                         self.phase = Phase::Body {
                             response,
                             decoder,
                             delivered,
+                            last_data,
                         }
                     }
                     Err(failure) => self.fail(failure),
@@ -377,7 +439,10 @@ where
                 retry_after: None,
             });
         };
-        let response = match tokio::time::timeout(self.idle, self.client.execute(request)).await {
+        let idle_end = Instant::now() + self.idle;
+        let until = self.deadline.map_or(idle_end, |d| d.min(idle_end));
+        let response = match tokio::time::timeout_at(until, self.client.execute(request)).await {
+            Err(_) if until < idle_end => return Err(self.deadline_failure()),
             Err(_) => {
                 return Err(Failure {
                     error: ModelError::Connection(format!(
@@ -394,6 +459,9 @@ where
         let status = response.status().as_u16();
         if response.status().is_success() {
             return Ok(response);
+        }
+        if response.status().is_redirection() {
+            return Err(redirect_failure(&response, status));
         }
         let wait = retry_after(response.headers());
         let body = match Box::pin(tokio::time::timeout(self.idle, response.text())).await {
@@ -440,13 +508,18 @@ where
         response: &mut reqwest::Response,
         decoder: &mut SseDecoder,
         delivered: &mut bool,
+        last_data: &mut Instant,
     ) -> Result<bool, Failure> {
-        let chunk = match tokio::time::timeout(self.idle, response.chunk()).await {
+        let idle_end = *last_data + self.idle;
+        let until = self.deadline.map_or(idle_end, |d| d.min(idle_end));
+        let chunk = match tokio::time::timeout_at(until, response.chunk()).await {
+            Err(_) if until < idle_end => return Err(self.deadline_failure()),
             Err(_) => {
                 return Err(stream_failure(
                     *delivered,
                     format!(
-                        "the stream stalled: no data for {:.1}s",
+                        "the stream stalled: no data for {:.1}s (keep-alive comments do not \
+                         count)",
                         self.idle.as_secs_f64()
                     ),
                 ));
@@ -470,7 +543,10 @@ where
             }
             Ok(Ok(Some(bytes))) => bytes,
         };
-        decoder.push(&chunk, &mut self.events);
+        let decoded = decoder.push(&chunk, &mut self.events);
+        if decoder.take_progress() {
+            *last_data = Instant::now();
+        }
         let mut events = std::mem::take(&mut self.events);
         let mut outcome = Ok(false);
         for event in events.drain(..) {
@@ -509,7 +585,65 @@ where
         }
         events.clear();
         self.events = events;
+        if let (Ok(false), Err(too_large)) = (&outcome, decoded) {
+            // Deterministic: the same request would get the same event again.
+            return Err(Failure {
+                error: ModelError::Stream(too_large.to_string()),
+                retryable: false,
+                retry_after: None,
+            });
+        }
         outcome
+    }
+
+    /// The attempt ran past its `request_timeout`: not retried (another attempt could take as
+    /// long again).
+    fn deadline_failure(&self) -> Failure {
+        let limit = self.request_timeout.unwrap_or_default();
+        Failure {
+            error: ModelError::Stream(format!(
+                "the request did not finish within its deadline of {:.1}s (request_timeout)",
+                limit.as_secs_f64()
+            )),
+            retryable: false,
+            retry_after: None,
+        }
+    }
+}
+
+/// A redirect that was not followed because it leads to another origin (see the client's
+/// redirect policy): reported with its target, credentials redacted. Not retried.
+fn redirect_failure(response: &reqwest::Response, status: u16) -> Failure {
+    let target = response
+        .headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .map(|location| {
+            let location = super::redact_url(location);
+            format!("{:.300}", location.as_ref())
+        })
+        .unwrap_or_else(|| "(no Location header)".to_owned());
+    let from = response.url();
+    let origin = format!(
+        "{}://{}",
+        from.scheme(),
+        from.host_str().unwrap_or_default()
+    );
+    let origin = match from.port() {
+        Some(port) => format!("{origin}:{port}"),
+        None => origin,
+    };
+    Failure {
+        error: ModelError::Status {
+            status,
+            message: format!(
+                "the provider redirected the request to {target}, another origin than \
+                 {origin}; it was not followed so that credentials stay with the configured \
+                 host (use the new address as the base URL if you trust it)"
+            ),
+        },
+        retryable: false,
+        retry_after: None,
     }
 }
 
@@ -683,6 +817,7 @@ fn stream_failure(delivered: bool, message: String) -> Failure {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -737,6 +872,20 @@ mod tests {
             }
         }
         assert_eq!(with("retry-after", "0.5"), Some(Duration::from_millis(500)));
+    }
+
+    #[test]
+    fn credentials_in_the_base_url_become_basic_auth_and_leave_the_url() {
+        let config = super::super::ProviderConfig::new("http://us%40er:p%3Aw@gw.example:8080/v1");
+        let (url, headers) = target(&config, "chat/completions").unwrap();
+        assert_eq!(url.as_str(), "http://gw.example:8080/v1/chat/completions");
+        let auth = headers.get(reqwest::header::AUTHORIZATION).unwrap();
+        assert!(auth.is_sensitive());
+        // base64("us@er:p:w")
+        assert_eq!(auth.to_str().unwrap(), "Basic dXNAZXI6cDp3");
+        let bad = super::super::ProviderConfig::new("http://u:topsecret@[::1/v1");
+        let error = target(&bad, "x").unwrap_err();
+        assert!(!error.contains("topsecret"), "{error}");
     }
 
     #[test]
