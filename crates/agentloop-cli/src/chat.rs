@@ -30,7 +30,7 @@ use rustyline::{Config, Editor, Helper};
 
 use crate::cli::{ApproveArg, RunArgs};
 use crate::error::Failure;
-use crate::model::{ModelSpec, build_model};
+use crate::model::{ModelSpec, build_model, build_model_chain};
 use crate::render::{Style, summary_line, thousands};
 use crate::run::{RunSetup, execute, shell_options, system_prompt_for};
 use crate::safe_text::visible_line;
@@ -175,7 +175,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
 impl Chat {
     fn open(db: Option<&Path>, args: RunArgs) -> Result<Chat, Failure> {
         let spec = ModelSpec::parse(&args.model)?;
-        let model = build_model(&spec, args.base_url.as_deref())?;
+        let model = build_model_chain(&spec, &args.fallback_model, args.base_url.as_deref())?;
         let root = match &args.workspace {
             Some(dir) => dir.clone(),
             None => std::env::current_dir()?,

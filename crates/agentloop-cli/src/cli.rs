@@ -126,6 +126,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
 
+    /// A model to try when the model fails before answering (after its retries, or at once
+    /// for an error retries cannot fix: 401, context overflow). Repeatable: tried in order.
+    /// A fallback of the same provider family uses `--base-url` too; others read their
+    /// `*_BASE_URL`/`*_API_KEY` variables.
+    #[arg(long = "fallback-model", value_name = "PROVIDER:NAME")]
+    pub fallback_model: Vec<String>,
+
     /// System prompt (replaces the default one, which describes the workspace).
     #[arg(long, value_name = "TEXT")]
     pub system: Option<String>,

@@ -120,15 +120,18 @@ pub fn provider_connection(
 }
 
 /// Builds the adapter for `spec`. `base_url` (from `--base-url`) wins over the environment.
+/// A configuration that cannot work (a base URL that does not parse) is an error here, before
+/// any session is created.
 pub fn build_model(spec: &ModelSpec, base_url: Option<&str>) -> Result<Arc<dyn Model>, Failure> {
+    let unusable = |e: agentloop::model::ModelError| Failure::usage(e.to_string());
     Ok(match spec.provider {
         Provider::OpenAi => {
             let config = connection(base_url, "OPENAI", OPENAI_DEFAULT_BASE, "api.openai.com")?;
-            Arc::new(OpenAiChat::new(config.model(&spec.name)))
+            Arc::new(OpenAiChat::try_new(config.model(&spec.name)).map_err(unusable)?)
         }
         Provider::OpenAiResponses => {
             let config = connection(base_url, "OPENAI", OPENAI_DEFAULT_BASE, "api.openai.com")?;
-            Arc::new(OpenAiResponses::new(config.model(&spec.name)))
+            Arc::new(OpenAiResponses::try_new(config.model(&spec.name)).map_err(unusable)?)
         }
         Provider::Anthropic => {
             let config = connection(
@@ -137,9 +140,40 @@ pub fn build_model(spec: &ModelSpec, base_url: Option<&str>) -> Result<Arc<dyn M
                 anthropic::DEFAULT_BASE_URL,
                 "api.anthropic.com",
             )?;
-            Arc::new(Anthropic::new(config.model(&spec.name)))
+            Arc::new(Anthropic::try_new(config.model(&spec.name)).map_err(unusable)?)
         }
     })
+}
+
+/// Which environment variables (and so which `--base-url`) a provider reads.
+fn family(provider: Provider) -> &'static str {
+    match provider {
+        Provider::OpenAi | Provider::OpenAiResponses => "OPENAI",
+        Provider::Anthropic => "ANTHROPIC",
+    }
+}
+
+/// The model of a run: `spec`, then each `--fallback-model` in order (a
+/// [`FallbackModel`](agentloop::model::FallbackModel) when there are any). A fallback of the
+/// primary's provider family uses `base_url` too; the others their own environment.
+pub fn build_model_chain(
+    spec: &ModelSpec,
+    fallbacks: &[String],
+    base_url: Option<&str>,
+) -> Result<Arc<dyn Model>, Failure> {
+    let primary = build_model(spec, base_url)?;
+    if fallbacks.is_empty() {
+        return Ok(primary);
+    }
+    let mut chain = agentloop::model::FallbackModel::new(primary);
+    for text in fallbacks {
+        let fallback = ModelSpec::parse(text)?;
+        let url = (family(fallback.provider) == family(spec.provider))
+            .then_some(base_url)
+            .flatten();
+        chain = chain.with_fallback(build_model(&fallback, url)?);
+    }
+    Ok(Arc::new(chain))
 }
 
 #[cfg(test)]

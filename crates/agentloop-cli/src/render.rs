@@ -527,6 +527,17 @@ impl Renderer {
                 self.spinner
                     .suspend(|| eprint!("{}", self.style.yellow(&line)));
             }
+            AgentEvent::ModelFallback { from, to, reason } => {
+                let line = format!(
+                    "model {} failed ({}); falling back to {}\n",
+                    one_line(from, 60),
+                    one_line(reason, 100),
+                    one_line(to, 60)
+                );
+                self.close_line(state);
+                self.spinner
+                    .suspend(|| eprint!("{}", self.style.yellow(&line)));
+            }
             AgentEvent::AgentEnd { .. } => {
                 self.spinner.hide();
                 self.close_line(state);

@@ -27,7 +27,7 @@ use serde_json::Value;
 
 use crate::cli::RunArgs;
 use crate::error::{EXIT_AWAITING_APPROVAL, EXIT_DENIED_NO_TERMINAL, EXIT_INTERRUPTED, Failure};
-use crate::model::{ModelSpec, build_model};
+use crate::model::{ModelSpec, build_model_chain};
 use crate::prompt::terminal_asker;
 use crate::render::{
     OutputMode, Renderer, Spinner, Totals, abbreviate_args, describe_stop, stdout_color,
@@ -526,7 +526,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         crate::render::redirect_to_stderr();
     }
     let spec = ModelSpec::parse(&args.model)?;
-    let model = build_model(&spec, args.base_url.as_deref())?;
+    let model = build_model_chain(&spec, &args.fallback_model, args.base_url.as_deref())?;
     let root = match &args.workspace {
         Some(dir) => dir.clone(),
         None => std::env::current_dir()?,

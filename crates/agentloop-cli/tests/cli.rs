@@ -968,3 +968,60 @@ fn config_errors_name_the_file_the_key_and_the_valid_choices() {
     let err = text(&out.stderr);
     assert!(err.contains("\"slow\"") && err.contains("fast"), "{err}");
 }
+
+#[test]
+fn a_fallback_model_answers_when_the_model_fails_and_the_transcript_says_so() {
+    let scratch = Scratch::new();
+    let run = |json: bool| {
+        let primary = server(json!({"turns": [{"text": "unused", "faults": [{"status": 401}]}]}));
+        let backup = server(json!({"turns": [{"text": "Answer from the backup"}]}));
+        let mut cmd = scratch.cmd();
+        cmd.env("ANTHROPIC_API_KEY", "dummy")
+            .env("ANTHROPIC_BASE_URL", backup.base_url())
+            .args(["run", "--model", "openai:mock", "--base-url"])
+            .arg(primary.openai_base_url())
+            .args(["--fallback-model", "anthropic:backup-model", "--workspace"])
+            .arg(scratch.ws());
+        if json {
+            cmd.arg("--json");
+        }
+        let out = cmd.arg("Hello?").output().unwrap();
+        assert_eq!(primary.request_count(), 1, "a 401 is not retried");
+        assert_eq!(backup.request_count(), 1);
+        out
+    };
+    let out = run(true);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let events = json_lines(&text(&out.stdout));
+    let fallback = events
+        .iter()
+        .find(|e| e["type"] == "model_fallback")
+        .unwrap_or_else(|| panic!("no model_fallback event: {events:?}"));
+    assert_eq!(fallback["from"], "openai_chat:mock");
+    assert_eq!(fallback["to"], "anthropic:backup-model");
+    assert!(fallback["reason"].as_str().unwrap().contains("401"));
+    let end = events.iter().rfind(|e| e["type"] == "message_end").unwrap();
+    assert_eq!(end["message"]["provider"], "anthropic");
+    // The stored transcript records the answering provider too.
+    let sessions = scratch.session_list();
+    let id = sessions[0]["id"].as_str().unwrap();
+    let export = scratch.sessions(&["export", id]);
+    assert!(export.status.success(), "{}", text(&export.stderr));
+    let stored = json_lines(&text(&export.stdout));
+    assert!(
+        stored
+            .iter()
+            .any(|line| line.to_string().contains("\"provider\":\"anthropic\"")),
+        "{stored:?}"
+    );
+
+    // Plain mode says it on stderr and prints the answer.
+    let out = run(false);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("falling back to anthropic:backup-model"),
+        "{stderr}"
+    );
+    assert!(text(&out.stdout).contains("Answer from the backup"));
+}

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use agentloop::model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream};
+use agentloop::model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, StreamErrorKind};
 use agentloop::tooling::{Approval, ToolContext, ToolError, ToolOutput, ToolSpec};
 use agentloop::transcript::{Message, StopReason, ToolCallPart};
 use futures::StreamExt;
@@ -68,7 +68,7 @@ impl Model for JournaledModel {
                 Some(ModelReply::Done { message }) => ModelEvent::Done(message),
                 Some(ModelReply::Failed { message, error }) => ModelEvent::Error {
                     message,
-                    error: ModelError::Stream(error),
+                    error: ModelError::stream(StreamErrorKind::Other, error),
                 },
                 None => {
                     let error = "the durable run ended before the model replied".to_owned();
@@ -76,7 +76,7 @@ impl Model for JournaledModel {
                     message.error_message = Some(error.clone());
                     ModelEvent::Error {
                         message,
-                        error: ModelError::Stream(error),
+                        error: ModelError::stream(StreamErrorKind::Other, error),
                     }
                 }
             }

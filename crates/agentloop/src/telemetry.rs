@@ -127,17 +127,7 @@ pub fn provider_name(provider: &str) -> &str {
 
 /// The `error.type` of a failed model call.
 pub fn model_error_type(error: &ModelError) -> String {
-    match error {
-        ModelError::Connection(_) => "connection".into(),
-        ModelError::Status { status, .. } => status.to_string(),
-        ModelError::Provider { code, .. } => code.clone(),
-        ModelError::Stream(_) => "stream".into(),
-        ModelError::InvalidRequest(_) => "invalid_request".into(),
-        ModelError::Script(_) => "script".into(),
-        // Variants added later (the enum is non-exhaustive) get the conventions' fallback.
-        #[allow(unreachable_patterns)]
-        _ => "_OTHER".into(),
-    }
+    error.error_type()
 }
 
 /// The `error.type` of a failed tool call.

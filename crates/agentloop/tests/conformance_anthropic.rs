@@ -238,7 +238,7 @@ async fn a_stream_cut_before_message_stop_is_an_error_with_the_partial_message()
     let outcome = assemble(&server.base_url).await;
     let message = &outcome.message;
     assert_eq!(message.stop_reason, Some(StopReason::Error));
-    assert!(matches!(outcome.error, Some(ModelError::Stream(_))));
+    assert!(matches!(outcome.error, Some(ModelError::Stream { .. })));
     assert!(
         message
             .error_message
@@ -462,7 +462,9 @@ async fn the_api_key_never_appears_in_errors_or_debug_output() {
         error,
         ModelError::Status {
             status: 401,
-            message: "invalid x-api-key".into()
+            message: "invalid x-api-key".into(),
+            code: Some("authentication_error".into()),
+            retry_after: None,
         }
     );
     let shown = format!(

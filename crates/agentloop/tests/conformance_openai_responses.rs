@@ -176,7 +176,7 @@ async fn a_stream_cut_before_response_completed_is_an_error_with_the_partial_mes
     let out = assemble(&server.base_url).await;
     assert_eq!(stop_name(out.message.stop_reason), "error");
     assert!(
-        matches!(&out.error, Some(ModelError::Stream(m)) if m.contains("ended before its terminal event")),
+        matches!(&out.error, Some(ModelError::Stream { message: m, .. }) if m.contains("ended before its terminal event")),
         "{:?}",
         out.error
     );
@@ -231,7 +231,7 @@ async fn http_errors_name_the_status_and_never_the_key() {
     let out = assemble(&server.base_url).await;
     assert_eq!(stop_name(out.message.stop_reason), "error");
     assert!(
-        matches!(&out.error, Some(ModelError::Status { status: 401, message }) if message.contains("Incorrect API key")),
+        matches!(&out.error, Some(ModelError::Status { status: 401, message, .. }) if message.contains("Incorrect API key")),
         "{:?}",
         out.error
     );

@@ -265,7 +265,7 @@ async fn a_stream_that_ends_without_its_terminal_event_is_an_error() {
             completed,
         } => {
             assert!(
-                matches!(error, ModelError::Stream(ref m) if m.contains("without a terminal event"))
+                matches!(error, ModelError::Stream { ref message, .. } if message.contains("without a terminal event"))
             );
             assert_eq!(partial.text(), "cu");
             assert_eq!(completed.len(), 1);

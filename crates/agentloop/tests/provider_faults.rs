@@ -208,7 +208,10 @@ async fn reset_mid_stream_fails_with_the_partial_message_and_is_not_retried() {
             retries.is_empty(),
             "never retry after bytes reached the caller"
         );
-        assert!(matches!(error, Some(ModelError::Stream(_))), "{error:?}");
+        assert!(
+            matches!(error, Some(ModelError::Stream { .. })),
+            "{error:?}"
+        );
         assert_eq!(message.stop_reason, Some(StopReason::Error));
         let text = message.text();
         assert!(!text.is_empty(), "{wire:?}: the partial text is kept");
@@ -680,7 +683,13 @@ fn a_100_mb_line_ends_the_request_with_bounded_memory() {
         .find_map(|w| w.strip_prefix("growth_kib="))
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no measurement in: {stdout}"));
-    eprintln!("{}", stdout.lines().find(|l| l.starts_with("HUGE_LINE")).unwrap_or(""));
+    eprintln!(
+        "{}",
+        stdout
+            .lines()
+            .find(|l| l.starts_with("HUGE_LINE"))
+            .unwrap_or("")
+    );
     // The cap is 16 MiB; the decoder's buffer may double once past it. The line is 100 MiB.
     assert!(
         growth < 60 * 1024,
@@ -776,7 +785,10 @@ async fn a_lone_surrogate_in_tool_arguments_is_replaced_not_fatal() {
 async fn credentials_never_follow_a_redirect_to_another_origin() {
     for &wire in WIRES {
         let elsewhere = MockServer::start(script(text_turn_with(json!([]))));
-        let target = format!("{}/v1/messages", elsewhere.base_url().replace("127.0.0.1", "localhost"));
+        let target = format!(
+            "{}/v1/messages",
+            elsewhere.base_url().replace("127.0.0.1", "localhost")
+        );
         let server = MockServer::start(script(text_turn_with(json!([
             {"status": 307, "headers": {"location": target.replace("http://", "http://user:pw-in-location@")}}
         ]))));
@@ -843,7 +855,11 @@ async fn credentials_in_the_base_url_are_sent_as_basic_auth_and_redacted_everywh
             let m = model_with(wire, base, |c| c);
             let (_, message, error) = call(&m).await;
             let error = error.expect("an error");
-            for text in [error.to_string(), format!("{error:?}"), format!("{message:?}")] {
+            for text in [
+                error.to_string(),
+                format!("{error:?}"),
+                format!("{message:?}"),
+            ] {
                 assert!(!text.contains("s3cret-pw"), "{wire:?}: {text}");
             }
         }
@@ -863,4 +879,145 @@ async fn credentials_in_the_base_url_are_sent_as_basic_auth_and_redacted_everywh
         requests[0].headers.get("authorization").map(String::as_str),
         Some("Basic <redacted>")
     );
+}
+
+// ---- Fallback models: the next model gets the same request when one fails before answering.
+
+/// Drains a call, keeping the fallback events.
+async fn call_with_fallbacks(
+    model: &dyn Model,
+) -> (
+    Vec<(String, String, ModelError)>,
+    Message,
+    Option<ModelError>,
+) {
+    let mut stream = model.stream(ModelRequest::new(vec![Message::user("hello")]));
+    let mut fallbacks = Vec::new();
+    let fut = async {
+        while let Some(event) = stream.next().await {
+            match event {
+                ModelEvent::Fallback { from, to, error } => fallbacks.push((from, to, error)),
+                ModelEvent::Done(m) => return (m, None),
+                ModelEvent::Error { message, error } => return (message, Some(error)),
+                _ => {}
+            }
+        }
+        panic!("stream ended without a terminal event");
+    };
+    let (message, error) = tokio::time::timeout(Duration::from_secs(20), fut)
+        .await
+        .expect("model call hung");
+    (fallbacks, message, error)
+}
+
+#[tokio::test]
+async fn a_fallback_model_answers_after_500_401_and_overflow_across_providers() {
+    let overflow = json!({"status": 400, "body": "{\"error\": {\"message\": \"This model's maximum context length is 8192 tokens\", \"type\": \"invalid_request_error\", \"code\": \"context_length_exceeded\"}}"});
+    // (primary fault, attempts the primary gets with 2 retries, what the error says)
+    let cases = [
+        (
+            json!([{"status": 500}, {"status": 500}, {"status": 500}]),
+            3,
+            "HTTP 500",
+        ),
+        (json!([{"status": 401}]), 1, "HTTP 401"),
+        (json!([overflow]), 1, "context length"),
+    ];
+    for (primary_wire, fallback_wire) in [
+        (Wire::Chat, Wire::Anthropic),
+        (Wire::Anthropic, Wire::Responses),
+        (Wire::Responses, Wire::Chat),
+    ] {
+        for (faults, attempts, said) in &cases {
+            let primary_server = MockServer::start(script(
+                json!({"turns": [{"text": "unused", "faults": faults}]}),
+            ));
+            let fallback_server = MockServer::start(script(text_turn_with(json!([]))));
+            let primary = model_with(primary_wire, base_for(primary_wire, &primary_server), |c| {
+                c.retry(policy(2)).model("primary-model")
+            });
+            let fallback = model_with(
+                fallback_wire,
+                base_for(fallback_wire, &fallback_server),
+                |c| c.model("fallback-model"),
+            );
+            let chain = agentloop::model::FallbackModel::new(primary).with_fallback(fallback);
+            let (fallbacks, message, error) = call_with_fallbacks(&chain).await;
+            let label = format!("{primary_wire:?} -> {fallback_wire:?} on {said}");
+            assert!(error.is_none(), "{label}: {error:?}");
+            assert_eq!(message.text(), HELLO, "{label}");
+            assert_eq!(fallbacks.len(), 1, "{label}");
+            let (from, to, why) = &fallbacks[0];
+            assert!(from.ends_with(":primary-model"), "{label}: {from}");
+            assert!(to.ends_with(":fallback-model"), "{label}: {to}");
+            assert!(why.to_string().contains(said), "{label}: {why}");
+            assert_eq!(primary_server.request_count(), *attempts, "{label}");
+            assert_eq!(fallback_server.request_count(), 1, "{label}");
+            // The transcript says who answered.
+            let expected_provider = match fallback_wire {
+                Wire::Chat => "openai_chat",
+                Wire::Responses => "openai_responses",
+                Wire::Anthropic => "anthropic",
+            };
+            assert_eq!(
+                message.provider.as_deref(),
+                Some(expected_provider),
+                "{label}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn no_fallback_once_the_reply_has_started_streaming() {
+    let primary_server = MockServer::start(script(long_turn_with(json!([
+        {"reset_after_bytes": 3000}
+    ]))));
+    let fallback_server = MockServer::start(script(text_turn_with(json!([]))));
+    let primary = model_with(Wire::Chat, base_for(Wire::Chat, &primary_server), |c| c);
+    let fallback = model_with(Wire::Chat, base_for(Wire::Chat, &fallback_server), |c| c);
+    let chain = agentloop::model::FallbackModel::new(primary).with_fallback(fallback);
+    let (fallbacks, message, error) = call_with_fallbacks(&chain).await;
+    assert!(fallbacks.is_empty());
+    assert!(error.is_some());
+    assert!(!message.text().is_empty(), "the partial reply is kept");
+    assert_eq!(fallback_server.request_count(), 0);
+}
+
+#[tokio::test]
+async fn the_last_models_error_ends_the_chain_and_the_agent_reports_each_fallback() {
+    let a = MockServer::start(script(text_turn_with(json!([{"status": 401}]))));
+    let b = MockServer::start(script(text_turn_with(json!([{"status": 403}]))));
+    let chain = agentloop::model::FallbackModel::new(model_with(
+        Wire::Chat,
+        base_for(Wire::Chat, &a),
+        |c| c,
+    ))
+    .with_fallback(model_with(
+        Wire::Anthropic,
+        base_for(Wire::Anthropic, &b),
+        |c| c,
+    ));
+    let agent = AgentLoop::new(AgentLoopConfig::default(), Arc::new(chain));
+    let events: Vec<_> = tokio::time::timeout(
+        Duration::from_secs(20),
+        agent
+            .run_stream(vec![Message::user("hi")], vec![])
+            .collect::<Vec<_>>(),
+    )
+    .await
+    .expect("the event stream did not terminate");
+    let fallbacks: Vec<&AgentEvent> = events
+        .iter()
+        .filter(|e| matches!(e, AgentEvent::ModelFallback { .. }))
+        .collect();
+    assert_eq!(fallbacks.len(), 1, "{events:?}");
+    match events.last() {
+        Some(AgentEvent::AgentEnd {
+            stop: RunStop::ModelError { .. },
+            ..
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(b.request_count(), 1);
 }

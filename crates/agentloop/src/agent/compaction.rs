@@ -19,7 +19,9 @@ use std::sync::Arc;
 use futures::StreamExt;
 use futures::future::BoxFuture;
 
-use crate::model::{Model, ModelError, ModelEvent, ModelRequest, messages_for_model};
+use crate::model::{
+    Model, ModelError, ModelEvent, ModelRequest, StreamErrorKind, messages_for_model,
+};
 use crate::transcript::{Message, Part, Role, Usage};
 
 /// `custom_type` prefix of a compaction entry.
@@ -96,32 +98,10 @@ pub fn context_window(model: &str) -> Option<u64> {
         .map(|(_, window)| *window)
 }
 
-/// Whether a model error says the request was longer than the context window. Providers
-/// phrase it differently; this is the one place that knows how.
+/// Whether a model error says the request was longer than the context window (see
+/// [`ModelError::is_context_overflow`]).
 pub fn is_context_overflow(error: &ModelError) -> bool {
-    let text = match error {
-        ModelError::Status { status, message } if matches!(*status, 400 | 413 | 422) => message,
-        ModelError::Provider { code, message } => {
-            if code.contains("context_length") {
-                return true;
-            }
-            message
-        }
-        _ => return false,
-    };
-    let text = text.to_ascii_lowercase();
-    [
-        "context_length_exceeded",
-        "context length",
-        "context window",
-        "maximum context",
-        "prompt is too long",
-        "too many tokens",
-        "input is too long",
-        "exceeds the context",
-    ]
-    .iter()
-    .any(|needle| text.contains(needle))
+    error.is_context_overflow()
 }
 
 fn message_chars(message: &Message) -> usize {
@@ -340,7 +320,10 @@ impl Compactor for ModelCompactor {
                     ModelEvent::Done(message) => {
                         let text = message.text();
                         if text.trim().is_empty() {
-                            return Err(ModelError::Stream("the summary came back empty".into()));
+                            return Err(ModelError::stream(
+                                StreamErrorKind::Other,
+                                "the summary came back empty",
+                            ));
                         }
                         return Ok(Summary {
                             text,
@@ -351,8 +334,9 @@ impl Compactor for ModelCompactor {
                     _ => {}
                 }
             }
-            Err(ModelError::Stream(
-                "the summary stream ended without a terminal event".into(),
+            Err(ModelError::stream(
+                StreamErrorKind::Cut,
+                "the summary stream ended without a terminal event",
             ))
         })
     }
@@ -481,17 +465,17 @@ mod tests {
         assert_eq!(context_window("gpt-4o-mini"), Some(128_000));
         assert_eq!(context_window("anthropic/claude-sonnet-4-5"), Some(200_000));
         assert_eq!(context_window("my-model"), None);
-        assert!(is_context_overflow(&ModelError::Status {
-            status: 400,
-            message: "This model's maximum context length is 128000 tokens".into()
-        }));
-        assert!(is_context_overflow(&ModelError::Status {
-            status: 400,
-            message: "prompt is too long: 210000 tokens > 200000 maximum".into()
-        }));
-        assert!(!is_context_overflow(&ModelError::Status {
-            status: 401,
-            message: "context length".into()
-        }));
+        assert!(is_context_overflow(&ModelError::from_status(
+            400,
+            "This model's maximum context length is 128000 tokens"
+        )));
+        assert!(is_context_overflow(&ModelError::from_status(
+            400,
+            "prompt is too long: 210000 tokens > 200000 maximum"
+        )));
+        assert!(!is_context_overflow(&ModelError::from_status(
+            401,
+            "context length"
+        )));
     }
 }

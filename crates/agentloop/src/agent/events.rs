@@ -125,6 +125,16 @@ pub enum AgentEvent {
         /// Why.
         reason: String,
     },
+    /// The model failed before streaming anything and a fallback model got the same request
+    /// (see [`FallbackModel`](crate::model::FallbackModel)).
+    ModelFallback {
+        /// The model that failed (`provider:model`).
+        from: String,
+        /// The model that answers now.
+        to: String,
+        /// Why `from` failed.
+        reason: String,
+    },
     /// A tool call started.
     ToolExecutionStart {
         /// The call.
@@ -214,6 +224,7 @@ impl AgentEvent {
             AgentEvent::MessageUpdate { .. } => "message_update",
             AgentEvent::MessageEnd { .. } => "message_end",
             AgentEvent::ModelRetry { .. } => "model_retry",
+            AgentEvent::ModelFallback { .. } => "model_fallback",
             AgentEvent::ToolExecutionStart { .. } => "tool_execution_start",
             AgentEvent::ToolExecutionUpdate { .. } => "tool_execution_update",
             AgentEvent::ToolExecutionEnd { .. } => "tool_execution_end",

@@ -251,7 +251,10 @@ impl<D: ToolDeps> AgentLoop<D> {
                     RunStop::Internal {
                         message: message.clone(),
                     },
-                    Err(ModelError::Stream(message)),
+                    Err(ModelError::stream(
+                        crate::model::StreamErrorKind::Other,
+                        message,
+                    )),
                     None,
                 )
             }
@@ -829,6 +832,15 @@ impl<D: ToolDeps> AgentLoop<D> {
                         reason,
                     })
                 }
+                Some(ModelEvent::Fallback { from, to, error }) => {
+                    // Nothing of the failed reply was streamed: the next model starts afresh.
+                    assembler = MessageAssembler::new();
+                    emitter.emit_with(|| AgentEvent::ModelFallback {
+                        from,
+                        to,
+                        reason: error.to_string(),
+                    })
+                }
                 Some(ModelEvent::Done(message)) => {
                     start(&mut started);
                     let mut message = stamp(message);
@@ -862,8 +874,9 @@ impl<D: ToolDeps> AgentLoop<D> {
                 }
                 None => {
                     start(&mut started);
-                    let error = ModelError::Stream(
-                        "the model stream ended without a terminal event".into(),
+                    let error = ModelError::stream(
+                        crate::model::StreamErrorKind::Cut,
+                        "the model stream ended without a terminal event",
                     );
                     let mut partial = stamp(assembler.to_message(StopReason::Error));
                     partial.error_message = Some(error.to_string());

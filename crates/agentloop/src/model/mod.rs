@@ -8,6 +8,8 @@
 //! implement this trait; nothing here knows about tools' handlers.
 
 mod assemble;
+mod error;
+mod fallback;
 mod scripted;
 
 use std::borrow::Cow;
@@ -20,6 +22,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use assemble::MessageAssembler;
+pub use error::{ErrorSource, ModelError, StreamErrorKind};
+pub use fallback::FallbackModel;
 pub use scripted::{FnModel, RecordedRequest, ScriptedModel, ScriptedTurn};
 
 use crate::output::OutputFormat;
@@ -130,6 +134,43 @@ pub struct ModelRequest<'a> {
     /// Native structured output: the final answer must be JSON matching this schema (see
     /// [`crate::output`]). `None` by default; adapters without native support ignore it.
     pub output: Option<OutputFormat>,
+}
+
+impl ModelRequest<'_> {
+    /// A copy that owns its messages and tools (for a call made after the caller's borrow
+    /// ended, such as a fallback model's).
+    pub fn to_owned_request(&self) -> ModelRequest<'static> {
+        ModelRequest {
+            model: self.model.clone(),
+            system_prompt: self.system_prompt.clone(),
+            messages: Cow::Owned(self.messages.to_vec()),
+            tools: Cow::Owned(self.tools.to_vec()),
+            deferred_tools: Cow::Owned(self.deferred_tools.to_vec()),
+            tool_search: self.tool_search.clone(),
+            temperature: self.temperature,
+            reasoning: self.reasoning,
+            max_output_tokens: self.max_output_tokens,
+            api_key: self.api_key.clone(),
+            output: self.output.clone(),
+        }
+    }
+
+    /// A request borrowing this one's messages and tools (no copy).
+    pub fn reborrow(&self) -> ModelRequest<'_> {
+        ModelRequest {
+            model: self.model.clone(),
+            system_prompt: self.system_prompt.clone(),
+            messages: Cow::Borrowed(&self.messages),
+            tools: Cow::Borrowed(&self.tools),
+            deferred_tools: Cow::Borrowed(&self.deferred_tools),
+            tool_search: self.tool_search.clone(),
+            temperature: self.temperature,
+            reasoning: self.reasoning,
+            max_output_tokens: self.max_output_tokens,
+            api_key: self.api_key.clone(),
+            output: self.output.clone(),
+        }
+    }
 }
 
 impl<'a> ModelRequest<'a> {
@@ -248,6 +289,16 @@ pub enum ModelEvent {
         /// Why.
         reason: String,
     },
+    /// The model failed before streaming anything and a [`FallbackModel`] handed the same
+    /// request to the next model in its chain.
+    Fallback {
+        /// The model that failed (`provider:model`).
+        from: String,
+        /// The model that gets the request now.
+        to: String,
+        /// Why `from` failed.
+        error: ModelError,
+    },
     /// Terminal: the assembled assistant message.
     Done(Message),
     /// Terminal: the model failed; `message` is the partial assistant message with
@@ -262,41 +313,6 @@ pub enum ModelEvent {
 
 /// The stream a model returns.
 pub type ModelStream = Pin<Box<dyn Stream<Item = ModelEvent> + Send>>;
-
-/// Why a model call failed. Messages never contain credentials.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ModelError {
-    /// The request could not be sent (connection refused, DNS, TLS…).
-    #[error("could not reach the model provider: {0}")]
-    Connection(String),
-    /// The provider answered with an HTTP error status.
-    #[error("the model provider answered HTTP {status}: {message}")]
-    Status {
-        /// HTTP status code.
-        status: u16,
-        /// The provider's error message.
-        message: String,
-    },
-    /// The provider reported an error inside the stream.
-    #[error("the model provider reported an error ({code}): {message}")]
-    Provider {
-        /// Provider error code or type.
-        code: String,
-        /// Provider message.
-        message: String,
-    },
-    /// The stream broke: it ended before its terminal event, stalled, or sent something
-    /// unreadable.
-    #[error("the model stream failed: {0}")]
-    Stream(String),
-    /// The request was not valid for this model (missing key, unsupported input…).
-    #[error("invalid model request: {0}")]
-    InvalidRequest(String),
-    /// A scripted model ran out of turns or was told to fail.
-    #[error("scripted model: {0}")]
-    Script(String),
-}
 
 /// A language model the agent loop can call.
 ///
@@ -318,6 +334,11 @@ pub trait Model: Send + Sync {
         None
     }
 
+    /// The model id this model uses when a request names none (e.g. `"gpt-5"`), if configured.
+    fn model_id(&self) -> Option<&str> {
+        None
+    }
+
     /// Whether the provider runs client-side tool search natively (the OpenAI Responses API's
     /// `tool_search` with client execution). When false, the agent loop offers the registry's
     /// `local_tool_search` tool as a plain function tool instead, with the same effect.
@@ -335,6 +356,9 @@ impl<M: Model + ?Sized> Model for std::sync::Arc<M> {
     }
     fn base_url(&self) -> Option<&str> {
         (**self).base_url()
+    }
+    fn model_id(&self) -> Option<&str> {
+        (**self).model_id()
     }
     fn supports_tool_search(&self) -> bool {
         (**self).supports_tool_search()

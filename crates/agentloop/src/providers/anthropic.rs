@@ -129,13 +129,22 @@ impl Anthropic {
         Anthropic { config, endpoint }
     }
 
+    /// Like [`new`](Anthropic::new), but a configuration that cannot work (a base URL that does
+    /// not parse, a header that is not valid HTTP, an HTTP client that cannot be built) is an
+    /// error here instead of the error of every request.
+    pub fn try_new(config: ProviderConfig) -> Result<Self, ModelError> {
+        let adapter = Anthropic::new(config);
+        adapter.endpoint.check()?;
+        Ok(adapter)
+    }
+
     /// `ANTHROPIC_BASE_URL` (default `https://api.anthropic.com`) and `ANTHROPIC_API_KEY`.
     pub fn from_env() -> Result<Self, ModelError> {
-        Ok(Anthropic::new(ProviderConfig::from_env_vars(
+        Anthropic::try_new(ProviderConfig::from_env_vars(
             "ANTHROPIC_BASE_URL",
             "ANTHROPIC_API_KEY",
             DEFAULT_BASE_URL,
-        )))
+        ))
     }
 
     /// The settings.
@@ -444,6 +453,10 @@ impl Model for Anthropic {
     fn base_url(&self) -> Option<&str> {
         Some(&self.config.base_url)
     }
+
+    fn model_id(&self) -> Option<&str> {
+        self.config.model.as_deref()
+    }
 }
 
 /// What a content block assembles into.
@@ -488,10 +501,10 @@ fn unreadable(data: &str, e: serde_json::Error) -> ModelError {
     while !data.is_char_boundary(end) {
         end -= 1;
     }
-    ModelError::Stream(format!(
-        "unreadable event from the provider ({e}): {}",
-        &data[..end]
-    ))
+    ModelError::stream(
+        crate::model::StreamErrorKind::Unreadable,
+        format!("unreadable event from the provider ({e}): {}", &data[..end]),
+    )
 }
 
 fn provider_error(value: &Value) -> ModelError {
@@ -1184,7 +1197,9 @@ mod tests {
     #[test]
     fn an_unreadable_event_is_a_stream_error() {
         let (_, terminal, _) = run("m", "event: message_start\ndata: {not json\n\n");
-        assert!(matches!(terminal, Some(Err(ModelError::Stream(m))) if m.contains("{not json")));
+        assert!(
+            matches!(terminal, Some(Err(ModelError::Stream { message: m, .. })) if m.contains("{not json"))
+        );
     }
 
     #[test]

@@ -49,11 +49,9 @@ pub fn redact_url(url: &str) -> std::borrow::Cow<'_, str> {
     let rest = &url[scheme_end + 3..];
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     match rest[..authority_end].rfind('@') {
-        Some(at) => std::borrow::Cow::Owned(format!(
-            "{}://***@{}",
-            &url[..scheme_end],
-            &rest[at + 1..]
-        )),
+        Some(at) => {
+            std::borrow::Cow::Owned(format!("{}://***@{}", &url[..scheme_end], &rest[at + 1..]))
+        }
         None => std::borrow::Cow::Borrowed(url),
     }
 }
@@ -206,7 +204,7 @@ impl ProviderConfig {
     }
 
     /// The HTTP client every adapter uses (one per adapter, connections pooled).
-    pub(crate) fn http_client(&self) -> reqwest::Client {
+    pub(crate) fn http_client(&self) -> Result<reqwest::Client, reqwest::Error> {
         // reqwest drops `authorization` on a cross-host redirect but not `x-api-key` or a
         // configured header: follow redirects only within the origin the user configured; a
         // redirect elsewhere is returned as is and reported (see the transport).
@@ -231,7 +229,7 @@ impl ProviderConfig {
             HttpVersion::Http1Only => builder.http1_only(),
             HttpVersion::Http2PriorKnowledge => builder.http2_prior_knowledge(),
         };
-        builder.build().unwrap_or_default()
+        builder.build()
     }
 }
 

@@ -51,13 +51,22 @@ impl OpenAiChat {
         OpenAiChat { config, endpoint }
     }
 
+    /// Like [`new`](OpenAiChat::new), but a configuration that cannot work (a base URL that does
+    /// not parse, a header that is not valid HTTP, an HTTP client that cannot be built) is an
+    /// error here instead of the error of every request.
+    pub fn try_new(config: ProviderConfig) -> Result<Self, ModelError> {
+        let adapter = OpenAiChat::new(config);
+        adapter.endpoint.check()?;
+        Ok(adapter)
+    }
+
     /// `OPENAI_BASE_URL` (default `https://api.openai.com/v1`) and `OPENAI_API_KEY`.
     pub fn from_env() -> Result<Self, ModelError> {
-        Ok(OpenAiChat::new(ProviderConfig::from_env_vars(
+        OpenAiChat::try_new(ProviderConfig::from_env_vars(
             "OPENAI_BASE_URL",
             "OPENAI_API_KEY",
             "https://api.openai.com/v1",
-        )))
+        ))
     }
 
     /// The settings.
@@ -355,6 +364,10 @@ impl Model for OpenAiChat {
     }
     fn base_url(&self) -> Option<&str> {
         Some(&self.config.base_url)
+    }
+
+    fn model_id(&self) -> Option<&str> {
+        self.config.model.as_deref()
     }
 }
 
@@ -688,9 +701,10 @@ impl WireParser for ChatParser {
             }
         }
         let chunk: Value = super::lossy_json::parse_value(data).map_err(|e| {
-            ModelError::Stream(format!(
-                "unreadable chunk from the provider ({e}): {data:.200}"
-            ))
+            ModelError::stream(
+                crate::model::StreamErrorKind::Unreadable,
+                format!("unreadable chunk from the provider ({e}): {data:.200}"),
+            )
         })?;
         self.on_chunk(&chunk, out)?;
         Ok(false)
@@ -756,7 +770,13 @@ mod tests {
                 return (out, parser.finish());
             }
         }
-        (out, Err(ModelError::Stream("no terminal".into())))
+        (
+            out,
+            Err(ModelError::stream(
+                crate::model::StreamErrorKind::Cut,
+                "no terminal",
+            )),
+        )
     }
 
     #[test]

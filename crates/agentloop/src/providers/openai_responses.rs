@@ -124,13 +124,22 @@ impl OpenAiResponses {
         OpenAiResponses { config, endpoint }
     }
 
+    /// Like [`new`](OpenAiResponses::new), but a configuration that cannot work (a base URL that does
+    /// not parse, a header that is not valid HTTP, an HTTP client that cannot be built) is an
+    /// error here instead of the error of every request.
+    pub fn try_new(config: ProviderConfig) -> Result<Self, ModelError> {
+        let adapter = OpenAiResponses::new(config);
+        adapter.endpoint.check()?;
+        Ok(adapter)
+    }
+
     /// `OPENAI_BASE_URL` (default `https://api.openai.com/v1`) and `OPENAI_API_KEY`.
     pub fn from_env() -> Result<Self, ModelError> {
-        Ok(OpenAiResponses::new(ProviderConfig::from_env_vars(
+        OpenAiResponses::try_new(ProviderConfig::from_env_vars(
             "OPENAI_BASE_URL",
             "OPENAI_API_KEY",
             "https://api.openai.com/v1",
-        )))
+        ))
     }
 
     /// The settings.
@@ -430,6 +439,10 @@ impl Model for OpenAiResponses {
     }
     fn base_url(&self) -> Option<&str> {
         Some(&self.config.base_url)
+    }
+
+    fn model_id(&self) -> Option<&str> {
+        self.config.model.as_deref()
     }
 
     fn supports_tool_search(&self) -> bool {
@@ -961,9 +974,10 @@ impl WireParser for ResponsesParser {
             return Ok(false);
         }
         let payload: Value = super::lossy_json::parse_value(data).map_err(|e| {
-            ModelError::Stream(format!(
-                "unreadable event from the provider ({e}): {data:.200}"
-            ))
+            ModelError::stream(
+                crate::model::StreamErrorKind::Unreadable,
+                format!("unreadable event from the provider ({e}): {data:.200}"),
+            )
         })?;
         let kind = str_of(&payload, "type")
             .map(str::to_owned)
@@ -1090,7 +1104,13 @@ mod tests {
                 Err(e) => return (out, Err(e)),
             }
         }
-        (out, Err(ModelError::Stream("no terminal".into())))
+        (
+            out,
+            Err(ModelError::stream(
+                crate::model::StreamErrorKind::Cut,
+                "no terminal",
+            )),
+        )
     }
 
     fn completed(output: Value) -> Value {

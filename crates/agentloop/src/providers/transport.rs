@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use super::sse::{SseDecoder, SseEvent};
-use crate::model::{ModelError, ModelEvent, ModelStream};
+use crate::model::{ErrorSource, ModelError, ModelEvent, ModelStream, StreamErrorKind};
 use crate::transcript::Message;
 
 /// How failed requests are retried.
@@ -121,14 +121,31 @@ type FailedRequest = (u64, u16, String);
 impl Endpoint {
     /// `{base_url}/{path}` with `content-type: application/json` and the configured extra headers.
     pub(crate) fn new(config: &super::ProviderConfig, path: &str) -> Self {
+        // A client that cannot be built is reported like a bad URL, never replaced by a
+        // default one that would silently drop the configured settings.
+        let (client, target) = match config.http_client() {
+            Ok(client) => (client, target(config, path)),
+            Err(e) => (
+                reqwest::Client::new(),
+                Err(format!("the HTTP client cannot be built: {}", describe(e))),
+            ),
+        };
         Endpoint {
-            client: config.http_client(),
-            target: target(config, path),
+            client,
+            target,
             retry: config.retry,
             idle: config.idle_timeout,
             request_timeout: config.request_timeout,
             max_event_bytes: config.max_event_bytes,
             failed: Default::default(),
+        }
+    }
+
+    /// The configuration error every request would report, if there is one.
+    pub(crate) fn check(&self) -> Result<(), ModelError> {
+        match &self.target {
+            Ok(_) => Ok(()),
+            Err(message) => Err(ModelError::InvalidRequest(message.clone())),
         }
     }
 
@@ -149,7 +166,7 @@ impl Endpoint {
             Ok(request) => request,
             Err(message) => {
                 let terminal =
-                    error_terminal(make_parser().partial(), ModelError::Connection(message));
+                    error_terminal(make_parser().partial(), ModelError::connection(message));
                 return Box::pin(futures::stream::iter([terminal]));
             }
         };
@@ -223,8 +240,7 @@ fn target(config: &super::ProviderConfig, path: &str) -> Result<(reqwest::Url, H
         use base64::Engine as _;
         let user = percent_decode(url.username());
         let password = percent_decode(url.password().unwrap_or(""));
-        let token =
-            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
         let mut value = HeaderValue::try_from(format!("Basic {token}"))
             .map_err(|_| format!("the credentials in the base URL {shown:?} are not usable"))?;
         value.set_sensitive(true);
@@ -272,11 +288,29 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// A failed attempt.
+/// A failed attempt: the error, and whether this exchange may try again (the error's own
+/// [`ModelError::is_retryable`], narrowed by what only the exchange knows).
 struct Failure {
     error: ModelError,
     retryable: bool,
-    retry_after: Option<Duration>,
+}
+
+impl Failure {
+    /// A failure retried exactly when its error is retryable.
+    fn of(error: ModelError) -> Self {
+        Failure {
+            retryable: error.is_retryable(),
+            error,
+        }
+    }
+
+    /// A failure that is never retried.
+    fn last(error: ModelError) -> Self {
+        Failure {
+            error,
+            retryable: false,
+        }
+    }
 }
 
 /// Where an exchange is.
@@ -390,7 +424,7 @@ where
     fn fail(&mut self, failure: Failure) {
         if failure.retryable && self.attempt < self.policy.max_retries {
             self.attempt += 1;
-            let delay = match failure.retry_after {
+            let delay = match failure.error.retry_after() {
                 Some(asked) if asked > self.policy.max_delay => {
                     let note = format!(
                         "the provider asked to wait {:.1}s before retrying, longer than the \
@@ -400,11 +434,18 @@ where
                     );
                     // Keep the real status and message: never a made-up status.
                     let error = match failure.error {
-                        ModelError::Status { status, message } => ModelError::Status {
+                        ModelError::Status {
+                            status,
+                            message,
+                            code,
+                            retry_after,
+                        } => ModelError::Status {
                             status,
                             message: format!("{message} — {note}"),
+                            code,
+                            retry_after,
                         },
-                        other => ModelError::Connection(format!("{other} — {note}")),
+                        other => ModelError::connection(format!("{other} — {note}")),
                     };
                     self.terminate(error);
                     return;
@@ -433,25 +474,19 @@ where
     /// Sends one attempt and waits for a successful status.
     async fn send(&mut self) -> Result<reqwest::Response, Failure> {
         let Some(request) = self.request.try_clone() else {
-            return Err(Failure {
-                error: ModelError::Connection("the request body cannot be re-sent".into()),
-                retryable: false,
-                retry_after: None,
-            });
+            return Err(Failure::last(ModelError::connection(
+                "the request body cannot be re-sent",
+            )));
         };
         let idle_end = Instant::now() + self.idle;
         let until = self.deadline.map_or(idle_end, |d| d.min(idle_end));
         let response = match tokio::time::timeout_at(until, self.client.execute(request)).await {
             Err(_) if until < idle_end => return Err(self.deadline_failure()),
             Err(_) => {
-                return Err(Failure {
-                    error: ModelError::Connection(format!(
-                        "no response within {:.1}s",
-                        self.idle.as_secs_f64()
-                    )),
-                    retryable: true,
-                    retry_after: None,
-                });
+                return Err(Failure::of(ModelError::stream(
+                    StreamErrorKind::Stalled,
+                    format!("no response within {:.1}s", self.idle.as_secs_f64()),
+                )));
             }
             Ok(Err(e)) => return Err(connection_failure(e)),
             Ok(Ok(r)) => r,
@@ -469,16 +504,21 @@ where
             _ => String::new(),
         };
         let message = error_message(&body);
-        let overloaded = body.to_ascii_lowercase().contains("overloaded");
-        let mut retryable = is_retryable_status(status) || overloaded;
-        if status == 500 && !overloaded {
-            let failure = (status, message.clone());
+        let error = ModelError::Status {
+            status,
+            message: message.clone(),
+            code: error_code(&body),
+            retry_after: wait,
+        };
+        let mut failure = Failure::of(error);
+        if status == 500 && !failure.error.is_overloaded() {
+            let seen = (status, message.clone());
             let hash = body_hash(&self.request);
             // The identical request failed the same way twice in a row: a third try will too.
             let repeated = self.failures.len() >= 2
                 && self.failures[self.failures.len() - 2..]
                     .iter()
-                    .all(|f| *f == failure);
+                    .all(|f| *f == seen);
             // The identical request already ended with this failure in an earlier call.
             let known = self.failures.is_empty()
                 && self
@@ -487,18 +527,14 @@ where
                     .ok()
                     .is_some_and(|f| f.as_ref() == Some(&(hash, status, message.clone())));
             if repeated || known || rejects_request(&body) {
-                retryable = false;
+                failure.retryable = false;
             }
-            self.failures.push(failure);
+            self.failures.push(seen);
             if let Ok(mut slot) = self.failed.lock() {
-                *slot = Some((hash, status, message.clone()));
+                *slot = Some((hash, status, message));
             }
         }
-        Err(Failure {
-            retryable,
-            retry_after: wait,
-            error: ModelError::Status { status, message },
-        })
+        Err(failure)
     }
 
     /// Reads one body chunk and queues what it produced. `Ok(true)` once the terminal event is
@@ -517,6 +553,7 @@ where
             Err(_) => {
                 return Err(stream_failure(
                     *delivered,
+                    StreamErrorKind::Stalled,
                     format!(
                         "the stream stalled: no data for {:.1}s (keep-alive comments do not \
                          count)",
@@ -528,6 +565,7 @@ where
                 let cut = decoder.finish();
                 return Err(stream_failure(
                     *delivered,
+                    StreamErrorKind::Cut,
                     if cut {
                         "the stream was cut off in the middle of an event".to_owned()
                     } else {
@@ -538,6 +576,7 @@ where
             Ok(Err(e)) => {
                 return Err(stream_failure(
                     *delivered,
+                    StreamErrorKind::Broken,
                     format!("the connection broke mid-stream: {}", describe(e)),
                 ));
             }
@@ -567,16 +606,11 @@ where
                     break;
                 }
                 Err(error) => {
-                    // Nothing reached the caller yet: an unreadable chunk or an "overloaded"
-                    // error event is worth another attempt; anything later is final.
-                    let overloaded = error
-                        .to_string()
-                        .to_ascii_lowercase()
-                        .contains("overloaded");
-                    let unreadable = matches!(error, ModelError::Stream(_));
+                    // Nothing reached the caller yet: an unreadable chunk or a retryable error
+                    // event (overloaded, rate limited) is worth another attempt; anything
+                    // later is final.
                     outcome = Err(Failure {
-                        retryable: (overloaded || unreadable) && !*delivered,
-                        retry_after: None,
+                        retryable: error.is_retryable() && !*delivered,
                         error,
                     });
                     break;
@@ -587,11 +621,10 @@ where
         self.events = events;
         if let (Ok(false), Err(too_large)) = (&outcome, decoded) {
             // Deterministic: the same request would get the same event again.
-            return Err(Failure {
-                error: ModelError::Stream(too_large.to_string()),
-                retryable: false,
-                retry_after: None,
-            });
+            return Err(Failure::last(ModelError::stream(
+                StreamErrorKind::TooLarge,
+                too_large.to_string(),
+            )));
         }
         outcome
     }
@@ -600,14 +633,13 @@ where
     /// long again).
     fn deadline_failure(&self) -> Failure {
         let limit = self.request_timeout.unwrap_or_default();
-        Failure {
-            error: ModelError::Stream(format!(
+        Failure::last(ModelError::stream(
+            StreamErrorKind::Deadline,
+            format!(
                 "the request did not finish within its deadline of {:.1}s (request_timeout)",
                 limit.as_secs_f64()
-            )),
-            retryable: false,
-            retry_after: None,
-        }
+            ),
+        ))
     }
 }
 
@@ -633,18 +665,14 @@ fn redirect_failure(response: &reqwest::Response, status: u16) -> Failure {
         Some(port) => format!("{origin}:{port}"),
         None => origin,
     };
-    Failure {
-        error: ModelError::Status {
-            status,
-            message: format!(
-                "the provider redirected the request to {target}, another origin than \
-                 {origin}; it was not followed so that credentials stay with the configured \
-                 host (use the new address as the base URL if you trust it)"
-            ),
-        },
-        retryable: false,
-        retry_after: None,
-    }
+    Failure::last(ModelError::from_status(
+        status,
+        format!(
+            "the provider redirected the request to {target}, another origin than {origin}; \
+             it was not followed so that credentials stay with the configured host (use the \
+             new address as the base URL if you trust it)"
+        ),
+    ))
 }
 
 /// A hash of a request's body (computed only when an attempt failed with a 500).
@@ -676,10 +704,6 @@ fn rejects_request(body: &str) -> bool {
     ];
     let lower = body.to_ascii_lowercase();
     PHRASES.iter().any(|p| lower.contains(p))
-}
-
-fn is_retryable_status(status: u16) -> bool {
-    matches!(status, 408 | 429 | 500 | 502 | 503 | 504 | 529)
 }
 
 /// The longest wait a `Retry-After` value is taken at: anything larger (up to infinity) is
@@ -730,13 +754,30 @@ pub(crate) fn error_message(body: &str) -> String {
     })
 }
 
+/// The error type or code in a provider's error body (`{"error": {"type": …}}`,
+/// `{"error": {"code": …}}`, Gemini's `{"error": {"status": …}}`), when there is one.
+fn error_code(body: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(body).ok()?;
+    let error = value.get("error").unwrap_or(&value);
+    ["code", "type", "status"].iter().find_map(|key| {
+        error.get(*key).and_then(|v| match v {
+            serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+            _ => None,
+        })
+    })
+}
+
 /// An HTTP error with its causes ("error sending request: connection refused"): reqwest's own
 /// message alone ("error decoding response body") rarely says what went wrong. The URL is left
 /// out: it is noise here and could in principle carry secrets.
 fn describe(err: reqwest::Error) -> String {
-    let err = err.without_url();
+    describe_ref(&err.without_url())
+}
+
+/// [`describe`] for an error whose URL was already removed.
+fn describe_ref(err: &reqwest::Error) -> String {
     let mut text = err.to_string();
-    let mut source = std::error::Error::source(&err);
+    let mut source = std::error::Error::source(err);
     while let Some(cause) = source {
         let cause_text = cause.to_string();
         if !text.contains(&cause_text) {
@@ -750,11 +791,11 @@ fn describe(err: reqwest::Error) -> String {
 
 fn connection_failure(err: reqwest::Error) -> Failure {
     // Drop the URL from the message: it is noise here and could in principle carry secrets.
-    Failure {
-        error: ModelError::Connection(describe(err)),
-        retryable: true,
-        retry_after: None,
-    }
+    let err = err.without_url();
+    Failure::of(ModelError::Connection {
+        message: describe_ref(&err),
+        source: Some(ErrorSource::new(err)),
+    })
 }
 
 /// The error terminal: what was assembled so far, marked as failed with the error's text.
@@ -807,11 +848,12 @@ async fn drain(mut response: reqwest::Response) {
     tokio::task::yield_now().await;
 }
 
-fn stream_failure(delivered: bool, message: String) -> Failure {
+/// A stream that failed; retried only when nothing reached the caller yet.
+fn stream_failure(delivered: bool, kind: StreamErrorKind, message: String) -> Failure {
+    let error = ModelError::stream(kind, message);
     Failure {
-        error: ModelError::Stream(message),
-        retryable: !delivered,
-        retry_after: None,
+        retryable: error.is_retryable() && !delivered,
+        error,
     }
 }
 
