@@ -175,7 +175,12 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
 impl Chat {
     fn open(db: Option<&Path>, args: RunArgs) -> Result<Chat, Failure> {
         let spec = ModelSpec::parse(&args.model)?;
-        let model = build_model_chain(&spec, &args.fallback_model, args.base_url.as_deref())?;
+        let model = build_model_chain(
+            &spec,
+            &args.fallback_model,
+            args.base_url.as_deref(),
+            !args.no_prompt_cache,
+        )?;
         let root = match &args.workspace {
             Some(dir) => dir.clone(),
             None => std::env::current_dir()?,

@@ -133,6 +133,12 @@ pub struct RunArgs {
     #[arg(long = "fallback-model", value_name = "PROVIDER:NAME")]
     pub fallback_model: Vec<String>,
 
+    /// Do not use the provider's prompt cache. By default Anthropic requests carry cache
+    /// breakpoints (system prompt, tool list, newest user turn) and OpenAI requests the
+    /// session id as `prompt_cache_key`.
+    #[arg(long)]
+    pub no_prompt_cache: bool,
+
     /// System prompt (replaces the default one, which describes the workspace).
     #[arg(long, value_name = "TEXT")]
     pub system: Option<String>,

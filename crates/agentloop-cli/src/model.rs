@@ -123,14 +123,25 @@ pub fn provider_connection(
 /// A configuration that cannot work (a base URL that does not parse) is an error here, before
 /// any session is created.
 pub fn build_model(spec: &ModelSpec, base_url: Option<&str>) -> Result<Arc<dyn Model>, Failure> {
+    build_model_with(spec, base_url, true)
+}
+
+/// [`build_model`] with the prompt cache on or off.
+fn build_model_with(
+    spec: &ModelSpec,
+    base_url: Option<&str>,
+    prompt_cache: bool,
+) -> Result<Arc<dyn Model>, Failure> {
     let unusable = |e: agentloop::model::ModelError| Failure::usage(e.to_string());
     Ok(match spec.provider {
         Provider::OpenAi => {
-            let config = connection(base_url, "OPENAI", OPENAI_DEFAULT_BASE, "api.openai.com")?;
+            let config = connection(base_url, "OPENAI", OPENAI_DEFAULT_BASE, "api.openai.com")?
+                .prompt_cache(prompt_cache);
             Arc::new(OpenAiChat::try_new(config.model(&spec.name)).map_err(unusable)?)
         }
         Provider::OpenAiResponses => {
-            let config = connection(base_url, "OPENAI", OPENAI_DEFAULT_BASE, "api.openai.com")?;
+            let config = connection(base_url, "OPENAI", OPENAI_DEFAULT_BASE, "api.openai.com")?
+                .prompt_cache(prompt_cache);
             Arc::new(OpenAiResponses::try_new(config.model(&spec.name)).map_err(unusable)?)
         }
         Provider::Anthropic => {
@@ -139,7 +150,8 @@ pub fn build_model(spec: &ModelSpec, base_url: Option<&str>) -> Result<Arc<dyn M
                 "ANTHROPIC",
                 anthropic::DEFAULT_BASE_URL,
                 "api.anthropic.com",
-            )?;
+            )?
+            .prompt_cache(prompt_cache);
             Arc::new(Anthropic::try_new(config.model(&spec.name)).map_err(unusable)?)
         }
     })
@@ -160,8 +172,9 @@ pub fn build_model_chain(
     spec: &ModelSpec,
     fallbacks: &[String],
     base_url: Option<&str>,
+    prompt_cache: bool,
 ) -> Result<Arc<dyn Model>, Failure> {
-    let primary = build_model(spec, base_url)?;
+    let primary = build_model_with(spec, base_url, prompt_cache)?;
     if fallbacks.is_empty() {
         return Ok(primary);
     }
@@ -171,7 +184,7 @@ pub fn build_model_chain(
         let url = (family(fallback.provider) == family(spec.provider))
             .then_some(base_url)
             .flatten();
-        chain = chain.with_fallback(build_model(&fallback, url)?);
+        chain = chain.with_fallback(build_model_with(&fallback, url, prompt_cache)?);
     }
     Ok(Arc::new(chain))
 }

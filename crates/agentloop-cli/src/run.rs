@@ -191,6 +191,9 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
             capture_content: setup.trace_content,
         },
         compaction: setup.compaction,
+        // The session groups its requests in OpenAI's prompt cache (ignored with
+        // --no-prompt-cache, which turns caching off in the adapter).
+        prompt_cache_key: Some(setup.session.id.clone()),
         ..AgentLoopConfig::default()
     };
 
@@ -526,7 +529,12 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         crate::render::redirect_to_stderr();
     }
     let spec = ModelSpec::parse(&args.model)?;
-    let model = build_model_chain(&spec, &args.fallback_model, args.base_url.as_deref())?;
+    let model = build_model_chain(
+        &spec,
+        &args.fallback_model,
+        args.base_url.as_deref(),
+        !args.no_prompt_cache,
+    )?;
     let root = match &args.workspace {
         Some(dir) => dir.clone(),
         None => std::env::current_dir()?,

@@ -1025,3 +1025,19 @@ fn a_fallback_model_answers_when_the_model_fails_and_the_transcript_says_so() {
     );
     assert!(text(&out.stdout).contains("Answer from the backup"));
 }
+
+#[test]
+fn requests_carry_the_session_as_prompt_cache_key_unless_switched_off() {
+    let scratch = Scratch::new();
+    let on = server(json!({"turns": [{"text": "ok"}]}));
+    let out = scratch.run(&on, &["--json"], "Hi");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let sessions = scratch.session_list();
+    let id = sessions[0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(on.requests()[0].body["prompt_cache_key"], json!(id));
+
+    let off = server(json!({"turns": [{"text": "ok"}]}));
+    let out = scratch.run(&off, &["--json", "--no-prompt-cache"], "Hi");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(off.requests()[0].body.get("prompt_cache_key").is_none());
+}

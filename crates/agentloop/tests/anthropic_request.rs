@@ -478,3 +478,34 @@ fn thinking_stays_off_in_a_tool_loop_that_lost_its_thinking_block() {
     assert_eq!(next_turn["thinking"]["budget_tokens"], 8192);
     assert!(next_turn.get("temperature").is_none());
 }
+
+#[test]
+fn prompt_cache_breakpoints_cover_system_tools_and_the_newest_user_turn_and_can_be_switched_off() {
+    let messages = vec![
+        Message::user("Read a.txt"),
+        ours(
+            vec![call("toolu_1", "read_file", json!({"path": "a.txt"}))],
+            StopReason::ToolUse,
+        ),
+        Message::tool_result(ToolResultPart::success("toolu_1", "read_file", "hello")),
+        Message::user("And the time?"),
+    ];
+    let mut request = ModelRequest::new(messages);
+    request.system_prompt = Some("You are terse.".into());
+    request.tools = tools().into();
+    request.prompt_cache_key = Some("session-1".into());
+    let on = body(&request);
+    assert_eq!(
+        markers(&on),
+        ["/messages/3/content/0", "/system/0", "/tools/1"],
+        "{on:#}"
+    );
+    assert!(on.get("prompt_cache_key").is_none(), "OpenAI only");
+    let off = Anthropic::new(
+        ProviderConfig::new("https://api.anthropic.invalid")
+            .model(MODEL)
+            .prompt_cache(false),
+    )
+    .request_body(&request);
+    assert!(markers(&off).is_empty(), "{off:#}");
+}

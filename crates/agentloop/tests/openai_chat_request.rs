@@ -173,3 +173,20 @@ async fn a_bad_base_url_or_header_is_a_clear_error_not_a_retry_loop() {
         assert!(!text.contains("sk-"), "the key leaked: {text}");
     }
 }
+
+#[test]
+fn the_prompt_cache_key_goes_out_unless_caching_is_off() {
+    let mut request = ModelRequest::new(vec![Message::user("hi")]);
+    assert!(
+        adapter("http://127.0.0.1:9/v1")
+            .request_body(&request)
+            .get("prompt_cache_key")
+            .is_none()
+    );
+    request.prompt_cache_key = Some("session-42".into());
+    let on = adapter("http://127.0.0.1:9/v1").request_body(&request);
+    assert_eq!(on["prompt_cache_key"], "session-42");
+    let off = OpenAiChat::new(ProviderConfig::new("http://127.0.0.1:9/v1").prompt_cache(false))
+        .request_body(&request);
+    assert!(off.get("prompt_cache_key").is_none());
+}

@@ -557,3 +557,15 @@ fn tool_search_results_that_load_nothing() {
     assert_eq!(body["input"][2]["type"], "function_call_output");
     assert!(body.get("tools").is_none());
 }
+
+#[test]
+fn the_prompt_cache_key_goes_out_unless_caching_is_off() {
+    let mut request = ModelRequest::new(vec![Message::user("hi")]);
+    request.prompt_cache_key = Some("session-42".into());
+    let on = adapter("http://127.0.0.1:9/v1").request_body(&request);
+    assert_eq!(on["prompt_cache_key"], "session-42");
+    let off =
+        OpenAiResponses::new(ProviderConfig::new("http://127.0.0.1:9/v1").prompt_cache(false))
+            .request_body(&request);
+    assert!(off.get("prompt_cache_key").is_none());
+}

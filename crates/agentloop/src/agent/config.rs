@@ -58,6 +58,9 @@ pub struct AgentLoopConfig {
     pub api_key: Option<ApiKey>,
     /// Output-token limit per model call.
     pub max_output_tokens: Option<u32>,
+    /// A key that groups this conversation's requests for the provider's prompt cache (OpenAI's
+    /// `prompt_cache_key`), typically the session id. `None`: the provider decides.
+    pub prompt_cache_key: Option<String>,
     /// Time limit for tools that have none of their own (`None`: wait forever).
     pub default_tool_timeout: Option<Duration>,
     /// Delay before the first tool retry; doubled for each further one.
@@ -87,6 +90,7 @@ impl Default for AgentLoopConfig {
             tool_execution_mode: ToolExecutionMode::Parallel,
             api_key: None,
             max_output_tokens: None,
+            prompt_cache_key: None,
             default_tool_timeout: None,
             tool_retry_backoff: Duration::from_millis(200),
             steering_mode: QueueMode::OneAtATime,

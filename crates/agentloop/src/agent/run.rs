@@ -754,6 +754,7 @@ impl<D: ToolDeps> AgentLoop<D> {
         request.reasoning = self.config.reasoning;
         request.max_output_tokens = self.config.max_output_tokens;
         request.api_key = self.config.api_key.clone();
+        request.prompt_cache_key = self.config.prompt_cache_key.clone();
         if native_search {
             request.deferred_tools =
                 Cow::Owned(registry.deferred_schemas().into_iter().cloned().collect());

@@ -134,6 +134,9 @@ pub struct ModelRequest<'a> {
     /// Native structured output: the final answer must be JSON matching this schema (see
     /// [`crate::output`]). `None` by default; adapters without native support ignore it.
     pub output: Option<OutputFormat>,
+    /// Groups requests of one conversation in the provider's prompt cache (OpenAI's
+    /// `prompt_cache_key`; other adapters ignore it). `None` by default.
+    pub prompt_cache_key: Option<String>,
 }
 
 impl ModelRequest<'_> {
@@ -152,6 +155,7 @@ impl ModelRequest<'_> {
             max_output_tokens: self.max_output_tokens,
             api_key: self.api_key.clone(),
             output: self.output.clone(),
+            prompt_cache_key: self.prompt_cache_key.clone(),
         }
     }
 
@@ -169,6 +173,7 @@ impl ModelRequest<'_> {
             max_output_tokens: self.max_output_tokens,
             api_key: self.api_key.clone(),
             output: self.output.clone(),
+            prompt_cache_key: self.prompt_cache_key.clone(),
         }
     }
 }
@@ -188,6 +193,7 @@ impl<'a> ModelRequest<'a> {
             max_output_tokens: None,
             api_key: None,
             output: None,
+            prompt_cache_key: None,
         }
     }
 
@@ -205,6 +211,7 @@ impl<'a> ModelRequest<'a> {
             max_output_tokens: self.max_output_tokens,
             api_key: self.api_key,
             output: self.output,
+            prompt_cache_key: self.prompt_cache_key,
         }
     }
 }

@@ -359,6 +359,7 @@ fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
     // Cache everything up to the newest user turn: the next request reads it back.
     if let Some(block) = wire
         .iter_mut()
+        .filter(|_| config.prompt_cache)
         .rev()
         .find(|m| m["role"] == "user")
         .and_then(|m| m["content"].as_array_mut())
@@ -381,10 +382,11 @@ fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
         .as_deref()
         .filter(|s| !s.trim().is_empty())
     {
-        body.insert(
-            "system".into(),
-            json!([{"type": "text", "text": system, "cache_control": ephemeral()}]),
-        );
+        let mut block = json!({"type": "text", "text": system});
+        if config.prompt_cache {
+            block["cache_control"] = ephemeral();
+        }
+        body.insert("system".into(), json!([block]));
     }
     body.insert("messages".into(), Value::Array(wire));
     if !request.tools.is_empty() {
@@ -395,6 +397,12 @@ fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
                 json!({"name": t.name, "description": t.description, "input_schema": t.parameters})
             })
             .collect();
+        let mut tools = tools;
+        // A breakpoint after the last tool caches the tool list (it comes before the system
+        // prompt in the cache's order), so a long list is not re-read on every turn.
+        if let Some(Value::Object(last)) = tools.last_mut().filter(|_| config.prompt_cache) {
+            last.insert("cache_control".into(), ephemeral());
+        }
         body.insert("tools".into(), Value::Array(tools));
     }
     match budget {

@@ -94,6 +94,10 @@ pub struct ProviderConfig {
     pub retry: RetryPolicy,
     /// Which HTTP versions to speak.
     pub http_version: HttpVersion,
+    /// Use the provider's prompt cache (default `true`): Anthropic gets cache breakpoints on
+    /// the system prompt, the tool list and the newest user turn; OpenAI gets the request's
+    /// `prompt_cache_key`. `false` sends neither.
+    pub prompt_cache: bool,
 }
 
 /// Which HTTP versions an adapter's client speaks.
@@ -130,6 +134,7 @@ impl ProviderConfig {
             max_event_bytes: sse::DEFAULT_MAX_EVENT_BYTES,
             retry: RetryPolicy::default(),
             http_version: HttpVersion::Auto,
+            prompt_cache: true,
         }
     }
 
@@ -172,6 +177,12 @@ impl ProviderConfig {
     /// Sets the retry policy.
     pub fn retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
+        self
+    }
+
+    /// Turns the provider's prompt cache on or off (see [`ProviderConfig::prompt_cache`]).
+    pub fn prompt_cache(mut self, enabled: bool) -> Self {
+        self.prompt_cache = enabled;
         self
     }
 

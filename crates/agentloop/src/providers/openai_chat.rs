@@ -102,6 +102,8 @@ struct ChatBody<'a> {
     reasoning_effort: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     response_format: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -323,6 +325,10 @@ fn with_body<R>(
         max_completion_tokens: request.max_output_tokens,
         reasoning_effort: request.reasoning.and_then(super::openai_reasoning_effort),
         response_format: request.output.as_ref().map(chat_response_format),
+        prompt_cache_key: request
+            .prompt_cache_key
+            .as_deref()
+            .filter(|_| config.prompt_cache),
     };
     f(&body)
 }

@@ -378,6 +378,13 @@ fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
     }
     body.insert("stream".into(), json!(true));
     body.insert("store".into(), json!(false));
+    if let Some(key) = request
+        .prompt_cache_key
+        .as_deref()
+        .filter(|_| config.prompt_cache)
+    {
+        body.insert("prompt_cache_key".into(), json!(key));
+    }
     if let Some(t) = request.temperature {
         // Through its shortest decimal form: 0.2f32 goes out as 0.2, not 0.20000000298023224.
         body.insert("temperature".into(), json!(super::wire_temperature(t)));
