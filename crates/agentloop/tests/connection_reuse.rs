@@ -115,10 +115,85 @@ async fn concurrent_http1_conversations_hold_one_connection_each_on_many_threads
 }
 
 #[tokio::test]
-async fn concurrent_http2_conversations_share_one_connection() {
+async fn concurrent_http2_conversations_share_a_connection_per_hundred_streams() {
+    // The default pool gives each connection 100 streams: 200 concurrent conversations share
+    // two connections (both turns of each conversation reuse them).
     let (connections, requests) = concurrent(HttpVersion::Http2PriorKnowledge, 200).await;
     assert_eq!(requests, 400);
+    assert_eq!(connections, 2);
+    let (connections, _) = concurrent(HttpVersion::Http2PriorKnowledge, 90).await;
     assert_eq!(connections, 1);
+}
+
+/// How long the mock holds each reply in [`burst`].
+const HOLD: Duration = Duration::from_millis(1000);
+
+/// 210 one-request sessions at once against a server allowing 100 streams per connection,
+/// each reply held [`HOLD`]: (elapsed, connections).
+async fn burst(streams_per_connection: usize, max_connections: usize) -> (Duration, u64) {
+    use agentloop::model::{Model, ModelEvent, ModelRequest};
+    use futures::StreamExt;
+    let script = Script::new(vec![
+        Turn::text(ANSWER).with_delays(HOLD.as_millis() as u64, 0),
+    ])
+    .with_repeat(true);
+    let server = MockServer::builder(script)
+        .http2_max_concurrent_streams(100)
+        .start()
+        .unwrap();
+    let model = Arc::new(OpenAiChat::new(
+        ProviderConfig::new(server.openai_base_url())
+            .model("m")
+            .retry(RetryPolicy::none())
+            .http_version(HttpVersion::Http2PriorKnowledge)
+            .http2_pool(streams_per_connection, max_connections),
+    ));
+    let started = std::time::Instant::now();
+    let calls: Vec<_> = (0..210)
+        .map(|i| {
+            let model = Arc::clone(&model);
+            tokio::spawn(async move {
+                let events: Vec<ModelEvent> = model
+                    .stream(ModelRequest::new(vec![Message::user(format!(
+                        "session {i}"
+                    ))]))
+                    .collect()
+                    .await;
+                assert!(
+                    matches!(events.last(), Some(ModelEvent::Done(_))),
+                    "{:?}",
+                    events.last()
+                );
+            })
+        })
+        .collect();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        for call in calls {
+            call.await.unwrap();
+        }
+    })
+    .await
+    .expect("the requests did not finish");
+    (started.elapsed(), server.connection_count())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_http2_pool_opens_connections_instead_of_queueing_beyond_the_stream_limit() {
+    let (pooled, pooled_connections) = burst(100, 256).await;
+    let (queued, queued_connections) = burst(usize::MAX, 1).await;
+    eprintln!("210 requests, 100-stream server: pooled {pooled:?}, one connection {queued:?}");
+    assert_eq!(pooled_connections, 3);
+    assert_eq!(queued_connections, 1);
+    // Queued on one connection the 210 replies come in three waves (100, 100, 10); pooled, in
+    // one. Ratios only (the machine may be busy): the queue costs at least two more holds.
+    assert!(
+        queued >= HOLD * 5 / 2,
+        "one connection should queue in waves: {queued:?}"
+    );
+    assert!(
+        pooled.as_secs_f64() < queued.as_secs_f64() * 0.75,
+        "pooled {pooled:?} vs one connection {queued:?}"
+    );
 }
 
 /// A server that sends `[DONE]` but never ends the body: the adapter waits only briefly for
@@ -172,4 +247,60 @@ async fn a_body_left_open_after_done_does_not_hold_the_terminal_back() {
         started.elapsed()
     );
     server.abort();
+}
+
+/// W3 at scale (a measurement, not a check: `cargo test -p agentloop --test connection_reuse
+/// -- --ignored --nocapture w3_ten_thousand`): 10,000 concurrent one-request sessions against
+/// a server allowing 100 streams per connection, each reply held 200 ms; latency p50/p99 per
+/// request with the default pool and with everything on one connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore]
+async fn w3_ten_thousand_sessions_over_http2() {
+    use agentloop::model::{Model, ModelEvent, ModelRequest};
+    use futures::StreamExt;
+    for (label, streams, connections) in [("pool", 100, 256), ("one connection", usize::MAX, 1)] {
+        let script = Script::new(vec![Turn::text(ANSWER).with_delays(200, 0)]).with_repeat(true);
+        let server = MockServer::builder(script)
+            .http2_max_concurrent_streams(100)
+            .record_requests(false)
+            .start()
+            .unwrap();
+        let model = Arc::new(OpenAiChat::new(
+            ProviderConfig::new(server.openai_base_url())
+                .model("m")
+                .retry(RetryPolicy::none())
+                .idle_timeout(Duration::from_secs(600))
+                .http_version(HttpVersion::Http2PriorKnowledge)
+                .http2_pool(streams, connections),
+        ));
+        let started = std::time::Instant::now();
+        let calls: Vec<_> = (0..10_000)
+            .map(|i| {
+                let model = Arc::clone(&model);
+                tokio::spawn(async move {
+                    let t = std::time::Instant::now();
+                    let events: Vec<ModelEvent> = model
+                        .stream(ModelRequest::new(vec![Message::user(format!("s{i}"))]))
+                        .collect()
+                        .await;
+                    assert!(matches!(events.last(), Some(ModelEvent::Done(_))));
+                    t.elapsed()
+                })
+            })
+            .collect();
+        let mut latencies = Vec::with_capacity(calls.len());
+        for call in calls {
+            latencies.push(call.await.unwrap());
+        }
+        latencies.sort();
+        let p =
+            |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+        println!(
+            "W3 10,000 sessions, 100-stream server, {label}: p50 {:?}, p99 {:?}, total {:?}, {} connections",
+            p(0.50),
+            p(0.99),
+            started.elapsed(),
+            server.connection_count()
+        );
+    }
 }

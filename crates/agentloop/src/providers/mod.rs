@@ -13,6 +13,7 @@ pub(crate) mod lossy_json;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod partial_json;
+pub(crate) mod pool;
 pub mod replay;
 pub mod sse;
 pub(crate) mod transport;
@@ -94,6 +95,12 @@ pub struct ProviderConfig {
     pub retry: RetryPolicy,
     /// Which HTTP versions to speak.
     pub http_version: HttpVersion,
+    /// Over HTTP/2: requests one connection carries before another connection is opened
+    /// (default 100, the smallest `SETTINGS_MAX_CONCURRENT_STREAMS` common servers announce).
+    pub http2_streams_per_connection: usize,
+    /// Over HTTP/2: most connections to the provider (default 256); beyond
+    /// `streams × connections` concurrent requests, requests queue on the least busy one.
+    pub http2_max_connections: usize,
     /// Use the provider's prompt cache (default `true`): Anthropic gets cache breakpoints on
     /// the system prompt, the tool list and the newest user turn; OpenAI gets the request's
     /// `prompt_cache_key`. `false` sends neither.
@@ -134,6 +141,8 @@ impl ProviderConfig {
             max_event_bytes: sse::DEFAULT_MAX_EVENT_BYTES,
             retry: RetryPolicy::default(),
             http_version: HttpVersion::Auto,
+            http2_streams_per_connection: 100,
+            http2_max_connections: 256,
             prompt_cache: true,
         }
     }
@@ -184,6 +193,23 @@ impl ProviderConfig {
     pub fn prompt_cache(mut self, enabled: bool) -> Self {
         self.prompt_cache = enabled;
         self
+    }
+
+    /// Sets the HTTP/2 connection pool: `streams` requests per connection before another one
+    /// is opened, at most `connections` connections.
+    pub fn http2_pool(mut self, streams: usize, connections: usize) -> Self {
+        self.http2_streams_per_connection = streams;
+        self.http2_max_connections = connections;
+        self
+    }
+
+    /// Whether this configuration can speak HTTP/2 (prior knowledge, or negotiated over TLS).
+    pub(crate) fn may_use_http2(&self) -> bool {
+        match self.http_version {
+            HttpVersion::Http1Only => false,
+            HttpVersion::Http2PriorKnowledge => true,
+            HttpVersion::Auto => self.base_url.trim_start().starts_with("https://"),
+        }
     }
 
     /// Sets which HTTP versions to speak (see [`HttpVersion`]).

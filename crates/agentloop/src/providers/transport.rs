@@ -104,7 +104,7 @@ pub(crate) trait WireParser: Send + 'static {
 /// is not a valid HTTP header) is kept and reported by every request instead of panicking.
 #[derive(Clone, Debug)]
 pub(crate) struct Endpoint {
-    client: reqwest::Client,
+    clients: std::sync::Arc<super::pool::ClientPool>,
     target: Result<(reqwest::Url, HeaderMap), String>,
     retry: RetryPolicy,
     idle: Duration,
@@ -130,8 +130,19 @@ impl Endpoint {
                 Err(format!("the HTTP client cannot be built: {}", describe(e))),
             ),
         };
+        let clients = if config.may_use_http2() {
+            let again = config.clone();
+            super::pool::ClientPool::growing(
+                client,
+                move || again.http_client(),
+                config.http2_streams_per_connection,
+                config.http2_max_connections,
+            )
+        } else {
+            super::pool::ClientPool::single(client)
+        };
         Endpoint {
-            client,
+            clients: std::sync::Arc::new(clients),
             target,
             retry: config.retry,
             idle: config.idle_timeout,
@@ -175,7 +186,8 @@ impl Endpoint {
         // awaited so they do not size the future every in-flight request holds (928 bytes
         // instead of 1,632 when measured).
         let exchange = Box::new(Exchange {
-            client: self.client.clone(),
+            clients: std::sync::Arc::clone(&self.clients),
+            lease: None,
             request,
             parser: make_parser(),
             make_parser,
@@ -337,7 +349,9 @@ enum Phase {
 /// One request with its retries, driven by whoever polls the stream: no task and no channel
 /// per request (both cost CPU per event and several KiB per in-flight request).
 struct Exchange<P, F> {
-    client: reqwest::Client,
+    clients: std::sync::Arc<super::pool::ClientPool>,
+    /// The client of the current attempt, counted in flight until the exchange ends.
+    lease: Option<super::pool::Lease>,
     /// The request as first built; each attempt sends a cheap clone (the body is shared bytes).
     request: reqwest::Request,
     parser: P,
@@ -480,7 +494,11 @@ where
         };
         let idle_end = Instant::now() + self.idle;
         let until = self.deadline.map_or(idle_end, |d| d.min(idle_end));
-        let response = match tokio::time::timeout_at(until, self.client.execute(request)).await {
+        self.lease = None;
+        let lease = self.clients.lease();
+        let client = lease.client.clone();
+        self.lease = Some(lease);
+        let response = match tokio::time::timeout_at(until, client.execute(request)).await {
             Err(_) if until < idle_end => return Err(self.deadline_failure()),
             Err(_) => {
                 return Err(Failure::of(ModelError::stream(
