@@ -80,28 +80,30 @@ fn lookup(store: &dyn SessionStore, given: &str) -> Result<Lookup, Failure> {
     })
 }
 
-/// The error for an ambiguous prefix: one line per candidate (id, last update, title).
+/// The error for an ambiguous prefix, naming each candidate (id, last update, title) — on one
+/// line, as every diagnostic.
 fn ambiguous(given: &str, candidates: &[SessionInfo]) -> Failure {
-    let mut message = format!(
-        "{} matches {} sessions; give more of the id:",
-        visible_line(given),
-        candidates.len()
-    );
-    for info in candidates.iter().take(MAX_CANDIDATES) {
-        message.push_str(&format!(
-            "\n  {}  {}  {}",
-            visible_line(&info.id),
-            format_time(info.updated_ms),
-            one_line(info.title.as_deref().unwrap_or("(untitled)"), 60)
-        ));
-    }
+    let mut shown: Vec<String> = candidates
+        .iter()
+        .take(MAX_CANDIDATES)
+        .map(|info| {
+            format!(
+                "{} ({}, \"{}\")",
+                visible_line(&info.id),
+                format_time(info.updated_ms),
+                one_line(info.title.as_deref().unwrap_or("untitled"), 40)
+            )
+        })
+        .collect();
     if candidates.len() > MAX_CANDIDATES {
-        message.push_str(&format!(
-            "\n  … and {} more",
-            candidates.len() - MAX_CANDIDATES
-        ));
+        shown.push(format!("… and {} more", candidates.len() - MAX_CANDIDATES));
     }
-    Failure::new(message)
+    Failure::new(format!(
+        "{} matches {} sessions; give more of the id: {}",
+        visible_line(given),
+        candidates.len(),
+        shown.join("; ")
+    ))
 }
 
 fn missing(given: &str) -> String {
