@@ -33,7 +33,9 @@ use crate::cli::{ApproveArg, RunArgs};
 use crate::error::Failure;
 use crate::model::{ModelSpec, build_model};
 use crate::render::{Style, summary_line, thousands};
-use crate::run::{RunSetup, SessionTarget, execute, session_target, shell_options, system_prompt_for};
+use crate::run::{
+    RunSetup, SessionTarget, execute, session_target, shell_options, system_prompt_for,
+};
 use crate::safe_text::visible_line;
 use crate::session_settings::{Choice, recorded, restore, store_if_changed};
 use crate::sessions::{format_time, open_store};
@@ -424,7 +426,11 @@ impl Chat {
                         format_time(info.updated_ms),
                         info.stats.turns,
                         crate::render::one_line(
-                            info.settings.model.as_deref().or(info.model.as_deref()).unwrap_or("-"),
+                            info.settings
+                                .model
+                                .as_deref()
+                                .or(info.model.as_deref())
+                                .unwrap_or("-"),
                             24
                         ),
                         crate::render::one_line(info.title.as_deref().unwrap_or("(untitled)"), 60)
@@ -520,10 +526,14 @@ fn new_session(
     id: Option<String>,
 ) -> Result<(SessionInfo, SessionLock), Failure> {
     let mut new = NewSession::new().settings(settings);
+    let named = id.is_some();
     if let Some(id) = id {
         new = new.id(id);
     }
     let info = store.create(new)?;
+    if named {
+        eprintln!("agentloop: new session {}", visible_line(&info.id));
+    }
     let lock = store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
     Ok((info, lock))
 }

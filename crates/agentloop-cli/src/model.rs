@@ -65,7 +65,6 @@ impl Provider {
     }
 }
 
-
 /// A parsed `--model` value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModelSpec {

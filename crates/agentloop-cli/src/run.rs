@@ -612,6 +612,9 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
                 SessionTarget::Resume(_) => None,
             };
             let info = store.create(new_session(id))?;
+            if id.is_some() {
+                eprintln!("agentloop: new session {}", visible_line(&info.id));
+            }
             let held = match held {
                 Some(held) => Some(held),
                 None => Some(lock(&info.id)?),

@@ -64,7 +64,11 @@ fn reasoning_arg(level: ReasoningLevel) -> Option<ReasoningArg> {
 
 /// Replaces the choices the user did not give explicitly with `stored` (see the module docs).
 /// Returns a note for the user when the stored settings could not be used.
-pub fn restore(stored: &SessionSettings, explicit: Explicit, choice: &mut Choice) -> Option<String> {
+pub fn restore(
+    stored: &SessionSettings,
+    explicit: Explicit,
+    choice: &mut Choice,
+) -> Option<String> {
     let (Some(provider_name), Some(model)) = (&stored.provider, &stored.model) else {
         return None; // recorded before settings existed, or by another program
     };
@@ -156,11 +160,7 @@ mod tests {
         );
         // Recorded "provider default" reasoning is restored as such.
         let mut choice = default_choice();
-        restore(
-            &stored().reasoning(None),
-            Explicit::default(),
-            &mut choice,
-        );
+        restore(&stored().reasoning(None), Explicit::default(), &mut choice);
         assert_eq!(choice.reasoning, None);
     }
 

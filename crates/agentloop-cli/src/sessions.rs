@@ -139,8 +139,8 @@ fn looks_like_an_id(text: &str) -> bool {
 /// - with `create` (`--create`): the session with exactly this id, else a new one;
 /// - otherwise as [`resolve`] (exact id, then a unique prefix — said on stderr when the prefix
 ///   was expanded — and an error listing the candidates when ambiguous); with no match, a
-///   name creates a new session (said on stderr) but text that looks like an abbreviated id
-///   (only hex digits and dashes) is an error, and nothing is created.
+///   name creates a new session but text that looks like an abbreviated id (only hex digits
+///   and dashes) is an error, and nothing is created.
 pub fn for_run(
     store: &dyn SessionStore,
     given: &str,
@@ -165,10 +165,7 @@ pub fn for_run(
             "{}; nothing was created (to start a new session with this id, add --create)",
             missing(given)
         ))),
-        Lookup::Missing => {
-            eprintln!("agentloop: new session {}", visible_line(given));
-            Ok(None)
-        }
+        Lookup::Missing => Ok(None),
     }
 }
 
@@ -295,7 +292,14 @@ fn list(store: &SqliteStore, workspace: Option<&str>, json: bool) -> Result<(), 
         })
         .collect();
     let header = [
-        "ID", "UPDATED (UTC)", "WORKSPACE", "MODEL", "TURNS", "TOKENS", "COST", "TITLE",
+        "ID",
+        "UPDATED (UTC)",
+        "WORKSPACE",
+        "MODEL",
+        "TURNS",
+        "TOKENS",
+        "COST",
+        "TITLE",
     ]
     .map(str::to_owned);
     let mut widths = [0usize; 8];
@@ -332,12 +336,7 @@ fn unique_prefixes(ids: &[String], min: usize) -> std::collections::HashMap<&str
     let mut sorted: Vec<&str> = ids.iter().map(String::as_str).collect();
     sorted.sort_unstable();
     sorted.dedup();
-    let common = |a: &str, b: &str| {
-        a.chars()
-            .zip(b.chars())
-            .take_while(|(x, y)| x == y)
-            .count()
-    };
+    let common = |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
     let mut out = std::collections::HashMap::new();
     for (i, id) in sorted.iter().enumerate() {
         let before = i.checked_sub(1).map_or(0, |j| common(sorted[j], id));
@@ -490,7 +489,10 @@ mod tests {
         assert_eq!(short_workspace("/home/meow/x", Some(home)), "/home/meow/x");
         let long = "/srv/builds/very/long/path/to/the/project-name";
         let shown = short_workspace(long, None);
-        assert!(shown.starts_with("…/") && shown.ends_with("/the/project-name"), "{shown}");
+        assert!(
+            shown.starts_with("…/") && shown.ends_with("/the/project-name"),
+            "{shown}"
+        );
         assert!(shown.chars().count() <= WORKSPACE_WIDTH);
         let one = format!("/{}", "x".repeat(50));
         assert!(short_workspace(&one, None).chars().count() <= WORKSPACE_WIDTH);

@@ -142,8 +142,7 @@ fn explicit(matches: &ArgMatches, layers: &[Layer], profile_given: bool) -> Expl
             return false; // a subcommand without this argument
         }
         given(matches, id)
-            || (profile_given
-                && lookup_layer(layers, key).is_some_and(|(_, layer)| layer.profile))
+            || (profile_given && lookup_layer(layers, key).is_some_and(|(_, layer)| layer.profile))
     };
     Explicit {
         model: is("model", "model"),

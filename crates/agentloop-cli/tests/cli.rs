@@ -992,7 +992,13 @@ impl Scratch {
             .unwrap()
     }
     /// `agentloop run --model openai:mock --base-url … --workspace WS ARGS… PROMPT`.
-    fn run_in(&self, server: &MockServer, ws: &std::path::Path, args: &[&str], prompt: &str) -> Output {
+    fn run_in(
+        &self,
+        server: &MockServer,
+        ws: &std::path::Path,
+        args: &[&str],
+        prompt: &str,
+    ) -> Output {
         let mut all = vec!["--model", "openai:mock", "--base-url"];
         let base = server.openai_base_url();
         all.push(&base);
@@ -1014,27 +1020,51 @@ fn continue_resumes_this_workspace_s_session_not_a_newer_one_elsewhere() {
     let scratch = Scratch::new();
     let server = server(json!({"turns": [{"text": "ok"}], "repeat": true}));
     let (a, b) = (scratch.ws(), scratch.ws_b());
-    assert!(scratch.run_in(&server, &a, &[], "alpha prompt").status.success());
-    assert!(scratch.run_in(&server, &b, &[], "beta prompt").status.success());
+    assert!(
+        scratch
+            .run_in(&server, &a, &[], "alpha prompt")
+            .status
+            .success()
+    );
+    assert!(
+        scratch
+            .run_in(&server, &b, &[], "beta prompt")
+            .status
+            .success()
+    );
 
     let out = scratch.run_in(&server, &a, &["--continue"], "alpha again");
     assert!(out.status.success(), "{}", text(&out.stderr));
     let sent = last_messages(&server);
     assert!(sent.contains("alpha prompt"), "{sent}");
-    assert!(!sent.contains("beta prompt"), "B's newer session was picked: {sent}");
+    assert!(
+        !sent.contains("beta prompt"),
+        "B's newer session was picked: {sent}"
+    );
 
     let out = scratch.run_in(&server, &b, &["--continue"], "beta again");
     assert!(out.status.success(), "{}", text(&out.stderr));
     let sent = last_messages(&server);
-    assert!(sent.contains("beta prompt") && !sent.contains("alpha"), "{sent}");
-    assert_eq!(scratch.session_list().len(), 2, "both continued, none created");
+    assert!(
+        sent.contains("beta prompt") && !sent.contains("alpha"),
+        "{sent}"
+    );
+    assert_eq!(
+        scratch.session_list().len(),
+        2,
+        "both continued, none created"
+    );
 
     // A third workspace has nothing to continue: a new session, said on stderr.
     let c = scratch.dir.path().join("ws-c");
     std::fs::create_dir_all(&c).unwrap();
     let out = scratch.run_in(&server, &c, &["--continue"], "gamma");
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("no session to continue"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("no session to continue"),
+        "{}",
+        text(&out.stderr)
+    );
     assert!(!last_messages(&server).contains("prompt"));
     assert_eq!(scratch.session_list().len(), 3);
 }
@@ -1096,13 +1126,24 @@ fn an_explicit_flag_overrides_the_stored_setting_and_is_stored_for_next_time() {
     let base = first.openai_base_url();
     let out = scratch.run_bare(
         &scratch.ws(),
-        &["--model", "openai:stored", "--base-url", &base, "--reasoning", "low"],
+        &[
+            "--model",
+            "openai:stored",
+            "--base-url",
+            &base,
+            "--reasoning",
+            "low",
+        ],
         "first",
     );
     assert!(out.status.success(), "{}", text(&out.stderr));
 
     // An explicit model of the same provider keeps the stored base URL and reasoning.
-    let out = scratch.run_bare(&scratch.ws(), &["--continue", "--model", "openai:typed"], "two");
+    let out = scratch.run_bare(
+        &scratch.ws(),
+        &["--continue", "--model", "openai:typed"],
+        "two",
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let body = &first.requests()[1].body;
     assert_eq!(body["model"], "typed");
@@ -1112,7 +1153,13 @@ fn an_explicit_flag_overrides_the_stored_setting_and_is_stored_for_next_time() {
     let out = scratch
         .cmd()
         .env("AGENTLOOP_MODEL", "openai:from-env")
-        .args(["run", "--continue", "--base-url", &second.openai_base_url(), "--workspace"])
+        .args([
+            "run",
+            "--continue",
+            "--base-url",
+            &second.openai_base_url(),
+            "--workspace",
+        ])
         .arg(scratch.ws())
         .arg("three")
         .output()
@@ -1144,9 +1191,16 @@ fn session_ids_resolve_by_unique_prefix_and_ambiguous_or_unknown_ones_create_not
     // A unique prefix resumes that session (and says which).
     let out = scratch.run(&server, &["--session", "abc1"], "more");
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("abc1-0001"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("abc1-0001"),
+        "{}",
+        text(&out.stderr)
+    );
     let sent = last_messages(&server);
-    assert!(sent.contains("first one") && !sent.contains("second one"), "{sent}");
+    assert!(
+        sent.contains("first one") && !sent.contains("second one"),
+        "{sent}"
+    );
 
     let requests = server.request_count();
     // Ambiguous: an error listing both candidates; nothing sent, nothing created.
@@ -1154,13 +1208,22 @@ fn session_ids_resolve_by_unique_prefix_and_ambiguous_or_unknown_ones_create_not
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
     assert!(err.contains("matches 2 sessions"), "{err}");
-    assert!(err.contains("abc1-0001") && err.contains("abc2-0002"), "{err}");
-    assert!(err.contains("first one") && err.contains("second one"), "titles: {err}");
+    assert!(
+        err.contains("abc1-0001") && err.contains("abc2-0002"),
+        "{err}"
+    );
+    assert!(
+        err.contains("first one") && err.contains("second one"),
+        "titles: {err}"
+    );
     // Unknown and shaped like an id: an error; nothing sent, nothing created.
     let out = scratch.run(&server, &["--session", "abd9"], "typo");
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
-    assert!(err.contains("no session matches") && err.contains("--create"), "{err}");
+    assert!(
+        err.contains("no session matches") && err.contains("--create"),
+        "{err}"
+    );
     assert_eq!(server.request_count(), requests);
     assert_eq!(scratch.session_list().len(), 2);
 
@@ -1175,7 +1238,10 @@ fn session_ids_resolve_by_unique_prefix_and_ambiguous_or_unknown_ones_create_not
         let out = scratch.cmd().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(1), "{args:?}");
         let err = text(&out.stderr);
-        assert!(err.contains("abc1-0001") && err.contains("abc2-0002"), "{args:?}: {err}");
+        assert!(
+            err.contains("abc1-0001") && err.contains("abc2-0002"),
+            "{args:?}: {err}"
+        );
     }
     let out = scratch.sessions(&["show", "abc2"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -1249,7 +1315,16 @@ fn sessions_list_shows_workspace_model_turns_tokens_cost_and_filters_by_workspac
     let listed = text(&out.stdout);
     let lines: Vec<&str> = listed.lines().collect();
     assert_eq!(lines.len(), 3, "{listed}");
-    for column in ["ID", "UPDATED", "WORKSPACE", "MODEL", "TURNS", "TOKENS", "COST", "TITLE"] {
+    for column in [
+        "ID",
+        "UPDATED",
+        "WORKSPACE",
+        "MODEL",
+        "TURNS",
+        "TOKENS",
+        "COST",
+        "TITLE",
+    ] {
         assert!(lines[0].contains(column), "{column}: {listed}");
     }
     // Most recent first: b's session, 2 replies, 2 × 1,234 tokens, no known price.
@@ -1266,7 +1341,11 @@ fn sessions_list_shows_workspace_model_turns_tokens_cost_and_filters_by_workspac
     let out = scratch.sessions(&["show", short]);
     assert!(out.status.success(), "{short}: {}", text(&out.stderr));
 
-    let only_a = text(&scratch.sessions(&["list", "--workspace", a.to_str().unwrap()]).stdout);
+    let only_a = text(
+        &scratch
+            .sessions(&["list", "--workspace", a.to_str().unwrap()])
+            .stdout,
+    );
     assert_eq!(only_a.lines().count(), 2, "{only_a}");
     assert!(only_a.contains("prompt in a") && !only_a.contains("prompt in b"));
     // `-w` alone: the current directory.
@@ -1277,9 +1356,14 @@ fn sessions_list_shows_workspace_model_turns_tokens_cost_and_filters_by_workspac
         .output()
         .unwrap();
     let only_b = text(&out.stdout);
-    assert!(only_b.contains("prompt in b") && !only_b.contains("prompt in a"), "{only_b}");
+    assert!(
+        only_b.contains("prompt in b") && !only_b.contains("prompt in a"),
+        "{only_b}"
+    );
     let json = json_lines(&text(
-        &scratch.sessions(&["list", "--json", "-w", b.to_str().unwrap()]).stdout,
+        &scratch
+            .sessions(&["list", "--json", "-w", b.to_str().unwrap()])
+            .stdout,
     ));
     assert_eq!(json.len(), 1);
     assert_eq!(json[0]["stats"]["turns"], 2);

@@ -324,20 +324,33 @@ fn chat_continue_and_resume_restore_the_session_s_model() {
     let mut run = Command::new(env!("CARGO_BIN_EXE_agentloop"));
     base(&mut run);
     let out = run
-        .args(["run", "--session", "stored-one", "--model", "anthropic:stored-model"])
+        .args([
+            "run",
+            "--session",
+            "stored-one",
+            "--model",
+            "anthropic:stored-model",
+        ])
         .args(["--base-url", &server.base_url(), "--workspace"])
         .arg(dir.path().join("ws"))
         .arg("first prompt")
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 
     // No flags: `--continue` finds it in this workspace and talks to the stored model.
     let spawn = |args: &[&str]| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
         base(&mut cmd);
-        cmd.arg("chat").args(args).arg("--workspace").arg(dir.path().join("ws"));
+        cmd.arg("chat")
+            .args(args)
+            .arg("--workspace")
+            .arg(dir.path().join("ws"));
         let mut session = Session::spawn(cmd).unwrap();
         session.set_expect_timeout(Some(Duration::from_secs(60)));
         Pty {

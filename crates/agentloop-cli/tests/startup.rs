@@ -87,7 +87,10 @@ fn populate(db: &Path, workspace: &Path) {
     let store = SqliteStore::open(db).unwrap();
     let mut conversation = Vec::new();
     for i in 0..100u64 {
-        conversation.push(Message::user(format!("question {i} {}", "words ".repeat(40))));
+        conversation.push(Message::user(format!(
+            "question {i} {}",
+            "words ".repeat(40)
+        )));
         let mut reply = Message::assistant(
             vec![Part::text("answer words ".repeat(60))],
             StopReason::Stop,
@@ -131,7 +134,9 @@ fn interactive_start_up_to_the_first_prompt() {
     // Warm the page cache once per variant, then measure.
     let version = |_: ()| {
         let start = Instant::now();
-        let out = command(dir.path(), &empty, &["--version"]).output().unwrap();
+        let out = command(dir.path(), &empty, &["--version"])
+            .output()
+            .unwrap();
         assert!(out.status.success());
         start.elapsed()
     };
@@ -141,7 +146,11 @@ fn interactive_start_up_to_the_first_prompt() {
     for (label, db, args) in [
         ("agentloop (empty database)    ", &empty, &[][..]),
         ("agentloop (200 sessions)      ", &full, &[][..]),
-        ("agentloop -c (200 sessions)   ", &full, &["chat", "--continue"][..]),
+        (
+            "agentloop -c (200 sessions)   ",
+            &full,
+            &["chat", "--continue"][..],
+        ),
     ] {
         to_first_prompt(dir.path(), db, args);
         let times: Vec<Duration> = (0..RUNS)

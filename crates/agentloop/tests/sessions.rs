@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use agentloop::agent::{AgentEvent, AgentLoop, AgentLoopConfig, RunStop};
-use agentloop::model::{ScriptedModel, ScriptedTurn};
 use agentloop::model::ReasoningLevel;
+use agentloop::model::{ScriptedModel, ScriptedTurn};
 use agentloop::session::{
     Durability, ImportOptions, NewSession, SessionError, SessionFilter, SessionInfo,
     SessionRecorder, SessionSettings, SessionStats, SessionStore, SqliteOptions, SqliteStore,
@@ -1076,7 +1076,10 @@ fn last_in_picks_this_workspace_and_skips_sessions_without_a_reply() {
         .unwrap();
     // Newest, but recorded without a workspace (an old database): never picked.
     let old = store
-        .create_with(NewSession::new(), &[Message::user("q"), reply("r", 1, 1, None)])
+        .create_with(
+            NewSession::new(),
+            &[Message::user("q"), reply("r", 1, 1, None)],
+        )
         .unwrap();
     assert_eq!(store.last_in("/a").unwrap().unwrap().id, a.id);
     assert_eq!(store.last_in("/b").unwrap().unwrap().id, b.id);
@@ -1122,7 +1125,14 @@ fn the_stores_filters_agree_with_the_reference_filter() {
     let ids = |v: &[SessionInfo]| v.iter().map(|s| s.id.clone()).collect::<Vec<_>>();
     let mut filters = Vec::new();
     for workspace in [None, Some("/a"), Some("/b"), Some("/nowhere")] {
-        for prefix in [None, Some("ab"), Some("ab%"), Some("a_"), Some(""), Some("zz")] {
+        for prefix in [
+            None,
+            Some("ab"),
+            Some("ab%"),
+            Some("a_"),
+            Some(""),
+            Some("zz"),
+        ] {
             for with_reply in [false, true] {
                 for limit in [None, Some(1)] {
                     let mut f = SessionFilter::new().with_reply(with_reply);
@@ -1280,14 +1290,23 @@ fn list_speed_with_kept_totals_against_computing_them() {
     let store = open(&dir);
     let mut conversation = Vec::new();
     for i in 0..100 {
-        conversation.push(Message::user(format!("question {i} {}", "words ".repeat(40))));
-        conversation.push(reply(&"answer words ".repeat(60), 1000 + i, 200, Some(0.001)));
+        conversation.push(Message::user(format!(
+            "question {i} {}",
+            "words ".repeat(40)
+        )));
+        conversation.push(reply(
+            &"answer words ".repeat(60),
+            1000 + i,
+            200,
+            Some(0.001),
+        ));
     }
     let build = Instant::now();
     for i in 0..200 {
         store
             .create_with(
-                NewSession::new().settings(SessionSettings::new().workspace(format!("/w/{}", i % 4))),
+                NewSession::new()
+                    .settings(SessionSettings::new().workspace(format!("/w/{}", i % 4))),
                 &conversation,
             )
             .unwrap();
@@ -1324,7 +1343,9 @@ fn list_speed_with_kept_totals_against_computing_them() {
     let s = store.create(NewSession::new()).unwrap();
     let t = Instant::now();
     for i in 0..appends / 2 {
-        store.append(&s.id, &Message::user(format!("q{i}"))).unwrap();
+        store
+            .append(&s.id, &Message::user(format!("q{i}")))
+            .unwrap();
         store.append(&s.id, &reply("a", 1, 1, None)).unwrap();
     }
     println!(

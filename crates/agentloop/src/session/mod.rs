@@ -217,6 +217,23 @@ pub struct StoredMessage {
 /// A durable store of sessions. Implementations must be safe to share between threads; the
 /// methods block (SQLite is fast enough to call from an async task for appends — see
 /// `docs/BENCHMARKS.md` — but load large sessions with `spawn_blocking` if latency matters).
+///
+/// # Implementing a store
+///
+/// Besides the messages, a store keeps per session:
+///
+/// - its [`SessionSettings`]: those of [`NewSession::settings`] at creation (copied by
+///   [`fork`](Self::fork), taken from the header by [`import_jsonl`](Self::import_jsonl)),
+///   replaced by [`set_settings`](Self::set_settings); stored
+///   [`sanitized`](SessionSettings::sanitized);
+/// - its [`SessionStats`]: [`SessionStats::add`] applied to every message it stores, in order
+///   (appends, `create_with`, the copied part of a fork), inside the same transaction as the
+///   message, so [`info`](Self::info) and [`list`](Self::list) return them without reading
+///   messages and agree with [`SessionStats::from_messages`] over [`load_raw`](Self::load_raw).
+///
+/// [`list_where`](Self::list_where) and [`last_in`](Self::last_in) work on any store through
+/// [`list`](Self::list); override `list_where` to filter in the store's query (it must agree
+/// with [`SessionFilter::matches`]).
 pub trait SessionStore: Send + Sync {
     /// Creates a session holding `messages` (appended in order from seq 1), atomically: either
     /// the session exists with all of them, or nothing was written.
