@@ -468,6 +468,10 @@ impl Chat {
     /// reasoning (the flags given to agentloop still win). Nothing changes when it fails.
     fn resume(&mut self, wanted: &str) -> Result<(), Failure> {
         let info = crate::sessions::resolve(&*self.store, wanted)?;
+        if info.id == self.session.id {
+            println!("already in session {}", visible_line(&info.id));
+            return Ok(());
+        }
         let mut choice = self.flags.clone();
         if let Some(note) = restore(&info.settings, self.args.explicit, &mut choice) {
             println!("{}", self.style.yellow(&note));

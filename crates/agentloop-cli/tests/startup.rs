@@ -2,7 +2,8 @@
 //! to draw its first prompt, next to `agentloop --version` (the cost of starting the process at
 //! all), with an empty session database and with 200 sessions of 200 messages, fresh and with
 //! `--continue`. Each start runs in its own pseudo-terminal; the clock stops when `› ` appears.
-//! Prints medians; asserts nothing about time.
+//! Also times `agentloop sessions list` on the 200 sessions. Prints medians; asserts nothing
+//! about time.
 //!
 //! ```sh
 //! cargo build --release -p agentloop-cli
@@ -143,6 +144,21 @@ fn interactive_start_up_to_the_first_prompt() {
     version(());
     let floor: Vec<Duration> = (0..RUNS).map(|_| version(())).collect();
     println!("agentloop --version            {}", summary(floor));
+    for (label, args) in [
+        ("agentloop sessions list       ", &["sessions", "list"][..]),
+        ("agentloop sessions list -w    ", &["sessions", "list", "-w"][..]),
+    ] {
+        let list = |_: ()| {
+            let start = Instant::now();
+            let out = command(dir.path(), &full, args).output().unwrap();
+            assert!(out.status.success());
+            assert!(String::from_utf8_lossy(&out.stdout).lines().count() > 200);
+            start.elapsed()
+        };
+        list(());
+        let times: Vec<Duration> = (0..RUNS).map(|_| list(())).collect();
+        println!("{label} {}  (200 sessions of 200 messages)", summary(times));
+    }
     for (label, db, args) in [
         ("agentloop (empty database)    ", &empty, &[][..]),
         ("agentloop (200 sessions)      ", &full, &[][..]),
