@@ -588,13 +588,15 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
     // Under the lock: the session as the previous writer left it (a chosen id may have been
     // created meanwhile by another run, which is then continued).
     let (held, existing) = match &target {
-        SessionTarget::Resume(SessionInfo { id, .. }) | SessionTarget::New(Some(id)) => {
+        SessionTarget::Resume(info) => {
+            let held = lock(&info.id)?;
+            (Some(held), Some(store.info(&info.id)?))
+        }
+        SessionTarget::New(Some(id)) => {
             let held = lock(id)?;
             match store.info(id) {
                 Ok(info) => (Some(held), Some(info)),
-                Err(e) if e.is_not_found() && matches!(target, SessionTarget::New(_)) => {
-                    (Some(held), None)
-                }
+                Err(e) if e.is_not_found() => (Some(held), None),
                 Err(e) => return Err(e.into()),
             }
         }
@@ -687,7 +689,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
 /// The session a run records into.
 pub enum SessionTarget {
     /// Continue this stored session.
-    Resume(SessionInfo),
+    Resume(Box<SessionInfo>),
     /// Create a session (with this id, when one was chosen).
     New(Option<String>),
 }
@@ -700,7 +702,7 @@ pub fn session_target(
 ) -> Result<SessionTarget, Failure> {
     if let Some(given) = &args.session {
         return Ok(match crate::sessions::for_run(store, given, args.create)? {
-            Some(info) => SessionTarget::Resume(info),
+            Some(info) => SessionTarget::Resume(Box::new(info)),
             None => SessionTarget::New(Some(given.clone())),
         });
     }
@@ -709,7 +711,7 @@ pub fn session_target(
     }
     let key = workspace.to_string_lossy();
     match store.last_in(&key)? {
-        Some(info) => Ok(SessionTarget::Resume(info)),
+        Some(info) => Ok(SessionTarget::Resume(Box::new(info))),
         None => {
             eprintln!(
                 "agentloop: no session to continue in {} (none recorded there with a model \

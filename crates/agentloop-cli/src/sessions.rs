@@ -56,7 +56,7 @@ pub fn open_store(db: Option<&Path>) -> Result<SqliteStore, Failure> {
 /// What a session id given by the user names.
 enum Lookup {
     /// This session (exact id, or the only one with that prefix).
-    Found(SessionInfo),
+    Found(Box<SessionInfo>),
     /// No session has this id or prefix.
     Missing,
     /// Several sessions have this prefix (most recently updated first).
@@ -68,14 +68,14 @@ fn lookup(store: &dyn SessionStore, given: &str) -> Result<Lookup, Failure> {
         return Err(Failure::usage("a session id must not be empty"));
     }
     match store.info(given) {
-        Ok(info) => return Ok(Lookup::Found(info)),
+        Ok(info) => return Ok(Lookup::Found(Box::new(info))),
         Err(SessionError::NotFound { .. }) => {}
         Err(e) => return Err(e.into()),
     }
     let mut matches = store.list_where(&SessionFilter::new().id_prefix(given))?;
     Ok(match matches.len() {
         0 => Lookup::Missing,
-        1 => Lookup::Found(matches.remove(0)),
+        1 => Lookup::Found(Box::new(matches.remove(0))),
         _ => Lookup::Ambiguous(matches),
     })
 }
@@ -116,7 +116,7 @@ fn missing(given: &str) -> String {
 /// The session `given` names: its exact id, or a prefix of exactly one session's id.
 pub fn resolve(store: &dyn SessionStore, given: &str) -> Result<SessionInfo, Failure> {
     match lookup(store, given)? {
-        Lookup::Found(info) => Ok(info),
+        Lookup::Found(info) => Ok(*info),
         Lookup::Missing => Err(Failure::new(missing(given))),
         Lookup::Ambiguous(candidates) => Err(ambiguous(given, &candidates)),
     }
@@ -158,7 +158,7 @@ pub fn for_run(
             if info.id != given {
                 eprintln!("agentloop: resuming session {}", visible_line(&info.id));
             }
-            Ok(Some(info))
+            Ok(Some(*info))
         }
         Lookup::Ambiguous(candidates) => Err(ambiguous(given, &candidates)),
         Lookup::Missing if looks_like_an_id(given) => Err(Failure::new(format!(

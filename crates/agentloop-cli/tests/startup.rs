@@ -146,7 +146,10 @@ fn interactive_start_up_to_the_first_prompt() {
     println!("agentloop --version            {}", summary(floor));
     for (label, args) in [
         ("agentloop sessions list       ", &["sessions", "list"][..]),
-        ("agentloop sessions list -w    ", &["sessions", "list", "-w"][..]),
+        (
+            "agentloop sessions list -w    ",
+            &["sessions", "list", "-w"][..],
+        ),
     ] {
         let list = |_: ()| {
             let start = Instant::now();
