@@ -17,6 +17,7 @@ use crate::cli::{ApprovalsCommand, ApproveArgs, DenyArgs, ResumeArgs};
 use crate::error::Failure;
 use crate::model::{ModelSpec, build_model};
 use crate::run::{RunReport, RunSetup, execute, exit_status};
+use crate::session_settings::{Choice, recorded, restore, store_if_changed};
 use crate::sessions::{open_store, resolve_id};
 
 /// Reason given to the model when `deny` has no `--reason`.
@@ -175,21 +176,37 @@ pub async fn resume(db: Option<&Path>, args: ResumeArgs) -> Result<(), Failure> 
             "session {id} is not waiting for approval (continue it with `agentloop run --session {id} PROMPT`)"
         )));
     };
-    let spec = ModelSpec::parse(&args.model)?;
-    let model = build_model(&spec, args.base_url.as_deref())?;
+    let mut session = store.info(&id)?;
+    // The session's stored model, provider, base URL and reasoning, unless given here.
+    let mut choice = Choice {
+        model: args.model.clone(),
+        base_url: args.base_url.clone(),
+        reasoning: None,
+    };
+    if let Some(note) = restore(&session.settings, args.explicit, &mut choice) {
+        eprintln!("agentloop: note: {note}");
+    }
+    let spec = ModelSpec::parse(&choice.model)?;
+    let model = build_model(&spec, choice.base_url.as_deref())?;
     let root = match &args.workspace {
         Some(dir) => dir.clone(),
         None => std::env::current_dir()?,
     };
     let workspace = Workspace::new(&root).map_err(|e| Failure::usage(e.to_string()))?;
-    let session = store.info(&id)?;
+    let settings = recorded(
+        &spec,
+        choice.base_url.as_deref(),
+        choice.reasoning,
+        workspace.root(),
+    );
+    store_if_changed(&*store, &mut session, settings)?;
     let report = execute(RunSetup {
         model,
         model_name: spec.name.clone(),
         workspace,
         policy: args.approve.into(),
         system_prompt: None,
-        reasoning: None,
+        reasoning: choice.reasoning.map(Into::into),
         max_turns: args.max_turns,
         limits: Default::default(),
         trace_content: false,

@@ -21,9 +21,10 @@ use agentloop::agent::{MessageQueue, QueueMode};
 use agentloop::builtin::{ApprovalPolicy, Workspace};
 use agentloop::model::Model;
 use agentloop::session::{
-    NewSession, SessionInfo, SessionLock, SessionStore, SqliteStore, load_parked,
+    NewSession, SessionFilter, SessionInfo, SessionLock, SessionSettings, SessionStore,
+    SqliteStore, load_parked,
 };
-use agentloop::transcript::{Message, Role, Usage};
+use agentloop::transcript::Message;
 use rustyline::error::ReadlineError;
 use rustyline::validate::{ValidationContext, ValidationResult, Validator};
 use rustyline::{Config, Editor, Helper};
@@ -32,9 +33,12 @@ use crate::cli::{ApproveArg, RunArgs};
 use crate::error::Failure;
 use crate::model::{ModelSpec, build_model, build_model_chain};
 use crate::render::{Style, summary_line, thousands};
-use crate::run::{RunSetup, execute, shell_options, system_prompt_for};
+use crate::run::{
+    RunSetup, SessionTarget, execute, session_target, shell_options, system_prompt_for,
+};
 use crate::safe_text::visible_line;
-use crate::sessions::open_store;
+use crate::session_settings::{Choice, recorded, restore, store_if_changed};
+use crate::sessions::{format_time, open_store};
 
 /// How long to wait for another process to release a session.
 const SESSION_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
@@ -46,8 +50,9 @@ const HELP: &str = "\
 /compact               summarise the older turns now (the full history stays stored)
 /cost                  tokens and cost of this session
 /clear                 start a new session
-/sessions              the recent sessions
-/resume ID             continue another session (a unique id prefix is enough)
+/sessions              this workspace's recent sessions (`/sessions all`: every workspace's)
+/resume ID             continue another session with its model, provider, base URL and
+                       reasoning (a unique id prefix is enough; flags given to agentloop win)
 /help                  this list
 /exit                  leave (Ctrl-D works too)
 A line ending in \\ continues on the next. Ctrl-C cancels the running turn.
@@ -100,6 +105,9 @@ struct Chat {
     system_prompt: Option<String>,
     spec: ModelSpec,
     model: Arc<dyn Model>,
+    /// `--model`, `--base-url` and `--reasoning` as the command line (and config) gave them;
+    /// `/resume` applies the resumed session's stored settings over these.
+    flags: Choice,
     approve: ApproveArg,
     session: SessionInfo,
     /// Held for the whole conversation: one writer per session.
@@ -173,35 +181,49 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
 }
 
 impl Chat {
-    fn open(db: Option<&Path>, args: RunArgs) -> Result<Chat, Failure> {
-        let spec = ModelSpec::parse(&args.model)?;
-        let model = build_model_chain(
-            &spec,
-            &args.fallback_model,
-            args.base_url.as_deref(),
-            !args.no_prompt_cache,
-        )?;
+    fn open(db: Option<&Path>, mut args: RunArgs) -> Result<Chat, Failure> {
         let root = match &args.workspace {
             Some(dir) => dir.clone(),
             None => std::env::current_dir()?,
         };
         let workspace = Workspace::new(&root).map_err(|e| Failure::usage(e.to_string()))?;
-        let system_prompt = system_prompt_for(&args, &workspace);
         let store = Arc::new(open_store(db)?);
-        let (session, lock) = if let Some(id) = &args.session {
-            let info = resolve_session(&store, id)?;
-            let lock = store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
-            (info, lock)
-        } else if args.continue_last {
-            match store.last()? {
-                Some(info) => {
-                    let lock = store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
-                    (info, lock)
-                }
-                None => new_session(&store, &spec)?,
+        let target = session_target(&*store, &args, workspace.root())?;
+        let flags = Choice {
+            model: args.model.clone(),
+            base_url: args.base_url.clone(),
+            reasoning: args.reasoning,
+        };
+        let mut choice = flags.clone();
+        if let SessionTarget::Resume(info) = &target {
+            if let Some(note) = restore(&info.settings, args.explicit, &mut choice) {
+                eprintln!("agentloop: note: {note}");
             }
-        } else {
-            new_session(&store, &spec)?
+        }
+        let spec = ModelSpec::parse(&choice.model)?;
+        let model = build_model_chain(
+            &spec,
+            &args.fallback_model,
+            choice.base_url.as_deref(),
+            !args.no_prompt_cache,
+        )?;
+        let settings = recorded(
+            &spec,
+            choice.base_url.as_deref(),
+            choice.reasoning,
+            workspace.root(),
+        );
+        (args.model, args.base_url, args.reasoning) =
+            (choice.model, choice.base_url, choice.reasoning);
+        let system_prompt = system_prompt_for(&args, &workspace);
+        let (session, lock) = match target {
+            SessionTarget::Resume(info) => {
+                let lock = store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
+                let mut info = store.info(&info.id)?;
+                store_if_changed(&*store, &mut info, settings)?;
+                (info, lock)
+            }
+            SessionTarget::New(id) => new_session(&store, settings, id)?,
         };
         if let Some(note) = args.approve.deprecation() {
             eprintln!("agentloop: note: {note}");
@@ -215,6 +237,7 @@ impl Chat {
             system_prompt,
             spec,
             model,
+            flags,
             session,
             _lock: lock,
             expand_thinking: false,
@@ -335,6 +358,9 @@ impl Chat {
                     self.model = model;
                     self.spec = spec;
                     self.args.model = rest.to_owned();
+                    // The session now runs with it: stored for its next `--continue`.
+                    let settings = self.settings();
+                    store_if_changed(&*self.store, &mut self.session, settings)?;
                     println!("model: {}", visible_line(rest));
                 }
                 Err(e) => println!("{}", self.style.red(&e.to_string())),
@@ -384,35 +410,44 @@ impl Chat {
                 );
             }
             "clear" => {
-                let (info, lock) = new_session(&self.store, &self.spec)?;
+                let (info, lock) = new_session(&self.store, self.settings(), None)?;
                 self.session = info;
                 self._lock = lock;
                 println!("new session {}", visible_line(&self.session.id));
             }
             "sessions" => {
-                for info in self.store.list()?.into_iter().take(15) {
+                let mut filter = SessionFilter::new().limit(15);
+                if rest != "all" {
+                    filter = filter.workspace(self.workspace.root().to_string_lossy());
+                }
+                let sessions = self.store.list_where(&filter)?;
+                if sessions.is_empty() {
+                    println!("(no sessions here yet; `/sessions all` lists every workspace's)");
+                }
+                for info in sessions {
                     println!(
-                        "{}  {:>4} msgs  {}",
+                        "{}  {}  {:>3} turns  {}  {}",
                         visible_line(&info.id),
-                        info.message_count,
-                        visible_line(info.title.as_deref().unwrap_or("(untitled)"))
+                        format_time(info.updated_ms),
+                        info.stats.turns,
+                        crate::render::one_line(
+                            info.settings
+                                .model
+                                .as_deref()
+                                .or(info.model.as_deref())
+                                .unwrap_or("-"),
+                            24
+                        ),
+                        crate::render::one_line(info.title.as_deref().unwrap_or("(untitled)"), 60)
                     );
                 }
             }
             "resume" if rest.is_empty() => println!("{}", self.style.red("/resume ID")),
-            "resume" => match resolve_session(&self.store, rest) {
-                Ok(info) => {
-                    let lock = self.store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
-                    self.session = info;
-                    self._lock = lock;
-                    println!(
-                        "resumed {} ({} messages)",
-                        visible_line(&self.session.id),
-                        self.session.message_count
-                    );
+            "resume" => {
+                if let Err(e) = self.resume(rest) {
+                    println!("{}", self.style.red(&e.to_string()));
                 }
-                Err(e) => println!("{}", self.style.red(&e.to_string())),
-            },
+            }
             other => println!(
                 "{}",
                 self.style.red(&format!(
@@ -424,24 +459,65 @@ impl Chat {
         Ok(true)
     }
 
-    /// `/cost`: the session's tokens and cost, from the stored assistant messages.
-    fn cost(&self) -> Result<(), Failure> {
-        let mut usage = Usage::default();
-        let mut turns = 0u64;
-        for entry in self.store.entries(&self.session.id)? {
-            if entry.message.role == Role::Assistant {
-                turns += 1;
-                if let Some(u) = &entry.message.usage {
-                    usage.accumulate(u);
-                }
-            }
+    /// What the current session runs with.
+    fn settings(&self) -> SessionSettings {
+        recorded(
+            &self.spec,
+            self.args.base_url.as_deref(),
+            self.args.reasoning,
+            self.workspace.root(),
+        )
+    }
+
+    /// `/resume ID`: switch to another session, with its stored model, provider, base URL and
+    /// reasoning (the flags given to agentloop still win). Nothing changes when it fails.
+    fn resume(&mut self, wanted: &str) -> Result<(), Failure> {
+        let info = crate::sessions::resolve(&*self.store, wanted)?;
+        if info.id == self.session.id {
+            println!("already in session {}", visible_line(&info.id));
+            return Ok(());
         }
+        let mut choice = self.flags.clone();
+        if let Some(note) = restore(&info.settings, self.args.explicit, &mut choice) {
+            println!("{}", self.style.yellow(&note));
+        }
+        let spec = ModelSpec::parse(&choice.model)?;
+        let model = build_model_chain(
+            &spec,
+            &self.args.fallback_model,
+            choice.base_url.as_deref(),
+            !self.args.no_prompt_cache,
+        )?;
+        let lock = self.store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
+        let mut info = self.store.info(&info.id)?;
+        (self.args.model, self.args.base_url, self.args.reasoning) =
+            (choice.model, choice.base_url, choice.reasoning);
+        self.spec = spec;
+        self.model = model;
+        let settings = self.settings();
+        store_if_changed(&*self.store, &mut info, settings)?;
+        self.session = info;
+        self._lock = lock;
+        println!(
+            "resumed {} ({} messages) · model {}",
+            visible_line(&self.session.id),
+            self.session.message_count,
+            visible_line(&self.args.model)
+        );
+        Ok(())
+    }
+
+    /// `/cost`: the session's tokens and cost (its running totals).
+    fn cost(&self) -> Result<(), Failure> {
+        let stats = self.store.info(&self.session.id)?.stats;
+        let usage = stats.usage;
         let cost = usage
             .cost_usd
             .map_or_else(|| "cost unknown".to_owned(), |c| format!("${c:.4}"));
         println!(
-            "session {}: {turns} model replies, {} in / {} out tokens ({} cached), {cost}",
+            "session {}: {} model replies, {} in / {} out tokens ({} cached), {cost}",
             visible_line(&self.session.id),
+            stats.turns,
             thousands(usage.input_tokens),
             thousands(usage.output_tokens),
             thousands(usage.cache_read_tokens)
@@ -457,19 +533,23 @@ fn approve_name(policy: ApproveArg) -> String {
         .unwrap_or_default()
 }
 
+/// A new session with these settings (and this id, when one was chosen), locked.
 fn new_session(
     store: &SqliteStore,
-    spec: &ModelSpec,
+    settings: SessionSettings,
+    id: Option<String>,
 ) -> Result<(SessionInfo, SessionLock), Failure> {
-    let info = store.create(NewSession::new().model(&spec.name))?;
+    let mut new = NewSession::new().settings(settings);
+    let named = id.is_some();
+    if let Some(id) = id {
+        new = new.id(id);
+    }
+    let info = store.create(new)?;
+    if named {
+        eprintln!("agentloop: new session {}", visible_line(&info.id));
+    }
     let lock = store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
     Ok((info, lock))
-}
-
-/// A session by id or unique id prefix (ambiguous or unknown: an error).
-fn resolve_session(store: &SqliteStore, wanted: &str) -> Result<SessionInfo, Failure> {
-    let id = crate::sessions::resolve_id(store, wanted)?;
-    Ok(store.info(&id)?)
 }
 
 /// Reads lines typed while a turn runs and queues them as steering messages.

@@ -178,11 +178,24 @@ pub struct RunArgs {
     #[arg(long, env = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT")]
     pub trace_content: bool,
 
-    /// Record into (and resume) this session; a new session gets this id.
+    /// Resume this session (any workspace): an exact id, else a unique id prefix (an ambiguous
+    /// prefix is an error listing the candidates). Its model, provider, base URL and reasoning
+    /// come back with it unless given as flags here. No match: a name such as `fix-login`
+    /// starts a new session with that id; something that looks like an abbreviated id (only hex
+    /// digits and dashes) is an error instead, and nothing is created — add `--create` to use
+    /// it as a new id anyway.
     #[arg(long, value_name = "ID", conflicts_with = "continue_last")]
     pub session: Option<String>,
 
-    /// Resume the most recently updated session: its stored context, then the new prompt.
+    /// With `--session ID`: take ID exactly (no prefix matching) and create the session when it
+    /// does not exist.
+    #[arg(long, requires = "session")]
+    pub create: bool,
+
+    /// Resume the most recently updated session of this workspace in which the model replied
+    /// (a run that failed before any reply is skipped), with the model, provider, base URL and
+    /// reasoning stored with it; flags given here win and are stored for next time. A base URL
+    /// is stored without its `user:password@`, so give such a URL again with `--base-url`.
     #[arg(long = "continue", short = 'c')]
     pub continue_last: bool,
 
@@ -283,6 +296,25 @@ pub struct RunArgs {
     /// Turns kept verbatim when compacting.
     #[arg(long, default_value_t = 2, value_name = "N")]
     pub keep_turns: usize,
+
+    /// Which of the settings a session stores were given explicitly (filled in by
+    /// `settings::parse`, not a flag).
+    #[arg(skip)]
+    pub explicit: Explicit,
+}
+
+/// Which session-stored settings the user gave on this invocation — typed as a flag, through
+/// its environment variable, or from a profile chosen with `--profile`/`AGENTLOOP_PROFILE`.
+/// These win over the settings stored with a resumed session; defaults and values from the
+/// config files' top level (or their `profile` key) do not.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Explicit {
+    /// `--model` / `AGENTLOOP_MODEL`.
+    pub model: bool,
+    /// `--base-url`.
+    pub base_url: bool,
+    /// `--reasoning`.
+    pub reasoning: bool,
 }
 
 fn parse_fraction(text: &str) -> Result<f64, String> {
@@ -477,12 +509,25 @@ impl From<ApproveArg> for ApprovalPolicy {
     }
 }
 
-/// `agentloop sessions …`. Session ids may be abbreviated to any unique prefix.
+/// `agentloop sessions …`. Session ids may be abbreviated to any unique prefix; an ambiguous
+/// prefix is an error listing the sessions it matches.
 #[derive(Subcommand, Debug)]
 pub enum SessionsCommand {
-    /// List sessions, most recently updated first.
+    /// List sessions, most recently updated first: id (abbreviated to a unique prefix), last
+    /// update (UTC), workspace, model, model replies, tokens, cost and title. Every session by
+    /// default; `-w` alone: only this directory's.
     List {
-        /// One JSON object (the session's metadata) per line.
+        /// Only the sessions recorded in DIR (`-w` without a value: the current directory).
+        /// Sessions recorded before workspaces were stored have none and never match.
+        #[arg(
+            long,
+            short = 'w',
+            value_name = "DIR",
+            num_args = 0..=1,
+            default_missing_value = "."
+        )]
+        workspace: Option<PathBuf>,
+        /// One JSON object (the session's metadata, settings and running totals) per line.
         #[arg(long)]
         json: bool,
     },
@@ -557,7 +602,8 @@ pub struct ResumeArgs {
     /// The directory the tools may read and change (default: the current directory).
     #[arg(long, short = 'w', value_name = "DIR")]
     pub workspace: Option<PathBuf>,
-    /// `PROVIDER:NAME` (as for `run`).
+    /// `PROVIDER:NAME` (as for `run`; default: the session's stored model, else
+    /// `openai:gpt-4o-mini`).
     #[arg(
         long,
         short = 'm',
@@ -566,7 +612,7 @@ pub struct ResumeArgs {
         value_name = "PROVIDER:NAME"
     )]
     pub model: String,
-    /// Base URL of the provider API.
+    /// Base URL of the provider API (default: the session's stored one).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
     /// Stop after this many model calls.
@@ -578,6 +624,10 @@ pub struct ResumeArgs {
     /// JSON lines on stdout (as for `run`).
     #[arg(long)]
     pub json: bool,
+    /// Which settings were given explicitly (the session's stored model, base URL and
+    /// reasoning apply otherwise).
+    #[arg(skip)]
+    pub explicit: Explicit,
 }
 
 /// `agentloop demo`.

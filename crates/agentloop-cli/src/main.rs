@@ -38,6 +38,7 @@ mod render;
 mod run;
 mod safe_text;
 mod scripting;
+mod session_settings;
 mod sessions;
 mod settings;
 

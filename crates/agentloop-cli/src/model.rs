@@ -29,6 +29,40 @@ impl Provider {
             _ => None,
         }
     }
+
+    /// The name `--model` spells it with (`openai`, `openai-responses`, `anthropic`); it is
+    /// what a session stores as its provider.
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::OpenAi => "openai",
+            Provider::OpenAiResponses => "openai-responses",
+            Provider::Anthropic => "anthropic",
+        }
+    }
+
+    /// The environment-variable prefix, official endpoint and its host name.
+    fn endpoint(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Provider::OpenAi | Provider::OpenAiResponses => {
+                ("OPENAI", OPENAI_DEFAULT_BASE, "api.openai.com")
+            }
+            Provider::Anthropic => (
+                "ANTHROPIC",
+                anthropic::DEFAULT_BASE_URL,
+                "api.anthropic.com",
+            ),
+        }
+    }
+
+    /// The base URL requests go to: `base_url` (from `--base-url`), else `{PREFIX}_BASE_URL`,
+    /// else the official endpoint.
+    pub fn base_url(self, base_url: Option<&str>) -> String {
+        let (prefix, official, _) = self.endpoint();
+        base_url
+            .map(str::to_owned)
+            .or_else(|| env_var(&format!("{prefix}_BASE_URL")))
+            .unwrap_or_else(|| official.to_owned())
+    }
 }
 
 /// A parsed `--model` value.
@@ -67,6 +101,11 @@ impl ModelSpec {
             name: name.to_owned(),
         })
     }
+
+    /// The `--model` value that names this spec.
+    pub fn flag(&self) -> String {
+        format!("{}:{}", self.provider.name(), self.name)
+    }
 }
 
 fn env_var(name: &str) -> Option<String> {
@@ -80,16 +119,9 @@ const OPENAI_DEFAULT_BASE: &str = "https://api.openai.com/v1";
 ///
 /// The official endpoints always need a key, so a missing one is reported here, before any
 /// request; a custom base URL (a local compatible server) may need none.
-fn connection(
-    base_url: Option<&str>,
-    prefix: &str,
-    official: &str,
-    hint: &str,
-) -> Result<ProviderConfig, Failure> {
-    let base = base_url
-        .map(str::to_owned)
-        .or_else(|| env_var(&format!("{prefix}_BASE_URL")))
-        .unwrap_or_else(|| official.to_owned());
+fn connection(provider: Provider, base_url: Option<&str>) -> Result<ProviderConfig, Failure> {
+    let (prefix, official, hint) = provider.endpoint();
+    let base = provider.base_url(base_url);
     let config = ProviderConfig::new(base.clone());
     match env_var(&format!("{prefix}_API_KEY")) {
         Some(key) => Ok(config.api_key(key)),
@@ -106,17 +138,7 @@ pub fn provider_connection(
     provider: Provider,
     base_url: Option<&str>,
 ) -> Result<ProviderConfig, Failure> {
-    match provider {
-        Provider::OpenAi | Provider::OpenAiResponses => {
-            connection(base_url, "OPENAI", OPENAI_DEFAULT_BASE, "api.openai.com")
-        }
-        Provider::Anthropic => connection(
-            base_url,
-            "ANTHROPIC",
-            anthropic::DEFAULT_BASE_URL,
-            "api.anthropic.com",
-        ),
-    }
+    connection(provider, base_url)
 }
 
 /// Builds the adapter for `spec`. `base_url` (from `--base-url`) wins over the environment.
@@ -133,27 +155,13 @@ fn build_model_with(
     prompt_cache: bool,
 ) -> Result<Arc<dyn Model>, Failure> {
     let unusable = |e: agentloop::model::ModelError| Failure::usage(e.to_string());
+    let config = connection(spec.provider, base_url)?
+        .model(&spec.name)
+        .prompt_cache(prompt_cache);
     Ok(match spec.provider {
-        Provider::OpenAi => {
-            let config = connection(base_url, "OPENAI", OPENAI_DEFAULT_BASE, "api.openai.com")?
-                .prompt_cache(prompt_cache);
-            Arc::new(OpenAiChat::try_new(config.model(&spec.name)).map_err(unusable)?)
-        }
-        Provider::OpenAiResponses => {
-            let config = connection(base_url, "OPENAI", OPENAI_DEFAULT_BASE, "api.openai.com")?
-                .prompt_cache(prompt_cache);
-            Arc::new(OpenAiResponses::try_new(config.model(&spec.name)).map_err(unusable)?)
-        }
-        Provider::Anthropic => {
-            let config = connection(
-                base_url,
-                "ANTHROPIC",
-                anthropic::DEFAULT_BASE_URL,
-                "api.anthropic.com",
-            )?
-            .prompt_cache(prompt_cache);
-            Arc::new(Anthropic::try_new(config.model(&spec.name)).map_err(unusable)?)
-        }
+        Provider::OpenAi => Arc::new(OpenAiChat::try_new(config).map_err(unusable)?),
+        Provider::OpenAiResponses => Arc::new(OpenAiResponses::try_new(config).map_err(unusable)?),
+        Provider::Anthropic => Arc::new(Anthropic::try_new(config).map_err(unusable)?),
     })
 }
 

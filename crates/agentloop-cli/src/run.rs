@@ -18,9 +18,7 @@ use agentloop::builtin::{
 };
 use agentloop::model::{Model, ReasoningLevel};
 use agentloop::output::{Output, OutputError};
-use agentloop::session::{
-    NewSession, SessionError, SessionInfo, SessionRecorder, SessionStore, load_parked,
-};
+use agentloop::session::{NewSession, SessionInfo, SessionRecorder, SessionStore, load_parked};
 use agentloop::tooling::Approval;
 use agentloop::transcript::{ImagePart, Message, Part, ToolCallPart};
 use serde_json::Value;
@@ -34,6 +32,7 @@ use crate::render::{
 };
 use crate::safe_text::visible_line;
 use crate::scripting;
+use crate::session_settings::{Choice, recorded, restore, store_if_changed};
 use crate::sessions::open_store;
 use agentloop::agent::compaction::effective_context;
 
@@ -528,32 +527,57 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
     if args.quiet {
         crate::render::redirect_to_stderr();
     }
-    let spec = ModelSpec::parse(&args.model)?;
-    let model = build_model_chain(
-        &spec,
-        &args.fallback_model,
-        args.base_url.as_deref(),
-        !args.no_prompt_cache,
-    )?;
     let root = match &args.workspace {
         Some(dir) => dir.clone(),
         None => std::env::current_dir()?,
     };
     let workspace = Workspace::new(&root).map_err(|e| Failure::usage(e.to_string()))?;
+    let sqlite = Arc::new(open_store(db)?);
+    let store: Arc<dyn SessionStore> = sqlite.clone();
+
+    // Which session: resumed ones bring back their model, provider, base URL and reasoning
+    // (flags given on this invocation win).
+    let target = session_target(&*store, &args, workspace.root())?;
+    let mut choice = Choice {
+        model: args.model.clone(),
+        base_url: args.base_url.clone(),
+        reasoning: args.reasoning,
+    };
+    if let SessionTarget::Resume(info) = &target {
+        if let Some(note) = restore(&info.settings, args.explicit, &mut choice) {
+            eprintln!("agentloop: note: {note}");
+        }
+    }
+    let spec = ModelSpec::parse(&choice.model)?;
+    let model = build_model_chain(
+        &spec,
+        &args.fallback_model,
+        choice.base_url.as_deref(),
+        !args.no_prompt_cache,
+    )?;
+    let settings = recorded(
+        &spec,
+        choice.base_url.as_deref(),
+        choice.reasoning,
+        workspace.root(),
+    );
     let mcp = crate::config::ConfigFile::load(workspace.root())?
         .mcp_servers(workspace.root(), &args.mcp)?;
 
     let system_prompt = system_prompt_for(&args, &workspace);
 
-    let sqlite = Arc::new(open_store(db)?);
-    let store: Arc<dyn SessionStore> = sqlite.clone();
     // One writer per session: the lock is taken before the context is loaded, and held until
     // the run ends.
     let lock = |id: &str| sqlite.lock_session(id, SESSION_LOCK_WAIT);
-    let new_session = || {
-        let mut new = NewSession::new().model(&spec.name);
+    let new_session = |id: Option<&String>| {
+        let mut new = NewSession::new()
+            .model(&spec.name)
+            .settings(settings.clone());
         if let Some(title) = &args.title {
             new = new.title(title);
+        }
+        if let Some(id) = id {
+            new = new.id(id);
         }
         new
     };
@@ -569,37 +593,44 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         // What the model sees: a compacted session's summary and the turns after it.
         Ok(effective_context(&context))
     };
-    let (session, context, _lock) = if let Some(given) = &args.session {
-        // Exact ids only: an unknown id starts a new session with that id.
-        let held = lock(given)?;
-        match store.info(given) {
-            Ok(info) => {
-                let context = load(&info)?;
-                (info, context, held)
-            }
-            Err(SessionError::NotFound { .. }) => {
-                (store.create(new_session().id(given))?, Vec::new(), held)
-            }
-            Err(e) => return Err(e.into()),
+    // Under the lock: the session as the previous writer left it (a chosen id may have been
+    // created meanwhile by another run, which is then continued).
+    let (held, existing) = match &target {
+        SessionTarget::Resume(info) => {
+            let held = lock(&info.id)?;
+            (Some(held), Some(store.info(&info.id)?))
         }
-    } else if args.continue_last {
-        match store.last()? {
-            Some(info) => {
-                let held = lock(&info.id)?;
-                let context = load(&info)?;
-                (info, context, held)
-            }
-            None => {
-                eprintln!("agentloop: no session to continue; starting a new one");
-                let info = store.create(new_session())?;
-                let held = lock(&info.id)?;
-                (info, Vec::new(), held)
+        SessionTarget::New(Some(id)) => {
+            let held = lock(id)?;
+            match store.info(id) {
+                Ok(info) => (Some(held), Some(info)),
+                Err(e) if e.is_not_found() => (Some(held), None),
+                Err(e) => return Err(e.into()),
             }
         }
-    } else {
-        let info = store.create(new_session())?;
-        let held = lock(&info.id)?;
-        (info, Vec::new(), held)
+        SessionTarget::New(None) => (None, None),
+    };
+    let (session, context, _lock) = match existing {
+        Some(mut info) => {
+            store_if_changed(&*store, &mut info, settings.clone())?;
+            let context = load(&info)?;
+            (info, context, held)
+        }
+        None => {
+            let id = match &target {
+                SessionTarget::New(id) => id.as_ref(),
+                SessionTarget::Resume(_) => None,
+            };
+            let info = store.create(new_session(id))?;
+            if id.is_some() {
+                eprintln!("agentloop: new session {}", visible_line(&info.id));
+            }
+            let held = match held {
+                Some(held) => Some(held),
+                None => Some(lock(&info.id)?),
+            };
+            (info, Vec::new(), held)
+        }
     };
 
     if let Some(note) = args.approve.deprecation() {
@@ -612,7 +643,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         workspace,
         policy: args.approve.into(),
         system_prompt,
-        reasoning: args.reasoning.map(Into::into),
+        reasoning: choice.reasoning.map(Into::into),
         max_turns: args.max_turns.0,
         limits: UsageLimits {
             max_requests: args.max_requests,
@@ -661,6 +692,43 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         print_final_answer(&scripting::final_text(&report));
     }
     exit_status(&report)
+}
+
+/// The session a run records into.
+pub enum SessionTarget {
+    /// Continue this stored session.
+    Resume(Box<SessionInfo>),
+    /// Create a session (with this id, when one was chosen).
+    New(Option<String>),
+}
+
+/// The session `--session` / `--continue` (or neither) selects for a run in `workspace`.
+pub fn session_target(
+    store: &dyn SessionStore,
+    args: &RunArgs,
+    workspace: &Path,
+) -> Result<SessionTarget, Failure> {
+    if let Some(given) = &args.session {
+        return Ok(match crate::sessions::for_run(store, given, args.create)? {
+            Some(info) => SessionTarget::Resume(Box::new(info)),
+            None => SessionTarget::New(Some(given.clone())),
+        });
+    }
+    if !args.continue_last {
+        return Ok(SessionTarget::New(None));
+    }
+    let key = workspace.to_string_lossy();
+    match store.last_in(&key)? {
+        Some(info) => Ok(SessionTarget::Resume(Box::new(info))),
+        None => {
+            eprintln!(
+                "agentloop: no session to continue in {} (none recorded there with a model \
+                 reply); starting a new one",
+                visible_line(&key)
+            );
+            Ok(SessionTarget::New(None))
+        }
+    }
 }
 
 /// Reads `--output-schema FILE.json` into an output description (a usage error when the file

@@ -1,16 +1,25 @@
 //! The session database: where it lives by default, resolving abbreviated ids, and the
 //! `agentloop sessions …` subcommands (list, show, export, import, rm).
+//!
+//! Every command that takes a session id resolves it with [`resolve`]: the exact id, else the
+//! one session whose id starts with it; an ambiguous prefix is an error listing the candidates,
+//! and an unknown one an error. Only `run`/`chat --session` may create a session, under the
+//! rules of [`for_run`].
 
 use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
 
-use agentloop::session::{ImportOptions, SessionError, SessionInfo, SessionStore, SqliteStore};
-use agentloop::transcript::{Role, Usage};
+use agentloop::session::{
+    ImportOptions, SessionError, SessionFilter, SessionInfo, SessionStore, SqliteStore,
+};
 
 use crate::cli::SessionsCommand;
 use crate::error::Failure;
 use crate::render::{Style, format_transcript, one_line, out, stdout_color, thousands};
 use crate::safe_text::visible_line;
+
+/// How many candidates an ambiguous-prefix error lists.
+const MAX_CANDIDATES: usize = 10;
 
 fn env_dir(name: &str) -> Option<PathBuf> {
     std::env::var_os(name)
@@ -44,33 +53,137 @@ pub fn open_store(db: Option<&Path>) -> Result<SqliteStore, Failure> {
     })
 }
 
-/// The full id of the session `given` names: itself, or the one session whose id starts with it.
-pub fn resolve_id(store: &dyn SessionStore, given: &str) -> Result<String, Failure> {
+/// What a session id given by the user names.
+enum Lookup {
+    /// This session (exact id, or the only one with that prefix).
+    Found(Box<SessionInfo>),
+    /// No session has this id or prefix.
+    Missing,
+    /// Several sessions have this prefix (most recently updated first).
+    Ambiguous(Vec<SessionInfo>),
+}
+
+fn lookup(store: &dyn SessionStore, given: &str) -> Result<Lookup, Failure> {
+    if given.is_empty() {
+        return Err(Failure::usage("a session id must not be empty"));
+    }
     match store.info(given) {
-        Ok(info) => return Ok(info.id),
+        Ok(info) => return Ok(Lookup::Found(Box::new(info))),
         Err(SessionError::NotFound { .. }) => {}
         Err(e) => return Err(e.into()),
     }
-    let matches: Vec<SessionInfo> = store
-        .list()?
-        .into_iter()
-        .filter(|s| !given.is_empty() && s.id.starts_with(given))
+    let mut matches = store.list_where(&SessionFilter::new().id_prefix(given))?;
+    Ok(match matches.len() {
+        0 => Lookup::Missing,
+        1 => Lookup::Found(Box::new(matches.remove(0))),
+        _ => Lookup::Ambiguous(matches),
+    })
+}
+
+/// The error for an ambiguous prefix, naming each candidate (id, last update, title) — on one
+/// line, as every diagnostic.
+fn ambiguous(given: &str, candidates: &[SessionInfo]) -> Failure {
+    let mut shown: Vec<String> = candidates
+        .iter()
+        .take(MAX_CANDIDATES)
+        .map(|info| {
+            format!(
+                "{} ({}, \"{}\")",
+                visible_line(&info.id),
+                format_time(info.updated_ms),
+                one_line(info.title.as_deref().unwrap_or("untitled"), 40)
+            )
+        })
         .collect();
-    match matches.as_slice() {
-        [one] => Ok(one.id.clone()),
-        [] => Err(Failure::new(format!("no session with id {given:?}"))),
-        many => Err(Failure::new(format!(
-            "{given:?} matches {} sessions; give more of the id",
-            many.len()
-        ))),
+    if candidates.len() > MAX_CANDIDATES {
+        shown.push(format!("… and {} more", candidates.len() - MAX_CANDIDATES));
     }
+    Failure::new(format!(
+        "{} matches {} sessions; give more of the id: {}",
+        visible_line(given),
+        candidates.len(),
+        shown.join("; ")
+    ))
+}
+
+fn missing(given: &str) -> String {
+    format!(
+        "no session matches {} (`agentloop sessions list` shows them)",
+        visible_line(given)
+    )
+}
+
+/// The session `given` names: its exact id, or a prefix of exactly one session's id.
+pub fn resolve(store: &dyn SessionStore, given: &str) -> Result<SessionInfo, Failure> {
+    match lookup(store, given)? {
+        Lookup::Found(info) => Ok(*info),
+        Lookup::Missing => Err(Failure::new(missing(given))),
+        Lookup::Ambiguous(candidates) => Err(ambiguous(given, &candidates)),
+    }
+}
+
+/// The full id of the session `given` names (see [`resolve`]).
+pub fn resolve_id(store: &dyn SessionStore, given: &str) -> Result<String, Failure> {
+    resolve(store, given).map(|info| info.id)
+}
+
+/// Whether `text` could be (the start of) a generated session id: only hex digits and dashes.
+/// Such text that matches nothing is a mistyped or foreign id, not a name for a new session.
+fn looks_like_an_id(text: &str) -> bool {
+    text.chars().all(|c| c.is_ascii_hexdigit() || c == '-') && text.len() <= 36
+}
+
+/// The session `run`/`chat --session ID` continues, or `None` when a new session with id
+/// `given` is to be created:
+///
+/// - with `create` (`--create`): the session with exactly this id, else a new one;
+/// - otherwise as [`resolve`] (exact id, then a unique prefix — said on stderr when the prefix
+///   was expanded — and an error listing the candidates when ambiguous); with no match, a
+///   name creates a new session but text that looks like an abbreviated id (only hex digits
+///   and dashes) is an error, and nothing is created.
+pub fn for_run(
+    store: &dyn SessionStore,
+    given: &str,
+    create: bool,
+) -> Result<Option<SessionInfo>, Failure> {
+    if create {
+        return match store.info(given) {
+            Ok(info) => Ok(Some(info)),
+            Err(SessionError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        };
+    }
+    match lookup(store, given)? {
+        Lookup::Found(info) => {
+            if info.id != given {
+                eprintln!("agentloop: resuming session {}", visible_line(&info.id));
+            }
+            Ok(Some(*info))
+        }
+        Lookup::Ambiguous(candidates) => Err(ambiguous(given, &candidates)),
+        Lookup::Missing if looks_like_an_id(given) => Err(Failure::new(format!(
+            "{}; nothing was created (to start a new session with this id, add --create)",
+            missing(given)
+        ))),
+        Lookup::Missing => Ok(None),
+    }
+}
+
+/// The text a session stores as its workspace for directory `dir`: its canonical path.
+pub fn workspace_key(dir: &Path) -> Result<String, Failure> {
+    let canonical = std::fs::canonicalize(dir)
+        .map_err(|e| Failure::usage(format!("cannot use {}: {e}", dir.display())))?;
+    Ok(canonical.to_string_lossy().into_owned())
 }
 
 /// Runs a `sessions` subcommand.
 pub fn run(db: Option<&Path>, command: SessionsCommand) -> Result<(), Failure> {
     let store = open_store(db)?;
     match command {
-        SessionsCommand::List { json } => list(&store, json),
+        SessionsCommand::List { workspace, json } => {
+            let workspace = workspace.as_deref().map(workspace_key).transpose()?;
+            list(&store, workspace.as_deref(), json)
+        }
         SessionsCommand::Show { id, context } => {
             let id = resolve_id(&store, &id)?;
             let info = store.info(&id)?;
@@ -114,70 +227,176 @@ pub fn run(db: Option<&Path>, command: SessionsCommand) -> Result<(), Failure> {
     }
 }
 
-fn list(store: &SqliteStore, json: bool) -> Result<(), Failure> {
-    let sessions = store.list()?;
-    let mut text = String::new();
-    for info in &sessions {
-        let usage = session_usage(store, &info.id)?;
-        if json {
+fn list(store: &SqliteStore, workspace: Option<&str>, json: bool) -> Result<(), Failure> {
+    let mut filter = SessionFilter::new();
+    if let Some(workspace) = workspace {
+        filter = filter.workspace(workspace);
+    }
+    let sessions = store.list_where(&filter)?;
+    if json {
+        let mut text = String::new();
+        for info in &sessions {
             let mut value = serde_json::to_value(info)
                 .map_err(|e| Failure::new(format!("cannot serialize a session: {e}")))?;
             if let serde_json::Value::Object(map) = &mut value {
-                let usage = serde_json::to_value(usage)
+                // Kept from before `stats` existed: the summed usage.
+                let usage = serde_json::to_value(info.stats.usage)
                     .map_err(|e| Failure::new(format!("cannot serialize a session: {e}")))?;
                 map.insert("usage".into(), usage);
             }
             text.push_str(&value.to_string());
-        } else {
-            let cost = usage
-                .cost_usd
-                .map_or_else(|| "-".to_owned(), |c| format!("${c:.4}"));
-            text.push_str(&format!(
-                "{}  {}  {:>4} msgs  {:>9} tok  {:>9}  {:<20}  {}",
-                visible_line(&info.id),
-                format_time(info.updated_ms),
-                info.message_count,
-                thousands(
-                    usage.input_tokens
-                        + usage.cache_read_tokens
-                        + usage.cache_write_tokens
-                        + usage.output_tokens
-                ),
-                cost,
-                one_line(info.model.as_deref().unwrap_or("-"), 20),
-                one_line(info.title.as_deref().unwrap_or("(untitled)"), 60)
-            ));
+            text.push('\n');
         }
-        text.push('\n');
+        out(&text);
+        return Ok(());
     }
-    if sessions.is_empty() && !json {
-        eprintln!("no sessions yet");
+    if sessions.is_empty() {
+        match workspace {
+            Some(dir) => eprintln!("no sessions in {}", visible_line(dir)),
+            None => eprintln!("no sessions yet"),
+        }
+        return Ok(());
+    }
+    // Ids abbreviated to a prefix unique among all sessions (not only the listed ones), so any
+    // id shown works as an argument.
+    let all_ids: Vec<String> = match workspace {
+        Some(_) => store.list()?.into_iter().map(|s| s.id).collect(),
+        None => sessions.iter().map(|s| s.id.clone()).collect(),
+    };
+    let short = unique_prefixes(&all_ids, SHORT_ID);
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let rows: Vec<[String; 8]> = sessions
+        .iter()
+        .map(|info| {
+            let id = short
+                .get(info.id.as_str())
+                .copied()
+                .unwrap_or(info.id.as_str());
+            let model = info.settings.model.as_deref().or(info.model.as_deref());
+            [
+                visible_line(id),
+                format_time(info.updated_ms),
+                info.settings
+                    .workspace
+                    .as_deref()
+                    .map_or_else(|| "-".to_owned(), |w| short_workspace(w, home.as_deref())),
+                one_line(model.unwrap_or("-"), 24),
+                info.stats.turns.to_string(),
+                thousands(info.stats.total_tokens()),
+                info.stats
+                    .usage
+                    .cost_usd
+                    .map_or_else(|| "-".to_owned(), |c| format!("${c:.4}")),
+                one_line(info.title.as_deref().unwrap_or("(untitled)"), 60),
+            ]
+        })
+        .collect();
+    let header = [
+        "ID",
+        "UPDATED (UTC)",
+        "WORKSPACE",
+        "MODEL",
+        "TURNS",
+        "TOKENS",
+        "COST",
+        "TITLE",
+    ]
+    .map(str::to_owned);
+    let mut widths = [0usize; 8];
+    for row in std::iter::once(&header).chain(&rows) {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut text = String::new();
+    for row in std::iter::once(&header).chain(&rows) {
+        let mut line = String::new();
+        for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
+            let pad = width.saturating_sub(cell.chars().count());
+            match i {
+                // Numbers are right-aligned; the title (last) is not padded.
+                4..=6 => line.push_str(&format!("{}{cell}  ", " ".repeat(pad))),
+                7 => line.push_str(cell),
+                _ => line.push_str(&format!("{cell}{}  ", " ".repeat(pad))),
+            }
+        }
+        text.push_str(line.trim_end());
+        text.push('\n');
     }
     out(&text);
     Ok(())
 }
 
-/// The summed usage (tokens and cost) of a session's assistant messages. The store keeps no
-/// running total, so this reads the session's messages.
-fn session_usage(store: &SqliteStore, id: &str) -> Result<Usage, Failure> {
-    let mut total = Usage::default();
-    for message in store.load(id)? {
-        if message.role == Role::Assistant {
-            if let Some(usage) = &message.usage {
-                total.accumulate(usage);
-            }
-        }
+/// The shortest id prefix shown by `sessions list`.
+const SHORT_ID: usize = 8;
+
+/// For each id, its shortest prefix of at least `min` characters that no other id starts
+/// with (the whole id when none is shorter).
+fn unique_prefixes(ids: &[String], min: usize) -> std::collections::HashMap<&str, &str> {
+    let mut sorted: Vec<&str> = ids.iter().map(String::as_str).collect();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let common = |a: &str, b: &str| a.chars().zip(b.chars()).take_while(|(x, y)| x == y).count();
+    let mut out = std::collections::HashMap::new();
+    for (i, id) in sorted.iter().enumerate() {
+        let before = i.checked_sub(1).map_or(0, |j| common(sorted[j], id));
+        let after = sorted.get(i + 1).map_or(0, |next| common(next, id));
+        let chars = min.max(before.max(after) + 1);
+        let end = id.char_indices().nth(chars).map_or(id.len(), |(at, _)| at);
+        out.insert(*id, &id[..end]);
     }
-    Ok(total)
+    out
+}
+
+/// The longest workspace shown by `sessions list`, in characters.
+const WORKSPACE_WIDTH: usize = 32;
+
+/// A workspace path for the list: the home directory as `~`, and a long path cut to its last
+/// components after `…/`.
+fn short_workspace(path: &str, home: Option<&Path>) -> String {
+    let home = home.map(|h| h.to_string_lossy().into_owned());
+    let path = match home.as_deref() {
+        Some(home) if !home.is_empty() && home != "/" && path == home => "~".to_owned(),
+        Some(home) if !home.is_empty() && home != "/" => match path.strip_prefix(home) {
+            Some(rest) if rest.starts_with('/') => format!("~{rest}"),
+            _ => path.to_owned(),
+        },
+        _ => path.to_owned(),
+    };
+    let path = visible_line(&path);
+    if path.chars().count() <= WORKSPACE_WIDTH {
+        return path;
+    }
+    let mut kept = String::new();
+    for part in path.rsplit('/') {
+        let grown = if kept.is_empty() {
+            part.to_owned()
+        } else {
+            format!("{part}/{kept}")
+        };
+        if grown.chars().count() + 2 > WORKSPACE_WIDTH && !kept.is_empty() {
+            break;
+        }
+        kept = grown;
+    }
+    if kept.chars().count() + 2 > WORKSPACE_WIDTH {
+        let tail: Vec<char> = kept.chars().collect();
+        kept = tail[tail.len().saturating_sub(WORKSPACE_WIDTH - 1)..]
+            .iter()
+            .collect();
+        return format!("…{kept}");
+    }
+    format!("…/{kept}")
 }
 
 fn describe(info: &SessionInfo) -> String {
     format!(
-        "session {} · {} · {} messages · model {} · updated {}",
+        "session {} · {} · {} messages · model {} · workspace {} · updated {}",
         visible_line(&info.id),
         visible_line(info.title.as_deref().unwrap_or("(untitled)")),
         info.message_count,
         visible_line(info.model.as_deref().unwrap_or("-")),
+        visible_line(info.settings.workspace.as_deref().unwrap_or("-")),
         format_time(info.updated_ms)
     )
 }
@@ -227,10 +446,55 @@ mod tests {
         let store = SqliteStore::open_in_memory().unwrap();
         store.create(NewSession::new().id("abc-1")).unwrap();
         store.create(NewSession::new().id("abd-2")).unwrap();
+        store.create(NewSession::new().id("ab")).unwrap();
         assert_eq!(resolve_id(&store, "abc-1").unwrap(), "abc-1");
         assert_eq!(resolve_id(&store, "abd").unwrap(), "abd-2");
-        assert!(resolve_id(&store, "ab").is_err());
+        // The exact id wins over the sessions it is a prefix of.
+        assert_eq!(resolve_id(&store, "ab").unwrap(), "ab");
+        let ambiguous = resolve_id(&store, "a").unwrap_err().to_string();
+        assert!(ambiguous.contains("3 sessions"), "{ambiguous}");
+        assert!(ambiguous.contains("abc-1") && ambiguous.contains("abd-2"));
         assert!(resolve_id(&store, "zz").is_err());
         assert!(resolve_id(&store, "").is_err());
+    }
+
+    #[test]
+    fn only_names_create_sessions_on_a_miss() {
+        let store = SqliteStore::open_in_memory().unwrap();
+        store.create(NewSession::new().id("3f2a-1")).unwrap();
+        assert_eq!(for_run(&store, "3f2", false).unwrap().unwrap().id, "3f2a-1");
+        assert!(for_run(&store, "fix-login", false).unwrap().is_none());
+        assert!(for_run(&store, "0e4b-77", false).is_err());
+        assert!(for_run(&store, "0e4b-77", true).unwrap().is_none());
+        assert!(for_run(&store, "3f2", true).unwrap().is_none());
+    }
+
+    #[test]
+    fn ids_are_shortened_to_unique_prefixes() {
+        let ids: Vec<String> = ["0123456789ab", "0123456789cd", "fffffffffff0", "s"]
+            .map(str::to_owned)
+            .into();
+        let short = unique_prefixes(&ids, 8);
+        assert_eq!(short["0123456789ab"], "0123456789a");
+        assert_eq!(short["0123456789cd"], "0123456789c");
+        assert_eq!(short["fffffffffff0"], "ffffffff");
+        assert_eq!(short["s"], "s");
+    }
+
+    #[test]
+    fn workspaces_are_shortened() {
+        let home = Path::new("/home/me");
+        assert_eq!(short_workspace("/home/me/proj", Some(home)), "~/proj");
+        assert_eq!(short_workspace("/home/me", Some(home)), "~");
+        assert_eq!(short_workspace("/home/meow/x", Some(home)), "/home/meow/x");
+        let long = "/srv/builds/very/long/path/to/the/project-name";
+        let shown = short_workspace(long, None);
+        assert!(
+            shown.starts_with("…/") && shown.ends_with("/the/project-name"),
+            "{shown}"
+        );
+        assert!(shown.chars().count() <= WORKSPACE_WIDTH);
+        let one = format!("/{}", "x".repeat(50));
+        assert!(short_workspace(&one, None).chars().count() <= WORKSPACE_WIDTH);
     }
 }

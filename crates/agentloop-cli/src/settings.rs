@@ -10,6 +10,13 @@
 //! A config value is applied by adding its flag to the command line before clap parses it for
 //! real, so a value from a file is checked by exactly the parser (and range) of its flag, and an
 //! error names the file and the key.
+//!
+//! A resumed session's stored model, base URL and reasoning rank between the two groups: they
+//! lose to what the user gave on this invocation (a flag, its environment variable, or a
+//! profile chosen with `--profile` / `AGENTLOOP_PROFILE`) and win over the config files' top
+//! level, a profile chosen by a file's `profile` key, and the defaults. Since config values
+//! arrive as flags, [`parse`] records which settings were explicit in [`Explicit`] before
+//! injecting anything.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -17,7 +24,7 @@ use std::path::{Path, PathBuf};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 
-use crate::cli::{Cli, ConfigShowArgs};
+use crate::cli::{Cli, Command, ConfigShowArgs, Explicit};
 use crate::config::{ConfigFile, Settings, user_config_path};
 use crate::error::Failure;
 
@@ -44,6 +51,8 @@ pub const KEYS: &[(&str, &str, &str)] = &[
 struct Layer {
     origin: String,
     settings: Settings,
+    /// A `[profiles.NAME]` table.
+    profile: bool,
 }
 
 /// The config files of `workspace`: (path, contents) of the user file and the workspace file.
@@ -81,6 +90,7 @@ fn layers(
                 out.push(Layer {
                     origin: format!("{} [profiles.{name}]", path.display()),
                     settings: settings.clone(),
+                    profile: true,
                 });
             }
         }
@@ -105,6 +115,7 @@ fn layers(
         out.push(Layer {
             origin: path.display().to_string(),
             settings: file.settings.clone(),
+            profile: false,
         });
     }
     Ok((out, profile))
@@ -112,9 +123,42 @@ fn layers(
 
 /// The value of `key` in the highest layer that sets it, with that layer's name.
 fn lookup<'a>(layers: &'a [Layer], key: &str) -> Option<(String, &'a str)> {
+    lookup_layer(layers, key).map(|(value, layer)| (value, layer.origin.as_str()))
+}
+
+/// The value of `key` in the highest layer that sets it, with that layer.
+fn lookup_layer<'a>(layers: &'a [Layer], key: &str) -> Option<(String, &'a Layer)> {
     layers
         .iter()
-        .find_map(|layer| layer.settings.get(key).map(|v| (v, layer.origin.as_str())))
+        .find_map(|layer| layer.settings.get(key).map(|v| (v, layer)))
+}
+
+/// Which session-stored settings the user gave for this invocation (see the module docs).
+/// `profile_given`: the profile was chosen by `--profile` / `AGENTLOOP_PROFILE`, so the values
+/// its tables supply count as given too.
+fn explicit(matches: &ArgMatches, layers: &[Layer], profile_given: bool) -> Explicit {
+    let is = |id: &str, key: &str| {
+        if matches.try_get_raw(id).is_err() {
+            return false; // a subcommand without this argument
+        }
+        given(matches, id)
+            || (profile_given && lookup_layer(layers, key).is_some_and(|(_, layer)| layer.profile))
+    };
+    Explicit {
+        model: is("model", "model"),
+        base_url: is("base_url", "base_url"),
+        reasoning: is("reasoning", "reasoning"),
+    }
+}
+
+/// `cli` with the explicit settings of its `run`, `chat` or `resume` command set.
+fn with_explicit(mut cli: Cli, explicit: Explicit) -> Cli {
+    match &mut cli.command {
+        Some(Command::Run(args) | Command::Chat(args)) => args.explicit = explicit,
+        Some(Command::Resume(args)) => args.explicit = explicit,
+        _ => {}
+    }
+    cli
 }
 
 /// Whether the user set argument `id` (on the command line or through its environment variable).
@@ -156,7 +200,13 @@ pub fn parse(argv: Vec<OsString>) -> Result<Cli, Failure> {
         return Cli::from_arg_matches(&matches).map_err(|e| Failure::usage(e.to_string()));
     }
     let Some((subcommand @ ("run" | "chat"), run)) = matches.subcommand() else {
-        return Cli::from_arg_matches(&matches).map_err(|e| Failure::usage(e.to_string()));
+        let explicit = match matches.subcommand() {
+            Some(("resume", resume)) => explicit(resume, &[], false),
+            _ => Explicit::default(),
+        };
+        return Cli::from_arg_matches(&matches)
+            .map(|cli| with_explicit(cli, explicit))
+            .map_err(|e| Failure::usage(e.to_string()));
     };
     let workspace = match run.get_one::<PathBuf>("workspace") {
         Some(dir) => dir.clone(),
@@ -167,6 +217,7 @@ pub fn parse(argv: Vec<OsString>) -> Result<Cli, Failure> {
         &workspace,
         run.get_one::<String>("profile").map(String::as_str),
     )?;
+    let explicit = explicit(run, &layers, given(run, "profile"));
     let mut injected: Vec<OsString> = Vec::new();
     for (key, id, flag) in KEYS {
         if given(run, id) {
@@ -199,14 +250,18 @@ pub fn parse(argv: Vec<OsString>) -> Result<Cli, Failure> {
         injected.push(arg);
     }
     if injected.is_empty() {
-        return Cli::from_arg_matches(&matches).map_err(|e| Failure::usage(e.to_string()));
+        return Cli::from_arg_matches(&matches)
+            .map(|cli| with_explicit(cli, explicit))
+            .map_err(|e| Failure::usage(e.to_string()));
     }
     let at = after_subcommand(&argv, subcommand).unwrap_or(argv.len());
     let mut with_config = argv[..at].to_vec();
     with_config.extend(injected);
     with_config.extend_from_slice(&argv[at..]);
     let matches = Cli::command().get_matches_from(with_config);
-    Cli::from_arg_matches(&matches).map_err(|e| Failure::usage(e.to_string()))
+    Cli::from_arg_matches(&matches)
+        .map(|cli| with_explicit(cli, explicit))
+        .map_err(|e| Failure::usage(e.to_string()))
 }
 
 /// `agentloop config show`: every run setting's effective value and where it comes from, then

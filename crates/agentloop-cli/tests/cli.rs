@@ -1041,3 +1041,405 @@ fn requests_carry_the_session_as_prompt_cache_key_unless_switched_off() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(off.requests()[0].body.get("prompt_cache_key").is_none());
 }
+
+// ---------------------------------------------------------------------------------------------
+// sessions that behave: per-workspace --continue, stored settings, id prefixes, failed runs,
+// `sessions list`
+
+impl Scratch {
+    /// A second workspace directory.
+    fn ws_b(&self) -> PathBuf {
+        let dir = self.dir.path().join("ws-b");
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+    /// `agentloop run --workspace WS ARGS… PROMPT` with nothing else given.
+    fn run_bare(&self, ws: &std::path::Path, args: &[&str], prompt: &str) -> Output {
+        self.cmd()
+            .arg("run")
+            .arg("--workspace")
+            .arg(ws)
+            .args(args)
+            .arg(prompt)
+            .output()
+            .unwrap()
+    }
+    /// `agentloop run --model openai:mock --base-url … --workspace WS ARGS… PROMPT`.
+    fn run_in(
+        &self,
+        server: &MockServer,
+        ws: &std::path::Path,
+        args: &[&str],
+        prompt: &str,
+    ) -> Output {
+        let mut all = vec!["--model", "openai:mock", "--base-url"];
+        let base = server.openai_base_url();
+        all.push(&base);
+        all.extend_from_slice(args);
+        self.run_bare(ws, &all, prompt)
+    }
+}
+
+/// The messages of the last request the server received, as one string.
+fn last_messages(server: &MockServer) -> String {
+    let requests = server.requests();
+    let body = &requests.last().expect("a request").body;
+    // Chat Completions sends `messages`, Responses `input`.
+    format!("{}{}", body["messages"], body["input"])
+}
+
+#[test]
+fn continue_resumes_this_workspace_s_session_not_a_newer_one_elsewhere() {
+    let scratch = Scratch::new();
+    let server = server(json!({"turns": [{"text": "ok"}], "repeat": true}));
+    let (a, b) = (scratch.ws(), scratch.ws_b());
+    assert!(
+        scratch
+            .run_in(&server, &a, &[], "alpha prompt")
+            .status
+            .success()
+    );
+    assert!(
+        scratch
+            .run_in(&server, &b, &[], "beta prompt")
+            .status
+            .success()
+    );
+
+    let out = scratch.run_in(&server, &a, &["--continue"], "alpha again");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let sent = last_messages(&server);
+    assert!(sent.contains("alpha prompt"), "{sent}");
+    assert!(
+        !sent.contains("beta prompt"),
+        "B's newer session was picked: {sent}"
+    );
+
+    let out = scratch.run_in(&server, &b, &["--continue"], "beta again");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let sent = last_messages(&server);
+    assert!(
+        sent.contains("beta prompt") && !sent.contains("alpha"),
+        "{sent}"
+    );
+    assert_eq!(
+        scratch.session_list().len(),
+        2,
+        "both continued, none created"
+    );
+
+    // A third workspace has nothing to continue: a new session, said on stderr.
+    let c = scratch.dir.path().join("ws-c");
+    std::fs::create_dir_all(&c).unwrap();
+    let out = scratch.run_in(&server, &c, &["--continue"], "gamma");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("no session to continue"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!last_messages(&server).contains("prompt"));
+    assert_eq!(scratch.session_list().len(), 3);
+}
+
+#[test]
+fn continue_restores_the_provider_model_base_url_and_reasoning_of_the_session() {
+    let scratch = Scratch::new();
+    let first = server(json!({"turns": [{"text": "ok"}], "repeat": true}));
+    let decoy = server(json!({"turns": [{"text": "wrong server"}], "repeat": true}));
+    let out = scratch.run_bare(
+        &scratch.ws(),
+        &[
+            "--model",
+            "openai-responses:stored-model",
+            "--base-url",
+            &first.openai_base_url(),
+            "--reasoning",
+            "high",
+        ],
+        "first",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // The config files now say otherwise; the session's own settings still win.
+    scratch.workspace_config(&format!(
+        "model = \"openai:config-model\"\nbase_url = \"{}\"\nreasoning = \"low\"\n",
+        decoy.openai_base_url()
+    ));
+    let out = scratch.run_bare(&scratch.ws(), &["--continue"], "second");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(decoy.request_count(), 0, "the config's base URL was used");
+    let requests = first.requests();
+    assert_eq!(requests.len(), 2);
+    let resumed = &requests[1];
+    assert!(resumed.path.ends_with("/responses"), "{}", resumed.path);
+    assert_eq!(resumed.body["model"], "stored-model");
+    assert_eq!(resumed.body["reasoning"]["effort"], "high");
+    assert!(resumed.body["input"].to_string().contains("first"));
+
+    // `--session` with the id restores the same way.
+    let id = scratch.session_list()[0]["id"].as_str().unwrap().to_owned();
+    let out = scratch.run_bare(&scratch.ws(), &["--session", &id], "third");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(first.requests().len(), 3);
+    assert_eq!(first.requests()[2].body["model"], "stored-model");
+    let listed = &scratch.session_list()[0];
+    assert_eq!(listed["settings"]["provider"], "openai-responses");
+    assert_eq!(listed["settings"]["model"], "stored-model");
+    assert_eq!(listed["settings"]["reasoning"], "high");
+    assert_eq!(listed["settings"]["base_url"], first.openai_base_url());
+    let ws = std::fs::canonicalize(scratch.ws()).unwrap();
+    assert_eq!(listed["settings"]["workspace"], ws.to_str().unwrap());
+}
+
+#[test]
+fn an_explicit_flag_overrides_the_stored_setting_and_is_stored_for_next_time() {
+    let scratch = Scratch::new();
+    let first = server(json!({"turns": [{"text": "ok"}], "repeat": true}));
+    let second = server(json!({"turns": [{"text": "ok"}], "repeat": true}));
+    let base = first.openai_base_url();
+    let out = scratch.run_bare(
+        &scratch.ws(),
+        &[
+            "--model",
+            "openai:stored",
+            "--base-url",
+            &base,
+            "--reasoning",
+            "low",
+        ],
+        "first",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    // An explicit model of the same provider keeps the stored base URL and reasoning.
+    let out = scratch.run_bare(
+        &scratch.ws(),
+        &["--continue", "--model", "openai:typed"],
+        "two",
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let body = &first.requests()[1].body;
+    assert_eq!(body["model"], "typed");
+    assert_eq!(body["reasoning_effort"], "low");
+
+    // Through the environment variable, as typed; and a base URL flag moves the session.
+    let out = scratch
+        .cmd()
+        .env("AGENTLOOP_MODEL", "openai:from-env")
+        .args([
+            "run",
+            "--continue",
+            "--base-url",
+            &second.openai_base_url(),
+            "--workspace",
+        ])
+        .arg(scratch.ws())
+        .arg("three")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(second.requests()[0].body["model"], "from-env");
+
+    // What the last run used is what the session now stores.
+    let out = scratch.run_bare(&scratch.ws(), &["--continue"], "four");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(first.requests().len(), 2);
+    let body = &second.requests()[1].body;
+    assert_eq!(body["model"], "from-env");
+    assert_eq!(body["reasoning_effort"], "low");
+    assert!(body["messages"].to_string().contains("first"));
+    assert_eq!(scratch.session_list().len(), 1);
+}
+
+#[test]
+fn session_ids_resolve_by_unique_prefix_and_ambiguous_or_unknown_ones_create_nothing() {
+    let scratch = Scratch::new();
+    let server = server(json!({"turns": [{"text": "ok"}], "repeat": true}));
+    for (id, prompt) in [("abc1-0001", "first one"), ("abc2-0002", "second one")] {
+        let out = scratch.run(&server, &["--session", id, "--create"], prompt);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    assert_eq!(scratch.session_list().len(), 2);
+
+    // A unique prefix resumes that session (and says which).
+    let out = scratch.run(&server, &["--session", "abc1"], "more");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("abc1-0001"),
+        "{}",
+        text(&out.stderr)
+    );
+    let sent = last_messages(&server);
+    assert!(
+        sent.contains("first one") && !sent.contains("second one"),
+        "{sent}"
+    );
+
+    let requests = server.request_count();
+    // Ambiguous: an error listing both candidates; nothing sent, nothing created.
+    let out = scratch.run(&server, &["--session", "abc"], "which?");
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(err.contains("matches 2 sessions"), "{err}");
+    assert!(
+        err.contains("abc1-0001") && err.contains("abc2-0002"),
+        "{err}"
+    );
+    assert!(
+        err.contains("first one") && err.contains("second one"),
+        "titles: {err}"
+    );
+    // Unknown and shaped like an id: an error; nothing sent, nothing created.
+    let out = scratch.run(&server, &["--session", "abd9"], "typo");
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("no session matches") && err.contains("--create"),
+        "{err}"
+    );
+    assert_eq!(server.request_count(), requests);
+    assert_eq!(scratch.session_list().len(), 2);
+
+    // Every command that takes an id resolves it the same way.
+    for args in [
+        &["sessions", "show", "abc"][..],
+        &["sessions", "export", "abc"],
+        &["sessions", "rm", "abc"],
+        &["approvals", "list", "abc"],
+        &["resume", "abc"],
+    ] {
+        let out = scratch.cmd().args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(
+            err.contains("abc1-0001") && err.contains("abc2-0002"),
+            "{args:?}: {err}"
+        );
+    }
+    let out = scratch.sessions(&["show", "abc2"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("second one"));
+    let out = scratch.sessions(&["rm", "zzz"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(scratch.session_list().len(), 2);
+
+    // A name (not shaped like an id) starts a new named session, said on stderr.
+    let out = scratch.run(&server, &["--session", "fix-login"], "named");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("new session fix-login"));
+    let ids: Vec<String> = scratch
+        .session_list()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(ids.contains(&"fix-login".to_owned()), "{ids:?}");
+}
+
+#[test]
+fn a_run_that_failed_before_any_reply_is_not_the_one_continued() {
+    let scratch = Scratch::new();
+    let good = server(json!({"turns": [{"text": "First answer."}], "repeat": true}));
+    let out = scratch.run(&good, &[], "the good prompt");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // A new session whose only model call is refused (HTTP 401, as with a bad key).
+    let refusing = server(json!({"turns": [{"text": "x", "faults": [{"status": 401}]}]}));
+    let out = scratch.run(&refusing, &[], "the refused prompt");
+    assert_eq!(out.status.code(), Some(1));
+
+    let out = scratch.run(&good, &["--continue"], "go on");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let sent = last_messages(&good);
+    assert!(sent.contains("the good prompt"), "{sent}");
+    assert!(!sent.contains("the refused prompt"), "{sent}");
+
+    // The failed session is still listed (the prompt is not lost), with no reply.
+    let sessions = scratch.session_list();
+    assert_eq!(sessions.len(), 2);
+    let failed = sessions
+        .iter()
+        .find(|s| s["title"] == "the refused prompt")
+        .expect("the failed session is listed");
+    assert_eq!(failed["stats"]["turns"], 0);
+    assert_eq!(failed["stats"]["failed_turns"], 1);
+}
+
+#[test]
+fn sessions_list_shows_workspace_model_turns_tokens_cost_and_filters_by_workspace() {
+    let scratch = Scratch::new();
+    let server = server(json!({"turns": [
+        {"text": "one", "usage": {"input_tokens": 1200, "output_tokens": 34}}
+    ], "repeat": true}));
+    let (a, b) = (scratch.ws(), scratch.ws_b());
+    let run = |ws: &std::path::Path, model: &str, prompt: &str| {
+        let out = scratch.run_bare(
+            ws,
+            &["--model", model, "--base-url", &server.openai_base_url()],
+            prompt,
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    };
+    run(&a, "openai:model-in-a", "prompt in a");
+    run(&b, "openai:model-in-b", "prompt in b");
+    let out = scratch.run_bare(&b, &["--continue"], "again in b");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+
+    let out = scratch.sessions(&["list"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listed = text(&out.stdout);
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 3, "{listed}");
+    for column in [
+        "ID",
+        "UPDATED",
+        "WORKSPACE",
+        "MODEL",
+        "TURNS",
+        "TOKENS",
+        "COST",
+        "TITLE",
+    ] {
+        assert!(lines[0].contains(column), "{column}: {listed}");
+    }
+    // Most recent first: b's session, 2 replies, 2 × 1,234 tokens, no known price.
+    let row_b = lines[1];
+    for cell in ["ws-b", "model-in-b", " 2 ", "2,468", "prompt in b"] {
+        assert!(row_b.contains(cell), "{cell:?} missing: {row_b}");
+    }
+    let row_a = lines[2];
+    for cell in ["model-in-a", " 1 ", "1,234", "prompt in a"] {
+        assert!(row_a.contains(cell), "{cell:?} missing: {row_a}");
+    }
+    // The ids shown are prefixes that work as arguments.
+    let short = row_a.split_whitespace().next().unwrap();
+    let out = scratch.sessions(&["show", short]);
+    assert!(out.status.success(), "{short}: {}", text(&out.stderr));
+
+    let only_a = text(
+        &scratch
+            .sessions(&["list", "--workspace", a.to_str().unwrap()])
+            .stdout,
+    );
+    assert_eq!(only_a.lines().count(), 2, "{only_a}");
+    assert!(only_a.contains("prompt in a") && !only_a.contains("prompt in b"));
+    // `-w` alone: the current directory.
+    let out = scratch
+        .cmd()
+        .current_dir(&b)
+        .args(["sessions", "list", "-w"])
+        .output()
+        .unwrap();
+    let only_b = text(&out.stdout);
+    assert!(
+        only_b.contains("prompt in b") && !only_b.contains("prompt in a"),
+        "{only_b}"
+    );
+    let json = json_lines(&text(
+        &scratch
+            .sessions(&["list", "--json", "-w", b.to_str().unwrap()])
+            .stdout,
+    ));
+    assert_eq!(json.len(), 1);
+    assert_eq!(json[0]["stats"]["turns"], 2);
+    assert_eq!(json[0]["stats"]["usage"]["input_tokens"], 2400);
+    assert_eq!(json[0]["settings"]["model"], "model-in-b");
+}

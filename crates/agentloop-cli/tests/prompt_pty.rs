@@ -292,3 +292,109 @@ fn chat_streams_markdown_cancels_steers_and_takes_slash_commands() {
     let all = pty.finish();
     assert!(!all.contains("panicked"), "{all}");
 }
+
+/// Chat brings a session's stored model, provider and base URL back: with `--continue` at start
+/// (the banner names it) and with `/resume PREFIX`; `/sessions` lists this workspace's.
+#[test]
+fn chat_continue_and_resume_restore_the_session_s_model() {
+    let _pty = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+    let server = server(json!({"turns": [{"text": "Answer."}], "repeat": true}));
+    let base = |cmd: &mut Command| {
+        for var in [
+            "ANTHROPIC_BASE_URL",
+            "OPENAI_BASE_URL",
+            "AGENTLOOP_DB",
+            "AGENTLOOP_MODEL",
+            "AGENTLOOP_PROFILE",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.env("ANTHROPIC_API_KEY", "dummy")
+            .env("OPENAI_API_KEY", "dummy")
+            .env("XDG_DATA_HOME", dir.path().join("data"))
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
+            .env("NO_COLOR", "1")
+            .env("COLUMNS", "100")
+            .arg("--db")
+            .arg(dir.path().join("sessions.db"));
+    };
+    // A session recorded by `run` with an Anthropic model on the mock.
+    let mut run = Command::new(env!("CARGO_BIN_EXE_agentloop"));
+    base(&mut run);
+    let out = run
+        .args([
+            "run",
+            "--session",
+            "stored-one",
+            "--model",
+            "anthropic:stored-model",
+        ])
+        .args(["--base-url", &server.base_url(), "--workspace"])
+        .arg(dir.path().join("ws"))
+        .arg("first prompt")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // No flags: `--continue` finds it in this workspace and talks to the stored model.
+    let spawn = |args: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
+        base(&mut cmd);
+        cmd.arg("chat")
+            .args(args)
+            .arg("--workspace")
+            .arg(dir.path().join("ws"));
+        let mut session = Session::spawn(cmd).unwrap();
+        session.set_expect_timeout(Some(Duration::from_secs(60)));
+        Pty {
+            session,
+            seen: Vec::new(),
+        }
+    };
+    let mut pty = spawn(&["--continue"]);
+    let banner = pty.expect("/help for commands");
+    assert!(banner.contains("anthropic:stored-model"), "{banner}");
+    assert!(banner.contains("session stored-one"), "{banner}");
+    pty.expect("› ");
+    pty.answer("second prompt");
+    pty.expect("Answer.");
+    pty.expect("› ");
+    let body = server.requests().last().unwrap().body.clone();
+    assert_eq!(body["model"], "stored-model");
+    assert!(body["messages"].to_string().contains("first prompt"));
+    pty.session
+        .send(expectrl::ControlCode::EndOfTransmission)
+        .unwrap();
+    pty.finish();
+
+    // A fresh chat (default model) switches to the stored one with /resume and a prefix.
+    let mut pty = spawn(&[]);
+    pty.expect("openai:gpt-4o-mini");
+    pty.expect("› ");
+    pty.answer("/sessions");
+    pty.expect("stored-one");
+    pty.answer("/resume stored");
+    let shown = pty.expect("model anthropic:stored-model");
+    assert!(shown.contains("resumed stored-one"), "{shown}");
+    pty.expect("› ");
+    pty.answer("third prompt");
+    pty.expect("Answer.");
+    pty.expect("› ");
+    let body = server.requests().last().unwrap().body.clone();
+    assert_eq!(body["model"], "stored-model");
+    assert!(body["messages"].to_string().contains("second prompt"));
+    pty.answer("/resume nothing-like-it");
+    pty.expect("no session matches nothing-like-it");
+    pty.session
+        .send(expectrl::ControlCode::EndOfTransmission)
+        .unwrap();
+    let all = pty.finish();
+    assert!(!all.contains("panicked"), "{all}");
+}

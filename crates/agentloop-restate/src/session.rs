@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use agentloop::agent::{AgentError, AgentEvent, AgentLoop, AgentLoopConfig, RunStop};
 use agentloop::builtin::{self, WorkspaceDeps};
 use agentloop::session::{
-    NewSession, SessionError, SessionInfo, SessionRecorder, SessionStore, StoredMessage,
+    NewSession, SessionError, SessionFilter, SessionInfo, SessionRecorder, SessionSettings,
+    SessionStore, StoredMessage,
 };
 use agentloop::tooling::Approval;
 use agentloop::transcript::{Message, ToolArguments, Usage};
@@ -488,6 +489,12 @@ impl SessionStore for MirrorStore {
     }
     fn list(&self) -> Result<Vec<SessionInfo>, SessionError> {
         self.inner.list()
+    }
+    fn set_settings(&self, id: &str, settings: &SessionSettings) -> Result<(), SessionError> {
+        self.inner.set_settings(id, settings)
+    }
+    fn list_where(&self, filter: &SessionFilter) -> Result<Vec<SessionInfo>, SessionError> {
+        self.inner.list_where(filter)
     }
     fn append_all(&self, id: &str, messages: &[Message]) -> Result<Vec<u64>, SessionError> {
         let stored = self.inner.info(id)?.message_count;

@@ -6,7 +6,7 @@ use std::io::{BufRead, Write};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{NewSession, SessionError, SessionInfo, SessionStore};
+use super::{NewSession, SessionError, SessionInfo, SessionSettings, SessionStore};
 use crate::transcript::Message;
 
 /// The export format version written in the header's `format` field. Import refuses newer
@@ -57,6 +57,14 @@ struct HeaderIn {
     model: Option<String>,
     #[serde(default)]
     message_count: Option<u64>,
+    /// Unreadable settings (from a newer or edited export) are dropped, not fatal.
+    #[serde(default, deserialize_with = "lenient_settings")]
+    settings: SessionSettings,
+}
+
+fn lenient_settings<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SessionSettings, D::Error> {
+    let value = Value::deserialize(d)?;
+    Ok(serde_json::from_value(value).unwrap_or_default())
 }
 
 fn default_format() -> u32 {
@@ -162,6 +170,7 @@ pub(super) fn import<S: SessionStore + ?Sized>(
         }
         new.title = header.title.filter(|t| !t.trim().is_empty());
         new.model = header.model;
+        new.settings = header.settings;
         if options.keep_id {
             new.id = header.id;
         }

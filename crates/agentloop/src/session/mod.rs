@@ -24,18 +24,30 @@
 //!   [`AgentLoop::run_continue`](crate::agent::AgentLoop::run_continue).
 //!   [`load_raw`](SessionStore::load_raw) returns exactly what was stored, in sequence order.
 //!
+//! # Settings, statistics and "the last session"
+//!
+//! A session carries the [`SessionSettings`] it runs with (workspace, provider, model, base URL
+//! without credentials, reasoning): given at creation ([`NewSession::settings`]), replaced with
+//! [`set_settings`](SessionStore::set_settings), returned in [`SessionInfo::settings`]. Its
+//! [`SessionStats`] (model replies, failed model calls, tokens, cost) are running totals a store
+//! keeps with [`SessionStats::add`] over exactly the messages it stores, so every store reports
+//! the same numbers and listing sessions never reads their messages.
+//! [`last_in`](SessionStore::last_in) picks the session to continue in a workspace: the most
+//! recently updated one recorded there in which the model replied at least once.
+//!
 //! # Recording and resuming
 //!
 //! ```
 //! use std::sync::Arc;
 //! use agentloop::agent::{AgentLoop, AgentLoopConfig};
 //! use agentloop::model::{ScriptedModel, ScriptedTurn};
-//! use agentloop::session::{NewSession, SessionRecorder, SessionStore, SqliteStore};
+//! use agentloop::session::{NewSession, SessionRecorder, SessionSettings, SessionStore, SqliteStore};
 //! use agentloop::transcript::Message;
 //!
 //! # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = Arc::new(SqliteStore::open_in_memory()?); // `SqliteStore::open(path)` on disk
-//! let session = store.create(NewSession::new().model("scripted"))?;
+//! let settings = SessionSettings::new().workspace("/home/me/proj").model("scripted");
+//! let session = store.create(NewSession::new().settings(settings))?;
 //! let recorder = SessionRecorder::new(store.clone(), &session.id);
 //!
 //! let model = ScriptedModel::new([ScriptedTurn::text("Hello!")]);
@@ -43,11 +55,13 @@
 //! agent.run(vec![Message::user("Say hello")], vec![]).await?;
 //! assert!(recorder.take_error().is_none());
 //!
-//! // Later, perhaps in another process (`--continue`):
-//! let last = store.last()?.ok_or("no session")?;
+//! // Later, perhaps in another process (`--continue` in the same workspace):
+//! let last = store.last_in("/home/me/proj")?.ok_or("no session")?;
 //! let context = store.load(&last.id)?;
 //! assert_eq!(context.len(), 2);
 //! assert_eq!(last.title.as_deref(), Some("Say hello"));
+//! assert_eq!(last.settings.model.as_deref(), Some("scripted"));
+//! assert_eq!(last.stats.turns, 1);
 //! # Ok(()) }
 //! ```
 //!
@@ -56,21 +70,25 @@
 //! [`export_jsonl`](SessionStore::export_jsonl) writes one JSON object per line. The first line
 //! is a header, `{"type":"session","format":1, …}` followed by the session's [`SessionInfo`]
 //! fields (`id`, `title`, `model`, `created_ms`, `updated_ms`, `message_count`, `last_seq`,
-//! `forked_from`). Every following line is one message in the transcript's JSON shape (see
+//! `forked_from`, `settings`, `stats`). Every following line is one message in the transcript's JSON shape (see
 //! [`crate::transcript`]), in sequence order, exactly as [`load_raw`](SessionStore::load_raw)
 //! returns them. Messages never have a top-level `type` key, so the header is unambiguous.
 //! [`import_jsonl`](SessionStore::import_jsonl) accepts a file with or without the header
 //! (without it, a plain transcript of message lines imports too), checks the header's
 //! `message_count` against the lines it read (a truncated file is refused), and creates a new
-//! session atomically. Exporting an imported session gives the same message lines, byte for byte.
+//! session atomically, with the header's title, model and settings (its stats are recomputed
+//! from the imported messages). Exporting an imported session gives the same message lines, byte for byte.
 
 mod approvals;
 mod error;
+mod filter;
 mod jsonl;
 mod lock;
 mod recorder;
 mod repair;
+mod settings;
 mod sqlite;
+mod stats;
 
 use std::io::{BufRead, Write};
 
@@ -81,19 +99,22 @@ use crate::transcript::Message;
 
 pub use approvals::load_parked;
 pub use error::SessionError;
+pub use filter::SessionFilter;
 pub use jsonl::{EXPORT_FORMAT, ImportOptions};
 pub use lock::SessionLock;
 pub use recorder::SessionRecorder;
 pub use repair::{
     interrupted_result, interrupted_result_text, repair_interrupted, unanswered_calls,
 };
+pub use settings::{SessionSettings, without_credentials};
 pub use sqlite::{Durability, MAX_STORED_DEPTH, SqliteOptions, SqliteStore};
+pub use stats::SessionStats;
 
 /// Longest derived title, in characters (longer first prompts are cut and end with `…`).
 pub const TITLE_MAX_CHARS: usize = 60;
 
 /// A session's metadata.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[non_exhaustive]
 pub struct SessionInfo {
     /// Unique id (a random UUID v4 unless chosen at creation).
@@ -117,6 +138,14 @@ pub struct SessionInfo {
     /// The session and message this one was forked from.
     #[serde(default)]
     pub forked_from: Option<ForkOrigin>,
+    /// What the session runs with (workspace, provider, model, base URL, reasoning), as given
+    /// at creation or last set with [`SessionStore::set_settings`]; empty for sessions recorded
+    /// before settings existed.
+    #[serde(default)]
+    pub settings: SessionSettings,
+    /// Running totals over the stored messages (replies, tokens, cost).
+    #[serde(default)]
+    pub stats: SessionStats,
 }
 
 /// Where a forked session came from.
@@ -136,8 +165,10 @@ pub struct NewSession {
     pub id: Option<String>,
     /// A title; `None` derives one from the first user prompt.
     pub title: Option<String>,
-    /// The model the session uses.
+    /// The model the session uses (default: [`settings`](Self::settings)' model).
     pub model: Option<String>,
+    /// What the session runs with (stored as given, less any credentials in the base URL).
+    pub settings: SessionSettings,
 }
 
 impl NewSession {
@@ -163,6 +194,12 @@ impl NewSession {
         self.model = Some(model.into());
         self
     }
+
+    /// Records what the session runs with (workspace, provider, model, base URL, reasoning).
+    pub fn settings(mut self, settings: SessionSettings) -> Self {
+        self.settings = settings;
+        self
+    }
 }
 
 /// A message as stored, with its sequence number.
@@ -180,6 +217,23 @@ pub struct StoredMessage {
 /// A durable store of sessions. Implementations must be safe to share between threads; the
 /// methods block (SQLite is fast enough to call from an async task for appends — see
 /// `docs/BENCHMARKS.md` — but load large sessions with `spawn_blocking` if latency matters).
+///
+/// # Implementing a store
+///
+/// Besides the messages, a store keeps per session:
+///
+/// - its [`SessionSettings`]: those of [`NewSession::settings`] at creation (copied by
+///   [`fork`](Self::fork), taken from the header by [`import_jsonl`](Self::import_jsonl)),
+///   replaced by [`set_settings`](Self::set_settings); stored
+///   [`sanitized`](SessionSettings::sanitized);
+/// - its [`SessionStats`]: [`SessionStats::add`] applied to every message it stores, in order
+///   (appends, `create_with`, the copied part of a fork), inside the same transaction as the
+///   message, so [`info`](Self::info) and [`list`](Self::list) return them without reading
+///   messages and agree with [`SessionStats::from_messages`] over [`load_raw`](Self::load_raw).
+///
+/// [`list_where`](Self::list_where) and [`last_in`](Self::last_in) work on any store through
+/// [`list`](Self::list); override `list_where` to filter in the store's query (it must agree
+/// with [`SessionFilter::matches`]).
 pub trait SessionStore: Send + Sync {
     /// Creates a session holding `messages` (appended in order from seq 1), atomically: either
     /// the session exists with all of them, or nothing was written.
@@ -195,6 +249,11 @@ pub trait SessionStore: Send + Sync {
     /// Every session, most recently updated first.
     fn list(&self) -> Result<Vec<SessionInfo>, SessionError>;
 
+    /// Replaces the settings stored with session `id` (the base URL is stored without
+    /// credentials: [`SessionSettings::sanitized`]). Does not count as an update: the session
+    /// keeps its place in "most recently updated" order.
+    fn set_settings(&self, id: &str, settings: &SessionSettings) -> Result<(), SessionError>;
+
     /// Appends messages in order, in one transaction; returns their sequence numbers. Durable
     /// when it returns (see [`Durability`]).
     fn append_all(&self, id: &str, messages: &[Message]) -> Result<Vec<u64>, SessionError>;
@@ -209,7 +268,8 @@ pub trait SessionStore: Send + Sync {
     fn delete(&self, id: &str) -> Result<(), SessionError>;
 
     /// A new session holding this one's messages up to and including `seq` (same sequence
-    /// numbers, title and model), recording where it came from.
+    /// numbers, title, model and settings; its stats count the copied messages), recording
+    /// where it came from.
     fn fork(&self, id: &str, seq: u64) -> Result<SessionInfo, SessionError>;
 
     /// Creates an empty session.
@@ -217,9 +277,34 @@ pub trait SessionStore: Send + Sync {
         self.create_with(new, &[])
     }
 
-    /// The most recently updated session (for `--continue`), if any.
+    /// The most recently updated session of any workspace, if any — including one in which the
+    /// model never replied. To continue a conversation use [`last_in`](Self::last_in).
     fn last(&self) -> Result<Option<SessionInfo>, SessionError> {
         Ok(self.list()?.into_iter().next())
+    }
+
+    /// The sessions `filter` selects, most recently updated first. The default filters
+    /// [`list`](Self::list) with [`SessionFilter::matches`]; a store may filter in its query
+    /// instead, with the same result.
+    fn list_where(&self, filter: &SessionFilter) -> Result<Vec<SessionInfo>, SessionError> {
+        Ok(self
+            .list()?
+            .into_iter()
+            .filter(|info| filter.matches(info))
+            .take(filter.limit.unwrap_or(usize::MAX))
+            .collect())
+    }
+
+    /// The session to continue in `workspace` (`--continue`): the most recently updated one
+    /// whose recorded workspace is exactly `workspace` and in which the model replied at least
+    /// once. A session whose runs all failed before a reply (a rejected key, an unreachable
+    /// server) is skipped, and so is one without a recorded workspace.
+    fn last_in(&self, workspace: &str) -> Result<Option<SessionInfo>, SessionError> {
+        let filter = SessionFilter::new()
+            .workspace(workspace)
+            .with_reply(true)
+            .limit(1);
+        Ok(self.list_where(&filter)?.into_iter().next())
     }
 
     /// Appends one message in its own transaction; returns its sequence number. Durable when it

@@ -11,7 +11,8 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehav
 
 use super::error::sqlite_busy;
 use super::{
-    ForkOrigin, NewSession, SessionError, SessionInfo, SessionStore, StoredMessage, derive_title,
+    ForkOrigin, NewSession, SessionError, SessionFilter, SessionInfo, SessionSettings,
+    SessionStats, SessionStore, StoredMessage, derive_title,
 };
 use crate::agent::{ParkedRun, PendingApproval, PendingStatus};
 use crate::transcript::{Message, Part, Role, ToolArguments, now_ms};
@@ -170,11 +171,19 @@ impl SqliteOptions {
 /// One connection per `SqliteStore`, behind a mutex: share the store (`Arc`) within a process;
 /// several processes may open the same file at once.
 ///
-/// # Schema (version 2, kept in `PRAGMA user_version`)
+/// # Schema (version 3, kept in `PRAGMA user_version`)
 ///
 /// Version 1 is the two tables below; version 2 adds the pending-approval tables
-/// (`pending_approvals`, `parked_queues`; see [`load_parked`](super::load_parked)). Opening a
-/// version-1 file migrates it in place, in one transaction.
+/// (`pending_approvals`, `parked_queues`; see [`load_parked`](super::load_parked)); version 3
+/// adds the session's settings and running totals (the last three columns of `sessions`).
+/// Opening an older file migrates it in place, in one transaction (version 3 computes the
+/// totals of the sessions already stored; their settings stay empty).
+///
+/// The settings are a JSON object ([`SessionSettings`]'s serde shape) except the workspace,
+/// which has its own indexed column: `--continue` looks sessions up by workspace, and new
+/// settings fields then need no migration. The totals are a JSON object ([`SessionStats`]),
+/// updated by each append from the message appended ([`SessionStats::add`]), so listing sessions
+/// never reads their messages.
 ///
 /// ```sql
 /// CREATE TABLE sessions (
@@ -187,9 +196,13 @@ impl SqliteOptions {
 ///     last_seq      INTEGER NOT NULL DEFAULT 0,
 ///     message_count INTEGER NOT NULL DEFAULT 0,
 ///     forked_from   TEXT,
-///     forked_at_seq INTEGER
+///     forked_at_seq INTEGER,
+///     workspace     TEXT,              -- canonical path; NULL when not recorded
+///     settings      TEXT,              -- JSON SessionSettings without the workspace
+///     stats         TEXT NOT NULL DEFAULT '{}'  -- JSON SessionStats
 /// );
 /// CREATE INDEX sessions_by_touched ON sessions (touched);
+/// CREATE INDEX sessions_by_workspace ON sessions (workspace, touched);
 /// CREATE TABLE messages (
 ///     session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
 ///     seq        INTEGER NOT NULL,     -- 1, 2, 3, … per session
@@ -234,7 +247,7 @@ impl std::fmt::Debug for SqliteStore {
 }
 
 /// The schema version this build writes and reads.
-pub(crate) const SCHEMA_VERSION: i64 = 2;
+pub(crate) const SCHEMA_VERSION: i64 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE sessions (
@@ -261,7 +274,66 @@ CREATE TABLE messages (
 ";
 
 const SESSION_COLUMNS: &str = "id, title, model, created_ms, updated_ms, message_count, \
-                               last_seq, forked_from, forked_at_seq";
+                               last_seq, forked_from, forked_at_seq, workspace, settings, stats";
+
+/// Version 3: the session's settings and running totals. The totals of the sessions already
+/// stored are computed from their messages (a message that no longer parses is not counted).
+fn migrate_v3(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "ALTER TABLE sessions ADD COLUMN workspace TEXT;
+         ALTER TABLE sessions ADD COLUMN settings TEXT;
+         ALTER TABLE sessions ADD COLUMN stats TEXT NOT NULL DEFAULT '{}';
+         CREATE INDEX sessions_by_workspace ON sessions (workspace, touched);",
+    )?;
+    let ids: Vec<String> = tx
+        .prepare("SELECT id FROM sessions")?
+        .query_map([], |row| row.get(0))?
+        .collect::<Result<_, _>>()?;
+    for id in ids {
+        let mut stats = SessionStats::default();
+        {
+            let mut stmt = tx.prepare_cached(
+                "SELECT json FROM messages WHERE session_id = ?1 AND role = 'assistant' \
+                 ORDER BY seq",
+            )?;
+            let mut rows = stmt.query([&id])?;
+            while let Some(row) = rows.next()? {
+                let json: String = row.get(0)?;
+                if let Ok(message) = serde_json::from_str::<Message>(&json) {
+                    stats.add(&message);
+                }
+            }
+        }
+        tx.execute(
+            "UPDATE sessions SET stats = ?2 WHERE id = ?1",
+            params![
+                id,
+                stats_json(&stats)
+                    .map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))?
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+fn stats_json(stats: &SessionStats) -> Result<String, SessionError> {
+    serde_json::to_string(stats).map_err(SessionError::Serialize)
+}
+
+/// The `settings` column's JSON (the workspace has its own column) and the workspace.
+fn settings_columns(settings: &SessionSettings) -> Result<(Option<String>, String), SessionError> {
+    let mut settings = settings.clone().sanitized();
+    let workspace = settings.workspace.take();
+    let json = serde_json::to_string(&settings).map_err(SessionError::Serialize)?;
+    Ok((workspace, json))
+}
+
+/// A JSON column read leniently: unreadable text (an edited database) gives the default rather
+/// than making the whole session unlistable.
+fn lenient_json<T: serde::de::DeserializeOwned + Default>(text: Option<String>) -> T {
+    text.and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default()
+}
 
 /// The next value of the global change counter (inside a write transaction).
 const NEXT_TOUCH: &str = "(SELECT IFNULL(MAX(touched), 0) + 1 FROM sessions)";
@@ -289,6 +361,11 @@ fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionInfo> {
             session_id,
             seq: to_u64(forked_at.unwrap_or(0)),
         }),
+        settings: SessionSettings {
+            workspace: row.get(9)?,
+            ..lenient_json(row.get(10)?)
+        },
+        stats: lenient_json(row.get(11)?),
     })
 }
 
@@ -321,15 +398,24 @@ fn append_in(tx: &Transaction<'_>, id: &str, message: &Message) -> Result<u64, S
         Role::User => derive_title(message),
         _ => None,
     };
-    let seq: Option<i64> = tx
+    let row: Option<(i64, Option<String>)> = tx
         .prepare_cached(&format!(
             "UPDATE sessions SET last_seq = last_seq + 1, message_count = message_count + 1, \
              updated_ms = ?2, touched = {NEXT_TOUCH}, model = COALESCE(?3, model), \
-             title = COALESCE(title, ?4) WHERE id = ?1 RETURNING last_seq"
+             title = COALESCE(title, ?4) WHERE id = ?1 RETURNING last_seq, stats"
         ))?
-        .query_row(params![id, now, model, title], |row| row.get(0))
+        .query_row(params![id, now, model, title], |row| {
+            Ok((row.get(0)?, row.get(1)?))
+        })
         .optional()?;
-    let seq = seq.ok_or_else(|| SessionError::NotFound { id: id.to_owned() })?;
+    let (seq, stats) = row.ok_or_else(|| SessionError::NotFound { id: id.to_owned() })?;
+    let before: SessionStats = lenient_json(stats);
+    let mut after = before;
+    after.add(message);
+    if after != before {
+        tx.prepare_cached("UPDATE sessions SET stats = ?2 WHERE id = ?1")?
+            .execute(params![id, stats_json(&after)?])?;
+    }
     tx.prepare_cached(
         "INSERT INTO messages (session_id, seq, role, created_ms, json) \
          VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -428,9 +514,14 @@ impl SqliteStore {
             if version == 0 {
                 tx.execute_batch(SCHEMA)?;
             }
-            if version < SCHEMA_VERSION {
+            if version < 2 {
                 // Version 2 added the pending-approval tables (an existing file is migrated).
                 super::approvals::migrate(&tx)?;
+            }
+            if version < 3 {
+                migrate_v3(&tx)?;
+            }
+            if version < SCHEMA_VERSION {
                 tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
             }
             tx.commit()?;
@@ -507,6 +598,8 @@ impl SessionStore for SqliteStore {
             None => uuid::Uuid::new_v4().to_string(),
         };
         let title = new.title.as_deref().map(clean_title).transpose()?;
+        let model = new.model.or_else(|| new.settings.model.clone());
+        let (workspace, settings) = settings_columns(&new.settings)?;
         self.write(|tx| {
             let exists: Option<i64> = tx
                 .query_row("SELECT 1 FROM sessions WHERE id = ?1", [&id], |row| {
@@ -519,10 +612,10 @@ impl SessionStore for SqliteStore {
             let now = to_i64(now_ms());
             tx.execute(
                 &format!(
-                    "INSERT INTO sessions (id, title, model, created_ms, updated_ms, touched) \
-                     VALUES (?1, ?2, ?3, ?4, ?4, {NEXT_TOUCH})"
+                    "INSERT INTO sessions (id, title, model, created_ms, updated_ms, touched, \
+                     workspace, settings) VALUES (?1, ?2, ?3, ?4, ?4, {NEXT_TOUCH}, ?5, ?6)"
                 ),
-                params![id, title, new.model, now],
+                params![id, title, model, now, workspace, settings],
             )?;
             for message in messages {
                 append_in(tx, &id, message)?;
@@ -541,6 +634,48 @@ impl SessionStore for SqliteStore {
             "SELECT {SESSION_COLUMNS} FROM sessions ORDER BY touched DESC"
         ))?;
         let rows = stmt.query_map([], session_from_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    fn set_settings(&self, id: &str, settings: &SessionSettings) -> Result<(), SessionError> {
+        let (workspace, settings) = settings_columns(settings)?;
+        self.write(|tx| {
+            let changed = tx.execute(
+                "UPDATE sessions SET workspace = ?2, settings = ?3 WHERE id = ?1",
+                params![id, workspace, settings],
+            )?;
+            if changed == 0 {
+                return Err(SessionError::NotFound { id: id.to_owned() });
+            }
+            Ok(())
+        })
+    }
+
+    fn list_where(&self, filter: &SessionFilter) -> Result<Vec<SessionInfo>, SessionError> {
+        let mut sql = format!("SELECT {SESSION_COLUMNS} FROM sessions WHERE 1");
+        let mut args: Vec<String> = Vec::new();
+        if let Some(workspace) = &filter.workspace {
+            args.push(workspace.clone());
+            sql.push_str(&format!(" AND workspace = ?{}", args.len()));
+        }
+        if let Some(prefix) = &filter.id_prefix {
+            if prefix.is_empty() {
+                return Ok(Vec::new());
+            }
+            args.push(prefix.clone());
+            let n = args.len();
+            sql.push_str(&format!(" AND substr(id, 1, length(?{n})) = ?{n}"));
+        }
+        if filter.with_reply {
+            sql.push_str(" AND json_extract(stats, '$.turns') > 0");
+        }
+        sql.push_str(" ORDER BY touched DESC");
+        if let Some(limit) = filter.limit {
+            sql.push_str(&format!(" LIMIT {}", to_i64(limit as u64)));
+        }
+        let conn = self.conn();
+        let mut stmt = conn.prepare_cached(&sql)?;
+        let rows = stmt.query_map(rusqlite::params_from_iter(args.iter()), session_from_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
@@ -647,15 +782,35 @@ impl SessionStore for SqliteStore {
                 });
             }
             let now = to_i64(now_ms());
+            let mut stats = SessionStats::default();
+            {
+                let mut stmt = tx.prepare_cached(
+                    "SELECT seq, json FROM messages WHERE session_id = ?1 AND seq <= ?2 \
+                     AND role = 'assistant' ORDER BY seq",
+                )?;
+                let mut rows = stmt.query(params![id, seq_i])?;
+                while let Some(row) = rows.next()? {
+                    let json: String = row.get(1)?;
+                    let message: Message =
+                        serde_json::from_str(&json).map_err(|source| SessionError::Corrupt {
+                            id: id.to_owned(),
+                            seq: to_u64(row.get(0).unwrap_or(0)),
+                            source,
+                        })?;
+                    stats.add(&message);
+                }
+            }
             tx.execute(
                 &format!(
                     "INSERT INTO sessions (id, title, model, created_ms, updated_ms, touched, \
-                     last_seq, message_count, forked_from, forked_at_seq) \
+                     last_seq, message_count, forked_from, forked_at_seq, workspace, settings, \
+                     stats) \
                      SELECT ?1, title, model, ?3, ?3, {NEXT_TOUCH}, ?4, \
-                     (SELECT COUNT(*) FROM messages WHERE session_id = ?2 AND seq <= ?4), ?2, ?4 \
+                     (SELECT COUNT(*) FROM messages WHERE session_id = ?2 AND seq <= ?4), ?2, ?4, \
+                     workspace, settings, ?5 \
                      FROM sessions WHERE id = ?2"
                 ),
-                params![new_id, id, now, seq_i],
+                params![new_id, id, now, seq_i, stats_json(&stats)?],
             )?;
             tx.execute(
                 "INSERT INTO messages (session_id, seq, role, created_ms, json) \

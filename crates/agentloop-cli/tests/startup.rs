@@ -1,0 +1,180 @@
+//! A measurement, not a check: how long interactive mode (bare `agentloop` on a terminal) takes
+//! to draw its first prompt, next to `agentloop --version` (the cost of starting the process at
+//! all), with an empty session database and with 200 sessions of 200 messages, fresh and with
+//! `--continue`. Each start runs in its own pseudo-terminal; the clock stops when `› ` appears.
+//! Also times `agentloop sessions list` on the 200 sessions. Prints medians; asserts nothing
+//! about time.
+//!
+//! ```sh
+//! cargo build --release -p agentloop-cli
+//! AGENTLOOP_BIN=target/release/agentloop \
+//!     cargo test -p agentloop-cli --test startup -- --ignored --nocapture
+//! ```
+//!
+//! Without `AGENTLOOP_BIN` it measures the binary of the test's own profile.
+
+#![cfg(unix)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use agentloop::session::{NewSession, SessionSettings, SessionStore, SqliteStore};
+use agentloop::transcript::{Message, Part, StopReason, Usage};
+use expectrl::{Eof, Session};
+
+const RUNS: usize = 20;
+
+fn binary() -> PathBuf {
+    std::env::var_os("AGENTLOOP_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_agentloop")))
+}
+
+/// The command with a clean environment: a dummy key (no request is made before the prompt),
+/// data and config directories in the scratch directory.
+fn command(dir: &Path, db: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(binary());
+    for var in [
+        "OPENAI_BASE_URL",
+        "AGENTLOOP_DB",
+        "AGENTLOOP_MODEL",
+        "AGENTLOOP_PROFILE",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("OPENAI_API_KEY", "dummy")
+        .env("XDG_DATA_HOME", dir.join("data"))
+        .env("XDG_CONFIG_HOME", dir.join("config"))
+        .env("NO_COLOR", "1")
+        .current_dir(dir.join("ws"))
+        .arg("--db")
+        .arg(db)
+        .args(args);
+    cmd
+}
+
+/// Median, 90th percentile and minimum, in milliseconds.
+fn summary(mut times: Vec<Duration>) -> String {
+    times.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let p90 = times[(times.len() * 9 / 10).min(times.len() - 1)];
+    format!(
+        "median {:6.1} ms  p90 {:6.1} ms  min {:6.1} ms  ({} runs)",
+        ms(times[times.len() / 2]),
+        ms(p90),
+        ms(times[0]),
+        times.len()
+    )
+}
+
+/// Time from spawning `agentloop ARGS…` in a pseudo-terminal to its first prompt; then Ctrl-D.
+fn to_first_prompt(dir: &Path, db: &Path, args: &[&str]) -> Duration {
+    let start = Instant::now();
+    let mut session = Session::spawn(command(dir, db, args)).unwrap();
+    session.set_expect_timeout(Some(Duration::from_secs(30)));
+    session.expect("› ").unwrap();
+    let elapsed = start.elapsed();
+    session
+        .send(expectrl::ControlCode::EndOfTransmission)
+        .unwrap();
+    let _ = session.expect(Eof);
+    elapsed
+}
+
+/// 200 sessions of 200 messages (100 prompts and 100 replies with usage), in `workspace`.
+fn populate(db: &Path, workspace: &Path) {
+    let store = SqliteStore::open(db).unwrap();
+    let mut conversation = Vec::new();
+    for i in 0..100u64 {
+        conversation.push(Message::user(format!(
+            "question {i} {}",
+            "words ".repeat(40)
+        )));
+        let mut reply = Message::assistant(
+            vec![Part::text("answer words ".repeat(60))],
+            StopReason::Stop,
+        );
+        reply.model = Some("gpt-4o-mini".into());
+        reply.usage = Some(Usage {
+            input_tokens: 1000 + i,
+            output_tokens: 200,
+            ..Usage::default()
+        });
+        conversation.push(reply);
+    }
+    let settings = SessionSettings::new()
+        .workspace(std::fs::canonicalize(workspace).unwrap())
+        .provider("openai")
+        .model("gpt-4o-mini")
+        .base_url("https://api.openai.com/v1");
+    for _ in 0..200 {
+        store
+            .create_with(NewSession::new().settings(settings.clone()), &conversation)
+            .unwrap();
+    }
+}
+
+#[test]
+#[ignore = "a measurement; run by hand (see the module docs)"]
+fn interactive_start_up_to_the_first_prompt() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+    let empty = dir.path().join("empty.db");
+    let full = dir.path().join("full.db");
+    drop(SqliteStore::open(&empty).unwrap());
+    let built = Instant::now();
+    populate(&full, &dir.path().join("ws"));
+    println!("binary: {}", binary().display());
+    println!(
+        "populated 200 sessions x 200 messages in {:.1} s",
+        built.elapsed().as_secs_f64()
+    );
+
+    // Warm the page cache once per variant, then measure.
+    let version = |_: ()| {
+        let start = Instant::now();
+        let out = command(dir.path(), &empty, &["--version"])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        start.elapsed()
+    };
+    version(());
+    let floor: Vec<Duration> = (0..RUNS).map(|_| version(())).collect();
+    println!("agentloop --version            {}", summary(floor));
+    for (label, args) in [
+        ("agentloop sessions list       ", &["sessions", "list"][..]),
+        (
+            "agentloop sessions list -w    ",
+            &["sessions", "list", "-w"][..],
+        ),
+    ] {
+        let list = |_: ()| {
+            let start = Instant::now();
+            let out = command(dir.path(), &full, args).output().unwrap();
+            assert!(out.status.success());
+            assert!(String::from_utf8_lossy(&out.stdout).lines().count() > 200);
+            start.elapsed()
+        };
+        list(());
+        let times: Vec<Duration> = (0..RUNS).map(|_| list(())).collect();
+        println!("{label} {}  (200 sessions of 200 messages)", summary(times));
+    }
+    for (label, db, args) in [
+        ("agentloop (empty database)    ", &empty, &[][..]),
+        ("agentloop (200 sessions)      ", &full, &[][..]),
+        (
+            "agentloop -c (200 sessions)   ",
+            &full,
+            &["chat", "--continue"][..],
+        ),
+    ] {
+        to_first_prompt(dir.path(), db, args);
+        let times: Vec<Duration> = (0..RUNS)
+            .map(|_| to_first_prompt(dir.path(), db, args))
+            .collect();
+        println!("{label} {}", summary(times));
+    }
+}
