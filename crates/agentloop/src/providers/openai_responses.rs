@@ -241,7 +241,7 @@ fn assistant_items(
     };
     for part in &m.content {
         match part {
-            Part::Text { text: t } if !t.is_empty() => {
+            Part::Text { text: t, .. } if !t.is_empty() => {
                 text.push(json!({"type": "output_text", "text": t}));
             }
             Part::Thinking(t) => {
@@ -328,7 +328,7 @@ fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
                     .content
                     .iter()
                     .filter_map(|p| match p {
-                        Part::Text { text } => Some(json!({"type": "input_text", "text": text})),
+                        Part::Text { text, .. } => Some(json!({"type": "input_text", "text": text})),
                         Part::Image(i) => Some(input_image(i)),
                         _ => None,
                     })
@@ -1048,6 +1048,7 @@ impl WireParser for ResponsesParser {
                         id: call_id.clone(),
                         tool_name: name.clone(),
                         arguments,
+                        provider_data: None,
                     }));
                 }
                 Body::Ignored => {}

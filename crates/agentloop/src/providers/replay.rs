@@ -360,7 +360,7 @@ mod tests {
                 Role::User
             ]
         );
-        assert!(matches!(&out[1].content[0], Part::Text { text } if text == "plan"));
+        assert!(matches!(&out[1].content[0], Part::Text { text, .. } if text == "plan"));
         assert_eq!(out[1].content.len(), 3, "redacted thinking dropped");
         let calls: Vec<_> = out[1].tool_calls().collect();
         assert_eq!(calls[0].id, "call_1_x");
