@@ -86,8 +86,9 @@ pub struct Turn {
     /// `thinking` block). Absent or `""`: no thinking part.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking: Option<String>,
-    /// The Anthropic thinking block's signature (sent as one `signature_delta`).
-    /// Default: `"mock-signature"`. Ignored by the OpenAI formats.
+    /// The Anthropic thinking block's signature (sent as one `signature_delta`; default
+    /// `"mock-signature"`) and the Gemini `thoughtSignature` (default `mock-sig-<responseId>`).
+    /// Ignored by the OpenAI formats.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_signature: Option<String>,
     /// Tool calls, in order.
