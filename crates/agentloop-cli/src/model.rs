@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use agentloop::model::Model;
-use agentloop::providers::{Anthropic, OpenAiChat, OpenAiResponses, ProviderConfig, anthropic};
+use agentloop::providers::{
+    Anthropic, Gemini, OpenAiChat, OpenAiResponses, ProviderConfig, anthropic, gemini,
+};
 
 use crate::error::Failure;
 
@@ -17,15 +19,18 @@ pub enum Provider {
     OpenAiResponses,
     /// Anthropic Messages.
     Anthropic,
+    /// Google Gemini (Gemini Developer API).
+    Gemini,
 }
 
 impl Provider {
-    /// The provider named `name` (`openai`, `openai-responses`, `anthropic`), if any.
+    /// The provider named `name` (`openai`, `openai-responses`, `anthropic`, `gemini`), if any.
     pub fn parse(name: &str) -> Option<Provider> {
         match name.to_ascii_lowercase().as_str() {
             "openai" | "openai-chat" | "openai_chat" => Some(Provider::OpenAi),
             "openai-responses" | "openai_responses" => Some(Provider::OpenAiResponses),
             "anthropic" => Some(Provider::Anthropic),
+            "gemini" | "google" => Some(Provider::Gemini),
             _ => None,
         }
     }
@@ -50,7 +55,7 @@ impl ModelSpec {
                 None => {
                     return Err(Failure::usage(format!(
                         "unknown provider {provider:?} in --model {text:?}: use openai:NAME, \
-                         openai-responses:NAME or anthropic:NAME"
+                         openai-responses:NAME, anthropic:NAME or gemini:NAME"
                     )));
                 }
             },
@@ -101,6 +106,28 @@ fn connection(
     }
 }
 
+/// Gemini's connection: `--base-url`, else `GEMINI_BASE_URL` or `GOOGLE_GEMINI_BASE_URL`, else
+/// the official endpoint; the key from `GOOGLE_API_KEY`, else `GEMINI_API_KEY` (Google's SDKs
+/// prefer `GOOGLE_API_KEY` too).
+fn gemini_connection(base_url: Option<&str>) -> Result<ProviderConfig, Failure> {
+    let official = gemini::DEFAULT_BASE_URL;
+    let base = base_url
+        .map(str::to_owned)
+        .or_else(|| env_var("GEMINI_BASE_URL"))
+        .or_else(|| env_var("GOOGLE_GEMINI_BASE_URL"))
+        .unwrap_or_else(|| official.to_owned());
+    let config = ProviderConfig::new(base.clone());
+    match env_var("GOOGLE_API_KEY").or_else(|| env_var("GEMINI_API_KEY")) {
+        Some(key) => Ok(config.api_key(key)),
+        None if base.trim_end_matches('/') == official => Err(Failure::usage(
+            "GEMINI_API_KEY (or GOOGLE_API_KEY) is not set (needed for \
+             generativelanguage.googleapis.com; use --base-url for another server, or try \
+             `agentloop demo`, which needs no key)",
+        )),
+        None => Ok(config),
+    }
+}
+
 /// The connection (base URL and key, no model) for a provider, as [`build_model`] makes it.
 pub fn provider_connection(
     provider: Provider,
@@ -116,6 +143,7 @@ pub fn provider_connection(
             anthropic::DEFAULT_BASE_URL,
             "api.anthropic.com",
         ),
+        Provider::Gemini => gemini_connection(base_url),
     }
 }
 
@@ -139,6 +167,10 @@ pub fn build_model(spec: &ModelSpec, base_url: Option<&str>) -> Result<Arc<dyn M
             )?;
             Arc::new(Anthropic::new(config.model(&spec.name)))
         }
+        Provider::Gemini => {
+            let config = gemini_connection(base_url)?;
+            Arc::new(Gemini::new(config.model(&spec.name)))
+        }
     })
 }
 
@@ -158,6 +190,17 @@ mod tests {
         assert_eq!(spec.provider, Provider::Anthropic);
         let spec = ModelSpec::parse("openai-responses:gpt-5").unwrap();
         assert_eq!(spec.provider, Provider::OpenAiResponses);
+        let spec = ModelSpec::parse("gemini:gemini-2.5-flash").unwrap();
+        assert_eq!(
+            (spec.provider, spec.name.as_str()),
+            (Provider::Gemini, "gemini-2.5-flash")
+        );
+        assert_eq!(
+            ModelSpec::parse("google:gemini-3-pro-preview")
+                .unwrap()
+                .provider,
+            Provider::Gemini
+        );
         assert_eq!(
             ModelSpec::parse("gpt-4o").unwrap().provider,
             Provider::OpenAi

@@ -441,3 +441,9 @@ fn the_path_carries_the_version_once() {
     assert_eq!(models_path("https://proxy.example/v1beta/"), "models?alt=sse");
     assert_eq!(models_path("https://proxy.example/v1"), "models?alt=sse");
 }
+
+#[test]
+fn telemetry_and_prices_know_the_provider() {
+    assert_eq!(crate::telemetry::provider_name(PROVIDER), "gcp.gemini");
+    assert_eq!(crate::cost::price_provider_id(PROVIDER), "google");
+}
