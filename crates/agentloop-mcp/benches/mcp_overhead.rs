@@ -101,9 +101,8 @@ async fn main() {
             let mut p = CallToolRequestParams::new("echo");
             p.arguments = args.as_object().cloned();
             let t = Instant::now();
-            let options =
-                rmcp::service::PeerRequestOptions::with_timeout(Duration::from_secs(60))
-                    .reset_timeout_on_progress();
+            let options = rmcp::service::PeerRequestOptions::with_timeout(Duration::from_secs(60))
+                .reset_timeout_on_progress();
             let request =
                 rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(p));
             let handle = direct

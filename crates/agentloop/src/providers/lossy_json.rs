@@ -105,7 +105,10 @@ mod tests {
     fn escaped_backslashes_and_keys_are_not_touched() {
         // `\\ud800` is a backslash followed by text, not an escape.
         assert_eq!(replace_lone_surrogates(r#"{"t":"\\ud800"}"#), None);
-        assert_eq!(replace_lone_surrogates(r#"{"t":"\"\ud800"}"#).unwrap(), r#"{"t":"\"\ufffd"}"#);
+        assert_eq!(
+            replace_lone_surrogates(r#"{"t":"\"\ud800"}"#).unwrap(),
+            r#"{"t":"\"\ufffd"}"#
+        );
         assert_eq!(replace_lone_surrogates(r#"{"t":"ok"}"#), None);
         assert_eq!(replace_lone_surrogates(r#"{"t":"\u00e9"}"#), None);
         // Not a JSON problem the repair can fix: the strict error is returned.

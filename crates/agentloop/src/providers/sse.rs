@@ -347,7 +347,10 @@ mod tests {
             .unwrap();
         assert_eq!(err.limit, 1000);
         assert_eq!(out.len(), 1, "events before the oversized one are kept");
-        assert!(small.push(b"\n\n", &mut out).is_err(), "a failed decoder stays failed");
+        assert!(
+            small.push(b"\n\n", &mut out).is_err(),
+            "a failed decoder stays failed"
+        );
         assert!(err.to_string().contains("1000 bytes"));
     }
 
