@@ -735,7 +735,13 @@ fn models_lists_what_each_provider_reports_sorted_and_paginated() {
     let out = scratch
         .cmd()
         .env("GEMINI_API_KEY", "dummy")
-        .args(["models", "gemini", "--json", "--base-url", &server.base_url()])
+        .args([
+            "models",
+            "gemini",
+            "--json",
+            "--base-url",
+            &server.base_url(),
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));

@@ -504,11 +504,10 @@ fn gemini(body: &Value) -> History {
                     i + 1,
                     i + 1
                 )),
-                Some((_, Some(id))) if str_field(response, "id") != Some(id.as_str()) => {
-                    problems.push(format!(
+                Some((_, Some(id))) if str_field(response, "id") != Some(id.as_str()) => problems
+                    .push(format!(
                         "functionResponse `{name}` must carry the id `{id}` of its call"
-                    ))
-                }
+                    )),
                 _ => {}
             }
             if !response.get("response").is_some_and(Value::is_object) {
@@ -671,7 +670,8 @@ mod tests {
             }
             part
         };
-        let response = |name: &str| json!({"functionResponse": {"name": name, "response": {"output": "x"}}});
+        let response =
+            |name: &str| json!({"functionResponse": {"name": name, "response": {"output": "x"}}});
         let body = json!({"contents": [
             {"role": "user", "parts": [{"text": "hi"}]},
             // An earlier turn: no signature needed.

@@ -1060,7 +1060,10 @@ fn stream_steps(
                     tokio::time::sleep(KEEP_ALIVE_EVERY).await;
                     // Put the step back in front: it repeats until the client leaves.
                     let rest: Vec<Step> = std::iter::once(Step::KeepAlive).chain(it).collect();
-                    return Some((Ok(Bytes::from_static(b": keep-alive\n\n")), rest.into_iter()));
+                    return Some((
+                        Ok(Bytes::from_static(b": keep-alive\n\n")),
+                        rest.into_iter(),
+                    ));
                 }
             }
         }

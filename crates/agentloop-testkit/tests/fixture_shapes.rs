@@ -291,7 +291,11 @@ fn gemini_shape(body: &str) -> Vec<String> {
         let v: Value = serde_json::from_str(&e.data).unwrap();
         let candidate = &v["candidates"][0];
         let mut label: Vec<String> = Vec::new();
-        for part in candidate["content"]["parts"].as_array().into_iter().flatten() {
+        for part in candidate["content"]["parts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             let kind = if part.get("functionCall").is_some() {
                 "call"
             } else if part["thought"] == true {
@@ -328,12 +332,20 @@ async fn gemini_streams_match_the_recordings() {
     let thinking_text = mock_body(f, text_turn().with_thinking("Defining the basics.")).await;
     assert_eq!(
         gemini_shape(&thinking_text),
-        gemini_shape(&fixture(&dir, folder, "thought_then_text_trailing_signature"))
+        gemini_shape(&fixture(
+            &dir,
+            folder,
+            "thought_then_text_trailing_signature"
+        ))
     );
     let thinking_call = mock_body(
         f,
-        Turn::tool_calls(vec![ToolCall::new("call_966934", "lookup_harbor_label", json!({}))])
-            .with_thinking("Calculating."),
+        Turn::tool_calls(vec![ToolCall::new(
+            "call_966934",
+            "lookup_harbor_label",
+            json!({}),
+        )])
+        .with_thinking("Calculating."),
     )
     .await;
     assert_eq!(

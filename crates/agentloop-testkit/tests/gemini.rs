@@ -26,7 +26,9 @@ fn parts(chunk: &Value) -> Vec<Value> {
 
 #[tokio::test]
 async fn thinking_text_and_the_final_chunk_are_rendered_like_gemini() {
-    let mut turn = Turn::text("Hello 東京").with_thinking("Hmm.").with_chunk_size(3);
+    let mut turn = Turn::text("Hello 東京")
+        .with_thinking("Hmm.")
+        .with_chunk_size(3);
     turn.usage = Some(
         serde_json::from_value(
             json!({"input_tokens": 7, "output_tokens": 5, "cache_read_tokens": 3}),
@@ -55,7 +57,9 @@ async fn thinking_text_and_the_final_chunk_are_rendered_like_gemini() {
     assert_eq!(last["candidates"][0]["finishReason"], "STOP");
     assert_eq!(
         parts(last),
-        vec![json!({"text": "", "thoughtSignature": format!("mock-sig-{}", last["responseId"].as_str().unwrap())})]
+        vec![
+            json!({"text": "", "thoughtSignature": format!("mock-sig-{}", last["responseId"].as_str().unwrap())})
+        ]
     );
     assert_eq!(
         last["usageMetadata"],
@@ -248,5 +252,9 @@ async fn models_are_listed_in_pages_and_other_methods_are_not_found() {
     )
     .await;
     assert_eq!(other.status, 404);
-    assert!(other.body.contains("streamGenerateContent"), "{}", other.body);
+    assert!(
+        other.body.contains("streamGenerateContent"),
+        "{}",
+        other.body
+    );
 }

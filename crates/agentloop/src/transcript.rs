@@ -652,7 +652,10 @@ mod tests {
         ]});
         let m: Message = serde_json::from_value(old).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(m.content[0], Part::text("hi"));
-        assert_eq!(m.tool_calls().next().and_then(|c| c.provider_data.clone()), None);
+        assert_eq!(
+            m.tool_calls().next().and_then(|c| c.provider_data.clone()),
+            None
+        );
     }
 
     #[test]

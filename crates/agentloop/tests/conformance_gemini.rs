@@ -424,8 +424,7 @@ async fn an_http_error_reads_google_s_error_body_and_never_shows_the_key() {
         error,
         ModelError::Status {
             status: 400,
-            message: "Function call is missing a thought_signature in functionCall parts."
-                .into()
+            message: "Function call is missing a thought_signature in functionCall parts.".into()
         }
     );
     let shown = format!("{error} {error:?} {:?}", outcome.message.error_message);

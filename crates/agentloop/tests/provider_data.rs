@@ -149,7 +149,12 @@ async fn a_responses_transcript_resumed_from_the_store_replays_its_item_ids() {
     };
     // The first reply's reasoning, message and call, each with its id, in the order received.
     let reasoning = item("rs_mock_1_");
-    assert!(reasoning["encrypted_content"].as_str().unwrap().starts_with("mock-encrypted-1-"));
+    assert!(
+        reasoning["encrypted_content"]
+            .as_str()
+            .unwrap()
+            .starts_with("mock-encrypted-1-")
+    );
     let message = item("msg_mock_1");
     assert_eq!(message["status"], "completed");
     assert_eq!(message["content"][0]["text"], "Looking it up.");
@@ -185,7 +190,11 @@ async fn a_gemini_transcript_resumed_from_the_store_replays_its_thought_signatur
     // function call and the second reply's (empty, last) text part.
     let context = SqliteStore::open(&path).unwrap().load(&id).unwrap();
     let data = stored_data(&context);
-    assert_eq!(data.len(), 2, "the call and the final text are signed: {data:?}");
+    assert_eq!(
+        data.len(),
+        2,
+        "the call and the final text are signed: {data:?}"
+    );
     let signatures: Vec<&str> = data
         .iter()
         .map(|d| {
@@ -193,7 +202,10 @@ async fn a_gemini_transcript_resumed_from_the_store_replays_its_thought_signatur
             d["data"]["thoughtSignature"].as_str().unwrap()
         })
         .collect();
-    assert!(signatures.iter().all(|s| s.starts_with("mock-sig-mock-")), "{signatures:?}");
+    assert!(
+        signatures.iter().all(|s| s.starts_with("mock-sig-mock-")),
+        "{signatures:?}"
+    );
     assert_ne!(signatures[0], signatures[1]);
 
     let (_, body) = resume(Wire::Gemini, context.clone()).await;

@@ -434,7 +434,10 @@ async fn a_malformed_call_is_replayed_as_a_valid_object_and_the_run_goes_on() {
                 Wire::Gemini => ToolArguments::Json(json!(RAW)),
                 _ => ToolArguments::Unparsed(RAW.into()),
             };
-            assert_eq!(call.arguments, received, "the transcript keeps the raw text");
+            assert_eq!(
+                call.arguments, received,
+                "the transcript keeps the raw text"
+            );
             let result = out
                 .new_messages()
                 .iter()
@@ -687,7 +690,13 @@ fn a_100_mb_line_ends_the_request_with_bounded_memory() {
         .find_map(|w| w.strip_prefix("growth_kib="))
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no measurement in: {stdout}"));
-    eprintln!("{}", stdout.lines().find(|l| l.starts_with("HUGE_LINE")).unwrap_or(""));
+    eprintln!(
+        "{}",
+        stdout
+            .lines()
+            .find(|l| l.starts_with("HUGE_LINE"))
+            .unwrap_or("")
+    );
     // The cap is 16 MiB; the decoder's buffer may double once past it. The line is 100 MiB.
     assert!(
         growth < 60 * 1024,
@@ -789,7 +798,10 @@ async fn a_lone_surrogate_in_tool_arguments_is_replaced_not_fatal() {
 async fn credentials_never_follow_a_redirect_to_another_origin() {
     for &wire in WIRES {
         let elsewhere = MockServer::start(script(text_turn_with(json!([]))));
-        let target = format!("{}/v1/messages", elsewhere.base_url().replace("127.0.0.1", "localhost"));
+        let target = format!(
+            "{}/v1/messages",
+            elsewhere.base_url().replace("127.0.0.1", "localhost")
+        );
         let server = MockServer::start(script(text_turn_with(json!([
             {"status": 307, "headers": {"location": target.replace("http://", "http://user:pw-in-location@")}}
         ]))));
@@ -858,7 +870,11 @@ async fn credentials_in_the_base_url_are_sent_as_basic_auth_and_redacted_everywh
             let m = model_with(wire, base, |c| c);
             let (_, message, error) = call(&m).await;
             let error = error.expect("an error");
-            for text in [error.to_string(), format!("{error:?}"), format!("{message:?}")] {
+            for text in [
+                error.to_string(),
+                format!("{error:?}"),
+                format!("{message:?}"),
+            ] {
                 assert!(!text.contains("s3cret-pw"), "{wire:?}: {text}");
             }
         }

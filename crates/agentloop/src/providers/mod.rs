@@ -55,11 +55,9 @@ pub fn redact_url(url: &str) -> std::borrow::Cow<'_, str> {
     let rest = &url[scheme_end + 3..];
     let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     match rest[..authority_end].rfind('@') {
-        Some(at) => std::borrow::Cow::Owned(format!(
-            "{}://***@{}",
-            &url[..scheme_end],
-            &rest[at + 1..]
-        )),
+        Some(at) => {
+            std::borrow::Cow::Owned(format!("{}://***@{}", &url[..scheme_end], &rest[at + 1..]))
+        }
         None => std::borrow::Cow::Borrowed(url),
     }
 }

@@ -301,9 +301,10 @@ fn assistant_items(
                     }),
                 };
                 let kind = item["type"].as_str().unwrap_or_default().to_owned();
-                if let (Some(id), Some(object)) =
-                    (item_id(c.provider_data.as_ref(), &kind), item.as_object_mut())
-                {
+                if let (Some(id), Some(object)) = (
+                    item_id(c.provider_data.as_ref(), &kind),
+                    item.as_object_mut(),
+                ) {
                     object.insert("id".into(), json!(id));
                 }
                 input.push(item);
@@ -361,7 +362,9 @@ fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
                     .content
                     .iter()
                     .filter_map(|p| match p {
-                        Part::Text { text, .. } => Some(json!({"type": "input_text", "text": text})),
+                        Part::Text { text, .. } => {
+                            Some(json!({"type": "input_text", "text": text}))
+                        }
                         Part::Image(i) => Some(input_image(i)),
                         _ => None,
                     })

@@ -426,7 +426,10 @@ mod tests {
             let out = prepare(&msgs, &target);
             assert_eq!(out[1].content[0], Part::text("a"), "{target:?}");
             assert_eq!(
-                out[1].tool_calls().next().and_then(|c| c.provider_data.clone()),
+                out[1]
+                    .tool_calls()
+                    .next()
+                    .and_then(|c| c.provider_data.clone()),
                 None,
                 "{target:?}"
             );
@@ -434,7 +437,10 @@ mod tests {
         // The transcript keeps its data.
         assert!(matches!(
             &msgs[1].content[0],
-            Part::Text { provider_data: Some(_), .. }
+            Part::Text {
+                provider_data: Some(_),
+                ..
+            }
         ));
     }
 

@@ -270,8 +270,7 @@ fn target(config: &super::ProviderConfig, path: &str) -> Result<(reqwest::Url, H
         use base64::Engine as _;
         let user = percent_decode(url.username());
         let password = percent_decode(url.password().unwrap_or(""));
-        let token =
-            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
+        let token = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{password}"));
         let mut value = HeaderValue::try_from(format!("Basic {token}"))
             .map_err(|_| format!("the credentials in the base URL {shown:?} are not usable"))?;
         value.set_sensitive(true);

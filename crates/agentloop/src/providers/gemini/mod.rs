@@ -35,10 +35,11 @@
 //! it came with — [`ProviderData`] `{"thoughtSignature"}` on text and tool calls (a signature on
 //! an empty text part joins the text before it), [`ThinkingPart::signature`] on thoughts — so the
 //! session store keeps them too. On replay to the same provider and model they go back where
-//! they came from. A model turn whose first function call has no signature (a transcript from
-//! another provider or model, an old session, a model that sent none) gets the sentinel
-//! [`SKIP_SIGNATURE`] on that call, the value Google documents for history the model did not
-//! produce.
+//! they came from. A function call without a signature (a transcript from another provider or
+//! model, an old session, a model that sent none) gets the sentinel [`SKIP_SIGNATURE`], the value
+//! Google documents for history the model did not produce — except after a signed call of the
+//! same turn: Gemini signs only the first of parallel calls, and the others go back unsigned, as
+//! they came.
 //!
 //! # Response
 //!
@@ -162,11 +163,11 @@ impl Gemini {
             .or_else(|| super::env_var("GOOGLE_GEMINI_BASE_URL"))
             .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
         let config = ProviderConfig::new(base);
-        let config = match super::env_var("GOOGLE_API_KEY").or_else(|| super::env_var("GEMINI_API_KEY"))
-        {
-            Some(key) => config.api_key(key),
-            None => config,
-        };
+        let config =
+            match super::env_var("GOOGLE_API_KEY").or_else(|| super::env_var("GEMINI_API_KEY")) {
+                Some(key) => config.api_key(key),
+                None => config,
+            };
         Ok(Gemini::new(config))
     }
 

@@ -115,7 +115,9 @@ type CallInfo<'m> = (&'m str, bool);
 /// this provider and model.
 fn model_parts<'m>(message: &'m Message, calls: &mut HashMap<&'m str, CallInfo<'m>>) -> Vec<Value> {
     let mut parts = Vec::with_capacity(message.content.len());
-    let mut first_call: Option<usize> = None;
+    // Whether an earlier call of this turn carries the model's own signature: Gemini signs only
+    // the first of parallel calls, and the others go back as they came.
+    let mut signed_before = false;
     for part in &message.content {
         match part {
             Part::Text {
@@ -148,23 +150,26 @@ fn model_parts<'m>(message: &'m Message, calls: &mut HashMap<&'m str, CallInfo<'
                 if let (Some(id), Some(object)) = (wire_id, function_call.as_object_mut()) {
                     object.insert("id".into(), json!(id));
                 }
-                calls.insert(call.id.as_str(), (call.tool_name.as_str(), wire_id.is_some()));
-                first_call.get_or_insert(parts.len());
-                let signature = data.and_then(|d| d.get(PROVIDER, SIGNATURE));
+                calls.insert(
+                    call.id.as_str(),
+                    (call.tool_name.as_str(), wire_id.is_some()),
+                );
+                // A call the model did not sign (history from another provider or model, an
+                // old session, a model that signs nothing) gets the documented sentinel, unless
+                // an earlier call of the step was signed: Gemini 3 rejects a step whose first
+                // call comes back without a signature.
+                let signature = match data.and_then(|d| d.get(PROVIDER, SIGNATURE)) {
+                    Some(signature) => {
+                        signed_before = true;
+                        Some(signature)
+                    }
+                    None if signed_before => None,
+                    None => Some(SKIP_SIGNATURE),
+                };
                 parts.push(signed(json!({"functionCall": function_call}), signature));
             }
             _ => {}
         }
-    }
-    // The first call of a step must carry a signature (Gemini 3 answers 400 otherwise): one the
-    // model did not sign gets the documented sentinel.
-    if let Some(object) = first_call
-        .and_then(|at| parts.get_mut(at))
-        .and_then(Value::as_object_mut)
-    {
-        object
-            .entry(SIGNATURE)
-            .or_insert_with(|| json!(SKIP_SIGNATURE));
     }
     parts
 }

@@ -148,10 +148,12 @@ impl GeminiParser {
 
     fn next_call_id(&mut self) -> String {
         let index = self.calls;
-        let prefix = self.id_prefix.get_or_insert_with(|| match &self.response_id {
-            Some(id) if !id.is_empty() => id_safe(id),
-            _ => random_prefix(),
-        });
+        let prefix = self
+            .id_prefix
+            .get_or_insert_with(|| match &self.response_id {
+                Some(id) if !id.is_empty() => id_safe(id),
+                _ => random_prefix(),
+            });
         format!("{prefix}-{index}")
     }
 

@@ -15,7 +15,10 @@ use crate::transcript::{
 /// Runs chunks through the parser as one SSE body (CRLF framing, as Gemini sends it): the
 /// deltas, and the terminal result when the body is complete at its end.
 fn run(chunks: &[Value]) -> (Vec<ModelDelta>, Option<Result<Message, ModelError>>) {
-    let body: String = chunks.iter().map(|c| format!("data: {c}\r\n\r\n")).collect();
+    let body: String = chunks
+        .iter()
+        .map(|c| format!("data: {c}\r\n\r\n"))
+        .collect();
     let mut decoder = SseDecoder::new();
     let mut events = Vec::new();
     decoder.push(body.as_bytes(), &mut events).unwrap();
@@ -89,7 +92,11 @@ fn thoughts_calls_and_signatures_are_assembled() {
         chunk(json!([{"text": ""}]), Some("STOP")),
     ]);
     let message = terminal.unwrap().unwrap();
-    assert_eq!(message.stop_reason, Some(StopReason::ToolUse), "STOP with calls");
+    assert_eq!(
+        message.stop_reason,
+        Some(StopReason::ToolUse),
+        "STOP with calls"
+    );
     assert_eq!(message.provider.as_deref(), Some(PROVIDER));
     assert_eq!(message.model.as_deref(), Some("gemini-test"));
     assert_eq!(message.response_id.as_deref(), Some("resp-1"));
@@ -105,7 +112,11 @@ fn thoughts_calls_and_signatures_are_assembled() {
         ))
     );
     assert_eq!(calls[1].id, "resp-1-1", "synthesized from the response id");
-    assert_eq!(calls[1].arguments, json!({}).into(), "no args: an empty object");
+    assert_eq!(
+        calls[1].arguments,
+        json!({}).into(),
+        "no args: an empty object"
+    );
     assert_eq!(calls[1].provider_data, None);
     assert_eq!(
         deltas,
@@ -178,7 +189,10 @@ fn a_signature_on_a_trailing_empty_text_part_joins_the_text() {
 #[test]
 fn a_finish_reason_mid_stream_does_not_end_it_and_a_cut_stream_is_incomplete() {
     let (_, terminal) = run(&[
-        chunk(json!([{"executableCode": {"code": "print(1)"}}]), Some("STOP")),
+        chunk(
+            json!([{"executableCode": {"code": "print(1)"}}]),
+            Some("STOP"),
+        ),
         chunk(json!([{"codeExecutionResult": {"output": "1"}}]), None),
         chunk(json!([{"text": "one"}]), Some("STOP")),
     ]);
@@ -263,7 +277,10 @@ fn an_error_chunk_is_a_provider_error_and_garbage_a_stream_error() {
 #[test]
 fn the_wire_model_is_used_when_the_request_named_none() {
     let mut parser = GeminiParser::new(String::new());
-    let body = format!("data: {}\r\n\r\n", chunk(json!([{"text": "x"}]), Some("STOP")));
+    let body = format!(
+        "data: {}\r\n\r\n",
+        chunk(json!([{"text": "x"}]), Some("STOP"))
+    );
     let mut events = Vec::new();
     SseDecoder::new()
         .push(body.as_bytes(), &mut events)
@@ -271,7 +288,10 @@ fn the_wire_model_is_used_when_the_request_named_none() {
     for e in events {
         parser.on_event(e, &mut Vec::new()).unwrap();
     }
-    assert_eq!(parser.finish().unwrap().model.as_deref(), Some("gemini-wire"));
+    assert_eq!(
+        parser.finish().unwrap().model.as_deref(),
+        Some("gemini-wire")
+    );
 }
 
 fn gemini_message(parts: Vec<Part>, model: &str) -> Message {
@@ -310,7 +330,11 @@ fn signatures_go_back_on_their_parts_and_unsigned_calls_get_the_sentinel() {
                         json!({"thoughtSignature": "sig-text"}),
                     )),
                 },
-                signed_call("c1", "f", json!({"thoughtSignature": "sig-call", "id": "c1"})),
+                signed_call(
+                    "c1",
+                    "f",
+                    json!({"thoughtSignature": "sig-call", "id": "c1"}),
+                ),
                 Part::ToolCall(ToolCallPart::new("c2", "g", json!({}))),
             ],
             "gemini-3-pro",
@@ -348,8 +372,8 @@ fn signatures_go_back_on_their_parts_and_unsigned_calls_get_the_sentinel() {
             ]},
         ])
     );
-    // Another Gemini model: thinking becomes text, signatures and ids are dropped, and the first
-    // call of each step gets the sentinel.
+    // Another Gemini model: thinking becomes text, signatures and ids are dropped, and the
+    // calls get the sentinel.
     let body = body_for(history, "gemini-2.5-flash");
     let model_turn = &body["contents"][1]["parts"];
     assert_eq!(model_turn[0], json!({"text": "plan"}));
@@ -358,8 +382,16 @@ fn signatures_go_back_on_their_parts_and_unsigned_calls_get_the_sentinel() {
         model_turn[2],
         json!({"functionCall": {"name": "f", "args": {"k": "c1"}}, "thoughtSignature": SKIP_SIGNATURE})
     );
-    assert_eq!(model_turn[3], json!({"functionCall": {"name": "g", "args": {}}}));
-    assert!(body["contents"][2]["parts"][0]["functionResponse"].get("id").is_none());
+    assert_eq!(
+        model_turn[3],
+        json!({"functionCall": {"name": "g", "args": {}}, "thoughtSignature": SKIP_SIGNATURE}),
+        "no call of the step is signed any more: each gets the sentinel"
+    );
+    assert!(
+        body["contents"][2]["parts"][0]["functionResponse"]
+            .get("id")
+            .is_none()
+    );
 }
 
 #[test]
@@ -438,7 +470,10 @@ fn the_path_carries_the_version_once() {
         models_path("https://generativelanguage.googleapis.com"),
         "v1beta/models?alt=sse"
     );
-    assert_eq!(models_path("https://proxy.example/v1beta/"), "models?alt=sse");
+    assert_eq!(
+        models_path("https://proxy.example/v1beta/"),
+        "models?alt=sse"
+    );
     assert_eq!(models_path("https://proxy.example/v1"), "models?alt=sse");
 }
 
