@@ -60,8 +60,10 @@ fn server() -> MockServer {
 }
 
 fn agent(wire: Wire, server: &MockServer) -> AgentLoop<Deps> {
-    let mut config = AgentLoopConfig::default();
-    config.reasoning = Some(ReasoningLevel::Low);
+    let config = AgentLoopConfig {
+        reasoning: Some(ReasoningLevel::Low),
+        ..AgentLoopConfig::default()
+    };
     AgentLoop::new(config, model(wire, server))
         .with_tools([lookup()])
         .unwrap()
