@@ -105,8 +105,8 @@ pub struct RunArgs {
     pub workspace: Option<PathBuf>,
 
     /// `PROVIDER:NAME`, e.g. `openai:gpt-4o-mini`, `openai-responses:gpt-5`,
-    /// `anthropic:claude-sonnet-4-5`. `openai` also covers compatible servers (Ollama, vLLM,
-    /// llama.cpp, OpenRouter) with `--base-url`.
+    /// `anthropic:claude-sonnet-4-5`, `gemini:gemini-2.5-flash`. `openai` also covers compatible
+    /// servers (Ollama, vLLM, llama.cpp, OpenRouter) with `--base-url`.
     #[arg(
         long,
         short = 'm',
@@ -396,7 +396,7 @@ pub struct McpServerArgs {
 #[derive(Args, Debug)]
 pub struct ModelsArgs {
     /// `openai` (default; also any OpenAI-compatible server with `--base-url`),
-    /// `openai-responses` (the same list) or `anthropic`.
+    /// `openai-responses` (the same list), `anthropic` or `gemini`.
     #[arg(default_value = "openai", value_name = "PROVIDER")]
     pub provider: String,
 

@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use agentloop::model::Model;
-use agentloop::providers::{Anthropic, OpenAiChat, OpenAiResponses, ProviderConfig, anthropic};
+use agentloop::providers::{
+    Anthropic, Gemini, OpenAiChat, OpenAiResponses, ProviderConfig, anthropic, gemini,
+};
 
 use crate::error::Failure;
 
@@ -17,15 +19,18 @@ pub enum Provider {
     OpenAiResponses,
     /// Anthropic Messages.
     Anthropic,
+    /// Google Gemini (Gemini Developer API).
+    Gemini,
 }
 
 impl Provider {
-    /// The provider named `name` (`openai`, `openai-responses`, `anthropic`), if any.
+    /// The provider named `name` (`openai`, `openai-responses`, `anthropic`, `gemini`), if any.
     pub fn parse(name: &str) -> Option<Provider> {
         match name.to_ascii_lowercase().as_str() {
             "openai" | "openai-chat" | "openai_chat" => Some(Provider::OpenAi),
             "openai-responses" | "openai_responses" => Some(Provider::OpenAiResponses),
             "anthropic" => Some(Provider::Anthropic),
+            "gemini" | "google" => Some(Provider::Gemini),
             _ => None,
         }
     }
@@ -37,6 +42,7 @@ impl Provider {
             Provider::OpenAi => "openai",
             Provider::OpenAiResponses => "openai-responses",
             Provider::Anthropic => "anthropic",
+            Provider::Gemini => "gemini",
         }
     }
 
@@ -50,6 +56,11 @@ impl Provider {
                 "ANTHROPIC",
                 anthropic::DEFAULT_BASE_URL,
                 "api.anthropic.com",
+            ),
+            Provider::Gemini => (
+                "GEMINI",
+                gemini::DEFAULT_BASE_URL,
+                "generativelanguage.googleapis.com",
             ),
         }
     }
@@ -84,7 +95,7 @@ impl ModelSpec {
                 None => {
                     return Err(Failure::usage(format!(
                         "unknown provider {provider:?} in --model {text:?}: use openai:NAME, \
-                         openai-responses:NAME or anthropic:NAME"
+                         openai-responses:NAME, anthropic:NAME or gemini:NAME"
                     )));
                 }
             },
@@ -120,6 +131,10 @@ const OPENAI_DEFAULT_BASE: &str = "https://api.openai.com/v1";
 /// The official endpoints always need a key, so a missing one is reported here, before any
 /// request; a custom base URL (a local compatible server) may need none.
 fn connection(provider: Provider, base_url: Option<&str>) -> Result<ProviderConfig, Failure> {
+    if provider == Provider::Gemini {
+        // Two key variables and two base-URL variables, as Google's SDKs read them.
+        return gemini_connection(base_url);
+    }
     let (prefix, official, hint) = provider.endpoint();
     let base = provider.base_url(base_url);
     let config = ProviderConfig::new(base.clone());
@@ -129,6 +144,28 @@ fn connection(provider: Provider, base_url: Option<&str>) -> Result<ProviderConf
             "{prefix}_API_KEY is not set (needed for {hint}; use --base-url for a compatible \
              server, or try `agentloop demo`, which needs no key)"
         ))),
+        None => Ok(config),
+    }
+}
+
+/// Gemini's connection: `--base-url`, else `GEMINI_BASE_URL` or `GOOGLE_GEMINI_BASE_URL`, else
+/// the official endpoint; the key from `GOOGLE_API_KEY`, else `GEMINI_API_KEY` (Google's SDKs
+/// prefer `GOOGLE_API_KEY` too).
+fn gemini_connection(base_url: Option<&str>) -> Result<ProviderConfig, Failure> {
+    let official = gemini::DEFAULT_BASE_URL;
+    let base = base_url
+        .map(str::to_owned)
+        .or_else(|| env_var("GEMINI_BASE_URL"))
+        .or_else(|| env_var("GOOGLE_GEMINI_BASE_URL"))
+        .unwrap_or_else(|| official.to_owned());
+    let config = ProviderConfig::new(base.clone());
+    match env_var("GOOGLE_API_KEY").or_else(|| env_var("GEMINI_API_KEY")) {
+        Some(key) => Ok(config.api_key(key)),
+        None if base.trim_end_matches('/') == official => Err(Failure::usage(
+            "GEMINI_API_KEY (or GOOGLE_API_KEY) is not set (needed for \
+             generativelanguage.googleapis.com; use --base-url for another server, or try \
+             `agentloop demo`, which needs no key)",
+        )),
         None => Ok(config),
     }
 }
@@ -162,6 +199,7 @@ fn build_model_with(
         Provider::OpenAi => Arc::new(OpenAiChat::try_new(config).map_err(unusable)?),
         Provider::OpenAiResponses => Arc::new(OpenAiResponses::try_new(config).map_err(unusable)?),
         Provider::Anthropic => Arc::new(Anthropic::try_new(config).map_err(unusable)?),
+        Provider::Gemini => Arc::new(Gemini::try_new(config).map_err(unusable)?),
     })
 }
 
@@ -170,6 +208,7 @@ fn family(provider: Provider) -> &'static str {
     match provider {
         Provider::OpenAi | Provider::OpenAiResponses => "OPENAI",
         Provider::Anthropic => "ANTHROPIC",
+        Provider::Gemini => "GEMINI",
     }
 }
 
@@ -213,6 +252,17 @@ mod tests {
         assert_eq!(spec.provider, Provider::Anthropic);
         let spec = ModelSpec::parse("openai-responses:gpt-5").unwrap();
         assert_eq!(spec.provider, Provider::OpenAiResponses);
+        let spec = ModelSpec::parse("gemini:gemini-2.5-flash").unwrap();
+        assert_eq!(
+            (spec.provider, spec.name.as_str()),
+            (Provider::Gemini, "gemini-2.5-flash")
+        );
+        assert_eq!(
+            ModelSpec::parse("google:gemini-3-pro-preview")
+                .unwrap()
+                .provider,
+            Provider::Gemini
+        );
         assert_eq!(
             ModelSpec::parse("gpt-4o").unwrap().provider,
             Provider::OpenAi

@@ -1,11 +1,11 @@
 //! `agentloop models [PROVIDER]`: the models a provider's API lists — OpenAI's (and compatible
-//! servers') `GET {base}/models`, Anthropic's paginated `GET {base}/v1/models` — printed one id
-//! per line, sorted, or as JSON lines. Keys come from the environment as for `run` and are never
+//! servers') `GET {base}/models`, Anthropic's paginated `GET {base}/v1/models`, Gemini's
+//! paginated `GET {base}/v1beta/models` — printed one id per line, sorted, or as JSON lines. Keys come from the environment as for `run` and are never
 //! printed; whatever the server says is shown with control characters made visible.
 
 use std::time::Duration;
 
-use agentloop::providers::{ProviderConfig, anthropic};
+use agentloop::providers::{ProviderConfig, anthropic, gemini};
 use serde_json::{Value, json};
 
 use crate::cli::ModelsArgs;
@@ -15,8 +15,8 @@ use crate::safe_text::visible_line;
 
 /// How long one listing request may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
-/// Anthropic pages are followed at most this many times (a server that always says `has_more`
-/// must not loop forever).
+/// Anthropic and Gemini pages are followed at most this many times (a server that always says
+/// there is more must not loop forever).
 const MAX_PAGES: usize = 100;
 
 /// One listed model.
@@ -31,7 +31,7 @@ struct Listed {
 pub async fn run(args: ModelsArgs) -> Result<(), Failure> {
     let provider = Provider::parse(&args.provider).ok_or_else(|| {
         Failure::usage(format!(
-            "unknown provider {:?}: use openai, openai-responses or anthropic",
+            "unknown provider {:?}: use openai, openai-responses, anthropic or gemini",
             args.provider
         ))
     })?;
@@ -44,6 +44,7 @@ pub async fn run(args: ModelsArgs) -> Result<(), Failure> {
         .map_err(|e| Failure::new(format!("cannot build the HTTP client: {e}")))?;
     let mut models = match provider {
         Provider::Anthropic => list_anthropic(&client, &config).await?,
+        Provider::Gemini => list_gemini(&client, &config).await?,
         Provider::OpenAi | Provider::OpenAiResponses => list_openai(&client, &config).await?,
     };
     models.sort_by(|a, b| a.id.cmp(&b.id));
@@ -106,6 +107,8 @@ enum Auth {
     Bearer,
     /// `x-api-key: KEY` (Anthropic).
     ApiKeyHeader,
+    /// `x-goog-api-key: KEY` (Gemini).
+    GoogleKeyHeader,
 }
 
 /// The key (if any) and the configured extra headers on `request`.
@@ -118,6 +121,7 @@ fn with_headers(
         request = match auth {
             Auth::Bearer => request.bearer_auth(key.expose()),
             Auth::ApiKeyHeader => request.header("x-api-key", key.expose()),
+            Auth::GoogleKeyHeader => request.header("x-goog-api-key", key.expose()),
         };
     }
     for (name, value) in &config.headers {
@@ -198,6 +202,69 @@ async fn list_anthropic(
             return Ok(models);
         }
         after = next;
+    }
+    Err(Failure::new(format!(
+        "{} kept saying it has more models after {MAX_PAGES} pages",
+        shown_url(&url)
+    )))
+}
+
+/// Gemini: pages of `{"models": [{"name": "models/…", "displayName", …}], "nextPageToken"}`,
+/// followed with `pageToken`. Ids are the names without `models/`; only models that can
+/// generate content (`supportedGenerationMethods`, when given) are listed.
+async fn list_gemini(
+    client: &reqwest::Client,
+    config: &ProviderConfig,
+) -> Result<Vec<Listed>, Failure> {
+    let base = config.base_url.trim_end_matches('/');
+    let versioned = ["/v1beta", "/v1", "/v1alpha"]
+        .iter()
+        .any(|v| base.ends_with(v));
+    let url = if versioned {
+        endpoint(config, "models")
+    } else {
+        endpoint(config, &format!("{}/models", gemini::API_VERSION))
+    };
+    let mut models = Vec::new();
+    let mut token: Option<String> = None;
+    for _ in 0..MAX_PAGES {
+        let mut page_url = reqwest::Url::parse(&url).map_err(|e| {
+            Failure::usage(format!(
+                "the base URL {} is not valid: {e}",
+                shown_url(&url)
+            ))
+        })?;
+        page_url.query_pairs_mut().append_pair("pageSize", "1000");
+        if let Some(token) = &token {
+            page_url.query_pairs_mut().append_pair("pageToken", token);
+        }
+        let request = with_headers(client.get(page_url), config, Auth::GoogleKeyHeader);
+        let body = get_json(request, &url).await?;
+        let page = body["models"].as_array().ok_or_else(|| {
+            Failure::new(format!(
+                "{} sent a model list without a `models` array",
+                shown_url(&url)
+            ))
+        })?;
+        models.extend(page.iter().filter_map(|m| {
+            let generates = m["supportedGenerationMethods"]
+                .as_array()
+                .is_none_or(|methods| methods.iter().any(|x| x == "generateContent"));
+            let name = m["name"].as_str()?;
+            generates.then(|| Listed {
+                id: name.strip_prefix("models/").unwrap_or(name).to_owned(),
+                name: m["displayName"].as_str().map(str::to_owned),
+                created: None,
+            })
+        }));
+        let next = body["nextPageToken"]
+            .as_str()
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned);
+        if next.is_none() || next == token {
+            return Ok(models);
+        }
+        token = next;
     }
     Err(Failure::new(format!(
         "{} kept saying it has more models after {MAX_PAGES} pages",

@@ -87,7 +87,7 @@ fn text(bytes: &[u8]) -> String {
 
 /// The mock's base URL for a `--model` value: Anthropic's has no `/v1`, OpenAI's has.
 fn base_url_for(model: &str, server: &MockServer) -> String {
-    if model.starts_with("anthropic") {
+    if model.starts_with("anthropic") || model.starts_with("gemini") {
         server.base_url()
     } else {
         server.openai_base_url()
@@ -728,6 +728,27 @@ fn models_lists_what_each_provider_reports_sorted_and_paginated() {
     assert_eq!(listed[0]["id"], "claude-00000");
     assert_eq!(listed[2344]["name"], "claude-02344");
     assert!(listed.windows(2).all(|w| w[0]["id"] != w[1]["id"]));
+
+    // Gemini pages with `pageToken`, and lists ids without `models/`.
+    let many: Vec<String> = (0..1500).map(|i| format!("gemini-{i:05}")).collect();
+    let server = self::server(json!({"turns": [{"text": "hi"}], "models": many}));
+    let out = scratch
+        .cmd()
+        .env("GEMINI_API_KEY", "dummy")
+        .args([
+            "models",
+            "gemini",
+            "--json",
+            "--base-url",
+            &server.base_url(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let listed = json_lines(&text(&out.stdout));
+    assert_eq!(listed.len(), 1500);
+    assert_eq!(listed[0]["id"], "gemini-00000");
+    assert_eq!(listed[1499]["name"], "gemini-01499");
 }
 
 #[test]
@@ -761,7 +782,12 @@ const TINY_PNG: &[u8] = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x0
 fn images_reach_every_provider_from_the_prompt_and_from_read_file() {
     use base64::Engine as _;
     let b64 = base64::engine::general_purpose::STANDARD.encode(TINY_PNG);
-    for model in ["openai:mock", "openai-responses:mock", "anthropic:mock"] {
+    for model in [
+        "openai:mock",
+        "openai-responses:mock",
+        "anthropic:mock",
+        "gemini:mock",
+    ] {
         let scratch = Scratch::new();
         std::fs::write(scratch.ws().join("shot.png"), TINY_PNG).unwrap();
         let attached = scratch.dir.path().join("attached.png");

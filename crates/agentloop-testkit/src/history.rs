@@ -30,6 +30,7 @@ pub(crate) fn analyze(format: WireFormat, body: &Value) -> History {
         WireFormat::OpenAiChat => chat(body),
         WireFormat::Anthropic => anthropic(body),
         WireFormat::OpenAiResponses => responses(body),
+        WireFormat::Gemini => gemini(body),
     }
 }
 
@@ -395,6 +396,136 @@ fn responses(body: &Value) -> History {
     }
 }
 
+/// Gemini: `contents` alternate `user` and `model`; function calls have no ids to pair by, so a
+/// model content's `functionCall` parts must be answered, in order and by name, by the
+/// `functionResponse` parts of the next content (and by `id` when the call has one). As Gemini
+/// 3 requires, the first `functionCall` of each model content of the current turn (everything
+/// after the last user content that is not only function responses) carries a
+/// `thoughtSignature`.
+fn gemini(body: &Value) -> History {
+    let contents = body
+        .get("contents")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let parts_of = |c: &Value| -> Vec<Value> {
+        c.get("parts")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let mut turn_index = 0;
+    let mut in_model_run = false;
+    let mut first_user = None;
+    let mut problems = Vec::new();
+    // Calls of the previous model content still waiting for their responses: (name, id).
+    let mut pending: Vec<(String, Option<String>)> = Vec::new();
+    // Where the current turn starts: after the last user content with a part that is not a
+    // function response.
+    let current_turn = contents
+        .iter()
+        .rposition(|c| {
+            str_field(c, "role") != Some("model")
+                && parts_of(c)
+                    .iter()
+                    .any(|p| p.get("functionResponse").is_none())
+        })
+        .map_or(0, |at| at + 1);
+    let unanswered = |pending: &mut Vec<(String, Option<String>)>, problems: &mut Vec<String>| {
+        for (name, _) in pending.drain(..) {
+            problems.push(format!(
+                "functionCall `{name}` has no functionResponse in the next content"
+            ));
+        }
+    };
+    for (at, content) in contents.iter().enumerate() {
+        let parts = parts_of(content);
+        if str_field(content, "role") == Some("model") {
+            if !in_model_run {
+                turn_index += 1;
+            }
+            in_model_run = true;
+            unanswered(&mut pending, &mut problems);
+            let mut first = true;
+            for (position, part) in parts.iter().enumerate() {
+                let Some(call) = part.get("functionCall") else {
+                    continue;
+                };
+                let name = str_field(call, "name").unwrap_or("").to_string();
+                match call.get("args") {
+                    None | Some(Value::Object(_)) => {}
+                    Some(other) => problems.push(format!(
+                        "Failed to parse tool call arguments as JSON: the args of functionCall                          `{name}` are not a JSON object: {other}"
+                    )),
+                }
+                let signature = str_field(part, "thoughtSignature").unwrap_or("");
+                if first && at >= current_turn && signature.is_empty() {
+                    problems.push(format!(
+                        "Function call is missing a thought_signature in functionCall parts. \
+                         This is required for tools to work correctly, and missing \
+                         thought_signature may lead to degraded model performance. Additional \
+                         data, function call `default_api:{name}` , position {}. Please refer \
+                         to https://ai.google.dev/gemini-api/docs/thought-signatures for more \
+                         details.",
+                        position + 1
+                    ));
+                }
+                first = false;
+                pending.push((name, str_field(call, "id").map(str::to_string)));
+            }
+            continue;
+        }
+        in_model_run = false;
+        if first_user.is_none() && parts.iter().all(|p| p.get("functionResponse").is_none()) {
+            first_user = content.get("parts");
+        }
+        let responses: Vec<&Value> = parts
+            .iter()
+            .filter_map(|p| p.get("functionResponse"))
+            .collect();
+        if responses.is_empty() {
+            unanswered(&mut pending, &mut problems);
+            continue;
+        }
+        if responses.len() != pending.len() {
+            problems.push(format!(
+                "Please ensure that the number of function response parts is equal to the \
+                 number of function call parts of the function call turn: {} call(s), {} \
+                 response(s)",
+                pending.len(),
+                responses.len()
+            ));
+        }
+        for (i, response) in responses.iter().enumerate() {
+            let name = str_field(response, "name").unwrap_or("");
+            match pending.get(i) {
+                Some((call, _)) if call != name => problems.push(format!(
+                    "functionResponse {} is named `{name}`, but function call {} is `{call}`",
+                    i + 1,
+                    i + 1
+                )),
+                Some((_, Some(id))) if str_field(response, "id") != Some(id.as_str()) => problems
+                    .push(format!(
+                        "functionResponse `{name}` must carry the id `{id}` of its call"
+                    )),
+                _ => {}
+            }
+            if !response.get("response").is_some_and(Value::is_object) {
+                problems.push(format!(
+                    "functionResponse `{name}`: `response` must be a JSON object"
+                ));
+            }
+        }
+        pending.clear();
+    }
+    unanswered(&mut pending, &mut problems);
+    History {
+        turn_index,
+        fingerprint: fingerprint_of(first_user),
+        problems,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -528,6 +659,46 @@ mod tests {
             let p = analyze(WireFormat::Anthropic, &body).problems;
             assert_eq!(p.is_empty(), ok, "anthropic {input}: {p:?}");
         }
+    }
+
+    #[test]
+    fn gemini_pairs_by_name_in_order_and_wants_signatures_in_the_current_turn() {
+        let call = |name: &str, signature: Option<&str>| {
+            let mut part = json!({"functionCall": {"name": name, "args": {}}});
+            if let Some(s) = signature {
+                part["thoughtSignature"] = json!(s);
+            }
+            part
+        };
+        let response =
+            |name: &str| json!({"functionResponse": {"name": name, "response": {"output": "x"}}});
+        let body = json!({"contents": [
+            {"role": "user", "parts": [{"text": "hi"}]},
+            // An earlier turn: no signature needed.
+            {"role": "model", "parts": [call("f", None)]},
+            {"role": "user", "parts": [response("f")]},
+            {"role": "model", "parts": [{"text": "done"}]},
+            {"role": "user", "parts": [{"text": "again"}]},
+            {"role": "model", "parts": [call("f", Some("skip_thought_signature_validator")), call("g", None)]},
+            {"role": "user", "parts": [response("f"), response("g")]},
+        ]});
+        let h = analyze(WireFormat::Gemini, &body);
+        assert_eq!(h.turn_index, 3);
+        assert!(h.problems.is_empty(), "{:?}", h.problems);
+        assert_eq!(h.fingerprint, fnv1a64(br#"[{"text":"hi"}]"#));
+
+        let bad = json!({"contents": [
+            {"role": "user", "parts": [{"text": "hi"}]},
+            {"role": "model", "parts": [call("f", None), call("g", None)]},
+            {"role": "user", "parts": [response("g")]},
+            {"role": "model", "parts": [call("h", Some("s"))]},
+        ]});
+        let p = analyze(WireFormat::Gemini, &bad).problems;
+        assert_eq!(p.len(), 4, "{p:?}");
+        assert!(p[0].contains("missing a thought_signature"), "{p:?}");
+        assert!(p[1].contains("number of function response parts"), "{p:?}");
+        assert!(p[2].contains("named `g`"), "{p:?}");
+        assert!(p[3].contains("`h` has no functionResponse"), "{p:?}");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! A mock LLM provider server for tests, benchmarks and demos.
 //!
-//! One JSON [`Script`] drives three streaming wire formats, each mirroring the recorded provider
+//! One JSON [`Script`] drives four streaming wire formats, each mirroring the recorded provider
 //! streams in `crates/agentloop/tests/fixtures/providers/`:
 //!
 //! | endpoint | format |
@@ -8,9 +8,12 @@
 //! | `POST /v1/chat/completions`, `POST /chat/completions` | OpenAI Chat Completions SSE (`data:` lines, `data: [DONE]`) |
 //! | `POST /v1/responses`, `POST /responses` | OpenAI Responses SSE (`event:` + `data:`) |
 //! | `POST /v1/messages`, `POST /messages` | Anthropic Messages SSE (`event:` + `data:`) |
+//! | `POST /v1beta/models/{model}:streamGenerateContent` (also `/v1/models/…`) | Google Gemini SSE (`data:` + `\r\n\r\n`, no terminal event; see below) |
 //!
 //! Every request is answered with a stream (`content-type: text/event-stream`), whatever its
-//! `stream` flag. The OpenAI base URL is `{base_url}/v1`; the Anthropic base URL is `{base_url}`.
+//! `stream` flag. The OpenAI base URL is `{base_url}/v1`; the Anthropic and Gemini base URL is
+//! `{base_url}`. `GET /v1/models` lists the script's models in OpenAI's shape (Anthropic's when
+//! the request carries `anthropic-version`), `GET /v1beta/models` in Gemini's.
 //!
 //! The server speaks HTTP/1.1 and HTTP/2 cleartext with prior knowledge (h2c) on the same port;
 //! one h2c connection carries up to [`MockServerBuilder::http2_max_concurrent_streams`]
@@ -43,6 +46,7 @@
 //!   concurrently and independently.
 //!   - Chat Completions: messages with `role: "assistant"`.
 //!   - Anthropic: messages with `role: "assistant"`.
+//!   - Gemini: maximal runs of `contents` with `role: "model"`.
 //!   - Responses: maximal runs of model-output items in `input` (assistant `message`,
 //!     `function_call`, `reasoning`, `tool_search_call` and the other `*_call` items); any other
 //!     item (user/system/developer message, `function_call_output`, `tool_search_output`, …) ends
@@ -73,9 +77,16 @@
 //! result and each result refers to an earlier call (Chat: assistant `tool_calls[].id` vs `tool`
 //! messages' `tool_call_id`; Responses: `function_call`/`function_call_output` and client
 //! `tool_search_call`/`tool_search_output` by `call_id`; Anthropic: assistant `tool_use` block ids
-//! vs user `tool_result` blocks' `tool_use_id`), and each call's arguments are a JSON object
-//! (Chat and Responses: `arguments` is JSON text of an object; Anthropic: `input` is an object),
-//! as real servers require. A request that breaks it gets HTTP 400 (or the status set with
+//! vs user `tool_result` blocks' `tool_use_id`; Gemini, which has no call ids: the
+//! `functionCall` parts of a model content vs the `functionResponse` parts of the next content,
+//! same number, same names in the same order, and the same `id` when the call has one), and each
+//! call's arguments are a JSON object (Chat and Responses: `arguments` is JSON text of an object;
+//! Anthropic: `input` is an object; Gemini: `args` is an object), as real servers require. Gemini
+//! requests are also checked as Gemini 3 checks them: the first `functionCall` of each model
+//! content in the current turn (after the last user content that is not only function
+//! responses) must carry a `thoughtSignature` (the mock's own, a replayed one, or Google's
+//! `skip_thought_signature_validator`), else HTTP 400 "Function call is missing a
+//! thought_signature". A request that breaks it gets HTTP 400 (or the status set with
 //! [`MockServerBuilder::reject_status`], e.g. 500 like llama.cpp) with a provider-shaped JSON
 //! error explaining why; one whose body is not JSON gets 400. Neither consumes a turn or attempt;
 //! both are listed in [`MockServer::violations`].
@@ -101,6 +112,17 @@
 //! input item `{"type": "tool_search_output", "call_id": "<call_id>", "execution": "client",
 //! "tools": [...]}`. On the Chat and Anthropic wires a tool search is an ordinary tool call of
 //! the function `search_tools` (or the search's `name`).
+//!
+//! # The Gemini wire
+//!
+//! One `data:` event per thinking piece (`{"text": …, "thought": true}` parts) and per text
+//! piece, then one event with every function call (tool searches first, as plain function calls),
+//! then the final event: an empty text part, `finishReason` (`STOP`, also for function calls, or
+//! `MAX_TOKENS`) and the full `usageMetadata`. There is no terminal event: the body ends
+//! (`eof_without_terminal` drops the final event, so no `finishReason` arrives). Function calls
+//! carry an `id` only when the script gives one. The first function call, or else the final
+//! empty text part, carries a `thoughtSignature`: the turn's `thinking_signature`, or
+//! `mock-sig-<responseId>`.
 
 pub mod external;
 mod history;

@@ -86,8 +86,9 @@ pub struct Turn {
     /// `thinking` block). Absent or `""`: no thinking part.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking: Option<String>,
-    /// The Anthropic thinking block's signature (sent as one `signature_delta`).
-    /// Default: `"mock-signature"`. Ignored by the OpenAI formats.
+    /// The Anthropic thinking block's signature (sent as one `signature_delta`; default
+    /// `"mock-signature"`) and the Gemini `thoughtSignature` (default `mock-sig-<responseId>`).
+    /// Ignored by the OpenAI formats.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking_signature: Option<String>,
     /// Tool calls, in order.
@@ -212,18 +213,21 @@ pub struct ToolSearch {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Usage {
-    /// Chat `prompt_tokens`, Responses `input_tokens`, Anthropic `input_tokens`.
+    /// Chat `prompt_tokens`, Responses `input_tokens`, Anthropic `input_tokens`; on the Gemini
+    /// wire `promptTokenCount` is this plus the cache reads.
     #[serde(default)]
     pub input_tokens: u64,
-    /// Chat `completion_tokens`, Responses `output_tokens`, Anthropic `output_tokens`.
+    /// Chat `completion_tokens`, Responses `output_tokens`, Anthropic `output_tokens`, Gemini
+    /// `candidatesTokenCount`.
     #[serde(default)]
     pub output_tokens: u64,
     /// Chat `prompt_tokens_details.cached_tokens`, Responses
-    /// `input_tokens_details.cached_tokens`, Anthropic `cache_read_input_tokens`.
+    /// `input_tokens_details.cached_tokens`, Anthropic `cache_read_input_tokens`, Gemini
+    /// `cachedContentTokenCount`.
     #[serde(default)]
     pub cache_read_tokens: u64,
     /// Responses `input_tokens_details.cache_write_tokens`, Anthropic
-    /// `cache_creation_input_tokens`. Not sent on the Chat wire.
+    /// `cache_creation_input_tokens`. Not sent on the Chat and Gemini wires.
     #[serde(default)]
     pub cache_write_tokens: u64,
 }

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::extract::{DefaultBodyLimit, Path, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -42,7 +42,7 @@ pub struct RecordedRequest {
     /// The wire format the path belongs to.
     pub format: WireFormat,
     /// Request headers, names lower-case, repeated headers joined with `", "`. The values of
-    /// `x-api-key` and `api-key` are `"<redacted>"`; those of `authorization` and
+    /// `x-api-key`, `api-key` and `x-goog-api-key` are `"<redacted>"`; those of `authorization` and
     /// `proxy-authorization` keep their scheme (`"Bearer <redacted>"`).
     pub headers: BTreeMap<String, String>,
     /// The request body as JSON (a JSON string holding the raw text when it was not JSON).
@@ -507,6 +507,10 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/messages", post(messages))
         .route("/v1/models", get(models))
         .route("/models", get(models))
+        // Gemini names the model and the method in one segment (`gemini-2.5-flash:stream…`).
+        .route("/v1beta/models/{target}", post(gemini))
+        .route("/v1/models/{target}", post(gemini))
+        .route("/v1beta/models", get(gemini_models))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(256 * 1024 * 1024))
         .with_state(state)
@@ -582,7 +586,8 @@ async fn models(State(s): State<Arc<AppState>>, uri: Uri, headers: HeaderMap) ->
 async fn not_found(method: axum::http::Method, uri: Uri) -> Response {
     let msg = format!(
         "agentloop-testkit: no route for {method} {}; the mock serves POST /v1/chat/completions, \
-         /v1/responses and /v1/messages, and GET /v1/models (OpenAI base URL: <base>/v1, Anthropic base URL: <base>)",
+         /v1/responses, /v1/messages and /v1beta/models/{{model}}:streamGenerateContent, and GET \
+         /v1/models and /v1beta/models (OpenAI base URL: <base>/v1, Anthropic and Gemini base URL: <base>)",
         uri.path()
     );
     tracing::warn!("{msg}");
@@ -619,11 +624,80 @@ async fn messages(
     handle(&s, WireFormat::Anthropic, &uri, &headers, body)
 }
 
-const REDACTED_HEADERS: [&str; 4] = [
+/// `POST /v1beta/models/{model}:streamGenerateContent`: the model comes from the path (Gemini
+/// bodies do not name it). Any other method on a model is a 404 in Gemini's error shape.
+async fn gemini(
+    State(s): State<Arc<AppState>>,
+    Path(target): Path<String>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match target.rsplit_once(':') {
+        Some((model, "streamGenerateContent")) if !model.is_empty() => {
+            handle_with_model(&s, WireFormat::Gemini, &uri, &headers, body, Some(model))
+        }
+        _ => {
+            let msg = format!(
+                "agentloop-testkit: no route for POST {}; the mock serves \
+                 POST /v1beta/models/{{model}}:streamGenerateContent?alt=sse for Gemini \
+                 (base URL: <base>)",
+                uri.path()
+            );
+            json_response(
+                StatusCode::NOT_FOUND,
+                &wire::error_body(WireFormat::Gemini, 404, &msg),
+            )
+        }
+    }
+}
+
+/// `GET /v1beta/models`: the script's model ids in Gemini's paginated shape (`pageSize`,
+/// default 50, and `pageToken` query parameters; `nextPageToken` in the answer while more
+/// remain).
+async fn gemini_models(State(s): State<Arc<AppState>>, uri: Uri) -> Response {
+    let default = ["mock-model".to_owned()];
+    let ids: &[String] = if s.script.models.is_empty() {
+        &default
+    } else {
+        &s.script.models
+    };
+    let query: Vec<(&str, &str)> = uri
+        .query()
+        .unwrap_or("")
+        .split('&')
+        .filter_map(|pair| pair.split_once('='))
+        .collect();
+    let param = |name: &str| query.iter().find(|(k, _)| *k == name).map(|(_, v)| *v);
+    let size = param("pageSize")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(50)
+        .clamp(1, 1000);
+    let start = param("pageToken")
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    let page: Vec<Value> = ids
+        .iter()
+        .skip(start)
+        .take(size)
+        .map(|id| {
+            serde_json::json!({"name": format!("models/{id}"), "displayName": id,
+                "supportedGenerationMethods": ["generateContent", "countTokens"]})
+        })
+        .collect();
+    let mut body = serde_json::json!({ "models": page });
+    if start + size < ids.len() {
+        body["nextPageToken"] = Value::from((start + size).to_string());
+    }
+    json_response(StatusCode::OK, &body)
+}
+
+const REDACTED_HEADERS: [&str; 5] = [
     "authorization",
     "proxy-authorization",
     "x-api-key",
     "api-key",
+    "x-goog-api-key",
 ];
 
 fn recorded_headers(headers: &HeaderMap) -> BTreeMap<String, String> {
@@ -668,6 +742,18 @@ fn handle(
     uri: &Uri,
     headers: &HeaderMap,
     raw: Bytes,
+) -> Response {
+    handle_with_model(s, format, uri, headers, raw, None)
+}
+
+/// [`handle`], with the model named by the path (Gemini) instead of the body.
+fn handle_with_model(
+    s: &AppState,
+    format: WireFormat,
+    uri: &Uri,
+    headers: &HeaderMap,
+    raw: Bytes,
+    path_model: Option<&str>,
 ) -> Response {
     let n = s.request_count.fetch_add(1, Ordering::SeqCst) + 1;
     let path = uri.path().to_string();
@@ -746,9 +832,8 @@ fn handle(
         output_tokens: wire::estimated_output_tokens(turn),
         ..Usage::default()
     });
-    let model = body
-        .get("model")
-        .and_then(Value::as_str)
+    let model = path_model
+        .or_else(|| body.get("model").and_then(Value::as_str))
         .unwrap_or("mock-model")
         .to_string();
     let include_usage = body

@@ -282,3 +282,83 @@ async fn chat_streams_match_the_recordings() {
         kinds(&fixture(&dir, folder, "tool_calls_parallel"))
     );
 }
+
+/// A Gemini chunk's shape: its parts (`thought`, `text`, `empty` for an empty text part, `call`;
+/// `:sig` when signed) and its `finishReason`.
+fn gemini_shape(body: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for e in parse_sse(body) {
+        let v: Value = serde_json::from_str(&e.data).unwrap();
+        let candidate = &v["candidates"][0];
+        let mut label: Vec<String> = Vec::new();
+        for part in candidate["content"]["parts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let kind = if part.get("functionCall").is_some() {
+                "call"
+            } else if part["thought"] == true {
+                "thought"
+            } else if part["text"] == "" {
+                "empty"
+            } else {
+                "text"
+            };
+            let sig = if part.get("thoughtSignature").is_some() {
+                ":sig"
+            } else {
+                ""
+            };
+            label.push(format!("{kind}{sig}"));
+        }
+        let mut label = label.join(",");
+        if let Some(reason) = candidate["finishReason"].as_str() {
+            label.push('|');
+            label.push_str(reason);
+        }
+        if out.last() != Some(&label) {
+            out.push(label);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn gemini_streams_match_the_recordings() {
+    let Some(dir) = fixtures_dir() else { return };
+    let f = WireFormat::Gemini;
+    let folder = "gemini";
+    let thinking_text = mock_body(f, text_turn().with_thinking("Defining the basics.")).await;
+    assert_eq!(
+        gemini_shape(&thinking_text),
+        gemini_shape(&fixture(
+            &dir,
+            folder,
+            "thought_then_text_trailing_signature"
+        ))
+    );
+    let thinking_call = mock_body(
+        f,
+        Turn::tool_calls(vec![ToolCall::new(
+            "call_966934",
+            "lookup_harbor_label",
+            json!({}),
+        )])
+        .with_thinking("Calculating."),
+    )
+    .await;
+    assert_eq!(
+        gemini_shape(&thinking_call),
+        gemini_shape(&fixture(&dir, folder, "thought_then_call_with_id"))
+    );
+    let tools = mock_body(f, tools_turn()).await;
+    let length = mock_body(f, text_turn().with_stop_reason(StopReason::Length)).await;
+    assert_keys_subset(
+        f,
+        &[thinking_text, thinking_call, tools, length],
+        &all_cases(&dir, folder),
+        // The script's own argument names.
+        &["candidates[].content.parts[].functionCall.args.q"],
+    );
+}

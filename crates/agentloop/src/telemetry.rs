@@ -510,7 +510,7 @@ fn content_message(message: &Message) -> Value {
         .content
         .iter()
         .map(|part| match part {
-            Part::Text { text } => json!({"type": "text", "content": text}),
+            Part::Text { text, .. } => json!({"type": "text", "content": text}),
             Part::Thinking(t) => json!({"type": "reasoning", "content": t.thinking}),
             Part::Image(image) => {
                 json!({"type": "blob", "mime_type": image.media_type, "modality": "image"})

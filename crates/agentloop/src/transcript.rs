@@ -23,6 +23,14 @@
 //! {"type": "tool_result", "call_id": "call-1", "tool_name": "echo", "content": "hi", "is_error": false}
 //! ```
 //!
+//! Text and tool-call parts may also carry `provider_data`, an opaque object that only the adapter
+//! that produced the part reads back (see [`ProviderData`]):
+//!
+//! ```json
+//! {"type": "text", "text": "hello", "provider_data": {"provider": "openai_responses", "data": {"id": "msg_1"}}}
+//! {"type": "tool_call", "id": "call-3", "tool_name": "echo", "arguments": {}, "provider_data": {"provider": "gemini", "data": {"thoughtSignature": "…"}}}
+//! ```
+//!
 //! A tool call's `arguments` hold whatever JSON value the model sent (normally an object, but a
 //! string, `null` or an array are kept as received); text that was not JSON at all is stored under
 //! `raw_arguments` instead, byte for byte, so the executor can answer "malformed arguments" and a
@@ -149,6 +157,52 @@ impl ImagePart {
     }
 }
 
+/// Opaque data a provider attached to a part of its reply, to be sent back verbatim when the
+/// conversation is replayed to the same provider and model: Gemini's `thoughtSignature` on a
+/// function call or text part, the OpenAI Responses output-item ids (`msg_…`, `fc_…`) that must
+/// accompany encrypted reasoning. (Reasoning itself carries its payload in
+/// [`ThinkingPart::signature`].)
+///
+/// Only the adapter named by `provider` reads `data`; every other adapter, and the same adapter
+/// talking to another model, drops it on replay (see
+/// [`providers::replay`](crate::providers::replay)). The session store keeps it as part of the
+/// message's JSON, so a resumed session replays it too.
+///
+/// ```
+/// use agentloop::transcript::ProviderData;
+/// use serde_json::json;
+///
+/// let data = ProviderData::new("gemini", json!({"thoughtSignature": "c2ln"}));
+/// assert_eq!(data.get("gemini", "thoughtSignature"), Some("c2ln"));
+/// assert_eq!(data.get("anthropic", "thoughtSignature"), None);
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ProviderData {
+    /// The adapter that produced the data (its provider name, e.g. `"gemini"`).
+    pub provider: String,
+    /// The data itself, in the adapter's own shape (normally an object).
+    pub data: Value,
+}
+
+impl ProviderData {
+    /// Data for `provider`.
+    pub fn new(provider: impl Into<String>, data: Value) -> Self {
+        ProviderData {
+            provider: provider.into(),
+            data,
+        }
+    }
+
+    /// The string at `key` of the data, when the data belongs to `provider` and holds one.
+    pub fn get(&self, provider: &str, key: &str) -> Option<&str> {
+        if self.provider != provider {
+            return None;
+        }
+        self.data.get(key).and_then(Value::as_str)
+    }
+}
+
 /// A model's reasoning, as far as the provider exposes it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThinkingPart {
@@ -227,6 +281,8 @@ pub struct ToolCallPart {
     pub tool_name: String,
     /// Arguments as received.
     pub arguments: ToolArguments,
+    /// Opaque data of the provider that produced the call (see [`ProviderData`]).
+    pub provider_data: Option<ProviderData>,
 }
 
 impl ToolCallPart {
@@ -236,6 +292,7 @@ impl ToolCallPart {
             id: id.into(),
             tool_name: tool_name.into(),
             arguments: ToolArguments::Json(arguments),
+            provider_data: None,
         }
     }
 }
@@ -254,6 +311,8 @@ struct ToolCallWire {
     arguments: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     raw_arguments: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    provider_data: Option<ProviderData>,
 }
 
 /// Distinguishes `"arguments": null` (present, JSON null) from a missing key.
@@ -272,6 +331,7 @@ impl Serialize for ToolCallPart {
             tool_name: self.tool_name.clone(),
             arguments,
             raw_arguments,
+            provider_data: self.provider_data.clone(),
         }
         .serialize(serializer)
     }
@@ -289,6 +349,7 @@ impl<'de> Deserialize<'de> for ToolCallPart {
             id: wire.id,
             tool_name: wire.tool_name,
             arguments,
+            provider_data: wire.provider_data,
         })
     }
 }
@@ -349,6 +410,9 @@ pub enum Part {
     Text {
         /// The text.
         text: String,
+        /// Opaque data of the provider that produced the text (see [`ProviderData`]).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider_data: Option<ProviderData>,
     },
     /// Reasoning.
     Thinking(ThinkingPart),
@@ -363,7 +427,10 @@ pub enum Part {
 impl Part {
     /// A text part.
     pub fn text(text: impl Into<String>) -> Self {
-        Part::Text { text: text.into() }
+        Part::Text {
+            text: text.into(),
+            provider_data: None,
+        }
     }
 }
 
@@ -460,7 +527,7 @@ impl Message {
     pub fn text(&self) -> String {
         let mut out = String::new();
         for part in &self.content {
-            if let Part::Text { text } = part {
+            if let Part::Text { text, .. } = part {
                 out.push_str(text);
             }
         }
@@ -538,12 +605,57 @@ mod tests {
                     id: "c".into(),
                     tool_name: "t".into(),
                     arguments: args.clone(),
+                    provider_data: None,
                 })],
                 StopReason::ToolUse,
             );
             let back = round_trip(&m);
             assert_eq!(back, m, "{args:?}");
         }
+    }
+
+    #[test]
+    fn provider_data_round_trips_and_is_omitted_when_absent() {
+        let gemini = ProviderData::new("gemini", json!({"thoughtSignature": "c2ln"}));
+        let mut call = ToolCallPart::new("c1", "t", json!({"a": 1}));
+        call.provider_data = Some(gemini.clone());
+        let m = Message::assistant(
+            vec![
+                Part::Text {
+                    text: "hi".into(),
+                    provider_data: Some(ProviderData::new(
+                        "openai_responses",
+                        json!({"id": "msg_1"}),
+                    )),
+                },
+                Part::ToolCall(call),
+                Part::text("plain"),
+            ],
+            StopReason::ToolUse,
+        );
+        assert_eq!(round_trip(&m), m);
+        let value = serde_json::to_value(&m).unwrap_or_default();
+        assert_eq!(
+            value["content"][1]["provider_data"],
+            json!({"provider": "gemini", "data": {"thoughtSignature": "c2ln"}})
+        );
+        assert!(value["content"][2].get("provider_data").is_none());
+        assert_eq!(gemini.get("gemini", "thoughtSignature"), Some("c2ln"));
+        assert_eq!(gemini.get("openai_responses", "thoughtSignature"), None);
+    }
+
+    #[test]
+    fn messages_stored_before_provider_data_still_load() {
+        let old = json!({"role": "assistant", "timestamp_ms": 1, "content": [
+            {"type": "text", "text": "hi"},
+            {"type": "tool_call", "id": "c", "tool_name": "t", "arguments": {}}
+        ]});
+        let m: Message = serde_json::from_value(old).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(m.content[0], Part::text("hi"));
+        assert_eq!(
+            m.tool_calls().next().and_then(|c| c.provider_data.clone()),
+            None
+        );
     }
 
     #[test]

@@ -374,6 +374,7 @@ fn a_transcript_from_openai_chat_is_replayed_by_the_rules() {
                     id: "call_3".into(),
                     tool_name: "read_file".into(),
                     arguments: ToolArguments::Unparsed("{\"path\": \"b.t".into()),
+                    provider_data: None,
                 }),
             ],
             StopReason::ToolUse,

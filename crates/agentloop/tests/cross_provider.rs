@@ -1,6 +1,7 @@
 //! Cross-provider handoff: a conversation recorded on each adapter (with thinking and a tool
-//! call) is continued on each of the other two, over HTTP; the receiving mock server checks that
-//! every tool call in the replayed history has exactly one result.
+//! call) is continued on each of the other three, over HTTP; the receiving mock server checks that
+//! every tool call in the replayed history has exactly one result (and, for Gemini, that every
+//! replayed function call of the current turn carries a thought signature).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
@@ -8,7 +9,9 @@ use std::time::Duration;
 
 use agentloop::agent::{AgentLoop, AgentLoopConfig, RunStop};
 use agentloop::model::Model;
-use agentloop::providers::{Anthropic, OpenAiChat, OpenAiResponses, ProviderConfig, RetryPolicy};
+use agentloop::providers::{
+    Anthropic, Gemini, OpenAiChat, OpenAiResponses, ProviderConfig, RetryPolicy,
+};
 use agentloop::tooling::{Deps, ToolContext, ToolSpec};
 use agentloop::transcript::{Message, Part, Role};
 use agentloop_testkit::{MockServer, Script};
@@ -19,7 +22,10 @@ enum Wire {
     Chat,
     Responses,
     Anthropic,
+    Gemini,
 }
+
+const WIRES: [Wire; 4] = [Wire::Chat, Wire::Responses, Wire::Anthropic, Wire::Gemini];
 
 fn model(wire: Wire, server: &MockServer) -> Arc<dyn Model> {
     let config = |base: String| {
@@ -33,6 +39,7 @@ fn model(wire: Wire, server: &MockServer) -> Arc<dyn Model> {
         Wire::Chat => Arc::new(OpenAiChat::new(config(server.openai_base_url()))),
         Wire::Responses => Arc::new(OpenAiResponses::new(config(server.openai_base_url()))),
         Wire::Anthropic => Arc::new(Anthropic::new(config(server.base_url()))),
+        Wire::Gemini => Arc::new(Gemini::new(config(server.base_url()))),
     }
 }
 
@@ -67,8 +74,8 @@ async fn record(wire: Wire) -> Vec<Message> {
 }
 
 #[tokio::test]
-async fn transcripts_recorded_on_each_adapter_continue_on_the_other_two() {
-    for from in [Wire::Chat, Wire::Responses, Wire::Anthropic] {
+async fn transcripts_recorded_on_each_adapter_continue_on_the_other_three() {
+    for from in WIRES {
         let mut history = record(from).await;
         // The recording holds a tool call with its result (and the thinking the wire carried).
         assert_eq!(
@@ -79,6 +86,13 @@ async fn transcripts_recorded_on_each_adapter_continue_on_the_other_two() {
             1,
             "{from:?}"
         );
+        // What the other adapters must never see: Responses item ids, Gemini signatures.
+        let stored = serde_json::to_string(&history).unwrap();
+        match from {
+            Wire::Responses => assert!(stored.contains("fc_mock_") && stored.contains("msg_mock_")),
+            Wire::Gemini => assert!(stored.contains("mock-sig-")),
+            _ => {}
+        }
         if from != Wire::Chat {
             assert!(
                 history[1]
@@ -100,7 +114,7 @@ async fn transcripts_recorded_on_each_adapter_continue_on_the_other_two() {
         dangling.provider = Some(format!("{from:?}"));
         history.push(dangling);
         history.push(Message::user("And a loop?"));
-        for to in [Wire::Chat, Wire::Responses, Wire::Anthropic] {
+        for to in WIRES {
             if to == from {
                 continue;
             }
@@ -128,6 +142,17 @@ async fn transcripts_recorded_on_each_adapter_continue_on_the_other_two() {
                 assert!(
                     body.contains("I should look it up."),
                     "{from:?} -> {to:?}: foreign thinking is replayed as text"
+                );
+            }
+            // Provider data never crosses providers: no Gemini signature, no Responses item id
+            // reaches another adapter; Gemini gets the documented sentinel instead.
+            assert!(!body.contains("mock-sig-"), "{from:?} -> {to:?}: {body}");
+            assert!(!body.contains("msg_mock_"), "{from:?} -> {to:?}: {body}");
+            assert!(!body.contains("fc_mock_"), "{from:?} -> {to:?}: {body}");
+            if to == Wire::Gemini {
+                assert!(
+                    body.contains("skip_thought_signature_validator"),
+                    "{from:?} -> {to:?}: {body}"
                 );
             }
         }

@@ -8,7 +8,9 @@ use std::time::{Duration, Instant};
 
 use agentloop::agent::{AgentEvent, AgentLoop, AgentLoopConfig, RunStop};
 use agentloop::model::{Model, ModelError, ModelEvent, ModelRequest};
-use agentloop::providers::{Anthropic, OpenAiChat, OpenAiResponses, ProviderConfig, RetryPolicy};
+use agentloop::providers::{
+    Anthropic, Gemini, OpenAiChat, OpenAiResponses, ProviderConfig, RetryPolicy,
+};
 use agentloop::tooling::{Deps, ToolContext, ToolSpec};
 use agentloop::transcript::{
     Message, Part, Role, StopReason, ToolArguments, ToolCallPart, ToolResultPart,
@@ -22,9 +24,10 @@ enum Wire {
     Chat,
     Responses,
     Anthropic,
+    Gemini,
 }
 
-const WIRES: &[Wire] = &[Wire::Chat, Wire::Responses, Wire::Anthropic];
+const WIRES: &[Wire] = &[Wire::Chat, Wire::Responses, Wire::Anthropic, Wire::Gemini];
 
 fn policy(retries: u32) -> RetryPolicy {
     RetryPolicy {
@@ -46,6 +49,7 @@ fn model(wire: Wire, server: &MockServer, retry: RetryPolicy, idle: Duration) ->
         Wire::Chat => Arc::new(OpenAiChat::new(config(server.openai_base_url()))),
         Wire::Responses => Arc::new(OpenAiResponses::new(config(server.openai_base_url()))),
         Wire::Anthropic => Arc::new(Anthropic::new(config(server.base_url()))),
+        Wire::Gemini => Arc::new(Gemini::new(config(server.base_url()))),
     }
 }
 
@@ -427,9 +431,14 @@ async fn a_malformed_call_is_replayed_as_a_valid_object_and_the_run_goes_on() {
                 .find_map(|m| m.tool_calls().next())
                 .unwrap()
                 .clone();
+            // Gemini's `args` is structured: the mock sends the broken text as a JSON string,
+            // which is kept as received (and equally not run).
+            let received = match wire {
+                Wire::Gemini => ToolArguments::Json(json!(RAW)),
+                _ => ToolArguments::Unparsed(RAW.into()),
+            };
             assert_eq!(
-                call.arguments,
-                ToolArguments::Unparsed(RAW.into()),
+                call.arguments, received,
                 "the transcript keeps the raw text"
             );
             let result = out
@@ -582,12 +591,13 @@ fn model_with(
         Wire::Chat => Arc::new(OpenAiChat::new(config)),
         Wire::Responses => Arc::new(OpenAiResponses::new(config)),
         Wire::Anthropic => Arc::new(Anthropic::new(config)),
+        Wire::Gemini => Arc::new(Gemini::new(config)),
     }
 }
 
 fn base_for(wire: Wire, server: &MockServer) -> String {
     match wire {
-        Wire::Anthropic => server.base_url(),
+        Wire::Anthropic | Wire::Gemini => server.base_url(),
         _ => server.openai_base_url(),
     }
 }
@@ -763,9 +773,15 @@ async fn a_lone_surrogate_in_a_delta_becomes_a_replacement_character() {
 #[tokio::test]
 async fn a_lone_surrogate_in_tool_arguments_is_replaced_not_fatal() {
     for &wire in WIRES {
+        // The arguments travel as JSON text inside a JSON string (escaped twice), except on the
+        // Gemini wire, where `args` is an object in the event itself (escaped once).
+        let surrogate = match wire {
+            Wire::Gemini => "\\ud800",
+            _ => "\\\\ud800",
+        };
         let server = MockServer::start(script(json!({"turns": [{
             "tool_calls": [{"name": "echo", "arguments": {"text": "a LONE-SURROGATE b"}}],
-            "faults": [{"replace_in_body": {"find": "LONE-SURROGATE", "with": "\\\\ud800"}}]
+            "faults": [{"replace_in_body": {"find": "LONE-SURROGATE", "with": surrogate}}]
         }]})));
         let m = model_with(wire, base_for(wire, &server), |c| c);
         let (_, message, error) = call(&m).await;
@@ -817,6 +833,7 @@ async fn a_redirect_within_the_origin_is_followed_with_its_credentials() {
             Wire::Chat => "/chat/completions",
             Wire::Responses => "/responses",
             Wire::Anthropic => "/messages",
+            Wire::Gemini => "/v1/models/mock:streamGenerateContent?alt=sse",
         };
         let server = MockServer::start(script(json!({"turns": [
             {"text": HELLO, "faults": [{"status": 307, "headers": {"location": location}}]}
@@ -831,6 +848,7 @@ async fn a_redirect_within_the_origin_is_followed_with_its_credentials() {
             r.headers
                 .get("authorization")
                 .or_else(|| r.headers.get("x-api-key"))
+                .or_else(|| r.headers.get("x-goog-api-key"))
                 .cloned()
         };
         assert!(
@@ -925,7 +943,8 @@ async fn a_fallback_model_answers_after_500_401_and_overflow_across_providers() 
     ];
     for (primary_wire, fallback_wire) in [
         (Wire::Chat, Wire::Anthropic),
-        (Wire::Anthropic, Wire::Responses),
+        (Wire::Anthropic, Wire::Gemini),
+        (Wire::Gemini, Wire::Responses),
         (Wire::Responses, Wire::Chat),
     ] {
         for (faults, attempts, said) in &cases {
@@ -958,6 +977,7 @@ async fn a_fallback_model_answers_after_500_401_and_overflow_across_providers() 
                 Wire::Chat => "openai_chat",
                 Wire::Responses => "openai_responses",
                 Wire::Anthropic => "anthropic",
+                Wire::Gemini => "gemini",
             };
             assert_eq!(
                 message.provider.as_deref(),

@@ -95,6 +95,7 @@ fn rich_conversation() -> Vec<Message> {
                 id: "c2".into(),
                 tool_name: "write".into(),
                 arguments: ToolArguments::Unparsed("{\"path\": \"b".into()),
+                provider_data: None,
             }),
             Part::ToolCall(ToolCallPart::new("c3", "noop", Value::Null)),
         ],

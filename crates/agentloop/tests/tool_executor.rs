@@ -242,6 +242,7 @@ async fn malformed_arguments_of_every_shape() {
             id: "m".into(),
             tool_name: "echo".into(),
             arguments,
+            provider_data: None,
         };
         let r = one(&registry, c).await;
         assert!(r.is_error);

@@ -31,6 +31,7 @@ fn conversation() -> Vec<Message> {
                 id: "call-2".into(),
                 tool_name: "echo".into(),
                 arguments: ToolArguments::Unparsed("{\"text\": \"hel".into()),
+                provider_data: None,
             }),
             Part::ToolCall(ToolCallPart::new("call-3", "echo", Value::Null)),
         ],

@@ -526,6 +526,7 @@ async fn generated_and_hand_written_tools_behave_identically() {
         id: "raw".into(),
         tool_name: "add".into(),
         arguments: agentloop::transcript::ToolArguments::Unparsed("{\"a\": 1,".into()),
+        provider_data: None,
     }])
     .collect();
 

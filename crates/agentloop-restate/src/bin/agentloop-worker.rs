@@ -14,7 +14,9 @@ use std::sync::Arc;
 
 use agentloop::builtin::{ApprovalPolicy, Workspace};
 use agentloop::model::{Model, ReasoningLevel};
-use agentloop::providers::{Anthropic, OpenAiChat, OpenAiResponses, ProviderConfig, anthropic};
+use agentloop::providers::{
+    Anthropic, Gemini, OpenAiChat, OpenAiResponses, ProviderConfig, anthropic, gemini,
+};
 use agentloop::session::{SessionStore, SqliteStore};
 use agentloop_restate::{Worker, WorkerConfig};
 use clap::Parser;
@@ -28,7 +30,7 @@ struct Args {
     #[arg(long, default_value = "127.0.0.1:9080", value_name = "ADDR")]
     listen: SocketAddr,
 
-    /// `PROVIDER:NAME` (`openai:`, `openai-responses:`, `anthropic:`), as in `agentloop run`.
+    /// `PROVIDER:NAME` (`openai:`, `openai-responses:`, `anthropic:`, `gemini:`), as in `agentloop run`.
     #[arg(
         long,
         short = 'm',
@@ -92,27 +94,34 @@ fn model(spec: &str, base_url: Option<&str>) -> Result<(Arc<dyn Model>, String),
     let family = match provider {
         "openai" | "openai-chat" | "openai-responses" => "OPENAI",
         "anthropic" => "ANTHROPIC",
+        "gemini" | "google" => "GEMINI",
         other => {
             return Err(format!(
-                "unknown provider {other:?}: use openai:, openai-responses: or anthropic:"
+                "unknown provider {other:?}: use openai:, openai-responses:, anthropic: or gemini:"
             ));
         }
     };
-    let official = if family == "OPENAI" {
-        "https://api.openai.com/v1"
-    } else {
-        anthropic::DEFAULT_BASE_URL
+    let official = match family {
+        "OPENAI" => "https://api.openai.com/v1",
+        "GEMINI" => gemini::DEFAULT_BASE_URL,
+        _ => anthropic::DEFAULT_BASE_URL,
     };
     let base = base_url
         .map(str::to_owned)
         .or_else(|| env_var(&format!("{family}_BASE_URL")))
         .unwrap_or_else(|| official.to_owned());
     let mut config = ProviderConfig::new(base).model(name);
-    if let Some(key) = env_var(&format!("{family}_API_KEY")) {
+    // Gemini: Google's SDKs read GOOGLE_API_KEY first, then GEMINI_API_KEY.
+    let key = match family {
+        "GEMINI" => env_var("GOOGLE_API_KEY").or_else(|| env_var("GEMINI_API_KEY")),
+        _ => env_var(&format!("{family}_API_KEY")),
+    };
+    if let Some(key) = key {
         config = config.api_key(key);
     }
     let model: Arc<dyn Model> = match provider {
         "anthropic" => Arc::new(Anthropic::new(config)),
+        "gemini" | "google" => Arc::new(Gemini::new(config)),
         "openai-responses" => Arc::new(OpenAiResponses::new(config)),
         _ => Arc::new(OpenAiChat::new(config)),
     };

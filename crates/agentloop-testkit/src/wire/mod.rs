@@ -7,6 +7,7 @@
 
 pub(crate) mod anthropic;
 pub(crate) mod chat;
+pub(crate) mod gemini;
 pub(crate) mod responses;
 
 use bytes::Bytes;
@@ -26,6 +27,8 @@ pub enum WireFormat {
     OpenAiResponses,
     /// Anthropic Messages (`/v1/messages`).
     Anthropic,
+    /// Google Gemini (`/v1beta/models/{model}:streamGenerateContent`).
+    Gemini,
 }
 
 /// A rendered response body: complete SSE events, the last `terminal` of which are the stream's
@@ -41,7 +44,7 @@ pub(crate) struct RenderCtx<'a> {
     pub turn_index: usize,
     /// Unique per response (ids like `chatcmpl-mock-<n>`).
     pub response_id: u64,
-    /// The request's `model`, echoed back.
+    /// The request's `model` (Gemini: the model named in the path), echoed back.
     pub model: String,
     /// Chat only: `stream_options.include_usage`.
     pub include_usage: bool,
@@ -171,6 +174,7 @@ pub(crate) fn render(format: WireFormat, ctx: &RenderCtx<'_>) -> Rendered {
         WireFormat::OpenAiChat => chat::render(ctx),
         WireFormat::OpenAiResponses => responses::render(ctx),
         WireFormat::Anthropic => anthropic::render(ctx),
+        WireFormat::Gemini => gemini::render(ctx),
     }
 }
 
@@ -183,6 +187,7 @@ pub(crate) fn garbage_frame(format: WireFormat) -> Bytes {
         WireFormat::OpenAiChat => DATA.to_string(),
         WireFormat::OpenAiResponses => format!("event: response.output_text.delta\n{DATA}"),
         WireFormat::Anthropic => format!("event: content_block_delta\n{DATA}"),
+        WireFormat::Gemini => "data: {\"agentloop_testkit\": malformed json\r\n\r\n".to_string(),
     })
 }
 
@@ -201,6 +206,22 @@ pub(crate) fn error_body(format: WireFormat, status: u16, message: &str) -> Valu
                 _ => "api_error",
             };
             json!({"type": "error", "error": {"type": kind, "message": message}})
+        }
+        WireFormat::Gemini => {
+            let kind = match status {
+                400 => "INVALID_ARGUMENT",
+                401 => "UNAUTHENTICATED",
+                403 => "PERMISSION_DENIED",
+                404 => "NOT_FOUND",
+                409 => "ABORTED",
+                429 => "RESOURCE_EXHAUSTED",
+                499 => "CANCELLED",
+                500 => "INTERNAL",
+                503 => "UNAVAILABLE",
+                504 => "DEADLINE_EXCEEDED",
+                _ => "UNKNOWN",
+            };
+            json!({"error": {"code": status, "message": message, "status": kind}})
         }
         WireFormat::OpenAiChat | WireFormat::OpenAiResponses => {
             let (kind, code) = match status {

@@ -20,6 +20,7 @@ pub fn path(format: WireFormat) -> &'static str {
         WireFormat::OpenAiChat => "/v1/chat/completions",
         WireFormat::OpenAiResponses => "/v1/responses",
         WireFormat::Anthropic => "/v1/messages",
+        WireFormat::Gemini => "/v1beta/models/gemini-test:streamGenerateContent?alt=sse",
         _ => unreachable!(),
     }
 }
@@ -121,8 +122,8 @@ pub struct Sse {
     pub data: String,
 }
 
-/// Parses a complete SSE body (LF line endings). An unterminated trailing event is dropped, as
-/// the SSE specification requires.
+/// Parses a complete SSE body (LF or CRLF line endings). An unterminated trailing event is
+/// dropped, as the SSE specification requires.
 pub fn parse_sse(text: &str) -> Vec<Sse> {
     let mut out = Vec::new();
     let mut event = None;
@@ -134,6 +135,7 @@ pub fn parse_sse(text: &str) -> Vec<Sse> {
             // Text after the final '\n' is an incomplete line.
             break;
         }
+        let line = line.strip_suffix('\r').unwrap_or(line);
         if line.is_empty() {
             if !data.is_empty() || event.is_some() {
                 out.push(Sse {
@@ -407,6 +409,9 @@ pub fn first_request(format: WireFormat, user: &str) -> Value {
         WireFormat::Anthropic => json!({
             "model": "claude-test", "stream": true, "max_tokens": 100,
             "messages": [{"role": "user", "content": user}],
+        }),
+        WireFormat::Gemini => json!({
+            "contents": [{"role": "user", "parts": [{"text": user}]}],
         }),
         _ => unreachable!(),
     }

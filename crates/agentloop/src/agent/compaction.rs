@@ -109,7 +109,7 @@ fn message_chars(message: &Message) -> usize {
         .content
         .iter()
         .map(|part| match part {
-            Part::Text { text } => text.len(),
+            Part::Text { text, .. } => text.len(),
             Part::Thinking(t) => t.thinking.len(),
             Part::Image(_) => 4_000,
             Part::ToolCall(c) => c.tool_name.len() + c.arguments.to_json_string().len(),

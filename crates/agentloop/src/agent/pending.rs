@@ -90,6 +90,7 @@ impl PendingApproval {
             id: self.call_id.clone(),
             tool_name: self.tool_name.clone(),
             arguments: ToolArguments::Json(self.arguments.clone()),
+            provider_data: None,
         }
     }
 }

@@ -90,6 +90,7 @@ impl MessageAssembler {
                     id: id.clone(),
                     tool_name: name.clone(),
                     arguments: ToolArguments::parse(arguments),
+                    provider_data: None,
                 }),
             })
             .collect();

@@ -242,7 +242,7 @@ fn user_blocks(message: &Message) -> Vec<Value> {
         .content
         .iter()
         .filter_map(|p| match p {
-            Part::Text { text } => text_block(text),
+            Part::Text { text, .. } => text_block(text),
             Part::Image(image) => Some(image_block(image)),
             _ => None,
         })
@@ -255,7 +255,7 @@ fn assistant_blocks(message: &Message) -> Vec<Value> {
         .content
         .iter()
         .filter_map(|p| match p {
-            Part::Text { text } => text_block(text),
+            Part::Text { text, .. } => text_block(text),
             Part::Thinking(t) if t.redacted => t
                 .signature
                 .as_ref()
@@ -618,6 +618,7 @@ impl MessagesParser {
                     id: id.clone(),
                     tool_name: name.clone(),
                     arguments: ToolArguments::default(),
+                    provider_data: None,
                 }));
                 out.push(ModelEvent::Delta(ModelDelta::ToolCallStart {
                     index: call,
@@ -666,7 +667,7 @@ impl MessagesParser {
         };
         let part = self.parts.get_mut(block.part);
         match (delta["type"].as_str(), &mut block.kind, part) {
-            (Some("text_delta"), BlockKind::Text, Some(Part::Text { text })) => {
+            (Some("text_delta"), BlockKind::Text, Some(Part::Text { text, .. })) => {
                 if let Some(t) = delta["text"].as_str().filter(|t| !t.is_empty()) {
                     text.push_str(t);
                     out.push(ModelEvent::Delta(ModelDelta::Text {
@@ -792,7 +793,7 @@ impl WireParser for MessagesParser {
             }
         }
         parts.retain(|p| match p {
-            Part::Text { text } => !text.is_empty(),
+            Part::Text { text, .. } => !text.is_empty(),
             Part::Thinking(t) => t.redacted || !t.thinking.is_empty() || t.signature.is_some(),
             _ => true,
         });
@@ -1304,6 +1305,7 @@ mod tests {
                     id: "t1".into(),
                     tool_name: "w".into(),
                     arguments: ToolArguments::Unparsed("{\"a\": ".into()),
+                    provider_data: None,
                 }),
                 Part::ToolCall(ToolCallPart::new("t2", "w", json!("a string"))),
             ],

@@ -1,14 +1,19 @@
 //! HTTP provider adapters implementing [`Model`](crate::model::Model): OpenAI Chat Completions
-//! (and every OpenAI-compatible server), OpenAI Responses and Anthropic Messages.
+//! (and every OpenAI-compatible server), OpenAI Responses, Anthropic Messages and Google Gemini.
 //!
 //! Each adapter converts the neutral [`ModelRequest`](crate::model::ModelRequest) into its wire
 //! body, streams the SSE response through a shared transport (retries with backoff that honour
 //! `Retry-After`, an idle timeout, a clear error when the stream ends without its terminal event)
 //! and assembles the neutral assistant message. Adapters know nothing about tools' handlers.
+//! What a provider needs back verbatim on a later turn (Gemini thought signatures, Responses item
+//! ids, Anthropic thinking signatures) is kept on the parts it came with
+//! ([`ProviderData`](crate::transcript::ProviderData), thinking signatures) and replayed only to
+//! the same provider and model ([`replay`]).
 //! API keys never appear in errors, events or logs: they live in [`ApiKey`] and only reach the
 //! wire as headers.
 
 pub mod anthropic;
+pub mod gemini;
 pub(crate) mod lossy_json;
 pub mod openai_chat;
 pub mod openai_responses;
@@ -21,6 +26,7 @@ pub(crate) mod transport;
 use std::time::Duration;
 
 pub use anthropic::Anthropic;
+pub use gemini::Gemini;
 pub use openai_chat::OpenAiChat;
 pub use openai_responses::OpenAiResponses;
 pub use transport::RetryPolicy;
@@ -68,8 +74,9 @@ fn same_origin(a: &reqwest::Url, b: &reqwest::Url) -> bool {
 /// Connection settings shared by every adapter.
 #[derive(Clone, Debug)]
 pub struct ProviderConfig {
-    /// Base URL. OpenAI's includes `/v1` (`https://api.openai.com/v1`); Anthropic's does not
-    /// (`https://api.anthropic.com`), as in the official SDKs.
+    /// Base URL. OpenAI's includes `/v1` (`https://api.openai.com/v1`); Anthropic's and
+    /// Gemini's do not (`https://api.anthropic.com`,
+    /// `https://generativelanguage.googleapis.com`), as in the official SDKs.
     pub base_url: String,
     /// API key (`None`: no authentication header, e.g. a local server).
     pub api_key: Option<ApiKey>,

@@ -213,7 +213,7 @@ fn with_body<R>(
                 // Separate text parts (e.g. another provider's reasoning turned into text, then
                 // the answer) instead of gluing them together.
                 let mut texts = m.content.iter().filter_map(|p| match p {
-                    Part::Text { text } if !text.is_empty() => Some(text.as_str()),
+                    Part::Text { text, .. } if !text.is_empty() => Some(text.as_str()),
                     _ => None,
                 });
                 let text: Cow<'_, str> = match (texts.next(), texts.next()) {
@@ -279,7 +279,7 @@ fn with_body<R>(
                         m.content
                             .iter()
                             .filter_map(|p| match p {
-                                Part::Text { text } => Some(ContentPart::Text {
+                                Part::Text { text, .. } => Some(ContentPart::Text {
                                     text: Cow::Borrowed(text),
                                 }),
                                 Part::Image(i) => Some(image_url(&i.media_type, &i.data)),
@@ -289,7 +289,7 @@ fn with_body<R>(
                     )
                 } else {
                     let mut texts = m.content.iter().filter_map(|p| match p {
-                        Part::Text { text } => Some(text.as_str()),
+                        Part::Text { text, .. } => Some(text.as_str()),
                         _ => None,
                     });
                     match (texts.next(), texts.next()) {
@@ -416,7 +416,7 @@ impl ChatParser {
 
     fn push_text(&mut self, text: &str, thinking: bool) {
         match (self.parts.last_mut(), thinking) {
-            (Some(Part::Text { text: t }), false) => t.push_str(text),
+            (Some(Part::Text { text: t, .. }), false) => t.push_str(text),
             (Some(Part::Thinking(t)), true) => t.thinking.push_str(text),
             (_, false) => self.parts.push(Part::text(text)),
             (_, true) => self.parts.push(Part::Thinking(ThinkingPart {
@@ -538,6 +538,7 @@ impl ChatParser {
                     id: id.clone(),
                     tool_name: name.clone(),
                     arguments: ToolArguments::default(),
+                    provider_data: None,
                 }));
                 out.push(ModelEvent::Delta(ModelDelta::ToolCallStart {
                     index,

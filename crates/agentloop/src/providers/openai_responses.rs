@@ -7,9 +7,9 @@
 //! |---|---|
 //! | system prompt | `instructions` |
 //! | user message | `{"role": "user", "content": [{"type": "input_text", "text"}, {"type": "input_image", "image_url": "data:<type>;base64,<data>"}]}` |
-//! | assistant text | `{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text"}, …]}` (one `output_text` per consecutive text part) |
+//! | assistant text | `{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text"}, …]}` (one `output_text` per consecutive text part); recorded with its item id (same provider and model): `"id": "msg_…", "status": "completed"` and `"annotations": []` on each `output_text` |
 //! | assistant thinking (same provider and model) | `{"type": "reasoning", "id", "encrypted_content", "summary": [{"type": "summary_text", "text"}]}` (see below) |
-//! | tool call | `{"type": "function_call", "call_id", "name", "arguments"}` (arguments as JSON text; arguments that are not a JSON object are sent as `{}`, see [`replay`]) |
+//! | tool call | `{"type": "function_call", "call_id", "name", "arguments"}` (arguments as JSON text; arguments that are not a JSON object are sent as `{}`, see [`replay`]), plus `"id": "fc_…"` when recorded with its item id (same provider and model) |
 //! | tool result | `{"type": "function_call_output", "call_id", "output"}` (`output` is an `input_text` + `input_image` array when the result has images) |
 //! | tools | `[{"type": "function", "name", "description", "parameters"}]` |
 //! | reasoning level | `reasoning: {"effort", "summary": "auto"}` (minimal, low, medium, high; xhigh → high; off → omitted) and `include: ["reasoning.encrypted_content"]` |
@@ -30,6 +30,13 @@
 //! again; a thinking part without that signature is dropped (the server could not resolve it
 //! without `store`). Replayed anywhere else, the usual handoff rules apply (summary → text,
 //! payload dropped).
+//!
+//! The server pairs a reasoning item with the output item that followed it, by id: reasoning
+//! sent back without that item's id fails ("reasoning was provided without its required
+//! following item"). So every message and call item keeps its output-item id as
+//! [`ProviderData`] `{"id": "msg_…" | "fc_…", "type": <item type>}` on its text or tool-call part,
+//! and it goes back with the item, to the same provider and model only (like the reasoning
+//! itself; [`replay::prepare`] drops it anywhere else).
 //!
 //! # Stream
 //!
@@ -90,8 +97,8 @@ use crate::model::{Model, ModelDelta, ModelError, ModelEvent, ModelRequest, Mode
 use crate::output::OutputFormat;
 use crate::tooling::{TOOL_SEARCH_NAME, ToolSchema, search_result_names};
 use crate::transcript::{
-    ImagePart, Message, Part, Role, StopReason, ThinkingPart, ToolArguments, ToolCallPart,
-    ToolResultPart, Usage,
+    ImagePart, Message, Part, ProviderData, Role, StopReason, ThinkingPart, ToolArguments,
+    ToolCallPart, ToolResultPart, Usage,
 };
 
 /// The provider name recorded on messages.
@@ -236,58 +243,85 @@ fn assistant_items(
     search_calls: &mut HashSet<String>,
     input: &mut Vec<Value>,
 ) {
-    // Consecutive text parts share one message item, each its own `output_text` (no separator
-    // is invented between, say, thinking turned into text and the answer).
+    // Consecutive text parts of one output message share one message item, each its own
+    // `output_text` (no separator is invented between, say, thinking turned into text and the
+    // answer). A message recorded with its item id (`msg_…`) goes back with it: the server pairs
+    // encrypted reasoning with the item that followed it.
     let mut text: Vec<Value> = Vec::new();
-    let flush = |text: &mut Vec<Value>, input: &mut Vec<Value>| {
-        if !text.is_empty() {
-            input.push(json!({
-                "type": "message",
-                "role": "assistant",
-                "content": std::mem::take(text),
-            }));
+    let mut text_id: Option<&str> = None;
+    let flush = |text: &mut Vec<Value>, text_id: Option<&str>, input: &mut Vec<Value>| {
+        if text.is_empty() {
+            return;
         }
+        let mut item = Map::new();
+        item.insert("type".into(), json!("message"));
+        item.insert("role".into(), json!("assistant"));
+        if let Some(id) = text_id {
+            for t in text.iter_mut().filter_map(Value::as_object_mut) {
+                t.insert("annotations".into(), json!([]));
+            }
+            item.insert("id".into(), json!(id));
+            item.insert("status".into(), json!("completed"));
+        }
+        item.insert("content".into(), Value::Array(std::mem::take(text)));
+        input.push(Value::Object(item));
     };
     for part in &m.content {
         match part {
-            Part::Text { text: t } if !t.is_empty() => {
+            Part::Text {
+                text: t,
+                provider_data,
+            } if !t.is_empty() => {
+                let id = item_id(provider_data.as_ref(), "message");
+                if id != text_id {
+                    flush(&mut text, text_id, input);
+                    text_id = id;
+                }
                 text.push(json!({"type": "output_text", "text": t}));
             }
             Part::Thinking(t) => {
-                flush(&mut text, input);
+                flush(&mut text, text_id, input);
                 // Only same-source thinking is left after `replay::prepare`.
                 if let Some(item) = reasoning_item(t) {
                     input.push(item);
                 }
             }
             Part::ToolCall(c) => {
-                flush(&mut text, input);
-                match search {
+                flush(&mut text, text_id, input);
+                let mut item = match search {
                     Some(plan) if c.tool_name == plan.tool.name => {
                         search_calls.insert(c.id.clone());
                         let arguments = replay::object_arguments(&c.arguments);
-                        input.push(json!({
+                        json!({
                             "type": "tool_search_call",
                             "call_id": c.id,
                             "execution": "client",
                             "status": "completed",
                             "arguments": arguments,
-                        }));
+                        })
                     }
-                    _ => input.push(json!({
+                    _ => json!({
                         "type": "function_call",
                         "call_id": c.id,
                         "name": c.tool_name,
                         // Only an object is accepted (see `replay`); the transcript keeps
                         // the raw text.
                         "arguments": replay::wire_arguments(&c.arguments),
-                    })),
+                    }),
+                };
+                let kind = item["type"].as_str().unwrap_or_default().to_owned();
+                if let (Some(id), Some(object)) = (
+                    item_id(c.provider_data.as_ref(), &kind),
+                    item.as_object_mut(),
+                ) {
+                    object.insert("id".into(), json!(id));
                 }
+                input.push(item);
             }
             _ => {}
         }
     }
-    flush(&mut text, input);
+    flush(&mut text, text_id, input);
 }
 
 fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
@@ -337,7 +371,9 @@ fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
                     .content
                     .iter()
                     .filter_map(|p| match p {
-                        Part::Text { text } => Some(json!({"type": "input_text", "text": text})),
+                        Part::Text { text, .. } => {
+                            Some(json!({"type": "input_text", "text": text}))
+                        }
                         Part::Image(i) => Some(input_image(i)),
                         _ => None,
                     })
@@ -965,6 +1001,24 @@ impl ResponsesParser {
     }
 }
 
+/// The provider data of an output item of type `kind`: its id (`msg_…`, `fc_…`), when it has
+/// one.
+fn item_data(id: &str, kind: &str) -> Option<ProviderData> {
+    (!id.is_empty()).then(|| ProviderData::new(PROVIDER, json!({"id": id, "type": kind})))
+}
+
+/// The id a part was recorded with (see [`item_data`]), when it was an item of type `kind`: an
+/// id goes back only on an item of its own type (a search call replayed as a plain function call
+/// when search is off goes without).
+fn item_id<'d>(data: Option<&'d ProviderData>, kind: &str) -> Option<&'d str> {
+    let data = data?;
+    let recorded = data.get(PROVIDER, "type");
+    if recorded.is_some_and(|t| t != kind) {
+        return None;
+    }
+    data.get(PROVIDER, "id")
+}
+
 /// A `tool_search_call` the client must answer (server-executed ones carry no `call_id`).
 fn is_client_search(item: &Value) -> bool {
     match str_of(item, "execution") {
@@ -1049,7 +1103,10 @@ impl WireParser for ResponsesParser {
                 }
                 Body::Message { text, refusal } => {
                     if !text.is_empty() {
-                        parts.push(Part::text(text.clone()));
+                        parts.push(Part::Text {
+                            text: text.clone(),
+                            provider_data: item_data(&item.id, "message"),
+                        });
                     }
                     refusals.push_str(refusal);
                 }
@@ -1069,6 +1126,14 @@ impl WireParser for ResponsesParser {
                         id: call_id.clone(),
                         tool_name: name.clone(),
                         arguments,
+                        provider_data: item_data(
+                            &item.id,
+                            if value.is_some() {
+                                "tool_search_call"
+                            } else {
+                                "function_call"
+                            },
+                        ),
                     }));
                 }
                 Body::Ignored => {}
@@ -1138,14 +1203,9 @@ mod tests {
         ]);
         let message = message.unwrap_or_else(|e| panic!("{e}"));
         let calls: Vec<_> = message.tool_calls().collect();
-        assert_eq!(
-            calls,
-            [&ToolCallPart::new(
-                "call_s",
-                "find_tools",
-                json!({"query": "email"})
-            )]
-        );
+        let mut want = ToolCallPart::new("call_s", "find_tools", json!({"query": "email"}));
+        want.provider_data = item_data("ts_1", "tool_search_call");
+        assert_eq!(calls, [&want]);
         assert_eq!(message.stop_reason, Some(StopReason::ToolUse));
         let usage = message.usage.unwrap_or_default();
         assert_eq!((usage.input_tokens, usage.cache_read_tokens), (6, 4));
@@ -1261,6 +1321,50 @@ mod tests {
                 message: "slow down".into()
             })
         );
+    }
+
+    #[test]
+    fn item_ids_are_kept_and_replayed_to_the_same_model_only() {
+        let msg = json!({"id": "msg_1", "type": "message", "role": "assistant",
+            "content": [{"type": "output_text", "text": "hi"}]});
+        let call = json!({"id": "fc_1", "type": "function_call", "call_id": "c1", "name": "add",
+            "arguments": "{}"});
+        let (_, message) = parse(&[completed(json!([msg, call]))]);
+        let message = message.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            message.content[0],
+            Part::Text {
+                text: "hi".into(),
+                provider_data: item_data("msg_1", "message"),
+            }
+        );
+        let history = vec![
+            Message::user("q"),
+            message,
+            Message::tool_result(ToolResultPart::success("c1", "add", "2")),
+        ];
+        let body = |model: &str| {
+            let config = ProviderConfig::new("http://x").model(model);
+            build_body(&config, &ModelRequest::new(history.clone()))
+        };
+        let same = body("m");
+        assert_eq!(
+            same["input"][1],
+            json!({"type": "message", "role": "assistant", "id": "msg_1", "status": "completed",
+                "content": [{"type": "output_text", "text": "hi", "annotations": []}]})
+        );
+        assert_eq!(
+            same["input"][2],
+            json!({"type": "function_call", "call_id": "c1", "name": "add", "arguments": "{}",
+                "id": "fc_1"})
+        );
+        let other = body("m2");
+        assert_eq!(
+            other["input"][1],
+            json!({"type": "message", "role": "assistant",
+                "content": [{"type": "output_text", "text": "hi"}]})
+        );
+        assert!(other["input"][2].get("id").is_none());
     }
 
     #[test]

@@ -6,6 +6,11 @@
 //!   their calls;
 //! - thinking from another provider or model becomes plain text (empty or redacted thinking is
 //!   dropped); signatures are kept only for the same provider and model;
+//! - provider data on text and tool-call parts ([`ProviderData`](crate::transcript::ProviderData):
+//!   Gemini thought signatures, OpenAI Responses item ids) is kept only for the same provider and
+//!   model, like signatures: another provider could not read it, and another model of the same
+//!   provider rejects or misreads it (a Responses item id without its reasoning item, a Gemini
+//!   signature made by another model);
 //! - a tool call without a result gets a synthetic error result ("No result provided") right
 //!   after the results that do exist, so the provider never sees a dangling call;
 //! - tool-call ids are normalised to `[A-Za-z0-9_-]{1,N}` (N = 64, what every supported API
@@ -158,7 +163,14 @@ fn needs_work(messages: &[Message], target: &ReplayTarget) -> bool {
                 for p in &m.content {
                     match p {
                         Part::Thinking(_) if foreign => return true,
+                        Part::Text {
+                            provider_data: Some(_),
+                            ..
+                        } if foreign => return true,
                         Part::ToolCall(c) => {
+                            if foreign && c.provider_data.is_some() {
+                                return true;
+                            }
                             if !valid_id(&c.id, target.max_id_len)
                                 || !replayable_arguments(&c.arguments)
                                 || !valid_id(&c.tool_name, MAX_ID_LEN)
@@ -229,8 +241,15 @@ pub fn prepare<'a>(messages: &'a [Message], target: &ReplayTarget) -> Cow<'a, [M
                                 Some(Part::text(t.thinking.clone()))
                             }
                         }
+                        Part::Text {
+                            text,
+                            provider_data: Some(_),
+                        } if foreign => Some(Part::text(text.clone())),
                         Part::ToolCall(c) => {
                             let mut c = c.clone();
+                            if foreign {
+                                c.provider_data = None;
+                            }
                             let new_id =
                                 if valid_id(&c.id, target.max_id_len) && !taken.contains(&c.id) {
                                     c.id.clone()
@@ -360,7 +379,7 @@ mod tests {
                 Role::User
             ]
         );
-        assert!(matches!(&out[1].content[0], Part::Text { text } if text == "plan"));
+        assert!(matches!(&out[1].content[0], Part::Text { text, .. } if text == "plan"));
         assert_eq!(out[1].content.len(), 3, "redacted thinking dropped");
         let calls: Vec<_> = out[1].tool_calls().collect();
         assert_eq!(calls[0].id, "call_1_x");
@@ -375,6 +394,54 @@ mod tests {
             Some(NO_RESULT)
         );
         assert!(synthetic.is_some_and(|r| r.is_error));
+    }
+
+    #[test]
+    fn provider_data_is_kept_only_for_the_same_provider_and_model() {
+        use crate::transcript::ProviderData;
+        let data = ProviderData::new("p", json!({"thoughtSignature": "sig"}));
+        let mut call = ToolCallPart::new("c1", "t", json!({}));
+        call.provider_data = Some(data.clone());
+        let msgs = vec![
+            Message::user("q"),
+            assistant(
+                vec![
+                    Part::Text {
+                        text: "a".into(),
+                        provider_data: Some(data.clone()),
+                    },
+                    Part::ToolCall(call),
+                ],
+                "p",
+                StopReason::ToolUse,
+            ),
+            Message::tool_result(ToolResultPart::success("c1", "t", "ok")),
+        ];
+        let same = prepare(&msgs, &ReplayTarget::openai("p", "m1"));
+        assert!(matches!(same, Cow::Borrowed(_)), "nothing to do");
+        for target in [
+            ReplayTarget::openai("other", "m1"),
+            ReplayTarget::openai("p", "m2"),
+        ] {
+            let out = prepare(&msgs, &target);
+            assert_eq!(out[1].content[0], Part::text("a"), "{target:?}");
+            assert_eq!(
+                out[1]
+                    .tool_calls()
+                    .next()
+                    .and_then(|c| c.provider_data.clone()),
+                None,
+                "{target:?}"
+            );
+        }
+        // The transcript keeps its data.
+        assert!(matches!(
+            &msgs[1].content[0],
+            Part::Text {
+                provider_data: Some(_),
+                ..
+            }
+        ));
     }
 
     #[test]

@@ -96,6 +96,14 @@ pub(crate) trait WireParser: Send + 'static {
     fn finish(&mut self) -> Result<Message, ModelError>;
     /// What has been assembled so far, for an error terminal (stop reason `error`).
     fn partial(&self) -> Message;
+    /// Whether the end of the body, reached now, is the stream's terminal event. For wires
+    /// without a terminal event of their own: Gemini ends the body after the chunk that carries
+    /// `finishReason` (and may send a `finishReason` mid-stream, so that chunk cannot end the
+    /// stream). The default, `false`, makes the end of the body an error ("the stream ended
+    /// before its terminal event").
+    fn complete_at_eof(&self) -> bool {
+        false
+    }
 }
 
 /// Where an adapter posts: the HTTP client, the parsed URL and the headers every request
@@ -173,7 +181,38 @@ impl Endpoint {
         P: WireParser,
         F: Fn() -> P + Send + 'static,
     {
-        let request = match self.request(auth, body) {
+        self.post_to(None, auth, body, make_parser)
+    }
+
+    /// Like [`post`](Self::post), to the endpoint's URL with `segment` appended as one more path
+    /// segment (percent-encoded where needed; the query is kept): Gemini names the model in the
+    /// path, `…/models/{model}:streamGenerateContent?alt=sse`.
+    pub(crate) fn post_segment<P, F>(
+        &self,
+        segment: &str,
+        auth: Vec<(&'static str, String)>,
+        body: Vec<u8>,
+        make_parser: F,
+    ) -> ModelStream
+    where
+        P: WireParser,
+        F: Fn() -> P + Send + 'static,
+    {
+        self.post_to(Some(segment), auth, body, make_parser)
+    }
+
+    fn post_to<P, F>(
+        &self,
+        segment: Option<&str>,
+        auth: Vec<(&'static str, String)>,
+        body: Vec<u8>,
+        make_parser: F,
+    ) -> ModelStream
+    where
+        P: WireParser,
+        F: Fn() -> P + Send + 'static,
+    {
+        let request = match self.request(segment, auth, body) {
             Ok(request) => request,
             Err(message) => {
                 let terminal =
@@ -215,10 +254,18 @@ impl Endpoint {
 
     fn request(
         &self,
+        segment: Option<&str>,
         auth: Vec<(&'static str, String)>,
         body: Vec<u8>,
     ) -> Result<reqwest::Request, String> {
         let (url, base_headers) = self.target.as_ref().map_err(Clone::clone)?;
+        let mut url = url.clone();
+        if let Some(segment) = segment {
+            // An http(s) URL always has path segments; the error case cannot happen.
+            if let Ok(mut segments) = url.path_segments_mut() {
+                segments.pop_if_empty().push(segment);
+            }
+        }
         let mut headers = base_headers.clone();
         for (name, value) in auth {
             let mut value = HeaderValue::try_from(value).map_err(|_| {
@@ -227,7 +274,7 @@ impl Endpoint {
             value.set_sensitive(true);
             headers.insert(HeaderName::from_static(name), value);
         }
-        let mut request = reqwest::Request::new(reqwest::Method::POST, url.clone());
+        let mut request = reqwest::Request::new(reqwest::Method::POST, url);
         *request.headers_mut() = headers;
         *request.body_mut() = Some(reqwest::Body::from(body));
         Ok(request)
@@ -581,6 +628,14 @@ where
             }
             Ok(Ok(None)) => {
                 let cut = decoder.finish();
+                if !cut && self.parser.complete_at_eof() {
+                    let terminal = match self.parser.finish() {
+                        Ok(message) => ModelEvent::Done(message),
+                        Err(error) => error_terminal(self.parser.partial(), error),
+                    };
+                    self.pending.push_back(terminal);
+                    return Ok(true);
+                }
                 return Err(stream_failure(
                     *delivered,
                     StreamErrorKind::Cut,
