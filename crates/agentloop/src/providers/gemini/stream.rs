@@ -82,10 +82,10 @@ fn unreadable(data: &str, e: serde_json::Error) -> ModelError {
     while !data.is_char_boundary(end) {
         end -= 1;
     }
-    ModelError::stream(crate::model::StreamErrorKind::Unreadable, format!(
-        "unreadable event from the provider ({e}): {}",
-        &data[..end]
-    ))
+    ModelError::stream(
+        crate::model::StreamErrorKind::Unreadable,
+        format!("unreadable event from the provider ({e}): {}", &data[..end]),
+    )
 }
 
 /// `{"error": {code, message, status}}` sent inside the stream.
