@@ -7,9 +7,9 @@ mod support;
 
 use agentloop::model::{MessageAssembler, Model, ModelError, ModelEvent, ModelRequest};
 use agentloop::providers::{OpenAiResponses, ProviderConfig, RetryPolicy};
-use agentloop::transcript::{Message, Part, StopReason};
+use agentloop::transcript::{Message, Part, StopReason, ToolArguments};
 use futures::StreamExt;
-use serde_json::Value;
+use serde_json::{Value, json};
 use support::*;
 
 struct Outcome {
@@ -43,6 +43,18 @@ async fn assemble(base_url: &str) -> Outcome {
         error,
         streamed: assembler.to_message(StopReason::Stop),
     }
+}
+
+/// `provider_expect.function_call_item_ids` of a case (the support loader reads only `expect`).
+fn item_ids(case: &str) -> Option<Value> {
+    let path = fixtures_dir().join("openai-responses/cases.json");
+    let manifest: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    manifest
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["case"] == case)
+        .and_then(|c| c["provider_expect"].get("function_call_item_ids").cloned())
 }
 
 fn thinking(m: &Message) -> String {
@@ -82,9 +94,32 @@ async fn every_recorded_case_assembles_as_expected() {
                 thinking(&out.message),
                 "{name}: thinking deltas"
             );
-            let streamed: Vec<_> = out.streamed.tool_calls().collect();
-            let final_calls: Vec<_> = out.message.tool_calls().collect();
-            assert_eq!(streamed, final_calls, "{name}: tool-call deltas");
+            // The deltas carry no provider data (the output-item ids are on the final parts).
+            let calls = |m: &Message| -> Vec<(String, String, ToolArguments)> {
+                m.tool_calls()
+                    .map(|c| (c.id.clone(), c.tool_name.clone(), c.arguments.clone()))
+                    .collect()
+            };
+            assert_eq!(
+                calls(&out.streamed),
+                calls(&out.message),
+                "{name}: tool-call deltas"
+            );
+            // Each call keeps its output-item id (`fc_…`) for replay.
+            if let Some(ids) = item_ids(&case.name) {
+                let kept: Vec<Value> = out
+                    .message
+                    .tool_calls()
+                    .map(|c| {
+                        json!(
+                            c.provider_data
+                                .as_ref()
+                                .and_then(|d| d.get("openai_responses", "id"))
+                        )
+                    })
+                    .collect();
+                assert_eq!(json!(kept), ids, "{name}: output-item ids");
+            }
 
             assert_eq!(
                 out.message.provider.as_deref(),

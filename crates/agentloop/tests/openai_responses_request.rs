@@ -201,6 +201,10 @@ async fn encrypted_reasoning_is_replayed_to_the_same_model_only() {
     assert_eq!(reasoning["type"], "reasoning");
     assert_eq!(reasoning["id"], "rs_REDACTED_1");
     assert!(reasoning["encrypted_content"].is_string());
+    // The message that followed the reasoning goes back with its item id: the server pairs them.
+    assert_eq!(same["input"][2]["type"], "message");
+    assert_eq!(same["input"][2]["id"], "msg_REDACTED_1");
+    assert_eq!(same["input"][2]["status"], "completed");
     insta::assert_json_snapshot!("reasoning_same_model", same["input"]);
 
     // Another model of the same provider: the summary becomes text, the payload is dropped.
@@ -445,14 +449,17 @@ async fn tool_search_round_trip() {
     .await;
     assert_eq!(reply.stop_reason, Some(StopReason::ToolUse));
     let calls: Vec<ToolCallPart> = reply.tool_calls().cloned().collect();
-    assert_eq!(
-        calls,
-        [ToolCallPart::new(
-            "search_0_0",
-            "tool_search",
-            json!({"query": "send an email"})
-        )]
+    let mut want = ToolCallPart::new(
+        "search_0_0",
+        "tool_search",
+        json!({"query": "send an email"}),
     );
+    // The output item's id is kept for replay (see step 4).
+    want.provider_data = Some(agentloop::transcript::ProviderData::new(
+        "openai_responses",
+        json!({"id": "ts_mock_0_0", "type": "tool_search_call"}),
+    ));
+    assert_eq!(calls, [want]);
     assert_eq!(server.requests.lock().unwrap()[0]["tools"], body["tools"]);
 
     // 3. The executor runs the search tool; its result loads the tool it names.
@@ -474,7 +481,8 @@ async fn tool_search_round_trip() {
     assert_eq!(
         input[1],
         json!({"type": "tool_search_call", "call_id": "search_0_0", "execution": "client",
-               "status": "completed", "arguments": {"query": "send an email"}})
+               "status": "completed", "arguments": {"query": "send an email"},
+               "id": "ts_mock_0_0"})
     );
     assert_eq!(input[2]["type"], "tool_search_output");
     assert_eq!(input[2]["call_id"], "search_0_0");
