@@ -88,9 +88,9 @@ impl SessionSettings {
         self
     }
 
-    /// Sets [`reasoning`](Self::reasoning) (`None`: the provider's default).
-    pub fn reasoning(mut self, level: Option<ReasoningLevel>) -> Self {
-        self.reasoning = level;
+    /// Sets [`reasoning`](Self::reasoning): a level, or `None` for the provider's default.
+    pub fn reasoning(mut self, level: impl Into<Option<ReasoningLevel>>) -> Self {
+        self.reasoning = level.into();
         self
     }
 
