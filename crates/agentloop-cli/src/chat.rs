@@ -31,7 +31,7 @@ use rustyline::{Config, Editor, Helper};
 
 use crate::cli::{ApproveArg, RunArgs};
 use crate::error::Failure;
-use crate::model::{ModelSpec, build_model, build_model_chain};
+use crate::model::{ModelSpec, build_model};
 use crate::render::{Style, summary_line, thousands};
 use crate::run::{
     RunSetup, SessionTarget, execute, session_target, shell_options, system_prompt_for,
@@ -200,13 +200,7 @@ impl Chat {
                 eprintln!("agentloop: note: {note}");
             }
         }
-        let spec = ModelSpec::parse(&choice.model)?;
-        let model = build_model_chain(
-            &spec,
-            &args.fallback_model,
-            choice.base_url.as_deref(),
-            !args.no_prompt_cache,
-        )?;
+        let (spec, model) = choice.build(&args)?;
         let settings = recorded(
             &spec,
             choice.base_url.as_deref(),
@@ -481,13 +475,7 @@ impl Chat {
         if let Some(note) = restore(&info.settings, self.args.explicit, &mut choice) {
             println!("{}", self.style.yellow(&note));
         }
-        let spec = ModelSpec::parse(&choice.model)?;
-        let model = build_model_chain(
-            &spec,
-            &self.args.fallback_model,
-            choice.base_url.as_deref(),
-            !self.args.no_prompt_cache,
-        )?;
+        let (spec, model) = choice.build(&self.args)?;
         let lock = self.store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
         let mut info = self.store.info(&info.id)?;
         (self.args.model, self.args.base_url, self.args.reasoning) =

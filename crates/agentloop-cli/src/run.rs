@@ -25,7 +25,6 @@ use serde_json::Value;
 
 use crate::cli::RunArgs;
 use crate::error::{EXIT_AWAITING_APPROVAL, EXIT_DENIED_NO_TERMINAL, EXIT_INTERRUPTED, Failure};
-use crate::model::{ModelSpec, build_model_chain};
 use crate::prompt::terminal_asker;
 use crate::render::{
     OutputMode, Renderer, Spinner, Totals, abbreviate_args, describe_stop, stdout_color,
@@ -548,13 +547,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
             eprintln!("agentloop: note: {note}");
         }
     }
-    let spec = ModelSpec::parse(&choice.model)?;
-    let model = build_model_chain(
-        &spec,
-        &args.fallback_model,
-        choice.base_url.as_deref(),
-        !args.no_prompt_cache,
-    )?;
+    let (spec, model) = choice.build(&args)?;
     let settings = recorded(
         &spec,
         choice.base_url.as_deref(),

@@ -32,6 +32,24 @@ pub struct Choice {
     pub reasoning: Option<ReasoningArg>,
 }
 
+impl Choice {
+    /// The model this choice names, built as the run asks (its `--fallback-model`s and prompt
+    /// cache setting): every place that starts or resumes a session builds it this way.
+    pub fn build(
+        &self,
+        args: &crate::cli::RunArgs,
+    ) -> Result<(ModelSpec, std::sync::Arc<dyn agentloop::model::Model>), Failure> {
+        let spec = ModelSpec::parse(&self.model)?;
+        let model = crate::model::build_model_chain(
+            &spec,
+            &args.fallback_model,
+            self.base_url.as_deref(),
+            !args.no_prompt_cache,
+        )?;
+        Ok((spec, model))
+    }
+}
+
 /// The settings a run with `spec`, `base_url` (`--base-url`, else the provider's environment
 /// variable, else the official endpoint — the URL requests actually go to) and `reasoning`
 /// records, in workspace `workspace` (a canonical path).
