@@ -67,4 +67,3 @@ impl Bridge {
         result.recv().map_err(|_| stopped())?
     }
 }
-}
