@@ -11,7 +11,7 @@
 //! delivered after the current tool batch (Unix: the terminal is polled between turns' events,
 //! and left alone while an approval question waits for its answer).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -21,7 +21,7 @@ use agentloop::agent::{MessageQueue, QueueMode};
 use agentloop::builtin::{ApprovalPolicy, Workspace};
 use agentloop::model::Model;
 use agentloop::session::{
-    NewSession, SessionInfo, SessionLock, SessionStore, SqliteStore, load_parked,
+    NewSession, SessionInfo, SessionLock, SessionStore, StoreSpec, load_parked,
 };
 use agentloop::transcript::{Message, Role, Usage};
 use rustyline::error::ReadlineError;
@@ -83,11 +83,12 @@ fn joined(input: &str) -> String {
         .join("\n")
 }
 
-/// Where the prompt history is kept: next to the session database.
-fn history_path(db: Option<&Path>) -> Option<PathBuf> {
-    let db = match db {
-        Some(db) => db.to_path_buf(),
-        None => crate::sessions::default_db_path().ok()?,
+/// Where the prompt history is kept: next to the SQLite session database (with a PostgreSQL
+/// store, next to the default database path).
+fn history_path(db: Option<&str>) -> Option<PathBuf> {
+    let db = match db.map(StoreSpec::parse) {
+        Some(StoreSpec::Sqlite(path)) => path,
+        _ => crate::sessions::default_db_path().ok()?,
     };
     Some(db.with_file_name("chat_history.txt"))
 }
@@ -95,7 +96,7 @@ fn history_path(db: Option<&Path>) -> Option<PathBuf> {
 /// The conversation's changing state.
 struct Chat {
     args: RunArgs,
-    store: Arc<SqliteStore>,
+    store: Arc<dyn SessionStore>,
     workspace: Workspace,
     system_prompt: Option<String>,
     spec: ModelSpec,
@@ -110,7 +111,7 @@ struct Chat {
 }
 
 /// Runs `agentloop chat`.
-pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
+pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
     use std::io::IsTerminal;
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
         return Err(Failure::usage(
@@ -173,7 +174,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
 }
 
 impl Chat {
-    fn open(db: Option<&Path>, args: RunArgs) -> Result<Chat, Failure> {
+    fn open(db: Option<&str>, args: RunArgs) -> Result<Chat, Failure> {
         let spec = ModelSpec::parse(&args.model)?;
         let model = build_model(&spec, args.base_url.as_deref())?;
         let root = match &args.workspace {
@@ -182,9 +183,9 @@ impl Chat {
         };
         let workspace = Workspace::new(&root).map_err(|e| Failure::usage(e.to_string()))?;
         let system_prompt = system_prompt_for(&args, &workspace);
-        let store = Arc::new(open_store(db)?);
+        let store = open_store(db)?;
         let (session, lock) = if let Some(id) = &args.session {
-            let info = resolve_session(&store, id)?;
+            let info = resolve_session(&*store, id)?;
             let lock = store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
             (info, lock)
         } else if args.continue_last {
@@ -193,10 +194,10 @@ impl Chat {
                     let lock = store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
                     (info, lock)
                 }
-                None => new_session(&store, &spec)?,
+                None => new_session(&*store, &spec)?,
             }
         } else {
-            new_session(&store, &spec)?
+            new_session(&*store, &spec)?
         };
         if let Some(note) = args.approve.deprecation() {
             eprintln!("agentloop: note: {note}");
@@ -379,7 +380,7 @@ impl Chat {
                 );
             }
             "clear" => {
-                let (info, lock) = new_session(&self.store, &self.spec)?;
+                let (info, lock) = new_session(&*self.store, &self.spec)?;
                 self.session = info;
                 self._lock = lock;
                 println!("new session {}", visible_line(&self.session.id));
@@ -395,7 +396,7 @@ impl Chat {
                 }
             }
             "resume" if rest.is_empty() => println!("{}", self.style.red("/resume ID")),
-            "resume" => match resolve_session(&self.store, rest) {
+            "resume" => match resolve_session(&*self.store, rest) {
                 Ok(info) => {
                     let lock = self.store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
                     self.session = info;
@@ -453,7 +454,7 @@ fn approve_name(policy: ApproveArg) -> String {
 }
 
 fn new_session(
-    store: &SqliteStore,
+    store: &dyn SessionStore,
     spec: &ModelSpec,
 ) -> Result<(SessionInfo, SessionLock), Failure> {
     let info = store.create(NewSession::new().model(&spec.name))?;
@@ -462,7 +463,7 @@ fn new_session(
 }
 
 /// A session by id or unique id prefix (ambiguous or unknown: an error).
-fn resolve_session(store: &SqliteStore, wanted: &str) -> Result<SessionInfo, Failure> {
+fn resolve_session(store: &dyn SessionStore, wanted: &str) -> Result<SessionInfo, Failure> {
     let id = crate::sessions::resolve_id(store, wanted)?;
     Ok(store.info(&id)?)
 }

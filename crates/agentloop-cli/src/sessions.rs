@@ -1,10 +1,15 @@
-//! The session database: where it lives by default, resolving abbreviated ids, and the
-//! `agentloop sessions …` subcommands (list, show, export, import, rm).
+//! The session store: which one (`--store`: a SQLite file, by default in the user's data
+//! directory, or a PostgreSQL URL), resolving abbreviated ids, and the `agentloop sessions …`
+//! subcommands (list, show, follow, export, import, rm).
 
 use std::io::{BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use agentloop::session::{ImportOptions, SessionError, SessionInfo, SessionStore, SqliteStore};
+use agentloop::session::{
+    Follower, ImportOptions, SessionError, SessionInfo, SessionStore, StoreSpec, StoredMessage,
+};
 use agentloop::transcript::{Role, Usage};
 
 use crate::cli::SessionsCommand;
@@ -30,17 +35,18 @@ pub fn default_db_path() -> Result<PathBuf, Failure> {
     Ok(base.join("agentloop").join("sessions.db"))
 }
 
-/// Opens the database at `db` (or the default path), creating it and its directories.
-pub fn open_store(db: Option<&Path>) -> Result<SqliteStore, Failure> {
-    let path = match db {
-        Some(p) => p.to_owned(),
-        None => default_db_path()?,
+/// Opens the store `spec` names (a SQLite file path or a `postgres://` URL; `None`: the
+/// default SQLite file), creating the file and its directories, or the PostgreSQL schema, as
+/// needed. The error shows the spec without its password.
+pub fn open_store(spec: Option<&str>) -> Result<Arc<dyn SessionStore>, Failure> {
+    let spec = match spec.filter(|s| !s.trim().is_empty()) {
+        Some(spec) => StoreSpec::parse(spec),
+        None => StoreSpec::Sqlite(default_db_path()?),
     };
-    SqliteStore::open(&path).map_err(|e| {
-        Failure::new(format!(
-            "cannot open the session database {}: {e}",
-            path.display()
-        ))
+    spec.open().map_err(|e| match &spec {
+        // Its errors say which server (without the password).
+        StoreSpec::Postgres(_) => Failure::new(format!("cannot open the session store: {e}")),
+        _ => Failure::new(format!("cannot open the session database {spec}: {e}")),
     })
 }
 
@@ -67,12 +73,31 @@ pub fn resolve_id(store: &dyn SessionStore, given: &str) -> Result<String, Failu
 }
 
 /// Runs a `sessions` subcommand.
-pub fn run(db: Option<&Path>, command: SessionsCommand) -> Result<(), Failure> {
+pub fn run(db: Option<&str>, command: SessionsCommand) -> Result<(), Failure> {
     let store = open_store(db)?;
     match command {
-        SessionsCommand::List { json } => list(&store, json),
+        SessionsCommand::List { json } => list(&*store, json),
+        SessionsCommand::Follow {
+            id,
+            json,
+            new,
+            until_idle,
+            until_done,
+        } => {
+            let id = resolve_id(&*store, &id)?;
+            follow(
+                store,
+                &id,
+                FollowOptions {
+                    json,
+                    new,
+                    until_idle,
+                    until_done,
+                },
+            )
+        }
         SessionsCommand::Show { id, context } => {
-            let id = resolve_id(&store, &id)?;
+            let id = resolve_id(&*store, &id)?;
             let info = store.info(&id)?;
             let style = Style::new(stdout_color());
             let messages = if context {
@@ -88,7 +113,7 @@ pub fn run(db: Option<&Path>, command: SessionsCommand) -> Result<(), Failure> {
             Ok(())
         }
         SessionsCommand::Export { id } => {
-            let id = resolve_id(&store, &id)?;
+            let id = resolve_id(&*store, &id)?;
             let mut stdout = std::io::stdout().lock();
             store.export_jsonl(&id, &mut stdout)?;
             stdout.flush()?;
@@ -106,7 +131,7 @@ pub fn run(db: Option<&Path>, command: SessionsCommand) -> Result<(), Failure> {
             Ok(())
         }
         SessionsCommand::Rm { id } => {
-            let id = resolve_id(&store, &id)?;
+            let id = resolve_id(&*store, &id)?;
             store.delete(&id)?;
             out(&format!("deleted {}\n", visible_line(&id)));
             Ok(())
@@ -114,7 +139,7 @@ pub fn run(db: Option<&Path>, command: SessionsCommand) -> Result<(), Failure> {
     }
 }
 
-fn list(store: &SqliteStore, json: bool) -> Result<(), Failure> {
+fn list(store: &dyn SessionStore, json: bool) -> Result<(), Failure> {
     let sessions = store.list()?;
     let mut text = String::new();
     for info in &sessions {
@@ -159,7 +184,7 @@ fn list(store: &SqliteStore, json: bool) -> Result<(), Failure> {
 
 /// The summed usage (tokens and cost) of a session's assistant messages. The store keeps no
 /// running total, so this reads the session's messages.
-fn session_usage(store: &SqliteStore, id: &str) -> Result<Usage, Failure> {
+fn session_usage(store: &dyn SessionStore, id: &str) -> Result<Usage, Failure> {
     let mut total = Usage::default();
     for message in store.load(id)? {
         if message.role == Role::Assistant {
@@ -169,6 +194,79 @@ fn session_usage(store: &SqliteStore, id: &str) -> Result<Usage, Failure> {
         }
     }
     Ok(total)
+}
+
+/// How `sessions follow` runs.
+struct FollowOptions {
+    json: bool,
+    new: bool,
+    until_idle: Option<Duration>,
+    until_done: bool,
+}
+
+/// How long one wait for new messages lasts before the stop conditions are checked again.
+const FOLLOW_TICK: Duration = Duration::from_millis(500);
+
+/// `agentloop sessions follow`: prints the session's messages, then new ones as they come.
+fn follow(store: Arc<dyn SessionStore>, id: &str, options: FollowOptions) -> Result<(), Failure> {
+    let start = if options.new {
+        store.info(id)?.last_seq
+    } else {
+        0
+    };
+    let mut follower = Follower::new(store.clone(), id, start)?;
+    let style = Style::new(stdout_color());
+    if !options.json {
+        eprintln!("{}", style.dim(&describe(&store.info(id)?)));
+    }
+    let mut last_message = Instant::now();
+    loop {
+        let batch = follower.next_batch(FOLLOW_TICK)?;
+        if !batch.is_empty() {
+            if !print_follow(style, &batch, options.json) {
+                return Ok(()); // stdout closed (`| head`)
+            }
+            last_message = Instant::now();
+            continue;
+        }
+        if options
+            .until_idle
+            .is_some_and(|idle| last_message.elapsed() >= idle)
+        {
+            return Ok(());
+        }
+        // Nobody holds the writer lock: the run is over; print what it wrote last.
+        if options.until_done && store.lock_session(id, Duration::ZERO).is_ok() {
+            let rest = follower.next_batch(Duration::ZERO)?;
+            print_follow(style, &rest, options.json);
+            return Ok(());
+        }
+    }
+}
+
+/// Prints followed messages; `false` when stdout is closed.
+fn print_follow(style: Style, batch: &[StoredMessage], json: bool) -> bool {
+    let text = if json {
+        let mut text = String::new();
+        for entry in batch {
+            let line = serde_json::json!({
+                "seq": entry.seq,
+                "created_ms": entry.created_ms,
+                "message": entry.message,
+            });
+            text.push_str(&line.to_string());
+            text.push('\n');
+        }
+        text
+    } else {
+        let messages: Vec<_> = batch.iter().map(|e| e.message.clone()).collect();
+        format_transcript(style, &messages)
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .is_ok()
 }
 
 fn describe(info: &SessionInfo) -> String {
@@ -224,7 +322,7 @@ mod tests {
 
     #[test]
     fn ids_resolve_by_unique_prefix() {
-        let store = SqliteStore::open_in_memory().unwrap();
+        let store = agentloop::session::SqliteStore::open_in_memory().unwrap();
         store.create(NewSession::new().id("abc-1")).unwrap();
         store.create(NewSession::new().id("abd-2")).unwrap();
         assert_eq!(resolve_id(&store, "abc-1").unwrap(), "abc-1");
