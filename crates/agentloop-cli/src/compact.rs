@@ -6,7 +6,6 @@
 //! full history, and resuming the session sends the model the compacted context
 //! (`agentloop::agent::compaction::effective_context`).
 
-
 use agentloop::agent::AgentEvent;
 use agentloop::agent::compaction::{self, CompactionConfig, ModelCompactor};
 use agentloop::model::Model;

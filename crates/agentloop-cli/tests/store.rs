@@ -77,7 +77,10 @@ fn follow_until_done(store: Arc<dyn SessionStore>, spec: &str, data: &std::path:
         let line = next_json(&rx);
         assert_eq!(line["seq"], 2 + i);
         assert_eq!(line["message"]["content"][0]["text"], format!("live {i}"));
-        eprintln!("follow via the CLI: {:?} from append to line", appended.elapsed());
+        eprintln!(
+            "follow via the CLI: {:?} from append to line",
+            appended.elapsed()
+        );
     }
     drop(lock);
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -85,7 +88,10 @@ fn follow_until_done(store: Arc<dyn SessionStore>, spec: &str, data: &std::path:
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
-        assert!(Instant::now() < deadline, "follow did not stop after the writer let go");
+        assert!(
+            Instant::now() < deadline,
+            "follow did not stop after the writer let go"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success());
@@ -114,7 +120,10 @@ fn follow_in_text_stops_after_the_idle_time_and_a_bad_store_is_one_line() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("> hello"), "{text}");
-    assert!(!text.contains('\u{1b}'), "control characters are made visible: {text}");
+    assert!(
+        !text.contains('\u{1b}'),
+        "control characters are made visible: {text}"
+    );
 
     let out = agentloop(dir.path(), "postgres://me:Secret-77@127.0.0.1:1/none")
         .args(["sessions", "list"])
@@ -168,7 +177,11 @@ fn a_postgres_url_is_a_store_for_every_command() {
         .args(["sessions", "list", "--json"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.stdout.is_empty());
     let store: Arc<dyn SessionStore> = Arc::new(store);
     follow_until_done(store.clone(), &spec, dir.path());

@@ -71,6 +71,25 @@ mod postgres {
         });
     }
 
+    /// The first column of the first row of `sql` on the database at `url`, as text.
+    fn query_text(url: &str, sql: &str) -> String {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+                .await
+                .unwrap();
+            let driver = tokio::spawn(connection);
+            let row = client.query_one(sql, &[]).await.unwrap();
+            let text: String = row.get(0);
+            drop(client);
+            let _ = driver.await;
+            text
+        })
+    }
+
     /// Drops a test's schema (and everything in it) when dropped.
     struct Schema {
         url: String,
@@ -139,11 +158,44 @@ mod postgres {
         };
         assert_eq!(store.schema(), schema);
         drop(store);
-        sql(&url, &format!("UPDATE {schema}.schema_version SET version = 99"));
+        sql(
+            &url,
+            &format!("UPDATE {schema}.schema_version SET version = 99"),
+        );
         match PostgresStore::open_with(&url, PostgresOptions::default().schema(&schema)) {
-            Err(SessionError::SchemaTooNew { found: 99, supported }) => assert_eq!(supported, 1),
+            Err(SessionError::SchemaTooNew {
+                found: 99,
+                supported,
+            }) => assert_eq!(supported, 1),
             other => panic!("expected SchemaTooNew, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn migrations_record_one_version_and_reopening_changes_nothing() {
+        let Some((store, url, schema, _cleanup)) = fresh() else {
+            return;
+        };
+        store.create(NewSession::new().id("kept")).unwrap();
+        let tables = format!(
+            "SELECT string_agg(table_name, ',' ORDER BY table_name) FROM \
+             information_schema.tables WHERE table_schema = '{schema}'"
+        );
+        let before = query_text(&url, &tables);
+        assert_eq!(
+            before,
+            "messages,parked_queues,pending_approvals,schema_version,sessions"
+        );
+        for _ in 0..2 {
+            let again =
+                PostgresStore::open_with(&url, PostgresOptions::default().schema(&schema)).unwrap();
+            assert_eq!(again.info("kept").unwrap().id, "kept");
+        }
+        assert_eq!(query_text(&url, &tables), before);
+        let versions = format!(
+            "SELECT count(*)::text || ':' || max(version)::text FROM {schema}.schema_version"
+        );
+        assert_eq!(query_text(&url, &versions), "1:1");
     }
 
     #[test]

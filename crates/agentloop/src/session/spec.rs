@@ -69,8 +69,12 @@ impl StoreSpec {
 
 /// Whether `spec` is a PostgreSQL URL (`postgres://` or `postgresql://`, any case).
 pub fn is_postgres_url(spec: &str) -> bool {
-    let lower = spec.trim_start().get(..13).unwrap_or("").to_ascii_lowercase();
-    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
+    let spec = spec.trim_start();
+    let has = |prefix: &str| {
+        spec.get(..prefix.len())
+            .is_some_and(|head| head.eq_ignore_ascii_case(prefix))
+    };
+    has("postgres://") || has("postgresql://")
 }
 
 /// Opens the store `spec` names ([`StoreSpec::parse`], then [`StoreSpec::open`]).
@@ -179,18 +183,32 @@ mod tests {
             StoreSpec::Sqlite(_)
         ));
         assert!(matches!(StoreSpec::parse("db"), StoreSpec::Sqlite(_)));
+        assert!(matches!(
+            StoreSpec::parse("postgres://h"),
+            StoreSpec::Postgres(_)
+        ));
+        assert!(matches!(StoreSpec::parse("é"), StoreSpec::Sqlite(_)));
     }
 
     #[test]
     fn passwords_never_show() {
         for (text, shown) in [
             ("postgres://u:p@h/d", "postgres://u:***@h/d"),
-            ("postgresql://u:p:q@h:1/d?x=1", "postgresql://u:***@h:1/d?x=1"),
+            (
+                "postgresql://u:p:q@h:1/d?x=1",
+                "postgresql://u:***@h:1/d?x=1",
+            ),
             ("postgres://u@h/d", "postgres://u@h/d"),
-            ("postgres://h/d?user=u&password=p", "postgres://h/d?user=u&password=***"),
+            (
+                "postgres://h/d?user=u&password=p",
+                "postgres://h/d?user=u&password=***",
+            ),
             ("postgres://h/d?password=p", "postgres://h/d?password=***"),
             ("host=h password=p user=u", "host=h password=*** user=u"),
-            ("error at postgres://u:p@h/d: refused", "error at postgres://u:***@h/d: refused"),
+            (
+                "error at postgres://u:p@h/d: refused",
+                "error at postgres://u:***@h/d: refused",
+            ),
             ("postgres://u:p%40x@h/d", "postgres://u:***@h/d"),
             ("mypassword=x", "mypassword=x"),
         ] {

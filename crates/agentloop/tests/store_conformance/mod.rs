@@ -851,7 +851,11 @@ pub fn export_then_import_round_trips_line_by_line<B: Backend>() {
         map.remove("updated_ms");
         value
     };
-    assert_eq!(header_of(copy_lines[0]), header_of(lines[0]), "the same header, times aside");
+    assert_eq!(
+        header_of(copy_lines[0]),
+        header_of(lines[0]),
+        "the same header, times aside"
+    );
 }
 
 pub fn import_accepts_a_bare_transcript_and_refuses_damaged_files<B: Backend>() {
@@ -999,9 +1003,7 @@ pub fn the_recorder_stores_a_run_and_each_result_as_its_call_finishes<B: Backend
     assert_eq!(info.message_count, 5);
 }
 
-pub fn the_recorder_dedupes_results_by_call_id_and_keeps_those_without_an_execution<
-    B: Backend,
->() {
+pub fn the_recorder_dedupes_results_by_call_id_and_keeps_those_without_an_execution<B: Backend>() {
     let Some(fx) = B::fresh() else { return };
     let store = fx.store.clone();
     let session = store.create(NewSession::new()).unwrap();
@@ -1095,7 +1097,10 @@ pub fn pending_approvals_persist_their_decisions_and_started_calls_cannot_be_dec
         .unwrap();
     assert!(matches!(
         store.decide(&s.id, "zz", &PendingStatus::Approved),
-        Err(SessionError::Invalid { what: "call id", .. })
+        Err(SessionError::Invalid {
+            what: "call id",
+            ..
+        })
     ));
     assert!(
         store
@@ -1122,13 +1127,19 @@ pub fn pending_approvals_persist_their_decisions_and_started_calls_cannot_be_dec
         }
     );
     assert_eq!(got.pending[2].status, PendingStatus::Awaiting);
-    assert_eq!(got.pending[0].arguments, json!({"path": "a.txt", "content": "c1"}));
+    assert_eq!(
+        got.pending[0].arguments,
+        json!({"path": "a.txt", "content": "c1"})
+    );
     assert!(got.steering.is_empty() && got.follow_ups.is_empty());
 
     store.decide(&s.id, "c1", &PendingStatus::Started).unwrap();
     assert!(matches!(
         store.decide(&s.id, "c1", &PendingStatus::Approved),
-        Err(SessionError::Invalid { what: "decision", .. })
+        Err(SessionError::Invalid {
+            what: "decision",
+            ..
+        })
     ));
     store.decide(&s.id, "c1", &PendingStatus::Started).unwrap();
     assert_eq!(store.awaiting_approval().unwrap().len(), 1);
@@ -1348,7 +1359,9 @@ pub fn one_writer_per_session_across_processes<B: Backend>() {
         "{text}"
     );
     // Other sessions, and sessions that do not exist yet, are independent.
-    let _unrelated = other.lock_session("not-created-yet", Duration::ZERO).unwrap();
+    let _unrelated = other
+        .lock_session("not-created-yet", Duration::ZERO)
+        .unwrap();
     drop(first);
     let second = other.lock_session(&s.id, Duration::ZERO).unwrap();
     drop(second);
@@ -1433,15 +1446,22 @@ pub fn a_follower_sees_messages_as_another_writer_appends_them<B: Backend>() {
     let s = store
         .create_with(NewSession::new(), &[Message::user("first")])
         .unwrap();
-    assert!(Follower::new(store.clone(), "missing", 0)
-        .unwrap_err()
-        .is_not_found());
+    assert!(
+        Follower::new(store.clone(), "missing", 0)
+            .unwrap_err()
+            .is_not_found()
+    );
     let mut follower = Follower::new(store.clone(), &s.id, 0).unwrap();
     let batch = follower.next_batch(Duration::ZERO).unwrap();
     assert_eq!(batch.iter().map(|e| e.seq).collect::<Vec<_>>(), [1]);
     assert_eq!(follower.last_seq(), 1);
     let started = Instant::now();
-    assert!(follower.next_batch(Duration::from_millis(150)).unwrap().is_empty());
+    assert!(
+        follower
+            .next_batch(Duration::from_millis(150))
+            .unwrap()
+            .is_empty()
+    );
     assert!(started.elapsed() >= Duration::from_millis(140), "it waited");
 
     // Another opening of the store (another process, in effect) appends one at a time.
@@ -1490,8 +1510,10 @@ pub fn a_follower_sees_messages_as_another_writer_appends_them<B: Backend>() {
     );
 
     store.delete(&s.id).unwrap();
-    assert!(follower
-        .next_batch(Duration::from_millis(10))
-        .unwrap_err()
-        .is_not_found());
+    assert!(
+        follower
+            .next_batch(Duration::from_millis(10))
+            .unwrap_err()
+            .is_not_found()
+    );
 }

@@ -60,7 +60,10 @@ async fn lock_session_row(
     mode: &str,
 ) -> Result<(), SessionError> {
     client
-        .query_opt(&format!("SELECT 1 FROM sessions WHERE id = $1 {mode}"), &[&id])
+        .query_opt(
+            &format!("SELECT 1 FROM sessions WHERE id = $1 {mode}"),
+            &[&id],
+        )
         .await
         .map_err(query_error)?
         .map(|_| ())

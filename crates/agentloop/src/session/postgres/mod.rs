@@ -601,7 +601,9 @@ impl SessionStore for PostgresStore {
             let client = db.client().await?;
             let row = client
                 .query_opt(
-                    &format!("SELECT {SESSION_COLUMNS} FROM sessions ORDER BY touched DESC LIMIT 1"),
+                    &format!(
+                        "SELECT {SESSION_COLUMNS} FROM sessions ORDER BY touched DESC LIMIT 1"
+                    ),
                     &[],
                 )
                 .await
@@ -831,9 +833,12 @@ impl SessionStore for PostgresStore {
             let mut pooled = db.client().await?;
             let client: &mut tokio_postgres::Client = &mut pooled;
             let tx = client.transaction().await.map_err(query_error)?;
-            tx.execute("DELETE FROM pending_approvals WHERE session_id = $1", &[&id])
-                .await
-                .map_err(query_error)?;
+            tx.execute(
+                "DELETE FROM pending_approvals WHERE session_id = $1",
+                &[&id],
+            )
+            .await
+            .map_err(query_error)?;
             tx.execute("DELETE FROM parked_queues WHERE session_id = $1", &[&id])
                 .await
                 .map_err(query_error)?;
