@@ -401,7 +401,7 @@ pub fn create_append_load_list_and_delete<B: Backend>() {
         Err(SessionError::NotFound { .. })
     ));
     assert_eq!(store.append_all(&other.id, &[]).unwrap(), Vec::<u64>::new());
-    assert_eq!(ids(&store.list().unwrap()), [other.id.clone()]);
+    assert_eq!(ids(&store.list().unwrap()), std::slice::from_ref(&other.id));
 }
 
 pub fn the_exact_context_round_trips<B: Backend>() {

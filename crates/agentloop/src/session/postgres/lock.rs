@@ -84,7 +84,7 @@ pub(super) async fn acquire(
     id: &str,
     wait: Duration,
 ) -> Result<Client, SessionError> {
-    config.application_name(&holder_name());
+    config.application_name(holder_name());
     let (client, connection) = config
         .connect(NoTls)
         .await
