@@ -5,7 +5,6 @@
 //! web app using the library) can make them; `resume` then runs the approved calls, answers the
 //! denied ones and lets the agent continue.
 
-use std::path::Path;
 use std::sync::Arc;
 
 use agentloop::agent::{PendingApproval, PendingStatus, RunStop};
@@ -85,12 +84,12 @@ pub fn print_pending(report: &RunReport, session: &str, json: bool) {
 }
 
 /// `agentloop approvals list [SESSION]`.
-pub fn list(db: Option<&Path>, command: ApprovalsCommand) -> Result<(), Failure> {
+pub fn list(db: Option<&str>, command: ApprovalsCommand) -> Result<(), Failure> {
     let store = open_store(db)?;
     let ApprovalsCommand::List { session, json } = command;
     let sessions = match session {
         Some(given) => {
-            let id = resolve_id(&store, &given)?;
+            let id = resolve_id(&*store, &given)?;
             let pending = store.parked(&id)?.map(|p| p.pending).unwrap_or_default();
             vec![(id, pending)]
         }
@@ -121,9 +120,9 @@ fn decide(
 }
 
 /// `agentloop approve SESSION [CALL_ID…|--all]`.
-pub fn approve(db: Option<&Path>, args: ApproveArgs) -> Result<(), Failure> {
+pub fn approve(db: Option<&str>, args: ApproveArgs) -> Result<(), Failure> {
     let store = open_store(db)?;
-    let id = resolve_id(&store, &args.session)?;
+    let id = resolve_id(&*store, &args.session)?;
     let pending = store.parked(&id)?.map(|p| p.pending).unwrap_or_default();
     let calls: Vec<String> = if args.all {
         pending
@@ -140,7 +139,7 @@ pub fn approve(db: Option<&Path>, args: ApproveArgs) -> Result<(), Failure> {
         )));
     }
     for call in &calls {
-        decide(&store, &id, call, &PendingStatus::Approved)?;
+        decide(&*store, &id, call, &PendingStatus::Approved)?;
         println!("approved {call}");
     }
     eprintln!("continue with: agentloop resume {id}");
@@ -148,15 +147,15 @@ pub fn approve(db: Option<&Path>, args: ApproveArgs) -> Result<(), Failure> {
 }
 
 /// `agentloop deny SESSION CALL_ID [--reason TEXT]`.
-pub fn deny(db: Option<&Path>, args: DenyArgs) -> Result<(), Failure> {
+pub fn deny(db: Option<&str>, args: DenyArgs) -> Result<(), Failure> {
     let store = open_store(db)?;
-    let id = resolve_id(&store, &args.session)?;
+    let id = resolve_id(&*store, &args.session)?;
     let reason = args
         .reason
         .filter(|r| !r.trim().is_empty())
         .unwrap_or_else(|| DEFAULT_DENY_REASON.to_owned());
     decide(
-        &store,
+        &*store,
         &id,
         &args.call_id,
         &PendingStatus::Denied { reason },
@@ -167,8 +166,8 @@ pub fn deny(db: Option<&Path>, args: DenyArgs) -> Result<(), Failure> {
 }
 
 /// `agentloop resume SESSION`.
-pub async fn resume(db: Option<&Path>, args: ResumeArgs) -> Result<(), Failure> {
-    let store: Arc<dyn SessionStore> = Arc::new(open_store(db)?);
+pub async fn resume(db: Option<&str>, args: ResumeArgs) -> Result<(), Failure> {
+    let store: Arc<dyn SessionStore> = open_store(db)?;
     let id = resolve_id(&*store, &args.session)?;
     let (context, parked) = load_parked(&*store, &id)?;
     let Some(parked) = parked else {

@@ -11,7 +11,7 @@
 //! delivered after the current tool batch (Unix: the terminal is polled between turns' events,
 //! and left alone while an approval question waits for its answer).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -21,8 +21,8 @@ use agentloop::agent::{MessageQueue, QueueMode};
 use agentloop::builtin::{ApprovalPolicy, Workspace};
 use agentloop::model::Model;
 use agentloop::session::{
-    NewSession, SessionFilter, SessionInfo, SessionLock, SessionSettings, SessionStore,
-    SqliteStore, load_parked,
+    NewSession, SessionFilter, SessionInfo, SessionLock, SessionSettings, SessionStore, StoreSpec,
+    load_parked,
 };
 use agentloop::transcript::Message;
 use rustyline::error::ReadlineError;
@@ -88,11 +88,12 @@ fn joined(input: &str) -> String {
         .join("\n")
 }
 
-/// Where the prompt history is kept: next to the session database.
-fn history_path(db: Option<&Path>) -> Option<PathBuf> {
-    let db = match db {
-        Some(db) => db.to_path_buf(),
-        None => crate::sessions::default_db_path().ok()?,
+/// Where the prompt history is kept: next to the SQLite session database (with a PostgreSQL
+/// store, next to the default database path).
+fn history_path(db: Option<&str>) -> Option<PathBuf> {
+    let db = match db.map(StoreSpec::parse) {
+        Some(StoreSpec::Sqlite(path)) => path,
+        _ => crate::sessions::default_db_path().ok()?,
     };
     Some(db.with_file_name("chat_history.txt"))
 }
@@ -100,7 +101,7 @@ fn history_path(db: Option<&Path>) -> Option<PathBuf> {
 /// The conversation's changing state.
 struct Chat {
     args: RunArgs,
-    store: Arc<SqliteStore>,
+    store: Arc<dyn SessionStore>,
     workspace: Workspace,
     system_prompt: Option<String>,
     spec: ModelSpec,
@@ -118,7 +119,7 @@ struct Chat {
 }
 
 /// Runs `agentloop chat`.
-pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
+pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
     use std::io::IsTerminal;
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
         return Err(Failure::usage(
@@ -181,13 +182,13 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
 }
 
 impl Chat {
-    fn open(db: Option<&Path>, mut args: RunArgs) -> Result<Chat, Failure> {
+    fn open(db: Option<&str>, mut args: RunArgs) -> Result<Chat, Failure> {
         let root = match &args.workspace {
             Some(dir) => dir.clone(),
             None => std::env::current_dir()?,
         };
         let workspace = Workspace::new(&root).map_err(|e| Failure::usage(e.to_string()))?;
-        let store = Arc::new(open_store(db)?);
+        let store = open_store(db)?;
         let target = session_target(&*store, &args, workspace.root())?;
         let flags = Choice {
             model: args.model.clone(),
@@ -217,7 +218,7 @@ impl Chat {
                 store_if_changed(&*store, &mut info, settings)?;
                 (info, lock)
             }
-            SessionTarget::New(id) => new_session(&store, settings, id)?,
+            SessionTarget::New(id) => new_session(&*store, settings, id)?,
         };
         if let Some(note) = args.approve.deprecation() {
             eprintln!("agentloop: note: {note}");
@@ -404,7 +405,7 @@ impl Chat {
                 );
             }
             "clear" => {
-                let (info, lock) = new_session(&self.store, self.settings(), None)?;
+                let (info, lock) = new_session(&*self.store, self.settings(), None)?;
                 self.session = info;
                 self._lock = lock;
                 println!("new session {}", visible_line(&self.session.id));
@@ -523,7 +524,7 @@ fn approve_name(policy: ApproveArg) -> String {
 
 /// A new session with these settings (and this id, when one was chosen), locked.
 fn new_session(
-    store: &SqliteStore,
+    store: &dyn SessionStore,
     settings: SessionSettings,
     id: Option<String>,
 ) -> Result<(SessionInfo, SessionLock), Failure> {

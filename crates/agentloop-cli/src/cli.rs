@@ -2,6 +2,7 @@
 //! nothing here touches the network, the disk or the terminal.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use agentloop::builtin::{ApprovalPolicy, SandboxMode};
 use agentloop::model::ReasoningLevel;
@@ -16,10 +17,20 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 #[derive(Parser, Debug)]
 #[command(name = "agentloop", version)]
 pub struct Cli {
-    /// The session database (SQLite). Default: `$XDG_DATA_HOME/agentloop/sessions.db`, else
-    /// `~/.local/share/agentloop/sessions.db`; directories are created.
-    #[arg(long, global = true, env = "AGENTLOOP_DB", value_name = "PATH")]
-    pub db: Option<PathBuf>,
+    /// The session store: a SQLite file path, or a PostgreSQL URL
+    /// (`postgres://user:password@host:port/database`). Default:
+    /// `$XDG_DATA_HOME/agentloop/sessions.db`, else `~/.local/share/agentloop/sessions.db`
+    /// (directories are created). `--db` and `AGENTLOOP_DB` are older names for it.
+    #[arg(
+        long,
+        global = true,
+        visible_alias = "db",
+        env = "AGENTLOOP_STORE",
+        // The value may hold a password: never print it in --help.
+        hide_env_values = true,
+        value_name = "PATH|URL"
+    )]
+    pub store: Option<String>,
 
     /// What to do (none, on a terminal: `chat`).
     #[command(subcommand)]
@@ -539,6 +550,26 @@ pub enum SessionsCommand {
         #[arg(long)]
         context: bool,
     },
+    /// Print a session's messages, then each new one as it is appended (by any process: a run,
+    /// a chat, a Restate worker), until Ctrl-C, `--until-idle` or `--until-done`. PostgreSQL
+    /// stores announce new messages (LISTEN/NOTIFY); SQLite files are read every 100 ms.
+    Follow {
+        /// Session id (or a unique prefix).
+        id: String,
+        /// One JSON object per message per line: `{"seq": …, "created_ms": …, "message": …}`.
+        #[arg(long)]
+        json: bool,
+        /// Only messages appended from now on (not those already stored).
+        #[arg(long)]
+        new: bool,
+        /// Stop after this many seconds without a new message.
+        #[arg(long, value_name = "SECS", value_parser = parse_seconds)]
+        until_idle: Option<Duration>,
+        /// Stop once no process is writing to the session (none holds its writer lock), after
+        /// printing everything it wrote.
+        #[arg(long)]
+        until_done: bool,
+    },
     /// Write a session as JSON Lines to stdout (a header line, then one message per line).
     Export {
         /// Session id (or a unique prefix).
@@ -554,6 +585,15 @@ pub enum SessionsCommand {
         /// Session id (or a unique prefix).
         id: String,
     },
+}
+
+/// A number of seconds (fractions allowed) as a duration.
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    text.trim()
+        .parse::<f64>()
+        .ok()
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .ok_or_else(|| format!("{text:?} is not a number of seconds"))
 }
 
 /// `agentloop approvals …`.
@@ -637,7 +677,7 @@ pub struct DemoArgs {
     /// stderr.
     #[arg(long)]
     pub json: bool,
-    /// Keep the demo session: record it into the session database (`--db` or the default one)
+    /// Keep the demo session: record it into the session store (`--store` or the default one)
     /// with the title "demo". Without it the session goes to a temporary database that is
     /// deleted at the end.
     #[arg(long)]

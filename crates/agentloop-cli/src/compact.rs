@@ -6,8 +6,6 @@
 //! full history, and resuming the session sends the model the compacted context
 //! (`agentloop::agent::compaction::effective_context`).
 
-use std::path::Path;
-
 use agentloop::agent::AgentEvent;
 use agentloop::agent::compaction::{self, CompactionConfig, ModelCompactor};
 use agentloop::model::Model;
@@ -51,12 +49,12 @@ pub fn note(event: &AgentEvent) -> Option<String> {
 }
 
 /// `agentloop compact SESSION`.
-pub async fn run(db: Option<&Path>, args: CompactArgs) -> Result<(), Failure> {
+pub async fn run(db: Option<&str>, args: CompactArgs) -> Result<(), Failure> {
     let store = open_store(db)?;
-    let id = resolve_id(&store, &args.session)?;
+    let id = resolve_id(&*store, &args.session)?;
     let spec = ModelSpec::parse(&args.model)?;
     let model = build_model(&spec, args.base_url.as_deref())?;
-    match compact_session(&store, &id, model.as_ref(), &spec.name, args.keep_turns).await? {
+    match compact_session(&*store, &id, model.as_ref(), &spec.name, args.keep_turns).await? {
         Some(line) => println!("{line}"),
         None => eprintln!("agentloop: nothing to compact in session {id} (it is already short)"),
     }

@@ -51,7 +51,7 @@ fn write_sample(root: &Path) -> Result<(), Failure> {
 }
 
 /// `agentloop demo`.
-pub async fn run(db: Option<&Path>, args: DemoArgs) -> Result<(), Failure> {
+pub async fn run(db: Option<&str>, args: DemoArgs) -> Result<(), Failure> {
     let style = Style::new(!args.json && stdout_color());
     // In JSON mode stdout carries only events; the labels go to stderr.
     let say = |text: &str| {
@@ -79,7 +79,7 @@ pub async fn run(db: Option<&Path>, args: DemoArgs) -> Result<(), Failure> {
     let db_dir = tempfile::tempdir()
         .map_err(|e| Failure::new(format!("cannot create a temporary directory: {e}")))?;
     let store: Arc<dyn SessionStore> = if args.keep_session {
-        Arc::new(open_store(db)?)
+        open_store(db)?
     } else {
         Arc::new(SqliteStore::open(db_dir.path().join("sessions.db"))?)
     };

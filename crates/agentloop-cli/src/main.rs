@@ -6,7 +6,8 @@
 //! - `agentloop run "PROMPT"`: an agent with the built-in tools on a workspace directory,
 //!   recorded into the session store, rendered as text (a spinner on a terminal) or as JSON
 //!   lines (`--json`).
-//! - `agentloop sessions list|show|export|import|rm`: the recorded sessions.
+//! - `agentloop sessions list|show|follow|export|import|rm`: the recorded sessions, in the
+//!   store `--store` names (a SQLite file or a PostgreSQL URL).
 //! - `agentloop demo`: the real loop and tools against a scripted mock model (no key needed).
 //! - `agentloop mock-server --script FILE`: the mock model server on its own.
 //! - `agentloop approvals list`, `approve`, `deny`, `resume`: runs parked by `--approve defer`.
@@ -65,7 +66,12 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let db = cli.db.clone();
+    // `--store` (or `--db`), else `AGENTLOOP_STORE`, else the older `AGENTLOOP_DB`.
+    let store = cli
+        .store
+        .clone()
+        .or_else(|| std::env::var("AGENTLOOP_DB").ok().filter(|v| !v.is_empty()));
+    let db = store.as_deref();
     let result = runtime.block_on(async move {
         let Some(command) = cli.command else {
             return Err(Failure::usage(
@@ -74,16 +80,16 @@ fn main() -> ExitCode {
             ));
         };
         match command {
-            Command::Chat(args) => chat::run(db.as_deref(), args).await,
-            Command::Run(args) => run::run(db.as_deref(), args).await,
-            Command::Sessions(command) => sessions::run(db.as_deref(), command),
-            Command::Demo(args) => demo::run(db.as_deref(), args).await,
-            Command::Compact(args) => compact::run(db.as_deref(), args).await,
+            Command::Chat(args) => chat::run(db, args).await,
+            Command::Run(args) => run::run(db, args).await,
+            Command::Sessions(command) => sessions::run(db, command),
+            Command::Demo(args) => demo::run(db, args).await,
+            Command::Compact(args) => compact::run(db, args).await,
             Command::MockServer(args) => mock::run(args).await,
-            Command::Approvals(command) => approvals::list(db.as_deref(), command),
-            Command::Approve(args) => approvals::approve(db.as_deref(), args),
-            Command::Deny(args) => approvals::deny(db.as_deref(), args),
-            Command::Resume(args) => approvals::resume(db.as_deref(), args).await,
+            Command::Approvals(command) => approvals::list(db, command),
+            Command::Approve(args) => approvals::approve(db, args),
+            Command::Deny(args) => approvals::deny(db, args),
+            Command::Resume(args) => approvals::resume(db, args).await,
             Command::Mcp(command) => mcp::run(command).await,
             Command::McpServer(args) => mcp::serve(args).await,
             Command::Models(args) => models::run(args).await,

@@ -506,7 +506,7 @@ pub fn system_prompt_for(args: &RunArgs, workspace: &Workspace) -> Option<String
 }
 
 /// `agentloop run`.
-pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
+pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
     let Some(prompt_arg) = &args.prompt else {
         return Err(Failure::usage(
             "agentloop run needs a prompt (`-` reads it from standard input); for a \
@@ -531,8 +531,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
         None => std::env::current_dir()?,
     };
     let workspace = Workspace::new(&root).map_err(|e| Failure::usage(e.to_string()))?;
-    let sqlite = Arc::new(open_store(db)?);
-    let store: Arc<dyn SessionStore> = sqlite.clone();
+    let store: Arc<dyn SessionStore> = open_store(db)?;
 
     // Which session: resumed ones bring back their model, provider, base URL and reasoning
     // (flags given on this invocation win).
@@ -561,7 +560,7 @@ pub async fn run(db: Option<&Path>, args: RunArgs) -> Result<(), Failure> {
 
     // One writer per session: the lock is taken before the context is loaded, and held until
     // the run ends.
-    let lock = |id: &str| sqlite.lock_session(id, SESSION_LOCK_WAIT);
+    let lock = |id: &str| store.lock_session(id, SESSION_LOCK_WAIT);
     let new_session = |id: Option<&String>| {
         let mut new = NewSession::new()
             .model(&spec.name)

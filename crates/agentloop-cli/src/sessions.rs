@@ -1,5 +1,6 @@
-//! The session database: where it lives by default, resolving abbreviated ids, and the
-//! `agentloop sessions …` subcommands (list, show, export, import, rm).
+//! The session store — which one (`--store`: a SQLite file, by default in the user's data
+//! directory, or a PostgreSQL URL) — resolving abbreviated ids, and the `agentloop sessions …`
+//! subcommands (list, show, follow, export, import, rm).
 //!
 //! Every command that takes a session id resolves it with [`resolve`]: the exact id, else the
 //! one session whose id starts with it; an ambiguous prefix is an error listing the candidates,
@@ -8,9 +9,12 @@
 
 use std::io::{BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use agentloop::session::{
-    ImportOptions, SessionError, SessionFilter, SessionInfo, SessionStore, SqliteStore,
+    Follower, ImportOptions, SessionError, SessionFilter, SessionInfo, SessionStore, StoreSpec,
+    StoredMessage,
 };
 
 use crate::cli::SessionsCommand;
@@ -39,17 +43,18 @@ pub fn default_db_path() -> Result<PathBuf, Failure> {
     Ok(base.join("agentloop").join("sessions.db"))
 }
 
-/// Opens the database at `db` (or the default path), creating it and its directories.
-pub fn open_store(db: Option<&Path>) -> Result<SqliteStore, Failure> {
-    let path = match db {
-        Some(p) => p.to_owned(),
-        None => default_db_path()?,
+/// Opens the store `spec` names (a SQLite file path or a `postgres://` URL; `None`: the
+/// default SQLite file), creating the file and its directories, or the PostgreSQL schema, as
+/// needed. The error shows the spec without its password.
+pub fn open_store(spec: Option<&str>) -> Result<Arc<dyn SessionStore>, Failure> {
+    let spec = match spec.filter(|s| !s.trim().is_empty()) {
+        Some(spec) => StoreSpec::parse(spec),
+        None => StoreSpec::Sqlite(default_db_path()?),
     };
-    SqliteStore::open(&path).map_err(|e| {
-        Failure::new(format!(
-            "cannot open the session database {}: {e}",
-            path.display()
-        ))
+    spec.open().map_err(|e| match &spec {
+        // Its errors say which server (without the password).
+        StoreSpec::Postgres(_) => Failure::new(format!("cannot open the session store: {e}")),
+        _ => Failure::new(format!("cannot open the session database {spec}: {e}")),
     })
 }
 
@@ -177,15 +182,34 @@ pub fn workspace_key(dir: &Path) -> Result<String, Failure> {
 }
 
 /// Runs a `sessions` subcommand.
-pub fn run(db: Option<&Path>, command: SessionsCommand) -> Result<(), Failure> {
+pub fn run(db: Option<&str>, command: SessionsCommand) -> Result<(), Failure> {
     let store = open_store(db)?;
     match command {
         SessionsCommand::List { workspace, json } => {
             let workspace = workspace.as_deref().map(workspace_key).transpose()?;
-            list(&store, workspace.as_deref(), json)
+            list(&*store, workspace.as_deref(), json)
+        }
+        SessionsCommand::Follow {
+            id,
+            json,
+            new,
+            until_idle,
+            until_done,
+        } => {
+            let id = resolve_id(&*store, &id)?;
+            follow(
+                store,
+                &id,
+                FollowOptions {
+                    json,
+                    new,
+                    until_idle,
+                    until_done,
+                },
+            )
         }
         SessionsCommand::Show { id, context } => {
-            let id = resolve_id(&store, &id)?;
+            let id = resolve_id(&*store, &id)?;
             let info = store.info(&id)?;
             let style = Style::new(stdout_color());
             let messages = if context {
@@ -201,7 +225,7 @@ pub fn run(db: Option<&Path>, command: SessionsCommand) -> Result<(), Failure> {
             Ok(())
         }
         SessionsCommand::Export { id } => {
-            let id = resolve_id(&store, &id)?;
+            let id = resolve_id(&*store, &id)?;
             let mut stdout = std::io::stdout().lock();
             store.export_jsonl(&id, &mut stdout)?;
             stdout.flush()?;
@@ -219,7 +243,7 @@ pub fn run(db: Option<&Path>, command: SessionsCommand) -> Result<(), Failure> {
             Ok(())
         }
         SessionsCommand::Rm { id } => {
-            let id = resolve_id(&store, &id)?;
+            let id = resolve_id(&*store, &id)?;
             store.delete(&id)?;
             out(&format!("deleted {}\n", visible_line(&id)));
             Ok(())
@@ -227,7 +251,7 @@ pub fn run(db: Option<&Path>, command: SessionsCommand) -> Result<(), Failure> {
     }
 }
 
-fn list(store: &SqliteStore, workspace: Option<&str>, json: bool) -> Result<(), Failure> {
+fn list(store: &dyn SessionStore, workspace: Option<&str>, json: bool) -> Result<(), Failure> {
     let mut filter = SessionFilter::new();
     if let Some(workspace) = workspace {
         filter = filter.workspace(workspace);
@@ -389,6 +413,79 @@ fn short_workspace(path: &str, home: Option<&Path>) -> String {
     format!("…/{kept}")
 }
 
+/// How `sessions follow` runs.
+struct FollowOptions {
+    json: bool,
+    new: bool,
+    until_idle: Option<Duration>,
+    until_done: bool,
+}
+
+/// How long one wait for new messages lasts before the stop conditions are checked again.
+const FOLLOW_TICK: Duration = Duration::from_millis(500);
+
+/// `agentloop sessions follow`: prints the session's messages, then new ones as they come.
+fn follow(store: Arc<dyn SessionStore>, id: &str, options: FollowOptions) -> Result<(), Failure> {
+    let start = if options.new {
+        store.info(id)?.last_seq
+    } else {
+        0
+    };
+    let mut follower = Follower::new(store.clone(), id, start)?;
+    let style = Style::new(stdout_color());
+    if !options.json {
+        eprintln!("{}", style.dim(&describe(&store.info(id)?)));
+    }
+    let mut last_message = Instant::now();
+    loop {
+        let batch = follower.next_batch(FOLLOW_TICK)?;
+        if !batch.is_empty() {
+            if !print_follow(style, &batch, options.json) {
+                return Ok(()); // stdout closed (`| head`)
+            }
+            last_message = Instant::now();
+            continue;
+        }
+        if options
+            .until_idle
+            .is_some_and(|idle| last_message.elapsed() >= idle)
+        {
+            return Ok(());
+        }
+        // Nobody holds the writer lock: the run is over; print what it wrote last.
+        if options.until_done && store.lock_session(id, Duration::ZERO).is_ok() {
+            let rest = follower.next_batch(Duration::ZERO)?;
+            print_follow(style, &rest, options.json);
+            return Ok(());
+        }
+    }
+}
+
+/// Prints followed messages; `false` when stdout is closed.
+fn print_follow(style: Style, batch: &[StoredMessage], json: bool) -> bool {
+    let text = if json {
+        let mut text = String::new();
+        for entry in batch {
+            let line = serde_json::json!({
+                "seq": entry.seq,
+                "created_ms": entry.created_ms,
+                "message": entry.message,
+            });
+            text.push_str(&line.to_string());
+            text.push('\n');
+        }
+        text
+    } else {
+        let messages: Vec<_> = batch.iter().map(|e| e.message.clone()).collect();
+        format_transcript(style, &messages)
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .is_ok()
+}
+
 fn describe(info: &SessionInfo) -> String {
     format!(
         "session {} · {} · {} messages · model {} · workspace {} · updated {}",
@@ -432,7 +529,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use agentloop::session::NewSession;
+    use agentloop::session::{NewSession, SqliteStore};
 
     #[test]
     fn times_format_in_utc() {
@@ -443,7 +540,7 @@ mod tests {
 
     #[test]
     fn ids_resolve_by_unique_prefix() {
-        let store = SqliteStore::open_in_memory().unwrap();
+        let store = agentloop::session::SqliteStore::open_in_memory().unwrap();
         store.create(NewSession::new().id("abc-1")).unwrap();
         store.create(NewSession::new().id("abd-2")).unwrap();
         store.create(NewSession::new().id("ab")).unwrap();

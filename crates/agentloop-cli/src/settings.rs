@@ -169,7 +169,7 @@ fn given(matches: &ArgMatches, id: &str) -> bool {
     )
 }
 
-/// Index in `argv` just after the `run` subcommand token (global options such as `--db PATH`
+/// Index in `argv` just after the `run` subcommand token (global options such as `--store PATH`
 /// may come before it).
 fn after_subcommand(argv: &[OsString], name: &str) -> Option<usize> {
     let mut i = 1;
@@ -178,7 +178,7 @@ fn after_subcommand(argv: &[OsString], name: &str) -> Option<usize> {
         if arg == name {
             return Some(i + 1);
         }
-        if arg == "--db" {
+        if arg == "--db" || arg == "--store" {
             i += 1; // its value
         }
         i += 1;

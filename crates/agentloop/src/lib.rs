@@ -18,8 +18,8 @@
 //! - [`agent`]: the loop — events, hooks, steering, cancellation, limits, context compaction
 //!   and runs parked for approval;
 //! - [`output`]: typed output — a run that returns a validated value;
-//! - [`session`]: durable sessions (SQLite), resume, fork, export and import, pending
-//!   approvals;
+//! - [`session`]: durable sessions (SQLite, or PostgreSQL with the `postgres` feature), resume,
+//!   fork, live follow, export and import, pending approvals;
 //! - [`cost`]: the cost of each assistant message and per-run usage limits;
 //! - [`telemetry`]: OpenTelemetry GenAI spans and metrics (OTLP export behind feature `otel`);
 //! - [`blocking`]: a synchronous view over the async API.

@@ -2,7 +2,7 @@
 //!
 //! ```sh
 //! agentloop-worker --listen 127.0.0.1:9080 --model openai:gpt-4o-mini --workspace ./repo \
-//!     --store ./sessions.db
+//!     --store ./sessions.db   # or a PostgreSQL URL shared by every worker
 //! # then register it: curl -X POST localhost:9070/deployments -H 'content-type: application/json' \
 //! #     -d '{"uri": "http://127.0.0.1:9080"}'
 //! ```
@@ -17,7 +17,7 @@ use agentloop::model::{Model, ReasoningLevel};
 use agentloop::providers::{
     Anthropic, Gemini, OpenAiChat, OpenAiResponses, ProviderConfig, anthropic, gemini,
 };
-use agentloop::session::{SessionStore, SqliteStore};
+use agentloop::session::{SessionStore, StoreSpec};
 use agentloop_restate::{Worker, WorkerConfig};
 use clap::Parser;
 
@@ -54,9 +54,17 @@ struct Args {
     #[arg(long, default_value = "ask", value_name = "POLICY")]
     approve: String,
 
-    /// Session store (SQLite file) that completed messages are mirrored into.
-    #[arg(long, env = "AGENTLOOP_STORE", value_name = "PATH")]
-    store: Option<PathBuf>,
+    /// Session store that completed messages are mirrored into: a SQLite file path, or a
+    /// PostgreSQL URL (`postgres://user:password@host:port/database`) that several workers and
+    /// `agentloop sessions follow` can share.
+    #[arg(
+        long,
+        env = "AGENTLOOP_STORE",
+        // The value may hold a password: never print it in --help.
+        hide_env_values = true,
+        value_name = "PATH|URL"
+    )]
+    store: Option<String>,
 
     /// System prompt (default: one describing the workspace).
     #[arg(long, value_name = "TEXT")]
@@ -136,10 +144,12 @@ async fn start(args: Args) -> Result<(), String> {
     };
     let workspace =
         Workspace::new(&root).map_err(|e| format!("workspace {}: {e}", root.display()))?;
-    let store: Option<Arc<dyn SessionStore>> = match args.store {
-        Some(path) => Some(Arc::new(
-            SqliteStore::open(&path).map_err(|e| format!("store {}: {e}", path.display()))?,
-        )),
+    let store: Option<Arc<dyn SessionStore>> = match args.store.filter(|s| !s.trim().is_empty()) {
+        Some(spec) => {
+            let spec = StoreSpec::parse(&spec);
+            // `spec` shows without its password, and so do the store's errors.
+            Some(spec.open().map_err(|e| format!("store {spec}: {e}"))?)
+        }
         None => None,
     };
     let config = WorkerConfig {

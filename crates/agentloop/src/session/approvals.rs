@@ -58,14 +58,14 @@ fn exists(tx: &Connection, id: &str) -> Result<(), SessionError> {
         .ok_or_else(|| SessionError::NotFound { id: id.to_owned() })
 }
 
-fn status_parts(status: &PendingStatus) -> (&'static str, Option<&str>) {
+pub(super) fn status_parts(status: &PendingStatus) -> (&'static str, Option<&str>) {
     match status {
         PendingStatus::Denied { reason } => ("denied", Some(reason.as_str())),
         other => (other.name(), None),
     }
 }
 
-fn status_from(name: &str, deny_reason: Option<String>) -> PendingStatus {
+pub(super) fn status_from(name: &str, deny_reason: Option<String>) -> PendingStatus {
     match name {
         "approved" => PendingStatus::Approved,
         "denied" => PendingStatus::Denied {
@@ -76,7 +76,7 @@ fn status_from(name: &str, deny_reason: Option<String>) -> PendingStatus {
     }
 }
 
-fn to_json<T: serde::Serialize>(value: &T) -> Result<String, SessionError> {
+pub(super) fn to_json<T: serde::Serialize>(value: &T) -> Result<String, SessionError> {
     serde_json::to_string(value).map_err(SessionError::Serialize)
 }
 

@@ -63,7 +63,8 @@ pub enum SessionError {
         "the session database has schema version {found}; this build understands up to {supported}"
     )]
     SchemaTooNew {
-        /// The database's `user_version`.
+        /// The database's schema version (SQLite: `user_version`; PostgreSQL: the
+        /// `schema_version` table).
         found: i64,
         /// The newest version this build reads.
         supported: i64,
@@ -74,6 +75,16 @@ pub enum SessionError {
     /// SQLite failed (I/O error, the database stayed locked past the busy timeout, a full disk…).
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL failed (the server could not be reached, authentication, a lost connection, a
+    /// query error, no pooled connection free in time). The message never contains a password.
+    #[error("postgresql: {message}")]
+    Postgres {
+        /// What failed, with the underlying error's text.
+        message: String,
+        /// The underlying error (from the PostgreSQL client or its connection pool).
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
     /// Reading or writing an export failed.
     #[error("i/o: {0}")]
     Io(#[from] std::io::Error),

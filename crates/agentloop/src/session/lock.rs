@@ -6,23 +6,41 @@
 //! the [`SessionLock`] lives. The kernel releases it when its process ends in any way,
 //! `SIGKILL` included, so a lock is never left stale by a dead owner. The file also holds the
 //! owner's process id, for the "in use by process N" error. In-memory stores, and platforms
-//! other than Unix, get a lock that excludes nothing.
+//! other than Unix, get a lock that excludes nothing. Other stores put their own lock in a
+//! [`SessionLock`] (the PostgreSQL store: a session-level advisory lock held by a dedicated
+//! connection).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::SessionError;
 
-/// Holds a session's writer lock until dropped: an exclusive `flock` on
+/// Holds a session's writer lock until dropped (see
+/// [`SessionStore::lock_session`](super::SessionStore::lock_session)).
+///
+/// For a [`SqliteStore`](super::SqliteStore) file: an exclusive `flock` on
 /// `<db>.locks/<session>.lock`, released by the kernel when the owner exits in any way (so a
 /// dead owner never leaves it stale); the file holds the owner's pid for the "in use by
-/// process N" error. In-memory stores and non-Unix platforms get a lock that excludes nothing.
-#[derive(Debug)]
+/// process N" error. For the PostgreSQL store: a session-level advisory lock held by a
+/// connection of its own, released when the lock is dropped or the owner's connection ends.
+/// In-memory stores and non-Unix platforms get a lock that excludes nothing.
 pub struct SessionLock {
     /// Held, never read: the `flock` lives as long as this open file.
     #[allow(dead_code)]
     file: Option<std::fs::File>,
     path: Option<PathBuf>,
+    /// Held, never read: a lock kept by another store, released when this is dropped.
+    #[allow(dead_code)]
+    guard: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+impl std::fmt::Debug for SessionLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionLock")
+            .field("path", &self.path)
+            .field("held", &(self.file.is_some() || self.guard.is_some()))
+            .finish()
+    }
 }
 
 impl SessionLock {
@@ -31,6 +49,17 @@ impl SessionLock {
         SessionLock {
             file: None,
             path: None,
+            guard: None,
+        }
+    }
+
+    /// A lock held by `guard` until it is dropped (another store's lock).
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn held_by(guard: impl std::any::Any + Send + Sync) -> Self {
+        SessionLock {
+            file: None,
+            path: None,
+            guard: Some(Box::new(guard)),
         }
     }
 
@@ -107,6 +136,7 @@ pub(crate) fn acquire(db: &Path, id: &str, wait: Duration) -> Result<SessionLock
     Ok(SessionLock {
         file: Some(file),
         path: Some(path),
+        guard: None,
     })
 }
 

@@ -3,7 +3,9 @@
 //! exactly where it was.
 //!
 //! This module owns the [`SessionStore`] trait, its embedded SQLite implementation
-//! ([`SqliteStore`]), the [`SessionRecorder`] that connects a running
+//! ([`SqliteStore`]), its PostgreSQL implementation (`PostgresStore`, behind the default
+//! `postgres` feature), choosing one from a string ([`open_store`]: a file path or a
+//! `postgres://` URL), following a session live ([`Follower`]), the [`SessionRecorder`] that connects a running
 //! [`AgentLoop`](crate::agent::AgentLoop) to a store through its events, load-time repair of
 //! interrupted tool batches ([`repair_interrupted`]) and the JSON Lines export format. It stores
 //! [`Message`]s in the transcript's documented JSON shape and nothing else; it must not know about
@@ -16,8 +18,9 @@
 //!   sequence number (1, 2, 3, … with no gaps); once it returns, the message survives the
 //!   process being killed. With [`Durability::PowerLoss`] it also survives power loss and OS
 //!   crashes; see [`Durability`] for the trade-off.
-//! - Several processes may write to one database file at once (WAL journal, a busy timeout and
-//!   `BEGIN IMMEDIATE` around the sequence allocation).
+//! - Several processes may write to one database at once (SQLite: WAL journal, a busy timeout
+//!   and `BEGIN IMMEDIATE` around the sequence allocation; PostgreSQL: the session row's lock).
+//!   [`lock_session`](SessionStore::lock_session) keeps a session to one writer at a time.
 //! - [`load`](SessionStore::load) rebuilds the context the agent had, and repairs a tool batch
 //!   that a stopped process left unfinished: each call without a result gets a synthetic error
 //!   result ([`interrupted_result_text`]), so the context is valid to resume with
@@ -82,15 +85,20 @@
 mod approvals;
 mod error;
 mod filter;
+mod follow;
 mod jsonl;
 mod lock;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod recorder;
 mod repair;
 mod settings;
+mod spec;
 mod sqlite;
 mod stats;
 
 use std::io::{BufRead, Write};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -100,13 +108,17 @@ use crate::transcript::Message;
 pub use approvals::load_parked;
 pub use error::SessionError;
 pub use filter::SessionFilter;
+pub use follow::{ChangeSignal, Follower, POLL_INTERVAL, RECHECK_INTERVAL};
 pub use jsonl::{EXPORT_FORMAT, ImportOptions};
 pub use lock::SessionLock;
+#[cfg(feature = "postgres")]
+pub use postgres::{PostgresOptions, PostgresStore};
 pub use recorder::SessionRecorder;
 pub use repair::{
     interrupted_result, interrupted_result_text, repair_interrupted, unanswered_calls,
 };
 pub use settings::{SessionSettings, without_credentials};
+pub use spec::{StoreSpec, is_postgres_url, open_store, redact};
 pub use sqlite::{Durability, MAX_STORED_DEPTH, SqliteOptions, SqliteStore};
 pub use stats::SessionStats;
 
@@ -234,6 +246,9 @@ pub struct StoredMessage {
 /// [`list_where`](Self::list_where) and [`last_in`](Self::last_in) work on any store through
 /// [`list`](Self::list); override `list_where` to filter in the store's query (it must agree
 /// with [`SessionFilter::matches`]).
+///
+/// Both stores of this crate pass one conformance suite (`crates/agentloop/tests/
+/// store_conformance`), which is the precise statement of the behaviour an implementation owes.
 pub trait SessionStore: Send + Sync {
     /// Creates a session holding `messages` (appended in order from seq 1), atomically: either
     /// the session exists with all of them, or nothing was written.
@@ -271,6 +286,32 @@ pub trait SessionStore: Send + Sync {
     /// numbers, title, model and settings; its stats count the copied messages), recording
     /// where it came from.
     fn fork(&self, id: &str, seq: u64) -> Result<SessionInfo, SessionError>;
+
+    /// The stored messages with a sequence number above `after`, in sequence order (what a
+    /// [`Follower`] reads). Fails with [`SessionError::NotFound`] when the session does not exist.
+    fn entries_after(&self, id: &str, after: u64) -> Result<Vec<StoredMessage>, SessionError> {
+        let mut entries = self.entries(id)?;
+        entries.retain(|e| e.seq > after);
+        Ok(entries)
+    }
+
+    /// A signal that wakes a [`Follower`] when session `id` may have new messages; `None` (the
+    /// default) makes followers poll the store every [`POLL_INTERVAL`].
+    fn subscribe(&self, id: &str) -> Result<Option<Box<dyn ChangeSignal>>, SessionError> {
+        let _ = id;
+        Ok(None)
+    }
+
+    /// Takes the writer lock of session `id` — one writer per session across processes —
+    /// waiting up to `wait` while another process holds it, then failing with
+    /// [`SessionError::InUse`] naming that process. Hold the returned [`SessionLock`] for as
+    /// long as you append to the session (load its context *after* taking the lock). A process
+    /// that dies releases its locks, however it dies. The session need not exist yet. The
+    /// default returns a lock that excludes nothing (in-memory stores).
+    fn lock_session(&self, id: &str, wait: Duration) -> Result<SessionLock, SessionError> {
+        let _ = (id, wait);
+        Ok(SessionLock::none())
+    }
 
     /// Creates an empty session.
     fn create(&self, new: NewSession) -> Result<SessionInfo, SessionError> {

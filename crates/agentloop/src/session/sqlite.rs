@@ -316,12 +316,14 @@ fn migrate_v3(tx: &Transaction<'_>) -> rusqlite::Result<()> {
     Ok(())
 }
 
-fn stats_json(stats: &SessionStats) -> Result<String, SessionError> {
+pub(crate) fn stats_json(stats: &SessionStats) -> Result<String, SessionError> {
     serde_json::to_string(stats).map_err(SessionError::Serialize)
 }
 
 /// The `settings` column's JSON (the workspace has its own column) and the workspace.
-fn settings_columns(settings: &SessionSettings) -> Result<(Option<String>, String), SessionError> {
+pub(crate) fn settings_columns(
+    settings: &SessionSettings,
+) -> Result<(Option<String>, String), SessionError> {
     let mut settings = settings.clone().sanitized();
     let workspace = settings.workspace.take();
     let json = serde_json::to_string(&settings).map_err(SessionError::Serialize)?;
@@ -330,7 +332,7 @@ fn settings_columns(settings: &SessionSettings) -> Result<(Option<String>, Strin
 
 /// A JSON column read leniently: unreadable text (an edited database) gives the default rather
 /// than making the whole session unlistable.
-fn lenient_json<T: serde::de::DeserializeOwned + Default>(text: Option<String>) -> T {
+pub(crate) fn lenient_json<T: serde::de::DeserializeOwned + Default>(text: Option<String>) -> T {
     text.and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default()
 }
@@ -572,6 +574,43 @@ impl SqliteStore {
         self.conn.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// The messages of session `id` after sequence number `after`.
+    fn read_entries(&self, id: &str, after: u64) -> Result<Vec<StoredMessage>, SessionError> {
+        let mut conn = self.conn();
+        // One read transaction: the existence check and the rows come from the same snapshot.
+        let tx = conn.transaction()?;
+        let info = session_info(&tx, id)?;
+        let expected = info.last_seq.saturating_sub(after).min(info.message_count);
+        let mut out = Vec::with_capacity(usize::try_from(expected).unwrap_or(0));
+        {
+            let mut stmt = tx.prepare_cached(
+                "SELECT seq, created_ms, json FROM messages WHERE session_id = ?1 AND seq > ?2 \
+                 ORDER BY seq",
+            )?;
+            let mut rows = stmt.query(params![id, to_i64(after)])?;
+            while let Some(row) = rows.next()? {
+                let seq = to_u64(row.get(0)?);
+                let created_ms = to_u64(row.get(1)?);
+                let json = row.get_ref(2)?.as_str().map_err(|e| {
+                    rusqlite::Error::FromSqlConversionFailure(2, Type::Text, e.into())
+                })?;
+                let message =
+                    serde_json::from_str(json).map_err(|source| SessionError::Corrupt {
+                        id: id.to_owned(),
+                        seq,
+                        source,
+                    })?;
+                out.push(StoredMessage {
+                    seq,
+                    created_ms,
+                    message,
+                });
+            }
+        }
+        tx.finish()?;
+        Ok(out)
+    }
+
     fn write<T>(
         &self,
         f: impl FnOnce(&Transaction<'_>) -> Result<T, SessionError>,
@@ -703,37 +742,7 @@ impl SessionStore for SqliteStore {
     }
 
     fn entries(&self, id: &str) -> Result<Vec<StoredMessage>, SessionError> {
-        let mut conn = self.conn();
-        // One read transaction: the existence check and the rows come from the same snapshot.
-        let tx = conn.transaction()?;
-        let info = session_info(&tx, id)?;
-        let mut out = Vec::with_capacity(usize::try_from(info.message_count).unwrap_or(0));
-        {
-            let mut stmt = tx.prepare_cached(
-                "SELECT seq, created_ms, json FROM messages WHERE session_id = ?1 ORDER BY seq",
-            )?;
-            let mut rows = stmt.query([id])?;
-            while let Some(row) = rows.next()? {
-                let seq = to_u64(row.get(0)?);
-                let created_ms = to_u64(row.get(1)?);
-                let json = row.get_ref(2)?.as_str().map_err(|e| {
-                    rusqlite::Error::FromSqlConversionFailure(2, Type::Text, e.into())
-                })?;
-                let message =
-                    serde_json::from_str(json).map_err(|source| SessionError::Corrupt {
-                        id: id.to_owned(),
-                        seq,
-                        source,
-                    })?;
-                out.push(StoredMessage {
-                    seq,
-                    created_ms,
-                    message,
-                });
-            }
-        }
-        tx.finish()?;
-        Ok(out)
+        self.read_entries(id, 0)
     }
 
     fn set_title(&self, id: &str, title: &str) -> Result<(), SessionError> {
@@ -844,5 +853,13 @@ impl SessionStore for SqliteStore {
 
     fn awaiting_approval(&self) -> Result<Vec<(String, Vec<PendingApproval>)>, SessionError> {
         super::approvals::awaiting(&self.conn())
+    }
+
+    fn entries_after(&self, id: &str, after: u64) -> Result<Vec<StoredMessage>, SessionError> {
+        self.read_entries(id, after)
+    }
+
+    fn lock_session(&self, id: &str, wait: Duration) -> Result<super::SessionLock, SessionError> {
+        SqliteStore::lock_session(self, id, wait)
     }
 }

@@ -42,15 +42,19 @@ pub struct SessionStats {
 impl SessionStats {
     /// Counts `message` in (anything but an assistant message leaves the totals unchanged).
     pub fn add(&mut self, message: &Message) {
-        if message.role != Role::Assistant {
-            return;
+        if let Some(reply) = Counted::of(message) {
+            self.add_counted(&reply);
         }
-        if message.stop_reason == Some(StopReason::Error) {
+    }
+
+    /// Counts in what [`Counted::of`] kept of a message: the same as [`add`](Self::add) on it.
+    pub(crate) fn add_counted(&mut self, reply: &Counted) {
+        if reply.failed {
             self.failed_turns += 1;
         } else {
             self.turns += 1;
         }
-        if let Some(usage) = &message.usage {
+        if let Some(usage) = &reply.usage {
             self.usage.accumulate(usage);
         }
     }
@@ -77,6 +81,24 @@ impl SessionStats {
             + self.usage.cache_read_tokens
             + self.usage.cache_write_tokens
             + self.usage.output_tokens
+    }
+}
+
+/// What [`SessionStats::add`] reads of a message, for a store that counts a batch in after
+/// the messages themselves are gone (serialized): `None` for a message that does not count.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Counted {
+    failed: bool,
+    usage: Option<Usage>,
+}
+
+impl Counted {
+    /// The counted part of `message`, if it counts (assistant messages only).
+    pub(crate) fn of(message: &Message) -> Option<Counted> {
+        (message.role == Role::Assistant).then(|| Counted {
+            failed: message.stop_reason == Some(StopReason::Error),
+            usage: message.usage,
+        })
     }
 }
 
