@@ -1,6 +1,7 @@
 //! Per-turn cost of a run on Restate, next to the same run in-process and next to the engine's
-//! floor (a handler that only journals no-op steps), all against a real Restate server and the
-//! testkit's mock model on loopback.
+//! floor (a handler that only journals no-op steps), then the throughput of `CONCURRENT`
+//! sessions sent at once to one worker and to two (behind the tests' round-robin balancer), all
+//! against a real Restate server and the testkit's mock model on loopback.
 //!
 //! `cargo bench -p agentloop-restate --bench overhead` (needs `.ci/setup-restate` or
 //! `AGENTLOOP_RESTATE_SERVER`). Prints one line per figure.
@@ -25,6 +26,8 @@ use support::{Restate, WorkerSpec, free_port, restate_server_binary};
 /// Tool turns per run (each: one model call and one `read_file` call), then a final text turn.
 const TURNS: usize = 10;
 const RUNS: usize = 10;
+/// Sessions sent at once in the throughput figures.
+const CONCURRENT: usize = 40;
 
 struct Floor;
 
@@ -130,6 +133,46 @@ fn main() {
         }
         let floor_step = start.elapsed() / (RUNS as u32 * steps);
 
+        // Throughput: CONCURRENT sessions at once, on one worker, then on two.
+        let mut throughput = Vec::new();
+        for workers in [1usize, 2] {
+            let restate = Restate::start(&server).await;
+            let mut procs = Vec::new();
+            for w in 0..workers {
+                procs.push(spec.start(free_port(), &format!("tp{workers}-{w}")).await);
+            }
+            let balancer =
+                support::balancer::Balancer::start(procs.iter().map(|p| p.addr).collect()).await;
+            restate.register(&format!("http://{}", balancer.addr)).await;
+            restate
+                .call("AgentSession/warm/run", json!({"prompt": "go"}))
+                .await
+                .unwrap();
+            let start = Instant::now();
+            let runs: Vec<_> = (0..CONCURRENT)
+                .map(|i| {
+                    let ingress = restate.ingress.clone();
+                    let http = restate.http.clone();
+                    tokio::spawn(async move {
+                        http.post(format!("{ingress}/AgentSession/tp-{i}/run"))
+                            .json(&json!({"prompt": "go"}))
+                            .send()
+                            .await
+                            .unwrap()
+                            .json::<serde_json::Value>()
+                            .await
+                            .unwrap()
+                    })
+                })
+                .collect();
+            for run in runs {
+                assert_eq!(run.await.unwrap()["final_text"], "done");
+            }
+            let elapsed = start.elapsed();
+            throughput.push((workers, elapsed));
+            drop(procs);
+        }
+
         let overhead = durable.saturating_sub(local);
         println!("turns per run: {TURNS} tool turns + 1 final turn; runs: {RUNS}");
         println!("in-process       per turn: {local:?}");
@@ -142,5 +185,13 @@ fn main() {
             "overhead / (2 x floor step): {:.2}",
             overhead.as_secs_f64() / (2.0 * floor_step.as_secs_f64()).max(1e-9)
         );
+        for (workers, elapsed) in throughput {
+            println!(
+                "{CONCURRENT} sessions at once on {workers} worker(s): {elapsed:?} \
+                 ({:.1} sessions/s, {:.0} turns/s)",
+                CONCURRENT as f64 / elapsed.as_secs_f64(),
+                (CONCURRENT * (TURNS + 1)) as f64 / elapsed.as_secs_f64()
+            );
+        }
     });
 }
