@@ -340,16 +340,17 @@ fn parse_fraction(text: &str) -> Result<f64, String> {
 pub struct CompactArgs {
     /// Session id (or a unique prefix).
     pub session: String,
-    /// The model that writes the summary (`PROVIDER:NAME`).
+    /// The model that writes the summary (`PROVIDER:NAME`). Default: the session's own model
+    /// (and its base URL), else `openai:gpt-4o-mini`.
     #[arg(
         long,
         short = 'm',
         env = "AGENTLOOP_MODEL",
-        default_value = "openai:gpt-4o-mini",
         value_name = "PROVIDER:NAME"
     )]
-    pub model: String,
-    /// Base URL of the provider API.
+    pub model: Option<String>,
+    /// Base URL of the provider API. Default: the session's, when the model is the session's
+    /// provider.
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,
     /// Turns kept verbatim.

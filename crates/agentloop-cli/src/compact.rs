@@ -11,11 +11,15 @@ use agentloop::agent::compaction::{self, CompactionConfig, ModelCompactor};
 use agentloop::model::Model;
 use agentloop::session::SessionStore;
 
-use crate::cli::{CompactArgs, RunArgs};
+use crate::cli::{CompactArgs, Explicit, RunArgs};
 use crate::error::Failure;
 use crate::model::{ModelSpec, build_model};
 use crate::render::thousands;
+use crate::session_settings::{Choice, restore};
 use crate::sessions::{open_store, resolve_id};
+
+/// The summarising model when neither `--model` nor the session names one.
+const DEFAULT_MODEL: &str = "openai:gpt-4o-mini";
 
 /// The loop's compaction settings for `run` (`None` with `--no-compaction`).
 pub fn config(args: &RunArgs) -> Option<CompactionConfig> {
@@ -52,8 +56,23 @@ pub fn note(event: &AgentEvent) -> Option<String> {
 pub async fn run(db: Option<&str>, args: CompactArgs) -> Result<(), Failure> {
     let store = open_store(db)?;
     let id = resolve_id(&*store, &args.session)?;
-    let spec = ModelSpec::parse(&args.model)?;
-    let model = build_model(&spec, args.base_url.as_deref())?;
+    // The session's own model summarises it unless another one is named, as a resumed run
+    // would use it (same rules: an explicit flag wins; the base URL follows the provider).
+    let explicit = Explicit {
+        model: args.model.is_some(),
+        base_url: args.base_url.is_some(),
+        reasoning: true,
+    };
+    let mut choice = Choice {
+        model: args.model.unwrap_or_else(|| DEFAULT_MODEL.to_owned()),
+        base_url: args.base_url,
+        reasoning: None,
+    };
+    if let Some(note) = restore(&store.info(&id)?.settings, explicit, &mut choice) {
+        eprintln!("agentloop: note: {note}");
+    }
+    let spec = ModelSpec::parse(&choice.model)?;
+    let model = build_model(&spec, choice.base_url.as_deref())?;
     match compact_session(&*store, &id, model.as_ref(), &spec.name, args.keep_turns).await? {
         Some(line) => println!("{line}"),
         None => eprintln!("agentloop: nothing to compact in session {id} (it is already short)"),

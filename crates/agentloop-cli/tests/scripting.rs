@@ -206,6 +206,7 @@ impl Scratch {
     fn plain(&self, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_agentloop"))
             .env_remove("AGENTLOOP_MODEL")
+            .env_remove("OPENAI_BASE_URL")
             .env("OPENAI_API_KEY", "dummy")
             .env("NO_COLOR", "1")
             .arg("--db")
@@ -304,4 +305,22 @@ fn compact_subcommand_summarises_a_stored_session() {
         "{body}"
     );
     assert!(!body.contains("\"c1\""), "{body}");
+}
+
+#[test]
+fn compact_without_a_model_uses_the_sessions_own_model_and_server() {
+    let scratch = Scratch::new();
+    let server = server(json!({"mode": "sequential", "turns": [
+        list_call("c1", 10), list_call("c2", 10), {"text": "Answer one."},
+        {"text": "SUMMARY BY THE SESSION'S MODEL"}
+    ]}));
+    let out = scratch.run(&server, &["--session", "s3", "--no-compaction", "go"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    // No --model and no --base-url: the session recorded both (openai:mock on the mock
+    // server), and the mock server is the only one that answers here.
+    let out = scratch.plain(&["compact", "s3", "--keep-turns", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("older messages summarised"));
+    let summary_request = server.requests().last().unwrap().body.clone();
+    assert_eq!(summary_request["model"], "mock", "{summary_request}");
 }
