@@ -55,6 +55,7 @@ pub enum Command {
     Sessions(SessionsCommand),
     /// A scripted demo: the real loop and the real tools on a temporary sample project, with a
     /// mock model server replaying a fixed script (no key, no network).
+    #[cfg(feature = "demo")]
     Demo(DemoArgs),
     /// List the tool calls waiting for approval (all sessions, or one).
     #[command(subcommand)]
@@ -71,6 +72,7 @@ pub enum Command {
     Compact(CompactArgs),
     /// Serve a mock model script over HTTP (OpenAI Chat, OpenAI Responses and Anthropic
     /// wires) until Ctrl-C.
+    #[cfg(feature = "demo")]
     MockServer(MockServerArgs),
     /// MCP servers from the config files: `agentloop mcp list`.
     #[command(subcommand)]
@@ -672,6 +674,7 @@ pub struct ResumeArgs {
 }
 
 /// `agentloop demo`.
+#[cfg(feature = "demo")]
 #[derive(Args, Debug)]
 pub struct DemoArgs {
     /// Print the agent events as JSON lines on stdout (like `run --json`); the labels go to
@@ -686,6 +689,7 @@ pub struct DemoArgs {
 }
 
 /// `agentloop mock-server`.
+#[cfg(feature = "demo")]
 #[derive(Args, Debug)]
 pub struct MockServerArgs {
     /// The script (JSON; the format of the agentloop-testkit crate).

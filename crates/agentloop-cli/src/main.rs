@@ -25,11 +25,13 @@ mod chat;
 mod cli;
 mod compact;
 mod config;
+#[cfg(feature = "demo")]
 mod demo;
 mod error;
 mod instructions;
 mod markdown;
 mod mcp;
+#[cfg(feature = "demo")]
 mod mock;
 mod model;
 mod models;
@@ -83,8 +85,10 @@ fn main() -> ExitCode {
             Command::Chat(args) => chat::run(db, args).await,
             Command::Run(args) => run::run(db, args).await,
             Command::Sessions(command) => sessions::run(db, command),
+            #[cfg(feature = "demo")]
             Command::Demo(args) => demo::run(db, args).await,
             Command::Compact(args) => compact::run(db, args).await,
+            #[cfg(feature = "demo")]
             Command::MockServer(args) => mock::run(args).await,
             Command::Approvals(command) => approvals::list(db, command),
             Command::Approve(args) => approvals::approve(db, args),

@@ -26,11 +26,27 @@
 //!
 //! The `#[tool]` attribute (re-exported from `agentloop-macros`) turns a function into a typed
 //! tool.
+//!
+//! # Cargo features
+//!
+//! All on by default; turn the defaults off and name what you use to compile less:
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `sqlite` | [`session::SqliteStore`] (SQLite bundled: needs a C compiler) |
+//! | `postgres` | `session::PostgresStore` (tokio-postgres + deadpool) |
+//! | `builtin-tools` | [`builtin`]: the coding tools, workspace confinement, the shell sandbox |
+//! | `blocking` | [`blocking`]: the synchronous view |
+//! | `otel` | OpenTelemetry metrics and OTLP export in [`telemetry`] |
 
 pub mod agent;
+#[cfg(feature = "blocking")]
 pub mod blocking;
+#[cfg(feature = "builtin-tools")]
 pub mod builtin;
 pub mod cost;
+// The fuzz targets drive every component, so they exist only in a full build.
+#[cfg(all(feature = "sqlite", feature = "builtin-tools"))]
 #[doc(hidden)]
 pub mod fuzzing;
 #[doc(hidden)]

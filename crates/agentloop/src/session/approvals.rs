@@ -13,13 +13,21 @@
 
 use std::collections::HashSet;
 
+#[cfg(feature = "sqlite")]
 use rusqlite::{Connection, OptionalExtension, Transaction, params};
 
 use super::{SessionError, SessionStore, repair};
-use crate::agent::{ParkedRun, PendingApproval, PendingStatus};
-use crate::transcript::{Message, now_ms};
+use crate::agent::ParkedRun;
+#[cfg(feature = "sqlite")]
+use crate::agent::PendingApproval;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+use crate::agent::PendingStatus;
+use crate::transcript::Message;
+#[cfg(feature = "sqlite")]
+use crate::transcript::now_ms;
 
 /// Creates the approval tables (idempotent): the step from schema version 1 to 2.
+#[cfg(feature = "sqlite")]
 pub(crate) fn migrate(tx: &Transaction<'_>) -> Result<(), rusqlite::Error> {
     tx.execute_batch(
         "
@@ -45,10 +53,12 @@ CREATE TABLE IF NOT EXISTS parked_queues (
     )
 }
 
+#[cfg(feature = "sqlite")]
 fn now() -> i64 {
     i64::try_from(now_ms()).unwrap_or(i64::MAX)
 }
 
+#[cfg(feature = "sqlite")]
 fn exists(tx: &Connection, id: &str) -> Result<(), SessionError> {
     let found: Option<i64> = tx
         .query_row("SELECT 1 FROM sessions WHERE id = ?1", [id], |r| r.get(0))
@@ -58,6 +68,7 @@ fn exists(tx: &Connection, id: &str) -> Result<(), SessionError> {
         .ok_or_else(|| SessionError::NotFound { id: id.to_owned() })
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(super) fn status_parts(status: &PendingStatus) -> (&'static str, Option<&str>) {
     match status {
         PendingStatus::Denied { reason } => ("denied", Some(reason.as_str())),
@@ -65,6 +76,7 @@ pub(super) fn status_parts(status: &PendingStatus) -> (&'static str, Option<&str
     }
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(super) fn status_from(name: &str, deny_reason: Option<String>) -> PendingStatus {
     match name {
         "approved" => PendingStatus::Approved,
@@ -76,12 +88,14 @@ pub(super) fn status_from(name: &str, deny_reason: Option<String>) -> PendingSta
     }
 }
 
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(super) fn to_json<T: serde::Serialize>(value: &T) -> Result<String, SessionError> {
     serde_json::to_string(value).map_err(SessionError::Serialize)
 }
 
 /// Adds the parked calls (existing rows, and their decisions, are kept) and replaces the queue
 /// snapshot.
+#[cfg(feature = "sqlite")]
 pub(crate) fn save(tx: &Transaction<'_>, id: &str, parked: &ParkedRun) -> Result<(), SessionError> {
     exists(tx, id)?;
     let now = now();
@@ -113,6 +127,7 @@ pub(crate) fn save(tx: &Transaction<'_>, id: &str, parked: &ParkedRun) -> Result
     Ok(())
 }
 
+#[cfg(feature = "sqlite")]
 fn pending_in(conn: &Connection, id: &str) -> Result<Vec<PendingApproval>, SessionError> {
     let mut stmt = conn.prepare_cached(
         "SELECT call_id, tool_name, arguments, reason, status, deny_reason \
@@ -147,6 +162,7 @@ fn pending_in(conn: &Connection, id: &str) -> Result<Vec<PendingApproval>, Sessi
 }
 
 /// The parked state of session `id` (`None` when nothing is pending).
+#[cfg(feature = "sqlite")]
 pub(crate) fn load(conn: &Connection, id: &str) -> Result<Option<ParkedRun>, SessionError> {
     exists(conn, id)?;
     let pending = pending_in(conn, id)?;
@@ -179,6 +195,7 @@ pub(crate) fn load(conn: &Connection, id: &str) -> Result<Option<ParkedRun>, Ses
 
 /// Sets a pending call's status. A started call cannot be approved or denied again (it may
 /// have run: the next resume answers it as interrupted).
+#[cfg(feature = "sqlite")]
 pub(crate) fn decide(
     tx: &Transaction<'_>,
     id: &str,
@@ -218,6 +235,7 @@ pub(crate) fn decide(
 }
 
 /// Removes a pending call (it has its result now).
+#[cfg(feature = "sqlite")]
 pub(crate) fn resolve(tx: &Transaction<'_>, id: &str, call_id: &str) -> Result<(), SessionError> {
     tx.execute(
         "DELETE FROM pending_approvals WHERE session_id = ?1 AND call_id = ?2",
@@ -227,6 +245,7 @@ pub(crate) fn resolve(tx: &Transaction<'_>, id: &str, call_id: &str) -> Result<(
 }
 
 /// Removes every pending call and the queue snapshot of a session.
+#[cfg(feature = "sqlite")]
 pub(crate) fn clear(tx: &Transaction<'_>, id: &str) -> Result<(), SessionError> {
     tx.execute("DELETE FROM pending_approvals WHERE session_id = ?1", [id])?;
     tx.execute("DELETE FROM parked_queues WHERE session_id = ?1", [id])?;
@@ -234,6 +253,7 @@ pub(crate) fn clear(tx: &Transaction<'_>, id: &str) -> Result<(), SessionError> 
 }
 
 /// Every session with pending calls, most recently parked first.
+#[cfg(feature = "sqlite")]
 pub(crate) fn awaiting(
     conn: &Connection,
 ) -> Result<Vec<(String, Vec<PendingApproval>)>, SessionError> {
@@ -282,7 +302,7 @@ pub fn load_parked(
     Ok((context, parked))
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "sqlite"))]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;

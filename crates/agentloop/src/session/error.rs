@@ -73,6 +73,7 @@ pub enum SessionError {
     #[error("this session store does not support {0}")]
     Unsupported(&'static str),
     /// SQLite failed (I/O error, the database stayed locked past the busy timeout, a full disk…).
+    #[cfg(feature = "sqlite")]
     #[error("sqlite: {0}")]
     Sqlite(#[from] rusqlite::Error),
     /// PostgreSQL failed (the server could not be reached, authentication, a lost connection, a
@@ -110,11 +111,16 @@ impl SessionError {
     /// True when another connection held the database locked for longer than the busy timeout;
     /// retrying later may succeed.
     pub fn is_busy(&self) -> bool {
-        matches!(self, SessionError::Sqlite(e) if sqlite_busy(e))
+        #[cfg(feature = "sqlite")]
+        if let SessionError::Sqlite(e) = self {
+            return sqlite_busy(e);
+        }
+        false
     }
 }
 
 /// True when SQLite gave up waiting for a lock.
+#[cfg(feature = "sqlite")]
 pub(super) fn sqlite_busy(error: &rusqlite::Error) -> bool {
     use rusqlite::ErrorCode::{DatabaseBusy, DatabaseLocked};
     match error {

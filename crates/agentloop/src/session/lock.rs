@@ -11,8 +11,10 @@
 //! connection).
 
 use std::path::{Path, PathBuf};
+#[cfg(feature = "sqlite")]
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "sqlite")]
 use super::SessionError;
 
 /// Holds a session's writer lock until dropped (see
@@ -70,6 +72,7 @@ impl SessionLock {
 }
 
 /// The lock file of session `id` of the database at `db`.
+#[cfg(feature = "sqlite")]
 fn lock_path(db: &Path, id: &str) -> PathBuf {
     let mut dir = db.as_os_str().to_owned();
     dir.push(".locks");
@@ -86,7 +89,7 @@ fn lock_path(db: &Path, id: &str) -> PathBuf {
 
 /// Takes the writer lock of session `id` of the database at `db`, waiting up to `wait` for
 /// another process to let go of it.
-#[cfg(unix)]
+#[cfg(all(unix, feature = "sqlite"))]
 pub(crate) fn acquire(db: &Path, id: &str, wait: Duration) -> Result<SessionLock, SessionError> {
     use std::io::{Read, Seek, Write};
     use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
@@ -141,12 +144,12 @@ pub(crate) fn acquire(db: &Path, id: &str, wait: Duration) -> Result<SessionLock
 }
 
 /// Without `flock`: a lock that excludes nothing.
-#[cfg(not(unix))]
+#[cfg(all(not(unix), feature = "sqlite"))]
 pub(crate) fn acquire(_db: &Path, _id: &str, _wait: Duration) -> Result<SessionLock, SessionError> {
     Ok(SessionLock::none())
 }
 
-#[cfg(all(test, unix))]
+#[cfg(all(test, unix, feature = "sqlite"))]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;

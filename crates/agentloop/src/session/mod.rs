@@ -83,6 +83,8 @@
 //! from the imported messages). Exporting an imported session gives the same message lines, byte for byte.
 
 mod approvals;
+mod columns;
+mod durability;
 mod error;
 mod filter;
 mod follow;
@@ -94,6 +96,7 @@ mod recorder;
 mod repair;
 mod settings;
 mod spec;
+#[cfg(feature = "sqlite")]
 mod sqlite;
 mod stats;
 
@@ -106,6 +109,8 @@ use crate::agent::{ParkedRun, PendingApproval, PendingStatus};
 use crate::transcript::Message;
 
 pub use approvals::load_parked;
+pub use columns::MAX_STORED_DEPTH;
+pub use durability::Durability;
 pub use error::SessionError;
 pub use filter::SessionFilter;
 pub use follow::{ChangeSignal, Follower, POLL_INTERVAL, RECHECK_INTERVAL};
@@ -119,7 +124,8 @@ pub use repair::{
 };
 pub use settings::{SessionSettings, without_credentials};
 pub use spec::{StoreSpec, is_postgres_url, open_store, redact};
-pub use sqlite::{Durability, MAX_STORED_DEPTH, SqliteOptions, SqliteStore};
+#[cfg(feature = "sqlite")]
+pub use sqlite::{SqliteOptions, SqliteStore};
 pub use stats::SessionStats;
 
 /// Longest derived title, in characters (longer first prompts are cut and end with `…`).

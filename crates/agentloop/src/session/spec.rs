@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use super::{SessionError, SessionStore, SqliteStore};
+use super::{SessionError, SessionStore};
 
 /// Where sessions are kept, as given by one string: a `postgres://` or `postgresql://` URL is
 /// a PostgreSQL database, anything else a SQLite file path.
@@ -51,7 +51,17 @@ impl StoreSpec {
     /// needed). Errors never contain the URL's password.
     pub fn open(&self) -> Result<Arc<dyn SessionStore>, SessionError> {
         match self {
-            StoreSpec::Sqlite(path) => Ok(Arc::new(SqliteStore::open(path)?)),
+            #[cfg(feature = "sqlite")]
+            StoreSpec::Sqlite(path) => Ok(Arc::new(super::SqliteStore::open(path)?)),
+            #[cfg(not(feature = "sqlite"))]
+            StoreSpec::Sqlite(path) => Err(SessionError::Invalid {
+                what: "store",
+                reason: format!(
+                    "{} is a SQLite file, but this build of agentloop has no SQLite support \
+                     (the `sqlite` feature)",
+                    path.display()
+                ),
+            }),
             #[cfg(feature = "postgres")]
             StoreSpec::Postgres(url) => Ok(Arc::new(super::PostgresStore::open(url)?)),
             #[cfg(not(feature = "postgres"))]

@@ -9,77 +9,14 @@ use std::time::{Duration, Instant};
 use rusqlite::types::Type;
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
 
+use super::columns::{lenient_json, settings_columns, stats_json, storable_json};
 use super::error::sqlite_busy;
 use super::{
-    ForkOrigin, NewSession, SessionError, SessionFilter, SessionInfo, SessionSettings,
+    Durability, ForkOrigin, NewSession, SessionError, SessionFilter, SessionInfo, SessionSettings,
     SessionStats, SessionStore, StoredMessage, derive_title,
 };
 use crate::agent::{ParkedRun, PendingApproval, PendingStatus};
-use crate::transcript::{Message, Part, Role, ToolArguments, now_ms};
-
-/// The deepest JSON nesting a stored message may have. `serde_json` refuses to read anything
-/// nested deeper than 128 levels (its recursion limit), so a message written deeper could never
-/// be loaded, shown or exported again; the margin covers the message's own envelope.
-pub const MAX_STORED_DEPTH: usize = 120;
-
-/// The nesting depth of JSON text (arrays and objects), counted without parsing it (so it
-/// cannot hit the recursion limit itself).
-pub(crate) fn json_depth(json: &str) -> usize {
-    let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
-    for b in json.bytes() {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                max = max.max(depth);
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    max
-}
-
-/// `message` as JSON the reader accepts: tool-call arguments nested too deeply are kept as their
-/// exact text ([`ToolArguments::Unparsed`], stored as a string) instead of as nested JSON; a
-/// message still too deep after that is refused.
-pub(crate) fn storable_json(message: &Message) -> Result<String, SessionError> {
-    let json = serde_json::to_string(message).map_err(SessionError::Serialize)?;
-    if json_depth(&json) <= MAX_STORED_DEPTH {
-        return Ok(json);
-    }
-    let mut flattened = message.clone();
-    for part in &mut flattened.content {
-        if let Part::ToolCall(call) = part {
-            if let ToolArguments::Json(value) = &call.arguments {
-                let text = value.to_string();
-                if json_depth(&text) > MAX_STORED_DEPTH / 2 {
-                    call.arguments = ToolArguments::Unparsed(text);
-                }
-            }
-        }
-    }
-    let json = serde_json::to_string(&flattened).map_err(SessionError::Serialize)?;
-    if json_depth(&json) > MAX_STORED_DEPTH {
-        return Err(SessionError::Invalid {
-            what: "message",
-            reason: format!(
-                "its JSON is nested more than {MAX_STORED_DEPTH} levels deep, more than a \
-                 stored session can be read back with"
-            ),
-        });
-    }
-    Ok(json)
-}
+use crate::transcript::{Message, Role, now_ms};
 
 /// Creates `dir` and its missing parents private to the user (0700 on Unix).
 fn create_private_dirs(dir: &Path) -> std::io::Result<()> {
@@ -100,35 +37,11 @@ fn create_private_file(path: &Path) -> std::io::Result<()> {
     options.open(path).map(drop)
 }
 
-/// What a successful append survives.
-///
-/// Both settings use SQLite's WAL journal; they differ in when SQLite calls `fsync`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Durability {
-    /// `synchronous=NORMAL` (the default). A commit writes the transaction to the WAL file
-    /// before `append` returns, so the message survives the process crashing, panicking or
-    /// being killed (`SIGKILL`): the data is in the operating system's page cache. It does not
-    /// `fsync` on every commit, only at checkpoints, so an OS crash or power loss can lose the
-    /// last transactions (never corrupt the database). This is the failure that actually
-    /// happens to agent runs (Ctrl-C, OOM killer, a crashed terminal), and an append costs no
-    /// disk flush: about 0.2 ms against about 3 ms with [`PowerLoss`](Durability::PowerLoss)
-    /// (the `sessions` benchmark on the project's 2-core VM).
-    #[default]
-    ProcessCrash,
-    /// `synchronous=FULL`: the WAL is `fsync`ed on every commit, so an appended message also
-    /// survives power loss and OS crashes. Costs one disk flush per append (about 3 ms on the
-    /// project's VM disk; more on slow disks and network filesystems), paid on the agent's
-    /// task for every completed message.
-    PowerLoss,
-}
-
-impl Durability {
-    fn pragma(self) -> &'static str {
-        match self {
-            Durability::ProcessCrash => "NORMAL",
-            Durability::PowerLoss => "FULL",
-        }
+/// SQLite's `synchronous` setting for `durability`.
+fn synchronous_pragma(durability: Durability) -> &'static str {
+    match durability {
+        Durability::ProcessCrash => "NORMAL",
+        Durability::PowerLoss => "FULL",
     }
 }
 
@@ -316,27 +229,6 @@ fn migrate_v3(tx: &Transaction<'_>) -> rusqlite::Result<()> {
     Ok(())
 }
 
-pub(crate) fn stats_json(stats: &SessionStats) -> Result<String, SessionError> {
-    serde_json::to_string(stats).map_err(SessionError::Serialize)
-}
-
-/// The `settings` column's JSON (the workspace has its own column) and the workspace.
-pub(crate) fn settings_columns(
-    settings: &SessionSettings,
-) -> Result<(Option<String>, String), SessionError> {
-    let mut settings = settings.clone().sanitized();
-    let workspace = settings.workspace.take();
-    let json = serde_json::to_string(&settings).map_err(SessionError::Serialize)?;
-    Ok((workspace, json))
-}
-
-/// A JSON column read leniently: unreadable text (an edited database) gives the default rather
-/// than making the whole session unlistable.
-pub(crate) fn lenient_json<T: serde::de::DeserializeOwned + Default>(text: Option<String>) -> T {
-    text.and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default()
-}
-
 /// The next value of the global change counter (inside a write transaction).
 const NEXT_TOUCH: &str = "(SELECT IFNULL(MAX(touched), 0) + 1 FROM sessions)";
 
@@ -508,7 +400,7 @@ impl SqliteStore {
                 row.get::<_, String>(0)
             })
         })?;
-        conn.pragma_update(None, "synchronous", options.durability.pragma())?;
+        conn.pragma_update(None, "synchronous", synchronous_pragma(options.durability))?;
         conn.pragma_update(None, "foreign_keys", true)?;
         let version = retry_busy(options.busy_timeout, || {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;

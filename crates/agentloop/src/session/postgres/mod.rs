@@ -19,7 +19,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::{NoTls, Row};
 
 use self::bridge::Bridge;
-use super::sqlite::{lenient_json, settings_columns, stats_json, storable_json};
+use super::columns::{lenient_json, settings_columns, stats_json, storable_json};
 use super::stats::Counted;
 use super::{
     ChangeSignal, Durability, ForkOrigin, NewSession, SessionError, SessionFilter, SessionInfo,
