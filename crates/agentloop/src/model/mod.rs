@@ -21,7 +21,7 @@ use futures::Stream;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use assemble::MessageAssembler;
+pub use assemble::{MessageAssembler, PartId};
 pub use error::{ErrorSource, ModelError, StreamErrorKind};
 pub use fallback::FallbackModel;
 pub use scripted::{FnModel, RecordedRequest, ScriptedModel, ScriptedTurn};
@@ -346,11 +346,40 @@ pub trait Model: Send + Sync {
         None
     }
 
-    /// Whether the provider runs client-side tool search natively (the OpenAI Responses API's
-    /// `tool_search` with client execution). When false, the agent loop offers the registry's
-    /// `local_tool_search` tool as a plain function tool instead, with the same effect.
-    fn supports_tool_search(&self) -> bool {
-        false
+    /// What this model can do beyond the common request (default: nothing more). The agent
+    /// loop reads it to decide how to offer features only some providers have natively.
+    fn capabilities(&self) -> ModelCapabilities {
+        ModelCapabilities::default()
+    }
+}
+
+/// What a [`Model`] can do beyond the common request ([`Model::capabilities`]). Everything is
+/// off by default; a model that leaves it so still gets every feature, emulated by the loop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct ModelCapabilities {
+    /// The provider runs client-executed tool search natively (the OpenAI Responses API's
+    /// `tool_search` with client execution). Then the agent loop fills
+    /// [`ModelRequest::deferred_tools`] and [`ModelRequest::tool_search`] and leaves the search
+    /// tool out of [`ModelRequest::tools`]; otherwise it offers the registry's
+    /// `local_tool_search` tool as a plain function tool, with the same effect, and those two
+    /// fields stay empty.
+    pub native_tool_search: bool,
+}
+
+impl ModelCapabilities {
+    /// Sets [`native_tool_search`](Self::native_tool_search).
+    pub fn with_native_tool_search(mut self, on: bool) -> Self {
+        self.native_tool_search = on;
+        self
+    }
+
+    /// What both `self` and `other` can do (a fallback chain offers only what every model in
+    /// it supports, since any of them may get the request).
+    pub fn intersect(self, other: ModelCapabilities) -> ModelCapabilities {
+        ModelCapabilities {
+            native_tool_search: self.native_tool_search && other.native_tool_search,
+        }
     }
 }
 
@@ -367,8 +396,8 @@ impl<M: Model + ?Sized> Model for std::sync::Arc<M> {
     fn model_id(&self) -> Option<&str> {
         (**self).model_id()
     }
-    fn supports_tool_search(&self) -> bool {
-        (**self).supports_tool_search()
+    fn capabilities(&self) -> ModelCapabilities {
+        (**self).capabilities()
     }
 }
 

@@ -13,15 +13,14 @@
 //! wire as headers.
 
 pub mod anthropic;
+pub mod core;
 pub mod gemini;
 pub(crate) mod lossy_json;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod partial_json;
-pub(crate) mod pool;
 pub mod replay;
 pub mod sse;
-pub(crate) mod transport;
 
 use std::time::Duration;
 
@@ -29,7 +28,7 @@ pub use anthropic::Anthropic;
 pub use gemini::Gemini;
 pub use openai_chat::OpenAiChat;
 pub use openai_responses::OpenAiResponses;
-pub use transport::RetryPolicy;
+pub use self::core::{Adapter, RetryPolicy};
 
 use crate::model::ApiKey;
 
@@ -287,12 +286,6 @@ pub(crate) fn openai_reasoning_effort(level: crate::model::ReasoningLevel) -> Op
         ReasoningLevel::Medium => Some("medium"),
         ReasoningLevel::High | ReasoningLevel::Xhigh => Some("high"),
     }
-}
-
-/// A temperature as it goes on the wire: through its shortest decimal form, so `0.2f32` is sent
-/// as `0.2`, not as the `f64` widening `0.20000000298023224`.
-pub(crate) fn wire_temperature(t: f32) -> f64 {
-    t.to_string().parse::<f64>().unwrap_or(f64::from(t))
 }
 
 /// Reads an environment variable, treating empty as unset.

@@ -7,7 +7,7 @@ use super::stream::GeminiParser;
 use super::*;
 use crate::model::{ModelDelta, ModelEvent, ReasoningLevel};
 use crate::providers::sse::SseDecoder;
-use crate::providers::transport::WireParser;
+use crate::providers::core::StreamParser;
 use crate::transcript::{
     Message, Part, ProviderData, StopReason, ThinkingPart, ToolCallPart, ToolResultPart,
 };
