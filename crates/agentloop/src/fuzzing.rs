@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use crate::model::ModelEvent;
+use crate::providers::core::StreamParser;
 use crate::providers::partial_json::PartialJson;
 use crate::providers::sse::{SseDecoder, SseEvent};
-use crate::providers::core::StreamParser;
 use crate::session::{ImportOptions, SessionStore, SqliteStore};
 use crate::transcript::{Message, Part, Role};
 

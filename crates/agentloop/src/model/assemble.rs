@@ -389,9 +389,9 @@ impl MessageAssembler {
 
     /// Whether a tool call with this id has started.
     pub fn has_call_id(&self, id: &str) -> bool {
-        self.calls.iter().any(|c| {
-            matches!(self.parts.get(c.part), Some(Part::ToolCall(call)) if call.id == id)
-        })
+        self.calls
+            .iter()
+            .any(|c| matches!(self.parts.get(c.part), Some(Part::ToolCall(call)) if call.id == id))
     }
 
     /// `id`, or — when it is empty or already taken by another call of this message (some
@@ -695,7 +695,10 @@ mod tests {
         }
         let streamed = replay.to_message(StopReason::ToolUse);
         let built = a.finish(StopReason::ToolUse);
-        assert_eq!(streamed.content, built.content, "what streamed is what was built");
+        assert_eq!(
+            streamed.content, built.content,
+            "what streamed is what was built"
+        );
         assert_eq!(built.text(), "Hi there");
         assert_eq!(built.model.as_deref(), Some("m"));
     }

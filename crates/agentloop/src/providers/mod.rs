@@ -24,11 +24,11 @@ pub mod sse;
 
 use std::time::Duration;
 
+pub use self::core::{Adapter, RetryPolicy};
 pub use anthropic::Anthropic;
 pub use gemini::Gemini;
 pub use openai_chat::OpenAiChat;
 pub use openai_responses::OpenAiResponses;
-pub use self::core::{Adapter, RetryPolicy};
 
 use crate::model::ApiKey;
 

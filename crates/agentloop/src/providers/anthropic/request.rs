@@ -264,4 +264,3 @@ pub(super) fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) ->
 fn anthropic_output_config(format: &OutputFormat) -> Value {
     json!({"format": {"type": "json_schema", "schema": format.schema}})
 }
-

@@ -144,8 +144,7 @@ impl MessagesParser {
             }
             (Some("input_json_delta"), BlockKind::ToolUse(call)) => {
                 // The first fragment may be `""`: no delta for it.
-                self.message
-                    .call_arguments(call, text("partial_json"), out);
+                self.message.call_arguments(call, text("partial_json"), out);
             }
             // citations_delta, deltas of ignored blocks, and future delta types.
             _ => {}

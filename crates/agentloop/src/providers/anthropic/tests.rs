@@ -5,10 +5,10 @@ use super::request::{assistant_blocks, token_limits};
 use super::*;
 use crate::model::{ModelDelta, ModelEvent};
 use crate::providers::core::StreamParser;
+use crate::providers::sse::SseDecoder;
 use crate::transcript::{
     Message, Part, StopReason, ThinkingPart, ToolArguments, ToolCallPart, Usage,
 };
-use crate::providers::sse::SseDecoder;
 
 /// One SSE event with the payload's type as its name.
 fn ev(data: Value) -> String {

@@ -123,7 +123,10 @@ mod tests {
             ModelError::Provider { code, .. } => code,
             other => panic!("{other:?}"),
         };
-        assert_eq!(code(json!({"code": null, "type": "server_error"})), "server_error");
+        assert_eq!(
+            code(json!({"code": null, "type": "server_error"})),
+            "server_error"
+        );
         assert_eq!(code(json!({"code": 429})), "429");
         assert_eq!(code(json!({"message": "x"})), "error");
     }

@@ -114,11 +114,11 @@ pub use errors::{error_code, error_message, stream_error, unreadable};
 pub use usage::usage_with_cached_input;
 
 pub use super::sse::SseEvent;
-pub use transport::RetryPolicy;
-pub use crate::model::{MessageAssembler, ModelCapabilities, PartId};
 use crate::model::{ApiKey, ModelError, ModelEvent, ModelRequest};
+pub use crate::model::{MessageAssembler, ModelCapabilities, PartId};
 use crate::providers::ProviderConfig;
 use crate::transcript::{Message, StopReason};
+pub use transport::RetryPolicy;
 
 /// How one provider's API is spoken: everything about a request that differs between
 /// providers. [`Adapter`] turns a protocol into a [`Model`](crate::model::Model).
@@ -140,11 +140,8 @@ pub trait Protocol: std::fmt::Debug + Send + Sync + 'static {
     /// The headers of one request beyond the configured ones: its authentication with `key`
     /// (the request's own key, else the configured one; `None`: no key) and any protocol
     /// headers (a version). Names must be lowercase; values are marked sensitive.
-    fn headers(
-        &self,
-        config: &ProviderConfig,
-        key: Option<&ApiKey>,
-    ) -> Vec<(&'static str, String)>;
+    fn headers(&self, config: &ProviderConfig, key: Option<&ApiKey>)
+    -> Vec<(&'static str, String)>;
 
     /// The request on the wire for `request`, and a parser for its response (seen nothing
     /// yet: each attempt gets a clone). Built synchronously, so the stream owns everything it

@@ -33,8 +33,8 @@ use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 use super::StreamParser;
 use super::errors::{error_code, error_message};
-use crate::providers::sse::{SseDecoder, SseEvent};
 use crate::model::{ErrorSource, ModelError, ModelEvent, ModelStream, StreamErrorKind};
+use crate::providers::sse::{SseDecoder, SseEvent};
 use crate::transcript::Message;
 
 /// How failed requests are retried.
@@ -239,7 +239,10 @@ impl Endpoint {
     }
 }
 
-fn target(config: &crate::providers::ProviderConfig, path: &str) -> Result<(reqwest::Url, HeaderMap), String> {
+fn target(
+    config: &crate::providers::ProviderConfig,
+    path: &str,
+) -> Result<(reqwest::Url, HeaderMap), String> {
     let shown = crate::providers::redact_url(&config.base_url);
     let url = config.url(path);
     let mut url = reqwest::Url::parse(&url)
@@ -911,7 +914,8 @@ mod tests {
 
     #[test]
     fn credentials_in_the_base_url_become_basic_auth_and_leave_the_url() {
-        let config = crate::providers::ProviderConfig::new("http://us%40er:p%3Aw@gw.example:8080/v1");
+        let config =
+            crate::providers::ProviderConfig::new("http://us%40er:p%3Aw@gw.example:8080/v1");
         let (url, headers) = target(&config, "chat/completions").unwrap();
         assert_eq!(url.as_str(), "http://gw.example:8080/v1/chat/completions");
         let auth = headers.get(reqwest::header::AUTHORIZATION).unwrap();

@@ -6,9 +6,7 @@ use serde_json::{Map, Value, json};
 use super::PROVIDER;
 use super::request::SIGNATURE;
 use crate::model::{MessageAssembler, ModelError, ModelEvent};
-use crate::providers::core::{
-    StreamParser, stream_error, unreadable, usage_with_cached_input,
-};
+use crate::providers::core::{StreamParser, stream_error, unreadable, usage_with_cached_input};
 use crate::providers::sse::SseEvent;
 use crate::transcript::{Part, ProviderData, StopReason, ThinkingPart};
 
@@ -188,9 +186,7 @@ impl GeminiParser {
 
     fn on_thought(&mut self, text: &str, signature: Option<&str>, out: &mut Vec<ModelEvent>) {
         let joins = match self.message.last_part() {
-            Some((id, Part::Thinking(last)))
-                if signature.is_none() || last.signature.is_none() =>
-            {
+            Some((id, Part::Thinking(last))) if signature.is_none() || last.signature.is_none() => {
                 Some(id)
             }
             _ => None,
@@ -246,7 +242,8 @@ impl StreamParser for GeminiParser {
         }
         if self.response_id.is_none() {
             self.response_id = str_of(&chunk, "responseId").map(str::to_owned);
-            self.message.response_id_if_unset(self.response_id.as_deref());
+            self.message
+                .response_id_if_unset(self.response_id.as_deref());
         }
         if let Some(model) = str_of(&chunk, "modelVersion") {
             self.message.model_if_unset(model);

@@ -74,7 +74,11 @@ impl Protocol for ChatCompletions {
         key.map(bearer).into_iter().collect()
     }
 
-    fn encode(&self, config: &ProviderConfig, request: &ModelRequest<'_>) -> WireRequest<ChatParser> {
+    fn encode(
+        &self,
+        config: &ProviderConfig,
+        request: &ModelRequest<'_>,
+    ) -> WireRequest<ChatParser> {
         let (body, model) = request::with_body(config, request, |body| {
             // The body holds strings, numbers and JSON values only: serializing it cannot fail.
             (

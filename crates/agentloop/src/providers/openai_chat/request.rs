@@ -255,7 +255,9 @@ pub(super) fn with_body<R>(
         tools,
         temperature: request.temperature.map(wire_f32),
         max_completion_tokens: request.max_output_tokens,
-        reasoning_effort: request.reasoning.and_then(crate::providers::openai_reasoning_effort),
+        reasoning_effort: request
+            .reasoning
+            .and_then(crate::providers::openai_reasoning_effort),
         response_format: request.output.as_ref().map(chat_response_format),
         prompt_cache_key: request
             .prompt_cache_key
@@ -276,4 +278,3 @@ fn chat_response_format(format: &OutputFormat) -> Value {
     schema.insert("strict".into(), Value::Bool(format.strict));
     serde_json::json!({"type": "json_schema", "json_schema": schema})
 }
-

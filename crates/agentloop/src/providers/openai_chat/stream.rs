@@ -247,8 +247,8 @@ impl StreamParser for ChatParser {
                 return Ok(false);
             }
         }
-        let chunk: Value = crate::providers::lossy_json::parse_value(data)
-            .map_err(|e| unreadable(data, &e))?;
+        let chunk: Value =
+            crate::providers::lossy_json::parse_value(data).map_err(|e| unreadable(data, &e))?;
         self.on_chunk(&chunk, out)?;
         Ok(false)
     }

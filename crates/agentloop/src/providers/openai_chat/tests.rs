@@ -2,8 +2,8 @@
 use super::stream::{ChatParser, ChunkWire};
 use crate::model::{ModelError, ModelEvent};
 use crate::providers::core::StreamParser;
-use crate::transcript::{Message, Part, StopReason, ToolArguments};
 use crate::providers::sse::SseDecoder;
+use crate::transcript::{Message, Part, StopReason, ToolArguments};
 use serde_json::json;
 
 fn parse(body: &str) -> (Vec<ModelEvent>, Result<Message, ModelError>) {

@@ -244,7 +244,10 @@ pub(super) fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) ->
     if let Some(n) = request.max_output_tokens {
         body.insert("max_output_tokens".into(), json!(n));
     }
-    if let Some(effort) = request.reasoning.and_then(crate::providers::openai_reasoning_effort) {
+    if let Some(effort) = request
+        .reasoning
+        .and_then(crate::providers::openai_reasoning_effort)
+    {
         body.insert(
             "reasoning".into(),
             json!({"effort": effort, "summary": "auto"}),
@@ -269,4 +272,3 @@ fn responses_text_format(format: &OutputFormat) -> Value {
     f.insert("strict".into(), json!(format.strict));
     json!({"format": f})
 }
-

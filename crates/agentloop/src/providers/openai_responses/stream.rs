@@ -343,7 +343,8 @@ impl ResponsesParser {
             }
             Body::Call { index, searched } => {
                 let index = *index;
-                if let (Some(name), Some(call)) = (str_of(item, "name"), self.message.call_mut(index))
+                if let (Some(name), Some(call)) =
+                    (str_of(item, "name"), self.message.call_mut(index))
                 {
                     if call.tool_name.is_empty() {
                         name.clone_into(&mut call.tool_name);
@@ -510,8 +511,8 @@ impl StreamParser for ResponsesParser {
         if data.is_empty() || data == "[DONE]" {
             return Ok(false);
         }
-        let payload: Value = crate::providers::lossy_json::parse_value(data)
-            .map_err(|e| unreadable(data, &e))?;
+        let payload: Value =
+            crate::providers::lossy_json::parse_value(data).map_err(|e| unreadable(data, &e))?;
         let kind = str_of(&payload, "type")
             .map(str::to_owned)
             .unwrap_or_else(|| event.event.clone());

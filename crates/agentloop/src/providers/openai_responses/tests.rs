@@ -5,8 +5,8 @@ use super::request::{build_body, reasoning_item};
 use super::*;
 use crate::model::{ModelDelta, ModelEvent};
 use crate::providers::core::StreamParser;
-use crate::transcript::{Message, Part, StopReason, ToolArguments, ToolCallPart, ToolResultPart};
 use crate::providers::sse::SseDecoder;
+use crate::transcript::{Message, Part, StopReason, ToolArguments, ToolCallPart, ToolResultPart};
 
 fn frame(v: Value) -> String {
     format!("event: {}\ndata: {v}\n\n", v["type"].as_str().unwrap_or(""))
@@ -66,9 +66,7 @@ fn a_client_tool_search_call_becomes_a_call_of_the_search_tool() {
             _ => None,
         })
         .collect();
-    assert!(
-        matches!(&deltas[0], ModelDelta::ToolCallStart { name, .. } if name == "find_tools")
-    );
+    assert!(matches!(&deltas[0], ModelDelta::ToolCallStart { name, .. } if name == "find_tools"));
     assert!(
         matches!(&deltas[1], ModelDelta::ToolCallArguments { delta, .. } if delta == r#"{"query":"email"}"#)
     );
