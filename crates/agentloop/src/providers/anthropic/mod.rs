@@ -47,7 +47,7 @@
 //! | `text` block, `text_delta` | text part, [`ModelDelta::Text`] |
 //! | `thinking` block, `thinking_delta`, `signature_delta` | [`ThinkingPart`] with its `signature`, [`ModelDelta::Thinking`] |
 //! | `redacted_thinking` block (data only in the start event) | `ThinkingPart { thinking: "", signature: Some(data), redacted: true }` |
-//! | `tool_use` block, `input_json_delta` (the first fragment may be `""`), `content_block_stop` | tool call, [`ModelDelta::ToolCallStart`] / [`ToolCallArguments`](ModelDelta::ToolCallArguments) (with a [`PartialJson`] snapshot) / [`ToolCallEnd`](ModelDelta::ToolCallEnd) |
+//! | `tool_use` block, `input_json_delta` (the first fragment may be `""`), `content_block_stop` | tool call, [`ModelDelta::ToolCallStart`] / [`ToolCallArguments`](crate::model::ModelDelta::ToolCallArguments) (with a [`PartialJson`] snapshot) / [`ToolCallEnd`](crate::model::ModelDelta::ToolCallEnd) |
 //! | `message_delta` | stop reason; usage fields present there override (they are cumulative) |
 //! | `message_stop` | terminal |
 //! | `ping`, unknown events, unknown block and delta types (server tools, citations) | ignored |
@@ -67,6 +67,16 @@
 //! | `max_tokens`, `model_context_window_exceeded` | `Length` |
 //! | `refusal` | `Refusal` (the API sends no refusal text; any text streamed before it is kept) |
 //! | missing or unknown | `ToolUse` when the message has tool calls, else `Stop` |
+//!
+//! [`replay`]: super::replay
+//! [`replay::prepare`]: super::replay::prepare
+//! [`ThinkingPart`]: crate::transcript::ThinkingPart
+//! [`ModelDelta::Text`]: crate::model::ModelDelta::Text
+//! [`ModelDelta::Thinking`]: crate::model::ModelDelta::Thinking
+//! [`ModelDelta::ToolCallStart`]: crate::model::ModelDelta::ToolCallStart
+//! [`PartialJson`]: super::partial_json::PartialJson
+//! [`ToolArguments::Unparsed`]: crate::transcript::ToolArguments::Unparsed
+//! [`StopReason`]: crate::transcript::StopReason
 
 mod request;
 mod stream;

@@ -88,6 +88,14 @@
 //! Without an active search, calls named like the search tool are ordinary function calls and
 //! deferred tools are not declared at all. A `tool_search_call` arriving anyway is mapped to a
 //! call of [`TOOL_SEARCH_NAME`].
+//!
+//! [`replay`]: super::replay
+//! [`replay::prepare`]: super::replay::prepare
+//! [`ThinkingPart`]: crate::transcript::ThinkingPart
+//! [`ModelDelta::Text`]: crate::model::ModelDelta::Text
+//! [`ModelDelta::Thinking`]: crate::model::ModelDelta::Thinking
+//! [`search_result_names`]: crate::tooling::search_result_names
+//! [`TOOL_SEARCH_NAME`]: crate::tooling::TOOL_SEARCH_NAME
 
 mod request;
 mod stream;
