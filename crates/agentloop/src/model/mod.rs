@@ -112,16 +112,15 @@ pub struct ModelRequest<'a> {
     pub messages: Cow<'a, [Message]>,
     /// Tools the model may call.
     pub tools: Cow<'a, [ToolSchema]>,
-    /// Deferred tools (docs/ARCHITECTURE.md, "Tools and the executor"): every registered deferred tool, loaded or not, in registration
-    /// order (the registry's [`deferred_schemas`](crate::tooling::Registry::deferred_schemas)).
-    /// Adapters with client-executed tool search (OpenAI Responses) declare them as deferred and
-    /// look a search result's tool names up here; other adapters ignore this field. Empty by
-    /// default.
+    /// For a model with [native tool search](ModelCapabilities::native_tool_search) only
+    /// (the agent loop leaves it empty for every other model, and only such a model reads it):
+    /// every registered deferred tool, loaded or not, in registration order (the registry's
+    /// [`deferred_schemas`](crate::tooling::Registry::deferred_schemas); docs/ARCHITECTURE.md,
+    /// "Tools and the executor"). Empty by default.
     pub deferred_tools: Cow<'a, [ToolSchema]>,
-    /// The registry's `local_tool_search` tool (docs/ARCHITECTURE.md, "Tools and the executor"), if any. With at least one deferred
-    /// tool, the OpenAI Responses adapter declares client-executed tool search with this tool's
-    /// description and parameters, and turns the model's searches into calls to this tool (so the
-    /// agent's executor runs it); other adapters ignore it. `None` by default.
+    /// For a model with [native tool search](ModelCapabilities::native_tool_search) only: the
+    /// registry's `local_tool_search` tool, whose description and parameters the model's own
+    /// search takes and whose calls the agent's executor runs. `None` by default.
     pub tool_search: Option<ToolSchema>,
     /// Sampling temperature.
     pub temperature: Option<f32>,

@@ -1,10 +1,16 @@
 //! HTTP provider adapters implementing [`Model`](crate::model::Model): OpenAI Chat Completions
 //! (and every OpenAI-compatible server), OpenAI Responses, Anthropic Messages and Google Gemini.
 //!
-//! Each adapter converts the neutral [`ModelRequest`](crate::model::ModelRequest) into its wire
-//! body, streams the SSE response through a shared transport (retries with backoff that honour
-//! `Retry-After`, an idle timeout, a clear error when the stream ends without its terminal event)
-//! and assembles the neutral assistant message. Adapters know nothing about tools' handlers.
+//! Each adapter is one directory (`<name>/{mod.rs, request.rs, stream.rs}`): a
+//! [`Protocol`](core::Protocol) that converts the neutral
+//! [`ModelRequest`](crate::model::ModelRequest) into its wire body, and a
+//! [`StreamParser`](core::StreamParser) that turns its server-sent events into neutral deltas
+//! through the shared [`MessageAssembler`](crate::model::MessageAssembler). Everything else is
+//! the shared [`core`]: the generic [`Adapter`] (each provider type is an alias of it, e.g.
+//! [`OpenAiChat`] = `Adapter<ChatCompletions>`), the transport (retries with backoff that
+//! honour `Retry-After`, an idle timeout, a clear error when the stream ends without its terminal
+//! event), error and usage mapping. The core is public, so a provider can be written outside this
+//! crate the same way. Adapters know nothing about tools' handlers.
 //! What a provider needs back verbatim on a later turn (Gemini thought signatures, Responses item
 //! ids, Anthropic thinking signatures) is kept on the parts it came with
 //! ([`ProviderData`](crate::transcript::ProviderData), thinking signatures) and replayed only to

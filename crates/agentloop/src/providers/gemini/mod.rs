@@ -1,7 +1,8 @@
 //! Google Gemini, native (`POST {base}/v1beta/models/{model}:streamGenerateContent?alt=sse`,
 //! key in `x-goog-api-key`): the adapter, its settings and the thought-signature contract. The
-//! request body is built in `request`, the stream parsed in `stream`; retries, timeouts and the
-//! event cap come from the shared transport, the cross-provider rules from [`replay`].
+//! request body is built in `request`, the stream parsed in `stream`; retries, timeouts, the
+//! event cap and message assembly come from the shared [`core`](super::core), the
+//! cross-provider rules from [`replay`].
 //!
 //! # Request
 //!
