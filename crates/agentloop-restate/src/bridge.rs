@@ -87,8 +87,8 @@ impl Model for JournaledModel {
         self.inner.provider()
     }
 
-    fn supports_tool_search(&self) -> bool {
-        self.inner.supports_tool_search()
+    fn capabilities(&self) -> agentloop::model::ModelCapabilities {
+        self.inner.capabilities()
     }
 }
 

@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 use crate::model::ModelEvent;
+use crate::providers::core::StreamParser;
 use crate::providers::partial_json::PartialJson;
 use crate::providers::sse::{SseDecoder, SseEvent};
-use crate::providers::transport::WireParser;
 use crate::session::{ImportOptions, SessionStore, SqliteStore};
 use crate::transcript::{Message, Part, Role};
 
@@ -104,7 +104,7 @@ pub fn partial_json(data: &[u8]) {
 
 /// Drives one provider's stream parser with the SSE events in `data`, as the transport does:
 /// events until the terminal one or an error, then the finished or partial message.
-fn drive(mut parser: impl WireParser, data: &[u8]) {
+fn drive(mut parser: impl StreamParser, data: &[u8]) {
     let mut out: Vec<ModelEvent> = Vec::new();
     let mut message = None;
     for event in decode(data, true) {

@@ -10,7 +10,10 @@
 //! - [`model`]: the [`Model`](model::Model) trait the loop talks to, its request and streamed
 //!   events, and scripted models for tests;
 //! - [`providers`]: the HTTP adapters (OpenAI Chat Completions and compatible servers, OpenAI
-//!   Responses, Anthropic Messages) with retries, timeouts and SSE decoding;
+//!   Responses, Anthropic Messages, Google Gemini), each a [`Protocol`](providers::core::Protocol)
+//!   and a stream parser on the shared [`providers::core`] (retries, timeouts, SSE decoding,
+//!   message assembly, error and usage mapping), which is public for providers written outside
+//!   this crate;
 //! - [`tooling`]: tool specifications, the registry, the dependency bundle and approval hook,
 //!   and the executor (`run_tools`: one result per call, in call order);
 //! - [`builtin`]: the seven coding tools (read, write, edit, list, find, grep, shell), confined

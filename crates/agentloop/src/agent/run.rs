@@ -721,7 +721,7 @@ impl<D: ToolDeps> AgentLoop<D> {
             messages_for_model(context)
         };
         let search = registry.tool_search();
-        let native_search = search.is_some() && self.model.supports_tool_search();
+        let native_search = search.is_some() && self.model.capabilities().native_tool_search;
         let tools = if registry.deferred_names().is_empty() && search.is_none() {
             Cow::Borrowed(registry.schemas())
         } else {

@@ -1,100 +1,608 @@
-//! [`MessageAssembler`]: builds an assistant message from streamed deltas.
+//! [`MessageAssembler`]: builds an assistant message from streamed pieces.
 //!
-//! The loop keeps one per model call so that an abort mid-stream still yields the partial message
-//! (nothing streamed is lost); scripted models and providers can use it to build their final
-//! message. Appending is amortised O(1) per delta: argument text is only parsed once, at the end.
+//! Two users share it. The agent loop keeps one per model call and feeds it the neutral
+//! [`ModelDelta`]s ([`push`](MessageAssembler::push)) so that an abort mid-stream still yields
+//! the partial message (nothing streamed is lost). Every provider's stream parser keeps one per
+//! response and builds its message through it: each method records a piece *and* emits the
+//! matching delta, so what the caller saw streamed and the message it gets at the end cannot
+//! disagree, and the rules every provider shares (which empty parts are dropped, a refusal
+//! that becomes the text of a message without any, arguments parsed once at the end) live
+//! here once.
+//!
+//! Appending is amortised O(1) per delta; a tool call's argument text is parsed once, when the
+//! message is built (the provider path also keeps an incremental [`PartialJson`] for the
+//! best-effort snapshots streamed with each argument delta).
 
-use super::ModelDelta;
-use crate::transcript::{Message, Part, StopReason, ThinkingPart, ToolArguments, ToolCallPart};
+use serde_json::Value;
 
-#[derive(Debug)]
-enum Slot {
-    Text(String),
-    Thinking(String),
-    ToolCall {
-        index: usize,
-        id: String,
-        name: String,
-        arguments: String,
-    },
+use super::{ModelDelta, ModelEvent};
+use crate::providers::partial_json::PartialJson;
+use crate::transcript::{
+    Message, Part, ProviderData, StopReason, ThinkingPart, ToolArguments, ToolCallPart, Usage,
+};
+
+/// A part held by a [`MessageAssembler`], for appending to it later (a provider whose stream
+/// addresses its blocks by index, such as Anthropic's, keeps one per block).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct PartId(usize);
+
+/// A tool call's argument text as it streams.
+#[derive(Clone, Debug)]
+enum ArgumentText {
+    /// The loop's copy: text only (no snapshots wanted, so no scanning).
+    Plain(String),
+    /// A provider's: scanned incrementally for the snapshots sent with each delta.
+    Scanned(PartialJson),
 }
 
-/// Accumulates [`ModelDelta`]s into an assistant [`Message`].
-#[derive(Debug, Default)]
+impl ArgumentText {
+    fn text(&self) -> &str {
+        match self {
+            ArgumentText::Plain(text) => text,
+            ArgumentText::Scanned(json) => json.text(),
+        }
+    }
+}
+
+/// One tool call being assembled.
+#[derive(Clone, Debug)]
+struct CallSlot {
+    /// The call's position among the message's tool calls, as deltas name it.
+    index: usize,
+    /// Where its [`Part::ToolCall`] is.
+    part: usize,
+    text: ArgumentText,
+    /// Arguments that arrived whole, as a JSON value: they win over streamed text, unless text
+    /// streams after them.
+    value: Option<Value>,
+    /// The final argument text when it does not extend what was streamed.
+    replaced: Option<String>,
+}
+
+impl CallSlot {
+    fn arguments(&self) -> ToolArguments {
+        match (&self.value, &self.replaced) {
+            (Some(value), _) => ToolArguments::Json(value.clone()),
+            (None, Some(text)) => ToolArguments::parse(text),
+            (None, None) => ToolArguments::parse(self.text.text()),
+        }
+    }
+}
+
+/// Accumulates streamed pieces into an assistant [`Message`]. See the module docs.
+///
+/// A provider's parser builds it with [`for_provider`](MessageAssembler::for_provider), calls
+/// the recording methods (each pushes the matching [`ModelDelta`] to `out`), and returns
+/// [`partial`](MessageAssembler::partial) or [`finish`](MessageAssembler::finish):
+///
+/// ```
+/// use agentloop::model::{MessageAssembler, ModelEvent};
+/// use agentloop::transcript::{StopReason, ToolArguments};
+///
+/// let mut message = MessageAssembler::for_provider("example", "model-1");
+/// let mut out: Vec<ModelEvent> = Vec::new();
+/// message.text("Reading it.", &mut out);
+/// let call = message.start_call("call_1", "read", None, &mut out);
+/// message.call_arguments(call, "{\"path\": \"a.t", &mut out);
+/// message.call_arguments(call, "xt\"}", &mut out);
+/// message.end_call(call, &mut out);
+/// assert_eq!(out.len(), 5, "text, call start, two argument deltas, call end");
+///
+/// let done = message.finish(StopReason::ToolUse);
+/// assert_eq!(done.text(), "Reading it.");
+/// assert_eq!(done.provider.as_deref(), Some("example"));
+/// let args = done.tool_calls().next().map(|c| c.arguments.clone());
+/// assert_eq!(args, Some(ToolArguments::Json(serde_json::json!({"path": "a.txt"}))));
+/// ```
+#[derive(Clone, Debug, Default)]
 pub struct MessageAssembler {
-    slots: Vec<Slot>,
+    parts: Vec<Part>,
+    calls: Vec<CallSlot>,
+    /// Refusal text sent on its own channel (OpenAI): the text of a message that has none.
+    refusal: String,
+    provider: Option<String>,
+    model: Option<String>,
+    usage: Option<Usage>,
+    response_id: Option<String>,
+}
+
+fn delta(out: &mut Vec<ModelEvent>, delta: ModelDelta) {
+    out.push(ModelEvent::Delta(delta));
+}
+
+/// Brings `streamed` up to `full`: the missing suffix when `full` extends it (a delta to emit),
+/// `None` when they are equal or `full` replaced something different.
+fn reconcile(streamed: &mut String, full: &str) -> Option<String> {
+    if streamed == full {
+        return None;
+    }
+    let suffix = full.strip_prefix(streamed.as_str()).map(str::to_owned);
+    full.clone_into(streamed);
+    suffix.filter(|s| !s.is_empty())
 }
 
 impl MessageAssembler {
-    /// An empty assembler.
+    /// An empty assembler (the agent loop's).
     pub fn new() -> Self {
         MessageAssembler::default()
     }
 
-    /// Whether nothing has been received.
-    pub fn is_empty(&self) -> bool {
-        self.slots.is_empty()
+    /// An empty assembler for a provider's response: the message it builds names `provider`
+    /// and `model` (the requested model; see [`model_if_unset`](Self::model_if_unset)).
+    pub fn for_provider(provider: &str, model: impl Into<String>) -> Self {
+        MessageAssembler {
+            provider: Some(provider.to_owned()),
+            model: Some(model.into()),
+            ..MessageAssembler::default()
+        }
     }
 
-    /// Adds one delta.
+    /// Whether nothing has been received (no part at all, not even an empty one).
+    pub fn is_empty(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    /// Adds one neutral delta (the agent loop's view of a stream).
     pub fn push(&mut self, delta: &ModelDelta) {
         match delta {
-            ModelDelta::Text { delta } => match self.slots.last_mut() {
-                Some(Slot::Text(text)) => text.push_str(delta),
-                _ => self.slots.push(Slot::Text(delta.clone())),
-            },
-            ModelDelta::Thinking { delta } => match self.slots.last_mut() {
-                Some(Slot::Thinking(text)) => text.push_str(delta),
-                _ => self.slots.push(Slot::Thinking(delta.clone())),
-            },
-            ModelDelta::ToolCallStart { index, id, name } => self.slots.push(Slot::ToolCall {
-                index: *index,
-                id: id.clone(),
-                name: name.clone(),
-                arguments: String::new(),
-            }),
+            ModelDelta::Text { delta } => self.append_last_text(delta),
+            ModelDelta::Thinking { delta } => self.append_last_thinking(delta),
+            ModelDelta::ToolCallStart { index, id, name } => {
+                self.add_call(*index, id, name, None, ArgumentText::Plain(String::new()));
+            }
             ModelDelta::ToolCallArguments { index, delta, .. } => {
-                if let Some(Slot::ToolCall { arguments, .. }) = self.tool_slot(*index) {
-                    arguments.push_str(delta);
+                if let Some(slot) = self.slot_mut(*index) {
+                    match &mut slot.text {
+                        ArgumentText::Plain(text) => text.push_str(delta),
+                        ArgumentText::Scanned(json) => json.push(delta),
+                    }
                 }
             }
             ModelDelta::ToolCallEnd { .. } => {}
         }
     }
 
-    fn tool_slot(&mut self, wanted: usize) -> Option<&mut Slot> {
-        // Search from the end: the call being streamed is almost always the last slot.
-        self.slots
-            .iter_mut()
-            .rev()
-            .find(|s| matches!(s, Slot::ToolCall { index, .. } if *index == wanted))
+    /// The message assembled from [`push`](Self::push)ed deltas, with the given stop reason:
+    /// every part as received (the loop keeps even empty ones).
+    pub fn to_message(&self, stop_reason: StopReason) -> Message {
+        Message::assistant(self.resolved_parts(), stop_reason)
     }
 
-    /// The message assembled so far, with the given stop reason.
-    pub fn to_message(&self, stop_reason: StopReason) -> Message {
-        let content = self
-            .slots
+    // ----- text and thinking -----------------------------------------------------------------
+
+    fn append_last_text(&mut self, text: &str) {
+        match self.parts.last_mut() {
+            Some(Part::Text { text: last, .. }) => last.push_str(text),
+            _ => self.parts.push(Part::text(text)),
+        }
+    }
+
+    fn append_last_thinking(&mut self, text: &str) {
+        match self.parts.last_mut() {
+            Some(Part::Thinking(last)) => last.thinking.push_str(text),
+            _ => self.parts.push(Part::Thinking(ThinkingPart {
+                thinking: text.to_owned(),
+                ..ThinkingPart::default()
+            })),
+        }
+    }
+
+    /// More visible text, appended to the last part when it is text (else a new text part).
+    /// Empty text is ignored.
+    pub fn text(&mut self, text: &str, out: &mut Vec<ModelEvent>) {
+        if text.is_empty() {
+            return;
+        }
+        self.append_last_text(text);
+        delta(
+            out,
+            ModelDelta::Text {
+                delta: text.to_owned(),
+            },
+        );
+    }
+
+    /// More reasoning text, appended to the last part when it is thinking (else a new
+    /// thinking part). Empty text is ignored.
+    pub fn thinking(&mut self, text: &str, out: &mut Vec<ModelEvent>) {
+        if text.is_empty() {
+            return;
+        }
+        self.append_last_thinking(text);
+        delta(
+            out,
+            ModelDelta::Thinking {
+                delta: text.to_owned(),
+            },
+        );
+    }
+
+    /// A new text part starting with `text` (streamed when not empty), carrying
+    /// `provider_data`.
+    pub fn open_text(
+        &mut self,
+        text: &str,
+        provider_data: Option<ProviderData>,
+        out: &mut Vec<ModelEvent>,
+    ) -> PartId {
+        if !text.is_empty() {
+            delta(
+                out,
+                ModelDelta::Text {
+                    delta: text.to_owned(),
+                },
+            );
+        }
+        self.parts.push(Part::Text {
+            text: text.to_owned(),
+            provider_data,
+        });
+        PartId(self.parts.len() - 1)
+    }
+
+    /// A new thinking part (its text streamed when not empty).
+    pub fn open_thinking(&mut self, part: ThinkingPart, out: &mut Vec<ModelEvent>) -> PartId {
+        if !part.thinking.is_empty() {
+            delta(
+                out,
+                ModelDelta::Thinking {
+                    delta: part.thinking.clone(),
+                },
+            );
+        }
+        self.parts.push(Part::Thinking(part));
+        PartId(self.parts.len() - 1)
+    }
+
+    /// More text for the text part `id` (ignored when empty, or when `id` is not text).
+    pub fn append_text(&mut self, id: PartId, text: &str, out: &mut Vec<ModelEvent>) {
+        if text.is_empty() {
+            return;
+        }
+        if let Some(Part::Text { text: part, .. }) = self.parts.get_mut(id.0) {
+            part.push_str(text);
+            delta(
+                out,
+                ModelDelta::Text {
+                    delta: text.to_owned(),
+                },
+            );
+        }
+    }
+
+    /// More reasoning text for the thinking part `id` (ignored when empty, or when `id` is not
+    /// thinking). A part that receives text is no longer redacted.
+    pub fn append_thinking(&mut self, id: PartId, text: &str, out: &mut Vec<ModelEvent>) {
+        if text.is_empty() {
+            return;
+        }
+        if let Some(Part::Thinking(part)) = self.parts.get_mut(id.0) {
+            part.thinking.push_str(text);
+            part.redacted = false;
+            delta(
+                out,
+                ModelDelta::Thinking {
+                    delta: text.to_owned(),
+                },
+            );
+        }
+    }
+
+    /// The complete text of the text part `id`, restated at the end of its item: what the
+    /// deltas missed is streamed; text that does not extend what was streamed replaces it.
+    pub fn complete_text(&mut self, id: PartId, full: &str, out: &mut Vec<ModelEvent>) {
+        if let Some(Part::Text { text, .. }) = self.parts.get_mut(id.0) {
+            if let Some(missing) = reconcile(text, full) {
+                delta(out, ModelDelta::Text { delta: missing });
+            }
+        }
+    }
+
+    /// [`complete_text`](Self::complete_text) for the thinking part `id`.
+    pub fn complete_thinking(&mut self, id: PartId, full: &str, out: &mut Vec<ModelEvent>) {
+        if let Some(Part::Thinking(part)) = self.parts.get_mut(id.0) {
+            if let Some(missing) = reconcile(&mut part.thinking, full) {
+                delta(out, ModelDelta::Thinking { delta: missing });
+            }
+        }
+    }
+
+    /// The part `id`.
+    pub fn part(&self, id: PartId) -> Option<&Part> {
+        self.parts.get(id.0)
+    }
+
+    /// The part `id`, to set what only the provider knows (a signature, provider data). Tool
+    /// calls are changed through [`call_mut`](Self::call_mut) instead.
+    pub fn part_mut(&mut self, id: PartId) -> Option<&mut Part> {
+        self.parts.get_mut(id.0)
+    }
+
+    /// The newest part.
+    pub fn last_part(&self) -> Option<(PartId, &Part)> {
+        let at = self.parts.len().checked_sub(1)?;
+        Some((PartId(at), &self.parts[at]))
+    }
+
+    /// Refusal text sent apart from the text (OpenAI's `refusal`): it becomes the text of a
+    /// message that has no other text.
+    pub fn refusal(&mut self, text: &str) {
+        self.refusal.push_str(text);
+    }
+
+    /// Replaces the refusal text.
+    pub fn set_refusal(&mut self, text: String) {
+        self.refusal = text;
+    }
+
+    /// Whether refusal text was received.
+    pub fn has_refusal(&self) -> bool {
+        !self.refusal.is_empty()
+    }
+
+    /// Whether any text part has text.
+    pub fn has_text(&self) -> bool {
+        self.parts
             .iter()
-            .map(|slot| match slot {
-                Slot::Text(text) => Part::text(text.clone()),
-                Slot::Thinking(text) => Part::Thinking(ThinkingPart {
-                    thinking: text.clone(),
-                    ..ThinkingPart::default()
-                }),
-                Slot::ToolCall {
-                    id,
-                    name,
-                    arguments,
-                    ..
-                } => Part::ToolCall(ToolCallPart {
-                    id: id.clone(),
-                    tool_name: name.clone(),
-                    arguments: ToolArguments::parse(arguments),
-                    provider_data: None,
-                }),
-            })
-            .collect();
-        Message::assistant(content, stop_reason)
+            .any(|p| matches!(p, Part::Text { text, .. } if !text.is_empty()))
+    }
+
+    /// Whether the text part `id` has text.
+    pub fn has_text_in(&self, id: PartId) -> bool {
+        matches!(self.parts.get(id.0), Some(Part::Text { text, .. }) if !text.is_empty())
+    }
+
+    // ----- tool calls ------------------------------------------------------------------------
+
+    fn add_call(
+        &mut self,
+        index: usize,
+        id: &str,
+        name: &str,
+        provider_data: Option<ProviderData>,
+        text: ArgumentText,
+    ) {
+        self.calls.push(CallSlot {
+            index,
+            part: self.parts.len(),
+            text,
+            value: None,
+            replaced: None,
+        });
+        self.parts.push(Part::ToolCall(ToolCallPart {
+            id: id.to_owned(),
+            tool_name: name.to_owned(),
+            arguments: ToolArguments::default(),
+            provider_data,
+        }));
+    }
+
+    fn slot_mut(&mut self, index: usize) -> Option<&mut CallSlot> {
+        // Search from the end: the call being streamed is almost always the last one.
+        self.calls.iter_mut().rev().find(|c| c.index == index)
+    }
+
+    /// How many tool calls have started.
+    pub fn call_count(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// Whether a tool call with this id has started.
+    pub fn has_call_id(&self, id: &str) -> bool {
+        self.calls
+            .iter()
+            .any(|c| matches!(self.parts.get(c.part), Some(Part::ToolCall(call)) if call.id == id))
+    }
+
+    /// `id`, or — when it is empty or already taken by another call of this message (some
+    /// servers reuse the function name) — `call_{index}_{name}`, so that every call pairs with
+    /// its own result.
+    pub fn unique_call_id(&self, id: &str, name: &str) -> String {
+        if id.is_empty() || self.has_call_id(id) {
+            let index = self.calls.len();
+            format!(
+                "call_{index}_{}",
+                if name.is_empty() { "tool" } else { name }
+            )
+        } else {
+            id.to_owned()
+        }
+    }
+
+    /// A tool call begins; returns its index (its position among the message's calls).
+    pub fn start_call(
+        &mut self,
+        id: &str,
+        name: &str,
+        provider_data: Option<ProviderData>,
+        out: &mut Vec<ModelEvent>,
+    ) -> usize {
+        let index = self.calls.len();
+        self.add_call(
+            index,
+            id,
+            name,
+            provider_data,
+            ArgumentText::Scanned(PartialJson::new()),
+        );
+        delta(
+            out,
+            ModelDelta::ToolCallStart {
+                index,
+                id: id.to_owned(),
+                name: name.to_owned(),
+            },
+        );
+        index
+    }
+
+    /// The tool call `index`, to fill in what arrived late (its name, provider data).
+    pub fn call_mut(&mut self, index: usize) -> Option<&mut ToolCallPart> {
+        let part = self.calls.iter().rev().find(|c| c.index == index)?.part;
+        match self.parts.get_mut(part) {
+            Some(Part::ToolCall(call)) => Some(call),
+            _ => None,
+        }
+    }
+
+    /// More argument text for call `index`, streamed with a best-effort parsed snapshot.
+    /// Ignored when empty. Text streamed after arguments that arrived whole replaces them.
+    pub fn call_arguments(&mut self, index: usize, fragment: &str, out: &mut Vec<ModelEvent>) {
+        if fragment.is_empty() {
+            return;
+        }
+        let Some(slot) = self.slot_mut(index) else {
+            return;
+        };
+        if slot.text.text().is_empty() {
+            slot.value = None;
+        }
+        let partial = match &mut slot.text {
+            ArgumentText::Plain(text) => {
+                text.push_str(fragment);
+                None
+            }
+            ArgumentText::Scanned(json) => json.push_and_snapshot(fragment),
+        };
+        delta(
+            out,
+            ModelDelta::ToolCallArguments {
+                index,
+                delta: fragment.to_owned(),
+                partial,
+            },
+        );
+    }
+
+    /// Call `index`'s arguments arrived whole, as a JSON value (streamed as one delta): they
+    /// are the call's arguments unless argument text streams after them.
+    pub fn call_value(&mut self, index: usize, value: Value, out: &mut Vec<ModelEvent>) {
+        if self.slot_mut(index).is_none() {
+            return;
+        }
+        delta(
+            out,
+            ModelDelta::ToolCallArguments {
+                index,
+                delta: value.to_string(),
+                partial: Some(value.clone()),
+            },
+        );
+        self.set_call_value(index, value);
+    }
+
+    /// Like [`call_value`](Self::call_value) without streaming anything (a restatement of
+    /// arguments already streamed).
+    pub fn set_call_value(&mut self, index: usize, value: Value) {
+        if let Some(slot) = self.slot_mut(index) {
+            slot.value = Some(value);
+        }
+    }
+
+    /// Call `index`'s complete argument text, restated at the end of the call: what the deltas
+    /// missed is streamed; text that does not extend what was streamed replaces it.
+    pub fn complete_call_arguments(&mut self, index: usize, full: &str, out: &mut Vec<ModelEvent>) {
+        let Some(slot) = self.slot_mut(index) else {
+            return;
+        };
+        if slot.replaced.as_deref().unwrap_or(slot.text.text()) == full {
+            return;
+        }
+        match full.strip_prefix(slot.text.text()) {
+            Some(suffix) if slot.replaced.is_none() => {
+                let suffix = suffix.to_owned();
+                self.call_arguments(index, &suffix, out);
+            }
+            _ => slot.replaced = Some(full.to_owned()),
+        }
+    }
+
+    /// Call `index` is complete.
+    pub fn end_call(&mut self, index: usize, out: &mut Vec<ModelEvent>) {
+        delta(out, ModelDelta::ToolCallEnd { index });
+    }
+
+    // ----- response metadata -----------------------------------------------------------------
+
+    /// The model the message will name.
+    pub fn model(&self) -> &str {
+        self.model.as_deref().unwrap_or_default()
+    }
+
+    /// Names `model` (as the response reported it) when the request named none.
+    pub fn model_if_unset(&mut self, model: &str) {
+        if self.model().is_empty() {
+            self.model = Some(model.to_owned());
+        }
+    }
+
+    /// The response's id (`Message::response_id`).
+    pub fn set_response_id(&mut self, id: impl Into<String>) {
+        self.response_id = Some(id.into());
+    }
+
+    /// Sets the response's id unless one is known already (the first event carrying it wins).
+    pub fn response_id_if_unset(&mut self, id: Option<&str>) {
+        if self.response_id.is_none() {
+            self.response_id = id.map(str::to_owned);
+        }
+    }
+
+    /// Replaces the token usage (for providers whose counts are cumulative).
+    pub fn set_usage(&mut self, usage: Usage) {
+        self.usage = Some(usage);
+    }
+
+    /// The token usage, created empty on first use (for providers that report it field by
+    /// field).
+    pub fn usage_mut(&mut self) -> &mut Usage {
+        self.usage.get_or_insert_with(Usage::default)
+    }
+
+    // ----- the message -----------------------------------------------------------------------
+
+    /// The parts with every tool call's arguments parsed.
+    fn resolved_parts(&self) -> Vec<Part> {
+        let mut parts = self.parts.clone();
+        for slot in &self.calls {
+            if let Some(Part::ToolCall(call)) = parts.get_mut(slot.part) {
+                call.arguments = slot.arguments();
+            }
+        }
+        parts
+    }
+
+    /// What a provider's response assembled so far, as a failed message (stop reason
+    /// `error`): empty text and thinking parts are dropped unless they carry something to send
+    /// back (provider data, a signature, redacted thinking), and refusal text becomes the text
+    /// of a message that has none.
+    pub fn partial(&self) -> Message {
+        let mut parts = self.resolved_parts();
+        parts.retain(|p| match p {
+            Part::Text {
+                text,
+                provider_data,
+            } => !text.is_empty() || provider_data.is_some(),
+            Part::Thinking(t) => t.redacted || !t.thinking.is_empty() || t.signature.is_some(),
+            _ => true,
+        });
+        if !self.refusal.is_empty() && !parts.iter().any(|p| matches!(p, Part::Text { .. })) {
+            parts.push(Part::text(self.refusal.clone()));
+        }
+        let mut message = Message::assistant(parts, StopReason::Error);
+        message.model.clone_from(&self.model);
+        message.provider.clone_from(&self.provider);
+        message.usage = self.usage;
+        message.response_id.clone_from(&self.response_id);
+        message
+    }
+
+    /// The complete message: [`partial`](Self::partial) with `stop_reason` and no error.
+    pub fn finish(&self, stop_reason: StopReason) -> Message {
+        let mut message = self.partial();
+        message.stop_reason = Some(stop_reason);
+        message.error_message = None;
+        message
     }
 }
 
@@ -161,5 +669,73 @@ mod tests {
             call.map(|c| c.arguments),
             Some(ToolArguments::Unparsed("{\"x\": 4".into()))
         );
+    }
+
+    #[test]
+    fn provider_pieces_stream_the_deltas_they_record() {
+        let mut a = MessageAssembler::for_provider("p", "m");
+        let mut out = Vec::new();
+        let text = a.open_text("", None, &mut out);
+        a.append_text(text, "Hi", &mut out);
+        a.complete_text(text, "Hi there", &mut out);
+        let call = a.start_call("c1", "run", None, &mut out);
+        a.call_arguments(call, "{\"cmd\":", &mut out);
+        a.complete_call_arguments(call, "{\"cmd\": \"ls\"}", &mut out);
+        a.end_call(call, &mut out);
+        let deltas: Vec<ModelDelta> = out
+            .into_iter()
+            .filter_map(|e| match e {
+                ModelEvent::Delta(d) => Some(d),
+                _ => None,
+            })
+            .collect();
+        let mut replay = MessageAssembler::new();
+        for d in &deltas {
+            replay.push(d);
+        }
+        let streamed = replay.to_message(StopReason::ToolUse);
+        let built = a.finish(StopReason::ToolUse);
+        assert_eq!(
+            streamed.content, built.content,
+            "what streamed is what was built"
+        );
+        assert_eq!(built.text(), "Hi there");
+        assert_eq!(built.model.as_deref(), Some("m"));
+    }
+
+    #[test]
+    fn whole_arguments_win_unless_text_streams_after_them() {
+        let mut a = MessageAssembler::for_provider("p", "m");
+        let mut out = Vec::new();
+        let first = a.start_call("a", "t", None, &mut out);
+        a.call_arguments(first, "{\"x\"", &mut out);
+        a.call_value(first, json!({"x": 1}), &mut out);
+        let second = a.start_call("b", "t", None, &mut out);
+        a.call_value(second, json!({"y": 1}), &mut out);
+        a.call_arguments(second, "{\"y\": 2}", &mut out);
+        let args: Vec<_> = a
+            .finish(StopReason::ToolUse)
+            .tool_calls()
+            .map(|c| c.arguments.clone())
+            .collect();
+        assert_eq!(
+            args,
+            vec![
+                ToolArguments::Json(json!({"x": 1})),
+                ToolArguments::Json(json!({"y": 2}))
+            ]
+        );
+    }
+
+    #[test]
+    fn empty_parts_are_dropped_and_a_refusal_becomes_the_text() {
+        let mut a = MessageAssembler::for_provider("p", "m");
+        let mut out = Vec::new();
+        a.open_text("", None, &mut out);
+        a.open_thinking(ThinkingPart::default(), &mut out);
+        a.refusal("I can't help with that.");
+        let m = a.finish(StopReason::Refusal);
+        assert_eq!(m.content, vec![Part::text("I can't help with that.")]);
+        assert!(out.is_empty());
     }
 }

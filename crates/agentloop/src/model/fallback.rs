@@ -153,9 +153,13 @@ impl Model for FallbackModel {
         self.models.first().and_then(|m| m.base_url())
     }
 
-    /// Only when every model in the chain runs tool search natively (otherwise the loop offers
-    /// the portable tool, which every model understands).
-    fn supports_tool_search(&self) -> bool {
-        self.models.iter().all(|m| m.supports_tool_search())
+    /// Only what every model in the chain can do: e.g. native tool search only when every model
+    /// runs it (otherwise the loop offers the portable tool, which every model understands).
+    fn capabilities(&self) -> super::ModelCapabilities {
+        self.models
+            .iter()
+            .map(|m| m.capabilities())
+            .reduce(super::ModelCapabilities::intersect)
+            .unwrap_or_default()
     }
 }

@@ -21,7 +21,7 @@ use futures::Stream;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use assemble::MessageAssembler;
+pub use assemble::{MessageAssembler, PartId};
 pub use error::{ErrorSource, ModelError, StreamErrorKind};
 pub use fallback::FallbackModel;
 pub use scripted::{FnModel, RecordedRequest, ScriptedModel, ScriptedTurn};
@@ -112,16 +112,15 @@ pub struct ModelRequest<'a> {
     pub messages: Cow<'a, [Message]>,
     /// Tools the model may call.
     pub tools: Cow<'a, [ToolSchema]>,
-    /// Deferred tools (docs/ARCHITECTURE.md, "Tools and the executor"): every registered deferred tool, loaded or not, in registration
-    /// order (the registry's [`deferred_schemas`](crate::tooling::Registry::deferred_schemas)).
-    /// Adapters with client-executed tool search (OpenAI Responses) declare them as deferred and
-    /// look a search result's tool names up here; other adapters ignore this field. Empty by
-    /// default.
+    /// For a model with [native tool search](ModelCapabilities::native_tool_search) only
+    /// (the agent loop leaves it empty for every other model, and only such a model reads it):
+    /// every registered deferred tool, loaded or not, in registration order (the registry's
+    /// [`deferred_schemas`](crate::tooling::Registry::deferred_schemas); docs/ARCHITECTURE.md,
+    /// "Tools and the executor"). Empty by default.
     pub deferred_tools: Cow<'a, [ToolSchema]>,
-    /// The registry's `local_tool_search` tool (docs/ARCHITECTURE.md, "Tools and the executor"), if any. With at least one deferred
-    /// tool, the OpenAI Responses adapter declares client-executed tool search with this tool's
-    /// description and parameters, and turns the model's searches into calls to this tool (so the
-    /// agent's executor runs it); other adapters ignore it. `None` by default.
+    /// For a model with [native tool search](ModelCapabilities::native_tool_search) only: the
+    /// registry's `local_tool_search` tool, whose description and parameters the model's own
+    /// search takes and whose calls the agent's executor runs. `None` by default.
     pub tool_search: Option<ToolSchema>,
     /// Sampling temperature.
     pub temperature: Option<f32>,
@@ -346,11 +345,40 @@ pub trait Model: Send + Sync {
         None
     }
 
-    /// Whether the provider runs client-side tool search natively (the OpenAI Responses API's
-    /// `tool_search` with client execution). When false, the agent loop offers the registry's
-    /// `local_tool_search` tool as a plain function tool instead, with the same effect.
-    fn supports_tool_search(&self) -> bool {
-        false
+    /// What this model can do beyond the common request (default: nothing more). The agent
+    /// loop reads it to decide how to offer features only some providers have natively.
+    fn capabilities(&self) -> ModelCapabilities {
+        ModelCapabilities::default()
+    }
+}
+
+/// What a [`Model`] can do beyond the common request ([`Model::capabilities`]). Everything is
+/// off by default; a model that leaves it so still gets every feature, emulated by the loop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct ModelCapabilities {
+    /// The provider runs client-executed tool search natively (the OpenAI Responses API's
+    /// `tool_search` with client execution). Then the agent loop fills
+    /// [`ModelRequest::deferred_tools`] and [`ModelRequest::tool_search`] and leaves the search
+    /// tool out of [`ModelRequest::tools`]; otherwise it offers the registry's
+    /// `local_tool_search` tool as a plain function tool, with the same effect, and those two
+    /// fields stay empty.
+    pub native_tool_search: bool,
+}
+
+impl ModelCapabilities {
+    /// Sets [`native_tool_search`](Self::native_tool_search).
+    pub fn with_native_tool_search(mut self, on: bool) -> Self {
+        self.native_tool_search = on;
+        self
+    }
+
+    /// What both `self` and `other` can do (a fallback chain offers only what every model in
+    /// it supports, since any of them may get the request).
+    pub fn intersect(self, other: ModelCapabilities) -> ModelCapabilities {
+        ModelCapabilities {
+            native_tool_search: self.native_tool_search && other.native_tool_search,
+        }
     }
 }
 
@@ -367,8 +395,8 @@ impl<M: Model + ?Sized> Model for std::sync::Arc<M> {
     fn model_id(&self) -> Option<&str> {
         (**self).model_id()
     }
-    fn supports_tool_search(&self) -> bool {
-        (**self).supports_tool_search()
+    fn capabilities(&self) -> ModelCapabilities {
+        (**self).capabilities()
     }
 }
 

@@ -1,10 +1,16 @@
 //! HTTP provider adapters implementing [`Model`](crate::model::Model): OpenAI Chat Completions
 //! (and every OpenAI-compatible server), OpenAI Responses, Anthropic Messages and Google Gemini.
 //!
-//! Each adapter converts the neutral [`ModelRequest`](crate::model::ModelRequest) into its wire
-//! body, streams the SSE response through a shared transport (retries with backoff that honour
-//! `Retry-After`, an idle timeout, a clear error when the stream ends without its terminal event)
-//! and assembles the neutral assistant message. Adapters know nothing about tools' handlers.
+//! Each adapter is one directory (`<name>/{mod.rs, request.rs, stream.rs}`): a
+//! [`Protocol`](core::Protocol) that converts the neutral
+//! [`ModelRequest`](crate::model::ModelRequest) into its wire body, and a
+//! [`StreamParser`](core::StreamParser) that turns its server-sent events into neutral deltas
+//! through the shared [`MessageAssembler`](crate::model::MessageAssembler). Everything else is
+//! the shared [`core`]: the generic [`Adapter`] (each provider type is an alias of it, e.g.
+//! [`OpenAiChat`] = `Adapter<ChatCompletions>`), the transport (retries with backoff that
+//! honour `Retry-After`, an idle timeout, a clear error when the stream ends without its terminal
+//! event), error and usage mapping. The core is public, so a provider can be written outside this
+//! crate the same way. Adapters know nothing about tools' handlers.
 //! What a provider needs back verbatim on a later turn (Gemini thought signatures, Responses item
 //! ids, Anthropic thinking signatures) is kept on the parts it came with
 //! ([`ProviderData`](crate::transcript::ProviderData), thinking signatures) and replayed only to
@@ -13,23 +19,22 @@
 //! wire as headers.
 
 pub mod anthropic;
+pub mod core;
 pub mod gemini;
 pub(crate) mod lossy_json;
 pub mod openai_chat;
 pub mod openai_responses;
 pub mod partial_json;
-pub(crate) mod pool;
 pub mod replay;
 pub mod sse;
-pub(crate) mod transport;
 
 use std::time::Duration;
 
+pub use self::core::{Adapter, RetryPolicy};
 pub use anthropic::Anthropic;
 pub use gemini::Gemini;
 pub use openai_chat::OpenAiChat;
 pub use openai_responses::OpenAiResponses;
-pub use transport::RetryPolicy;
 
 use crate::model::ApiKey;
 
@@ -287,12 +292,6 @@ pub(crate) fn openai_reasoning_effort(level: crate::model::ReasoningLevel) -> Op
         ReasoningLevel::Medium => Some("medium"),
         ReasoningLevel::High | ReasoningLevel::Xhigh => Some("high"),
     }
-}
-
-/// A temperature as it goes on the wire: through its shortest decimal form, so `0.2f32` is sent
-/// as `0.2`, not as the `f64` widening `0.20000000298023224`.
-pub(crate) fn wire_temperature(t: f32) -> f64 {
-    t.to_string().parse::<f64>().unwrap_or(f64::from(t))
 }
 
 /// Reads an environment variable, treating empty as unset.

@@ -46,7 +46,7 @@ enum Lex {
 }
 
 /// Streams argument text in and offers partial values out. See the module docs.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct PartialJson {
     buf: String,
     /// Open containers (`b'{'` / `b'['`).

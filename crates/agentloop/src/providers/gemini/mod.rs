@@ -1,7 +1,8 @@
 //! Google Gemini, native (`POST {base}/v1beta/models/{model}:streamGenerateContent?alt=sse`,
 //! key in `x-goog-api-key`): the adapter, its settings and the thought-signature contract. The
-//! request body is built in `request`, the stream parsed in `stream`; retries, timeouts and the
-//! event cap come from the shared transport, the cross-provider rules from [`replay`].
+//! request body is built in `request`, the stream parsed in `stream`; retries, timeouts, the
+//! event cap and message assembly come from the shared [`core`](super::core), the
+//! cross-provider rules from [`replay`].
 //!
 //! # Request
 //!
@@ -22,8 +23,7 @@
 //! Gemini has no tool-call ids: a call is answered by a `functionResponse` with the same name,
 //! in order. Calls get unique ids here (`{responseId}-{n}`, or a random prefix when the response
 //! has no id); when Gemini does send `functionCall.id` (Gemini 3 does), that id is used and sent
-//! back on the call and its response. `deferred_tools` and `tool_search` are ignored, as by the
-//! Chat and Anthropic adapters.
+//! back on the call and its response.
 //!
 //! # Thought signatures
 //!
@@ -84,13 +84,12 @@ mod stream;
 #[cfg(test)]
 mod tests;
 
-use serde_json::Value;
-
 pub use request::thinking_config;
+pub use stream::GeminiParser;
 
 use super::ProviderConfig;
-use super::transport;
-use crate::model::{Model, ModelError, ModelRequest, ModelStream};
+use super::core::{Adapter, Protocol, WireBody, WireRequest};
+use crate::model::{ApiKey, ModelError, ModelRequest};
 
 /// The provider name recorded on messages.
 pub const PROVIDER: &str = "gemini";
@@ -107,7 +106,9 @@ pub const API_VERSION: &str = "v1beta";
 pub const SKIP_SIGNATURE: &str = "skip_thought_signature_validator";
 
 /// Google Gemini adapter (Gemini Developer API). See the module docs for the wire mapping and
-/// the thought-signature contract.
+/// the thought-signature contract. The base URL has no version
+/// (`https://generativelanguage.googleapis.com`); one ending in `/v1beta` or `/v1` is used as
+/// is.
 ///
 /// ```no_run
 /// use agentloop::providers::{Gemini, ProviderConfig};
@@ -122,11 +123,12 @@ pub const SKIP_SIGNATURE: &str = "skip_thought_signature_validator";
 /// );
 /// # let _ = (gemini, custom);
 /// ```
-#[derive(Clone, Debug)]
-pub struct Gemini {
-    config: ProviderConfig,
-    endpoint: transport::Endpoint,
-}
+pub type Gemini = Adapter<GenerateContent>;
+
+/// The Gemini `streamGenerateContent` protocol (see the module docs); [`Gemini`] is its
+/// adapter.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GenerateContent;
 
 /// `{version}/models?alt=sse` for a base URL, unless the base already names a version.
 fn models_path(base_url: &str) -> String {
@@ -146,24 +148,7 @@ fn model_id(model: &str) -> &str {
     model.strip_prefix("models/").unwrap_or(model)
 }
 
-impl Gemini {
-    /// An adapter with explicit settings. The base URL has no version
-    /// (`https://generativelanguage.googleapis.com`); one ending in `/v1beta` or `/v1` is used as
-    /// is.
-    pub fn new(config: ProviderConfig) -> Self {
-        let endpoint = transport::Endpoint::new(&config, &models_path(&config.base_url));
-        Gemini { config, endpoint }
-    }
-
-    /// Like [`new`](Gemini::new), but a configuration that cannot work (a base URL that does
-    /// not parse, a header that is not valid HTTP, an HTTP client that cannot be built) is an
-    /// error here instead of the error of every request.
-    pub fn try_new(config: ProviderConfig) -> Result<Self, ModelError> {
-        let adapter = Gemini::new(config);
-        adapter.endpoint.check()?;
-        Ok(adapter)
-    }
-
+impl Adapter<GenerateContent> {
     /// `GEMINI_BASE_URL` or `GOOGLE_GEMINI_BASE_URL` (default
     /// `https://generativelanguage.googleapis.com`) and `GOOGLE_API_KEY` or `GEMINI_API_KEY`
     /// (`GOOGLE_API_KEY` wins when both are set, as in Google's SDKs).
@@ -179,48 +164,36 @@ impl Gemini {
             };
         Gemini::try_new(config)
     }
-
-    /// The settings.
-    pub fn config(&self) -> &ProviderConfig {
-        &self.config
-    }
-
-    /// The JSON body this adapter sends for `request` (exposed for snapshot tests and
-    /// debugging; contains no credentials).
-    pub fn request_body(&self, request: &ModelRequest<'_>) -> Value {
-        request::build_body(&self.config, request).1
-    }
 }
 
-impl Model for Gemini {
-    fn stream(&self, request: ModelRequest<'_>) -> ModelStream {
-        let (model, body) = request::build_body(&self.config, &request);
-        let segment = format!("{}:streamGenerateContent", model_id(&model));
-        let auth: Vec<(&'static str, String)> = request
-            .api_key
-            .as_ref()
-            .or(self.config.api_key.as_ref())
-            .map(|key| ("x-goog-api-key", key.expose().to_owned()))
-            .into_iter()
-            .collect();
-        self.endpoint.post_segment(
-            &segment,
-            auth,
-            // Serializing a `Value` cannot fail (its keys are strings).
-            serde_json::to_vec(&body).unwrap_or_default(),
-            move || stream::GeminiParser::new(model.clone()),
-        )
-    }
+impl Protocol for GenerateContent {
+    type Parser = GeminiParser;
 
-    fn provider(&self) -> &str {
+    fn provider(&self) -> &'static str {
         PROVIDER
     }
 
-    fn base_url(&self) -> Option<&str> {
-        Some(&self.config.base_url)
+    fn path(&self, config: &ProviderConfig) -> String {
+        models_path(&config.base_url)
     }
 
-    fn model_id(&self) -> Option<&str> {
-        self.config.model.as_deref()
+    fn headers(
+        &self,
+        _config: &ProviderConfig,
+        key: Option<&ApiKey>,
+    ) -> Vec<(&'static str, String)> {
+        key.map(|key| ("x-goog-api-key", key.expose().to_owned()))
+            .into_iter()
+            .collect()
+    }
+
+    fn encode(
+        &self,
+        config: &ProviderConfig,
+        request: &ModelRequest<'_>,
+    ) -> WireRequest<GeminiParser> {
+        let (model, body) = request::build_body(config, request);
+        let segment = format!("{}:streamGenerateContent", model_id(&model));
+        WireRequest::new(WireBody::Json(body), GeminiParser::new(model)).segment(segment)
     }
 }

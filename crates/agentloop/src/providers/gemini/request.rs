@@ -9,6 +9,7 @@ use super::{PROVIDER, SKIP_SIGNATURE};
 use crate::model::{ModelRequest, ReasoningLevel};
 use crate::output::OutputFormat;
 use crate::providers::ProviderConfig;
+use crate::providers::core::wire_f32;
 use crate::providers::replay::{self, ReplayTarget};
 use crate::transcript::{ImagePart, Message, Part, Role, ToolResultPart};
 
@@ -268,11 +269,7 @@ pub(super) fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) ->
     }
     let mut generation = Map::new();
     if let Some(t) = request.temperature {
-        // Through its shortest decimal form: 0.2f32 goes out as 0.2, not 0.20000000298023224.
-        generation.insert(
-            "temperature".into(),
-            json!(crate::providers::wire_temperature(t)),
-        );
+        generation.insert("temperature".into(), json!(wire_f32(t)));
     }
     if let Some(n) = request.max_output_tokens {
         generation.insert("maxOutputTokens".into(), json!(n));

@@ -5,12 +5,10 @@ use serde_json::{Map, Value, json};
 
 use super::PROVIDER;
 use super::request::SIGNATURE;
-use crate::model::{ModelDelta, ModelError, ModelEvent};
+use crate::model::{MessageAssembler, ModelError, ModelEvent};
+use crate::providers::core::{StreamParser, stream_error, unreadable, usage_with_cached_input};
 use crate::providers::sse::SseEvent;
-use crate::providers::transport::WireParser;
-use crate::transcript::{
-    Message, Part, ProviderData, StopReason, ThinkingPart, ToolArguments, ToolCallPart, Usage,
-};
+use crate::transcript::{Part, ProviderData, StopReason, ThinkingPart};
 
 /// Finish reasons that mean the output was withheld by a filter.
 const REFUSALS: [&str; 8] = [
@@ -32,15 +30,13 @@ const FAILURES: [&str; 4] = [
     "MISSING_THOUGHT_SIGNATURE",
 ];
 
-/// Assembles Gemini stream chunks into deltas and the final message.
-#[derive(Debug)]
-pub(crate) struct GeminiParser {
-    model: String,
-    /// `responseId` of the first chunk that carries one.
+/// Assembles Gemini stream chunks into deltas and the final message. The [`StreamParser`] of
+/// the protocol; public so that a protocol built on this one can reuse it.
+#[derive(Clone, Debug)]
+pub struct GeminiParser {
+    message: MessageAssembler,
+    /// `responseId` of the first chunk that carries one (the prefix of synthesized call ids).
     response_id: Option<String>,
-    parts: Vec<Part>,
-    /// Tool calls so far.
-    calls: usize,
     /// The prefix of synthesized call ids (from the response id, else random), made on the
     /// first call.
     id_prefix: Option<String>,
@@ -48,7 +44,6 @@ pub(crate) struct GeminiParser {
     finish: Option<(String, Option<String>)>,
     /// `promptFeedback.blockReason`: the prompt was refused before any candidate.
     blocked: Option<String>,
-    usage: Option<Usage>,
 }
 
 fn str_of<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
@@ -77,29 +72,9 @@ fn random_prefix() -> String {
     format!("gemini_{:016x}", hasher.finish())
 }
 
-fn unreadable(data: &str, e: serde_json::Error) -> ModelError {
-    let mut end = data.len().min(200);
-    while !data.is_char_boundary(end) {
-        end -= 1;
-    }
-    ModelError::stream(
-        crate::model::StreamErrorKind::Unreadable,
-        format!("unreadable event from the provider ({e}): {}", &data[..end]),
-    )
-}
-
-/// `{"error": {code, message, status}}` sent inside the stream.
+/// `{"error": {code, message, status}}` sent inside the stream: the status is the code.
 fn provider_error(error: &Value) -> ModelError {
-    let code = str_of(error, "status")
-        .map(str::to_owned)
-        .or_else(|| error.get("code").map(|c| c.to_string()))
-        .unwrap_or_else(|| "error".to_owned());
-    ModelError::Provider {
-        code,
-        message: str_of(error, "message")
-            .unwrap_or("the provider reported an error")
-            .to_owned(),
-    }
+    stream_error(error, &["status", "code"], "error")
 }
 
 fn signature_data(signature: Option<&str>, wire_id: Option<&str>) -> Option<ProviderData> {
@@ -117,16 +92,14 @@ fn signature_data(signature: Option<&str>, wire_id: Option<&str>) -> Option<Prov
 }
 
 impl GeminiParser {
-    pub(crate) fn new(model: String) -> Self {
+    /// A parser for a response to a request for `model` (empty: the response's `modelVersion`).
+    pub fn new(model: String) -> Self {
         GeminiParser {
-            model,
+            message: MessageAssembler::for_provider(PROVIDER, model),
             response_id: None,
-            parts: Vec::new(),
-            calls: 0,
             id_prefix: None,
             finish: None,
             blocked: None,
-            usage: None,
         }
     }
 
@@ -137,17 +110,18 @@ impl GeminiParser {
             return; // a chunk without counts (only `trafficType`) says nothing new
         };
         let cached = count("cachedContentTokenCount").unwrap_or(0);
-        let tool_prompt = count("toolUsePromptTokenCount").unwrap_or(0);
-        self.usage = Some(Usage {
-            input_tokens: prompt.saturating_sub(cached) + tool_prompt,
-            output_tokens: candidates.unwrap_or(0) + count("thoughtsTokenCount").unwrap_or(0),
-            cache_read_tokens: cached,
-            ..Usage::default()
-        });
+        // Thoughts are billed as output; tool-use prompt tokens as input.
+        let mut usage = usage_with_cached_input(
+            prompt,
+            cached,
+            candidates.unwrap_or(0) + count("thoughtsTokenCount").unwrap_or(0),
+        );
+        usage.input_tokens += count("toolUsePromptTokenCount").unwrap_or(0);
+        self.message.set_usage(usage);
     }
 
     fn next_call_id(&mut self) -> String {
-        let index = self.calls;
+        let index = self.message.call_count();
         let prefix = self
             .id_prefix
             .get_or_insert_with(|| match &self.response_id {
@@ -172,71 +146,71 @@ impl GeminiParser {
             Some(Value::Null) | None => Value::Object(Map::new()),
             Some(args) => args.clone(),
         };
-        let index = self.calls;
-        self.calls += 1;
-        out.push(ModelEvent::Delta(ModelDelta::ToolCallStart {
-            index,
-            id: id.clone(),
-            name: name.to_owned(),
-        }));
-        out.push(ModelEvent::Delta(ModelDelta::ToolCallArguments {
-            index,
-            delta: args.to_string(),
-            partial: Some(args.clone()),
-        }));
-        out.push(ModelEvent::Delta(ModelDelta::ToolCallEnd { index }));
-        self.parts.push(Part::ToolCall(ToolCallPart {
-            id,
-            tool_name: name.to_owned(),
-            arguments: ToolArguments::Json(args),
-            provider_data: signature_data(signature, wire_id),
-        }));
+        // A call arrives whole, in one part.
+        let data = signature_data(signature, wire_id);
+        let index = self.message.start_call(&id, name, data, out);
+        self.message.call_value(index, args, out);
+        self.message.end_call(index, out);
     }
 
     fn on_text(&mut self, text: &str, signature: Option<&str>, out: &mut Vec<ModelEvent>) {
         // Appended to the text before it unless that already has another signature.
-        match self.parts.last_mut() {
-            Some(Part::Text {
-                text: last,
-                provider_data,
-            }) if signature.is_none() || provider_data.is_none() => {
-                last.push_str(text);
-                if provider_data.is_none() {
-                    *provider_data = signature_data(signature, None);
+        let joins = match self.message.last_part() {
+            Some((
+                id,
+                Part::Text {
+                    provider_data: data,
+                    ..
+                },
+            )) if signature.is_none() || data.is_none() => Some(id),
+            _ => None,
+        };
+        match joins {
+            Some(id) => {
+                self.message.append_text(id, text, out);
+                if let Some(Part::Text {
+                    provider_data: data @ None,
+                    ..
+                }) = self.message.part_mut(id)
+                {
+                    *data = signature_data(signature, None);
                 }
             }
-            _ if text.is_empty() && signature.is_none() => return,
-            _ => self.parts.push(Part::Text {
-                text: text.to_owned(),
-                provider_data: signature_data(signature, None),
-            }),
-        }
-        if !text.is_empty() {
-            out.push(ModelEvent::Delta(ModelDelta::Text {
-                delta: text.to_owned(),
-            }));
+            None if text.is_empty() && signature.is_none() => {}
+            None => {
+                self.message
+                    .open_text(text, signature_data(signature, None), out);
+            }
         }
     }
 
     fn on_thought(&mut self, text: &str, signature: Option<&str>, out: &mut Vec<ModelEvent>) {
-        match self.parts.last_mut() {
-            Some(Part::Thinking(last)) if signature.is_none() || last.signature.is_none() => {
-                last.thinking.push_str(text);
-                if last.signature.is_none() {
-                    last.signature = signature.map(str::to_owned);
+        let joins = match self.message.last_part() {
+            Some((id, Part::Thinking(last))) if signature.is_none() || last.signature.is_none() => {
+                Some(id)
+            }
+            _ => None,
+        };
+        match joins {
+            Some(id) => {
+                self.message.append_thinking(id, text, out);
+                if let Some(Part::Thinking(last)) = self.message.part_mut(id) {
+                    if last.signature.is_none() {
+                        last.signature = signature.map(str::to_owned);
+                    }
                 }
             }
-            _ if text.is_empty() && signature.is_none() => return,
-            _ => self.parts.push(Part::Thinking(ThinkingPart {
-                thinking: text.to_owned(),
-                signature: signature.map(str::to_owned),
-                redacted: false,
-            })),
-        }
-        if !text.is_empty() {
-            out.push(ModelEvent::Delta(ModelDelta::Thinking {
-                delta: text.to_owned(),
-            }));
+            None if text.is_empty() && signature.is_none() => {}
+            None => {
+                self.message.open_thinking(
+                    ThinkingPart {
+                        thinking: text.to_owned(),
+                        signature: signature.map(str::to_owned),
+                        redacted: false,
+                    },
+                    out,
+                );
+            }
         }
     }
 
@@ -255,24 +229,24 @@ impl GeminiParser {
     }
 }
 
-impl WireParser for GeminiParser {
+impl StreamParser for GeminiParser {
     fn on_event(&mut self, event: SseEvent, out: &mut Vec<ModelEvent>) -> Result<bool, ModelError> {
         let data = event.data.trim();
         if data.is_empty() {
             return Ok(false);
         }
         let chunk: Value =
-            crate::providers::lossy_json::parse_value(data).map_err(|e| unreadable(data, e))?;
+            crate::providers::lossy_json::parse_value(data).map_err(|e| unreadable(data, &e))?;
         if let Some(error) = chunk.get("error").filter(|e| e.is_object()) {
             return Err(provider_error(error));
         }
         if self.response_id.is_none() {
             self.response_id = str_of(&chunk, "responseId").map(str::to_owned);
+            self.message
+                .response_id_if_unset(self.response_id.as_deref());
         }
-        if self.model.is_empty() {
-            if let Some(model) = str_of(&chunk, "modelVersion") {
-                self.model = model.to_owned();
-            }
+        if let Some(model) = str_of(&chunk, "modelVersion") {
+            self.message.model_if_unset(model);
         }
         if let Some(usage) = chunk.get("usageMetadata") {
             self.apply_usage(usage);
@@ -313,9 +287,13 @@ impl WireParser for GeminiParser {
         self.finish.is_some() || self.blocked.is_some()
     }
 
-    fn finish(&mut self) -> Result<Message, ModelError> {
+    fn message(&self) -> &MessageAssembler {
+        &self.message
+    }
+
+    fn stop_reason(&self) -> Result<StopReason, ModelError> {
         let reason = self.finish.as_ref().map(|(r, _)| r.as_str());
-        let stop = match reason {
+        Ok(match reason {
             Some("MAX_TOKENS") => StopReason::Length,
             Some(r) if REFUSALS.contains(&r) => StopReason::Refusal,
             Some(r) if FAILURES.contains(&r) => {
@@ -330,34 +308,8 @@ impl WireParser for GeminiParser {
                 });
             }
             None if self.blocked.is_some() => StopReason::Refusal,
-            _ if self.calls > 0 => StopReason::ToolUse,
+            _ if self.message.call_count() > 0 => StopReason::ToolUse,
             _ => StopReason::Stop,
-        };
-        let mut message = self.partial();
-        message.stop_reason = Some(stop);
-        message.error_message = None;
-        Ok(message)
-    }
-
-    fn partial(&self) -> Message {
-        let parts: Vec<Part> = self
-            .parts
-            .iter()
-            .filter(|p| match p {
-                Part::Text {
-                    text,
-                    provider_data,
-                } => !text.is_empty() || provider_data.is_some(),
-                Part::Thinking(t) => !t.thinking.is_empty() || t.signature.is_some(),
-                _ => true,
-            })
-            .cloned()
-            .collect();
-        let mut message = Message::assistant(parts, StopReason::Error);
-        message.model = Some(self.model.clone());
-        message.provider = Some(PROVIDER.to_owned());
-        message.usage = self.usage;
-        message.response_id.clone_from(&self.response_id);
-        message
+        })
     }
 }

@@ -6,8 +6,8 @@ use super::request::build_body;
 use super::stream::GeminiParser;
 use super::*;
 use crate::model::{ModelDelta, ModelEvent, ReasoningLevel};
+use crate::providers::core::StreamParser;
 use crate::providers::sse::SseDecoder;
-use crate::providers::transport::WireParser;
 use crate::transcript::{
     Message, Part, ProviderData, StopReason, ThinkingPart, ToolCallPart, ToolResultPart,
 };

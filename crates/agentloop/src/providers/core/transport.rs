@@ -18,7 +18,7 @@
 //!
 //! Bounds on a misbehaving server: the idle timeout counts field lines, not keep-alive comments
 //! (`: ping` every second after the first bytes no longer holds a request forever); each attempt
-//! has a total deadline ([`ProviderConfig::request_timeout`](super::ProviderConfig)); an event
+//! has a total deadline ([`ProviderConfig::request_timeout`](crate::providers::ProviderConfig)); an event
 //! larger than `max_event_bytes` ends the request; and a redirect to another origin is not
 //! followed (credentials stay with the configured host) but reported with its target, redacted.
 
@@ -31,8 +31,10 @@ use tokio::time::Instant;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
-use super::sse::{SseDecoder, SseEvent};
+use super::StreamParser;
+use super::errors::{error_code, error_message};
 use crate::model::{ErrorSource, ModelError, ModelEvent, ModelStream, StreamErrorKind};
+use crate::providers::sse::{SseDecoder, SseEvent};
 use crate::transcript::Message;
 
 /// How failed requests are retried.
@@ -86,26 +88,6 @@ fn random_fraction() -> f64 {
     (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// What an adapter's wire parser does with SSE events.
-pub(crate) trait WireParser: Send + 'static {
-    /// Handles one event, pushing deltas to `out`. Returns true when it was the terminal event.
-    /// An `Err` is a provider error reported inside the stream.
-    fn on_event(&mut self, event: SseEvent, out: &mut Vec<ModelEvent>) -> Result<bool, ModelError>;
-    /// The assembled message, after the terminal event (`Err` for a terminal failure such as
-    /// Responses' `response.failed`).
-    fn finish(&mut self) -> Result<Message, ModelError>;
-    /// What has been assembled so far, for an error terminal (stop reason `error`).
-    fn partial(&self) -> Message;
-    /// Whether the end of the body, reached now, is the stream's terminal event. For wires
-    /// without a terminal event of their own: Gemini ends the body after the chunk that carries
-    /// `finishReason` (and may send a `finishReason` mid-stream, so that chunk cannot end the
-    /// stream). The default, `false`, makes the end of the body an error ("the stream ended
-    /// before its terminal event").
-    fn complete_at_eof(&self) -> bool {
-        false
-    }
-}
-
 /// Where an adapter posts: the HTTP client, the parsed URL and the headers every request
 /// carries, prepared once when the adapter is built (parsing a URL and header names per request
 /// showed up in profiles). A configuration error (a base URL that does not parse, a header that
@@ -128,7 +110,7 @@ type FailedRequest = (u64, u16, String);
 
 impl Endpoint {
     /// `{base_url}/{path}` with `content-type: application/json` and the configured extra headers.
-    pub(crate) fn new(config: &super::ProviderConfig, path: &str) -> Self {
+    pub(crate) fn new(config: &crate::providers::ProviderConfig, path: &str) -> Self {
         // A client that cannot be built is reported like a bad URL, never replaced by a
         // default one that would silently drop the configured settings.
         let (client, target) = match config.http_client() {
@@ -168,55 +150,26 @@ impl Endpoint {
         }
     }
 
-    /// Posts `body` (JSON bytes) with the adapter's per-request `auth` headers added, and
-    /// streams the response through `make_parser`'s parser. Nothing runs until the stream is
-    /// polled; dropping the stream cancels the request.
-    pub(crate) fn post<P, F>(
-        &self,
-        auth: Vec<(&'static str, String)>,
-        body: Vec<u8>,
-        make_parser: F,
-    ) -> ModelStream
-    where
-        P: WireParser,
-        F: Fn() -> P + Send + 'static,
-    {
-        self.post_to(None, auth, body, make_parser)
-    }
-
-    /// Like [`post`](Self::post), to the endpoint's URL with `segment` appended as one more path
-    /// segment (percent-encoded where needed; the query is kept): Gemini names the model in the
-    /// path, `…/models/{model}:streamGenerateContent?alt=sse`.
-    pub(crate) fn post_segment<P, F>(
-        &self,
-        segment: &str,
-        auth: Vec<(&'static str, String)>,
-        body: Vec<u8>,
-        make_parser: F,
-    ) -> ModelStream
-    where
-        P: WireParser,
-        F: Fn() -> P + Send + 'static,
-    {
-        self.post_to(Some(segment), auth, body, make_parser)
-    }
-
-    fn post_to<P, F>(
+    /// Posts `body` (JSON bytes) to the endpoint's URL — with `segment` appended as one more
+    /// path segment when given (percent-encoded where needed; the query is kept: Gemini names
+    /// the model in the path, `…/models/{model}:streamGenerateContent?alt=sse`) — with the
+    /// request's own `headers` added, and streams the response through a clone of `parser`
+    /// (a fresh one per attempt). Nothing runs until the stream is polled; dropping the stream
+    /// cancels the request.
+    pub(crate) fn post<P>(
         &self,
         segment: Option<&str>,
-        auth: Vec<(&'static str, String)>,
+        headers: Vec<(&'static str, String)>,
         body: Vec<u8>,
-        make_parser: F,
+        parser: P,
     ) -> ModelStream
     where
-        P: WireParser,
-        F: Fn() -> P + Send + 'static,
+        P: StreamParser + Clone,
     {
-        let request = match self.request(segment, auth, body) {
+        let request = match self.request(segment, headers, body) {
             Ok(request) => request,
             Err(message) => {
-                let terminal =
-                    error_terminal(make_parser().partial(), ModelError::connection(message));
+                let terminal = error_terminal(parser.partial(), ModelError::connection(message));
                 return Box::pin(futures::stream::iter([terminal]));
             }
         };
@@ -228,8 +181,8 @@ impl Endpoint {
             clients: std::sync::Arc::clone(&self.clients),
             lease: None,
             request,
-            parser: make_parser(),
-            make_parser,
+            parser: parser.clone(),
+            fresh: parser,
             policy: self.retry,
             idle: self.idle,
             request_timeout: self.request_timeout,
@@ -255,7 +208,7 @@ impl Endpoint {
     fn request(
         &self,
         segment: Option<&str>,
-        auth: Vec<(&'static str, String)>,
+        extra: Vec<(&'static str, String)>,
         body: Vec<u8>,
     ) -> Result<reqwest::Request, String> {
         let (url, base_headers) = self.target.as_ref().map_err(Clone::clone)?;
@@ -267,12 +220,17 @@ impl Endpoint {
             }
         }
         let mut headers = base_headers.clone();
-        for (name, value) in auth {
+        for (name, value) in extra {
+            // Parsed, not `from_static`: a provider written outside this crate may name a header
+            // in capitals, which must be an error, never a panic.
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| format!("{name:?} is not a valid HTTP header name"))?;
             let mut value = HeaderValue::try_from(value).map_err(|_| {
                 format!("the {name} header is not a valid HTTP header value (check the API key)")
             })?;
+            // Request headers carry credentials: never shown in debug output.
             value.set_sensitive(true);
-            headers.insert(HeaderName::from_static(name), value);
+            headers.insert(name, value);
         }
         let mut request = reqwest::Request::new(reqwest::Method::POST, url);
         *request.headers_mut() = headers;
@@ -281,8 +239,11 @@ impl Endpoint {
     }
 }
 
-fn target(config: &super::ProviderConfig, path: &str) -> Result<(reqwest::Url, HeaderMap), String> {
-    let shown = super::redact_url(&config.base_url);
+fn target(
+    config: &crate::providers::ProviderConfig,
+    path: &str,
+) -> Result<(reqwest::Url, HeaderMap), String> {
+    let shown = crate::providers::redact_url(&config.base_url);
     let url = config.url(path);
     let mut url = reqwest::Url::parse(&url)
         .map_err(|e| format!("the provider base URL {shown:?} is not a valid URL: {e}"))?;
@@ -395,14 +356,15 @@ enum Phase {
 
 /// One request with its retries, driven by whoever polls the stream: no task and no channel
 /// per request (both cost CPU per event and several KiB per in-flight request).
-struct Exchange<P, F> {
+struct Exchange<P> {
     clients: std::sync::Arc<super::pool::ClientPool>,
     /// The client of the current attempt, counted in flight until the exchange ends.
     lease: Option<super::pool::Lease>,
     /// The request as first built; each attempt sends a cheap clone (the body is shared bytes).
     request: reqwest::Request,
     parser: P,
-    make_parser: F,
+    /// A parser that has seen nothing: each retry starts from a clone of it.
+    fresh: P,
     policy: RetryPolicy,
     idle: Duration,
     request_timeout: Option<Duration>,
@@ -422,10 +384,9 @@ struct Exchange<P, F> {
     out: Vec<ModelEvent>,
 }
 
-impl<P, F> Exchange<P, F>
+impl<P> Exchange<P>
 where
-    P: WireParser,
-    F: Fn() -> P,
+    P: StreamParser + Clone,
 {
     /// The next event for the caller; `None` after the terminal event.
     async fn next_event(&mut self) -> Option<ModelEvent> {
@@ -441,7 +402,7 @@ where
                 }
                 Phase::Send => {
                     if self.attempt > 0 {
-                        self.parser = (self.make_parser)();
+                        self.parser = self.fresh.clone();
                     }
                     self.deadline = self.request_timeout.map(|t| Instant::now() + t);
                     match self.send().await {
@@ -724,7 +685,7 @@ fn redirect_failure(response: &reqwest::Response, status: u16) -> Failure {
         .get(reqwest::header::LOCATION)
         .and_then(|v| v.to_str().ok())
         .map(|location| {
-            let location = super::redact_url(location);
+            let location = crate::providers::redact_url(location);
             format!("{:.300}", location.as_ref())
         })
         .unwrap_or_else(|| "(no Location header)".to_owned());
@@ -800,44 +761,6 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
         return None;
     }
     Some(Duration::try_from_secs_f64(seconds).map_or(RETRY_AFTER_CAP, |d| d.min(RETRY_AFTER_CAP)))
-}
-
-/// Extracts a readable message from a provider's error body (`{"error": {"message": …}}` and
-/// variants), falling back to the (bounded) raw text.
-pub(crate) fn error_message(body: &str) -> String {
-    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
-    let from_json = parsed.as_ref().and_then(|v| {
-        v.pointer("/error/message")
-            .or_else(|| v.get("message"))
-            .or_else(|| v.get("error"))
-            .and_then(|m| m.as_str())
-            .map(str::to_owned)
-    });
-    from_json.unwrap_or_else(|| {
-        let trimmed = body.trim();
-        let mut end = trimmed.len().min(500);
-        while !trimmed.is_char_boundary(end) {
-            end -= 1;
-        }
-        if trimmed.is_empty() {
-            "(empty body)".to_owned()
-        } else {
-            trimmed[..end].to_owned()
-        }
-    })
-}
-
-/// The error type or code in a provider's error body (`{"error": {"type": …}}`,
-/// `{"error": {"code": …}}`, Gemini's `{"error": {"status": …}}`), when there is one.
-fn error_code(body: &str) -> Option<String> {
-    let value: serde_json::Value = serde_json::from_str(body).ok()?;
-    let error = value.get("error").unwrap_or(&value);
-    ["code", "type", "status"].iter().find_map(|key| {
-        error.get(*key).and_then(|v| match v {
-            serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
-            _ => None,
-        })
-    })
 }
 
 /// An HTTP error with its causes ("error sending request: connection refused"): reqwest's own
@@ -991,14 +914,15 @@ mod tests {
 
     #[test]
     fn credentials_in_the_base_url_become_basic_auth_and_leave_the_url() {
-        let config = super::super::ProviderConfig::new("http://us%40er:p%3Aw@gw.example:8080/v1");
+        let config =
+            crate::providers::ProviderConfig::new("http://us%40er:p%3Aw@gw.example:8080/v1");
         let (url, headers) = target(&config, "chat/completions").unwrap();
         assert_eq!(url.as_str(), "http://gw.example:8080/v1/chat/completions");
         let auth = headers.get(reqwest::header::AUTHORIZATION).unwrap();
         assert!(auth.is_sensitive());
         // base64("us@er:p:w")
         assert_eq!(auth.to_str().unwrap(), "Basic dXNAZXI6cDp3");
-        let bad = super::super::ProviderConfig::new("http://u:topsecret@[::1/v1");
+        let bad = crate::providers::ProviderConfig::new("http://u:topsecret@[::1/v1");
         let error = target(&bad, "x").unwrap_err();
         assert!(!error.contains("topsecret"), "{error}");
     }
@@ -1013,21 +937,5 @@ mod tests {
             r#"{"error":{"message":"The server had an error while processing your request.","type":"server_error"}}"#
         ));
         assert!(!rejects_request(""));
-    }
-
-    #[test]
-    fn provider_error_bodies_become_readable_messages() {
-        assert_eq!(
-            error_message(r#"{"error": {"message": "Rate limit reached", "type": "x"}}"#),
-            "Rate limit reached"
-        );
-        assert_eq!(
-            error_message(
-                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
-            ),
-            "Overloaded"
-        );
-        assert_eq!(error_message("plain text"), "plain text");
-        assert_eq!(error_message(""), "(empty body)");
     }
 }

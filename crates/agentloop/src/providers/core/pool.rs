@@ -5,8 +5,8 @@
 //! often 100–250), and the client queues the rest until a stream frees up. Thousands of
 //! concurrent sessions against one provider would wait in line. The pool counts the requests in
 //! flight on each client and opens another client (so another connection) when every one of
-//! them carries [`ProviderConfig::http2_streams_per_connection`](super::ProviderConfig) requests,
-//! up to [`ProviderConfig::http2_max_connections`](super::ProviderConfig); past that, requests
+//! them carries [`ProviderConfig::http2_streams_per_connection`](crate::providers::ProviderConfig) requests,
+//! up to [`ProviderConfig::http2_max_connections`](crate::providers::ProviderConfig); past that, requests
 //! share the least busy connection (and queue there, as before).
 //!
 //! HTTP/1.1 needs none of this (its client opens a connection per concurrent request), so an
