@@ -36,6 +36,8 @@
 //!
 //! | feature | what it adds |
 //! |---|---|
+//! | `openai-chat`, `openai-responses`, `anthropic`, `gemini` | one provider adapter each (each turns on `http`) |
+//! | `http` | the provider core alone ([`providers::core`]: transport, retries, the generic adapter), for a provider of your own |
 //! | `sqlite` | [`session::SqliteStore`] (SQLite bundled: needs a C compiler) |
 //! | `postgres` | `session::PostgresStore` (tokio-postgres + deadpool) |
 //! | `builtin-tools` | [`builtin`]: the coding tools, workspace confinement, the shell sandbox |
@@ -49,7 +51,13 @@ pub mod blocking;
 pub mod builtin;
 pub mod cost;
 // The fuzz targets drive every component, so they exist only in a full build.
-#[cfg(all(feature = "sqlite", feature = "builtin-tools"))]
+#[cfg(all(
+    feature = "sqlite",
+    feature = "builtin-tools",
+    feature = "openai-chat",
+    feature = "openai-responses",
+    feature = "anthropic"
+))]
 #[doc(hidden)]
 pub mod fuzzing;
 #[doc(hidden)]

@@ -425,7 +425,7 @@ impl ChatCall {
 
 /// `(host, port)` of a base URL (the scheme's default port when none is given).
 fn server_of(base_url: &str) -> Option<(String, u16)> {
-    let url = reqwest::Url::parse(base_url).ok()?;
+    let url = url::Url::parse(base_url).ok()?;
     let host = url.host_str()?.to_owned();
     let port = url.port_or_known_default()?;
     Some((host, port))

@@ -18,33 +18,46 @@
 //! API keys never appear in errors, events or logs: they live in [`ApiKey`] and only reach the
 //! wire as headers.
 
+//!
+//! # Features
+//!
+//! The core and the settings need feature `http` (reqwest); each adapter has its own feature
+//! (`openai-chat`, `openai-responses`, `anthropic`, `gemini`, each turning `http` on). The
+//! stream-level helpers ([`sse`], [`partial_json`], [`replay`]) are always there.
+
+#[cfg(feature = "anthropic")]
 pub mod anthropic;
+#[cfg(feature = "http")]
+mod config;
+#[cfg(feature = "http")]
 pub mod core;
+#[cfg(feature = "gemini")]
 pub mod gemini;
 pub(crate) mod lossy_json;
+#[cfg(feature = "openai-chat")]
 pub mod openai_chat;
+#[cfg(feature = "openai-responses")]
 pub mod openai_responses;
 pub mod partial_json;
 pub mod replay;
 pub mod sse;
 
-use std::time::Duration;
-
+#[cfg(feature = "http")]
 pub use self::core::{Adapter, RetryPolicy};
+#[cfg(feature = "anthropic")]
 pub use anthropic::Anthropic;
+#[cfg(feature = "gemini")]
+pub(crate) use config::env_var;
+#[cfg(any(feature = "openai-chat", feature = "openai-responses"))]
+pub(crate) use config::openai_reasoning_effort;
+#[cfg(feature = "http")]
+pub use config::{DEFAULT_REQUEST_TIMEOUT, HttpVersion, ProviderConfig};
+#[cfg(feature = "gemini")]
 pub use gemini::Gemini;
+#[cfg(feature = "openai-chat")]
 pub use openai_chat::OpenAiChat;
+#[cfg(feature = "openai-responses")]
 pub use openai_responses::OpenAiResponses;
-
-use crate::model::ApiKey;
-
-/// The default per-attempt deadline of a model request (see
-/// [`ProviderConfig::request_timeout`]): long enough for a long reasoning reply, short enough
-/// that a server trickling keep-alives or endless deltas cannot hold a run forever.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
-
-/// Redirects followed within one origin before giving up.
-const MAX_REDIRECTS: usize = 10;
 
 /// `url` with any `user:password@` part replaced by `***@`, for errors, events and stored
 /// sessions. Works on text that does not parse as a URL too.
@@ -66,235 +79,4 @@ pub fn redact_url(url: &str) -> std::borrow::Cow<'_, str> {
         }
         None => std::borrow::Cow::Borrowed(url),
     }
-}
-
-/// Whether two URLs share scheme, host and port: the only redirects followed, so headers that
-/// carry credentials (`authorization`, `x-api-key`, configured headers) never reach another host.
-fn same_origin(a: &reqwest::Url, b: &reqwest::Url) -> bool {
-    a.scheme() == b.scheme()
-        && a.host_str() == b.host_str()
-        && a.port_or_known_default() == b.port_or_known_default()
-}
-
-/// Connection settings shared by every adapter.
-#[derive(Clone, Debug)]
-pub struct ProviderConfig {
-    /// Base URL. OpenAI's includes `/v1` (`https://api.openai.com/v1`); Anthropic's and
-    /// Gemini's do not (`https://api.anthropic.com`,
-    /// `https://generativelanguage.googleapis.com`), as in the official SDKs.
-    pub base_url: String,
-    /// API key (`None`: no authentication header, e.g. a local server).
-    pub api_key: Option<ApiKey>,
-    /// Extra headers sent with every request.
-    pub headers: Vec<(String, String)>,
-    /// Default model id when the request names none.
-    pub model: Option<String>,
-    /// Time allowed to connect.
-    pub connect_timeout: Duration,
-    /// Longest wait for the response headers, and longest time a stream may go without a
-    /// field line (`data:`, `event:`…). Keep-alive comments do not reset it: a server that only
-    /// sends `: ping` after its first bytes ends at this timeout.
-    pub idle_timeout: Duration,
-    /// Longest time one attempt of a request may take from sending to its terminal event
-    /// (`None`: no limit). Default 10 minutes. A request that hits it ends with a clear error
-    /// and is not retried.
-    pub request_timeout: Option<Duration>,
-    /// Largest server-sent event accepted, in bytes (default
-    /// [`sse::DEFAULT_MAX_EVENT_BYTES`], 16 MiB): a larger one ends the request with a clear
-    /// error instead of growing memory without bound.
-    pub max_event_bytes: usize,
-    /// Retries of failed requests.
-    pub retry: RetryPolicy,
-    /// Which HTTP versions to speak.
-    pub http_version: HttpVersion,
-    /// Over HTTP/2: requests one connection carries before another connection is opened
-    /// (default 100, the smallest `SETTINGS_MAX_CONCURRENT_STREAMS` common servers announce).
-    pub http2_streams_per_connection: usize,
-    /// Over HTTP/2: most connections to the provider (default 256); beyond
-    /// `streams × connections` concurrent requests, requests queue on the least busy one.
-    pub http2_max_connections: usize,
-    /// Use the provider's prompt cache (default `true`): Anthropic gets cache breakpoints on
-    /// the system prompt, the tool list and the newest user turn; OpenAI gets the request's
-    /// `prompt_cache_key`. `false` sends neither.
-    pub prompt_cache: bool,
-}
-
-/// Which HTTP versions an adapter's client speaks.
-///
-/// Over HTTP/1.1 every in-flight request holds its own connection (with its buffers: tens of
-/// KiB each); over HTTP/2 concurrent requests share one connection as streams, which is what
-/// lets one process hold thousands of open model streams cheaply. Note that a server limits the
-/// streams per connection (`SETTINGS_MAX_CONCURRENT_STREAMS`, often 100–250): requests beyond it
-/// wait for a free stream.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum HttpVersion {
-    /// HTTP/2 when the server offers it during the TLS handshake (ALPN, as `api.openai.com` and
-    /// `api.anthropic.com` do), HTTP/1.1 otherwise. Plain `http://` URLs get HTTP/1.1.
-    #[default]
-    Auto,
-    /// HTTP/1.1 only.
-    Http1Only,
-    /// HTTP/2 without negotiation ("prior knowledge"), also over plain `http://` (h2c): for a
-    /// local gateway or server known to speak HTTP/2. Fails against an HTTP/1.1-only server.
-    Http2PriorKnowledge,
-}
-
-impl ProviderConfig {
-    /// Settings for `base_url` with defaults for everything else.
-    pub fn new(base_url: impl Into<String>) -> Self {
-        ProviderConfig {
-            base_url: base_url.into(),
-            api_key: None,
-            headers: Vec::new(),
-            model: None,
-            connect_timeout: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(120),
-            request_timeout: Some(DEFAULT_REQUEST_TIMEOUT),
-            max_event_bytes: sse::DEFAULT_MAX_EVENT_BYTES,
-            retry: RetryPolicy::default(),
-            http_version: HttpVersion::Auto,
-            http2_streams_per_connection: 100,
-            http2_max_connections: 256,
-            prompt_cache: true,
-        }
-    }
-
-    /// Sets the API key.
-    pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.api_key = Some(ApiKey::new(key));
-        self
-    }
-
-    /// Sets the default model.
-    pub fn model(mut self, model: impl Into<String>) -> Self {
-        self.model = Some(model.into());
-        self
-    }
-
-    /// Adds a header.
-    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
-        self.headers.push((name.into(), value.into()));
-        self
-    }
-
-    /// Sets the idle timeout.
-    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
-        self.idle_timeout = timeout;
-        self
-    }
-
-    /// Sets the per-attempt deadline (`None`: no limit).
-    pub fn request_timeout(mut self, timeout: Option<Duration>) -> Self {
-        self.request_timeout = timeout;
-        self
-    }
-
-    /// Sets the largest server-sent event accepted, in bytes.
-    pub fn max_event_bytes(mut self, limit: usize) -> Self {
-        self.max_event_bytes = limit;
-        self
-    }
-
-    /// Sets the retry policy.
-    pub fn retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
-        self
-    }
-
-    /// Turns the provider's prompt cache on or off (see [`ProviderConfig::prompt_cache`]).
-    pub fn prompt_cache(mut self, enabled: bool) -> Self {
-        self.prompt_cache = enabled;
-        self
-    }
-
-    /// Sets the HTTP/2 connection pool: `streams` requests per connection before another one
-    /// is opened, at most `connections` connections.
-    pub fn http2_pool(mut self, streams: usize, connections: usize) -> Self {
-        self.http2_streams_per_connection = streams;
-        self.http2_max_connections = connections;
-        self
-    }
-
-    /// Whether this configuration can speak HTTP/2 (prior knowledge, or negotiated over TLS).
-    pub(crate) fn may_use_http2(&self) -> bool {
-        match self.http_version {
-            HttpVersion::Http1Only => false,
-            HttpVersion::Http2PriorKnowledge => true,
-            HttpVersion::Auto => self.base_url.trim_start().starts_with("https://"),
-        }
-    }
-
-    /// Sets which HTTP versions to speak (see [`HttpVersion`]).
-    pub fn http_version(mut self, version: HttpVersion) -> Self {
-        self.http_version = version;
-        self
-    }
-
-    /// `{base_url}/{path}` without doubled slashes.
-    pub(crate) fn url(&self, path: &str) -> String {
-        format!(
-            "{}/{}",
-            self.base_url.trim_end_matches('/'),
-            path.trim_start_matches('/')
-        )
-    }
-}
-
-impl ProviderConfig {
-    /// Settings from the environment: the base URL from `base_var` (else `default_base`) and the
-    /// key from `key_var`, as the official SDKs read them.
-    pub fn from_env_vars(base_var: &str, key_var: &str, default_base: &str) -> Self {
-        let base = env_var(base_var).unwrap_or_else(|| default_base.to_owned());
-        let config = ProviderConfig::new(base);
-        match env_var(key_var) {
-            Some(key) => config.api_key(key),
-            None => config,
-        }
-    }
-
-    /// The HTTP client every adapter uses (one per adapter, connections pooled).
-    pub(crate) fn http_client(&self) -> Result<reqwest::Client, reqwest::Error> {
-        // reqwest drops `authorization` on a cross-host redirect but not `x-api-key` or a
-        // configured header: follow redirects only within the origin the user configured; a
-        // redirect elsewhere is returned as is and reported (see the transport).
-        let redirects = reqwest::redirect::Policy::custom(|attempt| {
-            let leaves = attempt
-                .previous()
-                .first()
-                .is_some_and(|first| !same_origin(first, attempt.url()));
-            if leaves {
-                attempt.stop()
-            } else if attempt.previous().len() > MAX_REDIRECTS {
-                attempt.error("too many redirects")
-            } else {
-                attempt.follow()
-            }
-        });
-        let builder = reqwest::Client::builder()
-            .connect_timeout(self.connect_timeout)
-            .redirect(redirects);
-        let builder = match self.http_version {
-            HttpVersion::Auto => builder,
-            HttpVersion::Http1Only => builder.http1_only(),
-            HttpVersion::Http2PriorKnowledge => builder.http2_prior_knowledge(),
-        };
-        builder.build()
-    }
-}
-
-/// OpenAI's `reasoning_effort` / `reasoning.effort` for a level (`None`: send nothing).
-pub(crate) fn openai_reasoning_effort(level: crate::model::ReasoningLevel) -> Option<&'static str> {
-    use crate::model::ReasoningLevel;
-    match level {
-        ReasoningLevel::Off => None,
-        ReasoningLevel::Minimal => Some("minimal"),
-        ReasoningLevel::Low => Some("low"),
-        ReasoningLevel::Medium => Some("medium"),
-        ReasoningLevel::High | ReasoningLevel::Xhigh => Some("high"),
-    }
-}
-
-/// Reads an environment variable, treating empty as unset.
-pub(crate) fn env_var(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
