@@ -3,8 +3,9 @@
 //! event.
 //!
 //! Retry rules: connection failures, 408, 429, 500, 502, 503, 504, 529 and "overloaded" errors
-//! are retried with exponential backoff and full jitter, honouring `Retry-After` (seconds or an
-//! HTTP date is not supported: seconds only) and `retry-after-ms`, up to `max_retries`; a server
+//! are retried with exponential backoff and full jitter, honouring `Retry-After` (seconds; an
+//! HTTP date is not supported) and `retry-after-ms` — or, without either, a
+//! `google.rpc.RetryInfo` `retryDelay` in the error body (Gemini) — up to `max_retries`; a server
 //! that asks for a longer wait than `max_delay` fails fast with that wait in the error. A stream
 //! that broke is retried only if nothing had been delivered to the caller yet. Each retry is
 //! reported as a [`ModelEvent::Retry`].
@@ -534,7 +535,7 @@ where
             status,
             message: message.clone(),
             code: error_code(&body),
-            retry_after: wait,
+            retry_after: wait.or_else(|| retry_after_in_body(&body)),
         };
         let mut failure = Failure::of(error);
         if status == 500 && !failure.error.is_overloaded() {
@@ -757,10 +758,32 @@ fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
     let seconds = get("retry-after-ms")
         .map(|ms| ms / 1000.0)
         .or_else(|| get("retry-after"))?;
+    wait_of(seconds)
+}
+
+/// A server-requested wait of `seconds`: `None` when negative or NaN, clamped to
+/// [`RETRY_AFTER_CAP`] when huge or infinite.
+fn wait_of(seconds: f64) -> Option<Duration> {
     if seconds.is_nan() || seconds < 0.0 {
         return None;
     }
     Some(Duration::try_from_secs_f64(seconds).map_or(RETRY_AFTER_CAP, |d| d.min(RETRY_AFTER_CAP)))
+}
+
+/// The wait an error body asks for when no header does: Google's `google.rpc.RetryInfo` detail
+/// (`{"error": {"details": [{"@type": "…/google.rpc.RetryInfo", "retryDelay": "31s"}]}}`, a
+/// protobuf JSON duration), which Gemini sends with its 429s instead of `Retry-After`.
+fn retry_after_in_body(body: &str) -> Option<Duration> {
+    let value: serde_json::Value = serde_json::from_str(body).ok()?;
+    let details = value.pointer("/error/details")?.as_array()?;
+    let delay = details.iter().find_map(|detail| {
+        let kind = detail.get("@type")?.as_str()?;
+        if !kind.ends_with("google.rpc.RetryInfo") {
+            return None;
+        }
+        detail.get("retryDelay")?.as_str()
+    })?;
+    wait_of(delay.trim().strip_suffix('s')?.parse::<f64>().ok()?)
 }
 
 /// An HTTP error with its causes ("error sending request: connection refused"): reqwest's own
@@ -885,6 +908,31 @@ mod tests {
             reqwest::header::HeaderValue::from_static("250"),
         );
         assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
+    }
+
+    #[test]
+    fn a_retry_info_detail_in_the_body_is_a_wait() {
+        let body = r#"{"error": {"code": 429, "status": "RESOURCE_EXHAUSTED", "details": [
+            {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": []},
+            {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "31s"}]}}"#;
+        assert_eq!(retry_after_in_body(body), Some(Duration::from_secs(31)));
+        let fraction = r#"{"error": {"details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "0.250s"}]}}"#;
+        assert_eq!(
+            retry_after_in_body(fraction),
+            Some(Duration::from_millis(250))
+        );
+        for hostile in [
+            r#"{"error": {"details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "-3s"}]}}"#,
+            r#"{"error": {"details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "NaNs"}]}}"#,
+            r#"{"error": {"details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": 3}]}}"#,
+            r#"{"error": {"details": [{"@type": "other", "retryDelay": "3s"}]}}"#,
+            r#"{"error": {"details": "x"}}"#,
+            "not json",
+        ] {
+            assert_eq!(retry_after_in_body(hostile), None, "{hostile}");
+        }
+        let huge = r#"{"error": {"details": [{"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1e300s"}]}}"#;
+        assert_eq!(retry_after_in_body(huge), Some(RETRY_AFTER_CAP));
     }
 
     #[test]
