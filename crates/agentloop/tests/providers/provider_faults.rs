@@ -674,7 +674,10 @@ fn a_100_mb_line_ends_the_request_with_bounded_memory() {
     }
     let output = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
-            "a_100_mb_line_ends_the_request_with_bounded_memory",
+            &crate::test_name(
+                module_path!(),
+                "a_100_mb_line_ends_the_request_with_bounded_memory",
+            ),
             "--exact",
             "--nocapture",
             "--test-threads=1",

@@ -2,7 +2,7 @@
 //! results kept, unfinished calls answered "aborted", even for a tool that ignores cancellation).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! Event order of the agent loop (pi-style), through both the `emit` callback and the stream.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -198,7 +198,7 @@ fn credentials_do_not_reach_the_command() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "inner_env_is_scrubbed",
+            &crate::test_name(module_path!(), "inner_env_is_scrubbed"),
             "--nocapture",
             "--include-ignored",
         ])

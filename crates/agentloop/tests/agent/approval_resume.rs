@@ -161,7 +161,7 @@ fn child(
     Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "approval_child",
+            &crate::test_name(module_path!(), "approval_child"),
             "--nocapture",
             "--test-threads=1",
         ])
