@@ -3,6 +3,10 @@
 //! the tool executor, typed tools and typed output, the blocking view and the transcript's JSON
 //! (insta snapshots in `snapshots/`). One module per former test file (`cargo test -p agentloop
 //! --test agent -- steering::` runs one of them).
+//!
+//! Tests about the order of in-process events (scripted models, tools that sleep, aborts after a
+//! delay; no sockets, child processes or blocking threads) run on Tokio's paused clock
+//! (`start_paused = true`): their timers fire in order at once instead of in real time.
 
 #[path = "../common/mod.rs"]
 mod common;

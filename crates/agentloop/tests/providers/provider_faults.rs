@@ -700,7 +700,7 @@ fn a_100_mb_line_ends_the_request_with_bounded_memory() {
         "{}",
         stdout
             .lines()
-            .find(|l| l.starts_with("HUGE_LINE"))
+            .find_map(|l| l.find("HUGE_LINE").map(|at| &l[at..]))
             .unwrap_or("")
     );
     // The cap is 16 MiB; the decoder's buffer may double once past it. The line is 100 MiB.
