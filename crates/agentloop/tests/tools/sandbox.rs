@@ -257,7 +257,7 @@ async fn inner_env_is_scrubbed() {
 }
 
 /// The sandbox's cost per shell call (not an assertion: a measurement for docs/BENCHMARKS.md).
-/// Run: `cargo test -p agentloop --test sandbox -- --ignored --nocapture spawn_cost`
+/// Run: `cargo test -p agentloop --test tools -- --ignored --nocapture spawn_cost`
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement, run by hand"]
 async fn spawn_cost() {
