@@ -1,6 +1,6 @@
 //! Entry points for the fuzz targets in `fuzz/` (run with `fuzz/run` on nightly), kept in the
 //! library so that the same code replays every input the fuzzer ever flagged as an ordinary
-//! stable `cargo test` (`tests/fuzz_regressions.rs`). Not a public API: hidden from the docs and
+//! stable `cargo test` (`tests/providers/fuzz_regressions.rs`). Not a public API: hidden from the docs and
 //! free to change.
 //!
 //! Each function takes arbitrary bytes, must not panic, must return, and checks an invariant of

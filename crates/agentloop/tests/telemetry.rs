@@ -2,6 +2,11 @@
 //! exporters: exact span tree (names, kinds, parents, attributes) for a run with two turns and a
 //! parallel batch with one failing call; message contents only on opt-in; the
 //! `gen_ai.client.*` histograms.
+//!
+//! Its own test binary: `tracing` caches each callsite's interest process-wide, and while a
+//! test's thread-local subscriber is the only one registered, a callsite first reached on
+//! another thread without a subscriber is cached as uninteresting; the agent-loop tests of a
+//! shared binary reach the same callsites concurrently, so spans would go missing from the tree.
 #![cfg(feature = "otel")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

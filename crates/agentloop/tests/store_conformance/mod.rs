@@ -4,8 +4,9 @@
 //! A store's test file implements [`Backend`] (how to make a fresh, isolated, empty store and
 //! how another process opens the same one) and expands [`conformance_suite!`] with it, which
 //! generates one `#[test]` per behaviour below plus the `conformance_child` entry point that
-//! the cross-process tests start the test binary again with. `tests/store_sqlite.rs` runs it on
-//! SQLite files, `tests/store_postgres.rs` on PostgreSQL (one schema per test).
+//! the cross-process tests start the test binary again with. `tests/sessions/store_sqlite.rs`
+//! runs it on SQLite files, `tests/sessions/store_postgres.rs` on PostgreSQL (one schema per
+//! test).
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::any::Any;
@@ -31,8 +32,8 @@ use agentloop::transcript::{
 };
 use serde_json::{Value, json};
 
-/// A kind of store under test.
-pub trait Backend: 'static {
+/// A kind of store under test (its [`Expanded`] half comes from [`conformance_suite!`]).
+pub trait Backend: Expanded + 'static {
     /// A spec (what [`open`](Backend::open) reads) of a new, empty, isolated store that nothing
     /// has opened yet, and what removes it when dropped; `None` when this backend cannot run
     /// here (the backend has reported the skip).
@@ -51,6 +52,14 @@ pub trait Backend: 'static {
             _cleanup: cleanup,
         })
     }
+}
+
+/// What [`conformance_suite!`] implements for its backend, from where it was expanded.
+pub trait Expanded {
+    /// The harness's full name of the suite's `conformance_child` test (`module::conformance_child`),
+    /// which the cross-process behaviours start the test binary again with, under `--exact`: two
+    /// suites in one binary each have a `conformance_child`.
+    fn child_test() -> String;
 }
 
 /// A store under test, removed when dropped.
@@ -103,6 +112,12 @@ macro_rules! conformance_suite {
         #[test]
         fn conformance_child() {
             $crate::store_conformance::child::<$backend>();
+        }
+
+        impl $crate::store_conformance::Expanded for $backend {
+            fn child_test() -> String {
+                $crate::test_name(module_path!(), "conformance_child")
+            }
         }
     };
     (@tests $backend:ty; $($name:ident),* $(,)?) => {
@@ -278,13 +293,17 @@ fn payload(writer: &str, i: usize) -> String {
 }
 
 /// Starts the test binary again as a child doing `role` with `args` on the store `spec`.
-fn spawn_child(role: &str, spec: &str, args: &[&str]) -> Child {
+fn spawn_child<B: Backend>(role: &str, spec: &str, args: &[&str]) -> Child {
     let exe = std::env::current_exe().unwrap();
     let mut fields = vec![role, spec];
     fields.extend_from_slice(args);
     Command::new(exe)
-        // Not `--exact`: the suite may be expanded inside a module (`postgres::conformance_child`).
-        .args(["conformance_child", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            &B::child_test(),
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .stdout(Stdio::null())
         .env(CHILD_ENV, fields.join("\u{1f}"))
         .spawn()
@@ -1279,7 +1298,7 @@ pub fn concurrent_appends_from_two_processes<B: Backend>() {
     let dir_text = dir.0.display().to_string();
     let children: Vec<_> = writers
         .iter()
-        .map(|w| spawn_child("writer", &fx.spec, &[w, &session.id, &dir_text]))
+        .map(|w| spawn_child::<B>("writer", &fx.spec, &[w, &session.id, &dir_text]))
         .collect();
     for w in writers {
         assert!(
@@ -1384,7 +1403,7 @@ pub fn one_writer_per_session_across_processes<B: Backend>() {
 
     // Another process: it holds the lock; we are refused with its pid; killed, it lets go.
     let dir = TempDir::new("locker");
-    let mut child = spawn_child("locker", &fx.spec, &[&s.id, &dir.0.display().to_string()]);
+    let mut child = spawn_child::<B>("locker", &fx.spec, &[&s.id, &dir.0.display().to_string()]);
     assert!(
         wait_for(&dir.0.join("locked"), Duration::from_secs(30)),
         "the child did not take the lock"
@@ -1412,7 +1431,7 @@ pub fn opening_a_new_store_from_many_processes_at_once_migrates_it_once<B: Backe
     let dir_text = dir.0.display().to_string();
     let children: Vec<_> = ["p1", "p2", "p3"]
         .iter()
-        .map(|name| spawn_child("opener", &spec, &[name, &dir_text]))
+        .map(|name| spawn_child::<B>("opener", &spec, &[name, &dir_text]))
         .collect();
     std::thread::sleep(Duration::from_millis(300));
     std::fs::write(dir.0.join("go"), b"").unwrap();

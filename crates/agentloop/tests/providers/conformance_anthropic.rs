@@ -3,7 +3,7 @@
 //! the request line and headers, a cut stream, and in-stream `error` events.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

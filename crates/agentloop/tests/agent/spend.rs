@@ -3,7 +3,7 @@
 //! which stop a run before the model call that would go past them, keeping everything completed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

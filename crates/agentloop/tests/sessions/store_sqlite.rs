@@ -2,7 +2,7 @@
 //! gets a new database file in a temporary directory.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod store_conformance;
+use crate::store_conformance;
 
 use std::any::Any;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! in-stream and HTTP errors.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use agentloop::model::{MessageAssembler, Model, ModelError, ModelEvent, ModelRequest};
 use agentloop::providers::{Gemini, ProviderConfig, RetryPolicy};

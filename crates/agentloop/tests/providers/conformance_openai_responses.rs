@@ -3,7 +3,7 @@
 //! pieces; plus the streams the corpus cannot hold (cut before the terminal event, HTTP errors).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use agentloop::model::{MessageAssembler, Model, ModelError, ModelEvent, ModelRequest};
 use agentloop::providers::{OpenAiResponses, ProviderConfig, RetryPolicy};

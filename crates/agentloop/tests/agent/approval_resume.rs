@@ -161,7 +161,7 @@ fn child(
     Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "approval_child",
+            &crate::test_name(module_path!(), "approval_child"),
             "--nocapture",
             "--test-threads=1",
         ])
@@ -427,7 +427,7 @@ async fn undecided_calls_stay_pending_and_resume_on_the_same_agent_works_without
 }
 
 /// Measurement for docs/BENCHMARKS.md (ignored; run with
-/// `cargo test -p agentloop --release --test approval_resume -- --ignored --nocapture`):
+/// `cargo test -p agentloop --release --test agent -- --ignored --nocapture approval_resume::`):
 /// the time from `decide` (approve, in a freshly opened store) to the first streamed token of
 /// the resumed run's model request, and the size of a paused run's stored state.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -249,8 +249,8 @@ async fn a_body_left_open_after_done_does_not_hold_the_terminal_back() {
     server.abort();
 }
 
-/// W3 at scale (a measurement, not a check: `cargo test -p agentloop --test connection_reuse
-/// -- --ignored --nocapture w3_ten_thousand`): 10,000 concurrent one-request sessions against
+/// W3 at scale (a measurement, not a check: `cargo test -p agentloop --test providers --
+/// --ignored --nocapture w3_ten_thousand`): 10,000 concurrent one-request sessions against
 /// a server allowing 100 streams per connection, each reply held 200 ms; latency p50/p99 per
 /// request with the default pool and with everything on one connection.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -123,7 +123,11 @@ fn a_killed_run_keeps_finished_results_and_resumes_with_the_rest_interrupted() {
     let session = store.create(NewSession::new()).unwrap();
 
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "crash_child", "--nocapture"])
+        .args([
+            "--exact",
+            &crate::test_name(module_path!(), "crash_child"),
+            "--nocapture",
+        ])
         .env(CHILD_ENV, format!("{}|{}", db.display(), session.id))
         .stdout(Stdio::null())
         .spawn()

@@ -2,7 +2,7 @@
 //! served over real HTTP, whole and in small pieces.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
+use crate::support;
 
 use agentloop::model::{Model, ModelEvent, ModelRequest};
 use agentloop::providers::{OpenAiChat, ProviderConfig, RetryPolicy};

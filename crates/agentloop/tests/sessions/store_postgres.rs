@@ -6,8 +6,6 @@
 //! it and dropped after it, so the tests run in parallel and leave nothing behind.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod store_conformance;
-
 #[cfg(not(feature = "postgres"))]
 #[test]
 fn postgres_suite_needs_the_feature() {

@@ -2,7 +2,7 @@
 //! they survive a stop or an abort.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,7 +48,7 @@ fn texts(messages: &[Message]) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn steering_arriving_mid_batch_is_delivered_after_both_results() {
     let queue = MessageQueue::new();
     let model = Arc::new(ScriptedModel::new([
@@ -123,7 +123,7 @@ async fn follow_ups_wait_until_the_agent_would_stop() {
     model.assert_consumed();
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn one_at_a_time_delivers_a_single_message_per_turn() {
     let queue = MessageQueue::new();
     let model = Arc::new(ScriptedModel::new([
@@ -152,7 +152,7 @@ async fn one_at_a_time_delivers_a_single_message_per_turn() {
     assert_eq!(out.final_text(), "saw two");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn all_mode_delivers_every_queued_message_at_once() {
     let queue = MessageQueue::new();
     let model = Arc::new(ScriptedModel::new([
@@ -203,7 +203,7 @@ async fn follow_up_all_mode() {
     assert_eq!(tail, ["f1", "f2"]);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn queued_messages_survive_an_abort_for_the_next_run() {
     let model = Arc::new(ScriptedModel::new([
         ScriptedTurn::text("never finishes")

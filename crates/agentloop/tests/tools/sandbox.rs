@@ -198,7 +198,7 @@ fn credentials_do_not_reach_the_command() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "inner_env_is_scrubbed",
+            &crate::test_name(module_path!(), "inner_env_is_scrubbed"),
             "--nocapture",
             "--include-ignored",
         ])
@@ -257,7 +257,7 @@ async fn inner_env_is_scrubbed() {
 }
 
 /// The sandbox's cost per shell call (not an assertion: a measurement for docs/BENCHMARKS.md).
-/// Run: `cargo test -p agentloop --test sandbox -- --ignored --nocapture spawn_cost`
+/// Run: `cargo test -p agentloop --test tools -- --ignored --nocapture spawn_cost`
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement, run by hand"]
 async fn spawn_cost() {

@@ -1,7 +1,7 @@
 //! Event order of the agent loop (pi-style), through both the `emit` callback and the stream.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -104,7 +104,7 @@ async fn one_tool_call_exact_order() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn parallel_tools_end_in_completion_order_results_stay_in_call_order() {
     let model = Arc::new(ScriptedModel::new([
         ScriptedTurn::new()
@@ -151,7 +151,7 @@ async fn parallel_tools_end_in_completion_order_results_stay_in_call_order() {
     assert_eq!(results, ["A", "B"]);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn one_non_parallel_tool_makes_the_batch_sequential() {
     let exclusive = sleep_tool("exclusive").with_parallel_safe(false);
     let model = Arc::new(ScriptedModel::new([
@@ -181,7 +181,7 @@ async fn one_non_parallel_tool_makes_the_batch_sequential() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn sequential_mode_runs_calls_in_order() {
     let model = Arc::new(ScriptedModel::new([
         ScriptedTurn::new()
@@ -349,7 +349,7 @@ async fn system_prompt_temperature_and_tools_reach_the_model() {
     assert_eq!(reply.provider.as_deref(), Some("scripted"));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn delays_do_not_reorder_anything() {
     let model = Arc::new(ScriptedModel::new([ScriptedTurn::text("slow text")
         .chunked(3)

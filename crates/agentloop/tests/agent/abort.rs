@@ -2,7 +2,7 @@
 //! results kept, unfinished calls answered "aborted", even for a tool that ignores cancellation).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,7 +39,7 @@ async fn abort_before_start_runs_nothing() {
     assert_eq!(model.remaining(), 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn abort_mid_stream_keeps_the_partial_message() {
     let model = Arc::new(ScriptedModel::new([ScriptedTurn::text("abcdefghij")
         .chunked(1)
@@ -71,7 +71,7 @@ async fn abort_mid_stream_keeps_the_partial_message() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn abort_mid_stream_answers_streamed_tool_calls_without_running_them() {
     let model = Arc::new(ScriptedModel::new([ScriptedTurn::new()
         .tool_call("A", "echo", json!({"text": "x"}))
@@ -163,7 +163,7 @@ async fn a_tool_that_ignores_cancellation_ends_within_its_timeout() {
     assert_eq!(out.final_text(), "moved on");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn abort_stream_interface_terminates_with_agent_end() {
     let model = Arc::new(ScriptedModel::new([ScriptedTurn::text("x").hang_after(0)]));
     let agent = agent(model, vec![]);

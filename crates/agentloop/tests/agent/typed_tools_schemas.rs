@@ -9,7 +9,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-#[path = "../examples/typed_tools.rs"]
+#[path = "../../examples/typed_tools.rs"]
 #[allow(dead_code)]
 mod example;
 

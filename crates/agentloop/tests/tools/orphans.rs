@@ -13,7 +13,7 @@ use agentloop::transcript::ToolCallPart;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-#[path = "support/detached.rs"]
+#[path = "../support/detached.rs"]
 mod detached;
 use detached::{alive, detach, gone, setup, wait_for_pid};
 

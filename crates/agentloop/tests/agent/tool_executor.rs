@@ -79,7 +79,7 @@ async fn single_call_runs_and_links_to_its_id() {
     assert_eq!(r, ToolResultPart::success("call-1", "echo", "hello"));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn out_of_order_completion_keeps_call_order() {
     let registry = Registry::new(vec![sleeper("sleep")]).unwrap();
     let calls = [
@@ -104,7 +104,7 @@ async fn out_of_order_completion_keeps_call_order() {
     assert_eq!(*order.0.lock().unwrap(), ["b", "c", "a"]);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn at_most_eight_handlers_in_flight() {
     let in_flight = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));
@@ -161,8 +161,10 @@ async fn blocking_handlers_respect_the_cap_too() {
     assert!(peak <= 8 && peak > 1, "peak {peak}");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn one_unsafe_tool_makes_the_whole_batch_sequential_in_call_order() {
+    // tokio's `Instant`: it follows the paused clock, so overlapping calls show as overlapping.
+    use tokio::time::Instant;
     let log: Arc<Mutex<Vec<(String, Instant, Instant)>>> = Arc::default();
     let make = |name: &str, safe: bool| {
         let log = log.clone();
@@ -201,7 +203,7 @@ async fn one_unsafe_tool_makes_the_whole_batch_sequential_in_call_order() {
     }
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn sequential_option_forces_order_even_for_safe_tools() {
     let registry = Registry::new(vec![sleeper("sleep")]).unwrap();
     #[derive(Default)]
@@ -356,7 +358,7 @@ async fn arguments_that_do_not_bind_are_reported() {
     assert!(r.content.contains("invalid type"), "{}", r.content);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn timeout_names_the_limit_and_drops_the_async_handler() {
     struct Guard(Arc<AtomicUsize>);
     impl Drop for Guard {
@@ -691,7 +693,7 @@ async fn retryable_errors_are_retried_then_succeed() {
     );
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn abort_gives_unfinished_calls_an_aborted_result_and_keeps_finished_ones() {
     let registry = Registry::new(vec![sleeper("sleep")]).unwrap();
     let options = ExecOptions::default();
@@ -724,7 +726,7 @@ async fn abort_gives_unfinished_calls_an_aborted_result_and_keeps_finished_ones(
     assert!(out.iter().all(|o| o.result.is_error && o.attempts == 0));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_slow_first_call_does_not_hold_back_the_rest_of_the_batch() {
     // 1 slow call + 16 fast ones with a cap of 8: the 7 free slots must keep cycling while the
     // slow call runs (no head-of-line blocking), so every call has started before it ends.

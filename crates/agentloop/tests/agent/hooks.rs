@@ -3,7 +3,7 @@
 //! `before_provider_request`, `should_stop_after_turn`, and the no-extension fast path.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -4,7 +4,7 @@
 //! result, and an application-provided compactor.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -265,7 +265,7 @@ async fn an_application_compactor_replaces_the_model_call() {
 /// The measurement behind docs/BENCHMARKS.md ("Context compaction"): a scripted 200-turn
 /// session (every turn one tool call with a ~1 KB argument echoed back) with and without
 /// compaction; input tokens as the mock server estimates them (request bytes / 4).
-/// `cargo test -p agentloop --test compaction -- --ignored --nocapture`
+/// `cargo test -p agentloop --test agent -- --ignored --nocapture compaction::`
 #[tokio::test]
 #[ignore = "a measurement, run by hand"]
 async fn measure_a_200_turn_session() {
