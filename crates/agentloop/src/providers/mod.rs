@@ -15,7 +15,7 @@
 //! ids, Anthropic thinking signatures) is kept on the parts it came with
 //! ([`ProviderData`](crate::transcript::ProviderData), thinking signatures) and replayed only to
 //! the same provider and model ([`replay`]).
-//! API keys never appear in errors, events or logs: they live in [`ApiKey`] and only reach the
+//! API keys never appear in errors, events or logs: they live in [`ApiKey`](crate::model::ApiKey) and only reach the
 //! wire as headers.
 
 //!
