@@ -19,6 +19,7 @@ use agentloop::builtin::{self, ApprovalPolicy, Workspace, WorkspaceDeps};
 use agentloop::providers::{OpenAiChat, ProviderConfig};
 use agentloop::transcript::Message;
 use agentloop_testkit::{MockServer, Script};
+use restate_sdk::context::RequestTarget;
 use restate_sdk::prelude::*;
 use serde_json::json;
 use support::{Restate, WorkerSpec, free_port, restate_server_binary};
@@ -40,6 +41,24 @@ impl Floor {
             ctx.run(|| async move { Ok(i) }).name("noop").await?;
         }
         Ok(steps)
+    }
+
+    /// `calls` calls, one after another, to the no-op handler `Floor/noop` (what a tool call
+    /// to the worker's `ToolExecutor` service costs the engine at least).
+    #[handler]
+    async fn calls(&self, ctx: Context<'_>, calls: u32) -> Result<u32, HandlerError> {
+        for i in 0..calls {
+            ctx.request::<_, u32>(RequestTarget::service("Floor", "noop"), i)
+                .call()
+                .await?;
+        }
+        Ok(calls)
+    }
+
+    /// Returns its input.
+    #[handler]
+    async fn noop(&self, _ctx: Context<'_>, n: u32) -> Result<u32, HandlerError> {
+        Ok(n)
     }
 }
 
@@ -115,6 +134,9 @@ fn main() {
             assert_eq!(out["final_text"], "done");
         }
         let durable = start.elapsed() / (RUNS * (TURNS + 1)) as u32;
+        if let Ok(keep) = std::env::var("AGENTLOOP_BENCH_KEEP_LOG") {
+            std::fs::copy(dir.path().join("worker-bench.log"), keep).unwrap();
+        }
 
         // The floor: journaled no-op steps in a handler served by this process.
         let floor_port = free_port();
@@ -132,6 +154,13 @@ fn main() {
             restate.call("Floor/steps", json!(steps)).await.unwrap();
         }
         let floor_step = start.elapsed() / (RUNS as u32 * steps);
+        let calls = TURNS as u32;
+        restate.call("Floor/calls", json!(calls)).await.unwrap();
+        let start = Instant::now();
+        for _ in 0..RUNS {
+            restate.call("Floor/calls", json!(calls)).await.unwrap();
+        }
+        let floor_call = start.elapsed() / (RUNS as u32 * calls);
 
         // Throughput: CONCURRENT sessions at once, on one worker, then on two.
         let mut throughput = Vec::new();
@@ -181,6 +210,11 @@ fn main() {
             "durable overhead per turn: {overhead:?} (journaled: the model reply and one tool call)"
         );
         println!("engine floor     per step: {floor_step:?} (a no-op ctx.run)");
+        println!("engine floor     per call: {floor_call:?} (a call to a no-op handler)");
+        println!(
+            "overhead / (floor step + floor call): {:.2}",
+            overhead.as_secs_f64() / (floor_step + floor_call).as_secs_f64().max(1e-9)
+        );
         println!(
             "overhead / (2 x floor step): {:.2}",
             overhead.as_secs_f64() / (2.0 * floor_step.as_secs_f64()).max(1e-9)

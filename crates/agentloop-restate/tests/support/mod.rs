@@ -282,7 +282,11 @@ impl WorkerSpec {
             .arg(&self.store)
             .args(["--approve", self.approve])
             .env_remove("OPENAI_API_KEY")
-            .env("RUST_LOG", "info")
+            // AGENTLOOP_WORKER_LOG overrides the workers' log filter (e.g. `restate_sdk=debug`).
+            .env(
+                "RUST_LOG",
+                std::env::var("AGENTLOOP_WORKER_LOG").unwrap_or_else(|_| "info".to_owned()),
+            )
             .stdout(Stdio::from(log.try_clone().unwrap()))
             .stderr(Stdio::from(log))
             .spawn()
