@@ -25,7 +25,13 @@ use serde_json::json;
 use support::{Restate, WorkerSpec, free_port, restate_server_binary};
 
 /// Tool turns per run (each: one model call and one `read_file` call), then a final text turn.
-const TURNS: usize = 10;
+/// `AGENTLOOP_BENCH_TURNS` overrides it (how the per-turn cost grows with the run's length).
+static TURNS: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
+    std::env::var("AGENTLOOP_BENCH_TURNS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or(10)
+});
 const RUNS: usize = 10;
 /// Sessions sent at once in the throughput figures.
 const CONCURRENT: usize = 40;
@@ -63,7 +69,7 @@ impl Floor {
 }
 
 fn script() -> Script {
-    let mut turns: Vec<_> = (0..TURNS)
+    let mut turns: Vec<_> = (0..*TURNS)
         .map(|i| {
             json!({"tool_calls": [{"id": format!("call_{i}"), "name": "read_file",
                                     "arguments": {"path": "README.md"}}]})
@@ -107,7 +113,7 @@ fn main() {
             let out = agent.run(vec![Message::user("go")], vec![]).await.unwrap();
             assert_eq!(out.final_text(), "done");
         }
-        let local = start.elapsed() / (RUNS * (TURNS + 1)) as u32;
+        let local = start.elapsed() / (RUNS * (*TURNS + 1)) as u32;
 
         // On Restate.
         let restate = Restate::start(&server).await;
@@ -133,7 +139,7 @@ fn main() {
                 .unwrap();
             assert_eq!(out["final_text"], "done");
         }
-        let durable = start.elapsed() / (RUNS * (TURNS + 1)) as u32;
+        let durable = start.elapsed() / (RUNS * (*TURNS + 1)) as u32;
         if let Ok(keep) = std::env::var("AGENTLOOP_BENCH_KEEP_LOG") {
             std::fs::copy(dir.path().join("worker-bench.log"), keep).unwrap();
         }
@@ -143,18 +149,23 @@ fn main() {
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", floor_port))
             .await
             .unwrap();
-        tokio::spawn(HttpServer::new(Endpoint::builder().bind(Floor).build()).serve(listener));
+        // Served like the worker's endpoint (TCP_NODELAY), so the floor is the engine's alone.
+        tokio::spawn(agentloop_restate::serve_endpoint(
+            Endpoint::builder().bind(Floor).build(),
+            listener,
+            std::future::pending::<()>(),
+        ));
         restate
             .register(&format!("http://127.0.0.1:{floor_port}"))
             .await;
-        let steps = (TURNS * 2 + 1) as u32;
+        let steps = (*TURNS * 2 + 1) as u32;
         restate.call("Floor/steps", json!(steps)).await.unwrap();
         let start = Instant::now();
         for _ in 0..RUNS {
             restate.call("Floor/steps", json!(steps)).await.unwrap();
         }
         let floor_step = start.elapsed() / (RUNS as u32 * steps);
-        let calls = TURNS as u32;
+        let calls = *TURNS as u32;
         restate.call("Floor/calls", json!(calls)).await.unwrap();
         let start = Instant::now();
         for _ in 0..RUNS {
@@ -203,7 +214,10 @@ fn main() {
         }
 
         let overhead = durable.saturating_sub(local);
-        println!("turns per run: {TURNS} tool turns + 1 final turn; runs: {RUNS}");
+        println!(
+            "turns per run: {} tool turns + 1 final turn; runs: {RUNS}",
+            *TURNS
+        );
         println!("in-process       per turn: {local:?}");
         println!("on Restate       per turn: {durable:?}");
         println!(
@@ -224,7 +238,7 @@ fn main() {
                 "{CONCURRENT} sessions at once on {workers} worker(s): {elapsed:?} \
                  ({:.1} sessions/s, {:.0} turns/s)",
                 CONCURRENT as f64 / elapsed.as_secs_f64(),
-                (CONCURRENT * (TURNS + 1)) as f64 / elapsed.as_secs_f64()
+                (CONCURRENT * (*TURNS + 1)) as f64 / elapsed.as_secs_f64()
             );
         }
     });

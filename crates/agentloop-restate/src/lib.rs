@@ -54,4 +54,4 @@ pub use types::{
     ApprovalDecision, ApprovalInput, PendingApproval, RunInput, RunOutput, SessionStatus,
     ToolCallInput, ToolCallOutcome,
 };
-pub use worker::{Worker, WorkerConfig, WorkerError};
+pub use worker::{Worker, WorkerConfig, WorkerError, serve_endpoint};

@@ -36,9 +36,13 @@ impl Balancer {
         let addr = listener.local_addr().unwrap();
         let per_backend: Arc<Vec<AtomicUsize>> =
             Arc::new(backends.iter().map(|_| AtomicUsize::new(0)).collect());
+        // TCP_NODELAY both ways, as the worker sets it (see `Worker::serve`): a proxy that
+        // Nagles would add the 40 ms the worker avoids.
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
         let client: Client<HttpConnector, Incoming> = Client::builder(TokioExecutor::new())
             .http2_only(true)
-            .build_http();
+            .build(connector);
         let next = Arc::new(AtomicUsize::new(0));
         let backends = Arc::new(backends);
         let counts = per_backend.clone();
@@ -47,6 +51,7 @@ impl Balancer {
                 let Ok((stream, _)) = listener.accept().await else {
                     return;
                 };
+                let _ = stream.set_nodelay(true);
                 let (client, next, backends, counts) = (
                     client.clone(),
                     next.clone(),
