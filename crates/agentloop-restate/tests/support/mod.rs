@@ -24,8 +24,25 @@ pub fn restate_server_binary() -> Option<PathBuf> {
                 .ok()
                 .map(|h| Path::new(&h).join(".cache/agentloop-ci"))
         })?;
-    let path = cache.join("restate/node_modules/.bin/restate-server");
-    path.exists().then_some(path)
+    // The platform package's native binary first: `.bin/restate-server` is a Node shim that
+    // starts it as a child, and killing the shim (how a test stops its server) would leave the
+    // real server running.
+    let packages = cache.join("restate/node_modules/@restatedev");
+    let native = std::fs::read_dir(&packages).ok().and_then(|entries| {
+        entries
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("restate-server-")
+            })
+            .map(|e| e.path().join("bin/restate-server"))
+            .find(|p| p.exists())
+    });
+    native.or_else(|| {
+        let shim = cache.join("restate/node_modules/.bin/restate-server");
+        shim.exists().then_some(shim)
+    })
 }
 
 /// The server binary, or `None` after reporting the skipped suite.
