@@ -1,10 +1,15 @@
 //! Per-turn cost of a run on Restate, next to the same run in-process and next to the engine's
-//! floor (a handler that only journals no-op steps), then the throughput of `CONCURRENT`
+//! floor (a handler that only journals no-op steps, and one that only calls a no-op handler),
+//! for runs whose turns each call `read_file` (a lone read-only call: journaled inside the
+//! session's step) and runs whose turns each call `write_file` (a mutating call: a durable call
+//! of the `ToolExecutor` service); then the throughput of `CONCURRENT`
 //! sessions sent at once to one worker and to two (behind the tests' round-robin balancer), all
 //! against a real Restate server and the testkit's mock model on loopback.
 //!
 //! `cargo bench -p agentloop-restate --bench overhead` (needs `.ci/setup-restate` or
-//! `AGENTLOOP_RESTATE_SERVER`). Prints one line per figure.
+//! `AGENTLOOP_RESTATE_SERVER`). Prints one line per figure. `AGENTLOOP_BENCH_TURNS` sets the tool
+//! turns per run; `AGENTLOOP_BENCH_KEEP_LOG=PATH` keeps the workers' logs as `PATH.read` and
+//! `PATH.write`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -33,6 +38,8 @@ static TURNS: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
         .unwrap_or(10)
 });
 const RUNS: usize = 10;
+/// How long each step of `Floor/working_steps` works.
+const WORK: std::time::Duration = std::time::Duration::from_millis(1);
 /// Sessions sent at once in the throughput figures.
 const CONCURRENT: usize = 40;
 
@@ -45,6 +52,24 @@ impl Floor {
     async fn steps(&self, ctx: Context<'_>, steps: u32) -> Result<u32, HandlerError> {
         for i in 0..steps {
             ctx.run(|| async move { Ok(i) }).name("noop").await?;
+        }
+        Ok(steps)
+    }
+
+    /// `steps` journaled steps that each work for `WORK` before returning (what a model call
+    /// does inside its step): the engine's floor for a step that is not instant.
+    #[handler]
+    async fn working_steps(&self, ctx: Context<'_>, steps: u32) -> Result<u32, HandlerError> {
+        for i in 0..steps {
+            ctx.run(|| async move {
+                let start = Instant::now();
+                while start.elapsed() < WORK {
+                    tokio::task::yield_now().await;
+                }
+                Ok(i)
+            })
+            .name("work")
+            .await?;
         }
         Ok(steps)
     }
@@ -68,15 +93,99 @@ impl Floor {
     }
 }
 
-fn script() -> Script {
+/// What each tool turn of a run calls.
+#[derive(Clone, Copy)]
+enum Turn {
+    /// One `read_file` call: a lone read-only call, which runs inside the session's own step.
+    Read,
+    /// One `write_file` call: a mutating call, sent to the `ToolExecutor` service.
+    Write,
+}
+
+fn script(kind: Turn) -> Script {
     let mut turns: Vec<_> = (0..*TURNS)
-        .map(|i| {
-            json!({"tool_calls": [{"id": format!("call_{i}"), "name": "read_file",
-                                    "arguments": {"path": "README.md"}}]})
+        .map(|i| match kind {
+            Turn::Read => json!({"tool_calls": [{"id": format!("call_{i}"), "name": "read_file",
+                                    "arguments": {"path": "README.md"}}]}),
+            Turn::Write => json!({"tool_calls": [{"id": format!("call_{i}"), "name": "write_file",
+                                    "arguments": {"path": "out.txt", "content": format!("{i}\n")}}]}),
         })
         .collect();
     turns.push(json!({"text": "done"}));
     Script::from_json(&json!({ "turns": turns }).to_string()).unwrap()
+}
+
+/// Per-turn time of `RUNS` runs in-process and on Restate (a fresh server and worker).
+async fn per_turn(
+    server: &std::path::Path,
+    kind: Turn,
+    dir: &std::path::Path,
+) -> (std::time::Duration, std::time::Duration) {
+    let mock = MockServer::start(script(kind));
+    let ws = dir.join("ws");
+
+    // In-process: the same loop, tools and mock.
+    let workspace = Workspace::new(&ws).unwrap();
+    let model = Arc::new(OpenAiChat::new(
+        ProviderConfig::new(mock.openai_base_url()).model("mock-model"),
+    ));
+    let deps = Arc::new(WorkspaceDeps::new(
+        workspace.clone(),
+        ApprovalPolicy::Always,
+    ));
+    let agent = AgentLoop::with_deps(AgentLoopConfig::default(), model, deps)
+        .with_tools(builtin::tools::<WorkspaceDeps>(&workspace))
+        .unwrap();
+    let start = Instant::now();
+    for _ in 0..RUNS {
+        let out = agent.run(vec![Message::user("go")], vec![]).await.unwrap();
+        assert_eq!(out.final_text(), "done");
+    }
+    let local = start.elapsed() / (RUNS * (*TURNS + 1)) as u32;
+
+    // On Restate.
+    let restate = Restate::start(server).await;
+    let spec = WorkerSpec {
+        model_base: mock.openai_base_url(),
+        workspace: ws.clone(),
+        store: dir.join("sessions.db"),
+        approve: "allow",
+        log_dir: dir.to_path_buf(),
+    };
+    let tag = match kind {
+        Turn::Read => "read",
+        Turn::Write => "write",
+    };
+    let worker = spec.start(free_port(), tag).await;
+    restate.register(&format!("http://{}", worker.addr)).await;
+    // Warm up (connections, deployment discovery).
+    restate
+        .call(
+            &format!("AgentSession/warm-{tag}/run"),
+            json!({"prompt": "go"}),
+        )
+        .await
+        .unwrap();
+    let start = Instant::now();
+    for i in 0..RUNS {
+        let out = restate
+            .call(
+                &format!("AgentSession/{tag}-{i}/run"),
+                json!({"prompt": "go"}),
+            )
+            .await
+            .unwrap();
+        assert_eq!(out["final_text"], "done");
+    }
+    let durable = start.elapsed() / (RUNS * (*TURNS + 1)) as u32;
+    if let Ok(keep) = std::env::var("AGENTLOOP_BENCH_KEEP_LOG") {
+        std::fs::copy(
+            dir.join(format!("worker-{tag}.log")),
+            format!("{keep}.{tag}"),
+        )
+        .unwrap();
+    }
+    (local, durable)
 }
 
 fn main() {
@@ -90,32 +199,13 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async move {
-        let mock = MockServer::start(script());
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().join("ws");
         std::fs::create_dir_all(&ws).unwrap();
         std::fs::write(ws.join("README.md"), "hello\n").unwrap();
-
-        // In-process: the same loop, tools and mock.
-        let workspace = Workspace::new(&ws).unwrap();
-        let model = Arc::new(OpenAiChat::new(
-            ProviderConfig::new(mock.openai_base_url()).model("mock-model"),
-        ));
-        let deps = Arc::new(WorkspaceDeps::new(
-            workspace.clone(),
-            ApprovalPolicy::Always,
-        ));
-        let agent = AgentLoop::with_deps(AgentLoopConfig::default(), model, deps)
-            .with_tools(builtin::tools::<WorkspaceDeps>(&workspace))
-            .unwrap();
-        let start = Instant::now();
-        for _ in 0..RUNS {
-            let out = agent.run(vec![Message::user("go")], vec![]).await.unwrap();
-            assert_eq!(out.final_text(), "done");
-        }
-        let local = start.elapsed() / (RUNS * (*TURNS + 1)) as u32;
-
-        // On Restate.
+        let (local_read, durable_read) = per_turn(&server, Turn::Read, dir.path()).await;
+        let (local_write, durable_write) = per_turn(&server, Turn::Write, dir.path()).await;
+        let mock = MockServer::start(script(Turn::Read));
         let restate = Restate::start(&server).await;
         let spec = WorkerSpec {
             model_base: mock.openai_base_url(),
@@ -124,25 +214,6 @@ fn main() {
             approve: "allow",
             log_dir: dir.path().to_path_buf(),
         };
-        let worker = spec.start(free_port(), "bench").await;
-        restate.register(&format!("http://{}", worker.addr)).await;
-        // Warm up (connections, deployment discovery).
-        restate
-            .call("AgentSession/warm/run", json!({"prompt": "go"}))
-            .await
-            .unwrap();
-        let start = Instant::now();
-        for i in 0..RUNS {
-            let out = restate
-                .call(&format!("AgentSession/b-{i}/run"), json!({"prompt": "go"}))
-                .await
-                .unwrap();
-            assert_eq!(out["final_text"], "done");
-        }
-        let durable = start.elapsed() / (RUNS * (*TURNS + 1)) as u32;
-        if let Ok(keep) = std::env::var("AGENTLOOP_BENCH_KEEP_LOG") {
-            std::fs::copy(dir.path().join("worker-bench.log"), keep).unwrap();
-        }
 
         // The floor: journaled no-op steps in a handler served by this process.
         let floor_port = free_port();
@@ -165,6 +236,21 @@ fn main() {
             restate.call("Floor/steps", json!(steps)).await.unwrap();
         }
         let floor_step = start.elapsed() / (RUNS as u32 * steps);
+        restate
+            .call("Floor/working_steps", json!(steps))
+            .await
+            .unwrap();
+        let start = Instant::now();
+        for _ in 0..RUNS {
+            restate
+                .call("Floor/working_steps", json!(steps))
+                .await
+                .unwrap();
+        }
+        let floor_working_step = (start.elapsed() / (RUNS as u32 * steps)).saturating_sub(WORK);
+        println!(
+            "engine floor     per step that works {WORK:?} (minus the work): {floor_working_step:?}"
+        );
         let calls = *TURNS as u32;
         restate.call("Floor/calls", json!(calls)).await.unwrap();
         let start = Instant::now();
@@ -213,25 +299,28 @@ fn main() {
             drop(procs);
         }
 
-        let overhead = durable.saturating_sub(local);
         println!(
             "turns per run: {} tool turns + 1 final turn; runs: {RUNS}",
             *TURNS
         );
-        println!("in-process       per turn: {local:?}");
-        println!("on Restate       per turn: {durable:?}");
-        println!(
-            "durable overhead per turn: {overhead:?} (journaled: the model reply and one tool call)"
-        );
         println!("engine floor     per step: {floor_step:?} (a no-op ctx.run)");
         println!("engine floor     per call: {floor_call:?} (a call to a no-op handler)");
+        let ratio = |overhead: std::time::Duration, floor: std::time::Duration| {
+            overhead.as_secs_f64() / floor.as_secs_f64().max(1e-9)
+        };
+        let read = durable_read.saturating_sub(local_read);
         println!(
-            "overhead / (floor step + floor call): {:.2}",
-            overhead.as_secs_f64() / (floor_step + floor_call).as_secs_f64().max(1e-9)
+            "read_file turns:  in-process {local_read:?}, on Restate {durable_read:?} per turn; \
+             overhead {read:?} = {:.2} x (2 x floor step) (journaled: the model reply and the \
+             call's result, two steps)",
+            ratio(read, 2 * floor_step)
         );
+        let write = durable_write.saturating_sub(local_write);
         println!(
-            "overhead / (2 x floor step): {:.2}",
-            overhead.as_secs_f64() / (2.0 * floor_step.as_secs_f64()).max(1e-9)
+            "write_file turns: in-process {local_write:?}, on Restate {durable_write:?} per turn; \
+             overhead {write:?} = {:.2} x (floor step + floor call) (journaled: the model reply, \
+             then a call of ToolExecutor)",
+            ratio(write, floor_step + floor_call)
         );
         for (workers, elapsed) in throughput {
             println!(

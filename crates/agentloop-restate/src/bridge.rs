@@ -4,8 +4,8 @@
 //! be used from the handler's own future. So the loop gets a model and tools that do not do the
 //! work but post a [`Job`] on a channel and wait for its answer, and the handler (see
 //! `session.rs`) polls the loop and the channel together, turning each job into a journaled step:
-//! a model job into one `ctx.run`, a tool job into a durable call of the `ToolExecutor` service,
-//! an approval job into an awakeable. Everything runs in the handler's task, in a deterministic
+//! a model job into one `ctx.run`, a tool job into a durable call of the `ToolExecutor` service
+//! (a lone read-only call into a `ctx.run`), an approval job into an awakeable. Everything runs in the handler's task, in a deterministic
 //! order, which is what makes replay after a crash reproduce the same journal.
 
 use std::sync::Arc;

@@ -38,6 +38,12 @@ impl ToolExecutor {
         ToolExecutor { tools, deps }
     }
 
+    /// Whether `tool` is one of this worker's tools and only reads (a lone call to it runs
+    /// inside the session's own step).
+    pub(crate) fn is_read_only(&self, tool: &str) -> bool {
+        self.tools.contains_key(tool) && !builtin::is_mutating(tool)
+    }
+
     /// Runs one call outside the engine (the handler's body).
     pub async fn execute_call(&self, input: &ToolCallInput) -> ToolCallOutcome {
         let call = &input.call;

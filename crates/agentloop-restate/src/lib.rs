@@ -14,7 +14,9 @@
 //!   billing. Token deltas are not journaled.
 //! - each **tool call** is sent to the [`ToolExecutor`] service as its own durable call; a batch
 //!   stays parallel (the calls are fanned in with durable futures), each result is journaled as
-//!   it completes, and a call whose result is journaled is never executed again. A call that was
+//!   it completes, and a call whose result is journaled is never executed again. (A reply that
+//!   asks for a single read-only call runs it inside the session's own journaled step instead:
+//!   a quarter of the engine's work, see [`AgentSession`].) A call that was
 //!   running when its worker died is retried by the engine: tool calls are **at least once** inside
 //!   one step, and every call carries an idempotency key (`session id:call id`) so a tool with
 //!   outside side effects can deduplicate.
@@ -44,6 +46,7 @@
 
 mod bridge;
 mod executor;
+mod mirror;
 mod session;
 mod types;
 mod worker;

@@ -7,18 +7,27 @@
 //! written at its end, so a replayed run starts from exactly the context the first attempt saw.
 //! Completed messages are also mirrored into the worker's session store as they complete (when
 //! one is configured); a replay does not append them twice (see [`MirrorStore`]).
+//!
+//! # Where a tool call runs
+//!
+//! A call is a durable call of the `ToolExecutor` service, so each result is journaled as it
+//! completes, a batch runs in parallel, and the engine can run the call on any worker. Such a
+//! call costs the engine about four log appends (the call, the callee's start, its result, the
+//! completion back to the caller), against one for a journaled step. So one case runs inside the
+//! session's own step (`ctx.run`) instead: the model's reply asked for **exactly one** call and
+//! its tool is **read-only** (`read_file`, `list_dir`, `grep`, `find_files`). Nothing is lost:
+//! the result is journaled and never recomputed, there is no batch to keep parallel, and a
+//! retry after a worker's death repeats nothing with side effects. The one difference: the
+//! engine's cancellation is noticed when such a call finishes (the file tools stop at two
+//! minutes), not while it runs. Mutating calls and batches always go to the `ToolExecutor`.
 
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use agentloop::agent::{AgentError, AgentEvent, AgentLoop, AgentLoopConfig, RunStop};
 use agentloop::builtin::{self, WorkspaceDeps};
-use agentloop::session::{
-    NewSession, SessionError, SessionFilter, SessionInfo, SessionRecorder, SessionSettings,
-    SessionStore, StoredMessage,
-};
+use agentloop::session::{NewSession, SessionRecorder, SessionStore};
 use agentloop::tooling::Approval;
 use agentloop::transcript::{Message, ToolArguments, Usage};
 use restate_sdk::context::{DurableFuture, RequestTarget};
@@ -27,6 +36,8 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::bridge::{Job, JournaledModel, drain, forwarding_tool};
+use crate::executor::ToolExecutor;
+use crate::mirror::MirrorStore;
 use crate::types::{
     ApprovalDecision, ApprovalInput, ModelReply, PendingApproval, RunInput, RunOutput,
     SessionStatus, ToolCallOutcome,
@@ -44,12 +55,15 @@ const CANCELLED: u16 = 409;
 /// The agent-session virtual object.
 pub struct AgentSession {
     config: Arc<WorkerConfig>,
+    /// Runs a lone read-only call inside the session's own step (see the module docs).
+    tools: Arc<ToolExecutor>,
 }
 
 impl AgentSession {
     /// The object for a worker's configuration.
     pub fn new(config: Arc<WorkerConfig>) -> Self {
-        AgentSession { config }
+        let tools = Arc::new(ToolExecutor::new(&config));
+        AgentSession { config, tools }
     }
 
     fn default_system_prompt(&self) -> String {
@@ -62,13 +76,14 @@ impl AgentSession {
     }
 
     /// The loop for one run: the journaled model, forwarding tools, and an approval hook that
-    /// posts calls needing a person to the handler.
+    /// posts calls needing a person to the handler; with the store mirror it records into, if
+    /// the worker has a store.
     fn build_agent(
         &self,
         session_id: &str,
         jobs: mpsc::UnboundedSender<Job>,
         base: u64,
-    ) -> Result<AgentLoop<WorkspaceDeps>, TerminalError> {
+    ) -> Result<(AgentLoop<WorkspaceDeps>, Option<Arc<MirrorStore>>), TerminalError> {
         let config = AgentLoopConfig {
             model: self.config.model_name.clone(),
             system_prompt: Some(
@@ -110,38 +125,18 @@ impl AgentSession {
                 .add_tool(forward)
                 .map_err(|e| TerminalError::new(format!("cannot register tool: {e}")))?;
         }
+        let mut mirror = None;
         if let Some(store) = &self.config.store {
-            let mirror: Arc<dyn SessionStore> = Arc::new(MirrorStore::new(store.clone(), base));
-            if let Err(error) = ensure_session(store.as_ref(), session_id, &self.config) {
-                tracing::error!(%error, session = session_id, "cannot create the mirrored session");
-            }
-            let recorder = SessionRecorder::new(mirror, session_id);
-            agent = agent.with_emit(move |event: &AgentEvent| recorder.on_event(event));
-        }
-        Ok(agent)
-    }
-}
-
-fn ensure_session(
-    store: &dyn SessionStore,
-    id: &str,
-    config: &WorkerConfig,
-) -> Result<(), SessionError> {
-    match store.info(id) {
-        Ok(_) => Ok(()),
-        Err(SessionError::NotFound { .. }) => {
-            let mut new = NewSession::new().id(id);
-            if let Some(model) = &config.model_name {
+            let mut new = NewSession::new().id(session_id);
+            if let Some(model) = &self.config.model_name {
                 new = new.model(model.clone());
             }
-            match store.create(new) {
-                Ok(_) => Ok(()),
-                // Another worker created it meanwhile.
-                Err(_) if store.info(id).is_ok() => Ok(()),
-                Err(e) => Err(e),
-            }
+            let store = Arc::new(MirrorStore::new(store.clone(), new, base));
+            let recorder = SessionRecorder::new(store.clone() as Arc<dyn SessionStore>, session_id);
+            agent = agent.with_emit(move |event: &AgentEvent| recorder.on_event(event));
+            mirror = Some(store);
         }
-        Err(e) => Err(e),
+        Ok((agent, mirror))
     }
 }
 
@@ -164,6 +159,15 @@ fn arguments_value(arguments: &ToolArguments) -> Value {
     match arguments {
         ToolArguments::Json(value) => value.clone(),
         ToolArguments::Unparsed(text) => Value::String(text.clone()),
+    }
+}
+
+/// The result of a call the engine could not complete (cancelled, or failed for good).
+fn engine_failure(error: &TerminalError) -> ToolCallOutcome {
+    ToolCallOutcome {
+        is_error: true,
+        content: format!("the tool call failed in the engine: {}", error.message()),
+        images: Vec::new(),
     }
 }
 
@@ -190,7 +194,7 @@ impl AgentSession {
         ctx.set(RUNNING, true);
 
         let (jobs_tx, mut jobs) = mpsc::unbounded_channel();
-        let agent = self.build_agent(&session_id, jobs_tx, history.len() as u64)?;
+        let (agent, mirror) = self.build_agent(&session_id, jobs_tx, history.len() as u64)?;
         let abort = agent.abort_signal().clone();
         let run = agent.run(vec![Message::user(input.prompt)], history.clone());
         tokio::pin!(run);
@@ -202,6 +206,10 @@ impl AgentSession {
         let mut pending: Vec<PendingApproval> = Vec::new();
         let mut turn = 0u32;
         let mut cancelled = false;
+        // The call of the last model reply, when it asked for exactly one: run inside the
+        // session's step if its tool is read-only (see the module docs). The decision depends
+        // only on the journaled reply, so a replay makes the same one.
+        let mut lone_call: Option<String> = None;
 
         let result = loop {
             tokio::select! {
@@ -239,8 +247,41 @@ impl AgentSession {
                             }
                         };
                         if let Some(outcome) = outcome {
+                            lone_call = match &outcome {
+                                ModelReply::Done { message } => {
+                                    let mut calls = message.tool_calls();
+                                    match (calls.next(), calls.next()) {
+                                        (Some(call), None) => Some(call.id.clone()),
+                                        _ => None,
+                                    }
+                                }
+                                ModelReply::Failed { .. } => None,
+                            };
                             let _ = reply.send(outcome);
                         }
+                    }
+                    Job::Tool { input, reply }
+                        if !cancelled
+                            && lone_call.take().is_some_and(|id| id == input.call.id)
+                            && self.tools.is_read_only(&input.call.tool_name) =>
+                    {
+                        let tools = self.tools.clone();
+                        let name = format!("tool call {}", input.call.id);
+                        let outcome = match ctx
+                            .run(|| async move { Ok(Json(tools.execute_call(&input).await)) })
+                            .name(name)
+                            .await
+                        {
+                            Ok(outcome) => outcome.into_inner(),
+                            Err(error) => {
+                                if error.code() == CANCELLED {
+                                    cancelled = true;
+                                    abort.abort();
+                                }
+                                engine_failure(&error)
+                            }
+                        };
+                        let _ = reply.send(outcome);
                     }
                     Job::Tool { input, reply } => {
                         let call = ctx
@@ -291,14 +332,7 @@ impl AgentSession {
                                         cancelled = true;
                                         abort.abort();
                                     }
-                                    ToolCallOutcome {
-                                        is_error: true,
-                                        content: format!(
-                                            "the tool call failed in the engine: {}",
-                                            error.message()
-                                        ),
-                                        images: Vec::new(),
-                                    }
+                                    engine_failure(&error)
                                 }
                             };
                             let _ = reply.send(outcome);
@@ -355,6 +389,10 @@ impl AgentSession {
                 )
             }
         };
+        if let Some(mirror) = &mirror {
+            // Every completed message is in the store before the caller gets the output.
+            mirror.flush().await;
+        }
         let final_text = match &result {
             Ok(outcome) => outcome.final_text(),
             Err(_) => String::new(),
@@ -452,74 +490,5 @@ impl AgentSession {
                 .map(Json::into_inner)
                 .unwrap_or_default(),
         ))
-    }
-}
-
-/// The worker's store as the session recorder sees it during one run: appends are skipped while
-/// they re-produce messages an earlier attempt of the same run already stored (a replay after a
-/// crash emits every completed message again, in the same order).
-pub(crate) struct MirrorStore {
-    inner: Arc<dyn SessionStore>,
-    /// Messages the session had when the run started.
-    base: u64,
-    /// Messages this attempt has produced so far.
-    produced: AtomicU64,
-}
-
-impl MirrorStore {
-    pub(crate) fn new(inner: Arc<dyn SessionStore>, base: u64) -> Self {
-        MirrorStore {
-            inner,
-            base,
-            produced: AtomicU64::new(0),
-        }
-    }
-}
-
-impl SessionStore for MirrorStore {
-    fn create_with(
-        &self,
-        new: NewSession,
-        messages: &[Message],
-    ) -> Result<SessionInfo, SessionError> {
-        self.inner.create_with(new, messages)
-    }
-    fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
-        self.inner.info(id)
-    }
-    fn list(&self) -> Result<Vec<SessionInfo>, SessionError> {
-        self.inner.list()
-    }
-    fn set_settings(&self, id: &str, settings: &SessionSettings) -> Result<(), SessionError> {
-        self.inner.set_settings(id, settings)
-    }
-    fn list_where(&self, filter: &SessionFilter) -> Result<Vec<SessionInfo>, SessionError> {
-        self.inner.list_where(filter)
-    }
-    fn append_all(&self, id: &str, messages: &[Message]) -> Result<Vec<u64>, SessionError> {
-        let stored = self.inner.info(id)?.message_count;
-        let mut seqs = Vec::with_capacity(messages.len());
-        for message in messages {
-            let position = self.base + self.produced.fetch_add(1, Ordering::SeqCst);
-            if position < stored {
-                // Already stored by an earlier attempt of this run.
-                seqs.push(position + 1);
-                continue;
-            }
-            seqs.extend(self.inner.append_all(id, std::slice::from_ref(message))?);
-        }
-        Ok(seqs)
-    }
-    fn entries(&self, id: &str) -> Result<Vec<StoredMessage>, SessionError> {
-        self.inner.entries(id)
-    }
-    fn set_title(&self, id: &str, title: &str) -> Result<(), SessionError> {
-        self.inner.set_title(id, title)
-    }
-    fn delete(&self, id: &str) -> Result<(), SessionError> {
-        self.inner.delete(id)
-    }
-    fn fork(&self, id: &str, seq: u64) -> Result<SessionInfo, SessionError> {
-        self.inner.fork(id, seq)
     }
 }

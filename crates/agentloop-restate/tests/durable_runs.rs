@@ -130,6 +130,89 @@ fn tool_results(history: &serde_json::Value) -> Vec<serde_json::Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_read_only_call_is_a_step_of_the_session_and_every_other_call_goes_to_the_executor()
+{
+    let Some(server) = server_or_skip() else {
+        return;
+    };
+    let read =
+        |id: &str| json!({"id": id, "name": "read_file", "arguments": {"path": "README.md"}});
+    let mock = MockServer::start(script(json!([
+        {"tool_calls": [read("lone_read")]},
+        {"tool_calls": [{"id": "lone_write", "name": "write_file",
+                         "arguments": {"path": "out.txt", "content": "written\n"}}]},
+        {"tool_calls": [read("batch_read"),
+                        {"id": "batch_list", "name": "list_dir", "arguments": {"path": "."}}]},
+        {"text": "done"}
+    ])));
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(&mock, dir.path(), "allow");
+    std::fs::write(
+        spec.workspace.join("README.md"),
+        "hello from the workspace\n",
+    )
+    .unwrap();
+    let restate = Restate::start(&server).await;
+    let worker = spec.start(free_port(), "only").await;
+    restate.register(&format!("http://{}", worker.addr)).await;
+
+    let output = restate
+        .call("AgentSession/s-dispatch/run", json!({"prompt": "go"}))
+        .await
+        .unwrap();
+    assert_eq!(output["final_text"], "done", "{output}");
+    assert_eq!(
+        std::fs::read_to_string(spec.workspace.join("out.txt")).unwrap(),
+        "written\n"
+    );
+    let history = restate
+        .call("AgentSession/s-dispatch/history", json!(null))
+        .await
+        .unwrap();
+    let results = tool_results(&history);
+    let ids: Vec<_> = results
+        .iter()
+        .map(|r| r["content"][0]["call_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        ids,
+        ["lone_read", "lone_write", "batch_read", "batch_list"],
+        "{history}"
+    );
+    for result in &results {
+        assert_eq!(result["content"][0]["is_error"], false, "{result}");
+    }
+    assert!(
+        results[0].to_string().contains("hello from the workspace"),
+        "{}",
+        results[0]
+    );
+
+    // The lone read ran inside the session's own step; the mutating call and both calls of
+    // the batch were durable calls of the executor.
+    let executed = restate
+        .query(
+            "SELECT count(*) AS n FROM sys_invocation WHERE target_service_name = 'ToolExecutor'",
+        )
+        .await;
+    assert_eq!(executed[0]["n"], 3, "{executed:?}");
+    let steps = restate
+        .query("SELECT name FROM sys_journal WHERE name LIKE 'tool call %' ORDER BY name")
+        .await;
+    assert_eq!(steps.len(), 1, "{steps:?}");
+    assert_eq!(steps[0]["name"], "tool call lone_read", "{steps:?}");
+
+    // Every message was mirrored into the worker's store by the time the run answered.
+    let store = agentloop::session::SqliteStore::open(&spec.store).unwrap();
+    let stored = agentloop::session::SessionStore::entries(&store, "s-dispatch").unwrap();
+    assert_eq!(
+        stored.len(),
+        history.as_array().unwrap().len(),
+        "the store mirrors the history"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approval_parks_the_run_and_another_worker_resumes_it() {
     let Some(server) = server_or_skip() else {
         return;

@@ -205,6 +205,24 @@ impl Restate {
         serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))
     }
 
+    /// Runs a query on the server's SQL introspection tables (`sys_invocation`, `sys_journal`,
+    /// …) and returns its rows.
+    pub async fn query(&self, sql: &str) -> Vec<Value> {
+        let response = self
+            .http
+            .post(format!("{}/query", self.admin))
+            .header("accept", "application/json")
+            .json(&json!({ "query": sql }))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let text = response.text().await.unwrap();
+        assert!(status.is_success(), "query {sql:?}: {status} {text}");
+        let value: Value = serde_json::from_str(&text).unwrap();
+        value["rows"].as_array().cloned().unwrap_or_default()
+    }
+
     /// Sends a handler call without waiting; returns the invocation id.
     pub async fn send(&self, path: &str, body: Value) -> String {
         let v = self

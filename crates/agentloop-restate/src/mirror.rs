@@ -1,0 +1,183 @@
+//! [`MirrorStore`]: how a durable run's completed messages reach the worker's session store
+//! (SQLite or PostgreSQL) so that other processes can list and follow the session live.
+//!
+//! The engine's state is the source of truth for the run; the store is a mirror. Two things
+//! follow from that, and shape this module:
+//!
+//! - **Off the run's path.** An append (a SQLite commit, a PostgreSQL round trip) costs 0.2–3 ms;
+//!   done inside the event callback, on the handler's task, it added that much to every turn of a
+//!   durable run, before the next journaled step could start. Appends go to a writer thread
+//!   instead, in the order the run emitted them; the handler waits for the writer once, at the
+//!   end of the run ([`MirrorStore::flush`]), so a caller that gets the run's output finds every
+//!   message in the store.
+//! - **Replays do not append twice.** A replay after a crash emits every completed message
+//!   again, in the same order. The writer reads how many messages the session holds before its
+//!   first append and skips the positions an earlier attempt already stored.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+
+use agentloop::session::{
+    NewSession, SessionError, SessionFilter, SessionInfo, SessionSettings, SessionStore,
+    StoredMessage,
+};
+use agentloop::transcript::Message;
+use tokio::sync::oneshot;
+
+/// Work for the writer thread.
+enum Write {
+    /// Store `message` as the session's message number `position` (0-based), unless an earlier
+    /// attempt of the run stored it already.
+    Append { position: u64, message: Message },
+    /// Answer once every earlier write is done.
+    Flush(oneshot::Sender<()>),
+}
+
+/// The worker's store as the session recorder sees it during one run attempt: appends are
+/// queued to a writer thread (see the module docs); everything else goes straight through.
+pub(crate) struct MirrorStore {
+    inner: Arc<dyn SessionStore>,
+    /// Messages the session had when the run started.
+    base: u64,
+    /// Messages this attempt has produced so far.
+    produced: AtomicU64,
+    writes: mpsc::Sender<Write>,
+}
+
+impl MirrorStore {
+    /// A mirror of session `new`'s id in `inner` for a run that starts after `base` messages.
+    /// The writer creates the session first if it does not exist yet (another worker may create
+    /// it at the same moment; that is fine).
+    pub(crate) fn new(inner: Arc<dyn SessionStore>, new: NewSession, base: u64) -> Self {
+        let (writes, queue) = mpsc::channel();
+        let store = inner.clone();
+        let spawned = std::thread::Builder::new()
+            .name("agentloop-mirror".to_owned())
+            .spawn(move || write_all(store.as_ref(), new, queue));
+        if let Err(error) = spawned {
+            // The run goes on without a mirror; its appends are dropped with the queue.
+            tracing::error!(%error, "cannot start the session mirror's writer thread");
+        }
+        MirrorStore {
+            inner,
+            base,
+            produced: AtomicU64::new(0),
+            writes,
+        }
+    }
+
+    /// Waits until every message queued so far is stored (or failed, which the writer logs).
+    pub(crate) async fn flush(&self) {
+        let (done, wait) = oneshot::channel();
+        if self.writes.send(Write::Flush(done)).is_ok() {
+            // An error means the writer is gone: nothing more will be stored anyway.
+            let _ = wait.await;
+        }
+    }
+}
+
+/// The writer thread's body: ensure the session exists, learn how many messages it holds, then
+/// store each queued message whose position is new, until the mirror is dropped.
+fn write_all(store: &dyn SessionStore, new: NewSession, queue: mpsc::Receiver<Write>) {
+    let id = new.id.clone().unwrap_or_default();
+    if let Err(error) = ensure_session(store, new) {
+        tracing::error!(%error, session = %id, "cannot create the mirrored session");
+    }
+    // Read lazily (and again after a failure), before the first append of this attempt.
+    let mut stored: Option<u64> = None;
+    for write in queue {
+        match write {
+            Write::Append { position, message } => {
+                let count = match stored {
+                    Some(count) => count,
+                    None => match store.info(&id) {
+                        Ok(info) => *stored.insert(info.message_count),
+                        Err(error) => {
+                            tracing::error!(%error, session = %id, "cannot mirror a message");
+                            continue;
+                        }
+                    },
+                };
+                if position < count {
+                    // Already stored by an earlier attempt of this run.
+                    continue;
+                }
+                if let Err(error) = store.append(&id, &message) {
+                    tracing::error!(
+                        %error,
+                        session = %id,
+                        role = ?message.role,
+                        "cannot mirror a message into the session store"
+                    );
+                }
+            }
+            Write::Flush(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
+}
+
+fn ensure_session(store: &dyn SessionStore, new: NewSession) -> Result<(), SessionError> {
+    let id = new.id.clone().unwrap_or_default();
+    match store.info(&id) {
+        Ok(_) => Ok(()),
+        Err(SessionError::NotFound { .. }) => match store.create(new) {
+            Ok(_) => Ok(()),
+            // Another worker created it meanwhile.
+            Err(_) if store.info(&id).is_ok() => Ok(()),
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    }
+}
+
+impl SessionStore for MirrorStore {
+    fn create_with(
+        &self,
+        new: NewSession,
+        messages: &[Message],
+    ) -> Result<SessionInfo, SessionError> {
+        self.inner.create_with(new, messages)
+    }
+    fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
+        self.inner.info(id)
+    }
+    fn list(&self) -> Result<Vec<SessionInfo>, SessionError> {
+        self.inner.list()
+    }
+    fn set_settings(&self, id: &str, settings: &SessionSettings) -> Result<(), SessionError> {
+        self.inner.set_settings(id, settings)
+    }
+    fn list_where(&self, filter: &SessionFilter) -> Result<Vec<SessionInfo>, SessionError> {
+        self.inner.list_where(filter)
+    }
+    /// Queues the messages for the writer and returns the sequence numbers they will have
+    /// (1-based positions); a failure to store them is logged by the writer, not returned.
+    fn append_all(&self, _id: &str, messages: &[Message]) -> Result<Vec<u64>, SessionError> {
+        let mut seqs = Vec::with_capacity(messages.len());
+        for message in messages {
+            let position = self.base + self.produced.fetch_add(1, Ordering::SeqCst);
+            // A send fails only when the writer thread could not start (logged then).
+            let _ = self.writes.send(Write::Append {
+                position,
+                message: message.clone(),
+            });
+            seqs.push(position + 1);
+        }
+        Ok(seqs)
+    }
+    fn entries(&self, id: &str) -> Result<Vec<StoredMessage>, SessionError> {
+        self.inner.entries(id)
+    }
+    fn set_title(&self, id: &str, title: &str) -> Result<(), SessionError> {
+        self.inner.set_title(id, title)
+    }
+    fn delete(&self, id: &str) -> Result<(), SessionError> {
+        self.inner.delete(id)
+    }
+    fn fork(&self, id: &str, seq: u64) -> Result<SessionInfo, SessionError> {
+        self.inner.fork(id, seq)
+    }
+}
