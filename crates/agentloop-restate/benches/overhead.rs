@@ -17,7 +17,7 @@
 mod support;
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use agentloop::agent::{AgentLoop, AgentLoopConfig};
 use agentloop::builtin::{self, ApprovalPolicy, Workspace, WorkspaceDeps};
@@ -37,7 +37,10 @@ static TURNS: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
         .and_then(|t| t.parse().ok())
         .unwrap_or(10)
 });
-const RUNS: usize = 10;
+/// Measurement rounds (each: runs, then the floors, back to back); figures are medians.
+const ROUNDS: usize = 7;
+/// Runs of each kind per round, in-process and on Restate.
+const RUNS_PER_ROUND: usize = 2;
 /// How long each step of `Floor/working_steps` works.
 const WORK: std::time::Duration = std::time::Duration::from_millis(1);
 /// Sessions sent at once in the throughput figures.
@@ -115,77 +118,155 @@ fn script(kind: Turn) -> Script {
     Script::from_json(&json!({ "turns": turns }).to_string()).unwrap()
 }
 
-/// Per-turn time of `RUNS` runs in-process and on Restate (a fresh server and worker).
-async fn per_turn(
-    server: &std::path::Path,
+/// One kind of run, ready to be timed: the in-process loop, and a Restate server with a worker
+/// (and the floor handlers) registered.
+struct Setup {
     kind: Turn,
-    dir: &std::path::Path,
-) -> (std::time::Duration, std::time::Duration) {
-    let mock = MockServer::start(script(kind));
-    let ws = dir.join("ws");
+    _mock: MockServer,
+    agent: AgentLoop<WorkspaceDeps>,
+    restate: Restate,
+    _worker: support::WorkerProc,
+    runs: usize,
+}
 
-    // In-process: the same loop, tools and mock.
-    let workspace = Workspace::new(&ws).unwrap();
-    let model = Arc::new(OpenAiChat::new(
-        ProviderConfig::new(mock.openai_base_url()).model("mock-model"),
-    ));
-    let deps = Arc::new(WorkspaceDeps::new(
-        workspace.clone(),
-        ApprovalPolicy::Always,
-    ));
-    let agent = AgentLoop::with_deps(AgentLoopConfig::default(), model, deps)
-        .with_tools(builtin::tools::<WorkspaceDeps>(&workspace))
-        .unwrap();
-    let start = Instant::now();
-    for _ in 0..RUNS {
-        let out = agent.run(vec![Message::user("go")], vec![]).await.unwrap();
-        assert_eq!(out.final_text(), "done");
+impl Setup {
+    async fn start(
+        server: &std::path::Path,
+        kind: Turn,
+        dir: &std::path::Path,
+        floor: &str,
+    ) -> Setup {
+        let mock = MockServer::start(script(kind));
+        let ws = dir.join("ws");
+        let workspace = Workspace::new(&ws).unwrap();
+        let model = Arc::new(OpenAiChat::new(
+            ProviderConfig::new(mock.openai_base_url()).model("mock-model"),
+        ));
+        let deps = Arc::new(WorkspaceDeps::new(
+            workspace.clone(),
+            ApprovalPolicy::Always,
+        ));
+        let agent = AgentLoop::with_deps(AgentLoopConfig::default(), model, deps)
+            .with_tools(builtin::tools::<WorkspaceDeps>(&workspace))
+            .unwrap();
+        let restate = Restate::start(server).await;
+        let spec = WorkerSpec {
+            model_base: mock.openai_base_url(),
+            workspace: ws,
+            store: dir.join("sessions.db"),
+            approve: "allow",
+            log_dir: dir.to_path_buf(),
+        };
+        let worker = spec.start(free_port(), kind.tag()).await;
+        restate.register(&format!("http://{}", worker.addr)).await;
+        restate.register(floor).await;
+        let mut setup = Setup {
+            kind,
+            _mock: mock,
+            agent,
+            restate,
+            _worker: worker,
+            runs: 0,
+        };
+        // Warm up (connections, deployment discovery, the floor handlers).
+        setup.local().await;
+        setup.durable().await;
+        setup.floor("Floor/steps", 1).await;
+        setup.floor("Floor/working_steps", 1).await;
+        setup.floor("Floor/calls", 1).await;
+        setup
     }
-    let local = start.elapsed() / (RUNS * (*TURNS + 1)) as u32;
 
-    // On Restate.
-    let restate = Restate::start(server).await;
-    let spec = WorkerSpec {
-        model_base: mock.openai_base_url(),
-        workspace: ws.clone(),
-        store: dir.join("sessions.db"),
-        approve: "allow",
-        log_dir: dir.to_path_buf(),
-    };
-    let tag = match kind {
-        Turn::Read => "read",
-        Turn::Write => "write",
-    };
-    let worker = spec.start(free_port(), tag).await;
-    restate.register(&format!("http://{}", worker.addr)).await;
-    // Warm up (connections, deployment discovery).
-    restate
-        .call(
-            &format!("AgentSession/warm-{tag}/run"),
-            json!({"prompt": "go"}),
-        )
-        .await
-        .unwrap();
-    let start = Instant::now();
-    for i in 0..RUNS {
-        let out = restate
-            .call(
-                &format!("AgentSession/{tag}-{i}/run"),
-                json!({"prompt": "go"}),
-            )
+    /// One run in-process.
+    async fn local(&self) -> Duration {
+        let start = Instant::now();
+        let out = self
+            .agent
+            .run(vec![Message::user("go")], vec![])
+            .await
+            .unwrap();
+        assert_eq!(out.final_text(), "done");
+        start.elapsed()
+    }
+
+    /// One run on Restate (a new session).
+    async fn durable(&mut self) -> Duration {
+        self.runs += 1;
+        let path = format!("AgentSession/{}-{}/run", self.kind.tag(), self.runs);
+        let start = Instant::now();
+        let out = self
+            .restate
+            .call(&path, json!({"prompt": "go"}))
             .await
             .unwrap();
         assert_eq!(out["final_text"], "done");
+        start.elapsed()
     }
-    let durable = start.elapsed() / (RUNS * (*TURNS + 1)) as u32;
-    if let Ok(keep) = std::env::var("AGENTLOOP_BENCH_KEEP_LOG") {
-        std::fs::copy(
-            dir.join(format!("worker-{tag}.log")),
-            format!("{keep}.{tag}"),
-        )
-        .unwrap();
+
+    /// One invocation of a floor handler with argument `n`.
+    async fn floor(&self, handler: &str, n: u32) -> Duration {
+        let start = Instant::now();
+        self.restate.call(handler, json!(n)).await.unwrap();
+        start.elapsed()
     }
-    (local, durable)
+}
+
+impl Turn {
+    fn tag(self) -> &'static str {
+        match self {
+            Turn::Read => "read",
+            Turn::Write => "write",
+        }
+    }
+}
+
+/// What one round measured for one kind of run, per run of `TURNS` tool turns + 1.
+struct Round {
+    local: Duration,
+    durable: Duration,
+    /// The engine's floor for the same journal, from no-op steps.
+    floor: Duration,
+    /// The same, with model steps that work like a model call.
+    floor_working: Duration,
+}
+
+/// Times one round for `setup`: in-process and durable runs, then the floor handlers
+/// journaling what such a run journals, all back to back so they share the machine's load.
+async fn round(setup: &mut Setup) -> Round {
+    let n = *TURNS as u32;
+    let mut local = Duration::ZERO;
+    let mut durable = Duration::ZERO;
+    for _ in 0..RUNS_PER_ROUND {
+        local += setup.local().await;
+        durable += setup.durable().await;
+    }
+    let runs = RUNS_PER_ROUND as u32;
+    let (local, durable) = (local / runs, durable / runs);
+    // A run journals n + 1 model steps and, per tool turn, a step (read) or a call (write).
+    let model_steps = n + 1;
+    let noop = setup.floor("Floor/steps", model_steps).await;
+    let working = setup
+        .floor("Floor/working_steps", model_steps)
+        .await
+        .saturating_sub(WORK * model_steps);
+    let tools = match setup.kind {
+        Turn::Read => setup.floor("Floor/steps", n).await,
+        Turn::Write => setup.floor("Floor/calls", n).await,
+    };
+    // Each floor invocation also pays for starting and ending an invocation, as a run does
+    // once; two invocations here: subtract one empty invocation's cost.
+    let empty = setup.floor("Floor/steps", 0).await;
+    Round {
+        local,
+        durable,
+        floor: (noop + tools).saturating_sub(empty),
+        floor_working: (working + tools).saturating_sub(empty),
+    }
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
 }
 
 fn main() {
@@ -203,10 +284,71 @@ fn main() {
         let ws = dir.path().join("ws");
         std::fs::create_dir_all(&ws).unwrap();
         std::fs::write(ws.join("README.md"), "hello\n").unwrap();
-        let (local_read, durable_read) = per_turn(&server, Turn::Read, dir.path()).await;
-        let (local_write, durable_write) = per_turn(&server, Turn::Write, dir.path()).await;
+
+        // The floor handlers, served by this process like the worker's endpoint (TCP_NODELAY),
+        // so the floor is the engine's alone.
+        let floor_port = free_port();
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", floor_port))
+            .await
+            .unwrap();
+        tokio::spawn(agentloop_restate::serve_endpoint(
+            Endpoint::builder().bind(Floor).build(),
+            listener,
+            std::future::pending::<()>(),
+        ));
+        let floor = format!("http://127.0.0.1:{floor_port}");
+
+        let n = *TURNS as u32;
+        println!("turns per run: {n} tool turns + 1 final turn; {ROUNDS} rounds of {RUNS_PER_ROUND} runs, medians");
+        let mut report = Vec::new();
+        for kind in [Turn::Read, Turn::Write] {
+            let mut setup = Setup::start(&server, kind, dir.path(), &floor).await;
+            let mut rounds = Vec::new();
+            for _ in 0..ROUNDS {
+                rounds.push(round(&mut setup).await);
+            }
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            let per_turn = |d: Duration| ms(d) / f64::from(n + 1);
+            let local = median(rounds.iter().map(|r| per_turn(r.local)).collect());
+            let durable = median(rounds.iter().map(|r| per_turn(r.durable)).collect());
+            let overhead = |r: &Round| ms(r.durable.saturating_sub(r.local));
+            let ratio = median(rounds.iter().map(|r| overhead(r) / ms(r.floor)).collect());
+            let ratio_working =
+                median(rounds.iter().map(|r| overhead(r) / ms(r.floor_working)).collect());
+            let floor = median(rounds.iter().map(|r| per_turn(r.floor)).collect());
+            let journal = match kind {
+                Turn::Read => "2 steps",
+                Turn::Write => "a step and a call",
+            };
+            report.push(format!(
+                "{} turns: per turn in-process {local:.2} ms, on Restate {durable:.2} ms; engine \
+                 floor for the same journal ({journal} per tool turn) {floor:.2} ms per turn; \
+                 durable overhead / floor = {ratio:.2} (no-op steps), {ratio_working:.2} (model \
+                 steps that work {WORK:?})",
+                kind.tag()
+            ));
+            report.push(format!(
+                "  rounds (overhead / no-op floor): {}",
+                rounds
+                    .iter()
+                    .map(|r| format!("{:.2}", overhead(r) / ms(r.floor)))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ));
+            if let Ok(keep) = std::env::var("AGENTLOOP_BENCH_KEEP_LOG") {
+                let tag = kind.tag();
+                std::fs::copy(
+                    dir.path().join(format!("worker-{tag}.log")),
+                    format!("{keep}.{tag}"),
+                )
+                .unwrap();
+            }
+        }
+        for line in &report {
+            println!("{line}");
+        }
+
         let mock = MockServer::start(script(Turn::Read));
-        let restate = Restate::start(&server).await;
         let spec = WorkerSpec {
             model_base: mock.openai_base_url(),
             workspace: ws.clone(),
@@ -214,50 +356,6 @@ fn main() {
             approve: "allow",
             log_dir: dir.path().to_path_buf(),
         };
-
-        // The floor: journaled no-op steps in a handler served by this process.
-        let floor_port = free_port();
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", floor_port))
-            .await
-            .unwrap();
-        // Served like the worker's endpoint (TCP_NODELAY), so the floor is the engine's alone.
-        tokio::spawn(agentloop_restate::serve_endpoint(
-            Endpoint::builder().bind(Floor).build(),
-            listener,
-            std::future::pending::<()>(),
-        ));
-        restate
-            .register(&format!("http://127.0.0.1:{floor_port}"))
-            .await;
-        let steps = (*TURNS * 2 + 1) as u32;
-        restate.call("Floor/steps", json!(steps)).await.unwrap();
-        let start = Instant::now();
-        for _ in 0..RUNS {
-            restate.call("Floor/steps", json!(steps)).await.unwrap();
-        }
-        let floor_step = start.elapsed() / (RUNS as u32 * steps);
-        restate
-            .call("Floor/working_steps", json!(steps))
-            .await
-            .unwrap();
-        let start = Instant::now();
-        for _ in 0..RUNS {
-            restate
-                .call("Floor/working_steps", json!(steps))
-                .await
-                .unwrap();
-        }
-        let floor_working_step = (start.elapsed() / (RUNS as u32 * steps)).saturating_sub(WORK);
-        println!(
-            "engine floor     per step that works {WORK:?} (minus the work): {floor_working_step:?}"
-        );
-        let calls = *TURNS as u32;
-        restate.call("Floor/calls", json!(calls)).await.unwrap();
-        let start = Instant::now();
-        for _ in 0..RUNS {
-            restate.call("Floor/calls", json!(calls)).await.unwrap();
-        }
-        let floor_call = start.elapsed() / (RUNS as u32 * calls);
 
         // Throughput: CONCURRENT sessions at once, on one worker, then on two.
         let mut throughput = Vec::new();
@@ -299,29 +397,6 @@ fn main() {
             drop(procs);
         }
 
-        println!(
-            "turns per run: {} tool turns + 1 final turn; runs: {RUNS}",
-            *TURNS
-        );
-        println!("engine floor     per step: {floor_step:?} (a no-op ctx.run)");
-        println!("engine floor     per call: {floor_call:?} (a call to a no-op handler)");
-        let ratio = |overhead: std::time::Duration, floor: std::time::Duration| {
-            overhead.as_secs_f64() / floor.as_secs_f64().max(1e-9)
-        };
-        let read = durable_read.saturating_sub(local_read);
-        println!(
-            "read_file turns:  in-process {local_read:?}, on Restate {durable_read:?} per turn; \
-             overhead {read:?} = {:.2} x (2 x floor step) (journaled: the model reply and the \
-             call's result, two steps)",
-            ratio(read, 2 * floor_step)
-        );
-        let write = durable_write.saturating_sub(local_write);
-        println!(
-            "write_file turns: in-process {local_write:?}, on Restate {durable_write:?} per turn; \
-             overhead {write:?} = {:.2} x (floor step + floor call) (journaled: the model reply, \
-             then a call of ToolExecutor)",
-            ratio(write, floor_step + floor_call)
-        );
         for (workers, elapsed) in throughput {
             println!(
                 "{CONCURRENT} sessions at once on {workers} worker(s): {elapsed:?} \
