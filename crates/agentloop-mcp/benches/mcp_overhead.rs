@@ -102,10 +102,10 @@ async fn main() {
     // Each side talks to its own server process, and a process that has just answered is
     // faster to answer again (warm caches, not descheduled). Interleaving call by call would
     // charge one side for waking the other's server, so the calls run in blocks of BLOCK per
-    // side. Every side gets the same share of the calls and of each position in the rotation:
-    // until 2026-12-02 the options side shared the direct side's server, which then answered
-    // two blocks in three and was measurably faster for it (a plain rmcp client in the
-    // agentloop side's place measured ~+40 µs "overhead", see docs/BENCHMARKS.md).
+    // side. Every side gets the same share of the calls and of each place in the rotation: an
+    // earlier version ran the options side on the direct side's server, which then answered two
+    // blocks in three and was faster for it (a plain rmcp client put in the agentloop side's
+    // place measured the same "overhead", about +40 to +70 µs; see docs/BENCHMARKS.md).
     let mut times: [Vec<Duration>; 3] = Default::default();
     for block in 0..CALLS / BLOCK {
         for k in 0..3 {
