@@ -15,7 +15,8 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use serde_json::json;
 
-const CALLS: usize = 400;
+// A multiple of 3 × BLOCK, so each side leads, follows and closes the same number of rounds.
+const CALLS: usize = 420;
 const STARTS: usize = 5;
 const BLOCK: usize = 20;
 
@@ -62,58 +63,66 @@ async fn main() {
         .unwrap()
         .clone();
     let deps = Arc::new(Deps::new());
-    let mut cmd = tokio::process::Command::new("node");
-    cmd.args([script.as_str(), "stdio"]);
-    let direct = ().serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap()).await.unwrap();
+    // One server process per side, started alike (the toolset's is started above).
+    let spawn = || async {
+        let mut cmd = tokio::process::Command::new("node");
+        cmd.args([script.as_str(), "stdio"]);
+        ().serve(rmcp::transport::TokioChildProcess::new(cmd).unwrap())
+            .await
+            .unwrap()
+    };
+    let direct = spawn().await;
+    let direct_opts = spawn().await;
     let args = json!({"message": "hello"});
-    // Warm up both.
-    for _ in 0..50 {
-        echo.call(deps.clone(), args.clone()).await.unwrap();
+    let params = || {
         let mut p = CallToolRequestParams::new("echo");
         p.arguments = args.as_object().cloned();
-        direct.call_tool(p).await.unwrap();
+        p
+    };
+    // rmcp with the request options agentloop uses (a timeout reset by progress): what those
+    // options cost by themselves.
+    let call_with_options = |p: CallToolRequestParams| async {
+        let options = rmcp::service::PeerRequestOptions::with_timeout(Duration::from_secs(60))
+            .reset_timeout_on_progress();
+        let request =
+            rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(p));
+        let handle = direct_opts
+            .peer()
+            .send_request_with_option(request, options)
+            .await
+            .unwrap();
+        handle.await_response().await.unwrap();
+    };
+    // Warm up all three.
+    for _ in 0..50 {
+        echo.call(deps.clone(), args.clone()).await.unwrap();
+        direct.call_tool(params()).await.unwrap();
+        call_with_options(params()).await;
     }
     // Each side talks to its own server process, and a process that has just answered is
     // faster to answer again (warm caches, not descheduled). Interleaving call by call would
     // charge one side for waking the other's server, so the calls run in blocks of BLOCK per
-    // side, alternating which side goes first.
-    let (mut ours, mut theirs, mut with_options) = (Vec::new(), Vec::new(), Vec::new());
-    let direct_call = |p: CallToolRequestParams| direct.call_tool(p);
+    // side. Every side gets the same share of the calls and of each place in the rotation: an
+    // earlier version ran the options side on the direct side's server, which then answered two
+    // blocks in three and was faster for it (a plain rmcp client put in the agentloop side's
+    // place measured the same "overhead", about +40 to +70 µs; see docs/BENCHMARKS.md).
+    let mut times: [Vec<Duration>; 3] = Default::default();
     for block in 0..CALLS / BLOCK {
-        for side in [block % 2, 1 - block % 2] {
+        for k in 0..3 {
+            let side = (block + k) % 3;
             for _ in 0..BLOCK {
-                let mut p = CallToolRequestParams::new("echo");
-                p.arguments = args.as_object().cloned();
-                if side == 0 {
-                    let t = Instant::now();
-                    echo.call(deps.clone(), args.clone()).await.unwrap();
-                    ours.push(t.elapsed());
-                } else {
-                    let t = Instant::now();
-                    direct_call(p).await.unwrap();
-                    theirs.push(t.elapsed());
+                let p = params();
+                let t = Instant::now();
+                match side {
+                    0 => drop(echo.call(deps.clone(), args.clone()).await.unwrap()),
+                    1 => drop(direct.call_tool(p).await.unwrap()),
+                    _ => call_with_options(p).await,
                 }
+                times[side].push(t.elapsed());
             }
         }
-        // rmcp with the request options agentloop uses (a timeout reset by progress), on the
-        // direct client's server: what those options cost by themselves.
-        for _ in 0..BLOCK {
-            let mut p = CallToolRequestParams::new("echo");
-            p.arguments = args.as_object().cloned();
-            let t = Instant::now();
-            let options = rmcp::service::PeerRequestOptions::with_timeout(Duration::from_secs(60))
-                .reset_timeout_on_progress();
-            let request =
-                rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(p));
-            let handle = direct
-                .peer()
-                .send_request_with_option(request, options)
-                .await
-                .unwrap();
-            handle.await_response().await.unwrap();
-            with_options.push(t.elapsed());
-        }
     }
+    let [ours, theirs, with_options] = times;
     println!(
         "direct rmcp with agentloop's request options (timeout reset on progress): median {:?}",
         median(with_options)
@@ -127,4 +136,5 @@ async fn main() {
     );
     toolset.shutdown().await;
     let _ = direct.cancel().await;
+    let _ = direct_opts.cancel().await;
 }

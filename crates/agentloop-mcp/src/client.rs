@@ -408,15 +408,17 @@ impl ServerHandle {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let options =
             PeerRequestOptions::with_timeout(self.config.tool_timeout).reset_timeout_on_progress();
-        let peer = live.peer().clone();
+        // Borrowed, not cloned: `live` outlives the call, and a `Peer` clone is ten reference
+        // counts. The cancel guard clones it only in the rare case it has to notify the server.
+        let peer = live.peer();
         let handle = match peer.send_request_with_option(request, options).await {
             Ok(handle) => handle,
             Err(e) => return Err(self.call_failed(tool, e)),
         };
-        let token = handle.progress_token.clone();
-        let _progress = progress.map(|f| ProgressRegistration::new(&self.progress, token, f));
+        let _progress = progress
+            .map(|f| ProgressRegistration::new(&self.progress, handle.progress_token.clone(), f));
         let mut guard = CancelOnDrop {
-            peer: peer.clone(),
+            peer,
             id: Some(handle.id.clone()),
         };
         let result = tokio::select! {
@@ -501,12 +503,12 @@ impl Drop for GroupGuard {
 }
 
 /// Sends `notifications/cancelled` for a request that is abandoned (abort, executor timeout).
-struct CancelOnDrop {
-    peer: Peer<RoleClient>,
+struct CancelOnDrop<'a> {
+    peer: &'a Peer<RoleClient>,
     id: Option<RequestId>,
 }
 
-impl Drop for CancelOnDrop {
+impl Drop for CancelOnDrop<'_> {
     fn drop(&mut self) {
         let Some(id) = self.id.take() else { return };
         let peer = self.peer.clone();
@@ -619,7 +621,12 @@ pub fn map_result(result: CallToolResult) -> Result<ToolOutput, ToolError> {
     if !has_text && let Some(structured) = &result.structured_content {
         texts.insert(0, structured.to_string());
     }
-    let content = texts.join("\n");
+    // The usual answer is one text block: move it rather than copy it through `join`.
+    let content = if texts.len() == 1 {
+        texts.pop().unwrap_or_default()
+    } else {
+        texts.join("\n")
+    };
     if result.is_error == Some(true) {
         let message = if content.is_empty() {
             "the MCP tool reported an error without a message".to_owned()

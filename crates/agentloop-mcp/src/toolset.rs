@@ -292,14 +292,12 @@ fn build_spec<D: ToolDeps>(
         .handler(move |ctx: ToolContext<D>, args: Value| {
             let handle = handle.clone();
             let remote = remote.clone();
-            let progress_ctx = ctx.clone();
+            // The context itself moves into the progress callback; the call only needs its
+            // cancellation token besides.
+            let cancel = ctx.cancellation().clone();
             let progress: Arc<dyn Fn(Value) + Send + Sync> =
-                Arc::new(move |update| progress_ctx.progress(update));
-            async move {
-                handle
-                    .call(&remote, args, ctx.cancellation().clone(), Some(progress))
-                    .await
-            }
+                Arc::new(move |update| ctx.progress(update));
+            async move { handle.call(&remote, args, cancel, Some(progress)).await }
         })
         .build()
 }

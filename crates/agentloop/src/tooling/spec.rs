@@ -6,6 +6,7 @@
 //! on Tokio's blocking pool so they never stall the async workers. This module only describes
 //! tools; running them is the executor's job.
 
+use std::any::Any;
 use std::fmt;
 use std::future::Future;
 use std::ops::Deref;
@@ -258,8 +259,17 @@ pub(crate) enum Invocation {
 pub(crate) type HandlerFn<D> =
     Arc<dyn Fn(ToolContext<D>, Value) -> Result<Invocation, String> + Send + Sync>;
 
-fn bind<A: DeserializeOwned>(args: Value) -> Result<A, String> {
-    serde_json::from_value(args).map_err(|e| e.to_string())
+fn bind<A: DeserializeOwned + 'static>(args: Value) -> Result<A, String> {
+    // A handler that takes its arguments as a `Value` (every MCP tool, most dynamic tools) gets
+    // them as they are: `from_value::<Value>` would rebuild every map, string and number of
+    // them into an identical copy, on each call.
+    let mut slot = Some(args);
+    if let Some(same) = (&mut slot as &mut dyn Any).downcast_mut::<Option<A>>()
+        && let Some(args) = same.take()
+    {
+        return Ok(args);
+    }
+    serde_json::from_value(slot.unwrap_or_default()).map_err(|e| e.to_string())
 }
 
 /// A tool: its model-visible definition and its handler. Build one with [`ToolSpec::builder`].
@@ -721,6 +731,23 @@ mod tests {
     fn a_handler_is_required() {
         let err = ToolSpec::<Deps>::builder("t", "d").build().err();
         assert_eq!(err, Some(SpecError::MissingHandler("t".into())));
+    }
+
+    #[test]
+    fn value_arguments_are_bound_as_they_are_and_typed_ones_deserialize() {
+        let args = json!({"a": [1, 2.5, "x"], "b": {"c": null}});
+        assert_eq!(bind::<Value>(args.clone()), Ok(args.clone()));
+        #[derive(serde::Deserialize, Debug, PartialEq)]
+        struct Typed {
+            a: Vec<Value>,
+        }
+        assert_eq!(
+            bind::<Typed>(args),
+            Ok(Typed {
+                a: vec![json!(1), json!(2.5), json!("x")]
+            })
+        );
+        assert!(bind::<Typed>(json!({"b": 1})).is_err());
     }
 
     #[test]
