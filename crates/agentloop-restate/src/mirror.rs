@@ -29,7 +29,7 @@ use tokio::sync::oneshot;
 enum Write {
     /// Store `message` as the session's message number `position` (0-based), unless an earlier
     /// attempt of the run stored it already.
-    Append { position: u64, message: Message },
+    Append { position: u64, message: Box<Message> },
     /// Answer once every earlier write is done.
     Flush(oneshot::Sender<()>),
 }
@@ -162,7 +162,7 @@ impl SessionStore for MirrorStore {
             // A send fails only when the writer thread could not start (logged then).
             let _ = self.writes.send(Write::Append {
                 position,
-                message: message.clone(),
+                message: Box::new(message.clone()),
             });
             seqs.push(position + 1);
         }
