@@ -29,7 +29,10 @@ use tokio::sync::oneshot;
 enum Write {
     /// Store `message` as the session's message number `position` (0-based), unless an earlier
     /// attempt of the run stored it already.
-    Append { position: u64, message: Box<Message> },
+    Append {
+        position: u64,
+        message: Box<Message>,
+    },
     /// Answer once every earlier write is done.
     Flush(oneshot::Sender<()>),
 }
