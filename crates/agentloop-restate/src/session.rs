@@ -162,12 +162,25 @@ fn arguments_value(arguments: &ToolArguments) -> Value {
     }
 }
 
-/// The result of a call the engine could not complete (cancelled, or failed for good).
-fn engine_failure(error: &TerminalError) -> ToolCallOutcome {
-    ToolCallOutcome {
-        is_error: true,
-        content: format!("the tool call failed in the engine: {}", error.message()),
-        images: Vec::new(),
+/// A tool call's outcome from what the engine returned for it (a step or a durable call): a
+/// call the engine could not complete (cancelled, or failed for good) is an error result, and
+/// `on_cancel` runs when the reason is the invocation's cancellation.
+fn tool_outcome(
+    result: Result<Json<ToolCallOutcome>, TerminalError>,
+    on_cancel: impl FnOnce(),
+) -> ToolCallOutcome {
+    match result {
+        Ok(outcome) => outcome.into_inner(),
+        Err(error) => {
+            if error.code() == CANCELLED {
+                on_cancel();
+            }
+            ToolCallOutcome {
+                is_error: true,
+                content: format!("the tool call failed in the engine: {}", error.message()),
+                images: Vec::new(),
+            }
+        }
     }
 }
 
@@ -267,21 +280,14 @@ impl AgentSession {
                     {
                         let tools = self.tools.clone();
                         let name = format!("tool call {}", input.call.id);
-                        let outcome = match ctx
+                        let result = ctx
                             .run(|| async move { Ok(Json(tools.execute_call(&input).await)) })
                             .name(name)
-                            .await
-                        {
-                            Ok(outcome) => outcome.into_inner(),
-                            Err(error) => {
-                                if error.code() == CANCELLED {
-                                    cancelled = true;
-                                    abort.abort();
-                                }
-                                engine_failure(&error)
-                            }
-                        };
-                        let _ = reply.send(outcome);
+                            .await;
+                        let _ = reply.send(tool_outcome(result, || {
+                            cancelled = true;
+                            abort.abort();
+                        }));
                     }
                     Job::Tool { input, reply } => {
                         let call = ctx
@@ -325,17 +331,10 @@ impl AgentSession {
                     };
                     match (waiters.remove(&index), completion) {
                         (Some(Waiter::Tool(reply)), Completion::Tool(result)) => {
-                            let outcome = match result {
-                                Ok(outcome) => outcome.into_inner(),
-                                Err(error) => {
-                                    if error.code() == CANCELLED {
-                                        cancelled = true;
-                                        abort.abort();
-                                    }
-                                    engine_failure(&error)
-                                }
-                            };
-                            let _ = reply.send(outcome);
+                            let _ = reply.send(tool_outcome(result, || {
+                                cancelled = true;
+                                abort.abort();
+                            }));
                         }
                         (Some(Waiter::Approval { call_id, reply }), Completion::Approval(result)) => {
                             pending.retain(|p| p.call_id != call_id);

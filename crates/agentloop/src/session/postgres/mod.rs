@@ -410,25 +410,18 @@ impl Batch {
         let (begun, locked) =
             futures::join!(client.batch_execute("BEGIN"), client.query_opt(lock, &key));
         begun.map_err(query_error)?;
-        let stats = match locked.map_err(query_error) {
-            Ok(Some(row)) => self.stats_after(&row),
-            Ok(None) => {
-                client
-                    .batch_execute("ROLLBACK")
-                    .await
-                    .map_err(query_error)?;
-                return Ok(None);
-            }
-            Err(error) => Err(error),
-        };
+        let stats = locked
+            .map_err(query_error)
+            .and_then(|row| row.map(|row| self.stats_after(&row)).transpose());
         let stats = match stats {
-            Ok(stats) => stats,
-            Err(error) => {
+            Ok(Some(stats)) => stats,
+            // No such session, or the lock or the totals failed: end the transaction.
+            other => {
                 client
                     .batch_execute("ROLLBACK")
                     .await
                     .map_err(query_error)?;
-                return Err(error);
+                return other.map(|_| None);
             }
         };
         let count = self.count();
