@@ -75,7 +75,7 @@ async fn writes_outside_the_workspace_are_refused_inside_allowed() {
     let d = dirs();
     let target = d.outside.join("escaped.txt");
     let command = format!(
-        "echo in > inside.txt; echo out > '{}'; touch \"${{TMPDIR:-/tmp}}/agentloop-sbx-$$\" && echo tmp-ok; cat inside.txt",
+        "echo in > inside.txt; echo out > '{}'; t=\"${{TMPDIR:-/tmp}}/agentloop-sbx-$$\"; touch \"$t\" && rm \"$t\" && echo tmp-ok; cat inside.txt",
         target.display()
     );
     let r = shell(&d.ws, ShellOptions::default(), &command).await;
