@@ -1,7 +1,7 @@
 //! Per-turn cost of a run on Restate, next to the same run in-process and next to the engine's
 //! floor (a handler that only journals no-op steps, and one that only calls a no-op handler),
-//! for runs whose turns each call `read_file` (a lone read-only call: journaled inside the
-//! session's step) and runs whose turns each call `write_file` (a mutating call: a durable call
+//! for runs whose turns each call `read_file` (a lone read-only call: run and journaled inside
+//! the model's step) and runs whose turns each call `write_file` (a mutating call: a durable call
 //! of the `ToolExecutor` service); then the throughput of `CONCURRENT`
 //! sessions sent at once to one worker and to two (behind the tests' round-robin balancer), all
 //! against a real Restate server and the testkit's mock model on loopback.
@@ -99,7 +99,7 @@ impl Floor {
 /// What each tool turn of a run calls.
 #[derive(Clone, Copy)]
 enum Turn {
-    /// One `read_file` call: a lone read-only call, which runs inside the session's own step.
+    /// One `read_file` call: a lone read-only call, which runs inside the model's step.
     Read,
     /// One `write_file` call: a mutating call, sent to the `ToolExecutor` service.
     Write,
@@ -242,25 +242,32 @@ async fn round(setup: &mut Setup) -> Round {
     }
     let runs = RUNS_PER_ROUND as u32;
     let (local, durable) = (local / runs, durable / runs);
-    // A run journals n + 1 model steps and, per tool turn, a step (read) or a call (write).
+    // A run journals n + 1 model steps (a read turn's call is inside its step) and, per write
+    // turn, a durable call.
     let model_steps = n + 1;
     let noop = setup.floor("Floor/steps", model_steps).await;
     let working = setup
         .floor("Floor/working_steps", model_steps)
         .await
         .saturating_sub(WORK * model_steps);
-    let tools = match setup.kind {
-        Turn::Read => setup.floor("Floor/steps", n).await,
-        Turn::Write => setup.floor("Floor/calls", n).await,
+    let (floor, floor_working) = match setup.kind {
+        Turn::Read => (noop, working),
+        Turn::Write => {
+            let calls = setup.floor("Floor/calls", n).await;
+            // Each floor invocation also pays for starting and ending an invocation, as a run
+            // does once; two invocations here: subtract one empty invocation's cost.
+            let empty = setup.floor("Floor/steps", 0).await;
+            (
+                (noop + calls).saturating_sub(empty),
+                (working + calls).saturating_sub(empty),
+            )
+        }
     };
-    // Each floor invocation also pays for starting and ending an invocation, as a run does
-    // once; two invocations here: subtract one empty invocation's cost.
-    let empty = setup.floor("Floor/steps", 0).await;
     Round {
         local,
         durable,
-        floor: (noop + tools).saturating_sub(empty),
-        floor_working: (working + tools).saturating_sub(empty),
+        floor,
+        floor_working,
     }
 }
 
@@ -317,7 +324,7 @@ fn main() {
                 median(rounds.iter().map(|r| overhead(r) / ms(r.floor_working)).collect());
             let floor = median(rounds.iter().map(|r| per_turn(r.floor)).collect());
             let journal = match kind {
-                Turn::Read => "2 steps",
+                Turn::Read => "1 step",
                 Turn::Write => "a step and a call",
             };
             report.push(format!(

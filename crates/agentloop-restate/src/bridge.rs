@@ -5,8 +5,9 @@
 //! work but post a [`Job`] on a channel and wait for its answer, and the handler (see
 //! `session.rs`) polls the loop and the channel together, turning each job into a journaled step:
 //! a model job into one `ctx.run`, a tool job into a durable call of the `ToolExecutor` service
-//! (a lone read-only call into a `ctx.run`), an approval job into an awakeable. Everything runs in the handler's task, in a deterministic
-//! order, which is what makes replay after a crash reproduce the same journal.
+//! (a lone read-only call is answered from the model's step instead), an approval job into an
+//! awakeable. Everything runs in the handler's task, in a deterministic order, which is what
+//! makes replay after a crash reproduce the same journal.
 
 use std::sync::Arc;
 
@@ -65,7 +66,7 @@ impl Model for JournaledModel {
         Box::pin(futures::stream::once(async move {
             let reply = if posted { answer.await.ok() } else { None };
             match reply {
-                Some(ModelReply::Done { message }) => ModelEvent::Done(message),
+                Some(ModelReply::Done { message, .. }) => ModelEvent::Done(message),
                 Some(ModelReply::Failed { message, error }) => ModelEvent::Error {
                     message,
                     error: ModelError::stream(StreamErrorKind::Other, error),
@@ -96,7 +97,12 @@ impl Model for JournaledModel {
 pub(crate) async fn drain(mut stream: ModelStream) -> ModelReply {
     while let Some(event) = stream.next().await {
         match event {
-            ModelEvent::Done(message) => return ModelReply::Done { message },
+            ModelEvent::Done(message) => {
+                return ModelReply::Done {
+                    message,
+                    lone_read: None,
+                };
+            }
             ModelEvent::Error { message, error } => {
                 return ModelReply::Failed {
                     message,

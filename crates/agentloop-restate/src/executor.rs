@@ -39,7 +39,7 @@ impl ToolExecutor {
     }
 
     /// Whether `tool` is one of this worker's tools and only reads (a lone call to it runs
-    /// inside the session's own step).
+    /// inside the model's step).
     pub(crate) fn is_read_only(&self, tool: &str) -> bool {
         self.tools.contains_key(tool) && !builtin::is_mutating(tool)
     }

@@ -15,11 +15,11 @@
 //! - each **tool call** is sent to the [`ToolExecutor`] service as its own durable call; a batch
 //!   stays parallel (the calls are fanned in with durable futures), each result is journaled as
 //!   it completes, and a call whose result is journaled is never executed again. (A reply that
-//!   asks for a single read-only call runs it inside the session's own journaled step instead:
-//!   a quarter of the engine's work, see [`AgentSession`].) A call that was
-//!   running when its worker died is retried by the engine: tool calls are **at least once** inside
-//!   one step, and every call carries an idempotency key (`session id:call id`) so a tool with
-//!   outside side effects can deduplicate.
+//!   asks for a single read-only call gets it run inside the same step, right after the reply,
+//!   its result journaled with the reply: one step for the whole turn, see [`AgentSession`].)
+//!   A call that was running when its worker died is retried by the engine: tool calls are
+//!   **at least once** inside one step, and every call carries an idempotency key
+//!   (`session id:call id`) so a tool with outside side effects can deduplicate.
 //!
 //! Approval that needs a person becomes an awakeable: the run's invocation suspends, the pending
 //! call is visible through [`AgentSession`]'s `status` handler, and the `approve` handler (any

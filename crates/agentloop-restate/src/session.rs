@@ -14,12 +14,19 @@
 //! completes, a batch runs in parallel, and the engine can run the call on any worker. Such a
 //! call costs the engine about four log appends (the call, the callee's start, its result, the
 //! completion back to the caller), against one for a journaled step. So one case runs inside the
-//! session's own step (`ctx.run`) instead: the model's reply asked for **exactly one** call and
-//! its tool is **read-only** (`read_file`, `list_dir`, `grep`, `find_files`). Nothing is lost:
-//! the result is journaled and never recomputed, there is no batch to keep parallel, and a
-//! retry after a worker's death repeats nothing with side effects. The one difference: the
-//! engine's cancellation is noticed when such a call finishes (the file tools stop at two
-//! minutes), not while it runs. Mutating calls and batches always go to the `ToolExecutor`.
+//! model's own step instead: when the reply asks for **exactly one** call, and its tool is
+//! **read-only** (`read_file`, `list_dir`, `grep`, `find_files`, which every approval policy
+//! allows), the step runs that call right after the reply arrives and journals its result with
+//! the reply; when the loop then executes the call, it gets the journaled result. A turn of
+//! that kind is one journaled step. Nothing is lost: the result is journaled and never
+//! recomputed, there is no batch to keep parallel, and a retry after a worker's death repeats
+//! nothing with side effects (it may repeat the read, as it repeats the model request, when the
+//! worker died before the step was journaled). Two differences: the engine's cancellation is
+//! noticed when the step finishes (the file tools stop at two minutes), not while the read
+//! runs; and if the loop does not execute the call after all (the run was aborted, say), the
+//! read happened anyway and its result is dropped. If the loop executes the call with other
+//! arguments than the reply's, it goes to the `ToolExecutor` like any other call. Mutating
+//! calls and batches always go to the `ToolExecutor`.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -27,9 +34,10 @@ use std::sync::Arc;
 
 use agentloop::agent::{AgentError, AgentEvent, AgentLoop, AgentLoopConfig, RunStop};
 use agentloop::builtin::{self, WorkspaceDeps};
+use agentloop::model::ModelStream;
 use agentloop::session::{NewSession, SessionRecorder, SessionStore};
 use agentloop::tooling::Approval;
-use agentloop::transcript::{Message, ToolArguments, Usage};
+use agentloop::transcript::{Message, ToolArguments, ToolCallPart, Usage};
 use restate_sdk::context::{DurableFuture, RequestTarget};
 use restate_sdk::prelude::*;
 use serde_json::Value;
@@ -40,7 +48,7 @@ use crate::executor::ToolExecutor;
 use crate::mirror::MirrorStore;
 use crate::types::{
     ApprovalDecision, ApprovalInput, ModelReply, PendingApproval, RunInput, RunOutput,
-    SessionStatus, ToolCallOutcome,
+    SessionStatus, ToolCallInput, ToolCallOutcome,
 };
 use crate::worker::WorkerConfig;
 
@@ -55,7 +63,7 @@ const CANCELLED: u16 = 409;
 /// The agent-session virtual object.
 pub struct AgentSession {
     config: Arc<WorkerConfig>,
-    /// Runs a lone read-only call inside the session's own step (see the module docs).
+    /// Runs a lone read-only call inside the model's step (see the module docs).
     tools: Arc<ToolExecutor>,
 }
 
@@ -140,6 +148,53 @@ impl AgentSession {
     }
 }
 
+/// The reply's call when the reply asks for exactly one, with arguments that parsed and a
+/// read-only tool: the call its model step runs (see the module docs).
+fn lone_read_call<'m>(message: &'m Message, tools: &ToolExecutor) -> Option<&'m ToolCallPart> {
+    let mut calls = message.tool_calls();
+    match (calls.next(), calls.next()) {
+        (Some(call), None)
+            if matches!(call.arguments, ToolArguments::Json(_))
+                && tools.is_read_only(&call.tool_name) =>
+        {
+            Some(call)
+        }
+        _ => None,
+    }
+}
+
+/// Drains the model's stream and, when the reply asks for a lone read-only call, runs it: the
+/// value one model step journals.
+async fn model_step(stream: ModelStream, tools: &ToolExecutor, session_id: &str) -> ModelReply {
+    let mut reply = drain(stream).await;
+    if let ModelReply::Done { message, lone_read } = &mut reply
+        && let Some(call) = lone_read_call(message, tools)
+    {
+        let input = ToolCallInput {
+            call: call.clone(),
+            idempotency_key: format!("{session_id}:{}", call.id),
+        };
+        *lone_read = Some(tools.execute_call(&input).await);
+    }
+    reply
+}
+
+/// A lone read-only call whose result the last model step journaled.
+struct LoneRead {
+    call: ToolCallPart,
+    outcome: ToolCallOutcome,
+}
+
+impl LoneRead {
+    /// The journaled result, if `call` is the call it was computed for.
+    fn answer(self, call: &ToolCallPart) -> Option<ToolCallOutcome> {
+        (call.id == self.call.id
+            && call.tool_name == self.call.tool_name
+            && arguments_value(&call.arguments) == arguments_value(&self.call.arguments))
+        .then_some(self.outcome)
+    }
+}
+
 /// A completed durable future: which kind, and its result.
 enum Completion {
     Tool(Result<Json<ToolCallOutcome>, TerminalError>),
@@ -219,10 +274,9 @@ impl AgentSession {
         let mut pending: Vec<PendingApproval> = Vec::new();
         let mut turn = 0u32;
         let mut cancelled = false;
-        // The call of the last model reply, when it asked for exactly one: run inside the
-        // session's step if its tool is read-only (see the module docs). The decision depends
-        // only on the journaled reply, so a replay makes the same one.
-        let mut lone_call: Option<String> = None;
+        // The lone read-only call of the last model reply, with the result its step journaled
+        // (see the module docs). It comes from the journaled reply, so a replay sees the same.
+        let mut lone_read: Option<LoneRead> = None;
 
         let result = loop {
             tokio::select! {
@@ -236,8 +290,12 @@ impl AgentSession {
                             drop(stream);
                             None
                         } else {
+                            let tools = self.tools.clone();
+                            let session = session_id.clone();
                             match ctx
-                                .run(|| async move { Ok(Json(drain(stream).await)) })
+                                .run(|| async move {
+                                    Ok(Json(model_step(stream, &tools, &session).await))
+                                })
                                 .name(format!("model call {turn}"))
                                 .await
                             {
@@ -260,36 +318,24 @@ impl AgentSession {
                             }
                         };
                         if let Some(outcome) = outcome {
-                            lone_call = match &outcome {
-                                ModelReply::Done { message } => {
-                                    let mut calls = message.tool_calls();
-                                    match (calls.next(), calls.next()) {
-                                        (Some(call), None) => Some(call.id.clone()),
-                                        _ => None,
-                                    }
-                                }
-                                ModelReply::Failed { .. } => None,
+                            lone_read = match &outcome {
+                                ModelReply::Done {
+                                    message,
+                                    lone_read: Some(result),
+                                } => lone_read_call(message, &self.tools).map(|call| LoneRead {
+                                    call: call.clone(),
+                                    outcome: result.clone(),
+                                }),
+                                _ => None,
                             };
                             let _ = reply.send(outcome);
                         }
                     }
-                    Job::Tool { input, reply }
-                        if !cancelled
-                            && lone_call.take().is_some_and(|id| id == input.call.id)
-                            && self.tools.is_read_only(&input.call.tool_name) =>
-                    {
-                        let tools = self.tools.clone();
-                        let name = format!("tool call {}", input.call.id);
-                        let result = ctx
-                            .run(|| async move { Ok(Json(tools.execute_call(&input).await)) })
-                            .name(name)
-                            .await;
-                        let _ = reply.send(tool_outcome(result, || {
-                            cancelled = true;
-                            abort.abort();
-                        }));
-                    }
                     Job::Tool { input, reply } => {
+                        if let Some(outcome) = lone_read.take().and_then(|lone| lone.answer(&input.call)) {
+                            let _ = reply.send(outcome);
+                            continue;
+                        }
                         let call = ctx
                             .request::<_, Json<ToolCallOutcome>>(
                                 RequestTarget::service("ToolExecutor", "execute"),

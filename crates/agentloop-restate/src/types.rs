@@ -105,6 +105,10 @@ pub(crate) enum ModelReply {
     Done {
         /// The assembled assistant message.
         message: Message,
+        /// When the message asks for exactly one call and its tool only reads: that call's
+        /// result, computed inside the same step (see `session.rs`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lone_read: Option<ToolCallOutcome>,
     },
     /// The model failed after the adapter's own retries.
     Failed {

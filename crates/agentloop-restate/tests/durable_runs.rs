@@ -100,6 +100,82 @@ async fn a_worker_killed_mid_batch_repeats_no_model_call_and_no_finished_tool_ca
     assert_eq!(results.len(), 2, "every call answered once: {history}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_read_journaled_with_its_model_step_is_not_read_again_after_a_worker_dies() {
+    let Some(server) = server_or_skip() else {
+        return;
+    };
+    let mock = MockServer::start(script(json!([
+        {"tool_calls": [{"id": "call_read", "name": "read_file",
+                         "arguments": {"path": "notes.txt"}}]},
+        {"tool_calls": [{"id": "call_slow", "name": "shell",
+                         "arguments": {"command": "touch slow-started; sleep 4; echo slept"}}]},
+        {"text": "Read and waited."}
+    ])));
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(&mock, dir.path(), "allow");
+    std::fs::write(
+        spec.workspace.join("notes.txt"),
+        "written before the crash\n",
+    )
+    .unwrap();
+    let restate = Restate::start(&server).await;
+    let port = free_port();
+    let mut worker = spec.start(port, "a").await;
+    restate.register(&format!("http://{}", worker.addr)).await;
+
+    let run = tokio::spawn({
+        let ingress = restate.ingress.clone();
+        let http = restate.http.clone();
+        async move {
+            http.post(format!("{ingress}/AgentSession/s-read-death/run"))
+                .json(&json!({"prompt": "read, then wait"}))
+                .send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        }
+    });
+    let ws = spec.workspace.clone();
+    eventually("the slow call to start", Duration::from_secs(60), || {
+        ws.join("slow-started").exists()
+    })
+    .await;
+    worker.proc.kill();
+    // What a second read would see: the replay must answer from the journal instead.
+    std::fs::write(
+        spec.workspace.join("notes.txt"),
+        "written after the crash\n",
+    )
+    .unwrap();
+    let _worker = spec.start(port, "b").await;
+
+    let output = tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect("the run finishes after the restart")
+        .unwrap();
+    assert_eq!(output["final_text"], "Read and waited.", "{output}");
+    assert_eq!(
+        mock.request_count(),
+        3,
+        "one model request per scripted turn"
+    );
+    let history = restate
+        .call("AgentSession/s-read-death/history", json!(null))
+        .await
+        .unwrap();
+    let results = tool_results(&history);
+    assert_eq!(results.len(), 2, "every call answered once: {history}");
+    let read = results[0].to_string();
+    assert!(read.contains("written before the crash"), "{read}");
+    assert!(
+        !read.contains("after"),
+        "the read ran again on replay: {read}"
+    );
+}
+
 /// Polls `status` until `call_id` is the one pending call.
 async fn wait_for_pending(restate: &Restate, session: &str, call_id: &str) -> serde_json::Value {
     let mut status = json!(null);
@@ -130,8 +206,7 @@ fn tool_results(history: &serde_json::Value) -> Vec<serde_json::Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lone_read_only_call_is_a_step_of_the_session_and_every_other_call_goes_to_the_executor()
-{
+async fn a_lone_read_only_call_runs_in_its_model_step_and_every_other_call_goes_to_the_executor() {
     let Some(server) = server_or_skip() else {
         return;
     };
@@ -188,8 +263,8 @@ async fn a_lone_read_only_call_is_a_step_of_the_session_and_every_other_call_goe
         results[0]
     );
 
-    // The lone read ran inside the session's own step; the mutating call and both calls of
-    // the batch were durable calls of the executor.
+    // The lone read ran inside its model step: no step or call of its own. The mutating call
+    // and both calls of the batch were durable calls of the executor.
     let executed = restate
         .query(
             "SELECT count(*) AS n FROM sys_invocation WHERE target_service_name = 'ToolExecutor'",
@@ -197,10 +272,23 @@ async fn a_lone_read_only_call_is_a_step_of_the_session_and_every_other_call_goe
         .await;
     assert_eq!(executed[0]["n"], 3, "{executed:?}");
     let steps = restate
-        .query("SELECT name FROM sys_journal WHERE name LIKE 'tool call %' ORDER BY name")
+        .query(
+            "SELECT j.name AS name FROM sys_journal j JOIN sys_invocation i ON j.id = i.id \
+             WHERE i.target_service_name = 'AgentSession' AND j.entry_type = 'Command: Run' \
+             ORDER BY j.index",
+        )
         .await;
-    assert_eq!(steps.len(), 1, "{steps:?}");
-    assert_eq!(steps[0]["name"], "tool call lone_read", "{steps:?}");
+    let names: Vec<_> = steps.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        [
+            "model call 1",
+            "model call 2",
+            "model call 3",
+            "model call 4"
+        ],
+        "{steps:?}"
+    );
 
     // Every message was mirrored into the worker's store by the time the run answered.
     let store = agentloop::session::SqliteStore::open(&spec.store).unwrap();
