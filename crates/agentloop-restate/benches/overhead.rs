@@ -381,20 +381,7 @@ fn main() {
                 .unwrap();
             let start = Instant::now();
             let runs: Vec<_> = (0..CONCURRENT)
-                .map(|i| {
-                    let ingress = restate.ingress.clone();
-                    let http = restate.http.clone();
-                    tokio::spawn(async move {
-                        http.post(format!("{ingress}/AgentSession/tp-{i}/run"))
-                            .json(&json!({"prompt": "go"}))
-                            .send()
-                            .await
-                            .unwrap()
-                            .json::<serde_json::Value>()
-                            .await
-                            .unwrap()
-                    })
-                })
+                .map(|i| restate.spawn_run(&format!("tp-{i}"), "go"))
                 .collect();
             for run in runs {
                 assert_eq!(run.await.unwrap()["final_text"], "done");

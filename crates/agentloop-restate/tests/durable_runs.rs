@@ -48,20 +48,7 @@ async fn a_worker_killed_mid_batch_repeats_no_model_call_and_no_finished_tool_ca
     let mut worker = spec.start(port, "a").await;
     restate.register(&format!("http://{}", worker.addr)).await;
 
-    let run = tokio::spawn({
-        let ingress = restate.ingress.clone();
-        let http = restate.http.clone();
-        async move {
-            http.post(format!("{ingress}/AgentSession/s-death/run"))
-                .json(&json!({"prompt": "count, then wait"}))
-                .send()
-                .await
-                .unwrap()
-                .json::<serde_json::Value>()
-                .await
-                .unwrap()
-        }
-    });
+    let run = restate.spawn_run("s-death", "count, then wait");
 
     let ws = spec.workspace.clone();
     eventually("the slow call to start", Duration::from_secs(60), || {
@@ -124,20 +111,7 @@ async fn a_lone_read_journaled_with_its_model_step_is_not_read_again_after_a_wor
     let mut worker = spec.start(port, "a").await;
     restate.register(&format!("http://{}", worker.addr)).await;
 
-    let run = tokio::spawn({
-        let ingress = restate.ingress.clone();
-        let http = restate.http.clone();
-        async move {
-            http.post(format!("{ingress}/AgentSession/s-read-death/run"))
-                .json(&json!({"prompt": "read, then wait"}))
-                .send()
-                .await
-                .unwrap()
-                .json::<serde_json::Value>()
-                .await
-                .unwrap()
-        }
-    });
+    let run = restate.spawn_run("s-read-death", "read, then wait");
     let ws = spec.workspace.clone();
     eventually("the slow call to start", Duration::from_secs(60), || {
         ws.join("slow-started").exists()
@@ -473,18 +447,7 @@ async fn fifty_sessions_on_two_workers_all_finish_with_valid_transcripts() {
     let sessions = 50;
     let mut runs = Vec::new();
     for i in 0..sessions {
-        let ingress = restate.ingress.clone();
-        let http = restate.http.clone();
-        runs.push(tokio::spawn(async move {
-            http.post(format!("{ingress}/AgentSession/fan-{i}/run"))
-                .json(&json!({"prompt": format!("session {i}")}))
-                .send()
-                .await
-                .unwrap()
-                .json::<serde_json::Value>()
-                .await
-                .unwrap()
-        }));
+        runs.push(restate.spawn_run(&format!("fan-{i}"), &format!("session {i}")));
     }
     for run in runs {
         let output = tokio::time::timeout(Duration::from_secs(300), run)

@@ -205,6 +205,16 @@ impl Restate {
         serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))
     }
 
+    /// Starts `AgentSession/{session}/run` with `prompt` on a task of its own (for runs the
+    /// caller interferes with, or sends many of at once); the task yields the run's output.
+    pub fn spawn_run(&self, session: &str, prompt: &str) -> tokio::task::JoinHandle<Value> {
+        let request = self
+            .http
+            .post(format!("{}/AgentSession/{session}/run", self.ingress))
+            .json(&json!({ "prompt": prompt }));
+        tokio::spawn(async move { request.send().await.unwrap().json::<Value>().await.unwrap() })
+    }
+
     /// Runs a query on the server's SQL introspection tables (`sys_invocation`, `sys_journal`,
     /// …) and returns its rows.
     pub async fn query(&self, sql: &str) -> Vec<Value> {
