@@ -6,25 +6,49 @@
 //! `session.rs`) polls the loop and the channel together, turning each job into a journaled step:
 //! a model job into one `ctx.run`, a tool job into a durable call of the `ToolExecutor` service
 //! (a lone read-only call is answered from the model's step instead), an approval job into an
-//! awakeable. Everything runs in the handler's task, in a deterministic order, which is what
-//! makes replay after a crash reproduce the same journal.
+//! awakeable. Every job is turned into a journal entry in the handler's task, in the order the
+//! loop posted it, which is what makes replay after a crash reproduce the same journal.
+//!
+//! # Pipelined model calls
+//!
+//! A step's value is known when its closure returns; the engine's acknowledgement that it is
+//! journaled comes one round trip later. The handler hands the reply to the loop at the first
+//! moment and lets the loop go on while the acknowledgement travels; two things keep that safe:
+//!
+//! - **No journal entry depends on an unacknowledged reply.** The handler posts nothing to the
+//!   engine (no call, no awakeable, no state) until the step is acknowledged; the loop's jobs
+//!   wait in the channel meanwhile. Nothing reaches the session store either: the store mirror
+//!   holds the messages the loop completes in that window until the acknowledgement
+//!   (`MirrorStore::hold`).
+//! - **The next model request may leave early, and only when it is new.** When the loop asks for
+//!   its next model call during that window, [`JournaledModel`] starts it right away on a task of
+//!   its own (with its lone read, see [`model_step`]), and the next step's closure awaits that
+//!   task. It does so only once a step's closure has run in this attempt: from then on every step
+//!   is new to the journal (the handler never posts an entry past an unacknowledged step), so a
+//!   replay never sends a request early for a turn the journal already holds. The price: if the
+//!   worker dies inside the window, the early request was made for nothing and the replay makes
+//!   the unacknowledged turn's request again — as it would have without pipelining — so a crash
+//!   can waste one request more. `WorkerConfig::pipeline_model_calls` turns it off.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use agentloop::model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream, StreamErrorKind};
 use agentloop::tooling::{Approval, ToolContext, ToolError, ToolOutput, ToolSpec};
-use agentloop::transcript::{Message, StopReason, ToolCallPart};
+use agentloop::transcript::{Message, StopReason, ToolArguments, ToolCallPart};
 use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
+use tokio_util::task::AbortOnDropHandle;
 
+use crate::executor::ToolExecutor;
 use crate::types::{ModelReply, ToolCallInput, ToolCallOutcome};
 
 /// Work the loop asks the handler to do through the engine.
 pub(crate) enum Job {
-    /// Drain this (not yet started) model stream inside one journaled step.
+    /// Run this model call inside one journaled step.
     Model {
-        stream: ModelStream,
+        work: ModelWork,
         reply: oneshot::Sender<ModelReply>,
     },
     /// Execute this call through the `ToolExecutor` service.
@@ -39,8 +63,36 @@ pub(crate) enum Job {
     },
 }
 
+/// A model call as its step gets it.
+pub(crate) enum ModelWork {
+    /// Not started: the step drains the stream (and runs the lone read). Dropped unpolled on
+    /// replay, so no request leaves the process.
+    Fresh(ModelStream),
+    /// Started early on a task of its own (see the module docs); dropping it aborts the task.
+    Started(AbortOnDropHandle<ModelReply>),
+}
+
+impl ModelWork {
+    /// The step's value: the reply, with its lone read's result.
+    pub(crate) async fn reply(self, tools: &ToolExecutor, session_id: &str) -> ModelReply {
+        match self {
+            ModelWork::Fresh(stream) => model_step(stream, tools, session_id).await,
+            ModelWork::Started(task) => task.await.unwrap_or_else(|error| {
+                let error = format!("the model call's task failed: {error}");
+                let mut message = Message::assistant(Vec::new(), StopReason::Error);
+                message.error_message = Some(error.clone());
+                ModelReply::Failed { message, error }
+            }),
+        }
+    }
+}
+
 /// Sends jobs to the handler.
 pub(crate) type JobSender = mpsc::UnboundedSender<Job>;
+
+/// The lone read-only call of the last model reply, with the result its step journaled; the
+/// forwarding tools answer that call from it (see `session.rs`).
+pub(crate) type LoneReadSlot = Arc<Mutex<Option<LoneRead>>>;
 
 /// A model whose every call becomes one journaled step.
 ///
@@ -50,19 +102,29 @@ pub(crate) type JobSender = mpsc::UnboundedSender<Job>;
 pub(crate) struct JournaledModel {
     pub(crate) inner: Arc<dyn Model>,
     pub(crate) jobs: JobSender,
+    /// Start calls early once a step of this attempt has run (see the module docs).
+    pub(crate) pipeline: bool,
+    /// Set by the first step closure this attempt runs: every later step is new.
+    pub(crate) live: Arc<AtomicBool>,
+    pub(crate) tools: Arc<ToolExecutor>,
+    pub(crate) session_id: String,
 }
 
 impl Model for JournaledModel {
     fn stream(&self, request: ModelRequest<'_>) -> ModelStream {
         let inner = self.inner.stream(request);
+        let work = match tokio::runtime::Handle::try_current() {
+            Ok(runtime) if self.pipeline && self.live.load(Ordering::SeqCst) => {
+                let tools = self.tools.clone();
+                let session_id = self.session_id.clone();
+                ModelWork::Started(AbortOnDropHandle::new(
+                    runtime.spawn(async move { model_step(inner, &tools, &session_id).await }),
+                ))
+            }
+            _ => ModelWork::Fresh(inner),
+        };
         let (reply, answer) = oneshot::channel();
-        let posted = self
-            .jobs
-            .send(Job::Model {
-                stream: inner,
-                reply,
-            })
-            .is_ok();
+        let posted = self.jobs.send(Job::Model { work, reply }).is_ok();
         Box::pin(futures::stream::once(async move {
             let reply = if posted { answer.await.ok() } else { None };
             match reply {
@@ -90,6 +152,82 @@ impl Model for JournaledModel {
 
     fn capabilities(&self) -> agentloop::model::ModelCapabilities {
         self.inner.capabilities()
+    }
+}
+
+/// The reply's call when the reply asks for exactly one, with arguments that parsed and a
+/// read-only tool: the call its model step runs (see `session.rs`).
+pub(crate) fn lone_read_call<'m>(
+    message: &'m Message,
+    tools: &ToolExecutor,
+) -> Option<&'m ToolCallPart> {
+    let mut calls = message.tool_calls();
+    match (calls.next(), calls.next()) {
+        (Some(call), None)
+            if matches!(call.arguments, ToolArguments::Json(_))
+                && tools.is_read_only(&call.tool_name) =>
+        {
+            Some(call)
+        }
+        _ => None,
+    }
+}
+
+/// Drains the model's stream and, when the reply asks for a lone read-only call, runs it: the
+/// value one model step journals.
+pub(crate) async fn model_step(
+    stream: ModelStream,
+    tools: &ToolExecutor,
+    session_id: &str,
+) -> ModelReply {
+    let mut reply = drain(stream).await;
+    if let ModelReply::Done { message, lone_read } = &mut reply
+        && let Some(call) = lone_read_call(message, tools)
+    {
+        let input = ToolCallInput {
+            call: call.clone(),
+            idempotency_key: format!("{session_id}:{}", call.id),
+        };
+        *lone_read = Some(tools.execute_call(&input).await);
+    }
+    reply
+}
+
+/// A lone read-only call whose result the last model step journaled.
+pub(crate) struct LoneRead {
+    call: ToolCallPart,
+    outcome: ToolCallOutcome,
+}
+
+impl LoneRead {
+    /// The lone read a journaled reply carries, if any.
+    pub(crate) fn of(reply: &ModelReply, tools: &ToolExecutor) -> Option<LoneRead> {
+        match reply {
+            ModelReply::Done {
+                message,
+                lone_read: Some(outcome),
+            } => lone_read_call(message, tools).map(|call| LoneRead {
+                call: call.clone(),
+                outcome: outcome.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// The journaled result, if `call` is the call it was computed for.
+    fn answer(self, call: &ToolCallPart) -> Option<ToolCallOutcome> {
+        (call.id == self.call.id
+            && call.tool_name == self.call.tool_name
+            && arguments_value(&call.arguments) == arguments_value(&self.call.arguments))
+        .then_some(self.outcome)
+    }
+}
+
+/// A call's arguments as JSON (unparsed text as a string).
+pub(crate) fn arguments_value(arguments: &ToolArguments) -> Value {
+    match arguments {
+        ToolArguments::Json(value) => value.clone(),
+        ToolArguments::Unparsed(text) => Value::String(text.clone()),
     }
 }
 
@@ -127,6 +265,7 @@ pub(crate) fn forwarding_tool<D: Send + Sync + 'static>(
     spec: &ToolSpec<D>,
     session_id: &str,
     jobs: JobSender,
+    lone_read: LoneReadSlot,
 ) -> Result<ToolSpec<D>, agentloop::tooling::SpecError> {
     let name = spec.name().to_owned();
     let session_id = session_id.to_owned();
@@ -139,7 +278,17 @@ pub(crate) fn forwarding_tool<D: Send + Sync + 'static>(
             let jobs = jobs.clone();
             let call = ToolCallPart::new(ctx.call_id(), &name, args);
             let idempotency_key = format!("{session_id}:{}", call.id);
+            // The first call after a reply consumes its lone read, whether it is that call or
+            // not: a lone read answers only the call it was run for.
+            let journaled = lone_read
+                .lock()
+                .ok()
+                .and_then(|mut slot| slot.take())
+                .and_then(|lone| lone.answer(&call));
             async move {
+                if let Some(outcome) = journaled {
+                    return outcome_result(outcome);
+                }
                 let (reply, answer) = oneshot::channel();
                 let input = ToolCallInput {
                     call,
@@ -151,11 +300,7 @@ pub(crate) fn forwarding_tool<D: Send + Sync + 'static>(
                     ));
                 }
                 match answer.await {
-                    Ok(outcome) if outcome.is_error => Err(ToolError::new(outcome.content)),
-                    Ok(outcome) => Ok(ToolOutput {
-                        content: outcome.content,
-                        images: outcome.images,
-                    }),
+                    Ok(outcome) => outcome_result(outcome),
                     Err(_) => Err(ToolError::new(
                         "the durable run ended before the call's result arrived",
                     )),
@@ -169,4 +314,16 @@ pub(crate) fn forwarding_tool<D: Send + Sync + 'static>(
         builder = builder.snippet(snippet);
     }
     builder.build()
+}
+
+/// A journaled outcome as the loop's tool result.
+fn outcome_result(outcome: ToolCallOutcome) -> Result<ToolOutput, ToolError> {
+    if outcome.is_error {
+        Err(ToolError::new(outcome.content))
+    } else {
+        Ok(ToolOutput {
+            content: outcome.content,
+            images: outcome.images,
+        })
+    }
 }

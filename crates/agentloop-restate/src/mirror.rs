@@ -10,13 +10,16 @@
 //!   instead, in the order the run emitted them; the handler waits for the writer once, at the
 //!   end of the run ([`MirrorStore::flush`]), so a caller that gets the run's output finds every
 //!   message in the store.
+//! - **Only what the engine holds.** The handler hands a model reply to the loop before the
+//!   engine has acknowledged journaling it (see `bridge.rs`); until it does, the messages the
+//!   loop completes are held back ([`MirrorStore::hold`], [`MirrorStore::release`]), so the store
+//!   never shows a reply that a replay after a crash could replace with another.
 //! - **Replays do not append twice.** A replay after a crash emits every completed message
 //!   again, in the same order. The writer reads how many messages the session holds before its
 //!   first append and skips the positions an earlier attempt already stored.
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 
 use agentloop::session::{
     NewSession, SessionError, SessionFilter, SessionInfo, SessionSettings, SessionStore,
@@ -46,6 +49,8 @@ pub(crate) struct MirrorStore {
     /// Messages this attempt has produced so far.
     produced: AtomicU64,
     writes: mpsc::Sender<Write>,
+    /// While a reply is not yet journaled: the appends held back until it is.
+    held: Mutex<Option<Vec<Write>>>,
 }
 
 impl MirrorStore {
@@ -67,10 +72,41 @@ impl MirrorStore {
             base,
             produced: AtomicU64::new(0),
             writes,
+            held: Mutex::new(None),
         }
     }
 
-    /// Waits until every message queued so far is stored (or failed, which the writer logs).
+    /// Holds back the appends from now on, until [`MirrorStore::release`]: the loop got a reply
+    /// the engine has not acknowledged yet.
+    pub(crate) fn hold(&self) {
+        if let Ok(mut held) = self.held.lock() {
+            held.get_or_insert_with(Vec::new);
+        }
+    }
+
+    /// Queues the appends held back, in order, and stops holding: the reply is journaled.
+    pub(crate) fn release(&self) {
+        let held = self.held.lock().ok().and_then(|mut held| held.take());
+        for write in held.into_iter().flatten() {
+            // A send fails only when the writer thread could not start (logged then).
+            let _ = self.writes.send(write);
+        }
+    }
+
+    /// Queues `write`, or holds it back (see [`MirrorStore::hold`]).
+    fn queue(&self, write: Write) {
+        if let Ok(mut held) = self.held.lock()
+            && let Some(held) = held.as_mut()
+        {
+            held.push(write);
+            return;
+        }
+        // A send fails only when the writer thread could not start (logged then).
+        let _ = self.writes.send(write);
+    }
+
+    /// Waits until every message queued so far is stored (or failed, which the writer logs);
+    /// messages held back are not waited for.
     pub(crate) async fn flush(&self) {
         let (done, wait) = oneshot::channel();
         if self.writes.send(Write::Flush(done)).is_ok() {
@@ -162,8 +198,7 @@ impl SessionStore for MirrorStore {
         let mut seqs = Vec::with_capacity(messages.len());
         for message in messages {
             let position = self.base + self.produced.fetch_add(1, Ordering::SeqCst);
-            // A send fails only when the writer thread could not start (logged then).
-            let _ = self.writes.send(Write::Append {
+            self.queue(Write::Append {
                 position,
                 message: Box::new(message.clone()),
             });

@@ -29,26 +29,29 @@
 //! calls and batches always go to the `ToolExecutor`.
 
 use std::collections::HashMap;
+use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 
 use agentloop::agent::{AgentError, AgentEvent, AgentLoop, AgentLoopConfig, RunStop};
 use agentloop::builtin::{self, WorkspaceDeps};
-use agentloop::model::ModelStream;
 use agentloop::session::{NewSession, SessionRecorder, SessionStore};
 use agentloop::tooling::Approval;
-use agentloop::transcript::{Message, ToolArguments, ToolCallPart, Usage};
+use agentloop::transcript::{Message, Usage};
 use restate_sdk::context::{DurableFuture, RequestTarget};
 use restate_sdk::prelude::*;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::bridge::{Job, JournaledModel, drain, forwarding_tool};
+use crate::bridge::{
+    Job, JournaledModel, LoneRead, LoneReadSlot, arguments_value, forwarding_tool,
+};
 use crate::executor::ToolExecutor;
 use crate::mirror::MirrorStore;
 use crate::types::{
     ApprovalDecision, ApprovalInput, ModelReply, PendingApproval, RunInput, RunOutput,
-    SessionStatus, ToolCallInput, ToolCallOutcome,
+    SessionStatus, ToolCallOutcome,
 };
 use crate::worker::WorkerConfig;
 
@@ -83,15 +86,15 @@ impl AgentSession {
         )
     }
 
-    /// The loop for one run: the journaled model, forwarding tools, and an approval hook that
-    /// posts calls needing a person to the handler; with the store mirror it records into, if
-    /// the worker has a store.
+    /// The loop for one run attempt: the journaled model, forwarding tools, and an approval hook
+    /// that posts calls needing a person to the handler; with the store mirror it records into,
+    /// if the worker has a store.
     fn build_agent(
         &self,
         session_id: &str,
         jobs: mpsc::UnboundedSender<Job>,
         base: u64,
-    ) -> Result<(AgentLoop<WorkspaceDeps>, Option<Arc<MirrorStore>>), TerminalError> {
+    ) -> Result<Attempt, TerminalError> {
         let config = AgentLoopConfig {
             model: self.config.model_name.clone(),
             system_prompt: Some(
@@ -121,13 +124,19 @@ impl AgentSession {
                         .unwrap_or_else(|_| Approval::deny("the run ended before a decision"))
                 }
             });
+        let live = Arc::new(AtomicBool::new(false));
+        let lone_read: LoneReadSlot = Arc::default();
         let model = JournaledModel {
             inner: self.config.model.clone(),
             jobs: jobs.clone(),
+            pipeline: self.config.pipeline_model_calls,
+            live: live.clone(),
+            tools: self.tools.clone(),
+            session_id: session_id.to_owned(),
         };
         let mut agent = AgentLoop::with_deps(config, model, Arc::new(deps));
         for spec in builtin::tools::<WorkspaceDeps>(&self.config.workspace) {
-            let forward = forwarding_tool(&spec, session_id, jobs.clone())
+            let forward = forwarding_tool(&spec, session_id, jobs.clone(), lone_read.clone())
                 .map_err(|e| TerminalError::new(format!("cannot build tool: {e}")))?;
             agent
                 .add_tool(forward)
@@ -144,55 +153,50 @@ impl AgentSession {
             agent = agent.with_emit(move |event: &AgentEvent| recorder.on_event(event));
             mirror = Some(store);
         }
-        Ok((agent, mirror))
+        Ok(Attempt {
+            agent,
+            mirror,
+            live,
+            lone_read,
+        })
     }
 }
 
-/// The reply's call when the reply asks for exactly one, with arguments that parsed and a
-/// read-only tool: the call its model step runs (see the module docs).
-fn lone_read_call<'m>(message: &'m Message, tools: &ToolExecutor) -> Option<&'m ToolCallPart> {
-    let mut calls = message.tool_calls();
-    match (calls.next(), calls.next()) {
-        (Some(call), None)
-            if matches!(call.arguments, ToolArguments::Json(_))
-                && tools.is_read_only(&call.tool_name) =>
-        {
-            Some(call)
-        }
-        _ => None,
-    }
+/// What one attempt of a run works with (see [`AgentSession::build_agent`]).
+struct Attempt {
+    agent: AgentLoop<WorkspaceDeps>,
+    mirror: Option<Arc<MirrorStore>>,
+    /// Set once a step's closure runs in this attempt (see `bridge.rs`).
+    live: Arc<AtomicBool>,
+    lone_read: LoneReadSlot,
 }
 
-/// Drains the model's stream and, when the reply asks for a lone read-only call, runs it: the
-/// value one model step journals.
-async fn model_step(stream: ModelStream, tools: &ToolExecutor, session_id: &str) -> ModelReply {
-    let mut reply = drain(stream).await;
-    if let ModelReply::Done { message, lone_read } = &mut reply
-        && let Some(call) = lone_read_call(message, tools)
-    {
-        let input = ToolCallInput {
-            call: call.clone(),
-            idempotency_key: format!("{session_id}:{}", call.id),
-        };
-        *lone_read = Some(tools.execute_call(&input).await);
-    }
-    reply
+/// The loop's channel for one model reply, answered once: by the step's closure as soon as the
+/// reply is known, or by the handler when the step returns (on replay, or when it failed).
+type ReplyTo = Arc<Mutex<Option<oneshot::Sender<ModelReply>>>>;
+
+/// A model step the handler is waiting on: the engine's future, and the loop's reply channel.
+struct Step<'a> {
+    future: Pin<Box<dyn Future<Output = Result<Json<ModelReply>, TerminalError>> + Send + 'a>>,
+    reply_to: ReplyTo,
 }
 
-/// A lone read-only call whose result the last model step journaled.
-struct LoneRead {
-    call: ToolCallPart,
-    outcome: ToolCallOutcome,
-}
-
-impl LoneRead {
-    /// The journaled result, if `call` is the call it was computed for.
-    fn answer(self, call: &ToolCallPart) -> Option<ToolCallOutcome> {
-        (call.id == self.call.id
-            && call.tool_name == self.call.tool_name
-            && arguments_value(&call.arguments) == arguments_value(&self.call.arguments))
-        .then_some(self.outcome)
+/// Hands `reply` to the loop unless it has it already; sets the lone read first, so the loop's
+/// next tool call finds it. Returns whether it did.
+fn deliver(
+    reply_to: &ReplyTo,
+    reply: ModelReply,
+    slot: &LoneReadSlot,
+    tools: &ToolExecutor,
+) -> bool {
+    let Some(sender) = reply_to.lock().ok().and_then(|mut sender| sender.take()) else {
+        return false;
+    };
+    if let Ok(mut slot) = slot.lock() {
+        *slot = LoneRead::of(&reply, tools);
     }
+    let _ = sender.send(reply);
+    true
 }
 
 /// A completed durable future: which kind, and its result.
@@ -208,13 +212,6 @@ enum Waiter {
         call_id: String,
         reply: oneshot::Sender<Approval>,
     },
-}
-
-fn arguments_value(arguments: &ToolArguments) -> Value {
-    match arguments {
-        ToolArguments::Json(value) => value.clone(),
-        ToolArguments::Unparsed(text) => Value::String(text.clone()),
-    }
 }
 
 /// A tool call's outcome from what the engine returned for it (a step or a durable call): a
@@ -262,7 +259,12 @@ impl AgentSession {
         ctx.set(RUNNING, true);
 
         let (jobs_tx, mut jobs) = mpsc::unbounded_channel();
-        let (agent, mirror) = self.build_agent(&session_id, jobs_tx, history.len() as u64)?;
+        let Attempt {
+            agent,
+            mirror,
+            live,
+            lone_read,
+        } = self.build_agent(&session_id, jobs_tx, history.len() as u64)?;
         let abort = agent.abort_signal().clone();
         let run = agent.run(vec![Message::user(input.prompt)], history.clone());
         tokio::pin!(run);
@@ -274,68 +276,93 @@ impl AgentSession {
         let mut pending: Vec<PendingApproval> = Vec::new();
         let mut turn = 0u32;
         let mut cancelled = false;
-        // The lone read-only call of the last model reply, with the result its step journaled
-        // (see the module docs). It comes from the journaled reply, so a replay sees the same.
-        let mut lone_read: Option<LoneRead> = None;
+        // The model step waiting for the engine's acknowledgement. Meanwhile the loop runs on
+        // (it may have the reply already), but no job becomes a journal entry: see `bridge.rs`.
+        let mut step: Option<Step<'_>> = None;
+        // The loop's result, once it has ended; the handler finishes when no step is waiting.
+        let mut finished = None;
 
         let result = loop {
+            if step.is_none()
+                && let Some(result) = finished.take()
+            {
+                break result;
+            }
             tokio::select! {
                 biased;
-                result = &mut run => break result,
-                Some(job) = jobs.recv() => match job {
-                    Job::Model { stream, reply } => {
-                        turn += 1;
-                        let outcome = if cancelled {
-                            // Never start a model call after the invocation was cancelled.
-                            drop(stream);
-                            None
-                        } else {
-                            let tools = self.tools.clone();
-                            let session = session_id.clone();
-                            match ctx
-                                .run(|| async move {
-                                    Ok(Json(model_step(stream, &tools, &session).await))
-                                })
-                                .name(format!("model call {turn}"))
-                                .await
-                            {
-                                Ok(reply) => Some(reply.into_inner()),
-                                Err(error) => {
-                                    if error.code() == CANCELLED {
-                                        cancelled = true;
-                                        abort.abort();
-                                    }
-                                    let mut message = Message::assistant(
-                                        Vec::new(),
-                                        agentloop::transcript::StopReason::Error,
-                                    );
-                                    message.error_message = Some(error.message().to_owned());
-                                    Some(ModelReply::Failed {
-                                        message,
-                                        error: error.message().to_owned(),
-                                    })
-                                }
-                            }
-                        };
-                        if let Some(outcome) = outcome {
-                            lone_read = match &outcome {
-                                ModelReply::Done {
-                                    message,
-                                    lone_read: Some(result),
-                                } => lone_read_call(message, &self.tools).map(|call| LoneRead {
-                                    call: call.clone(),
-                                    outcome: result.clone(),
-                                }),
-                                _ => None,
-                            };
-                            let _ = reply.send(outcome);
-                        }
+                done = async {
+                    match step.as_mut() {
+                        Some(step) => step.future.as_mut().await,
+                        None => std::future::pending().await,
                     }
-                    Job::Tool { input, reply } => {
-                        if let Some(outcome) = lone_read.take().and_then(|lone| lone.answer(&input.call)) {
-                            let _ = reply.send(outcome);
+                }, if step.is_some() => {
+                    let Some(Step { reply_to, .. }) = step.take() else { continue };
+                    let reply = match done {
+                        Ok(reply) => reply.into_inner(),
+                        Err(error) => {
+                            if error.code() == CANCELLED {
+                                cancelled = true;
+                                abort.abort();
+                            }
+                            let mut message = Message::assistant(
+                                Vec::new(),
+                                agentloop::transcript::StopReason::Error,
+                            );
+                            message.error_message = Some(error.message().to_owned());
+                            ModelReply::Failed {
+                                message,
+                                error: error.message().to_owned(),
+                            }
+                        }
+                    };
+                    // On replay (or a failed step) the loop gets the reply only now.
+                    deliver(&reply_to, reply, &lone_read, &self.tools);
+                    if let Some(mirror) = &mirror {
+                        mirror.release();
+                    }
+                }
+                result = &mut run, if finished.is_none() => finished = Some(result),
+                Some(job) = jobs.recv(), if step.is_none() => match job {
+                    Job::Model { work, reply } => {
+                        turn += 1;
+                        if cancelled {
+                            // Never start a model call after the invocation was cancelled (one
+                            // started early is aborted with `work`); the loop's reply channel
+                            // closes, which ends its turn.
+                            drop(work);
                             continue;
                         }
+                        let reply_to: ReplyTo = Arc::new(Mutex::new(Some(reply)));
+                        let closure = {
+                            let (live, tools, session, mirror, reply_to, slot) = (
+                                live.clone(),
+                                self.tools.clone(),
+                                session_id.clone(),
+                                mirror.clone(),
+                                reply_to.clone(),
+                                lone_read.clone(),
+                            );
+                            move || async move {
+                                // This step is new to the journal, and so is every later one.
+                                live.store(true, std::sync::atomic::Ordering::SeqCst);
+                                let reply = work.reply(&tools, &session).await;
+                                // The loop goes on with the reply while the engine journals it;
+                                // the store waits for the acknowledgement.
+                                if let Some(mirror) = &mirror {
+                                    mirror.hold();
+                                }
+                                deliver(&reply_to, reply.clone(), &slot, &tools);
+                                Ok(Json(reply))
+                            }
+                        };
+                        step = Some(Step {
+                            future: Box::pin(
+                                ctx.run(closure).name(format!("model call {turn}")),
+                            ),
+                            reply_to,
+                        });
+                    }
+                    Job::Tool { input, reply } => {
                         let call = ctx
                             .request::<_, Json<ToolCallOutcome>>(
                                 RequestTarget::service("ToolExecutor", "execute"),
@@ -359,7 +386,7 @@ impl AgentSession {
                         waiters.insert(index, Waiter::Approval { call_id: call.id, reply });
                     }
                 },
-                next = inflight.next(), if !inflight.is_empty() => {
+                next = inflight.next(), if step.is_none() && !inflight.is_empty() => {
                     let (index, completion) = match next {
                         Ok(Some(done)) => done,
                         Ok(None) => continue,

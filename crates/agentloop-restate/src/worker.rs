@@ -41,6 +41,12 @@ pub struct WorkerConfig {
     /// other workers) can list and follow sessions. The engine's state stays the source of
     /// truth for the run itself.
     pub store: Option<Arc<dyn SessionStore>>,
+    /// Send a run's next model request while the engine is still journaling the reply before
+    /// it (`true` in the binary; `agentloop-worker --no-pipeline` turns it off). A turn then
+    /// costs about one engine round trip, not a round trip plus the model call; the price is
+    /// that a worker that dies inside that window has made one request for nothing (the replay
+    /// makes it again). Replays never send a request early. See the crate docs.
+    pub pipeline_model_calls: bool,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -52,6 +58,7 @@ impl std::fmt::Debug for WorkerConfig {
             .field("policy", &self.policy)
             .field("max_turns", &self.max_turns)
             .field("store", &self.store.is_some())
+            .field("pipeline_model_calls", &self.pipeline_model_calls)
             .finish_non_exhaustive()
     }
 }

@@ -150,6 +150,87 @@ async fn a_lone_read_journaled_with_its_model_step_is_not_read_again_after_a_wor
     );
 }
 
+/// How long the balancer holds back each frame the server sends to the worker in the pipelining
+/// test: every acknowledgement of a journaled step arrives at least this late.
+const ACK_DELAY: Duration = Duration::from_millis(400);
+
+/// The time between the mock model's first and second request, for a run whose first turn is a
+/// lone read, on a worker started with `flags` behind a balancer that delays every
+/// acknowledgement by [`ACK_DELAY`]. A first run (another conversation, so the mock model plays
+/// the script again from its start) warms the worker up: its first tool call prepares the
+/// argument validators, which takes a while in a debug build.
+async fn gap_between_first_two_requests(server: &std::path::Path, flags: &[&str]) -> Duration {
+    let mock = MockServer::start(script(json!([
+        {"tool_calls": [{"id": "call_a", "name": "read_file", "arguments": {"path": "notes.txt"}}]},
+        {"tool_calls": [{"id": "call_b", "name": "read_file", "arguments": {"path": "notes.txt"}}]},
+        {"text": "Read twice."}
+    ])));
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(&mock, dir.path(), "ask");
+    std::fs::write(spec.workspace.join("notes.txt"), "notes\n").unwrap();
+    let restate = Restate::start(server).await;
+    let worker = spec.start_with(free_port(), "a", flags).await;
+    let balancer = support::balancer::Balancer::start_delayed(vec![worker.addr], ACK_DELAY).await;
+    restate.register(&format!("http://{}", balancer.addr)).await;
+    let warm = restate
+        .call("AgentSession/s-warm/run", json!({"prompt": "warm up"}))
+        .await
+        .unwrap();
+    assert_eq!(warm["final_text"], "Read twice.", "{warm}");
+
+    let run = restate.spawn_run("s-pipeline", "read twice");
+    let mut first = None;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    let gap = loop {
+        assert!(tokio::time::Instant::now() < deadline, "no second request");
+        match (mock.request_count(), first) {
+            (4, None) => first = Some(tokio::time::Instant::now()),
+            (n, Some(at)) if n >= 5 => break at.elapsed(),
+            (n, None) if n >= 5 => panic!("both requests arrived before the first was seen"),
+            _ => {}
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    let output = tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect("the run finishes")
+        .unwrap();
+    assert_eq!(output["final_text"], "Read twice.", "{output}");
+    assert_eq!(
+        mock.request_count(),
+        6,
+        "one model request per scripted turn"
+    );
+    let history = restate
+        .call("AgentSession/s-pipeline/history", json!(null))
+        .await
+        .unwrap();
+    assert_eq!(tool_results(&history).len(), 2, "{history}");
+    gap
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_next_model_request_leaves_while_the_engine_journals_the_reply() {
+    let Some(server) = server_or_skip() else {
+        return;
+    };
+    // By default the worker hands the reply to the loop as soon as the step's closure returns,
+    // and the loop's next request leaves without waiting for the (delayed) acknowledgement.
+    // Half the delay on both sides: the test polls the request count, so it sees the first
+    // request a little late.
+    let pipelined = gap_between_first_two_requests(&server, &[]).await;
+    assert!(
+        pipelined < ACK_DELAY / 2,
+        "the second request waited for the acknowledgement: {pipelined:?}"
+    );
+    // With --no-pipeline it waits: the same measurement can tell the two apart.
+    let waited = gap_between_first_two_requests(&server, &["--no-pipeline"]).await;
+    assert!(
+        waited >= ACK_DELAY / 2,
+        "without pipelining the second request must wait for the acknowledgement: {waited:?}"
+    );
+}
+
 /// Polls `status` until `call_id` is the one pending call.
 async fn wait_for_pending(restate: &Restate, session: &str, call_id: &str) -> serde_json::Value {
     let mut status = json!(null);

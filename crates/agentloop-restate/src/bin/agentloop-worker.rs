@@ -77,6 +77,13 @@ struct Args {
     /// Reasoning effort (off, minimal, low, medium, high, xhigh).
     #[arg(long, value_name = "LEVEL")]
     reasoning: Option<ReasoningLevel>,
+
+    /// Wait for the engine to journal each model reply before sending the next request. By
+    /// default the next request leaves while the reply is being journaled (a turn costs one
+    /// engine round trip less); a worker that dies in that window has then made one request
+    /// for nothing.
+    #[arg(long)]
+    no_pipeline: bool,
 }
 
 fn env_var(name: &str) -> Option<String> {
@@ -161,6 +168,7 @@ async fn start(args: Args) -> Result<(), String> {
         reasoning: args.reasoning,
         max_turns: (args.max_turns > 0).then_some(args.max_turns),
         store,
+        pipeline_model_calls: !args.no_pipeline,
     };
     eprintln!("agentloop-worker listening on {}", args.listen);
     Worker::new(config)

@@ -1,14 +1,16 @@
 //! A round-robin HTTP/2 (h2c) load balancer for the tests: the Restate server sees one deployment
 //! URI, and each invocation stream goes to the next worker in turn — how workers are deployed
-//! behind a load balancer in production.
+//! behind a load balancer in production. It can also hold back what the server sends to the
+//! workers ([`Balancer::start_delayed`]): every acknowledgement then arrives late.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use http_body_util::BodyExt;
-use http_body_util::combinators::BoxBody;
+use http_body_util::combinators::{BoxBody, UnsyncBoxBody};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::client::legacy::Client;
@@ -32,6 +34,12 @@ impl Drop for Balancer {
 
 impl Balancer {
     pub async fn start(backends: Vec<SocketAddr>) -> Balancer {
+        Balancer::start_delayed(backends, Duration::ZERO).await
+    }
+
+    /// A balancer that delivers each frame the server sends to a worker `delay` after the
+    /// previous one was delivered (so each at least `delay` late).
+    pub async fn start_delayed(backends: Vec<SocketAddr>, delay: Duration) -> Balancer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let per_backend: Arc<Vec<AtomicUsize>> =
@@ -40,9 +48,10 @@ impl Balancer {
         // Nagles would add the 40 ms the worker avoids.
         let mut connector = HttpConnector::new();
         connector.set_nodelay(true);
-        let client: Client<HttpConnector, Incoming> = Client::builder(TokioExecutor::new())
-            .http2_only(true)
-            .build(connector);
+        let client: Client<HttpConnector, UnsyncBoxBody<bytes::Bytes, hyper::Error>> =
+            Client::builder(TokioExecutor::new())
+                .http2_only(true)
+                .build(connector);
         let next = Arc::new(AtomicUsize::new(0));
         let backends = Arc::new(backends);
         let counts = per_backend.clone();
@@ -72,6 +81,19 @@ impl Balancer {
                                 .map(|p| p.as_str().to_owned())
                                 .unwrap_or_else(|| "/".into());
                             parts.uri = format!("http://{backend}{path}").parse().unwrap();
+                            let body = if delay.is_zero() {
+                                body.boxed_unsync()
+                            } else {
+                                http_body_util::StreamBody::new(futures::stream::unfold(
+                                    body,
+                                    move |mut body| async move {
+                                        let frame = body.frame().await?;
+                                        tokio::time::sleep(delay).await;
+                                        Some((frame, body))
+                                    },
+                                ))
+                                .boxed_unsync()
+                            };
                             let response = client.request(Request::from_parts(parts, body)).await;
                             Ok::<Response<Body>, hyper::Error>(match response {
                                 Ok(r) => r.map(|b| b.boxed()),

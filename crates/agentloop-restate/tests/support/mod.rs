@@ -310,6 +310,11 @@ pub struct WorkerSpec {
 
 impl WorkerSpec {
     pub async fn start(&self, port: u16, tag: &str) -> WorkerProc {
+        self.start_with(port, tag, &[]).await
+    }
+
+    /// Starts a worker with `extra` flags after the usual ones.
+    pub async fn start_with(&self, port: u16, tag: &str, extra: &[&str]) -> WorkerProc {
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -326,6 +331,7 @@ impl WorkerSpec {
             .arg("--store")
             .arg(&self.store)
             .args(["--approve", self.approve])
+            .args(extra)
             .env_remove("OPENAI_API_KEY")
             // AGENTLOOP_WORKER_LOG overrides the workers' log filter (e.g. `restate_sdk=debug`).
             .env(
