@@ -117,7 +117,8 @@ impl MirrorStore {
 }
 
 /// The writer thread's body: ensure the session exists, learn how many messages it holds, then
-/// store each queued message whose position is new, until the mirror is dropped.
+/// store each queued message whose position is new, until the mirror is dropped. Appends queued
+/// together (a turn's reply and tool results, released at once) go in one transaction.
 fn write_all(store: &dyn SessionStore, new: NewSession, queue: mpsc::Receiver<Write>) {
     let id = new.id.clone().unwrap_or_default();
     if let Err(error) = ensure_session(store, new) {
@@ -125,36 +126,67 @@ fn write_all(store: &dyn SessionStore, new: NewSession, queue: mpsc::Receiver<Wr
     }
     // Read lazily (and again after a failure), before the first append of this attempt.
     let mut stored: Option<u64> = None;
-    for write in queue {
+    let mut next = queue.recv().ok();
+    while let Some(write) = next.take() {
         match write {
-            Write::Append { position, message } => {
-                let count = match stored {
-                    Some(count) => count,
-                    None => match store.info(&id) {
-                        Ok(info) => *stored.insert(info.message_count),
-                        Err(error) => {
-                            tracing::error!(%error, session = %id, "cannot mirror a message");
-                            continue;
-                        }
-                    },
-                };
-                if position < count {
-                    // Already stored by an earlier attempt of this run.
-                    continue;
-                }
-                if let Err(error) = store.append(&id, &message) {
-                    tracing::error!(
-                        %error,
-                        session = %id,
-                        role = ?message.role,
-                        "cannot mirror a message into the session store"
-                    );
-                }
-            }
             Write::Flush(done) => {
                 let _ = done.send(());
             }
+            Write::Append { position, message } => {
+                let mut batch = vec![(position, message)];
+                loop {
+                    match queue.try_recv() {
+                        Ok(Write::Append { position, message }) => batch.push((position, message)),
+                        // Answered once the batch before it is stored.
+                        Ok(flush) => {
+                            next = Some(flush);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                store_new(store, &id, &mut stored, batch);
+            }
         }
+        if next.is_none() {
+            next = queue.recv().ok();
+        }
+    }
+}
+
+/// Appends the messages of `batch` whose positions the session does not hold yet.
+fn store_new(
+    store: &dyn SessionStore,
+    id: &str,
+    stored: &mut Option<u64>,
+    batch: Vec<(u64, Box<Message>)>,
+) {
+    let count = match *stored {
+        Some(count) => count,
+        None => match store.info(id) {
+            Ok(info) => *stored.insert(info.message_count),
+            Err(error) => {
+                tracing::error!(%error, session = %id, "cannot mirror messages");
+                return;
+            }
+        },
+    };
+    // Positions below `count` were stored by an earlier attempt of this run.
+    let messages: Vec<Message> = batch
+        .into_iter()
+        .filter(|(position, _)| *position >= count)
+        .map(|(_, message)| *message)
+        .collect();
+    if messages.is_empty() {
+        return;
+    }
+    if let Err(error) = store.append_all(id, &messages) {
+        tracing::error!(
+            %error,
+            session = %id,
+            messages = messages.len(),
+            "cannot mirror messages into the session store"
+        );
     }
 }
 

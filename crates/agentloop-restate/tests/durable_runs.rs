@@ -185,7 +185,24 @@ async fn gap_between_first_two_requests(server: &std::path::Path, flags: &[&str]
         assert!(tokio::time::Instant::now() < deadline, "no second request");
         match (mock.request_count(), first) {
             (4, None) => first = Some(tokio::time::Instant::now()),
-            (n, Some(at)) if n >= 5 => break at.elapsed(),
+            (n, Some(at)) if n >= 5 => {
+                let gap = at.elapsed();
+                if flags.is_empty() {
+                    // The first turn's reply is not journaled yet when the second request
+                    // leaves early (its acknowledgement is held back): the store shows none of
+                    // that turn, only the prompt.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let store = agentloop::session::SqliteStore::open(&spec.store).unwrap();
+                    let shown = agentloop::session::SessionStore::entries(&store, "s-pipeline")
+                        .map(|entries| entries.len())
+                        .unwrap_or(0);
+                    assert!(
+                        shown <= 1,
+                        "the store shows an unjournaled turn ({shown} messages)"
+                    );
+                }
+                break gap;
+            }
             (n, None) if n >= 5 => panic!("both requests arrived before the first was seen"),
             _ => {}
         }
@@ -210,7 +227,8 @@ async fn gap_between_first_two_requests(server: &std::path::Path, flags: &[&str]
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_next_model_request_leaves_while_the_engine_journals_the_reply() {
+async fn the_next_model_request_leaves_while_the_engine_journals_the_reply_and_the_store_waits_for_it()
+ {
     let Some(server) = server_or_skip() else {
         return;
     };
