@@ -177,8 +177,35 @@ async fn start(args: Args) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
+/// Logs to stderr what `RUST_LOG` selects (`target=level,…` or a bare level; `warn` when unset).
+fn init_log() -> Result<(), String> {
+    use tracing_subscriber::filter::Targets;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+
+    let filter: Targets = match env_var("RUST_LOG") {
+        Some(spec) => spec
+            .parse()
+            .map_err(|e| format!("RUST_LOG={spec:?} is not a log filter: {e}"))?,
+        None => "warn".parse().map_err(|e| format!("{e}"))?,
+    };
+    tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+        )
+        .with(filter)
+        .try_init()
+        .map_err(|e| format!("cannot start logging: {e}"))
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Err(message) = init_log() {
+        eprintln!("agentloop-worker: {message}");
+        return ExitCode::from(2);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
