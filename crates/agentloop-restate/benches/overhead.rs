@@ -9,7 +9,7 @@
 //! `cargo bench -p agentloop-restate --bench overhead` (needs `.ci/setup-restate` or
 //! `AGENTLOOP_RESTATE_SERVER`). Prints one line per figure. `AGENTLOOP_BENCH_TURNS` sets the tool
 //! turns per run; `AGENTLOOP_BENCH_KEEP_LOG=PATH` keeps the workers' logs as `PATH.read` and
-//! `PATH.write`.
+//! `PATH.write`; `AGENTLOOP_BENCH_NO_PIPELINE=1` starts the workers with `--no-pipeline`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -96,6 +96,14 @@ impl Floor {
     }
 }
 
+/// The workers' extra flags: `--no-pipeline` when `AGENTLOOP_BENCH_NO_PIPELINE` is set.
+fn worker_flags() -> Vec<&'static str> {
+    match std::env::var_os("AGENTLOOP_BENCH_NO_PIPELINE") {
+        Some(_) => vec!["--no-pipeline"],
+        None => Vec::new(),
+    }
+}
+
 /// What each tool turn of a run calls.
 #[derive(Clone, Copy)]
 enum Turn {
@@ -157,7 +165,9 @@ impl Setup {
             approve: "allow",
             log_dir: dir.to_path_buf(),
         };
-        let worker = spec.start(free_port(), kind.tag()).await;
+        let worker = spec
+            .start_with(free_port(), kind.tag(), &worker_flags())
+            .await;
         restate.register(&format!("http://{}", worker.addr)).await;
         restate.register(floor).await;
         let mut setup = Setup {
@@ -306,7 +316,10 @@ fn main() {
         let floor = format!("http://127.0.0.1:{floor_port}");
 
         let n = *TURNS as u32;
-        println!("turns per run: {n} tool turns + 1 final turn; {ROUNDS} rounds of {RUNS_PER_ROUND} runs, medians");
+        println!(
+            "turns per run: {n} tool turns + 1 final turn; {ROUNDS} rounds of {RUNS_PER_ROUND} runs, medians; workers {}",
+            if worker_flags().is_empty() { "pipelined" } else { "with --no-pipeline" }
+        );
         let mut report = Vec::new();
         for kind in [Turn::Read, Turn::Write] {
             let mut setup = Setup::start(&server, kind, dir.path(), &floor).await;
@@ -370,7 +383,10 @@ fn main() {
             let restate = Restate::start(&server).await;
             let mut procs = Vec::new();
             for w in 0..workers {
-                procs.push(spec.start(free_port(), &format!("tp{workers}-{w}")).await);
+                procs.push(
+                    spec.start_with(free_port(), &format!("tp{workers}-{w}"), &worker_flags())
+                        .await,
+                );
             }
             let balancer =
                 support::balancer::Balancer::start(procs.iter().map(|p| p.addr).collect()).await;

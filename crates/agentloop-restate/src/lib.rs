@@ -11,7 +11,10 @@
 //! - the **model** is wrapped so that each call is one journaled step ([`ctx.run`]): its whole
 //!   assembled reply (text, tool calls, usage, provider data) is the journaled value, so a replay
 //!   after a crash returns the recorded reply and sends **no second request** — no double
-//!   billing. Token deltas are not journaled.
+//!   billing. Token deltas are not journaled. The loop gets each reply when the step's work is
+//!   done and sends its next request while the engine journals the reply (pipelining,
+//!   [`WorkerConfig::pipeline_model_calls`]); nothing else acts on a reply before the engine
+//!   acknowledges it.
 //! - each **tool call** is sent to the [`ToolExecutor`] service as its own durable call; a batch
 //!   stays parallel (the calls are fanned in with durable futures), each result is journaled as
 //!   it completes, and a call whose result is journaled is never executed again. (A reply that

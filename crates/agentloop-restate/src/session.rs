@@ -8,6 +8,10 @@
 //! Completed messages are also mirrored into the worker's session store as they complete (when
 //! one is configured); a replay does not append them twice (see [`MirrorStore`]).
 //!
+//! A model step hands its reply to the loop as soon as its closure has it, and the handler keeps
+//! polling the loop while it waits for the engine's acknowledgement, but turns no job into a
+//! journal entry until then (see `bridge.rs`, "Pipelined model calls").
+//!
 //! # Where a tool call runs
 //!
 //! A call is a durable call of the `ToolExecutor` service, so each result is journaled as it

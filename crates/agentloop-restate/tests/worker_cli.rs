@@ -41,7 +41,13 @@ fn help_documents_the_pipelining_switch() {
 fn an_unknown_approval_policy_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let out = worker()
-        .args(["--listen", "127.0.0.1:0", "--approve", "sometimes", "--workspace"])
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--approve",
+            "sometimes",
+            "--workspace",
+        ])
         .arg(dir.path())
         .output()
         .unwrap();
