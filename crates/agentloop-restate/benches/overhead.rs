@@ -9,7 +9,8 @@
 //! `cargo bench -p agentloop-restate --bench overhead` (needs `.ci/setup-restate` or
 //! `AGENTLOOP_RESTATE_SERVER`). Prints one line per figure. `AGENTLOOP_BENCH_TURNS` sets the tool
 //! turns per run; `AGENTLOOP_BENCH_KEEP_LOG=PATH` keeps the workers' logs as `PATH.read` and
-//! `PATH.write`; `AGENTLOOP_BENCH_NO_PIPELINE=1` starts the workers with `--no-pipeline`.
+//! `PATH.write`; `AGENTLOOP_BENCH_NO_PIPELINE=1` starts the workers with `--no-pipeline`;
+//! `AGENTLOOP_BENCH_ROUNDS` sets the rounds (7).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -38,7 +39,14 @@ static TURNS: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
         .unwrap_or(10)
 });
 /// Measurement rounds (each: runs, then the floors, back to back); figures are medians.
-const ROUNDS: usize = 7;
+/// `AGENTLOOP_BENCH_ROUNDS` overrides it (the machine is noisy: more rounds, steadier medians).
+static ROUNDS: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
+    std::env::var("AGENTLOOP_BENCH_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .filter(|&r| r > 0)
+        .unwrap_or(7)
+});
 /// Runs of each kind per round, in-process and on Restate.
 const RUNS_PER_ROUND: usize = 2;
 /// How long each step of `Floor/working_steps` works.
@@ -46,13 +54,15 @@ const WORK: std::time::Duration = std::time::Duration::from_millis(1);
 /// Sessions sent at once in the throughput figures.
 const CONCURRENT: usize = 40;
 
+/// The engine's floor: handlers that journal what a run journals and do nothing else. A virtual
+/// object, like `AgentSession` (each measurement on a key of its own, like a new session).
 struct Floor;
 
-#[restate_sdk::service]
+#[restate_sdk::object]
 impl Floor {
     /// `steps` journaled no-op steps.
     #[handler]
-    async fn steps(&self, ctx: Context<'_>, steps: u32) -> Result<u32, HandlerError> {
+    async fn steps(&self, ctx: ObjectContext<'_>, steps: u32) -> Result<u32, HandlerError> {
         for i in 0..steps {
             ctx.run(|| async move { Ok(i) }).name("noop").await?;
         }
@@ -62,7 +72,7 @@ impl Floor {
     /// `steps` journaled steps that each work for `WORK` before returning (what a model call
     /// does inside its step): the engine's floor for a step that is not instant.
     #[handler]
-    async fn working_steps(&self, ctx: Context<'_>, steps: u32) -> Result<u32, HandlerError> {
+    async fn working_steps(&self, ctx: ObjectContext<'_>, steps: u32) -> Result<u32, HandlerError> {
         for i in 0..steps {
             ctx.run(|| async move {
                 let start = Instant::now();
@@ -77,23 +87,51 @@ impl Floor {
         Ok(steps)
     }
 
-    /// `calls` calls, one after another, to the no-op handler `Floor/noop` (what a tool call
-    /// to the worker's `ToolExecutor` service costs the engine at least).
+    /// `calls` calls, one after another, to the no-op handler `FloorCallee/noop` (what a tool
+    /// call to the worker's `ToolExecutor` service costs the engine at least).
     #[handler]
-    async fn calls(&self, ctx: Context<'_>, calls: u32) -> Result<u32, HandlerError> {
+    async fn calls(&self, ctx: ObjectContext<'_>, calls: u32) -> Result<u32, HandlerError> {
         for i in 0..calls {
-            ctx.request::<_, u32>(RequestTarget::service("Floor", "noop"), i)
+            ctx.request::<_, u32>(RequestTarget::service("FloorCallee", "noop"), i)
                 .call()
                 .await?;
         }
         Ok(calls)
     }
+}
 
+/// The callee of `Floor/calls`.
+struct FloorCallee;
+
+#[restate_sdk::service]
+impl FloorCallee {
     /// Returns its input.
     #[handler]
     async fn noop(&self, _ctx: Context<'_>, n: u32) -> Result<u32, HandlerError> {
         Ok(n)
     }
+}
+
+/// Set in the child process that serves the floor handlers: the port to serve them on.
+const SERVE_FLOOR: &str = "AGENTLOOP_BENCH_SERVE_FLOOR";
+
+/// Serves the floor handlers on `port` until killed (the bench's child process).
+fn serve_floor(port: u16) {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .unwrap();
+        agentloop_restate::serve_endpoint(
+            Endpoint::builder().bind(Floor).bind(FloorCallee).build(),
+            listener,
+            std::future::pending::<()>(),
+        )
+        .await;
+    });
 }
 
 /// The workers' extra flags: `--no-pipeline` when `AGENTLOOP_BENCH_NO_PIPELINE` is set.
@@ -181,9 +219,9 @@ impl Setup {
         // Warm up (connections, deployment discovery, the floor handlers).
         setup.local().await;
         setup.durable().await;
-        setup.floor("Floor/steps", 1).await;
-        setup.floor("Floor/working_steps", 1).await;
-        setup.floor("Floor/calls", 1).await;
+        setup.floor("steps", 1).await;
+        setup.floor("working_steps", 1).await;
+        setup.floor("calls", 1).await;
         setup
     }
 
@@ -213,10 +251,16 @@ impl Setup {
         start.elapsed()
     }
 
-    /// One invocation of a floor handler with argument `n`.
-    async fn floor(&self, handler: &str, n: u32) -> Duration {
+    /// One invocation of the floor's `handler` with argument `n`, on a new key, right after an
+    /// untimed in-process run: the same conditions as a timed durable run, which follows a
+    /// timed in-process run (the server and the process serving the handler have been idle
+    /// for as long).
+    async fn floor(&mut self, handler: &str, n: u32) -> Duration {
+        self.local().await;
+        self.runs += 1;
+        let path = format!("Floor/{}-floor-{}/{handler}", self.kind.tag(), self.runs);
         let start = Instant::now();
-        self.restate.call(handler, json!(n)).await.unwrap();
+        self.restate.call(&path, json!(n)).await.unwrap();
         start.elapsed()
     }
 }
@@ -255,18 +299,18 @@ async fn round(setup: &mut Setup) -> Round {
     // A run journals n + 1 model steps (a read turn's call is inside its step) and, per write
     // turn, a durable call.
     let model_steps = n + 1;
-    let noop = setup.floor("Floor/steps", model_steps).await;
+    let noop = setup.floor("steps", model_steps).await;
     let working = setup
-        .floor("Floor/working_steps", model_steps)
+        .floor("working_steps", model_steps)
         .await
         .saturating_sub(WORK * model_steps);
     let (floor, floor_working) = match setup.kind {
         Turn::Read => (noop, working),
         Turn::Write => {
-            let calls = setup.floor("Floor/calls", n).await;
+            let calls = setup.floor("calls", n).await;
             // Each floor invocation also pays for starting and ending an invocation, as a run
             // does once; two invocations here: subtract one empty invocation's cost.
-            let empty = setup.floor("Floor/steps", 0).await;
+            let empty = setup.floor("steps", 0).await;
             (
                 (noop + calls).saturating_sub(empty),
                 (working + calls).saturating_sub(empty),
@@ -287,6 +331,10 @@ fn median(mut values: Vec<f64>) -> f64 {
 }
 
 fn main() {
+    if let Some(port) = std::env::var(SERVE_FLOOR).ok().and_then(|p| p.parse().ok()) {
+        serve_floor(port);
+        return;
+    }
     let Some(server) = restate_server_binary() else {
         println!("restate overhead: skipped (no restate-server; run .ci/setup-restate)");
         return;
@@ -302,29 +350,36 @@ fn main() {
         std::fs::create_dir_all(&ws).unwrap();
         std::fs::write(ws.join("README.md"), "hello\n").unwrap();
 
-        // The floor handlers, served by this process like the worker's endpoint (TCP_NODELAY),
-        // so the floor is the engine's alone.
+        // The floor handlers, served by a process of their own like the worker's endpoint (this
+        // bench again, with SERVE_FLOOR set), so the floor is the engine's alone, measured
+        // under the same conditions.
         let floor_port = free_port();
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", floor_port))
-            .await
-            .unwrap();
-        tokio::spawn(agentloop_restate::serve_endpoint(
-            Endpoint::builder().bind(Floor).build(),
-            listener,
-            std::future::pending::<()>(),
-        ));
+        let _floor_server = support::Proc {
+            child: std::process::Command::new(std::env::current_exe().unwrap())
+                .env(SERVE_FLOOR, floor_port.to_string())
+                .spawn()
+                .unwrap(),
+            name: "floor".to_owned(),
+        };
+        support::wait_until("the floor handlers", Duration::from_secs(30), async || {
+            tokio::net::TcpStream::connect(("127.0.0.1", floor_port))
+                .await
+                .is_ok()
+        })
+        .await;
         let floor = format!("http://127.0.0.1:{floor_port}");
 
         let n = *TURNS as u32;
         println!(
-            "turns per run: {n} tool turns + 1 final turn; {ROUNDS} rounds of {RUNS_PER_ROUND} runs, medians; workers {}",
+            "turns per run: {n} tool turns + 1 final turn; {} rounds of {RUNS_PER_ROUND} runs, medians; workers {}",
+            *ROUNDS,
             if worker_flags().is_empty() { "pipelined" } else { "with --no-pipeline" }
         );
         let mut report = Vec::new();
         for kind in [Turn::Read, Turn::Write] {
             let mut setup = Setup::start(&server, kind, dir.path(), &floor).await;
             let mut rounds = Vec::new();
-            for _ in 0..ROUNDS {
+            for _ in 0..*ROUNDS {
                 rounds.push(round(&mut setup).await);
             }
             let ms = |d: Duration| d.as_secs_f64() * 1e3;

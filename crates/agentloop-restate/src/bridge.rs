@@ -127,6 +127,10 @@ impl Model for JournaledModel {
         let posted = self.jobs.send(Job::Model { work, reply }).is_ok();
         Box::pin(futures::stream::once(async move {
             let reply = if posted { answer.await.ok() } else { None };
+            // The reply may come from a step that has just proposed its value to the engine:
+            // let the connection's task write that proposal before the loop's work on the reply
+            // takes this thread (a task woken by the current one runs only once it yields).
+            tokio::task::yield_now().await;
             match reply {
                 Some(ModelReply::Done { message, .. }) => ModelEvent::Done(message),
                 Some(ModelReply::Failed { message, error }) => ModelEvent::Error {

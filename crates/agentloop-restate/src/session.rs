@@ -186,21 +186,15 @@ struct Step<'a> {
 }
 
 /// Hands `reply` to the loop unless it has it already; sets the lone read first, so the loop's
-/// next tool call finds it. Returns whether it did.
-fn deliver(
-    reply_to: &ReplyTo,
-    reply: ModelReply,
-    slot: &LoneReadSlot,
-    tools: &ToolExecutor,
-) -> bool {
+/// next tool call finds it.
+fn deliver(reply_to: &ReplyTo, reply: ModelReply, slot: &LoneReadSlot, tools: &ToolExecutor) {
     let Some(sender) = reply_to.lock().ok().and_then(|mut sender| sender.take()) else {
-        return false;
+        return;
     };
     if let Ok(mut slot) = slot.lock() {
         *slot = LoneRead::of(&reply, tools);
     }
     let _ = sender.send(reply);
-    true
 }
 
 /// A completed durable future: which kind, and its result.
@@ -365,6 +359,19 @@ impl AgentSession {
                             ),
                             reply_to,
                         });
+                    }
+                    // After a cancellation nothing new goes to the engine: the loop may still post
+                    // jobs for a reply it got before the cancellation was known (pipelining).
+                    Job::Tool { reply, .. } if cancelled => {
+                        let _ = reply.send(ToolCallOutcome {
+                            is_error: true,
+                            content: "aborted: the run was cancelled before this call was sent"
+                                .to_owned(),
+                            images: Vec::new(),
+                        });
+                    }
+                    Job::Approval { reply, .. } if cancelled => {
+                        let _ = reply.send(Approval::deny("the run was cancelled"));
                     }
                     Job::Tool { input, reply } => {
                         let call = ctx

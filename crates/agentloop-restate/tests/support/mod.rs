@@ -86,7 +86,7 @@ impl Drop for Proc {
     }
 }
 
-async fn wait_until(what: &str, timeout: Duration, mut ready: impl AsyncFnMut() -> bool) {
+pub async fn wait_until(what: &str, timeout: Duration, mut ready: impl AsyncFnMut() -> bool) {
     let start = Instant::now();
     while !ready().await {
         assert!(start.elapsed() < timeout, "timed out waiting for {what}");
