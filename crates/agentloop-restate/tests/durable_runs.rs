@@ -152,7 +152,7 @@ async fn a_lone_read_journaled_with_its_model_step_is_not_read_again_after_a_wor
 
 /// How long the balancer holds back each frame the server sends to the worker in the pipelining
 /// test: every acknowledgement of a journaled step arrives at least this late.
-const ACK_DELAY: Duration = Duration::from_millis(400);
+const ACK_DELAY: Duration = Duration::from_millis(1000);
 
 /// The time between the mock model's first and second request, for a run whose first turn is a
 /// lone read, on a worker started with `flags` behind a balancer that delays every
