@@ -78,10 +78,7 @@ impl ModelWork {
         match self {
             ModelWork::Fresh(stream) => model_step(stream, tools, session_id).await,
             ModelWork::Started(task) => task.await.unwrap_or_else(|error| {
-                let error = format!("the model call's task failed: {error}");
-                let mut message = Message::assistant(Vec::new(), StopReason::Error);
-                message.error_message = Some(error.clone());
-                ModelReply::Failed { message, error }
+                ModelReply::failed(format!("the model call's task failed: {error}"))
             }),
         }
     }
@@ -254,10 +251,7 @@ pub(crate) async fn drain(mut stream: ModelStream) -> ModelReply {
             _ => {}
         }
     }
-    let error = "the model stream ended without a terminal event".to_owned();
-    let mut message = Message::assistant(Vec::new(), StopReason::Error);
-    message.error_message = Some(error.clone());
-    ModelReply::Failed { message, error }
+    ModelReply::failed("the model stream ended without a terminal event".to_owned())
 }
 
 /// The stand-in for `spec` inside the loop: same name, description, schema, guidance and

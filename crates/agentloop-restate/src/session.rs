@@ -302,15 +302,7 @@ impl AgentSession {
                                 cancelled = true;
                                 abort.abort();
                             }
-                            let mut message = Message::assistant(
-                                Vec::new(),
-                                agentloop::transcript::StopReason::Error,
-                            );
-                            message.error_message = Some(error.message().to_owned());
-                            ModelReply::Failed {
-                                message,
-                                error: error.message().to_owned(),
-                            }
+                            ModelReply::failed(error.message().to_owned())
                         }
                     };
                     // On replay (or a failed step) the loop gets the reply only now.

@@ -118,3 +118,13 @@ pub(crate) enum ModelReply {
         error: String,
     },
 }
+
+impl ModelReply {
+    /// A failure with no partial message: an empty assistant message (stop reason error)
+    /// carrying `error`.
+    pub(crate) fn failed(error: String) -> ModelReply {
+        let mut message = Message::assistant(Vec::new(), agentloop::transcript::StopReason::Error);
+        message.error_message = Some(error.clone());
+        ModelReply::Failed { message, error }
+    }
+}

@@ -59,10 +59,7 @@ async fn a_worker_killed_mid_batch_repeats_no_model_call_and_no_finished_tool_ca
     worker.proc.kill();
     let _worker = spec.start(port, "b").await;
 
-    let output = tokio::time::timeout(Duration::from_secs(120), run)
-        .await
-        .expect("the run finishes after the restart")
-        .unwrap();
+    let output = finished(run, "the run finishes after the restart").await;
     assert_eq!(output["final_text"], "Both commands ran.", "{output}");
     assert_eq!(output["stop"]["reason"], "done", "{output}");
     let counter = std::fs::read_to_string(spec.workspace.join("counter.txt")).unwrap();
@@ -74,10 +71,7 @@ async fn a_worker_killed_mid_batch_repeats_no_model_call_and_no_finished_tool_ca
     );
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
 
-    let history = restate
-        .call("AgentSession/s-death/history", json!(null))
-        .await
-        .unwrap();
+    let history = history(&restate, "s-death").await;
     let results: Vec<_> = history
         .as_array()
         .unwrap()
@@ -126,20 +120,14 @@ async fn a_lone_read_journaled_with_its_model_step_is_not_read_again_after_a_wor
     .unwrap();
     let _worker = spec.start(port, "b").await;
 
-    let output = tokio::time::timeout(Duration::from_secs(120), run)
-        .await
-        .expect("the run finishes after the restart")
-        .unwrap();
+    let output = finished(run, "the run finishes after the restart").await;
     assert_eq!(output["final_text"], "Read and waited.", "{output}");
     assert_eq!(
         mock.request_count(),
         3,
         "one model request per scripted turn"
     );
-    let history = restate
-        .call("AgentSession/s-read-death/history", json!(null))
-        .await
-        .unwrap();
+    let history = history(&restate, "s-read-death").await;
     let results = tool_results(&history);
     assert_eq!(results.len(), 2, "every call answered once: {history}");
     let read = results[0].to_string();
@@ -148,6 +136,25 @@ async fn a_lone_read_journaled_with_its_model_step_is_not_read_again_after_a_wor
         !read.contains("after"),
         "the read ran again on replay: {read}"
     );
+}
+
+/// The session's messages as of its last finished run.
+async fn history(restate: &Restate, session: &str) -> serde_json::Value {
+    restate
+        .call(&format!("AgentSession/{session}/history"), json!(null))
+        .await
+        .unwrap()
+}
+
+/// The output of a run started with `Restate::spawn_run`, which must end within two minutes.
+async fn finished(
+    run: tokio::task::JoinHandle<serde_json::Value>,
+    what: &str,
+) -> serde_json::Value {
+    tokio::time::timeout(Duration::from_secs(120), run)
+        .await
+        .expect(what)
+        .unwrap()
 }
 
 /// How long the balancer holds back each frame the server sends to the worker in the pipelining
@@ -208,20 +215,14 @@ async fn gap_between_first_two_requests(server: &std::path::Path, flags: &[&str]
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
     };
-    let output = tokio::time::timeout(Duration::from_secs(120), run)
-        .await
-        .expect("the run finishes")
-        .unwrap();
+    let output = finished(run, "the run finishes").await;
     assert_eq!(output["final_text"], "Read twice.", "{output}");
     assert_eq!(
         mock.request_count(),
         6,
         "one model request per scripted turn"
     );
-    let history = restate
-        .call("AgentSession/s-pipeline/history", json!(null))
-        .await
-        .unwrap();
+    let history = history(&restate, "s-pipeline").await;
     assert_eq!(tool_results(&history).len(), 2, "{history}");
     gap
 }
@@ -313,10 +314,7 @@ async fn a_lone_read_only_call_runs_in_its_model_step_and_every_other_call_goes_
         std::fs::read_to_string(spec.workspace.join("out.txt")).unwrap(),
         "written\n"
     );
-    let history = restate
-        .call("AgentSession/s-dispatch/history", json!(null))
-        .await
-        .unwrap();
+    let history = history(&restate, "s-dispatch").await;
     let results = tool_results(&history);
     let ids: Vec<_> = results
         .iter()
@@ -458,10 +456,7 @@ async fn an_approval_parks_the_run_and_another_worker_resumes_it() {
         "the denied call never ran"
     );
     assert_eq!(mock.request_count(), 2, "no model call repeated");
-    let history = restate
-        .call("AgentSession/s-approve/history", json!(null))
-        .await
-        .unwrap();
+    let history = history(&restate, "s-approve").await;
     let results = tool_results(&history);
     assert_eq!(results.len(), 2, "{history}");
     let denied = results[1].to_string();
@@ -511,10 +506,7 @@ async fn cancelling_the_invocation_aborts_the_batch_with_a_result_for_every_call
         .unwrap();
     assert_eq!(output["stop"]["reason"], "aborted", "{output}");
     assert_eq!(mock.request_count(), 1, "no model call after the abort");
-    let history = restate
-        .call("AgentSession/s-cancel/history", json!(null))
-        .await
-        .unwrap();
+    let history = history(&restate, "s-cancel").await;
     let results = tool_results(&history);
     assert_eq!(results.len(), 2, "every call has its result: {history}");
     for result in &results {
@@ -562,10 +554,7 @@ async fn fifty_sessions_on_two_workers_all_finish_with_valid_transcripts() {
     );
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
     for i in 0..sessions {
-        let history = restate
-            .call(&format!("AgentSession/fan-{i}/history"), json!(null))
-            .await
-            .unwrap();
+        let history = history(&restate, &format!("fan-{i}")).await;
         let ids: Vec<_> = tool_results(&history)
             .iter()
             .map(|m| m["content"][0]["call_id"].as_str().unwrap_or("").to_owned())
