@@ -119,10 +119,12 @@ async fn concurrent_http2_conversations_share_a_connection_per_hundred_streams()
     // The default pool gives each connection 100 streams: 200 concurrent conversations share
     // two connections (both turns of each conversation reuse them).
     let (connections, requests) = concurrent(HttpVersion::Http2PriorKnowledge, 200).await;
+    // hyper may race one extra connect while a connection is still being set up (see
+    // `the_http2_pool_opens_connections…`): one spare each, far from one per conversation.
     assert_eq!(requests, 400);
-    assert_eq!(connections, 2);
+    assert!((2..=3).contains(&connections), "{connections} connections");
     let (connections, _) = concurrent(HttpVersion::Http2PriorKnowledge, 90).await;
-    assert_eq!(connections, 1);
+    assert!((1..=2).contains(&connections), "{connections} connections");
 }
 
 /// How long the mock holds each reply in [`burst`].
@@ -182,7 +184,14 @@ async fn the_http2_pool_opens_connections_instead_of_queueing_beyond_the_stream_
     let (pooled, pooled_connections) = burst(100, 256).await;
     let (queued, queued_connections) = burst(usize::MAX, 1).await;
     eprintln!("210 requests, 100-stream server: pooled {pooled:?}, one connection {queued:?}");
-    assert_eq!(pooled_connections, 3);
+    // The pool leases three clients (100 + 100 + 10 streams; its own count is checked exactly
+    // in its unit tests). The server counts connections, and hyper may race a second connect
+    // on a client whose first is still being set up (seen once in CI on two busy cores), so
+    // allow one extra per client: what matters is at least the three the limit calls for.
+    assert!(
+        (3..=6).contains(&pooled_connections),
+        "three connections expected from the pool: {pooled_connections}"
+    );
     // Without the pool, reqwest keeps one connection; under heavy load hyper was once seen
     // opening a second while the first was still being set up (one flaky run in ten). What
     // matters here is that the pool opens the connections the stream limit calls for.
