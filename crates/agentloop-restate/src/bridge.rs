@@ -264,15 +264,14 @@ pub(crate) fn forwarding_tool<D: Send + Sync + 'static>(
     session_id: &str,
     jobs: JobSender,
     lone_read: LoneReadSlot,
-) -> Result<ToolSpec<D>, agentloop::tooling::SpecError> {
+) -> ToolSpec<D> {
     let name = spec.name().to_owned();
     let session_id = session_id.to_owned();
-    let mut builder = ToolSpec::<D>::builder(spec.name(), spec.description())
-        .parameters(spec.parameters().clone())
-        .parallel_safe(spec.parallel_safe())
-        .deferred(spec.deferred())
-        .local_tool_search(spec.local_tool_search())
-        .handler(move |ctx: ToolContext<D>, args: Value| {
+    // Same name, schema (compiled once per worker, shared), flags and guidance as the tool;
+    // no timeout (see above).
+    spec.clone()
+        .with_timeout(None)
+        .with_handler(move |ctx: ToolContext<D>, args: Value| {
             let jobs = jobs.clone();
             let call = ToolCallPart::new(ctx.call_id(), &name, args);
             let idempotency_key = format!("{session_id}:{}", call.id);
@@ -304,14 +303,7 @@ pub(crate) fn forwarding_tool<D: Send + Sync + 'static>(
                     )),
                 }
             }
-        });
-    for rule in spec.guidelines() {
-        builder = builder.guideline(rule.clone());
-    }
-    if let Some(snippet) = spec.snippet() {
-        builder = builder.snippet(snippet);
-    }
-    builder.build()
+        })
 }
 
 /// A journaled outcome as the loop's tool result.
@@ -323,5 +315,56 @@ fn outcome_result(outcome: ToolCallOutcome) -> Result<ToolOutput, ToolError> {
             content: outcome.content,
             images: outcome.images,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use agentloop::builtin::{self, Workspace, WorkspaceDeps};
+
+    /// A forwarding tool looks like the tool to the model but has no timeout of its own (the
+    /// executor applies the real one), and it posts the call to the handler.
+    #[tokio::test]
+    async fn a_forwarding_tool_keeps_the_tools_shape_drops_its_timeout_and_posts_the_call() {
+        let dir = tempfile::tempdir().unwrap();
+        let workspace = Workspace::new(dir.path()).unwrap();
+        let tools = builtin::tools::<WorkspaceDeps>(&workspace);
+        let write = tools.iter().find(|t| t.name() == "write_file").unwrap();
+        assert!(write.timeout().is_some());
+        let (jobs, mut posted) = mpsc::unbounded_channel();
+        let forward = forwarding_tool(write, "s1", jobs, LoneReadSlot::default());
+        assert_eq!(forward.name(), write.name());
+        assert_eq!(forward.description(), write.description());
+        assert_eq!(forward.parameters(), write.parameters());
+        assert_eq!(forward.guidelines(), write.guidelines());
+        assert_eq!(forward.parallel_safe(), write.parallel_safe());
+        assert_eq!(forward.timeout(), None);
+
+        let deps = Arc::new(WorkspaceDeps::new(
+            workspace,
+            builtin::ApprovalPolicy::Always,
+        ));
+        let call = tokio::spawn(async move {
+            forward
+                .call(deps, serde_json::json!({"path": "a.txt", "content": "x"}))
+                .await
+        });
+        let Some(Job::Tool { input, reply }) = posted.recv().await else {
+            panic!("no tool job posted")
+        };
+        assert_eq!(input.call.tool_name, "write_file");
+        assert_eq!(input.idempotency_key, "s1:direct");
+        reply
+            .send(ToolCallOutcome {
+                is_error: false,
+                content: "written".to_owned(),
+                images: Vec::new(),
+            })
+            .unwrap();
+        assert_eq!(call.await.unwrap().unwrap().content, "written");
+        // Nothing was written here: the executor does that.
+        assert!(!dir.path().join("a.txt").exists());
     }
 }

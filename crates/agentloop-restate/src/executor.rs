@@ -20,22 +20,36 @@ use crate::worker::WorkerConfig;
 /// The tool-executor service (`ToolExecutor/execute`).
 pub struct ToolExecutor {
     tools: HashMap<String, ToolSpec<WorkspaceDeps>>,
+    /// The same tools in the built-in order (the order the model sees them in); clones of
+    /// `tools`, sharing their compiled schemas.
+    ordered: Vec<ToolSpec<WorkspaceDeps>>,
     deps: Arc<WorkspaceDeps>,
 }
 
 impl ToolExecutor {
     /// The service for a worker's configuration (its workspace and built-in tools).
     pub fn new(config: &WorkerConfig) -> Self {
-        let tools = builtin::tools::<WorkspaceDeps>(&config.workspace)
-            .into_iter()
-            .map(|spec| (spec.name().to_owned(), spec))
+        let ordered = builtin::tools::<WorkspaceDeps>(&config.workspace);
+        let tools = ordered
+            .iter()
+            .map(|spec| (spec.name().to_owned(), spec.clone()))
             .collect();
         // The session decided approval before sending the call here.
         let deps = Arc::new(WorkspaceDeps::new(
             config.workspace.clone(),
             ApprovalPolicy::Always,
         ));
-        ToolExecutor { tools, deps }
+        ToolExecutor {
+            tools,
+            ordered,
+            deps,
+        }
+    }
+
+    /// This worker's tools, in the built-in order. A run's forwarding tools are copies of these
+    /// with another handler, so their schemas are compiled once per worker, not once per run.
+    pub(crate) fn specs(&self) -> &[ToolSpec<WorkspaceDeps>] {
+        &self.ordered
     }
 
     /// Whether `tool` is one of this worker's tools and only reads (a lone call to it runs

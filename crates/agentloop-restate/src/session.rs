@@ -39,7 +39,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use agentloop::agent::{AgentError, AgentEvent, AgentLoop, AgentLoopConfig, RunStop};
-use agentloop::builtin::{self, WorkspaceDeps};
+use agentloop::builtin::WorkspaceDeps;
 use agentloop::session::{NewSession, SessionRecorder, SessionStore};
 use agentloop::tooling::Approval;
 use agentloop::transcript::{Message, Usage};
@@ -139,9 +139,8 @@ impl AgentSession {
             session_id: session_id.to_owned(),
         };
         let mut agent = AgentLoop::with_deps(config, model, Arc::new(deps));
-        for spec in builtin::tools::<WorkspaceDeps>(&self.config.workspace) {
-            let forward = forwarding_tool(&spec, session_id, jobs.clone(), lone_read.clone())
-                .map_err(|e| TerminalError::new(format!("cannot build tool: {e}")))?;
+        for spec in self.tools.specs() {
+            let forward = forwarding_tool(spec, session_id, jobs.clone(), lone_read.clone());
             agent
                 .add_tool(forward)
                 .map_err(|e| TerminalError::new(format!("cannot register tool: {e}")))?;

@@ -1,4 +1,5 @@
-//! [`Registry`]: the tools of one agent, by name, each with its schema compiled once.
+//! [`Registry`]: the tools of one agent, by name, each with its schema compiled once (and shared
+//! with the spec's clones).
 //!
 //! The registry is the executor's only view of tools: it resolves names, hands out the compiled
 //! validator and lists the model-visible schemas. It does not run anything.
@@ -13,7 +14,6 @@ use serde_json::Value;
 use super::error::RegistryError;
 use super::search::{LoadedTools, SearchLoad};
 use super::spec::ToolSpec;
-use super::validate;
 
 /// The provider-independent, model-visible description of one tool.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -26,10 +26,11 @@ pub struct ToolSchema {
     pub parameters: Value,
 }
 
-/// A tool as held by the registry: its spec plus the compiled argument validator.
+/// A tool as held by the registry: its spec plus the compiled argument validator (shared with
+/// the spec and its clones, so it is compiled once however many registries hold the tool).
 pub(crate) struct RegisteredTool<D> {
     pub(crate) spec: ToolSpec<D>,
-    pub(crate) validator: Validator,
+    pub(crate) validator: Arc<Validator>,
 }
 
 /// Tools by name. Construction fails on duplicate names or schemas that do not compile.
@@ -99,8 +100,9 @@ impl<D> Registry<D> {
         Ok(registry)
     }
 
-    /// Adds one tool (compiling its schema). Fails on a duplicate name, a schema that does not
-    /// compile, or a second `local_tool_search` tool; the registry is unchanged on failure.
+    /// Adds one tool (compiling its schema, unless the spec or a clone of it was compiled
+    /// before). Fails on a duplicate name, a schema that does not compile, or a second
+    /// `local_tool_search` tool; the registry is unchanged on failure.
     pub fn add(&mut self, spec: ToolSpec<D>) -> Result<(), RegistryError> {
         if self.by_name.contains_key(&spec.name) {
             return Err(RegistryError::DuplicateName(spec.name));
@@ -113,11 +115,13 @@ impl<D> Registry<D> {
                 });
             }
         }
-        let validator =
-            validate::compile(&spec.parameters).map_err(|reason| RegistryError::InvalidSchema {
+        let validator = spec
+            .compiled_validator()
+            .map_err(|reason| RegistryError::InvalidSchema {
                 name: spec.name.clone(),
-                reason,
-            })?;
+                reason: reason.to_owned(),
+            })?
+            .clone();
         self.schemas.push(ToolSchema {
             name: spec.name.clone(),
             description: spec.description.clone(),
@@ -266,6 +270,27 @@ mod tests {
             .blocking_handler(|_c: ToolContext<Deps>, _a: Value| "ok")
             .build()
             .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn clones_and_handler_copies_share_one_compiled_schema() {
+        let spec = tool("a");
+        let copy = spec
+            .clone()
+            .with_handler(|_c: ToolContext<Deps>, _a: Value| async { "copy" });
+        let first = Registry::new(vec![spec.clone()]).unwrap_or_else(|e| panic!("{e}"));
+        let second = Registry::new(vec![spec]).unwrap_or_else(|e| panic!("{e}"));
+        let third = Registry::new(vec![copy]).unwrap_or_else(|e| panic!("{e}"));
+        let validator = |r: &Registry<Deps>| {
+            r.registered("a")
+                .map(|t| Arc::clone(&t.validator))
+                .unwrap_or_else(|| panic!("registered"))
+        };
+        assert!(Arc::ptr_eq(&validator(&first), &validator(&second)));
+        assert!(Arc::ptr_eq(&validator(&first), &validator(&third)));
+        // A spec built anew compiles its own.
+        let fresh = Registry::new(vec![tool("a")]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(!Arc::ptr_eq(&validator(&first), &validator(&fresh)));
     }
 
     #[test]

@@ -308,9 +308,10 @@ pub struct ToolSpec<D> {
     pub(crate) snippet: Option<String>,
     pub(crate) deferred: bool,
     pub(crate) local_tool_search: bool,
-    /// The parameters schema compiled on the first direct [`call`](ToolSpec::call), shared by
-    /// clones (the registry compiles its own copy when the tool is registered).
-    pub(crate) direct_validator: Arc<OnceLock<Result<Validator, String>>>,
+    /// The parameters schema, compiled on first use (registration in a registry or a direct
+    /// [`call`](ToolSpec::call)) and shared by clones and by [`with_handler`](ToolSpec::with_handler)
+    /// copies: a spec registered in many agents compiles its schema once.
+    pub(crate) validator: Arc<OnceLock<Result<Arc<Validator>, String>>>,
 }
 
 impl<D> Clone for ToolSpec<D> {
@@ -326,7 +327,7 @@ impl<D> Clone for ToolSpec<D> {
             snippet: self.snippet.clone(),
             deferred: self.deferred,
             local_tool_search: self.local_tool_search,
-            direct_validator: self.direct_validator.clone(),
+            validator: self.validator.clone(),
         }
     }
 }
@@ -412,6 +413,59 @@ impl<D> ToolSpec<D> {
         self.parallel_safe = parallel_safe;
         self
     }
+
+    /// The compiled parameters schema (compiled on the first call, then shared; see
+    /// [`ToolSpec::validator`]). `Err` holds why the schema does not compile.
+    pub(crate) fn compiled_validator(&self) -> Result<&Arc<Validator>, &str> {
+        self.validator
+            .get_or_init(|| validate::compile(&self.parameters).map(Arc::new))
+            .as_ref()
+            .map_err(String::as_str)
+    }
+}
+
+impl<D: Send + Sync + 'static> ToolSpec<D> {
+    /// Returns a copy that runs `handler` instead, with the same name, description, schema,
+    /// flags, timeout and guidance: a wrapper (a proxy that forwards calls elsewhere, say)
+    /// that looks exactly like the tool to the model. The compiled schema is shared with the
+    /// original, so building such copies per run costs no recompilation.
+    ///
+    /// ```
+    /// use agentloop::tooling::{Deps, ToolContext, ToolSpec};
+    /// use serde_json::{json, Value};
+    /// use std::sync::Arc;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// let upper = ToolSpec::<Deps>::builder("upper", "Upper-case the text.")
+    ///     .parameters(json!({"type": "object", "properties": {"text": {"type": "string"}}}))
+    ///     .handler(|_ctx: ToolContext<Deps>, args: Value| async move {
+    ///         args["text"].as_str().unwrap_or_default().to_uppercase()
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// let logged = upper.clone().with_handler(|_ctx: ToolContext<Deps>, args: Value| async move {
+    ///     format!("would upper-case {}", args["text"])
+    /// });
+    /// assert_eq!(logged.name(), "upper");
+    /// let deps = Arc::new(Deps::new());
+    /// assert_eq!(
+    ///     logged.call(deps.clone(), json!({"text": "hi"})).await.unwrap().content,
+    ///     "would upper-case \"hi\""
+    /// );
+    /// // Same schema, same checks.
+    /// assert!(logged.call(deps, json!({"text": 5})).await.is_err());
+    /// # }
+    /// ```
+    pub fn with_handler<A, F, Fut, R>(mut self, handler: F) -> Self
+    where
+        A: DeserializeOwned + Send + 'static,
+        F: Fn(ToolContext<D>, A) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: IntoToolOutput + 'static,
+    {
+        self.handler = async_handler(handler);
+        self
+    }
 }
 
 impl<D: Send + Sync + 'static> ToolSpec<D> {
@@ -456,10 +510,7 @@ impl<D: Send + Sync + 'static> ToolSpec<D> {
                 json_kind(&args),
             ));
         }
-        let validator = self
-            .direct_validator
-            .get_or_init(|| validate::compile(&self.parameters));
-        match validator {
+        match self.compiled_validator() {
             Ok(validator) => validate::check(&self.name, validator, &args)?,
             Err(reason) => {
                 return Err(ToolError::new(format!(
@@ -508,6 +559,24 @@ impl<D: Send + Sync + 'static> ToolSpec<D> {
     }
 }
 
+/// `f` as a handler: binds the arguments to `A`, then awaits `f`'s future.
+fn async_handler<D, A, F, Fut, R>(f: F) -> HandlerFn<D>
+where
+    D: Send + Sync + 'static,
+    A: DeserializeOwned + Send + 'static,
+    F: Fn(ToolContext<D>, A) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = R> + Send + 'static,
+    R: IntoToolOutput + 'static,
+{
+    Arc::new(move |ctx, args| {
+        let args: A = bind(args)?;
+        let fut = f(ctx, args);
+        Ok(Invocation::Async(Box::pin(async move {
+            fut.await.into_tool_output()
+        })))
+    })
+}
+
 /// How a non-object JSON value is named in a "malformed arguments" error.
 fn json_kind(value: &Value) -> &'static str {
     match value {
@@ -550,14 +619,7 @@ impl<D: Send + Sync + 'static> ToolSpecBuilder<D> {
         Fut: Future<Output = R> + Send + 'static,
         R: IntoToolOutput + 'static,
     {
-        let handler: HandlerFn<D> = Arc::new(move |ctx, args| {
-            let args: A = bind(args)?;
-            let fut = f(ctx, args);
-            Ok(Invocation::Async(Box::pin(async move {
-                fut.await.into_tool_output()
-            })))
-        });
-        self.handler = Some(handler);
+        self.handler = Some(async_handler(f));
         self
     }
 
@@ -642,7 +704,7 @@ impl<D: Send + Sync + 'static> ToolSpecBuilder<D> {
             snippet: self.snippet,
             deferred: self.deferred,
             local_tool_search: self.local_tool_search,
-            direct_validator: Arc::new(OnceLock::new()),
+            validator: Arc::new(OnceLock::new()),
         })
     }
 }

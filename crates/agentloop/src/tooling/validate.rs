@@ -1,9 +1,10 @@
 //! Validation of a call's arguments against its tool's full JSON Schema (beyond the executor contract, which
 //! only binds arguments to the handler).
 //!
-//! Schemas are compiled once, when a tool enters a [`Registry`](crate::tooling::Registry); each
-//! call is then checked in one pass that collects *every* violation, so the model can fix all of
-//! them in its next attempt. The message shape follows what models already handle well:
+//! Schemas are compiled once, when a tool enters a [`Registry`](crate::tooling::Registry) or is
+//! first called directly (clones of a spec share the compiled schema); each call is then
+//! checked in one pass that collects *every* violation, so the model can fix all of them in
+//! its next attempt. The message shape follows what models already handle well:
 //!
 //! ```text
 //! Validation failed for tool "echo":
