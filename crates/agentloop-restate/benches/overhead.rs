@@ -10,7 +10,8 @@
 //! `AGENTLOOP_RESTATE_SERVER`). Prints one line per figure. `AGENTLOOP_BENCH_TURNS` sets the tool
 //! turns per run; `AGENTLOOP_BENCH_KEEP_LOG=PATH` keeps the workers' logs as `PATH.read` and
 //! `PATH.write`; `AGENTLOOP_BENCH_NO_PIPELINE=1` starts the workers with `--no-pipeline`;
-//! `AGENTLOOP_BENCH_ROUNDS` sets the rounds (7).
+//! `AGENTLOOP_BENCH_ROUNDS` sets the rounds (7); `AGENTLOOP_BENCH_STORE=sqlite` records every run
+//! into a SQLite session store, on both sides alike (see [`STORE`]).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -20,9 +21,11 @@ mod support;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agentloop::agent::{AgentLoop, AgentLoopConfig};
+use agentloop::agent::{AgentEvent, AgentLoop, AgentLoopConfig};
 use agentloop::builtin::{self, ApprovalPolicy, Workspace, WorkspaceDeps};
 use agentloop::providers::{OpenAiChat, ProviderConfig};
+use agentloop::session::{NewSession, SessionRecorder, SessionStore, SqliteStore};
+use agentloop::tooling::ToolSpec;
 use agentloop::transcript::Message;
 use agentloop_testkit::{MockServer, Script};
 use restate_sdk::context::RequestTarget;
@@ -47,6 +50,16 @@ static ROUNDS: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
         .filter(|&r| r > 0)
         .unwrap_or(7)
 });
+/// Whether runs record their transcripts, on both sides alike: with
+/// `AGENTLOOP_BENCH_STORE=sqlite` the workers mirror into a SQLite file (`--store`) and each
+/// in-process run builds its agent with a `SessionRecorder` into a SQLite file of its own, as
+/// `agentloop run` does; unset, neither records, and the overhead is the engine's alone.
+static STORE: std::sync::LazyLock<bool> =
+    std::sync::LazyLock::new(|| match std::env::var("AGENTLOOP_BENCH_STORE").as_deref() {
+        Ok("sqlite") => true,
+        Ok("" | "none") | Err(_) => false,
+        Ok(other) => panic!("AGENTLOOP_BENCH_STORE: \"sqlite\" or \"none\", not {other:?}"),
+    });
 /// Runs of each kind per round, in-process and on Restate.
 const RUNS_PER_ROUND: usize = 2;
 /// How long each step of `Floor/working_steps` works.
@@ -170,6 +183,8 @@ struct Setup {
     kind: Turn,
     _mock: MockServer,
     agent: AgentLoop<WorkspaceDeps>,
+    /// What an in-process run needs to build its own recording agent (with [`STORE`]).
+    recording: Option<Recording>,
     restate: Restate,
     _worker: support::WorkerProc,
     runs: usize,
@@ -192,14 +207,23 @@ impl Setup {
             workspace.clone(),
             ApprovalPolicy::Always,
         ));
+        let tools = builtin::tools::<WorkspaceDeps>(&workspace);
+        let recording = STORE.then(|| Recording {
+            model: model.clone(),
+            deps: deps.clone(),
+            tools: tools.clone(),
+            store: Arc::new(
+                SqliteStore::open(dir.join(format!("local-{}.db", kind.tag()))).unwrap(),
+            ),
+        });
         let agent = AgentLoop::with_deps(AgentLoopConfig::default(), model, deps)
-            .with_tools(builtin::tools::<WorkspaceDeps>(&workspace))
+            .with_tools(tools)
             .unwrap();
         let restate = Restate::start(server).await;
         let spec = WorkerSpec {
             model_base: mock.openai_base_url(),
             workspace: ws,
-            store: dir.join("sessions.db"),
+            store: STORE.then(|| dir.join("sessions.db")),
             approve: "allow",
             log_dir: dir.to_path_buf(),
         };
@@ -212,6 +236,7 @@ impl Setup {
             kind,
             _mock: mock,
             agent,
+            recording,
             restate,
             _worker: worker,
             runs: 0,
@@ -225,14 +250,19 @@ impl Setup {
         setup
     }
 
-    /// One run in-process.
-    async fn local(&self) -> Duration {
+    /// One run in-process (a new session, with [`STORE`]).
+    async fn local(&mut self) -> Duration {
         let start = Instant::now();
-        let out = self
-            .agent
-            .run(vec![Message::user("go")], vec![])
-            .await
-            .unwrap();
+        let out = match &self.recording {
+            None => self.agent.run(vec![Message::user("go")], vec![]).await,
+            Some(recording) => {
+                self.runs += 1;
+                let session = format!("local-{}", self.runs);
+                let agent = recording.agent(&session);
+                agent.run(vec![Message::user("go")], vec![]).await
+            }
+        }
+        .unwrap();
         assert_eq!(out.final_text(), "done");
         start.elapsed()
     }
@@ -262,6 +292,31 @@ impl Setup {
         let start = Instant::now();
         self.restate.call(&path, json!(n)).await.unwrap();
         start.elapsed()
+    }
+}
+
+/// An in-process run's recording agent, built per run as the worker builds its own (see
+/// [`STORE`]).
+struct Recording {
+    model: Arc<OpenAiChat>,
+    deps: Arc<WorkspaceDeps>,
+    tools: Vec<ToolSpec<WorkspaceDeps>>,
+    store: Arc<SqliteStore>,
+}
+
+impl Recording {
+    /// A new session `id` and an agent recording into it.
+    fn agent(&self, id: &str) -> AgentLoop<WorkspaceDeps> {
+        self.store.create(NewSession::new().id(id)).unwrap();
+        let recorder = SessionRecorder::new(self.store.clone() as Arc<dyn SessionStore>, id);
+        AgentLoop::with_deps(
+            AgentLoopConfig::default(),
+            self.model.clone(),
+            self.deps.clone(),
+        )
+        .with_tools(self.tools.clone())
+        .unwrap()
+        .with_emit(move |event: &AgentEvent| recorder.on_event(event))
     }
 }
 
@@ -371,9 +426,14 @@ fn main() {
 
         let n = *TURNS as u32;
         println!(
-            "turns per run: {n} tool turns + 1 final turn; {} rounds of {RUNS_PER_ROUND} runs, medians; workers {}",
+            "turns per run: {n} tool turns + 1 final turn; {} rounds of {RUNS_PER_ROUND} runs, medians; workers {}; {}",
             *ROUNDS,
-            if worker_flags().is_empty() { "pipelined" } else { "with --no-pipeline" }
+            if worker_flags().is_empty() { "pipelined" } else { "with --no-pipeline" },
+            if *STORE {
+                "every run recorded into SQLite (workers --store, in-process SessionRecorder)"
+            } else {
+                "no session store on either side"
+            }
         );
         let mut report = Vec::new();
         for kind in [Turn::Read, Turn::Write] {
@@ -427,7 +487,7 @@ fn main() {
         let spec = WorkerSpec {
             model_base: mock.openai_base_url(),
             workspace: ws.clone(),
-            store: dir.path().join("sessions.db"),
+            store: STORE.then(|| dir.path().join("sessions.db")),
             approve: "allow",
             log_dir: dir.path().to_path_buf(),
         };

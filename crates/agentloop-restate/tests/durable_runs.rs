@@ -21,7 +21,7 @@ fn spec(mock: &MockServer, dir: &std::path::Path, approve: &'static str) -> Work
     WorkerSpec {
         model_base: mock.openai_base_url(),
         workspace,
-        store: dir.join("sessions.db"),
+        store: Some(dir.join("sessions.db")),
         approve,
         log_dir: dir.to_path_buf(),
     }
@@ -199,7 +199,8 @@ async fn gap_between_first_two_requests(server: &std::path::Path, flags: &[&str]
                     // leaves early (its acknowledgement is held back): the store shows none of
                     // that turn, only the prompt.
                     tokio::time::sleep(Duration::from_millis(50)).await;
-                    let store = agentloop::session::SqliteStore::open(&spec.store).unwrap();
+                    let store = agentloop::session::SqliteStore::open(spec.store.as_ref().unwrap())
+                        .unwrap();
                     let shown = agentloop::session::SessionStore::entries(&store, "s-pipeline")
                         .map(|entries| entries.len())
                         .unwrap_or(0);
@@ -362,7 +363,7 @@ async fn a_lone_read_only_call_runs_in_its_model_step_and_every_other_call_goes_
     );
 
     // Every message was mirrored into the worker's store by the time the run answered.
-    let store = agentloop::session::SqliteStore::open(&spec.store).unwrap();
+    let store = agentloop::session::SqliteStore::open(spec.store.as_ref().unwrap()).unwrap();
     let stored = agentloop::session::SessionStore::entries(&store, "s-dispatch").unwrap();
     assert_eq!(
         stored.len(),

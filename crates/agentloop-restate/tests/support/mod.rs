@@ -303,7 +303,8 @@ pub struct WorkerProc {
 pub struct WorkerSpec {
     pub model_base: String,
     pub workspace: PathBuf,
-    pub store: PathBuf,
+    /// The worker's `--store` (none: the worker mirrors nothing).
+    pub store: Option<PathBuf>,
     pub approve: &'static str,
     pub log_dir: PathBuf,
 }
@@ -328,8 +329,11 @@ impl WorkerSpec {
             .arg(&self.model_base)
             .arg("--workspace")
             .arg(&self.workspace)
-            .arg("--store")
-            .arg(&self.store)
+            .args(
+                self.store
+                    .iter()
+                    .flat_map(|store| [std::ffi::OsStr::new("--store"), store.as_os_str()]),
+            )
             .args(["--approve", self.approve])
             .args(extra)
             .env_remove("OPENAI_API_KEY")
