@@ -11,9 +11,9 @@ use std::sync::Arc;
 
 use agentloop::builtin::{self, ApprovalPolicy, WorkspaceDeps};
 use agentloop::tooling::ToolSpec;
-use agentloop::transcript::ToolArguments;
 use restate_sdk::prelude::*;
 
+use crate::bridge::arguments_value;
 use crate::types::{ToolCallInput, ToolCallOutcome};
 use crate::worker::WorkerConfig;
 
@@ -76,11 +76,10 @@ impl ToolExecutor {
                 images: Vec::new(),
             };
         };
-        let args = match &call.arguments {
-            ToolArguments::Json(value) => value.clone(),
-            ToolArguments::Unparsed(text) => serde_json::Value::String(text.clone()),
-        };
-        match spec.call(self.deps.clone(), args).await {
+        match spec
+            .call(self.deps.clone(), arguments_value(&call.arguments))
+            .await
+        {
             Ok(output) => ToolCallOutcome {
                 is_error: false,
                 content: output.content,
