@@ -1,8 +1,8 @@
 //! Per-turn cost of a run on Restate, next to the same run in-process and next to the engine's
-//! floor (a handler that only journals no-op steps, and one that only calls a no-op handler),
-//! for runs whose turns each call `read_file` (a lone read-only call: run and journaled inside
-//! the model's step) and runs whose turns each call `write_file` (a mutating call: a durable call
-//! of the `ToolExecutor` service); then the throughput of `CONCURRENT`
+//! floor (a handler that only journals no-op steps), for runs whose turns each call
+//! `read_file` (a lone read-only call: run and journaled inside the model's step) and runs whose
+//! turns each call `write_file` (a lone call of a file tool that writes: a journaled step of its
+//! own after the model's); then the throughput of `CONCURRENT`
 //! sessions sent at once to one worker and to two (behind the tests' round-robin balancer), all
 //! against a real Restate server and the testkit's mock model on loopback.
 //!
@@ -28,7 +28,6 @@ use agentloop::session::{NewSession, SessionRecorder, SessionStore, SqliteStore}
 use agentloop::tooling::ToolSpec;
 use agentloop::transcript::Message;
 use agentloop_testkit::{MockServer, Script};
-use restate_sdk::context::RequestTarget;
 use restate_sdk::prelude::*;
 use serde_json::json;
 use support::{Restate, WorkerSpec, free_port, restate_server_binary};
@@ -99,30 +98,6 @@ impl Floor {
         }
         Ok(steps)
     }
-
-    /// `calls` calls, one after another, to the no-op handler `FloorCallee/noop` (what a tool
-    /// call to the worker's `ToolExecutor` service costs the engine at least).
-    #[handler]
-    async fn calls(&self, ctx: ObjectContext<'_>, calls: u32) -> Result<u32, HandlerError> {
-        for i in 0..calls {
-            ctx.request::<_, u32>(RequestTarget::service("FloorCallee", "noop"), i)
-                .call()
-                .await?;
-        }
-        Ok(calls)
-    }
-}
-
-/// The callee of `Floor/calls`.
-struct FloorCallee;
-
-#[restate_sdk::service]
-impl FloorCallee {
-    /// Returns its input.
-    #[handler]
-    async fn noop(&self, _ctx: Context<'_>, n: u32) -> Result<u32, HandlerError> {
-        Ok(n)
-    }
 }
 
 /// Set in the child process that serves the floor handlers: the port to serve them on.
@@ -139,7 +114,7 @@ fn serve_floor(port: u16) {
             .await
             .unwrap();
         agentloop_restate::serve_endpoint(
-            Endpoint::builder().bind(Floor).bind(FloorCallee).build(),
+            Endpoint::builder().bind(Floor).build(),
             listener,
             std::future::pending::<()>(),
         )
@@ -160,7 +135,7 @@ fn worker_flags() -> Vec<&'static str> {
 enum Turn {
     /// One `read_file` call: a lone read-only call, which runs inside the model's step.
     Read,
-    /// One `write_file` call: a mutating call, sent to the `ToolExecutor` service.
+    /// One `write_file` call: a lone call of a file tool that writes, a step of its own.
     Write,
 }
 
@@ -246,7 +221,6 @@ impl Setup {
         setup.durable().await;
         setup.floor("steps", 1).await;
         setup.floor("working_steps", 1).await;
-        setup.floor("calls", 1).await;
         setup
     }
 
@@ -352,24 +326,23 @@ async fn round(setup: &mut Setup) -> Round {
     let runs = RUNS_PER_ROUND as u32;
     let (local, durable) = (local / runs, durable / runs);
     // A run journals n + 1 model steps (a read turn's call is inside its step) and, per write
-    // turn, a durable call.
+    // turn, a step for the call.
     let model_steps = n + 1;
-    let noop = setup.floor("steps", model_steps).await;
-    let working = setup
-        .floor("working_steps", model_steps)
-        .await
-        .saturating_sub(WORK * model_steps);
+    let working = |total: Duration| total.saturating_sub(WORK * model_steps);
     let (floor, floor_working) = match setup.kind {
-        Turn::Read => (noop, working),
+        Turn::Read => (
+            setup.floor("steps", model_steps).await,
+            working(setup.floor("working_steps", model_steps).await),
+        ),
         Turn::Write => {
-            let calls = setup.floor("calls", n).await;
-            // Each floor invocation also pays for starting and ending an invocation, as a run
-            // does once; two invocations here: subtract one empty invocation's cost.
+            let noop = setup.floor("steps", model_steps + n).await;
+            // The working floor: the model steps work, the call steps do not. Two invocations
+            // pay for starting and ending an invocation twice, a run once: subtract one empty
+            // invocation's cost.
+            let model = working(setup.floor("working_steps", model_steps).await);
+            let calls = setup.floor("steps", n).await;
             let empty = setup.floor("steps", 0).await;
-            (
-                (noop + calls).saturating_sub(empty),
-                (working + calls).saturating_sub(empty),
-            )
+            (noop, (model + calls).saturating_sub(empty))
         }
     };
     Round {
@@ -453,7 +426,7 @@ fn main() {
             let floor = median(rounds.iter().map(|r| per_turn(r.floor)).collect());
             let journal = match kind {
                 Turn::Read => "1 step",
-                Turn::Write => "a step and a call",
+                Turn::Write => "2 steps",
             };
             report.push(format!(
                 "{} turns: per turn in-process {local:.2} ms, on Restate {durable:.2} ms; engine \

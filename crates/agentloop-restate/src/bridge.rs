@@ -5,7 +5,8 @@
 //! work but post a [`Job`] on a channel and wait for its answer, and the handler (see
 //! `session.rs`) polls the loop and the channel together, turning each job into a journaled step:
 //! a model job into one `ctx.run`, a tool job into a durable call of the `ToolExecutor` service
-//! (a lone read-only call is answered from the model's step instead), an approval job into an
+//! (a lone read-only call is answered from the model's step instead, and another lone call of a
+//! file tool is a step of its own: see `session.rs`), an approval job into an
 //! awakeable. Every job is turned into a journal entry in the handler's task, in the order the
 //! loop posted it, which is what makes replay after a crash reproduce the same journal.
 //!
@@ -156,22 +157,29 @@ impl Model for JournaledModel {
     }
 }
 
-/// The reply's call when the reply asks for exactly one, with arguments that parsed and a
-/// read-only tool: the call its model step runs (see `session.rs`).
+/// The message's call when it asks for exactly one and ended for it (a reply cut off at the
+/// length limit has its calls answered "truncated" by the loop, never run): a lone call, which
+/// runs as a step of the session (see `session.rs`).
+pub(crate) fn lone_call(message: &Message) -> Option<&ToolCallPart> {
+    if message.stop_reason == Some(StopReason::Length) {
+        return None;
+    }
+    let mut calls = message.tool_calls();
+    match (calls.next(), calls.next()) {
+        (Some(call), None) => Some(call),
+        _ => None,
+    }
+}
+
+/// The reply's lone call when its arguments parsed and its tool only reads: the call its model
+/// step runs (see `session.rs`).
 pub(crate) fn lone_read_call<'m>(
     message: &'m Message,
     tools: &ToolExecutor,
 ) -> Option<&'m ToolCallPart> {
-    let mut calls = message.tool_calls();
-    match (calls.next(), calls.next()) {
-        (Some(call), None)
-            if matches!(call.arguments, ToolArguments::Json(_))
-                && tools.is_read_only(&call.tool_name) =>
-        {
-            Some(call)
-        }
-        _ => None,
-    }
+    lone_call(message).filter(|call| {
+        matches!(call.arguments, ToolArguments::Json(_)) && tools.is_read_only(&call.tool_name)
+    })
 }
 
 /// Drains the model's stream and, when the reply asks for a lone read-only call, runs it: the
@@ -296,7 +304,11 @@ pub(crate) fn forwarding_tool<D: Send + Sync + 'static>(
                         "the durable run ended before the call was sent",
                     ));
                 }
-                match answer.await {
+                let outcome = answer.await;
+                // The result may come from a step that has just proposed it to the engine: let
+                // the connection's task write that proposal first (see `JournaledModel`).
+                tokio::task::yield_now().await;
+                match outcome {
                     Ok(outcome) => outcome_result(outcome),
                     Err(_) => Err(ToolError::new(
                         "the durable run ended before the call's result arrived",
@@ -323,6 +335,59 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use agentloop::builtin::{self, Workspace, WorkspaceDeps};
+
+    /// Which reply's call is lone (and so a step of the session), and which tools' lone calls
+    /// may be steps: the file tools, not `shell` (its commands may outlast a cancellation).
+    #[test]
+    fn a_lone_call_is_the_only_call_of_a_reply_not_cut_off_and_only_file_tools_run_in_a_step() {
+        use agentloop::transcript::Part;
+        let call = |id: &str| {
+            Part::ToolCall(ToolCallPart::new(
+                id,
+                "write_file",
+                serde_json::json!({"path": "a"}),
+            ))
+        };
+        let one = Message::assistant(vec![call("a")], StopReason::ToolUse);
+        assert_eq!(lone_call(&one).map(|c| c.id.as_str()), Some("a"));
+        let two = Message::assistant(vec![call("a"), call("b")], StopReason::ToolUse);
+        assert!(lone_call(&two).is_none());
+        let cut = Message::assistant(vec![call("a")], StopReason::Length);
+        assert!(lone_call(&cut).is_none(), "a truncated call never runs");
+        assert!(lone_call(&Message::assistant(Vec::new(), StopReason::Stop)).is_none());
+
+        let dir = tempfile::tempdir().unwrap();
+        let config = crate::WorkerConfig {
+            model: Arc::new(agentloop::providers::OpenAiChat::new(
+                agentloop::providers::ProviderConfig::new("http://127.0.0.1:9"),
+            )),
+            model_name: None,
+            workspace: Workspace::new(dir.path()).unwrap(),
+            policy: builtin::ApprovalPolicy::Always,
+            system_prompt: None,
+            reasoning: None,
+            max_turns: None,
+            store: None,
+            pipeline_model_calls: true,
+        };
+        let tools = ToolExecutor::new(&config);
+        for tool in [
+            "read_file",
+            "list_dir",
+            "grep",
+            "find_files",
+            "write_file",
+            "edit_file",
+        ] {
+            assert!(tools.runs_in_step(tool), "{tool}");
+        }
+        assert!(!tools.runs_in_step("shell"));
+        assert!(!tools.runs_in_step("no_such_tool"));
+        assert!(
+            lone_read_call(&one, &tools).is_none(),
+            "write_file is not a read"
+        );
+    }
 
     /// A forwarding tool looks like the tool to the model but has no timeout of its own (the
     /// executor applies the real one), and it posts the call to the handler.

@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use agentloop::builtin::{self, ApprovalPolicy, WorkspaceDeps};
 use agentloop::tooling::ToolSpec;
@@ -16,6 +17,10 @@ use restate_sdk::prelude::*;
 use crate::bridge::arguments_value;
 use crate::types::{ToolCallInput, ToolCallOutcome};
 use crate::worker::WorkerConfig;
+
+/// The longest time limit a tool may have for its lone calls to run as a step of the session
+/// (see [`ToolExecutor::runs_in_step`]): the file tools' two minutes.
+pub(crate) const STEP_CALL_LIMIT: Duration = Duration::from_secs(120);
 
 /// The tool-executor service (`ToolExecutor/execute`).
 pub struct ToolExecutor {
@@ -56,6 +61,18 @@ impl ToolExecutor {
     /// inside the model's step).
     pub(crate) fn is_read_only(&self, tool: &str) -> bool {
         self.tools.contains_key(tool) && !builtin::is_mutating(tool)
+    }
+
+    /// Whether a lone call of `tool` may run as a journaled step of the session rather than as
+    /// a durable call of this service: `tool` is one of this worker's tools and stops within
+    /// [`STEP_CALL_LIMIT`] (the file tools, not `shell`). Inside a step the engine's
+    /// cancellation is noticed only when the step ends, so a call that may run for long (a
+    /// shell command) stays a durable call, which a cancellation aborts at once.
+    pub(crate) fn runs_in_step(&self, tool: &str) -> bool {
+        self.tools
+            .get(tool)
+            .and_then(ToolSpec::timeout)
+            .is_some_and(|limit| limit <= STEP_CALL_LIMIT)
     }
 
     /// Runs one call outside the engine (the handler's body).

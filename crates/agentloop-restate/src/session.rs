@@ -17,20 +17,29 @@
 //! A call is a durable call of the `ToolExecutor` service, so each result is journaled as it
 //! completes, a batch runs in parallel, and the engine can run the call on any worker. Such a
 //! call costs the engine about four log appends (the call, the callee's start, its result, the
-//! completion back to the caller), against one for a journaled step. So one case runs inside the
-//! model's own step instead: when the reply asks for **exactly one** call, and its tool is
-//! **read-only** (`read_file`, `list_dir`, `grep`, `find_files`, which every approval policy
-//! allows), the step runs that call right after the reply arrives and journals its result with
-//! the reply; when the loop then executes the call, it gets the journaled result. A turn of
-//! that kind is one journaled step. Nothing is lost: the result is journaled and never
-//! recomputed, there is no batch to keep parallel, and a retry after a worker's death repeats
-//! nothing with side effects (it may repeat the read, as it repeats the model request, when the
-//! worker died before the step was journaled). Two differences: the engine's cancellation is
-//! noticed when the step finishes (the file tools stop at two minutes), not while the read
-//! runs; and if the loop does not execute the call after all (the run was aborted, say), the
-//! read happened anyway and its result is dropped. If the loop executes the call with other
-//! arguments than the reply's, it goes to the `ToolExecutor` like any other call. Mutating
-//! calls and batches always go to the `ToolExecutor`.
+//! completion back to the caller) and an invocation of its own, against one append for a
+//! journaled step. So a reply's **lone** call (the reply asks for exactly one) is a step of the
+//! session instead, in one of two ways:
+//!
+//! - **A read-only call** (`read_file`, `list_dir`, `grep`, `find_files`, which every approval
+//!   policy allows) runs inside the model's own step, right after the reply arrives, and its
+//!   result is journaled with the reply; when the loop then executes the call, it gets the
+//!   journaled result. Such a turn is one journaled step. A retry after a worker's death
+//!   repeats nothing with side effects (it may repeat the read, as it repeats the model
+//!   request, when the worker died before the step was journaled). If the loop does not
+//!   execute the call after all (the run was aborted, say), the read happened anyway and its
+//!   result is dropped; if it executes it with other arguments than the reply's, the call goes
+//!   to the `ToolExecutor` like any other.
+//! - **Any other call to a tool that stops within two minutes** (`write_file`, `edit_file`) is a
+//!   step of its own, once the loop has decided to run it (after approval, when the policy
+//!   asks for it) and the model's step is journaled: the call is in the journal before it runs,
+//!   and a call whose worker died mid-step is run again with the same arguments, at least once
+//!   as in the `ToolExecutor`. Such a turn is two journaled steps, and the loop goes on with
+//!   the result while the engine journals it, as with a model reply.
+//!
+//! In both cases the engine's cancellation is noticed when the step ends (the file tools stop
+//! at two minutes), not while the call runs. That is why `shell`, whose commands may run for
+//! ten minutes, and every call of a batch stay durable calls of the `ToolExecutor`.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -49,7 +58,7 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::bridge::{
-    Job, JournaledModel, LoneRead, LoneReadSlot, arguments_value, forwarding_tool,
+    self, Job, JournaledModel, LoneRead, LoneReadSlot, arguments_value, forwarding_tool,
 };
 use crate::executor::ToolExecutor;
 use crate::mirror::MirrorStore;
@@ -174,20 +183,37 @@ struct Attempt {
     lone_read: LoneReadSlot,
 }
 
-/// The loop's channel for one model reply, answered once: by the step's closure as soon as the
-/// reply is known, or by the handler when the step returns (on replay, or when it failed).
-type ReplyTo = Arc<Mutex<Option<oneshot::Sender<ModelReply>>>>;
+/// The loop's channel for one step's value, answered once: by the step's closure as soon as the
+/// value is known, or by the handler when the step returns (on replay, or when it failed).
+type AnswerOnce<T> = Arc<Mutex<Option<oneshot::Sender<T>>>>;
 
-/// A model step the handler is waiting on: the engine's future, and the loop's reply channel.
+/// The loop's channel for one model reply.
+type ReplyTo = AnswerOnce<ModelReply>;
+
+/// Takes the sender of `once` unless the loop has been answered already.
+fn unanswered<T>(once: &AnswerOnce<T>) -> Option<oneshot::Sender<T>> {
+    once.lock().ok().and_then(|mut sender| sender.take())
+}
+
+/// A journaled step the handler is waiting on: a model call, or a lone tool call of its own
+/// (see the module docs).
 struct Step<'a> {
-    future: Pin<Box<dyn Future<Output = Result<Json<ModelReply>, TerminalError>> + Send + 'a>>,
-    reply_to: ReplyTo,
+    future: Pin<Box<dyn Future<Output = StepDone> + Send + 'a>>,
+}
+
+/// What a step returned, with the loop's channel for its value.
+enum StepDone {
+    Model(Box<Result<Json<ModelReply>, TerminalError>>, ReplyTo),
+    Tool(
+        Result<Json<ToolCallOutcome>, TerminalError>,
+        AnswerOnce<ToolCallOutcome>,
+    ),
 }
 
 /// Hands `reply` to the loop unless it has it already; sets the lone read first, so the loop's
 /// next tool call finds it.
 fn deliver(reply_to: &ReplyTo, reply: ModelReply, slot: &LoneReadSlot, tools: &ToolExecutor) {
-    let Some(sender) = reply_to.lock().ok().and_then(|mut sender| sender.take()) else {
+    let Some(sender) = unanswered(reply_to) else {
         return;
     };
     if let Ok(mut slot) = slot.lock() {
@@ -273,9 +299,13 @@ impl AgentSession {
         let mut pending: Vec<PendingApproval> = Vec::new();
         let mut turn = 0u32;
         let mut cancelled = false;
-        // The model step waiting for the engine's acknowledgement. Meanwhile the loop runs on
-        // (it may have the reply already), but no job becomes a journal entry: see `bridge.rs`.
+        // The step (a model call, or a lone tool call) waiting for the engine's acknowledgement.
+        // Meanwhile the loop runs on (it may have the step's value already), but no job becomes
+        // a journal entry: see `bridge.rs`.
         let mut step: Option<Step<'_>> = None;
+        // The call of the last model reply when it was the reply's only call: its job may run
+        // as a step of its own (see the module docs).
+        let mut lone_call: Option<String> = None;
         // The loop's result, once it has ended; the handler finishes when no step is waiting.
         let mut finished = None;
 
@@ -293,19 +323,40 @@ impl AgentSession {
                         None => std::future::pending().await,
                     }
                 }, if step.is_some() => {
-                    let Some(Step { reply_to, .. }) = step.take() else { continue };
-                    let reply = match done {
-                        Ok(reply) => reply.into_inner(),
-                        Err(error) => {
-                            if error.code() == CANCELLED {
+                    step = None;
+                    match done {
+                        StepDone::Model(result, reply_to) => {
+                            let reply = match *result {
+                                Ok(reply) => reply.into_inner(),
+                                Err(error) => {
+                                    if error.code() == CANCELLED {
+                                        cancelled = true;
+                                        abort.abort();
+                                    }
+                                    ModelReply::failed(error.message().to_owned())
+                                }
+                            };
+                            lone_call = match &reply {
+                                ModelReply::Done { message, .. } => {
+                                    bridge::lone_call(message).map(|call| call.id.clone())
+                                }
+                                ModelReply::Failed { .. } => None,
+                            };
+                            // On replay (or a failed step) the loop gets the reply only now.
+                            deliver(&reply_to, reply, &lone_read, &self.tools);
+                        }
+                        StepDone::Tool(result, outcome_to) => {
+                            let outcome = tool_outcome(result, || {
                                 cancelled = true;
                                 abort.abort();
+                            });
+                            // On replay (or when the engine cancelled the step before it
+                            // ran) the loop gets the result only now.
+                            if let Some(sender) = unanswered(&outcome_to) {
+                                let _ = sender.send(outcome);
                             }
-                            ModelReply::failed(error.message().to_owned())
                         }
-                    };
-                    // On replay (or a failed step) the loop gets the reply only now.
-                    deliver(&reply_to, reply, &lone_read, &self.tools);
+                    }
                     if let Some(mirror) = &mirror {
                         mirror.release();
                     }
@@ -344,11 +395,9 @@ impl AgentSession {
                                 Ok(Json(reply))
                             }
                         };
+                        let run = ctx.run(closure).name(format!("model call {turn}"));
                         step = Some(Step {
-                            future: Box::pin(
-                                ctx.run(closure).name(format!("model call {turn}")),
-                            ),
-                            reply_to,
+                            future: Box::pin(async move { StepDone::Model(Box::new(run.await), reply_to) }),
                         });
                     }
                     // After a cancellation nothing new goes to the engine: the loop may still post
@@ -363,6 +412,43 @@ impl AgentSession {
                     }
                     Job::Approval { reply, .. } if cancelled => {
                         let _ = reply.send(Approval::deny("the run was cancelled"));
+                    }
+                    Job::Tool { input, reply }
+                        if lone_call.as_deref() == Some(input.call.id.as_str())
+                            && self.tools.runs_in_step(&input.call.tool_name) =>
+                    {
+                        lone_call = None;
+                        let name = format!(
+                            "tool call {} ({})",
+                            input.call.tool_name, input.call.id
+                        );
+                        let outcome_to: AnswerOnce<ToolCallOutcome> =
+                            Arc::new(Mutex::new(Some(reply)));
+                        let closure = {
+                            let (live, tools, mirror, outcome_to) = (
+                                live.clone(),
+                                self.tools.clone(),
+                                mirror.clone(),
+                                outcome_to.clone(),
+                            );
+                            move || async move {
+                                live.store(true, std::sync::atomic::Ordering::SeqCst);
+                                let outcome = tools.execute_call(&input).await;
+                                // As with a model reply: the loop goes on with the result
+                                // while the engine journals it; the store waits.
+                                if let Some(mirror) = &mirror {
+                                    mirror.hold();
+                                }
+                                if let Some(sender) = unanswered(&outcome_to) {
+                                    let _ = sender.send(outcome.clone());
+                                }
+                                Ok(Json(outcome))
+                            }
+                        };
+                        let run = ctx.run(closure).name(name);
+                        step = Some(Step {
+                            future: Box::pin(async move { StepDone::Tool(run.await, outcome_to) }),
+                        });
                     }
                     Job::Tool { input, reply } => {
                         let call = ctx

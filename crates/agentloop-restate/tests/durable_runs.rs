@@ -138,6 +138,59 @@ async fn a_lone_read_journaled_with_its_model_step_is_not_read_again_after_a_wor
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_edit_journaled_as_a_step_is_not_applied_again_after_a_worker_dies() {
+    let Some(server) = server_or_skip() else {
+        return;
+    };
+    // Applied twice, this edit would leave two "line2" lines.
+    let mock = MockServer::start(script(json!([
+        {"tool_calls": [{"id": "call_edit", "name": "edit_file",
+                         "arguments": {"path": "counter.txt", "old_text": "line\n",
+                                       "new_text": "line\nline2\n"}}]},
+        {"tool_calls": [{"id": "call_slow", "name": "shell",
+                         "arguments": {"command": "touch slow-started; sleep 4; echo slept"}}]},
+        {"text": "Edited and waited."}
+    ])));
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(&mock, dir.path(), "allow");
+    std::fs::write(spec.workspace.join("counter.txt"), "line\n").unwrap();
+    let restate = Restate::start(&server).await;
+    let port = free_port();
+    let mut worker = spec.start(port, "a").await;
+    restate.register(&format!("http://{}", worker.addr)).await;
+
+    let run = restate.spawn_run("s-edit-death", "edit, then wait");
+    let ws = spec.workspace.clone();
+    eventually("the slow call to start", Duration::from_secs(60), || {
+        ws.join("slow-started").exists()
+    })
+    .await;
+    worker.proc.kill();
+    let _worker = spec.start(port, "b").await;
+
+    let output = finished(run, "the run finishes after the restart").await;
+    assert_eq!(output["final_text"], "Edited and waited.", "{output}");
+    assert_eq!(
+        std::fs::read_to_string(spec.workspace.join("counter.txt")).unwrap(),
+        "line\nline2\n",
+        "the edit was applied exactly once"
+    );
+    assert_eq!(
+        mock.request_count(),
+        3,
+        "one model request per scripted turn"
+    );
+    let history = history(&restate, "s-edit-death").await;
+    let results = tool_results(&history);
+    assert_eq!(results.len(), 2, "every call answered once: {history}");
+    assert_eq!(
+        results[0]["content"][0]["is_error"], false,
+        "{}",
+        results[0]
+    );
+}
+
 /// The session's messages as of its last finished run.
 async fn history(restate: &Restate, session: &str) -> serde_json::Value {
     restate
@@ -281,7 +334,8 @@ fn tool_results(history: &serde_json::Value) -> Vec<serde_json::Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lone_read_only_call_runs_in_its_model_step_and_every_other_call_goes_to_the_executor() {
+async fn a_lone_read_runs_in_its_model_step_a_lone_write_is_a_step_and_the_rest_go_to_the_executor()
+{
     let Some(server) = server_or_skip() else {
         return;
     };
@@ -291,6 +345,8 @@ async fn a_lone_read_only_call_runs_in_its_model_step_and_every_other_call_goes_
         {"tool_calls": [read("lone_read")]},
         {"tool_calls": [{"id": "lone_write", "name": "write_file",
                          "arguments": {"path": "out.txt", "content": "written\n"}}]},
+        {"tool_calls": [{"id": "lone_shell", "name": "shell",
+                         "arguments": {"command": "cat out.txt"}}]},
         {"tool_calls": [read("batch_read"),
                         {"id": "batch_list", "name": "list_dir", "arguments": {"path": "."}}]},
         {"text": "done"}
@@ -323,7 +379,13 @@ async fn a_lone_read_only_call_runs_in_its_model_step_and_every_other_call_goes_
         .collect();
     assert_eq!(
         ids,
-        ["lone_read", "lone_write", "batch_read", "batch_list"],
+        [
+            "lone_read",
+            "lone_write",
+            "lone_shell",
+            "batch_read",
+            "batch_list"
+        ],
         "{history}"
     );
     for result in &results {
@@ -335,8 +397,15 @@ async fn a_lone_read_only_call_runs_in_its_model_step_and_every_other_call_goes_
         results[0]
     );
 
-    // The lone read ran inside its model step: no step or call of its own. The mutating call
-    // and both calls of the batch were durable calls of the executor.
+    assert!(
+        results[2].to_string().contains("written"),
+        "the shell saw the write: {}",
+        results[2]
+    );
+
+    // The lone read ran inside its model step: no step or call of its own. The lone write was
+    // a step of its own. The lone shell call (it may run for minutes) and both calls of the
+    // batch were durable calls of the executor.
     let executed = restate
         .query(
             "SELECT count(*) AS n FROM sys_invocation WHERE target_service_name = 'ToolExecutor'",
@@ -356,8 +425,10 @@ async fn a_lone_read_only_call_runs_in_its_model_step_and_every_other_call_goes_
         [
             "model call 1",
             "model call 2",
+            "tool call write_file (lone_write)",
             "model call 3",
-            "model call 4"
+            "model call 4",
+            "model call 5"
         ],
         "{steps:?}"
     );
