@@ -545,6 +545,77 @@ async fn an_approval_parks_the_run_and_another_worker_resumes_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_write_waits_for_approval_then_runs_as_a_step_of_the_session() {
+    let Some(server) = server_or_skip() else {
+        return;
+    };
+    let mock = MockServer::start(script(json!([
+        {"tool_calls": [{"id": "call_write", "name": "write_file",
+                         "arguments": {"path": "note.txt", "content": "approved\n"}}]},
+        {"text": "Written."}
+    ])));
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(&mock, dir.path(), "ask");
+    let restate = Restate::start(&server).await;
+    let worker = spec.start(free_port(), "only").await;
+    restate.register(&format!("http://{}", worker.addr)).await;
+
+    let invocation = restate
+        .send(
+            "AgentSession/s-lone-approve/run",
+            json!({"prompt": "write"}),
+        )
+        .await;
+    wait_for_pending(&restate, "s-lone-approve", "call_write").await;
+    assert!(
+        !spec.workspace.join("note.txt").exists(),
+        "nothing ran before approval"
+    );
+    restate
+        .call(
+            "AgentSession/s-lone-approve/approve",
+            json!({"call_id": "call_write", "decision": "allow"}),
+        )
+        .await
+        .unwrap();
+    let output = tokio::time::timeout(Duration::from_secs(120), restate.output(&invocation))
+        .await
+        .expect("the run resumes")
+        .unwrap();
+    assert_eq!(output["final_text"], "Written.", "{output}");
+    assert_eq!(
+        std::fs::read_to_string(spec.workspace.join("note.txt")).unwrap(),
+        "approved\n"
+    );
+    // The approval was an awakeable; the approved call then ran as a step, after it.
+    let entries = restate
+        .query(
+            "SELECT j.entry_type AS kind, j.name AS name FROM sys_journal j \
+             JOIN sys_invocation i ON j.id = i.id \
+             WHERE i.target_service_name = 'AgentSession' ORDER BY j.index",
+        )
+        .await;
+    let kinds: Vec<String> = entries
+        .iter()
+        .map(|e| format!("{} {}", e["kind"], e["name"]))
+        .collect();
+    let awakeable = kinds.iter().position(|k| k.contains("Awakeable"));
+    let step = kinds
+        .iter()
+        .position(|k| k.contains("tool call write_file (call_write)"));
+    assert!(
+        matches!((awakeable, step), (Some(a), Some(s)) if a < s),
+        "{kinds:?}"
+    );
+    let executed = restate
+        .query(
+            "SELECT count(*) AS n FROM sys_invocation WHERE target_service_name = 'ToolExecutor'",
+        )
+        .await;
+    assert_eq!(executed[0]["n"], 0, "{executed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancelling_the_invocation_aborts_the_batch_with_a_result_for_every_call() {
     let Some(server) = server_or_skip() else {
         return;
