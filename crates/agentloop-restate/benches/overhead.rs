@@ -10,7 +10,7 @@
 //! `AGENTLOOP_RESTATE_SERVER`). Prints one line per figure. `AGENTLOOP_BENCH_TURNS` sets the tool
 //! turns per run; `AGENTLOOP_BENCH_KEEP_LOG=PATH` keeps the workers' logs as `PATH.read` and
 //! `PATH.write`; `AGENTLOOP_BENCH_NO_PIPELINE=1` starts the workers with `--no-pipeline`;
-//! `AGENTLOOP_BENCH_ROUNDS` sets the rounds (7); `AGENTLOOP_BENCH_STORE=sqlite` records every run
+//! `AGENTLOOP_BENCH_ROUNDS` sets the rounds (11); `AGENTLOOP_BENCH_STORE=sqlite` records every run
 //! into a SQLite session store, on both sides alike (see [`STORE`]).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -47,7 +47,7 @@ static ROUNDS: std::sync::LazyLock<usize> = std::sync::LazyLock::new(|| {
         .ok()
         .and_then(|r| r.parse().ok())
         .filter(|&r| r > 0)
-        .unwrap_or(7)
+        .unwrap_or(11)
 });
 /// Whether runs record their transcripts, on both sides alike: with
 /// `AGENTLOOP_BENCH_STORE=sqlite` the workers mirror into a SQLite file (`--store`) and each
@@ -353,9 +353,15 @@ async fn round(setup: &mut Setup) -> Round {
     }
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
+fn median(values: Vec<f64>) -> f64 {
+    quantile(values, 0.5)
+}
+
+/// The `q`-quantile of `values` (nearest rank).
+fn quantile(mut values: Vec<f64>, q: f64) -> f64 {
     values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
+    let rank = (q * (values.len() - 1) as f64).round() as usize;
+    values[rank.min(values.len() - 1)]
 }
 
 fn main() {
@@ -435,13 +441,16 @@ fn main() {
                  steps that work {WORK:?})",
                 kind.tag()
             ));
+            let ratios: Vec<f64> = rounds.iter().map(|r| overhead(r) / ms(r.floor)).collect();
             report.push(format!(
-                "  rounds (overhead / no-op floor): {}",
-                rounds
+                "  rounds (overhead / no-op floor): {} (quartiles {:.2}-{:.2})",
+                ratios
                     .iter()
-                    .map(|r| format!("{:.2}", overhead(r) / ms(r.floor)))
+                    .map(|r| format!("{r:.2}"))
                     .collect::<Vec<_>>()
-                    .join(" ")
+                    .join(" "),
+                quantile(ratios.clone(), 0.25),
+                quantile(ratios.clone(), 0.75),
             ));
             if let Ok(keep) = std::env::var("AGENTLOOP_BENCH_KEEP_LOG") {
                 let tag = kind.tag();
