@@ -10,7 +10,8 @@
 //! `AGENTLOOP_RESTATE_SERVER`). Prints one line per figure. `AGENTLOOP_BENCH_TURNS` sets the tool
 //! turns per run; `AGENTLOOP_BENCH_KEEP_LOG=PATH` keeps the workers' logs as `PATH.read` and
 //! `PATH.write`; `AGENTLOOP_BENCH_NO_PIPELINE=1` starts the workers with `--no-pipeline`;
-//! `AGENTLOOP_BENCH_ROUNDS` sets the rounds (11); `AGENTLOOP_BENCH_STORE=sqlite` records every run
+//! `AGENTLOOP_BENCH_ROUNDS` sets the rounds (11); `AGENTLOOP_BENCH_MODEL_MS` delays each of the
+//! mock model's replies (see [`MODEL_MS`]); `AGENTLOOP_BENCH_STORE=sqlite` records every run
 //! into a SQLite session store, on both sides alike (see [`STORE`]).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -59,6 +60,16 @@ static STORE: std::sync::LazyLock<bool> =
         Ok("" | "none") | Err(_) => false,
         Ok(other) => panic!("AGENTLOOP_BENCH_STORE: \"sqlite\" or \"none\", not {other:?}"),
     });
+/// How long the mock model takes before the first byte of each reply, in milliseconds
+/// (`AGENTLOOP_BENCH_MODEL_MS`; 0: it answers at once). A hosted model takes hundreds of
+/// milliseconds; with a delay, the figures show how much of the engine's journaling pipelining
+/// hides under the next model call.
+static MODEL_MS: std::sync::LazyLock<u64> = std::sync::LazyLock::new(|| {
+    std::env::var("AGENTLOOP_BENCH_MODEL_MS")
+        .ok()
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or(0)
+});
 /// Runs of each kind per round, in-process and on Restate.
 const RUNS_PER_ROUND: usize = 2;
 /// How long each step of `Floor/working_steps` works.
@@ -149,6 +160,9 @@ fn script(kind: Turn) -> Script {
         })
         .collect();
     turns.push(json!({"text": "done"}));
+    for turn in &mut turns {
+        turn["first_byte_delay_ms"] = json!(*MODEL_MS);
+    }
     Script::from_json(&json!({ "turns": turns }).to_string()).unwrap()
 }
 
@@ -405,8 +419,9 @@ fn main() {
 
         let n = *TURNS as u32;
         println!(
-            "turns per run: {n} tool turns + 1 final turn; {} rounds of {RUNS_PER_ROUND} runs, medians; workers {}; {}",
+            "turns per run: {n} tool turns + 1 final turn; {} rounds of {RUNS_PER_ROUND} runs, medians; model replies after {} ms; workers {}; {}",
             *ROUNDS,
+            *MODEL_MS,
             if worker_flags().is_empty() { "pipelined" } else { "with --no-pipeline" },
             if *STORE {
                 "every run recorded into SQLite (workers --store, in-process SessionRecorder)"
