@@ -43,23 +43,9 @@ async fn a_worker_killed_mid_batch_repeats_no_model_call_and_no_finished_tool_ca
     ])));
     let dir = tempfile::tempdir().unwrap();
     let spec = spec(&mock, dir.path(), "allow");
-    let restate = Restate::start(&server).await;
-    let port = free_port();
-    let mut worker = spec.start(port, "a").await;
-    restate.register(&format!("http://{}", worker.addr)).await;
-
-    let run = restate.spawn_run("s-death", "count, then wait");
-
-    let ws = spec.workspace.clone();
-    eventually("the slow call to start", Duration::from_secs(60), || {
-        ws.join("slow-started").exists()
-    })
-    .await;
     // The worker dies while the slow call runs; the fast call's result is already journaled.
-    worker.proc.kill();
-    let _worker = spec.start(port, "b").await;
-
-    let output = finished(run, "the run finishes after the restart").await;
+    let (restate, _worker, output) =
+        run_across_a_worker_death(&server, &spec, "s-death", "count, then wait", || {}).await;
     assert_eq!(output["final_text"], "Both commands ran.", "{output}");
     assert_eq!(output["stop"]["reason"], "done", "{output}");
     let counter = std::fs::read_to_string(spec.workspace.join("counter.txt")).unwrap();
@@ -100,27 +86,13 @@ async fn a_lone_read_journaled_with_its_model_step_is_not_read_again_after_a_wor
         "written before the crash\n",
     )
     .unwrap();
-    let restate = Restate::start(&server).await;
-    let port = free_port();
-    let mut worker = spec.start(port, "a").await;
-    restate.register(&format!("http://{}", worker.addr)).await;
-
-    let run = restate.spawn_run("s-read-death", "read, then wait");
-    let ws = spec.workspace.clone();
-    eventually("the slow call to start", Duration::from_secs(60), || {
-        ws.join("slow-started").exists()
-    })
-    .await;
-    worker.proc.kill();
-    // What a second read would see: the replay must answer from the journal instead.
-    std::fs::write(
-        spec.workspace.join("notes.txt"),
-        "written after the crash\n",
-    )
-    .unwrap();
-    let _worker = spec.start(port, "b").await;
-
-    let output = finished(run, "the run finishes after the restart").await;
+    let notes = spec.workspace.join("notes.txt");
+    let (restate, _worker, output) =
+        run_across_a_worker_death(&server, &spec, "s-read-death", "read, then wait", || {
+            // What a second read would see: the replay must answer from the journal instead.
+            std::fs::write(notes, "written after the crash\n").unwrap();
+        })
+        .await;
     assert_eq!(output["final_text"], "Read and waited.", "{output}");
     assert_eq!(
         mock.request_count(),
@@ -155,21 +127,8 @@ async fn a_lone_edit_journaled_as_a_step_is_not_applied_again_after_a_worker_die
     let dir = tempfile::tempdir().unwrap();
     let spec = spec(&mock, dir.path(), "allow");
     std::fs::write(spec.workspace.join("counter.txt"), "line\n").unwrap();
-    let restate = Restate::start(&server).await;
-    let port = free_port();
-    let mut worker = spec.start(port, "a").await;
-    restate.register(&format!("http://{}", worker.addr)).await;
-
-    let run = restate.spawn_run("s-edit-death", "edit, then wait");
-    let ws = spec.workspace.clone();
-    eventually("the slow call to start", Duration::from_secs(60), || {
-        ws.join("slow-started").exists()
-    })
-    .await;
-    worker.proc.kill();
-    let _worker = spec.start(port, "b").await;
-
-    let output = finished(run, "the run finishes after the restart").await;
+    let (restate, _worker, output) =
+        run_across_a_worker_death(&server, &spec, "s-edit-death", "edit, then wait", || {}).await;
     assert_eq!(output["final_text"], "Edited and waited.", "{output}");
     assert_eq!(
         std::fs::read_to_string(spec.workspace.join("counter.txt")).unwrap(),
@@ -189,6 +148,46 @@ async fn a_lone_edit_journaled_as_a_step_is_not_applied_again_after_a_worker_die
         "{}",
         results[0]
     );
+}
+
+/// Starts a server and one worker registered with it.
+async fn server_with_one_worker(
+    server: &std::path::Path,
+    spec: &WorkerSpec,
+) -> (Restate, support::WorkerProc) {
+    let restate = Restate::start(server).await;
+    let worker = spec.start(free_port(), "only").await;
+    restate.register(&format!("http://{}", worker.addr)).await;
+    (restate, worker)
+}
+
+/// Starts a server and a worker, sends `prompt` to `session`, and kills the worker once the
+/// run's slow call has started (the script's slow call touches `slow-started`); then runs
+/// `after_kill`, starts another worker on the same port and waits for the run's output. Returns
+/// the server, the new worker and the output.
+async fn run_across_a_worker_death(
+    server: &std::path::Path,
+    spec: &WorkerSpec,
+    session: &str,
+    prompt: &str,
+    after_kill: impl FnOnce(),
+) -> (Restate, support::WorkerProc, serde_json::Value) {
+    let restate = Restate::start(server).await;
+    let port = free_port();
+    let mut worker = spec.start(port, "a").await;
+    restate.register(&format!("http://{}", worker.addr)).await;
+
+    let run = restate.spawn_run(session, prompt);
+    let ws = spec.workspace.clone();
+    eventually("the slow call to start", Duration::from_secs(60), || {
+        ws.join("slow-started").exists()
+    })
+    .await;
+    worker.proc.kill();
+    after_kill();
+    let worker = spec.start(port, "b").await;
+    let output = finished(run, "the run finishes after the restart").await;
+    (restate, worker, output)
 }
 
 /// The session's messages as of its last finished run.
@@ -323,6 +322,25 @@ async fn wait_for_pending(restate: &Restate, session: &str, call_id: &str) -> se
     panic!("{call_id} never became pending: {status}");
 }
 
+/// Sends a decision (`{"call_id", "decision", "reason"?}`) to the session's `approve` handler.
+async fn approve(
+    restate: &Restate,
+    session: &str,
+    decision: serde_json::Value,
+) -> Result<serde_json::Value, String> {
+    restate
+        .call(&format!("AgentSession/{session}/approve"), decision)
+        .await
+}
+
+/// The output of a parked run's invocation once a decision has resumed it.
+async fn resumed_output(restate: &Restate, invocation: &str) -> serde_json::Value {
+    tokio::time::timeout(Duration::from_secs(120), restate.output(invocation))
+        .await
+        .expect("the run resumes")
+        .unwrap()
+}
+
 fn tool_results(history: &serde_json::Value) -> Vec<serde_json::Value> {
     history
         .as_array()
@@ -358,9 +376,7 @@ async fn a_lone_read_runs_in_its_model_step_a_lone_write_is_a_step_and_the_rest_
         "hello from the workspace\n",
     )
     .unwrap();
-    let restate = Restate::start(&server).await;
-    let worker = spec.start(free_port(), "only").await;
-    restate.register(&format!("http://{}", worker.addr)).await;
+    let (restate, _worker) = server_with_one_worker(&server, &spec).await;
 
     let output = restate
         .call("AgentSession/s-dispatch/run", json!({"prompt": "go"}))
@@ -485,39 +501,36 @@ async fn an_approval_parks_the_run_and_another_worker_resumes_it() {
     let _second = spec.start(port, "second").await;
 
     // An unknown call id is refused with the pending ones listed.
-    let unknown = restate
-        .call(
-            "AgentSession/s-approve/approve",
-            json!({"call_id": "nope", "decision": "allow"}),
-        )
-        .await
-        .unwrap_err();
+    let unknown = approve(
+        &restate,
+        "s-approve",
+        json!({"call_id": "nope", "decision": "allow"}),
+    )
+    .await
+    .unwrap_err();
     assert!(unknown.contains("call_write"), "{unknown}");
 
-    restate
-        .call(
-            "AgentSession/s-approve/approve",
-            json!({"call_id": "call_write", "decision": "allow"}),
-        )
-        .await
-        .unwrap();
+    approve(
+        &restate,
+        "s-approve",
+        json!({"call_id": "call_write", "decision": "allow"}),
+    )
+    .await
+    .unwrap();
     wait_for_pending(&restate, "s-approve", "call_shell").await;
     assert_eq!(
         std::fs::read_to_string(spec.workspace.join("note.txt")).unwrap(),
         "approved\n"
     );
-    restate
-        .call(
-            "AgentSession/s-approve/approve",
-            json!({"call_id": "call_shell", "decision": "deny", "reason": "no shell today"}),
-        )
-        .await
-        .unwrap();
+    approve(
+        &restate,
+        "s-approve",
+        json!({"call_id": "call_shell", "decision": "deny", "reason": "no shell today"}),
+    )
+    .await
+    .unwrap();
 
-    let output = tokio::time::timeout(Duration::from_secs(120), restate.output(&invocation))
-        .await
-        .expect("the run resumes")
-        .unwrap();
+    let output = resumed_output(&restate, &invocation).await;
     assert_eq!(output["final_text"], "Done as far as allowed.", "{output}");
     assert_eq!(
         std::fs::read_to_string(spec.workspace.join("note.txt")).unwrap(),
@@ -556,9 +569,7 @@ async fn a_lone_write_waits_for_approval_then_runs_as_a_step_of_the_session() {
     ])));
     let dir = tempfile::tempdir().unwrap();
     let spec = spec(&mock, dir.path(), "ask");
-    let restate = Restate::start(&server).await;
-    let worker = spec.start(free_port(), "only").await;
-    restate.register(&format!("http://{}", worker.addr)).await;
+    let (restate, _worker) = server_with_one_worker(&server, &spec).await;
 
     let invocation = restate
         .send(
@@ -571,17 +582,14 @@ async fn a_lone_write_waits_for_approval_then_runs_as_a_step_of_the_session() {
         !spec.workspace.join("note.txt").exists(),
         "nothing ran before approval"
     );
-    restate
-        .call(
-            "AgentSession/s-lone-approve/approve",
-            json!({"call_id": "call_write", "decision": "allow"}),
-        )
-        .await
-        .unwrap();
-    let output = tokio::time::timeout(Duration::from_secs(120), restate.output(&invocation))
-        .await
-        .expect("the run resumes")
-        .unwrap();
+    approve(
+        &restate,
+        "s-lone-approve",
+        json!({"call_id": "call_write", "decision": "allow"}),
+    )
+    .await
+    .unwrap();
+    let output = resumed_output(&restate, &invocation).await;
     assert_eq!(output["final_text"], "Written.", "{output}");
     assert_eq!(
         std::fs::read_to_string(spec.workspace.join("note.txt")).unwrap(),
@@ -630,9 +638,7 @@ async fn cancelling_the_invocation_aborts_the_batch_with_a_result_for_every_call
     ])));
     let dir = tempfile::tempdir().unwrap();
     let spec = spec(&mock, dir.path(), "allow");
-    let restate = Restate::start(&server).await;
-    let worker = spec.start(free_port(), "only").await;
-    restate.register(&format!("http://{}", worker.addr)).await;
+    let (restate, _worker) = server_with_one_worker(&server, &spec).await;
 
     let invocation = restate
         .send("AgentSession/s-cancel/run", json!({"prompt": "wait"}))
