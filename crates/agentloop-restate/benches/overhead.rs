@@ -109,6 +109,51 @@ impl Floor {
         }
         Ok(steps)
     }
+
+    /// `GAP_STEPS` journaled steps that each wait `wait_ms` (idle, as a step waiting on a model
+    /// does) before returning; returns the microseconds the steps' closures took in all, so the
+    /// caller can subtract them and keep the engine's part.
+    #[handler]
+    async fn waiting_steps(
+        &self,
+        ctx: ObjectContext<'_>,
+        wait_ms: u64,
+    ) -> Result<u64, HandlerError> {
+        let mut inside = 0;
+        for _ in 0..GAP_STEPS {
+            inside += ctx
+                .run(|| async move {
+                    let start = Instant::now();
+                    if wait_ms > 0 {
+                        tokio::time::sleep(Duration::from_millis(wait_ms)).await;
+                    }
+                    Ok(start.elapsed().as_micros() as u64)
+                })
+                .name("wait")
+                .await?;
+        }
+        Ok(inside)
+    }
+}
+
+/// Steps per invocation of `Floor/waiting_steps`.
+const GAP_STEPS: u32 = 11;
+/// The waits, in milliseconds, for which the bench reports the engine's cost per step.
+const GAPS_MS: [u64; 3] = [0, 1, 20];
+
+/// The engine's part of a step (the invocation's time minus the steps' own) after a wait of
+/// `wait_ms` inside each step: median per step over `times` invocations.
+async fn engine_per_step(setup: &mut Setup, wait_ms: u64, times: usize) -> f64 {
+    let mut per_step = Vec::new();
+    for _ in 0..times {
+        setup.runs += 1;
+        let path = format!("Floor/gap-{}/waiting_steps", setup.runs);
+        let start = Instant::now();
+        let inside = setup.restate.call(&path, json!(wait_ms)).await.unwrap();
+        let engine = start.elapsed().as_secs_f64() * 1e6 - inside.as_f64().unwrap_or(0.0);
+        per_step.push(engine / f64::from(GAP_STEPS) / 1e3);
+    }
+    median(per_step)
 }
 
 /// Set in the child process that serves the floor handlers: the port to serve them on.
@@ -435,6 +480,19 @@ fn main() {
             let mut rounds = Vec::new();
             for _ in 0..*ROUNDS {
                 rounds.push(round(&mut setup).await);
+            }
+            if matches!(kind, Turn::Read) {
+                // What the no-op floor leaves out: a step that waits (as every model step does)
+                // costs the engine more than one that follows the last at once.
+                let mut gaps = Vec::new();
+                for wait in GAPS_MS {
+                    let engine = engine_per_step(&mut setup, wait, *ROUNDS).await;
+                    gaps.push(format!("{engine:.2} ms after {wait} ms"));
+                }
+                report.push(format!(
+                    "engine's part of a journaled step, by the wait inside the step: {}",
+                    gaps.join(", ")
+                ));
             }
             let ms = |d: Duration| d.as_secs_f64() * 1e3;
             let per_turn = |d: Duration| ms(d) / f64::from(n + 1);
