@@ -397,7 +397,9 @@ impl AgentSession {
                         };
                         let run = ctx.run(closure).name(format!("model call {turn}"));
                         step = Some(Step {
-                            future: Box::pin(async move { StepDone::Model(Box::new(run.await), reply_to) }),
+                            future: Box::pin(async move {
+                                StepDone::Model(Box::new(run.await), reply_to)
+                            }),
                         });
                     }
                     // After a cancellation nothing new goes to the engine: the loop may still post
@@ -447,7 +449,9 @@ impl AgentSession {
                         };
                         let run = ctx.run(closure).name(name);
                         step = Some(Step {
-                            future: Box::pin(async move { StepDone::Tool(run.await, outcome_to) }),
+                            future: Box::pin(async move {
+                                StepDone::Tool(run.await, outcome_to)
+                            }),
                         });
                     }
                     Job::Tool { input, reply } => {
