@@ -17,11 +17,11 @@
 //!   acknowledges it.
 //! - each **tool call** is sent to the [`ToolExecutor`] service as its own durable call; a batch
 //!   stays parallel (the calls are fanned in with durable futures), each result is journaled as
-//!   it completes, and a call whose result is journaled is never executed again. (A reply's lone call
-//!   is cheaper as a journaled step of the session: a read-only call runs inside the model's
-//!   own step, right after the reply, its result journaled with the reply; a call to another
-//!   tool that stops within two minutes, such as `write_file`, is a step of its own; see
-//!   [`AgentSession`].)
+//!   it completes, and a call whose result is journaled is never executed again. (A reply's
+//!   lone call is cheaper as a journaled step of the session: a read-only call runs inside the
+//!   model's own step, right after the reply, its result journaled with the reply; a call to
+//!   another tool that stops within two minutes, such as `write_file`, is a step of its own;
+//!   see [`AgentSession`].)
 //!   A call that was running when its worker died is retried by the engine: tool calls are
 //!   **at least once** inside one step, and every call carries an idempotency key
 //!   (`session id:call id`) so a tool with outside side effects can deduplicate.
