@@ -1,4 +1,4 @@
-//! Context compaction in the CLI (issue 18 item 4): `agentloop compact SESSION` summarises a
+//! Context compaction in the CLI: `agentloop compact SESSION` summarises a
 //! stored session's older turns by hand, and [`config`] turns the `run` flags into the loop's
 //! automatic compaction settings.
 //!

@@ -1,4 +1,4 @@
-//! Project instructions (issue item 3): the `AGENTS.md` files — `CLAUDE.md` in a directory
+//! Project instructions: the `AGENTS.md` files — `CLAUDE.md` in a directory
 //! without one — from the repository root (the nearest ancestor holding `.git`) down to the
 //! workspace root, added to the system prompt with the nearest file last so it has the final
 //! word, as codex does.

@@ -1,4 +1,4 @@
-//! What `agentloop run` offers scripts (issue item 5): `-q/--quiet` (only the final answer on
+//! What `agentloop run` offers scripts: `-q/--quiet` (only the final answer on
 //! stdout), the `--json` additions (the session id in `agent_start`, a closing `result` event),
 //! `--output-last-message FILE`, and a prompt argument combined with piped standard input.
 //!

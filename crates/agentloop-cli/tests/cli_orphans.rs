@@ -1,4 +1,4 @@
-//! No orphans when the CLI ends (issue 11, item 6): while the model's `shell` call runs a
+//! No orphans when the CLI ends: while the model's `shell` call runs a
 //! command that detached a `setsid` child, the `agentloop` process gets SIGTERM, SIGHUP (the
 //! terminal closed) or SIGINT; the detached child is gone afterwards.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -1,4 +1,4 @@
-//! The binary against hostile or unlucky conditions (issue 11, items 2 and 15–18): terminal
+//! The binary against hostile or unlucky conditions: terminal
 //! escapes in stored sessions, two processes on one session, deeply nested tool arguments, a
 //! session database that cannot be written, private database files, the default turn ceiling.
 

@@ -1,4 +1,4 @@
-//! No orphans when the agent exits (issue 11, item 6): `kill_shell_processes`, what the CLI
+//! No orphans when the agent exits: `kill_shell_processes`, what the CLI
 //! calls on SIGINT/SIGTERM/SIGHUP and at exit, ends a running command and the process it
 //! detached with `setsid`. Alone in its binary: it kills every command of the process.
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -1,4 +1,4 @@
-//! Context compaction (issue 18 item 4): when a conversation approaches the model's context
+//! Context compaction: when a conversation approaches the model's context
 //! window — or the provider rejects it as too long — the older turns are summarised by the model
 //! into a structured summary that replaces them in the context, while the last turns stay
 //! verbatim.

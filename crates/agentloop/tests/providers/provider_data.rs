@@ -1,4 +1,4 @@
-//! Provider data that must round-trip (issue #16, item 3): a conversation recorded on OpenAI
+//! Provider data that must round-trip: a conversation recorded on OpenAI
 //! Responses and one recorded on Gemini are stored in the SQLite session store as they stream,
 //! the store is closed and opened again, and the resumed conversation sends back what the
 //! provider needs — Responses item ids next to the encrypted reasoning, Gemini thought

@@ -1,4 +1,4 @@
-//! Hostile files and patterns against the file tools (issue 11, items 8 and 9): a file that is
+//! Hostile files and patterns against the file tools: a file that is
 //! one huge line is read and searched in bounded memory (peak RSS from `/proc`, not time);
 //! FIFOs and other special files are refused at once instead of blocking; binary files get a
 //! clear result; pathological globs and regexes are error results, never a crash.

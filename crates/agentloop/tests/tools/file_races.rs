@@ -1,4 +1,4 @@
-//! Confinement that cannot be raced (issue 11, item 7): while another thread keeps swapping a
+//! Confinement that cannot be raced: while another thread keeps swapping a
 //! workspace directory for a symbolic link to a directory outside, the file tools write, edit,
 //! read, list and search through it hundreds of times; nothing lands outside and nothing from
 //! outside is read.

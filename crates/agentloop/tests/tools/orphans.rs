@@ -1,4 +1,4 @@
-//! No orphans (issue 11, item 6): a process a shell command detaches with `setsid` — directly
+//! No orphans: a process a shell command detaches with `setsid` — directly
 //! or double-forked, so it is neither in the command's process group nor its child — is gone
 //! after the call times out, after it is aborted, and after it finishes normally.
 //! (`kill_shell_processes`, which kills every command of the process, is tested in

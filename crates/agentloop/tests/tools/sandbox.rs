@@ -1,4 +1,4 @@
-//! The shell tool's sandbox and environment (issue 11, items 4 and 5), with real processes: in
+//! The shell tool's sandbox and environment, with real processes: in
 //! the default `workspace-write` mode a command cannot write outside the workspace (and the
 //! temporary directory) and cannot connect to a loopback port, yet can build and run a small C
 //! project inside the workspace; `read-only` refuses writes inside too; `full-access` does
