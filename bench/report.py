@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Markdown tables for bench/RESULTS.md from one results/*.jsonl file: medians with min-max,
-ratios agentloop vs each peer, and each issue-7 target next to the measured figure."""
+ratios agentloop vs each peer, and each target next to the measured figure."""
 import json
 import statistics
 import sys
@@ -67,7 +67,7 @@ def main(path):
         print("\nRuns that did not complete:\n")
         for r in failed:
             print(f"- {r['framework']} {r['workload']} K={r.get('concurrency')}: {r.get('error', '')[-300:].strip()}")
-    print("\n### Targets (issue 7)\n")
+    print("\n### Targets\n")
     print("| target | measured | met? |")
     print("|---|---|---|")
     a = w1.get("agentloop")
