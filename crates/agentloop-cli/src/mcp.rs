@@ -91,7 +91,12 @@ async fn list(args: McpListArgs) -> Result<(), Failure> {
     for server in toolset.report().await {
         match &server.state {
             ServerState::Running { tools } => {
-                println!("{}: running, {tools} tool(s)", server.name);
+                let protocol = server
+                    .protocol_version
+                    .as_deref()
+                    .map(|v| format!(", protocol {v}"))
+                    .unwrap_or_default();
+                println!("{}: running, {tools} tool(s){protocol}", server.name);
             }
             ServerState::Down(why) => println!("{}: failed to start: {why}", server.name),
             _ => println!("{}: unknown state", server.name),

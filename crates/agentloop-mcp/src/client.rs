@@ -80,6 +80,7 @@ impl ClientHandler for Handler {
             ClientCapabilities::default(),
             Implementation::new("agentloop", env!("CARGO_PKG_VERSION")),
         )
+        .with_protocol_version(crate::version::PROPOSED_PROTOCOL_VERSION)
     }
 }
 
@@ -147,6 +148,8 @@ pub(crate) struct ServerHandle {
     pub(crate) tools_changed: Arc<AtomicBool>,
     events: EventSink,
     progress: Arc<Mutex<HashMap<ProgressToken, ProgressFn>>>,
+    /// The protocol version the server answered in `initialize`.
+    protocol_version: Mutex<Option<String>>,
 }
 
 impl ServerHandle {
@@ -161,6 +164,7 @@ impl ServerHandle {
             tools_changed: Arc::new(AtomicBool::new(false)),
             events,
             progress: Arc::new(Mutex::new(HashMap::new())),
+            protocol_version: Mutex::new(None),
         }
     }
 
@@ -271,6 +275,7 @@ impl ServerHandle {
                     .serve(transport)
                     .await
                     .map_err(|e| err(format!("initialize failed: {e}")))?;
+                self.accept_version(&service)?;
                 std::mem::forget(guard);
                 (service, pgid)
             }
@@ -295,12 +300,31 @@ impl ServerHandle {
                     .serve(transport)
                     .await
                     .map_err(|e| err(format!("initialize failed: {e}")))?;
+                self.accept_version(&service)?;
                 (service, None)
             }
         };
         let live = Live { service, pgid };
         let tools = self.list(&live).await?;
         Ok((live, tools))
+    }
+
+    /// Checks the protocol version the server answered and remembers it; an unsupported one
+    /// ends the connection (the caller drops `service`).
+    fn accept_version(&self, service: &RunningService<RoleClient, Handler>) -> Result<(), McpError> {
+        let Some(info) = service.peer().peer_info() else {
+            return Ok(());
+        };
+        crate::version::check_answer(self.name(), &info.protocol_version)?;
+        if let Ok(mut v) = self.protocol_version.lock() {
+            *v = Some(info.protocol_version.to_string());
+        }
+        Ok(())
+    }
+
+    /// The protocol version negotiated with the server, once it started.
+    pub(crate) fn protocol_version(&self) -> Option<String> {
+        self.protocol_version.lock().ok().and_then(|v| v.clone())
     }
 
     async fn list(&self, live: &Live) -> Result<Vec<Tool>, McpError> {

@@ -46,11 +46,30 @@ pub enum McpError {
     /// Two servers have the same name.
     #[error("two MCP servers are named `{0}`")]
     DuplicateServer(String),
+    /// The server answered `initialize` with a protocol version agentloop does not speak.
+    #[error(
+        "MCP server `{server}` answered protocol version {answered}, which agentloop does not support (agentloop proposed {proposed}; it supports {supported})"
+    )]
+    UnsupportedProtocolVersion {
+        /// The server's name.
+        server: String,
+        /// The version agentloop proposed.
+        proposed: String,
+        /// The version the server answered.
+        answered: String,
+        /// The versions agentloop accepts, comma-separated.
+        supported: String,
+    },
 }
 
 impl McpError {
     /// Whether this is a name collision between tools.
     pub fn is_collision(&self) -> bool {
         matches!(self, McpError::NameCollision { .. })
+    }
+
+    /// Whether the server answered a protocol version agentloop does not support.
+    pub fn is_unsupported_protocol_version(&self) -> bool {
+        matches!(self, McpError::UnsupportedProtocolVersion { .. })
     }
 }

@@ -14,6 +14,7 @@ mod error;
 mod events;
 mod server;
 mod toolset;
+mod version;
 
 pub use client::{ServerState, map_result};
 pub use config::{
@@ -24,6 +25,7 @@ pub use error::McpError;
 pub use events::{McpEvent, McpEventFn};
 pub use server::{BuiltinToolsServer, serve_builtin_tools};
 pub use toolset::{McpToolset, ServerReport, ToolReport};
+pub use version::{PROPOSED_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, is_supported};
 
 /// The rmcp version this crate is built on (re-exported so applications can name its types).
 pub use rmcp;

@@ -25,6 +25,8 @@ pub struct ServerReport {
     pub name: String,
     /// Whether it runs, and if not why.
     pub state: ServerState,
+    /// The protocol version negotiated with it (once it started).
+    pub protocol_version: Option<String>,
     /// Its tools (after filtering): agentloop name, server-side name, description.
     pub tools: Vec<ToolReport>,
 }
@@ -126,6 +128,7 @@ impl McpToolset {
             out.push(ServerReport {
                 name: server.name().to_owned(),
                 state: server.state(),
+                protocol_version: server.protocol_version(),
                 tools: tools
                     .iter()
                     .map(|t| ToolReport {

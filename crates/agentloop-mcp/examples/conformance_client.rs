@@ -1,0 +1,91 @@
+//! The MCP conformance suite's client under test (`@modelcontextprotocol/conformance client
+//! --command "… conformance_client"`), built on the same [`McpToolset`] the `agentloop` CLI
+//! uses: the suite starts a test server, sets `MCP_CONFORMANCE_SCENARIO` (and, for the auth
+//! scenarios, `MCP_CONFORMANCE_CONTEXT`) and passes the server's URL as the last argument.
+//!
+//! Like the SDKs' "everything client", it switches on the scenario: it connects over streamable
+//! HTTP, lists the tools, and calls the tool the scenario's server checks for. It exits 0 when
+//! every step worked and 1 with a one-line reason otherwise; the suite judges the traffic.
+//!
+//! ```text
+//! cargo run -p agentloop-mcp --example conformance_client -- http://localhost:3000/mcp
+//! ```
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use agentloop::tooling::Deps;
+use agentloop_mcp::{McpServerConfig, McpToolset, ServerState};
+use serde_json::{Value, json};
+
+/// The server name the toolset gives the suite's server (tools are `mcp__conformance__…`).
+const SERVER: &str = "conformance";
+
+/// What a scenario asks of the client: the tool to call after listing, with its arguments.
+fn tool_for(scenario: &str) -> Result<Option<(&'static str, Value)>, String> {
+    Ok(match scenario {
+        "initialize" => None,
+        "tools_call" => Some(("add_numbers", json!({"a": 5, "b": 3}))),
+        "sse-retry" => Some(("test_reconnection", json!({}))),
+        "elicitation-sep1034-client-defaults" => {
+            Some(("test_client_elicitation_defaults", json!({})))
+        }
+        s if s.starts_with("auth/") => Some(("test-tool", json!({}))),
+        other => return Err(format!("unknown scenario `{other}`")),
+    })
+}
+
+async fn run(url: &str, scenario: &str) -> Result<(), String> {
+    let call = tool_for(scenario)?;
+    let toolset = McpToolset::connect([McpServerConfig::http(SERVER, url)])
+        .await
+        .map_err(|e| e.to_string())?;
+    let outcome = exercise(&toolset, call).await;
+    toolset.shutdown().await;
+    outcome
+}
+
+async fn exercise(toolset: &McpToolset, call: Option<(&str, Value)>) -> Result<(), String> {
+    if let Some((name, ServerState::Down(why))) = toolset.servers().into_iter().next() {
+        return Err(format!("server `{name}` is down: {why}"));
+    }
+    let tools = toolset.tools::<Deps>().await.map_err(|e| e.to_string())?;
+    let Some((tool, args)) = call else {
+        return Ok(());
+    };
+    // The agentloop name of the server's tool, as the toolset maps it.
+    let name = toolset
+        .report()
+        .await
+        .into_iter()
+        .flat_map(|server| server.tools)
+        .find(|t| t.server_name == tool)
+        .map(|t| t.name)
+        .ok_or_else(|| format!("the server offers no tool `{tool}`"))?;
+    let spec = tools
+        .iter()
+        .find(|t| t.name() == name)
+        .ok_or_else(|| format!("the tool `{tool}` was not mapped"))?;
+    let out = spec
+        .call(Arc::new(Deps::new()), args)
+        .await
+        .map_err(|e| format!("calling `{tool}` failed: {e}"))?;
+    eprintln!("conformance_client: {tool} answered: {}", out.content);
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let Some(url) = std::env::args().nth(1).filter(|a| !a.starts_with('-')) else {
+        eprintln!("usage: conformance_client URL (with MCP_CONFORMANCE_SCENARIO set)");
+        return ExitCode::from(2);
+    };
+    let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_else(|_| "initialize".into());
+    match run(&url, &scenario).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("conformance_client: scenario `{scenario}`: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
