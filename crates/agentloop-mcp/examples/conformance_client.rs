@@ -80,7 +80,8 @@ async fn main() -> ExitCode {
         eprintln!("usage: conformance_client URL (with MCP_CONFORMANCE_SCENARIO set)");
         return ExitCode::from(2);
     };
-    let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_else(|_| "initialize".into());
+    let scenario =
+        std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_else(|_| "initialize".into());
     match run(&url, &scenario).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

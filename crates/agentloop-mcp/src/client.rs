@@ -311,7 +311,10 @@ impl ServerHandle {
 
     /// Checks the protocol version the server answered and remembers it; an unsupported one
     /// ends the connection (the caller drops `service`).
-    fn accept_version(&self, service: &RunningService<RoleClient, Handler>) -> Result<(), McpError> {
+    fn accept_version(
+        &self,
+        service: &RunningService<RoleClient, Handler>,
+    ) -> Result<(), McpError> {
         let Some(info) = service.peer().peer_info() else {
             return Ok(());
         };

@@ -41,9 +41,10 @@ fn suite_js(dir: &Path) -> PathBuf {
 fn example() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let profile_dir = exe.parent()?.parent()?;
-    let path = profile_dir
-        .join("examples")
-        .join(format!("conformance_client{}", std::env::consts::EXE_SUFFIX));
+    let path = profile_dir.join("examples").join(format!(
+        "conformance_client{}",
+        std::env::consts::EXE_SUFFIX
+    ));
     path.exists().then_some(path)
 }
 
@@ -99,7 +100,12 @@ async fn client_scenarios(dir: &Path, cwd: &Path) -> Vec<String> {
         } else if !line.starts_with(' ') {
             in_client = false;
         } else if in_client && let Some(item) = line.trim().strip_prefix("- ") {
-            names.push(item.split_whitespace().next().unwrap_or_default().to_owned());
+            names.push(
+                item.split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned(),
+            );
         }
     }
     assert!(!names.is_empty(), "no client scenarios in:\n{text}");
@@ -113,7 +119,15 @@ async fn run_scenario(dir: &Path, client: &Path, name: &str, cwd: &Path) -> (usi
     let client = client.to_str().unwrap();
     suite(
         dir,
-        &["client", "--command", client, "--scenario", name, "-o", &out_path],
+        &[
+            "client",
+            "--command",
+            client,
+            "--scenario",
+            name,
+            "-o",
+            &out_path,
+        ],
         cwd,
     )
     .await;
@@ -196,7 +210,9 @@ async fn every_client_scenario_passes_or_is_in_the_baseline() {
         }
     }
     for name in expected.keys().filter(|n| !scenarios.contains(n)) {
-        problems.push(format!("baseline entry {name} is not a scenario of the suite"));
+        problems.push(format!(
+            "baseline entry {name} is not a scenario of the suite"
+        ));
     }
     eprintln!(
         "MCP conformance (client): {passed_scenarios} of {} scenarios pass ({passed_checks} checks); \

@@ -99,8 +99,11 @@ async fn raw_server(version: &'static str) -> (String, Arc<Mutex<Vec<String>>>) 
                 _ => json!({}),
             };
             let reply = json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string();
-            let reply: Response =
-                ([(axum::http::header::CONTENT_TYPE, "application/json")], reply).into_response();
+            let reply: Response = (
+                [(axum::http::header::CONTENT_TYPE, "application/json")],
+                reply,
+            )
+                .into_response();
             reply
         }
     };
@@ -133,7 +136,10 @@ async fn each_supported_version_an_rmcp_server_answers_is_accepted() {
             "{version}"
         );
         let report = toolset.report().await;
-        assert_eq!(report[0].protocol_version.as_deref(), Some(version.as_str()));
+        assert_eq!(
+            report[0].protocol_version.as_deref(),
+            Some(version.as_str())
+        );
         assert_eq!(toolset.tools::<Deps>().await.unwrap().len(), 1);
         toolset.shutdown().await;
     }
@@ -181,5 +187,8 @@ async fn an_unsupported_answer_is_refused_naming_both_versions() {
     let ServerState::Down(why) = &toolset.servers()[0].1 else {
         panic!("accepted: {:?}", toolset.servers());
     };
-    assert!(why.contains("2024-11-05") && why.contains("2025-11-25"), "{why}");
+    assert!(
+        why.contains("2024-11-05") && why.contains("2025-11-25"),
+        "{why}"
+    );
 }
