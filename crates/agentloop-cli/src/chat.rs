@@ -53,6 +53,8 @@ const HELP: &str = "\
 /sessions              this workspace's recent sessions (`/sessions all`: every workspace's)
 /resume ID             continue another session with its model, provider, base URL and
                        reasoning (a unique id prefix is enough; flags given to agentloop win)
+/mcp__SERVER__PROMPT   an MCP server's prompt as the next message (arguments by position
+                       or NAME=VALUE; `agentloop mcp list` shows them)
 /help                  this list
 /exit                  leave (Ctrl-D works too)
 A line ending in \\ continues on the next. Ctrl-C cancels the running turn.
@@ -440,6 +442,12 @@ impl Chat {
             "resume" if rest.is_empty() => println!("{}", self.style.red("/resume ID")),
             "resume" => {
                 if let Err(e) = self.resume(rest) {
+                    println!("{}", self.style.red(&e.to_string()));
+                }
+            }
+            // An MCP server's prompt: the turn expands it (crate::mcp::expand_prompt).
+            _ if agentloop_mcp::is_prompt_command(&format!("/{command}")) => {
+                if let Err(e) = Box::pin(self.turn(format!("/{command}"))).await {
                     println!("{}", self.style.red(&e.to_string()));
                 }
             }

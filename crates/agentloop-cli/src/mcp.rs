@@ -38,6 +38,17 @@ pub async fn connect(
     Ok((toolset, tools))
 }
 
+/// A run's prompt with a leading MCP prompt command (`/mcp__<server>__<prompt> args…`) expanded
+/// into the prompt's text from its server; any other prompt unchanged. A command that cannot be
+/// expanded (unknown prompt, missing argument, server error) is a usage error naming it.
+pub async fn expand_prompt(toolset: &McpToolset, prompt: String) -> Result<String, Failure> {
+    match toolset.expand_prompt_command(&prompt).await {
+        Ok(Some(text)) => Ok(text),
+        Ok(None) => Ok(prompt),
+        Err(e) => Err(Failure::usage(e.to_string())),
+    }
+}
+
 /// Makes the toolset the agent's tool source. Its tools as listed at start (`mcp_tools`) must
 /// not collide with the agent's own (a usage error, as at registration); when some tools are
 /// deferred (deferred MCP servers) the local tool search is added, indexing them.
@@ -117,6 +128,10 @@ async fn list(args: McpListArgs) -> Result<(), Failure> {
             };
             println!("  {}{flags}  {first_line}", tool.name);
         }
+    }
+    for prompt in toolset.prompt_commands().await {
+        let first_line = prompt.description.lines().next().unwrap_or_default();
+        println!("prompt {}  {first_line}", prompt.usage());
     }
     toolset.shutdown().await;
     Ok(())

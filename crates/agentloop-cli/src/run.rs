@@ -152,6 +152,7 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
 
     let (toolset, mcp_tools) = crate::mcp::connect(setup.mcp.clone()).await?;
     let toolset = Arc::new(toolset);
+    let prompt = crate::mcp::expand_prompt(&toolset, setup.prompt).await?;
     let mut deps = WorkspaceDeps::new(setup.workspace.clone(), setup.policy)
         .with_tool_classifier(toolset.approval_classifier());
     let denied_no_terminal = Arc::new(Mutex::new(Vec::new()));
@@ -256,7 +257,7 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
         }
     });
 
-    let prompts = vec![prompt_message(setup.prompt, &setup.images)];
+    let prompts = vec![prompt_message(prompt, &setup.images)];
     let (outcome, output) = match (setup.resume, &setup.output) {
         (Some(parked), _) => (
             agent

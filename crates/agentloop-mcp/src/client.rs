@@ -16,7 +16,7 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotification,
     CancelledNotificationParam, ClientCapabilities, ClientConfig, ClientNotification,
     ClientRequest, ContentBlock, Implementation, ProgressNotificationParam, ProgressToken,
-    RequestId, ResourceContents, ServerResult, Tool,
+    RequestId, ResourceContents, ServerCapabilities, ServerResult, Tool,
 };
 use rmcp::service::{
     MaybeSendFuture, NotificationContext, Peer, PeerRequestOptions, RoleClient, RunningService,
@@ -150,6 +150,8 @@ pub(crate) struct ServerHandle {
     progress: Arc<Mutex<HashMap<ProgressToken, ProgressFn>>>,
     /// The protocol version the server answered in `initialize`.
     protocol_version: Mutex<Option<String>>,
+    /// The capabilities the server announced in `initialize`.
+    capabilities: Mutex<Option<ServerCapabilities>>,
 }
 
 impl ServerHandle {
@@ -165,6 +167,7 @@ impl ServerHandle {
             events,
             progress: Arc::new(Mutex::new(HashMap::new())),
             protocol_version: Mutex::new(None),
+            capabilities: Mutex::new(None),
         }
     }
 
@@ -322,7 +325,43 @@ impl ServerHandle {
         if let Ok(mut v) = self.protocol_version.lock() {
             *v = Some(info.protocol_version.to_string());
         }
+        if let Ok(mut c) = self.capabilities.lock() {
+            *c = Some(info.capabilities.clone());
+        }
         Ok(())
+    }
+
+    /// The capabilities the running server announced; `None` while it is down.
+    pub(crate) fn capabilities(&self) -> Option<ServerCapabilities> {
+        if !matches!(self.state(), ServerState::Running { .. }) {
+            return None;
+        }
+        self.capabilities.lock().ok().and_then(|c| c.clone())
+    }
+
+    /// The peer for a request other than a tool call (resources, prompts), restarting a dead
+    /// server like a tool call would.
+    pub(crate) async fn peer(&self) -> Result<Peer<RoleClient>, ToolError> {
+        Ok(self.connection().await?.peer().clone())
+    }
+
+    /// Describes a failed non-tool request (`what`, e.g. "resources/read of `x`") for the model.
+    pub(crate) fn request_failed(&self, what: &str, e: ServiceError) -> ToolError {
+        let server = self.name();
+        match e {
+            ServiceError::McpError(data) => ToolError::new(format!(
+                "MCP server `{server}` refused {what}: {} (code {})",
+                data.message, data.code.0
+            )),
+            ServiceError::Timeout { timeout } => ToolError::with_kind(
+                ToolErrorKind::Timeout,
+                format!(
+                    "MCP server `{server}` did not answer {what} within {}",
+                    human(timeout)
+                ),
+            ),
+            other => ToolError::new(format!("MCP server `{server}`: {what} failed: {other}")),
+        }
     }
 
     /// The protocol version negotiated with the server, once it started.

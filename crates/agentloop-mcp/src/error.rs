@@ -46,6 +46,14 @@ pub enum McpError {
     /// Two servers have the same name.
     #[error("two MCP servers are named `{0}`")]
     DuplicateServer(String),
+    /// A `/mcp__server__prompt` command could not be expanded.
+    #[error("/{command}: {message}")]
+    Prompt {
+        /// The command, without its slash.
+        command: String,
+        /// What went wrong (unknown prompt, missing argument, server error).
+        message: String,
+    },
     /// The server answered `initialize` with a protocol version agentloop does not speak.
     #[error(
         "MCP server `{server}` answered protocol version {answered}, which agentloop does not support (agentloop proposed {proposed}; it supports {supported})"
@@ -66,6 +74,11 @@ impl McpError {
     /// Whether this is a name collision between tools.
     pub fn is_collision(&self) -> bool {
         matches!(self, McpError::NameCollision { .. })
+    }
+
+    /// Whether a prompt command could not be expanded.
+    pub fn is_prompt(&self) -> bool {
+        matches!(self, McpError::Prompt { .. })
     }
 
     /// Whether the server answered a protocol version agentloop does not support.

@@ -6,12 +6,18 @@
 //!   [`ToolSpec`](agentloop::tooling::ToolSpec)s named `mcp__<server>__<tool>`: schemas passed
 //!   through unchanged, results mapped (text, images, resources, structured content, errors),
 //!   per-server timeouts with progress, cancellation, restarts and process-group cleanup.
+//! - Servers' resources reach the model through two read-only tools,
+//!   [`LIST_RESOURCES_TOOL`] and [`READ_RESOURCE_TOOL`] (arguments: server and URI).
+//! - Servers' prompts are slash commands `/mcp__<server>__<prompt> args…`
+//!   ([`McpToolset::expand_prompt_command`]).
 //! - [`serve_builtin_tools`] serves agentloop's built-in tools over MCP (stdio).
 
 mod client;
 mod config;
 mod error;
 mod events;
+mod prompts;
+mod resources;
 mod server;
 mod toolset;
 mod version;
@@ -23,9 +29,19 @@ pub use config::{
 };
 pub use error::McpError;
 pub use events::{McpEvent, McpEventFn};
+pub use prompts::{PromptArg, PromptCommand};
+pub use resources::{LIST_RESOURCES_TOOL, READ_RESOURCE_TOOL};
 pub use server::{BuiltinToolsServer, serve_builtin_tools};
 pub use toolset::{McpToolset, ServerReport, ToolReport};
 pub use version::{PROPOSED_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, is_supported};
 
 /// The rmcp version this crate is built on (re-exported so applications can name its types).
 pub use rmcp;
+
+/// Whether `line` starts with an MCP prompt command: `/mcp__` then a name (the prompt may still
+/// be unknown; [`McpToolset::expand_prompt_command`] says).
+pub fn is_prompt_command(line: &str) -> bool {
+    line.trim_start()
+        .strip_prefix("/mcp__")
+        .is_some_and(|rest| rest.chars().next().is_some_and(|c| !c.is_whitespace()))
+}

@@ -179,6 +179,24 @@ impl McpToolset {
                 }
             }
         }
+        // Reading resources is read-only: never an approval question.
+        match crate::resources::resource_tools::<D>(&self.servers) {
+            Ok(extra) => {
+                for spec in extra {
+                    let name = spec.name().to_owned();
+                    if let Some(first) = owners.insert(name.clone(), "agentloop".into()) {
+                        return Err(McpError::NameCollision {
+                            name,
+                            first,
+                            second: "agentloop's MCP resource tools".into(),
+                        });
+                    }
+                    approval.insert(name, false);
+                    specs.push(spec);
+                }
+            }
+            Err(e) => tracing::warn!("MCP resource tools skipped: {e}"),
+        }
         if let Ok(mut map) = self.approval.write() {
             *map = approval;
         }
@@ -213,6 +231,53 @@ impl McpToolset {
             any |= server.refresh_if_changed().await?;
         }
         Ok(any)
+    }
+
+    /// Every prompt of the running servers that offer prompts, as a slash command
+    /// (`/mcp__<server>__<prompt>`).
+    pub async fn prompt_commands(&self) -> Vec<crate::PromptCommand> {
+        let lists =
+            futures::future::join_all(self.servers.iter().map(|s| crate::prompts::commands_of(s)))
+                .await;
+        lists.into_iter().flatten().collect()
+    }
+
+    /// Expands a line that starts with a prompt command (`/mcp__<server>__<prompt> args…`, see
+    /// [`is_prompt_command`](crate::is_prompt_command)) into the prompt's text from its server;
+    /// `Ok(None)` when the line is no such command. Errors name the command and what is
+    /// expected (unknown prompt, missing argument, the server's refusal).
+    pub async fn expand_prompt_command(&self, line: &str) -> Result<Option<String>, McpError> {
+        let line = line.trim_start();
+        if !crate::is_prompt_command(line) {
+            return Ok(None);
+        }
+        let body = &line[1..];
+        let (name, rest) = body
+            .split_once(char::is_whitespace)
+            .map_or((body, ""), |(n, r)| (n, r));
+        let commands = self.prompt_commands().await;
+        let Some(command) = commands.iter().find(|c| c.command == name) else {
+            let known: Vec<String> = commands.iter().map(|c| format!("/{}", c.command)).collect();
+            return Err(McpError::Prompt {
+                command: name.to_owned(),
+                message: if known.is_empty() {
+                    "no MCP server offers prompts here".into()
+                } else {
+                    format!("no such MCP prompt; available: {}", known.join(", "))
+                },
+            });
+        };
+        let arguments =
+            crate::prompts::map_arguments(command, rest).map_err(|message| McpError::Prompt {
+                command: name.to_owned(),
+                message,
+            })?;
+        let Some(server) = self.servers.iter().find(|s| s.name() == command.server) else {
+            return Ok(None);
+        };
+        crate::prompts::get(server, command, arguments)
+            .await
+            .map(Some)
     }
 
     /// Stops every server (stdio children are killed with their whole process group).

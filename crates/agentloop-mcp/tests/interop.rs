@@ -212,3 +212,190 @@ async fn server_filesystem_on_a_temp_dir() {
     // read-only annotations map to approval.
     assert_eq!(toolset.needs_approval("mcp__fs__write_file"), Some(true));
 }
+
+#[tokio::test]
+async fn resources_of_server_everything_are_listed_and_read_through_the_model_tools() {
+    let Some(dir) = servers_dir() else {
+        return skip();
+    };
+    let toolset = McpToolset::connect([
+        McpServerConfig::stdio("everything", "node", [everything(&dir), "stdio".into()]),
+        // A second server, without resources, is not offered to the resource tools.
+        McpServerConfig::stdio(
+            "plain",
+            env!("CARGO_BIN_EXE_agentloop-mcp-test-server"),
+            Vec::<String>::new(),
+        ),
+    ])
+    .await
+    .unwrap();
+    let tools = toolset.tools::<Deps>().await.unwrap();
+    let list = tools
+        .iter()
+        .find(|t| t.name() == agentloop_mcp::LIST_RESOURCES_TOOL)
+        .expect("mcp_list_resources offered");
+    assert!(list.parallel_safe());
+    assert_eq!(
+        toolset.needs_approval(agentloop_mcp::READ_RESOURCE_TOOL),
+        Some(false)
+    );
+
+    let listed = call(&tools, "mcp_list_resources", json!({})).await.content;
+    assert!(
+        listed.contains("demo://resource/static/document/architecture.md"),
+        "{listed}"
+    );
+    assert!(listed.contains("(text/markdown)"), "{listed}");
+    assert!(
+        listed.contains("demo://resource/dynamic/text/{resourceId}"),
+        "{listed}"
+    );
+    assert!(!listed.contains("`plain`"), "{listed}");
+    let one = call(
+        &tools,
+        "mcp_list_resources",
+        json!({"server": "everything"}),
+    )
+    .await;
+    assert_eq!(one.content, listed);
+
+    // A static document: exactly the file's text, headed by its URI.
+    let doc = std::fs::read_to_string(
+        dir.join("node_modules/@modelcontextprotocol/server-everything/dist/docs/architecture.md"),
+    )
+    .unwrap();
+    let uri = "demo://resource/static/document/architecture.md";
+    let read = call(
+        &tools,
+        "mcp_read_resource",
+        json!({"server": "everything", "uri": uri}),
+    )
+    .await;
+    assert_eq!(read.content, format!("[resource {uri}]\n{doc}"));
+
+    // A template filled in, text and blob.
+    let text = call(
+        &tools,
+        "mcp_read_resource",
+        json!({"server": "everything", "uri": "demo://resource/dynamic/text/7"}),
+    )
+    .await;
+    assert!(
+        text.content
+            .starts_with("[resource demo://resource/dynamic/text/7]\n"),
+        "{}",
+        text.content
+    );
+    let blob = call(
+        &tools,
+        "mcp_read_resource",
+        json!({"server": "everything", "uri": "demo://resource/dynamic/blob/7"}),
+    )
+    .await;
+    assert!(
+        blob.content.contains("bytes of base64 not shown"),
+        "{}",
+        blob.content
+    );
+
+    // Errors are tool errors naming what failed.
+    let spec = tools
+        .iter()
+        .find(|t| t.name() == "mcp_read_resource")
+        .unwrap();
+    let err = spec
+        .call(
+            Arc::new(Deps::new()),
+            json!({"server": "everything", "uri": "demo://nope/1"}),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("everything") && err.to_string().contains("demo://nope/1"),
+        "{err}"
+    );
+    let err = spec
+        .call(
+            Arc::new(Deps::new()),
+            json!({"server": "plain", "uri": "x://y"}),
+        )
+        .await
+        .unwrap_err();
+    // The schema names the servers with resources: a server without is refused up front.
+    assert!(
+        err.to_string()
+            .contains("\"plain\" is not one of \"everything\""),
+        "{err}"
+    );
+    toolset.shutdown().await;
+}
+
+#[tokio::test]
+async fn prompts_of_server_everything_expand_as_slash_commands() {
+    let Some(dir) = servers_dir() else {
+        return skip();
+    };
+    let toolset = McpToolset::connect([McpServerConfig::stdio(
+        "everything",
+        "node",
+        [everything(&dir), "stdio".into()],
+    )])
+    .await
+    .unwrap();
+    let commands = toolset.prompt_commands().await;
+    let args = commands
+        .iter()
+        .find(|c| c.command == "mcp__everything__args-prompt")
+        .unwrap_or_else(|| panic!("{commands:?}"));
+    assert_eq!(args.usage(), "/mcp__everything__args-prompt <city> [state]");
+
+    let expand = |line: &'static str| {
+        let toolset = &toolset;
+        async move { toolset.expand_prompt_command(line).await }
+    };
+    assert_eq!(
+        expand("/mcp__everything__simple-prompt").await.unwrap(),
+        Some("This is a simple prompt without arguments.".into())
+    );
+    // By name and by position, quoted values keep their spaces.
+    for line in [
+        "/mcp__everything__args-prompt Austin state=Texas",
+        "/mcp__everything__args-prompt state=Texas Austin",
+        "/mcp__everything__args-prompt Austin Texas",
+    ] {
+        let text = expand(line).await.unwrap().unwrap();
+        assert!(text.contains("Austin, Texas"), "{line}: {text}");
+    }
+    let text = expand("/mcp__everything__args-prompt \"San Antonio\"")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(text.contains("San Antonio"), "{text}");
+    // An embedded resource comes with its URI and text.
+    let text = expand("/mcp__everything__resource-prompt Text 3")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        text.contains("[resource demo://resource/dynamic/text/3]"),
+        "{text}"
+    );
+
+    // Not a prompt command: left alone.
+    assert_eq!(expand("plain words /mcp__x").await.unwrap(), None);
+    let err = expand("/mcp__everything__args-prompt").await.unwrap_err();
+    assert!(err.is_prompt());
+    assert!(
+        err.to_string().contains(
+            "missing required argument(s) city; usage: /mcp__everything__args-prompt <city> [state]"
+        ),
+        "{err}"
+    );
+    let err = expand("/mcp__everything__nope").await.unwrap_err();
+    assert!(
+        err.to_string().contains("available: ")
+            && err.to_string().contains("/mcp__everything__simple-prompt"),
+        "{err}"
+    );
+    toolset.shutdown().await;
+}

@@ -1,0 +1,137 @@
+//! MCP prompts as slash commands through the `agentloop` binary: `agentloop run
+//! "/mcp__everything__args-prompt …"` sends the prompt's text from the reference server
+//! (`@modelcontextprotocol/server-everything`, installed by `.ci/setup-mcp-servers`) to the
+//! model, a bad command is a usage error naming what is expected, and `agentloop mcp list`
+//! shows the commands. Without node and the pinned server the suite says so and skips.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use agentloop_testkit::{MockServer, Script};
+use serde_json::json;
+
+const BIN: &str = env!("CARGO_BIN_EXE_agentloop");
+const EVERYTHING: &str = "node_modules/@modelcontextprotocol/server-everything/dist/index.js";
+
+/// A scratch home whose user config names server-everything as `everything`.
+fn scratch() -> Option<(tempfile::TempDir, PathBuf)> {
+    let Some(dir) = agentloop_testkit::external::node_package_dir(EVERYTHING) else {
+        agentloop_testkit::external::skip_suite(
+            "MCP prompts through the CLI",
+            "node or the pinned reference servers are not installed",
+            "run .ci/setup-mcp-servers (or set AGENTLOOP_MCP_SERVERS_DIR)",
+        );
+        return None;
+    };
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join("config/agentloop")).unwrap();
+    std::fs::create_dir_all(home.path().join("ws")).unwrap();
+    std::fs::write(
+        home.path().join("config/agentloop/config.toml"),
+        format!(
+            "[mcp_servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
+            dir.join(EVERYTHING).to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let ws = home.path().join("ws");
+    Some((home, ws))
+}
+
+fn cmd(home: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.env("OPENAI_API_KEY", "dummy")
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("NO_COLOR", "1")
+        .env_remove("AGENTLOOP_DB")
+        .arg("--db")
+        .arg(home.join("sessions.db"))
+        .stdin(Stdio::null());
+    cmd
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn run(home: &Path, ws: &Path, server: &MockServer, prompt: &str) -> Output {
+    cmd(home)
+        .args(["run", "--model", "openai:mock", "--base-url"])
+        .arg(server.openai_base_url())
+        .arg("--workspace")
+        .arg(ws)
+        .arg(prompt)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_prompt_command_sends_the_servers_prompt_to_the_model() {
+    let Some((home, ws)) = scratch() else { return };
+    let server =
+        MockServer::start(Script::from_value(json!({"turns": [{"text": "sunny"}]})).unwrap());
+    let out = run(
+        home.path(),
+        &ws,
+        &server,
+        "/mcp__everything__args-prompt \"San Antonio\" state=Texas",
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1, "{}", text(&out));
+    let body = requests[0].body.to_string();
+    assert!(
+        body.contains("What's weather in San Antonio, Texas?"),
+        "{body}"
+    );
+    assert!(!body.contains("/mcp__everything"), "{body}");
+}
+
+#[test]
+fn a_bad_prompt_command_is_a_usage_error_and_nothing_is_sent() {
+    let Some((home, ws)) = scratch() else { return };
+    let server =
+        MockServer::start(Script::from_value(json!({"turns": [{"text": "unused"}]})).unwrap());
+    let out = run(home.path(), &ws, &server, "/mcp__everything__args-prompt");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "missing required argument(s) city; usage: /mcp__everything__args-prompt <city> [state]"
+        ),
+        "{}",
+        text(&out)
+    );
+    let out = run(home.path(), &ws, &server, "/mcp__everything__nope now");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("/mcp__everything__simple-prompt"),
+        "{}",
+        text(&out)
+    );
+    assert!(server.requests().is_empty());
+}
+
+#[test]
+fn mcp_list_shows_the_prompt_commands() {
+    let Some((home, ws)) = scratch() else { return };
+    let out = cmd(home.path())
+        .args(["mcp", "list", "--workspace"])
+        .arg(&ws)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("prompt /mcp__everything__args-prompt <city> [state]"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("protocol 2025-"), "{stdout}");
+}
