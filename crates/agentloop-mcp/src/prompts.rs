@@ -66,7 +66,7 @@ pub(crate) fn command_name(server: &str, prompt: &str) -> String {
 
 /// The prompts of one server as commands (empty when it offers none or is down).
 pub(crate) async fn commands_of(server: &ServerHandle) -> Vec<PromptCommand> {
-    if !server.capabilities().is_some_and(|c| c.prompts.is_some()) {
+    if server.capabilities().is_none_or(|c| c.prompts.is_none()) {
         return Vec::new();
     }
     let Ok(peer) = server.peer().await else {
