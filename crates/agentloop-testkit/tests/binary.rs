@@ -60,15 +60,13 @@ async fn prints_its_address_and_serves_until_terminated() {
             .status()
             .unwrap();
         assert!(status.success());
-        let started = Instant::now();
+        // A hang guard: the server exits at once on SIGTERM.
+        let deadline = Instant::now() + Duration::from_secs(60);
         let exit = loop {
             if let Some(s) = child.try_wait().unwrap() {
                 break s;
             }
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "no exit after SIGTERM"
-            );
+            assert!(Instant::now() < deadline, "no exit after SIGTERM");
             std::thread::sleep(Duration::from_millis(20));
         };
         assert!(exit.success(), "{exit:?}");

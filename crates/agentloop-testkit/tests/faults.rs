@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use agentloop_testkit::{Fault, MockServer, Script, Turn, WireFormat};
 use common::{FORMATS, Outcome, assemble, first_request, parse_sse, path, post, post_partial};
@@ -111,7 +111,6 @@ async fn reset_after_bytes_cuts_the_connection() {
 async fn stall_after_bytes_makes_the_client_time_out() {
     for format in FORMATS {
         let server = MockServer::start(one_fault(Fault::StallAfterBytes(100)));
-        let started = Instant::now();
         let p = post_partial(
             &server.base_url(),
             path(format),
@@ -119,13 +118,18 @@ async fn stall_after_bytes_makes_the_client_time_out() {
             Duration::from_millis(300),
         )
         .await;
+        // Only the client's own timeout ends a stalled stream.
         assert_eq!(p.outcome, Outcome::TimedOut, "{format:?}");
         assert_eq!(p.bytes.len(), 100, "{format:?}");
-        assert!(started.elapsed() >= Duration::from_millis(300));
-        // Shutting down with a stalled stream open does not hang.
-        let t = Instant::now();
-        server.shutdown();
-        assert!(t.elapsed() < Duration::from_secs(5));
+        // Shutting down with a stalled stream open does not hang (a minute is a hang guard).
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            server.shutdown();
+            let _ = done.send(());
+        });
+        finished
+            .recv_timeout(Duration::from_secs(60))
+            .expect("shutdown hung on a stalled stream");
     }
 }
 

@@ -5,14 +5,14 @@
 use crate::common;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use agentloop::agent::{AgentEvent, RunStop};
 use agentloop::model::{ScriptedModel, ScriptedTurn};
-use agentloop::tooling::{Deps, ToolContext, ToolSpec};
 use agentloop::transcript::{Message, Role, StopReason};
 use common::*;
-use serde_json::{Value, json};
+use serde_json::json;
 
 fn abort_after(agent_signal: agentloop::agent::AbortSignal, ms: u64) {
     tokio::spawn(async move {
@@ -94,14 +94,10 @@ async fn abort_mid_stream_answers_streamed_tool_calls_without_running_them() {
 
 #[tokio::test]
 async fn abort_mid_batch_keeps_finished_results_and_ends_promptly_despite_a_stubborn_tool() {
-    // This tool ignores its cancellation token entirely and blocks for 30 s.
-    let stubborn = ToolSpec::<Deps>::builder("stubborn", "Blocks and ignores cancellation.")
-        .blocking_handler(|_c: ToolContext<Deps>, _a: Value| {
-            std::thread::sleep(Duration::from_secs(3));
-            "too late"
-        })
-        .build()
-        .unwrap();
+    // This tool ignores its cancellation token entirely and stays busy until the test lets it go.
+    let release = Latch::default();
+    let finished = Arc::new(AtomicBool::new(false));
+    let stubborn = stuck_tool("stubborn", None, release.clone(), finished.clone());
     let model = Arc::new(ScriptedModel::new([
         ScriptedTurn::new()
             .tool_call("fast", "sleep", json!({"ms": 5, "label": "fast done"}))
@@ -109,17 +105,24 @@ async fn abort_mid_batch_keeps_finished_results_and_ends_promptly_despite_a_stub
         ScriptedTurn::text("never reached"),
     ]));
     let rec = Recorder::default();
-    let agent = agent(model.clone(), vec![sleep_tool("sleep"), stubborn]).with_emit(rec.callback());
-    abort_after(agent.abort_signal().clone(), 200);
-    let started = Instant::now();
+    let agent = agent(model.clone(), vec![sleep_tool("sleep"), stubborn]);
+    // Abort as soon as the fast call has its result, while the stubborn one is still busy.
+    let signal = agent.abort_signal().clone();
+    let record = rec.callback();
+    let agent = agent.with_emit(move |e: &AgentEvent| {
+        record(e);
+        if matches!(e, AgentEvent::ToolExecutionEnd { call, .. } if call.id == "fast") {
+            signal.abort();
+        }
+    });
     let out = within(agent.run(vec![Message::user("go")], vec![]))
         .await
         .unwrap();
-    let elapsed = started.elapsed();
     assert!(
-        elapsed < Duration::from_millis(2500),
-        "the run waited for the stubborn tool ({elapsed:?})"
+        !finished.load(Ordering::SeqCst),
+        "the run waited for the stubborn tool"
     );
+    release.open();
     assert_eq!(out.stop, RunStop::Aborted);
     let results: Vec<_> = out
         .new_messages()
@@ -140,24 +143,27 @@ async fn abort_mid_batch_keeps_finished_results_and_ends_promptly_despite_a_stub
 
 #[tokio::test]
 async fn a_tool_that_ignores_cancellation_ends_within_its_timeout() {
-    let stubborn = ToolSpec::<Deps>::builder("stubborn", "Blocks and ignores cancellation.")
-        .timeout(Duration::from_millis(100))
-        .blocking_handler(|_c: ToolContext<Deps>, _a: Value| {
-            std::thread::sleep(Duration::from_secs(3));
-            "too late"
-        })
-        .build()
-        .unwrap();
+    let release = Latch::default();
+    let finished = Arc::new(AtomicBool::new(false));
+    let stubborn = stuck_tool(
+        "stubborn",
+        Some(Duration::from_millis(100)),
+        release.clone(),
+        finished.clone(),
+    );
     let model = Arc::new(ScriptedModel::new([
         ScriptedTurn::new().tool_call("s", "stubborn", json!({})),
         ScriptedTurn::text("moved on"),
     ]));
     let agent = agent(model, vec![stubborn]);
-    let started = Instant::now();
     let out = within(agent.run(vec![Message::user("go")], vec![]))
         .await
         .unwrap();
-    assert!(started.elapsed() < Duration::from_millis(2500));
+    assert!(
+        !finished.load(Ordering::SeqCst),
+        "the run waited for the stubborn tool"
+    );
+    release.open();
     let result = out.new_messages()[2].tool_result_part().unwrap();
     assert_eq!(result.content, "Tool \"stubborn\" timed out after 100ms.");
     assert_eq!(out.final_text(), "moved on");

@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::common::HANG_GUARD;
+
 use agentloop::tooling::{
     Approval, Deps, ExecOptions, Registry, ToolContext, ToolDeps, ToolError, ToolErrorKind,
     ToolObserver, ToolSpec, run_tools, run_tools_with,
@@ -381,11 +383,16 @@ async fn timeout_names_the_limit_and_drops_the_async_handler() {
         .build()
         .unwrap();
     let registry = Registry::new(vec![slow]).unwrap();
-    let started = Instant::now();
+    // The paused clock's time: the call ends when the 50 ms limit fires, not later.
+    let started = tokio::time::Instant::now();
     let r = one(&registry, call("t", "slow", json!({}))).await;
     assert!(r.is_error);
     assert_eq!(r.content, "Tool \"slow\" timed out after 50ms.");
-    assert!(started.elapsed() < Duration::from_secs(5));
+    let waited = started.elapsed();
+    assert!(
+        (Duration::from_millis(50)..Duration::from_millis(60)).contains(&waited),
+        "{waited:?}"
+    );
     assert_eq!(
         dropped.load(Ordering::SeqCst),
         1,
@@ -400,7 +407,7 @@ async fn blocking_handler_that_overruns_is_abandoned_and_told_to_stop() {
     let stubborn = ToolSpec::<Deps>::builder("stubborn", "Blocks.")
         .timeout(Duration::from_millis(50))
         .blocking_handler(move |c: ToolContext<Deps>, _a: Value| {
-            let until = Instant::now() + Duration::from_secs(2);
+            let until = Instant::now() + HANG_GUARD;
             while Instant::now() < until {
                 if c.is_cancelled() {
                     s.fetch_add(1, Ordering::SeqCst);
@@ -416,8 +423,8 @@ async fn blocking_handler_that_overruns_is_abandoned_and_told_to_stop() {
     let r = one(&registry, call("t", "stubborn", json!({}))).await;
     assert!(r.is_error);
     assert_eq!(r.content, "Tool \"stubborn\" timed out after 50ms.");
-    // The abandoned thread sees its cancellation token shortly after.
-    let until = Instant::now() + Duration::from_secs(2);
+    // The abandoned thread sees its cancellation token shortly after (the bound is a hang guard).
+    let until = Instant::now() + HANG_GUARD;
     while saw_cancel.load(Ordering::SeqCst) == 0 && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
@@ -706,9 +713,14 @@ async fn abort_gives_unfinished_calls_an_aborted_result_and_keeps_finished_ones(
         call("fast", "sleep", json!({"ms": 5, "label": "fast"})),
         call("slow", "sleep", json!({"ms": 30_000, "label": "slow"})),
     ];
-    let started = Instant::now();
+    // The paused clock's time: the batch ends at the abort, long before the slow call would.
+    let started = tokio::time::Instant::now();
     let out = run_tools_with(&calls, &registry, &deps(), &options).await;
-    assert!(started.elapsed() < Duration::from_secs(10));
+    let waited = started.elapsed();
+    assert!(
+        (Duration::from_millis(100)..Duration::from_millis(110)).contains(&waited),
+        "{waited:?}"
+    );
     assert_eq!(out[0].result.content, "fast");
     assert!(!out[0].result.is_error);
     assert!(out[1].result.is_error);

@@ -4,8 +4,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::HashMap;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use crate::common::Meeting;
 
 use agentloop::tool;
 use agentloop::tooling::{
@@ -194,18 +196,19 @@ where
     ctx.call_id().to_owned()
 }
 
-/// Sleep on the blocking pool.
+/// Where [`meet_sync`] and [`meet_async`] wait for each other.
+static SIBLINGS: LazyLock<Meeting> = LazyLock::new(|| Meeting::new(2));
+
+/// Wait on the blocking pool for the async sibling.
 #[tool]
-fn sleep_sync(ms: u64) -> String {
-    std::thread::sleep(Duration::from_millis(ms));
-    "sync done".into()
+fn meet_sync() -> String {
+    format!("sync {}", SIBLINGS.arrive())
 }
 
-/// Sleep asynchronously.
+/// Wait asynchronously for the sync sibling.
 #[tool]
-async fn sleep_async(ms: u64) -> String {
-    tokio::time::sleep(Duration::from_millis(ms)).await;
-    "async done".into()
+async fn meet_async() -> String {
+    format!("async {}", SIBLINGS.arrive_async().await)
 }
 
 /// Argument names that are Rust keywords.
@@ -554,22 +557,15 @@ async fn generated_and_hand_written_tools_behave_identically() {
 
 #[tokio::test(flavor = "current_thread")]
 async fn sync_tools_do_not_block_async_siblings() {
-    const MS: u64 = 300;
-    let registry = Registry::<Deps>::new([sleep_sync_tool(), sleep_async_tool()]).unwrap();
+    let registry = Registry::<Deps>::new([meet_sync_tool(), meet_async_tool()]).unwrap();
     let calls = [
-        ToolCallPart::new("s", "sleep_sync", json!({"ms": MS})),
-        ToolCallPart::new("a", "sleep_async", json!({"ms": MS})),
+        ToolCallPart::new("s", "meet_sync", json!({})),
+        ToolCallPart::new("a", "meet_async", json!({})),
     ];
-    let started = Instant::now();
     let results = run_tools(&calls, &registry, &deps(), None).await;
-    let elapsed = started.elapsed();
-    assert_eq!(results[0].content, "sync done");
-    assert_eq!(results[1].content, "async done");
-    // On a current-thread runtime, a sync tool run inline would stall the async one: the batch
-    // would take the sum of both sleeps. On the blocking pool they overlap.
-    let sum = Duration::from_millis(2 * MS);
-    assert!(
-        elapsed < sum.mul_f64(0.8),
-        "batch took {elapsed:?}; the sum of the sleeps is {sum:?}"
-    );
+    // On a current-thread runtime, a sync tool run inline would stall the async one, so the two
+    // would never run at the same time and each would answer "alone". On the blocking pool the
+    // async sibling keeps being polled and they meet.
+    assert_eq!(results[0].content, "sync met");
+    assert_eq!(results[1].content, "async met");
 }

@@ -2,7 +2,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::future::Future;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use agentloop::agent::{AgentEvent, AgentLoop, AgentLoopConfig};
@@ -133,4 +133,98 @@ pub fn agent_with(
     tools: Vec<ToolSpec<Deps>>,
 ) -> AgentLoop<Deps> {
     AgentLoop::new(config, model).with_tools(tools).unwrap()
+}
+
+/// How long a [`Meeting`] or a [`Latch`] waits before giving up: a hang guard only, far longer
+/// than any scenario needs, so a test that breaks fails with a message instead of hanging.
+pub const HANG_GUARD: Duration = Duration::from_secs(60);
+
+/// A rendezvous proving that calls ran at the same time: each call [`arrive`](Meeting::arrive)s
+/// and waits until `parties` calls have arrived. Calls run one after another never meet: the
+/// first waits out [`HANG_GUARD`] and answers "alone", so the test fails on the content instead of
+/// on a measured duration.
+#[derive(Clone)]
+pub struct Meeting {
+    parties: usize,
+    arrived: Arc<(Mutex<usize>, Condvar)>,
+}
+
+impl Meeting {
+    pub fn new(parties: usize) -> Self {
+        Meeting {
+            parties,
+            arrived: Arc::default(),
+        }
+    }
+
+    /// Blocks the calling (non-async) thread until every party arrived: "met", else "alone".
+    pub fn arrive(&self) -> &'static str {
+        let (count, all_here) = &*self.arrived;
+        let mut n = count.lock().unwrap();
+        *n += 1;
+        all_here.notify_all();
+        let (n, _) = all_here
+            .wait_timeout_while(n, HANG_GUARD, |n| *n < self.parties)
+            .unwrap();
+        if *n >= self.parties { "met" } else { "alone" }
+    }
+
+    /// The same from async code: waits on a blocking-pool thread, so the caller's task is the one
+    /// that must have been polled for it to arrive.
+    pub async fn arrive_async(&self) -> &'static str {
+        let meeting = self.clone();
+        tokio::task::spawn_blocking(move || meeting.arrive())
+            .await
+            .unwrap()
+    }
+}
+
+/// A gate a test opens by hand, for a tool that must stay busy until the test has seen what it
+/// wants (e.g. the run ending without it). [`wait`](Latch::wait) gives up after [`HANG_GUARD`].
+#[derive(Clone, Default)]
+pub struct Latch(Arc<(Mutex<bool>, Condvar)>);
+
+impl Latch {
+    pub fn open(&self) {
+        let (open, changed) = &*self.0;
+        *open.lock().unwrap() = true;
+        changed.notify_all();
+    }
+
+    pub fn is_open(&self) -> bool {
+        *self.0.0.lock().unwrap()
+    }
+
+    /// Blocks the calling thread until the latch is open (true) or the guard passed (false).
+    pub fn wait(&self) -> bool {
+        let (open, changed) = &*self.0;
+        let guard = open.lock().unwrap();
+        let (guard, _) = changed
+            .wait_timeout_while(guard, HANG_GUARD, |open| !*open)
+            .unwrap();
+        *guard
+    }
+}
+
+/// A blocking tool that ignores cancellation: it stays busy until `release` opens (or the hang
+/// guard passes), then marks `finished`. A run that returns while `finished` is still false
+/// provably did not wait for it. `timeout` is the tool's own limit, if any.
+pub fn stuck_tool(
+    name: &str,
+    timeout: Option<Duration>,
+    release: Latch,
+    finished: Arc<std::sync::atomic::AtomicBool>,
+) -> ToolSpec<Deps> {
+    let mut builder = ToolSpec::<Deps>::builder(name, "Blocks and ignores cancellation.");
+    if let Some(limit) = timeout {
+        builder = builder.timeout(limit);
+    }
+    builder
+        .blocking_handler(move |_c: ToolContext<Deps>, _a: Value| {
+            release.wait();
+            finished.store(true, std::sync::atomic::Ordering::SeqCst);
+            "too late"
+        })
+        .build()
+        .unwrap()
 }

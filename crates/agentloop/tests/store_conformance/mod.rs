@@ -1368,14 +1368,10 @@ pub fn one_writer_per_session_across_processes<B: Backend>() {
     // Two openings of the store (as two processes would): the second is refused, naming us.
     let other = B::open(&fx.spec).unwrap();
     let first = store.lock_session(&s.id, Duration::ZERO).unwrap();
-    let started = Instant::now();
+    // That it waits is shown by the waiting writer below; here, that it gives up in the end.
     let err = other
         .lock_session(&s.id, Duration::from_millis(300))
         .unwrap_err();
-    assert!(
-        started.elapsed() >= Duration::from_millis(250),
-        "it waited before giving up"
-    );
     let text = err.to_string();
     assert!(matches!(err, SessionError::InUse { .. }), "{text}");
     assert!(
@@ -1479,14 +1475,12 @@ pub fn a_follower_sees_messages_as_another_writer_appends_them<B: Backend>() {
     let batch = follower.next_batch(Duration::ZERO).unwrap();
     assert_eq!(batch.iter().map(|e| e.seq).collect::<Vec<_>>(), [1]);
     assert_eq!(follower.last_seq(), 1);
-    let started = Instant::now();
     assert!(
         follower
             .next_batch(Duration::from_millis(150))
             .unwrap()
             .is_empty()
     );
-    assert!(started.elapsed() >= Duration::from_millis(140), "it waited");
 
     // Another opening of the store (another process, in effect) appends one at a time.
     let writer = {
@@ -1506,9 +1500,15 @@ pub fn a_follower_sees_messages_as_another_writer_appends_them<B: Backend>() {
     };
     let mut seen = Vec::new();
     let mut seen_at = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while seen.len() < 3 && Instant::now() < deadline {
-        for entry in follower.next_batch(Duration::from_secs(5)).unwrap() {
+    while seen.len() < 3 {
+        // The writer pauses before each append, so a follower that did not wait for it would
+        // come back empty. (The wait's length is a hang guard.)
+        let batch = follower.next_batch(Duration::from_secs(20)).unwrap();
+        assert!(
+            !batch.is_empty(),
+            "next_batch returned before the append ({seen:?} so far)"
+        );
+        for entry in batch {
             seen.push((entry.seq, entry.message.text()));
             seen_at.push(Instant::now());
         }
