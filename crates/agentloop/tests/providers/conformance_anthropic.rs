@@ -7,10 +7,9 @@ use crate::support;
 
 use std::time::Duration;
 
-use agentloop::model::{MessageAssembler, Model, ModelError, ModelEvent, ModelRequest};
+use agentloop::model::{ModelError, ModelEvent, ModelRequest};
 use agentloop::providers::{Anthropic, ProviderConfig, RetryPolicy};
 use agentloop::transcript::{Message, Part, StopReason, ToolArguments};
-use futures::StreamExt;
 use serde_json::{Value, json};
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -25,38 +24,8 @@ fn adapter(base_url: &str, retry: RetryPolicy) -> Anthropic {
     )
 }
 
-/// Everything one model call produced.
-struct Outcome {
-    events: Vec<ModelEvent>,
-    message: Message,
-    error: Option<ModelError>,
-}
-
-async fn call(model: &Anthropic, request: ModelRequest<'_>) -> Outcome {
-    let mut stream = model.stream(request);
-    let mut events = Vec::new();
-    while let Some(event) = stream.next().await {
-        events.push(event);
-    }
-    let (message, error) = match events.last() {
-        Some(ModelEvent::Done(m)) => (m.clone(), None),
-        Some(ModelEvent::Error { message, error }) => (message.clone(), Some(error.clone())),
-        other => panic!("the stream must end with a terminal event, got {other:?}"),
-    };
-    let terminals = events
-        .iter()
-        .filter(|e| matches!(e, ModelEvent::Done(_) | ModelEvent::Error { .. }))
-        .count();
-    assert_eq!(terminals, 1, "exactly one terminal event");
-    Outcome {
-        events,
-        message,
-        error,
-    }
-}
-
-async fn assemble(base_url: &str) -> Outcome {
-    call(
+async fn assemble(base_url: &str) -> Capture {
+    capture(
         &adapter(base_url, RetryPolicy::none()),
         ModelRequest::new(vec![Message::user("hi")]),
     )
@@ -89,14 +58,8 @@ fn signatures(message: &Message, redacted: bool) -> Vec<String> {
 
 /// The deltas, replayed through the loop's assembler, say the same as the terminal message
 /// (what a UI shows while streaming is what gets recorded).
-fn assert_deltas_agree(case: &str, outcome: &Outcome) {
-    let mut assembler = MessageAssembler::new();
-    for event in &outcome.events {
-        if let ModelEvent::Delta(d) = event {
-            assembler.push(d);
-        }
-    }
-    let streamed = assembler.to_message(StopReason::Stop);
+fn assert_deltas_agree(case: &str, outcome: &Capture) {
+    let streamed = outcome.streamed();
     let thinking = |m: &Message| -> String {
         m.content
             .iter()
@@ -287,7 +250,7 @@ async fn an_overloaded_error_event_before_any_delta_is_retried() {
         base_delay: Duration::from_millis(1),
         max_delay: Duration::from_secs(1),
     };
-    let outcome = call(
+    let outcome = capture(
         &adapter(&server.base_url, retry),
         ModelRequest::new(vec![Message::user("hi")]),
     )
@@ -318,7 +281,7 @@ async fn an_error_event_after_streamed_text_is_not_retried_and_keeps_the_text() 
         json!({"type": "error", "error": {"type": "api_error", "message": "Internal server error"}}),
     ]);
     let server = FixtureServer::start(body, 0).await;
-    let outcome = call(
+    let outcome = capture(
         &adapter(&server.base_url, RetryPolicy::default()),
         ModelRequest::new(vec![Message::user("hi")]),
     )
@@ -394,7 +357,7 @@ async fn requests_post_to_v1_messages_with_key_and_version_headers() {
     // A trailing slash on the base URL is tolerated.
     let (base, head) = capture_one(text_basic()).await;
     let model = adapter(&format!("{base}/"), RetryPolicy::none());
-    let outcome = call(&model, ModelRequest::new(vec![Message::user("hi")])).await;
+    let outcome = capture(&model, ModelRequest::new(vec![Message::user("hi")])).await;
     assert_eq!(outcome.message.text(), "Hello there!");
     let head = head.await.unwrap();
     assert!(head.starts_with("post /v1/messages http/1.1\r\n"), "{head}");
@@ -417,7 +380,7 @@ async fn requests_post_to_v1_messages_with_key_and_version_headers() {
     let model = adapter(&base, RetryPolicy::none());
     let mut request = ModelRequest::new(vec![Message::user("hi")]);
     request.api_key = Some(agentloop::model::ApiKey::new("sk-ant-per-request"));
-    call(&model, request).await;
+    capture(&model, request).await;
     let head = head.await.unwrap();
     assert!(
         head.contains("\r\nx-api-key: sk-ant-per-request\r\n"),
@@ -436,7 +399,7 @@ async fn configured_headers_are_sent_and_may_replace_the_version() {
             .header("anthropic-beta", "some-feature")
             .retry(RetryPolicy::none()),
     );
-    call(&model, ModelRequest::new(vec![Message::user("hi")])).await;
+    capture(&model, ModelRequest::new(vec![Message::user("hi")])).await;
     let head = head.await.unwrap();
     assert!(
         head.contains("\r\nanthropic-version: 2099-01-01\r\n"),
@@ -456,7 +419,7 @@ async fn the_api_key_never_appears_in_errors_or_debug_output() {
     let server = FixtureServer::start_with(401, body.to_vec(), 0).await;
     let model = adapter(&server.base_url, RetryPolicy::none());
     assert!(!format!("{model:?}").contains("sk-ant-test-secret"));
-    let outcome = call(&model, ModelRequest::new(vec![Message::user("hi")])).await;
+    let outcome = capture(&model, ModelRequest::new(vec![Message::user("hi")])).await;
     let error = outcome.error.unwrap();
     assert_eq!(
         error,

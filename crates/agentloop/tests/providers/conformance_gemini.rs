@@ -5,10 +5,9 @@
 
 use crate::support;
 
-use agentloop::model::{MessageAssembler, Model, ModelError, ModelEvent, ModelRequest};
+use agentloop::model::{ModelError, ModelRequest};
 use agentloop::providers::{Gemini, ProviderConfig, RetryPolicy};
 use agentloop::transcript::{Message, Part, StopReason, ToolArguments};
-use futures::StreamExt;
 use serde_json::{Value, json};
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -23,38 +22,8 @@ fn adapter(base_url: &str, retry: RetryPolicy) -> Gemini {
     )
 }
 
-/// Everything one model call produced.
-struct Outcome {
-    events: Vec<ModelEvent>,
-    message: Message,
-    error: Option<ModelError>,
-}
-
-async fn call(model: &Gemini, request: ModelRequest<'_>) -> Outcome {
-    let mut stream = model.stream(request);
-    let mut events = Vec::new();
-    while let Some(event) = stream.next().await {
-        events.push(event);
-    }
-    let (message, error) = match events.last() {
-        Some(ModelEvent::Done(m)) => (m.clone(), None),
-        Some(ModelEvent::Error { message, error }) => (message.clone(), Some(error.clone())),
-        other => panic!("the stream must end with a terminal event, got {other:?}"),
-    };
-    let terminals = events
-        .iter()
-        .filter(|e| matches!(e, ModelEvent::Done(_) | ModelEvent::Error { .. }))
-        .count();
-    assert_eq!(terminals, 1, "exactly one terminal event");
-    Outcome {
-        events,
-        message,
-        error,
-    }
-}
-
-async fn assemble(base_url: &str) -> Outcome {
-    call(
+async fn assemble(base_url: &str) -> Capture {
+    capture(
         &adapter(base_url, RetryPolicy::none()),
         ModelRequest::new(vec![Message::user("hi")]),
     )
@@ -111,14 +80,8 @@ fn signatures(m: &Message) -> Vec<Value> {
 }
 
 /// The deltas, replayed through the loop's assembler, say the same as the terminal message.
-fn assert_deltas_agree(case: &str, outcome: &Outcome) {
-    let mut assembler = MessageAssembler::new();
-    for event in &outcome.events {
-        if let ModelEvent::Delta(d) = event {
-            assembler.push(d);
-        }
-    }
-    let streamed = assembler.to_message(StopReason::Stop);
+fn assert_deltas_agree(case: &str, outcome: &Capture) {
+    let streamed = outcome.streamed();
     assert_eq!(streamed.text(), outcome.message.text(), "{case}: text");
     assert_eq!(
         thinking(&streamed),
@@ -238,7 +201,7 @@ async fn a_recorded_reply_replayed_to_the_same_model_carries_its_signatures_back
                 "done",
             )),
         ];
-        call(&model, ModelRequest::new(history)).await;
+        capture(&model, ModelRequest::new(history)).await;
         let sent = server.requests.lock().unwrap().last().cloned().unwrap();
         let signature = manifest(case)["provider_expect"]["thought_signatures"][0]["signature"]
             .as_str()
@@ -301,7 +264,7 @@ async fn an_error_chunk_after_text_is_a_provider_error_and_keeps_the_text() {
         "data: {\"error\": {\"code\": 500, \"message\": \"An internal error has occurred.\", \"status\": \"INTERNAL\"}}\r\n\r\n",
     );
     let server = FixtureServer::start(body.as_bytes().to_vec(), 0).await;
-    let outcome = call(
+    let outcome = capture(
         &adapter(&server.base_url, RetryPolicy::default()),
         ModelRequest::new(vec![Message::user("hi")]),
     )
@@ -377,7 +340,7 @@ async fn requests_post_to_stream_generate_content_with_the_key_header() {
             .model("models/gemini-2.5-flash")
             .retry(RetryPolicy::none()),
     );
-    let outcome = call(&model, ModelRequest::new(vec![Message::user("hi")])).await;
+    let outcome = capture(&model, ModelRequest::new(vec![Message::user("hi")])).await;
     assert!(outcome.message.text().starts_with("Volcanoes are"));
     let head = head.await.unwrap();
     assert!(
@@ -398,7 +361,7 @@ async fn requests_post_to_stream_generate_content_with_the_key_header() {
     let mut request = ModelRequest::new(vec![Message::user("hi")]);
     request.api_key = Some(agentloop::model::ApiKey::new("AIza-per-request"));
     request.model = Some("gemini-3-pro-preview".into());
-    call(&model, request).await;
+    capture(&model, request).await;
     let head = head.await.unwrap();
     assert!(
         head.starts_with(
@@ -418,7 +381,7 @@ async fn an_http_error_reads_google_s_error_body_and_never_shows_the_key() {
     let server = FixtureServer::start_with(400, body.to_vec(), 0).await;
     let model = adapter(&server.base_url, RetryPolicy::none());
     assert!(!format!("{model:?}").contains("AIza-test-secret"));
-    let outcome = call(&model, ModelRequest::new(vec![Message::user("hi")])).await;
+    let outcome = capture(&model, ModelRequest::new(vec![Message::user("hi")])).await;
     let error = outcome.error.unwrap();
     assert_eq!(
         error,

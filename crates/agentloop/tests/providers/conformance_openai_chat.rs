@@ -4,10 +4,9 @@
 
 use crate::support;
 
-use agentloop::model::{Model, ModelEvent, ModelRequest};
+use agentloop::model::ModelRequest;
 use agentloop::providers::{OpenAiChat, ProviderConfig, RetryPolicy};
 use agentloop::transcript::Message;
-use futures::StreamExt;
 use support::*;
 
 async fn assemble(base_url: &str) -> Message {
@@ -17,16 +16,9 @@ async fn assemble(base_url: &str) -> Message {
             .model("gpt-test")
             .retry(RetryPolicy::none()),
     );
-    let mut stream = model.stream(ModelRequest::new(vec![Message::user("hi")]));
-    let mut terminal = None;
-    while let Some(event) = stream.next().await {
-        match event {
-            ModelEvent::Done(m) => terminal = Some(m),
-            ModelEvent::Error { message, .. } => terminal = Some(message),
-            _ => {}
-        }
-    }
-    terminal.expect("no terminal event")
+    capture(&model, ModelRequest::new(vec![Message::user("hi")]))
+        .await
+        .message
 }
 
 #[tokio::test]

@@ -5,44 +5,20 @@
 
 use crate::support;
 
-use agentloop::model::{MessageAssembler, Model, ModelError, ModelEvent, ModelRequest};
+use agentloop::model::{ModelError, ModelRequest};
 use agentloop::providers::{OpenAiResponses, ProviderConfig, RetryPolicy};
-use agentloop::transcript::{Message, Part, StopReason, ToolArguments};
-use futures::StreamExt;
+use agentloop::transcript::{Message, Part, ToolArguments};
 use serde_json::{Value, json};
 use support::*;
 
-struct Outcome {
-    message: Message,
-    error: Option<ModelError>,
-    /// The deltas, assembled the way the agent loop does for a partial message.
-    streamed: Message,
-}
-
-async fn assemble(base_url: &str) -> Outcome {
+async fn assemble(base_url: &str) -> Capture {
     let model = OpenAiResponses::new(
         ProviderConfig::new(format!("{base_url}/v1"))
             .api_key("sk-test-secret")
             .model("gpt-test")
             .retry(RetryPolicy::none()),
     );
-    let mut stream = model.stream(ModelRequest::new(vec![Message::user("hi")]));
-    let mut terminal = None;
-    let mut assembler = MessageAssembler::new();
-    while let Some(event) = stream.next().await {
-        match event {
-            ModelEvent::Delta(d) => assembler.push(&d),
-            ModelEvent::Done(m) => terminal = Some((m, None)),
-            ModelEvent::Error { message, error } => terminal = Some((message, Some(error))),
-            _ => {}
-        }
-    }
-    let (message, error) = terminal.expect("no terminal event");
-    Outcome {
-        message,
-        error,
-        streamed: assembler.to_message(StopReason::Stop),
-    }
+    capture(&model, ModelRequest::new(vec![Message::user("hi")])).await
 }
 
 /// `provider_expect.function_call_item_ids` of a case (the support loader reads only `expect`).
@@ -84,13 +60,13 @@ async fn every_recorded_case_assembles_as_expected() {
             // The deltas tell the same story as the final message.
             if case.expect.get("refusal").is_none() {
                 assert_eq!(
-                    out.streamed.text(),
+                    out.streamed().text(),
                     out.message.text(),
                     "{name}: text deltas"
                 );
             }
             assert_eq!(
-                thinking(&out.streamed),
+                thinking(&out.streamed()),
                 thinking(&out.message),
                 "{name}: thinking deltas"
             );
@@ -101,7 +77,7 @@ async fn every_recorded_case_assembles_as_expected() {
                     .collect()
             };
             assert_eq!(
-                calls(&out.streamed),
+                calls(&out.streamed()),
                 calls(&out.message),
                 "{name}: tool-call deltas"
             );
@@ -256,7 +232,7 @@ async fn a_stream_cut_before_response_completed_is_an_error_with_the_partial_mes
         full.starts_with(&partial) && partial.len() < full.len(),
         "{partial:?}"
     );
-    assert_eq!(partial, out.streamed.text());
+    assert_eq!(partial, out.streamed().text());
 }
 
 #[tokio::test]

@@ -7,7 +7,9 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agentloop::model::{MessageAssembler, Model, ModelError, ModelEvent, ModelRequest};
 use agentloop::transcript::{Message, Part, StopReason, ToolArguments};
+use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -204,5 +206,50 @@ pub fn assert_matches(case: &str, message: &Message, expect: &Value) {
         if let Some(m) = error.get("message").and_then(Value::as_str) {
             assert!(msg.contains(m), "{case}: error message {msg:?} lacks {m:?}");
         }
+    }
+}
+
+/// Everything one model call streamed: every event in order, and the terminal message with its
+/// error when the call failed.
+pub struct Capture {
+    pub events: Vec<ModelEvent>,
+    pub message: Message,
+    pub error: Option<ModelError>,
+}
+
+impl Capture {
+    /// The deltas, assembled the way the agent loop does for a partial message.
+    pub fn streamed(&self) -> Message {
+        let mut assembler = MessageAssembler::new();
+        for event in &self.events {
+            if let ModelEvent::Delta(d) = event {
+                assembler.push(d);
+            }
+        }
+        assembler.to_message(StopReason::Stop)
+    }
+}
+
+/// Runs one model call to its end and keeps what it streamed. The stream must end with exactly
+/// one terminal event (`Done` or `Error`), and within a minute (a hang guard).
+pub async fn capture(model: &dyn Model, request: ModelRequest<'_>) -> Capture {
+    let events: Vec<ModelEvent> =
+        tokio::time::timeout(Duration::from_secs(60), model.stream(request).collect())
+            .await
+            .expect("the model call did not end within a minute");
+    let (message, error) = match events.last() {
+        Some(ModelEvent::Done(m)) => (m.clone(), None),
+        Some(ModelEvent::Error { message, error }) => (message.clone(), Some(error.clone())),
+        other => panic!("the stream must end with a terminal event, got {other:?}"),
+    };
+    let terminals = events
+        .iter()
+        .filter(|e| matches!(e, ModelEvent::Done(_) | ModelEvent::Error { .. }))
+        .count();
+    assert_eq!(terminals, 1, "exactly one terminal event");
+    Capture {
+        events,
+        message,
+        error,
     }
 }
