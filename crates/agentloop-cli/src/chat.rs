@@ -314,7 +314,7 @@ impl Chat {
             shell: shell_options(&self.args),
             output: None,
             resume,
-            mcp: crate::config::ConfigFile::load(self.workspace.root())?
+            mcp: crate::config::ConfigFile::load(self.workspace.root(), &self.args.trust)?
                 .mcp_servers(self.workspace.root(), &self.args.mcp)?,
             compaction: crate::compact::config(&self.args),
         })

@@ -32,6 +32,12 @@ pub struct Cli {
     )]
     pub store: Option<String>,
 
+    /// Apply the workspace's own configuration (`.agentloop/config.toml` …) in full for this
+    /// invocation, as if the directory were trusted; nothing is recorded (see `agentloop
+    /// trust`). For scripts that run in a checkout they vouch for.
+    #[arg(long, global = true)]
+    pub trust_project: bool,
+
     /// What to do (none, on a terminal: `chat`).
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -84,6 +90,11 @@ pub enum Command {
     /// The configuration files: `agentloop config show`.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Trust a directory (default: the current one): its own `.agentloop/config.toml`, MCP
+    /// servers and other project files then take full effect. Until then they may only narrow
+    /// your own settings. Recorded with a hash of those files: when they change, the directory
+    /// must be trusted again. `--revoke` withdraws the trust, `--list` shows every trusted one.
+    Trust(crate::trust::TrustArgs),
 }
 
 /// `agentloop config …`.
@@ -104,6 +115,10 @@ pub struct ConfigShowArgs {
     /// Show this profile's settings (default: the config files' `profile` key).
     #[arg(long, env = "AGENTLOOP_PROFILE", value_name = "NAME")]
     pub profile: Option<String>,
+
+    /// Whether the workspace's own files apply (decided while parsing).
+    #[arg(skip)]
+    pub trust: crate::trust::Trust,
 }
 
 /// `agentloop run`.
@@ -314,6 +329,10 @@ pub struct RunArgs {
     /// `settings::parse`, not a flag).
     #[arg(skip)]
     pub explicit: Explicit,
+
+    /// Whether the workspace's own files apply (decided by `settings::parse`, not a flag).
+    #[arg(skip)]
+    pub trust: crate::trust::Trust,
 }
 
 /// Which session-stored settings the user gave on this invocation — typed as a flag, through
@@ -391,6 +410,10 @@ pub struct McpListArgs {
     /// Extra servers, as on `agentloop run`.
     #[arg(long = "mcp", value_name = "NAME=COMMAND|URL")]
     pub mcp: Vec<String>,
+
+    /// Whether the workspace's own files apply (decided while parsing).
+    #[arg(skip)]
+    pub trust: crate::trust::Trust,
 }
 
 /// `agentloop mcp-server`.

@@ -1,6 +1,7 @@
 //! The configuration files: `~/.config/agentloop/config.toml` (or `$XDG_CONFIG_HOME/agentloop/`)
 //! and `<workspace>/.agentloop/config.toml`, the workspace file winning key by key at the top
-//! level and server by server under `[mcp_servers]`.
+//! level and server by server under `[mcp_servers]` — in a trusted workspace. An untrusted
+//! workspace's file may only narrow the user's settings (see [`crate::trust`]).
 //!
 //! Top-level keys are the run settings ([`Settings`]: `model`, `base_url`, `reasoning`,
 //! `approve`, `sandbox`, `max_turns` and the usage limits — see `crate::settings` for how they
@@ -19,6 +20,7 @@ use agentloop_mcp::{ApprovalMode, HttpServer, McpServerConfig, McpTransport, Std
 use serde::Deserialize;
 
 use crate::error::Failure;
+use crate::trust::Trust;
 
 /// One config file (every key optional).
 #[derive(Clone, Debug, Default)]
@@ -81,6 +83,24 @@ impl Settings {
             max_output_tokens: other.max_output_tokens.or(self.max_output_tokens),
             max_total_tokens: other.max_total_tokens.or(self.max_total_tokens),
             max_cost: other.max_cost.or(self.max_cost),
+        }
+    }
+
+    /// Unsets the setting named `key` (as `crate::settings::KEYS` names them).
+    pub fn clear(&mut self, key: &str) {
+        match key {
+            "model" => self.model = None,
+            "base_url" => self.base_url = None,
+            "reasoning" => self.reasoning = None,
+            "approve" => self.approve = None,
+            "sandbox" => self.sandbox = None,
+            "max_turns" => self.max_turns = None,
+            "max_requests" => self.max_requests = None,
+            "max_input_tokens" => self.max_input_tokens = None,
+            "max_output_tokens" => self.max_output_tokens = None,
+            "max_total_tokens" => self.max_total_tokens = None,
+            "max_cost" => self.max_cost = None,
+            _ => {}
         }
     }
 
@@ -227,14 +247,26 @@ impl ConfigFile {
         }
     }
 
-    /// The user file then the workspace file, merged.
-    pub fn load(workspace: &Path) -> Result<Self, Failure> {
+    /// The user file then the workspace file, merged — the workspace file whole only when
+    /// `trust` applies to `workspace`. Otherwise the result has the user's settings and
+    /// profiles (the run settings an untrusted file may narrow are resolved by
+    /// `crate::settings`) and the user's MCP servers as the workspace file may narrow them
+    /// (see [`crate::trust::narrow`]).
+    pub fn load(workspace: &Path, trust: &Trust) -> Result<Self, Failure> {
         let user = match user_config_path() {
             Some(path) => ConfigFile::read(&path)?,
             None => ConfigFile::default(),
         };
-        let local = ConfigFile::read(&workspace.join(".agentloop").join("config.toml"))?;
-        Ok(user.merge(local))
+        let local = ConfigFile::read(&project_config_path(workspace))?;
+        if trust.applies_to(workspace) {
+            return Ok(user.merge(local));
+        }
+        let (mcp_servers, _) =
+            crate::trust::narrow::mcp_servers(&user.mcp_servers, &local.mcp_servers);
+        Ok(ConfigFile {
+            mcp_servers,
+            ..user
+        })
     }
 
     /// The enabled MCP servers, in name order, with `--mcp` values added (they win).
@@ -257,6 +289,11 @@ impl ConfigFile {
         }
         Ok(out)
     }
+}
+
+/// `<workspace>/.agentloop/config.toml`.
+pub fn project_config_path(workspace: &Path) -> PathBuf {
+    workspace.join(".agentloop").join("config.toml")
 }
 
 /// `$XDG_CONFIG_HOME/agentloop/config.toml`, else `~/.config/agentloop/config.toml`.

@@ -12,6 +12,7 @@
 //! - `agentloop mock-server --script FILE`: the mock model server on its own.
 //! - `agentloop approvals list`, `approve`, `deny`, `resume`: runs parked by `--approve defer`.
 //! - `agentloop config show`: the effective settings and where each comes from.
+//! - `agentloop trust [DIR]`, `--revoke`, `--list`: which workspaces' own configuration applies.
 //! - `agentloop models [PROVIDER]`: the models the provider's API lists.
 //! - `agentloop mcp list`: the configured MCP servers and their tools;
 //!   `agentloop mcp-server --workspace DIR`: the built-in tools served over MCP (stdio).
@@ -44,6 +45,7 @@ mod scripting;
 mod session_settings;
 mod sessions;
 mod settings;
+mod trust;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -98,6 +100,7 @@ fn main() -> ExitCode {
             Command::McpServer(args) => mcp::serve(args).await,
             Command::Models(args) => models::run(args).await,
             Command::Config(ConfigCommand::Show(args)) => settings::show(args),
+            Command::Trust(args) => trust::command(args),
         }
     });
     // An abandoned blocking task (a prompt nobody answers after Ctrl-C, a tool that ignored

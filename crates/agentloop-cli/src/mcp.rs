@@ -82,7 +82,7 @@ async fn list(args: McpListArgs) -> Result<(), Failure> {
         Some(dir) => dir.clone(),
         None => std::env::current_dir()?,
     };
-    let servers = ConfigFile::load(&root)?.mcp_servers(&root, &args.mcp)?;
+    let servers = ConfigFile::load(&root, &args.trust)?.mcp_servers(&root, &args.mcp)?;
     if servers.is_empty() {
         println!(
             "no MCP servers configured (add [mcp_servers.NAME] to {} or .agentloop/config.toml, or pass --mcp)",

@@ -76,6 +76,18 @@ impl Provider {
     }
 }
 
+impl Provider {
+    /// Whether an API key for this provider is set in the environment (the variables
+    /// [`connection`] reads): requests then carry it, wherever the base URL points.
+    pub fn key_in_environment(self) -> bool {
+        match self {
+            Provider::Gemini => env_var("GOOGLE_API_KEY").or_else(|| env_var("GEMINI_API_KEY")),
+            other => env_var(&format!("{}_API_KEY", other.endpoint().0)),
+        }
+        .is_some()
+    }
+}
+
 /// A parsed `--model` value.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ModelSpec {

@@ -554,7 +554,7 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
         choice.reasoning,
         workspace.root(),
     );
-    let mcp = crate::config::ConfigFile::load(workspace.root())?
+    let mcp = crate::config::ConfigFile::load(workspace.root(), &args.trust)?
         .mcp_servers(workspace.root(), &args.mcp)?;
 
     let system_prompt = system_prompt_for(&args, &workspace);
@@ -711,7 +711,7 @@ pub fn session_target(
         return Ok(SessionTarget::New(None));
     }
     let key = workspace.to_string_lossy();
-    match store.last_in(&key)? {
+    match crate::sessions::last_local_in(store, &key)? {
         Some(info) => Ok(SessionTarget::Resume(Box::new(info))),
         None => {
             eprintln!(

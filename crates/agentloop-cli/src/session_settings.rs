@@ -10,6 +10,11 @@
 //! the run then uses is stored again ([`store_if_changed`]), so an override sticks for the next
 //! `--continue`. The workspace is never restored: tools work where the user runs them, and the
 //! session's workspace becomes that directory.
+//!
+//! An imported session (`agentloop sessions import`) carries no authority: its stored provider
+//! and base URL were written by whoever made the file, so they are not restored (the model id
+//! and reasoning only within the provider the user chose here); once it has run here, the
+//! settings stored are this machine's and the session counts as local.
 
 use std::path::Path;
 
@@ -87,6 +92,9 @@ pub fn restore(
     explicit: Explicit,
     choice: &mut Choice,
 ) -> Option<String> {
+    if stored.imported {
+        return restore_imported(stored, explicit, choice);
+    }
     let (Some(provider_name), Some(model)) = (&stored.provider, &stored.model) else {
         return None; // recorded before settings existed, or by another program
     };
@@ -116,6 +124,52 @@ pub fn restore(
         choice.reasoning = stored.reasoning.and_then(reasoning_arg);
     }
     None
+}
+
+/// [`restore`] for a session created by `agentloop sessions import`: its settings were
+/// recorded elsewhere, by whoever wrote the file, so nothing in them may choose where the
+/// user's key goes. The stored model id and reasoning apply only within the provider the user
+/// chose on this invocation (flags, config, defaults); the stored provider and base URL never
+/// do — the user gives them again (`--model`, `--base-url`) to use them.
+fn restore_imported(
+    stored: &SessionSettings,
+    explicit: Explicit,
+    choice: &mut Choice,
+) -> Option<String> {
+    let mine = ModelSpec::parse(&choice.model).ok().map(|spec| spec.provider);
+    let theirs = stored.provider.as_deref().and_then(Provider::parse);
+    let same_provider = mine.is_some() && mine == theirs;
+    if same_provider && !explicit.model {
+        if let (Some(provider), Some(model)) = (mine, &stored.model) {
+            choice.model = ModelSpec {
+                provider,
+                name: model.clone(),
+            }
+            .flag();
+        }
+    }
+    if same_provider && !explicit.reasoning {
+        choice.reasoning = stored.reasoning.and_then(reasoning_arg);
+    }
+    let mut unused = Vec::new();
+    if let (Some(provider), false) = (&stored.provider, same_provider || explicit.model) {
+        unused.push(format!("provider {}", visible_line(provider)));
+    }
+    if let (Some(url), false) = (&stored.base_url, explicit.base_url) {
+        if choice.base_url.as_deref() != Some(url.as_str()) {
+            unused.push(format!("base URL {}", visible_line(url)));
+        }
+    }
+    (!unused.is_empty()).then(|| {
+        format!(
+            "this session was imported: its recorded {} not used (give --model / --base-url \
+             to use them)",
+            match unused.len() {
+                1 => format!("{} is", unused[0]),
+                _ => format!("{} are", unused.join(" and ")),
+            }
+        )
+    })
 }
 
 /// Stores `settings` with `session` unless they are what it has; says on stderr when the
@@ -200,6 +254,26 @@ mod tests {
         restore(&stored(), explicit, &mut choice);
         assert_eq!(choice.model, "anthropic:other");
         assert_eq!(choice.base_url.as_deref(), Some("http://localhost:9/"));
+    }
+
+    #[test]
+    fn an_imported_session_never_chooses_the_provider_or_the_base_url() {
+        let foreign = stored().imported(true);
+        let mut choice = default_choice();
+        let note = restore(&foreign, Explicit::default(), &mut choice).unwrap();
+        assert_eq!(choice, default_choice(), "another provider: nothing applies");
+        assert!(note.contains("anthropic") && note.contains("localhost:9"), "{note}");
+
+        let same = SessionSettings::new()
+            .provider("openai")
+            .model("gpt-x")
+            .base_url("http://evil.example/v1")
+            .imported(true);
+        let mut choice = default_choice();
+        let note = restore(&same, Explicit::default(), &mut choice).unwrap();
+        assert_eq!(choice.model, "openai:gpt-x");
+        assert_eq!(choice.base_url.as_deref(), Some("http://from-config/v1"));
+        assert!(note.contains("evil.example"), "{note}");
     }
 
     #[test]

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentloop::session::{
-    Follower, ImportOptions, SessionError, SessionFilter, SessionInfo, SessionStore, StoreSpec,
-    StoredMessage,
+    Follower, ImportOptions, SessionError, SessionFilter, SessionInfo, SessionSettings,
+    SessionStore, StoreSpec, StoredMessage,
 };
 
 use crate::cli::SessionsCommand;
@@ -138,6 +138,21 @@ fn looks_like_an_id(text: &str) -> bool {
     text.chars().all(|c| c.is_ascii_hexdigit() || c == '-') && text.len() <= 36
 }
 
+/// The session `--continue` picks in `workspace` (the text of its canonical path): the most
+/// recently updated one recorded there with a model reply, as [`SessionStore::last_in`] — but
+/// never an imported session that has not been run on this machine since (its recorded
+/// workspace was written elsewhere; resume it by id with `--session`).
+pub fn last_local_in(
+    store: &dyn SessionStore,
+    workspace: &str,
+) -> Result<Option<SessionInfo>, Failure> {
+    let filter = SessionFilter::new().workspace(workspace).with_reply(true);
+    Ok(store
+        .list_where(&filter)?
+        .into_iter()
+        .find(|info| !info.settings.imported))
+}
+
 /// The session `run`/`chat --session ID` continues, or `None` when a new session with id
 /// `given` is to be created:
 ///
@@ -240,6 +255,15 @@ pub fn run(db: Option<&str>, command: SessionsCommand) -> Result<(), Failure> {
                 store.import_jsonl(&mut BufReader::new(f), ImportOptions::new())?
             };
             out(&format!("{}\n", visible_line(&info.id)));
+            // The store marked it imported: its settings were recorded elsewhere.
+            if !info.settings.is_empty() && info.settings != SessionSettings::new().imported(true)
+            {
+                eprintln!(
+                    "agentloop: the settings recorded with it (workspace, provider, base URL) \
+                     apply only when given again; `--continue` will not pick it until it has \
+                     been resumed here with --session"
+                );
+            }
             Ok(())
         }
         SessionsCommand::Rm { id } => {

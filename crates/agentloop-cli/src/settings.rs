@@ -7,6 +7,13 @@
 //! built-in default. The files are `<workspace>/.agentloop/config.toml` and
 //! `~/.config/agentloop/config.toml` (see [`crate::config`]).
 //!
+//! The workspace file counts in full only in a trusted directory ([`crate::trust`], decided
+//! here once and handed to the command as `args.trust`). Otherwise its values that do not
+//! narrow the user's ([`narrow_layers`]), its `profile` key and its MCP servers are left out,
+//! and one stderr line names them; on a terminal the user is first asked whether to trust the
+//! directory. A base URL from the workspace file is never used while the provider's key comes
+//! from the environment ([`credential_rule`]).
+//!
 //! A config value is applied by adding its flag to the command line before clap parses it for
 //! real, so a value from a file is checked by exactly the parser (and range) of its flag, and an
 //! error names the file and the key.
@@ -24,9 +31,10 @@ use std::path::{Path, PathBuf};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 
-use crate::cli::{Cli, Command, ConfigShowArgs, Explicit};
-use crate::config::{ConfigFile, Settings, user_config_path};
+use crate::cli::{Cli, Command, ConfigCommand, ConfigShowArgs, Explicit, McpCommand};
+use crate::config::{ConfigFile, Settings, project_config_path, user_config_path};
 use crate::error::Failure;
+use crate::trust::{HOW_TO_TRUST, Ignored, Trust, narrow};
 
 /// The run settings a config file may hold: (key in the file, clap argument id, flag).
 pub const KEYS: &[(&str, &str, &str)] = &[
@@ -51,74 +59,229 @@ pub const KEYS: &[(&str, &str, &str)] = &[
 struct Layer {
     origin: String,
     settings: Settings,
-    /// A `[profiles.NAME]` table.
-    profile: bool,
+    /// The profile name, for a `[profiles.NAME]` table.
+    profile: Option<String>,
+    /// From the workspace's own file (subject to [`crate::trust`]).
+    project: bool,
 }
 
-/// The config files of `workspace`: (path, contents) of the user file and the workspace file.
-fn files(workspace: &Path) -> Result<Vec<(PathBuf, ConfigFile)>, Failure> {
+/// The config files as the trust decision lets them apply.
+struct View {
+    /// The layers of settings, highest precedence first.
+    layers: Vec<Layer>,
+    /// The chosen profile's name.
+    profile: Option<String>,
+    /// What the untrusted workspace file asked for and does not get.
+    ignored: Vec<Ignored>,
+    /// The workspace's file.
+    project_file: PathBuf,
+}
+
+/// The config files of `workspace`: (path, contents, is the workspace's own) of the user file
+/// and the workspace file.
+fn files(workspace: &Path) -> Result<Vec<(PathBuf, ConfigFile, bool)>, Failure> {
     let mut out = Vec::new();
     if let Some(path) = user_config_path() {
         let file = ConfigFile::read(&path)?;
-        out.push((path, file));
+        out.push((path, file, false));
     }
-    let path = workspace.join(".agentloop").join("config.toml");
+    let path = project_config_path(workspace);
     let file = ConfigFile::read(&path)?;
-    out.push((path, file));
+    out.push((path, file, true));
     Ok(out)
 }
 
-/// The layers of settings, highest precedence first, and the chosen profile's name.
-fn layers(
-    workspace: &Path,
-    profile_flag: Option<&str>,
-) -> Result<(Vec<Layer>, Option<String>), Failure> {
-    let files = files(workspace)?;
-    // The profile: the flag, else the most specific file's `profile` key.
-    let profile = profile_flag.map(str::to_owned).or_else(|| {
+/// The chosen profile: the flag, else the most specific file's `profile` key — the
+/// workspace's only when `trusted` (an untrusted file choosing one of the user's profiles is
+/// recorded in `ignored`).
+fn chosen_profile(
+    files: &[(PathBuf, ConfigFile, bool)],
+    flag: Option<&str>,
+    trusted: bool,
+    ignored: &mut Vec<Ignored>,
+) -> Option<String> {
+    if let Some(name) = flag {
+        return Some(name.to_owned());
+    }
+    let key = |project: bool| {
         files
             .iter()
             .rev()
-            .find_map(|(_, file)| file.profile.clone())
-    });
+            .filter(|(_, _, p)| *p == project)
+            .find_map(|(_, file, _)| file.profile.clone())
+    };
+    let (mine, theirs) = (key(false), key(true));
+    match theirs {
+        Some(name) if trusted => Some(name),
+        Some(name) if mine.as_ref() != Some(&name) => {
+            ignored.push(Ignored {
+                key: "profile".to_owned(),
+                value: name,
+            });
+            mine
+        }
+        _ => mine,
+    }
+}
+
+/// The layers of settings for `workspace` (see [`View`]); an untrusted workspace file's
+/// settings are narrowed ([`narrow_layers`]) and its MCP servers checked.
+fn view(workspace: &Path, profile_flag: Option<&str>, trust: &Trust) -> Result<View, Failure> {
+    let files = files(workspace)?;
+    let trusted = trust.applies_to(workspace);
+    let mut ignored = Vec::new();
+    let profile = chosen_profile(&files, profile_flag, trusted, &mut ignored);
     let mut out = Vec::new();
     if let Some(name) = &profile {
         let mut found = false;
-        for (path, file) in files.iter().rev() {
+        for (path, file, project) in files.iter().rev() {
             if let Some(settings) = file.profiles.get(name) {
                 found = true;
                 out.push(Layer {
                     origin: format!("{} [profiles.{name}]", path.display()),
                     settings: settings.clone(),
-                    profile: true,
+                    profile: Some(name.clone()),
+                    project: *project,
                 });
             }
         }
         if !found {
-            let mut known: Vec<&str> = files
-                .iter()
-                .flat_map(|(_, f)| f.profiles.keys().map(String::as_str))
-                .collect();
-            known.sort_unstable();
-            known.dedup();
-            return Err(Failure::usage(if known.is_empty() {
-                format!("profile {name:?} is not defined: no config file has [profiles.*] tables")
-            } else {
-                format!(
-                    "profile {name:?} is not defined; the config files define: {}",
-                    known.join(", ")
-                )
-            }));
+            return Err(undefined_profile(name, &files));
         }
     }
-    for (path, file) in files.iter().rev() {
+    for (path, file, project) in files.iter().rev() {
         out.push(Layer {
             origin: path.display().to_string(),
             settings: file.settings.clone(),
-            profile: false,
+            profile: None,
+            project: *project,
         });
     }
-    Ok((out, profile))
+    if !trusted {
+        narrow_layers(&mut out, &mut ignored)?;
+        let none = ConfigFile::default();
+        let mine = files.iter().find(|f| !f.2).map_or(&none, |f| &f.1);
+        let theirs = files.iter().find(|f| f.2).map_or(&none, |f| &f.1);
+        let (_, servers) = narrow::mcp_servers(&mine.mcp_servers, &theirs.mcp_servers);
+        ignored.extend(servers);
+    }
+    Ok(View {
+        layers: out,
+        profile,
+        ignored,
+        project_file: project_config_path(workspace),
+    })
+}
+
+/// The error for a profile no file defines.
+fn undefined_profile(name: &str, files: &[(PathBuf, ConfigFile, bool)]) -> Failure {
+    let mut known: Vec<&str> = files
+        .iter()
+        .flat_map(|(_, f, _)| f.profiles.keys().map(String::as_str))
+        .collect();
+    known.sort_unstable();
+    known.dedup();
+    Failure::usage(if known.is_empty() {
+        format!("profile {name:?} is not defined: no config file has [profiles.*] tables")
+    } else {
+        format!(
+            "profile {name:?} is not defined; the config files define: {}",
+            known.join(", ")
+        )
+    })
+}
+
+/// Removes from the workspace file's layers every value that does not narrow what applies
+/// without them (the user's layers, else the flag's default); see [`crate::trust::narrow`].
+/// A value that is not valid at all is still an error, as it is in a trusted file.
+fn narrow_layers(layers: &mut [Layer], ignored: &mut Vec<Ignored>) -> Result<(), Failure> {
+    for (key, id, _) in KEYS {
+        let base = layers
+            .iter()
+            .filter(|l| !l.project)
+            .find_map(|l| l.settings.get(key))
+            .or_else(|| run_default(id));
+        for layer in layers.iter_mut().filter(|l| l.project) {
+            let Some(value) = layer.settings.get(key) else {
+                continue;
+            };
+            if narrow::narrows(key, &value, base.as_deref()) {
+                continue;
+            }
+            check(key, &value, &layer.origin)?;
+            layer.settings.clear(key);
+            ignored.push(Ignored {
+                key: match &layer.profile {
+                    Some(name) => format!("profiles.{name}.{key}"),
+                    None => (*key).to_owned(),
+                },
+                value,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The credential rule: while the provider of `model` (the effective `--model`) has an API key
+/// in the environment, a base URL from the workspace's file — even a trusted one — is not
+/// used, so the key only goes to a host the user chose (their own file, a flag, the
+/// environment). Returns the note to print when one was dropped.
+fn credential_rule(view: &mut View, model: &str) -> Option<String> {
+    let provider = crate::model::ModelSpec::parse(model).ok()?.provider;
+    if !provider.key_in_environment() {
+        return None;
+    }
+    let mut dropped = None;
+    for layer in view.layers.iter_mut().filter(|l| l.project) {
+        if let Some(url) = layer.settings.base_url.take() {
+            dropped.get_or_insert((url, layer.origin.clone()));
+        }
+    }
+    let (url, origin) = dropped?;
+    Some(crate::safe_text::visible_line(&format!(
+        "not using base_url = {url:?} from {origin}: the {} API key in your environment is only          sent to a base URL from your own config file, a flag or the environment",
+        provider.name()
+    )))
+}
+
+/// The default of `run`'s argument `id`, as text.
+fn run_default(id: &str) -> Option<String> {
+    let command = Cli::command();
+    let run = command.find_subcommand("run")?;
+    let arg = run.get_arguments().find(|a| a.get_id() == id)?;
+    arg.get_default_values()
+        .first()
+        .map(|v| v.to_string_lossy().into_owned())
+}
+
+/// Checks a config value `key = value` from `origin` with its flag's parser, so an error
+/// names the file and the key.
+fn check(key: &str, value: &str, origin: &str) -> Result<OsString, Failure> {
+    let flag = KEYS
+        .iter()
+        .find(|(k, _, _)| *k == key)
+        .map_or("", |(_, _, flag)| *flag);
+    let arg = OsString::from(format!("{flag}={value}"));
+    if let Err(e) = Cli::command().try_get_matches_from([
+        OsString::from("agentloop"),
+        OsString::from("run"),
+        arg.clone(),
+        OsString::from("prompt"),
+    ]) {
+        // clap's message without its usage and help-hint lines; the valid choices stay.
+        let detail = e.to_string();
+        let detail = detail
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more"))
+            .map(|l| l.trim_start_matches("error: "))
+            .collect::<Vec<_>>()
+            .join(" ");
+        return Err(Failure::usage(format!(
+            "{origin}: `{key} = {value:?}` is not valid: {detail}"
+        )));
+    }
+    Ok(arg)
 }
 
 /// The value of `key` in the highest layer that sets it, with that layer's name.
@@ -142,7 +305,8 @@ fn explicit(matches: &ArgMatches, layers: &[Layer], profile_given: bool) -> Expl
             return false; // a subcommand without this argument
         }
         given(matches, id)
-            || (profile_given && lookup_layer(layers, key).is_some_and(|(_, layer)| layer.profile))
+            || (profile_given
+                && lookup_layer(layers, key).is_some_and(|(_, layer)| layer.profile.is_some()))
     };
     Explicit {
         model: is("model", "model"),
@@ -151,14 +315,33 @@ fn explicit(matches: &ArgMatches, layers: &[Layer], profile_given: bool) -> Expl
     }
 }
 
-/// `cli` with the explicit settings of its `run`, `chat` or `resume` command set.
-fn with_explicit(mut cli: Cli, explicit: Explicit) -> Cli {
+/// `cli` with the explicit settings of its `run`, `chat` or `resume` command set, and the
+/// trust decision of its workspace handed to the commands that read the config files.
+fn finish(mut cli: Cli, explicit: Explicit, trust: Option<Trust>) -> Result<Cli, Failure> {
+    let flag = cli.trust_project;
+    let decide = |dir: &Option<PathBuf>| -> Result<Trust, Failure> {
+        match (&trust, dir) {
+            (Some(trust), _) => Ok(trust.clone()),
+            (None, Some(dir)) => Trust::evaluate(dir, flag),
+            (None, None) => Trust::evaluate(&current_dir()?, flag),
+        }
+    };
     match &mut cli.command {
-        Some(Command::Run(args) | Command::Chat(args)) => args.explicit = explicit,
+        Some(Command::Run(args) | Command::Chat(args)) => {
+            args.explicit = explicit;
+            args.trust = decide(&args.workspace)?;
+        }
         Some(Command::Resume(args)) => args.explicit = explicit,
+        Some(Command::Config(ConfigCommand::Show(args))) => args.trust = decide(&args.workspace)?,
+        Some(Command::Mcp(McpCommand::List(args))) => args.trust = decide(&args.workspace)?,
         _ => {}
     }
-    cli
+    Ok(cli)
+}
+
+fn current_dir() -> Result<PathBuf, Failure> {
+    std::env::current_dir()
+        .map_err(|e| Failure::new(format!("cannot read the current directory: {e}")))
 }
 
 /// Whether the user set argument `id` (on the command line or through its environment variable).
@@ -190,6 +373,9 @@ fn after_subcommand(argv: &[OsString], name: &str) -> Option<usize> {
 /// docs). Help, version and usage errors of the user's own arguments exit as clap does.
 pub fn parse(argv: Vec<OsString>) -> Result<Cli, Failure> {
     let matches = Cli::command().get_matches_from(argv.clone());
+    let parsed = |matches: &ArgMatches| {
+        Cli::from_arg_matches(matches).map_err(|e| Failure::usage(e.to_string()))
+    };
     if matches.subcommand().is_none() {
         use std::io::IsTerminal;
         if std::io::stdin().is_terminal() && std::io::stdout().is_terminal() {
@@ -197,109 +383,113 @@ pub fn parse(argv: Vec<OsString>) -> Result<Cli, Failure> {
             argv.push(OsString::from("chat"));
             return parse(argv);
         }
-        return Cli::from_arg_matches(&matches).map_err(|e| Failure::usage(e.to_string()));
+        return parsed(&matches);
     }
     let Some((subcommand @ ("run" | "chat"), run)) = matches.subcommand() else {
         let explicit = match matches.subcommand() {
             Some(("resume", resume)) => explicit(resume, &[], false),
             _ => Explicit::default(),
         };
-        return Cli::from_arg_matches(&matches)
-            .map(|cli| with_explicit(cli, explicit))
-            .map_err(|e| Failure::usage(e.to_string()));
+        return finish(parsed(&matches)?, explicit, None);
     };
     let workspace = match run.get_one::<PathBuf>("workspace") {
         Some(dir) => dir.clone(),
-        None => std::env::current_dir()
-            .map_err(|e| Failure::new(format!("cannot read the current directory: {e}")))?,
+        None => current_dir()?,
     };
-    let (layers, _) = layers(
-        &workspace,
-        run.get_one::<String>("profile").map(String::as_str),
-    )?;
-    let explicit = explicit(run, &layers, given(run, "profile"));
+    let profile = run.get_one::<String>("profile").map(String::as_str);
+    let mut trust = Trust::evaluate(&workspace, matches.get_flag("trust_project"))?;
+    let mut view = view(&workspace, profile, &trust)?;
+    // First use of an untrusted directory whose file asks for more: the user decides.
+    if !view.ignored.is_empty() && crate::trust::ask(&mut trust, &view.project_file, &view.ignored)?
+    {
+        view = self::view(&workspace, profile, &trust)?;
+    }
+    if !view.ignored.is_empty() {
+        eprintln!(
+            "agentloop: {}",
+            trust.ignored_line(&view.project_file, &view.ignored)
+        );
+    }
+    let model = match given(run, "model") {
+        true => run.get_one::<String>("model").cloned(),
+        false => lookup(&view.layers, "model").map(|(v, _)| v),
+    }
+    .or_else(|| run_default("model"))
+    .unwrap_or_default();
+    if !given(run, "base_url") {
+        if let Some(note) = credential_rule(&mut view, &model) {
+            eprintln!("agentloop: {note}");
+        }
+    }
+    let explicit = explicit(run, &view.layers, given(run, "profile"));
     let mut injected: Vec<OsString> = Vec::new();
-    for (key, id, flag) in KEYS {
+    for (key, id, _) in KEYS {
         if given(run, id) {
             continue;
         }
-        let Some((value, origin)) = lookup(&layers, key) else {
+        let Some((value, origin)) = lookup(&view.layers, key) else {
             continue;
         };
-        let arg = OsString::from(format!("{flag}={value}"));
         // Checked alone first, so an error names the file and the key.
-        if let Err(e) = Cli::command().try_get_matches_from([
-            OsString::from("agentloop"),
-            OsString::from("run"),
-            arg.clone(),
-            OsString::from("prompt"),
-        ]) {
-            // clap's message without its usage and help-hint lines; the valid choices stay.
-            let detail = e.to_string();
-            let detail = detail
-                .lines()
-                .map(str::trim)
-                .filter(|l| !l.is_empty() && !l.starts_with("Usage:") && !l.starts_with("For more"))
-                .map(|l| l.trim_start_matches("error: "))
-                .collect::<Vec<_>>()
-                .join(" ");
-            return Err(Failure::usage(format!(
-                "{origin}: `{key} = {value:?}` is not valid: {detail}"
-            )));
-        }
-        injected.push(arg);
+        injected.push(check(key, &value, origin)?);
     }
-    if injected.is_empty() {
-        return Cli::from_arg_matches(&matches)
-            .map(|cli| with_explicit(cli, explicit))
-            .map_err(|e| Failure::usage(e.to_string()));
-    }
-    let at = after_subcommand(&argv, subcommand).unwrap_or(argv.len());
-    let mut with_config = argv[..at].to_vec();
-    with_config.extend(injected);
-    with_config.extend_from_slice(&argv[at..]);
-    let matches = Cli::command().get_matches_from(with_config);
-    Cli::from_arg_matches(&matches)
-        .map(|cli| with_explicit(cli, explicit))
-        .map_err(|e| Failure::usage(e.to_string()))
+    let matches = if injected.is_empty() {
+        matches
+    } else {
+        let at = after_subcommand(&argv, subcommand).unwrap_or(argv.len());
+        let mut with_config = argv[..at].to_vec();
+        with_config.extend(injected);
+        with_config.extend_from_slice(&argv[at..]);
+        Cli::command().get_matches_from(with_config)
+    };
+    finish(parsed(&matches)?, explicit, Some(trust))
 }
 
-/// `agentloop config show`: every run setting's effective value and where it comes from, then
+/// `agentloop config show`: the workspace's trust state, every run setting's effective value
+/// and where it comes from, what an untrusted workspace file asked for and does not get, then
 /// the MCP servers.
 pub fn show(args: ConfigShowArgs) -> Result<(), Failure> {
     let workspace = match args.workspace {
         Some(dir) => dir,
-        None => std::env::current_dir()
-            .map_err(|e| Failure::new(format!("cannot read the current directory: {e}")))?,
+        None => current_dir()?,
     };
-    let (layers, profile) = layers(&workspace, args.profile.as_deref())?;
+    let mut view = view(&workspace, args.profile.as_deref(), &args.trust)?;
     let command = Cli::command();
     let run = command
         .find_subcommand("run")
         .ok_or_else(|| Failure::new("the `run` subcommand is missing"))?;
-    let mut out = String::new();
-    if let Some(name) = &profile {
-        out.push_str(&format!("# profile: {name}\n"));
+    let env_of = |id: &str| {
+        run.get_arguments()
+            .find(|a| a.get_id() == id)
+            .and_then(|a| a.get_env())
+            .and_then(|name| std::env::var(name).ok().map(|v| (name.to_owned(), v)))
+            .filter(|(_, v)| !v.is_empty())
+    };
+    let model = env_of("model")
+        .map(|(_, v)| v)
+        .or_else(|| lookup(&view.layers, "model").map(|(v, _)| v))
+        .or_else(|| run_default("model"))
+        .unwrap_or_default();
+    let credential = credential_rule(&mut view, &model);
+    let visible = crate::safe_text::visible_line;
+    let mut out = format!(
+        "# workspace {}: {}\n",
+        visible(&args.trust.dir.display().to_string()),
+        args.trust.describe()
+    );
+    if let Some(name) = &view.profile {
+        out.push_str(&format!("# profile: {}\n", visible(name)));
     }
     for (key, id, _) in KEYS {
-        let arg = run.get_arguments().find(|a| a.get_id() == *id);
-        let env = arg
-            .and_then(|a| a.get_env())
-            .and_then(|name| std::env::var(name).ok().map(|v| (name, v)))
-            .filter(|(_, v)| !v.is_empty());
-        let (value, origin) = if let Some((name, value)) = env {
+        let (value, origin) = if let Some((name, value)) = env_of(id) {
             (
                 Some(value),
                 format!("environment {}", name.to_string_lossy()),
             )
-        } else if let Some((value, origin)) = lookup(&layers, key) {
+        } else if let Some((value, origin)) = lookup(&view.layers, key) {
             (Some(value), origin.to_owned())
         } else {
-            let default = arg
-                .map(|a| a.get_default_values())
-                .and_then(|d| d.first())
-                .map(|v| v.to_string_lossy().into_owned());
-            (default, "default".to_owned())
+            (run_default(id), "default".to_owned())
         };
         let shown = match value {
             // Numbers as numbers, everything else as a TOML string: what one would write.
@@ -307,19 +497,27 @@ pub fn show(args: ConfigShowArgs) -> Result<(), Failure> {
             Some(v) => format!("{key} = {}", toml::Value::String(v)),
             None => format!("# {key} (not set)"),
         };
+        out.push_str(&format!("{}  # {}\n", visible(&shown), visible(&origin)));
+    }
+    for item in &view.ignored {
         out.push_str(&format!(
-            "{}  # {}\n",
-            crate::safe_text::visible_line(&shown),
-            crate::safe_text::visible_line(&origin)
+            "# ignored (untrusted): {} = {}  # {}\n",
+            visible(&item.key),
+            visible(&item.value),
+            visible(&view.project_file.display().to_string())
         ));
     }
-    let merged = files(&workspace)?
-        .into_iter()
-        .fold(ConfigFile::default(), |acc, (_, file)| acc.merge(file));
+    if let Some(note) = credential {
+        out.push_str(&format!("# {note}\n"));
+    }
+    if !view.ignored.is_empty() {
+        out.push_str(&format!("# {HOW_TO_TRUST}\n"));
+    }
+    let merged = ConfigFile::load(&workspace, &args.trust)?;
     for name in merged.mcp_servers.keys() {
         out.push_str(&format!(
             "[mcp_servers.{}]  # see `agentloop mcp list`\n",
-            crate::safe_text::visible_line(name)
+            visible(name)
         ));
     }
     crate::render::out(&out);

@@ -39,6 +39,8 @@ impl Scratch {
             .env_remove("AGENTLOOP_DB")
             .arg("--db")
             .arg(self.path("sessions.db"))
+            // The workspace files below name servers: they apply in a trusted directory only.
+            .arg("--trust-project")
             .stdin(Stdio::null());
         cmd
     }

@@ -175,5 +175,7 @@ pub(super) fn import<S: SessionStore + ?Sized>(
             new.id = header.id;
         }
     }
+    // Whatever the export says, its settings were recorded elsewhere.
+    new.settings.imported = true;
     store.create_with(new, &messages)
 }

@@ -53,6 +53,15 @@ pub struct SessionSettings {
     /// The reasoning effort asked for (`None`: the provider's default).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reasoning: Option<ReasoningLevel>,
+    /// The session was created by an import ([`SessionStore::import_jsonl`]): the values above
+    /// were recorded elsewhere, possibly by someone else, so an application should not act on
+    /// them (send a key to that base URL, switch to that provider, treat that workspace as
+    /// this machine's) without the user's say-so. Cleared once the application stores settings
+    /// it chose itself.
+    ///
+    /// [`SessionStore::import_jsonl`]: super::SessionStore::import_jsonl
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub imported: bool,
 }
 
 impl SessionSettings {
@@ -91,6 +100,12 @@ impl SessionSettings {
     /// Sets [`reasoning`](Self::reasoning): a level, or `None` for the provider's default.
     pub fn reasoning(mut self, level: impl Into<Option<ReasoningLevel>>) -> Self {
         self.reasoning = level.into();
+        self
+    }
+
+    /// Sets [`imported`](Self::imported).
+    pub fn imported(mut self, imported: bool) -> Self {
+        self.imported = imported;
         self
     }
 

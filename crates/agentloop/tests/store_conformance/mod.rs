@@ -1628,7 +1628,9 @@ pub fn settings_round_trip_without_credentials_and_follow_forks_and_exports<B: B
     let imported = store
         .import_jsonl(&mut exported.as_bytes(), ImportOptions::new())
         .unwrap();
-    assert_eq!(imported.settings, settings);
+    // Marked as imported: recorded elsewhere, so not to be acted on unasked.
+    assert!(imported.settings.imported);
+    assert_eq!(imported.settings, settings.clone().imported(true));
     assert_eq!(imported.stats, store.info(&info.id).unwrap().stats);
 }
 
