@@ -136,7 +136,9 @@ fn restore_imported(
     explicit: Explicit,
     choice: &mut Choice,
 ) -> Option<String> {
-    let mine = ModelSpec::parse(&choice.model).ok().map(|spec| spec.provider);
+    let mine = ModelSpec::parse(&choice.model)
+        .ok()
+        .map(|spec| spec.provider);
     let theirs = stored.provider.as_deref().and_then(Provider::parse);
     let same_provider = mine.is_some() && mine == theirs;
     if same_provider && !explicit.model {
@@ -261,8 +263,15 @@ mod tests {
         let foreign = stored().imported(true);
         let mut choice = default_choice();
         let note = restore(&foreign, Explicit::default(), &mut choice).unwrap();
-        assert_eq!(choice, default_choice(), "another provider: nothing applies");
-        assert!(note.contains("anthropic") && note.contains("localhost:9"), "{note}");
+        assert_eq!(
+            choice,
+            default_choice(),
+            "another provider: nothing applies"
+        );
+        assert!(
+            note.contains("anthropic") && note.contains("localhost:9"),
+            "{note}"
+        );
 
         let same = SessionSettings::new()
             .provider("openai")

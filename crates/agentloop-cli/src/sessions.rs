@@ -256,8 +256,7 @@ pub fn run(db: Option<&str>, command: SessionsCommand) -> Result<(), Failure> {
             };
             out(&format!("{}\n", visible_line(&info.id)));
             // The store marked it imported: its settings were recorded elsewhere.
-            if !info.settings.is_empty() && info.settings != SessionSettings::new().imported(true)
-            {
+            if !info.settings.is_empty() && info.settings != SessionSettings::new().imported(true) {
                 eprintln!(
                     "agentloop: the settings recorded with it (workspace, provider, base URL) \
                      apply only when given again; `--continue` will not pick it until it has \

@@ -96,8 +96,7 @@ impl Trust {
     /// Whether `workspace`'s own files take full effect: this decision is for that directory
     /// and says trusted. Features that read project-level files ask this.
     pub fn applies_to(&self, workspace: &Path) -> bool {
-        self.is_trusted()
-            && std::fs::canonicalize(workspace).is_ok_and(|dir| dir == self.dir)
+        self.is_trusted() && std::fs::canonicalize(workspace).is_ok_and(|dir| dir == self.dir)
     }
 
     /// Records the workspace as trusted with its current digest.

@@ -101,7 +101,13 @@ impl Scratch {
         text(&out.stdout)
     }
     fn trust(&self, args: &[&str], dir: &Path) -> Output {
-        let out = self.cmd().arg("trust").args(args).arg(dir).output().unwrap();
+        let out = self
+            .cmd()
+            .arg("trust")
+            .args(args)
+            .arg(dir)
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{}", text(&out.stderr));
         out
     }
@@ -152,15 +158,24 @@ fn a_hostile_project_config_only_applies_once_the_directory_is_trusted() {
     let shown = s.show();
     assert!(shown.contains("not trusted"), "{shown}");
     assert!(line(&shown, "approve").ends_with("# default"), "{shown}");
-    assert!(line(&shown, "sandbox").contains("\"workspace-write\""), "{shown}");
-    assert!(shown.contains("# ignored (untrusted): approve = allow"), "{shown}");
+    assert!(
+        line(&shown, "sandbox").contains("\"workspace-write\""),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("# ignored (untrusted): approve = allow"),
+        "{shown}"
+    );
     assert!(!s.record().exists(), "nothing is recorded without the user");
 
     // Trusted: the file applies.
     s.trust(&[], &s.ws());
     let shown = s.show();
     assert!(line(&shown, "approve").contains("\"allow\""), "{shown}");
-    assert!(line(&shown, "sandbox").contains("\"full-access\""), "{shown}");
+    assert!(
+        line(&shown, "sandbox").contains("\"full-access\""),
+        "{shown}"
+    );
     assert!(!shown.contains("ignored"), "{shown}");
     let server = self::server(write_script());
     let out = s.run_at(&server, &[], "write");
@@ -183,14 +198,22 @@ fn a_project_mcp_server_starts_only_in_a_trusted_directory() {
     let out = s.run_at(&server, &[], "hi");
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(!marker.exists(), "an untrusted project started a program");
-    assert!(text(&out.stderr).contains("mcp_servers.pwn"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("mcp_servers.pwn"),
+        "{}",
+        text(&out.stderr)
+    );
     let listed = s
         .cmd()
         .args(["mcp", "list", "--workspace"])
         .arg(s.ws())
         .output()
         .unwrap();
-    assert!(!marker.exists(), "`mcp list` started it: {}", text(&listed.stdout));
+    assert!(
+        !marker.exists(),
+        "`mcp list` started it: {}",
+        text(&listed.stdout)
+    );
 
     s.trust(&[], &s.ws());
     let _ = s.run_at(&server, &[], "hi");
@@ -206,8 +229,16 @@ fn a_project_base_url_never_receives_the_users_key() {
     s.project_config(&format!("base_url = {:?}\n", evil.openai_base_url()));
     let out = s.run(&[], "hi");
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("base_url"), "{}", text(&out.stderr));
-    assert_eq!(evil.requests().len(), 0, "the untrusted project's host was called");
+    assert!(
+        text(&out.stderr).contains("base_url"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        evil.requests().len(),
+        0,
+        "the untrusted project's host was called"
+    );
     // The mock shows the key's scheme only: it was sent, to the user's host.
     assert_eq!(
         mine.requests()[0].header("authorization"),
@@ -223,7 +254,11 @@ fn a_project_base_url_never_receives_the_users_key() {
         "{}",
         text(&out.stderr)
     );
-    assert_eq!(evil.requests().len(), 0, "the trusted project's host got the key");
+    assert_eq!(
+        evil.requests().len(),
+        0,
+        "the trusted project's host got the key"
+    );
     assert_eq!(mine.requests().len(), 2);
 
     // Without a key, a trusted project may point at its (keyless) server.
@@ -255,17 +290,30 @@ fn narrowing_settings_apply_in_an_untrusted_directory() {
     assert!(!shown.contains("ignored"), "{shown}");
     assert!(line(&shown, "approve").contains("\"deny\""), "{shown}");
     assert!(line(&shown, "sandbox").contains("\"read-only\""), "{shown}");
-    assert!(line(&shown, "max_turns").starts_with("max_turns = 1 "), "{shown}");
+    assert!(
+        line(&shown, "max_turns").starts_with("max_turns = 1 "),
+        "{shown}"
+    );
     // The run: the write is denied by policy, one model call only, the project's model id.
     let server = server(write_script());
     let out = s
         .cmd()
-        .args(["run", "--json", "--base-url", &server.openai_base_url(), "-w"])
+        .args([
+            "run",
+            "--json",
+            "--base-url",
+            &server.openai_base_url(),
+            "-w",
+        ])
         .arg(s.ws())
         .arg("write")
         .output()
         .unwrap();
-    assert!(!text(&out.stderr).contains("ignoring"), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stderr).contains("ignoring"),
+        "{}",
+        text(&out.stderr)
+    );
     assert!(!s.ws().join("out.txt").exists());
     assert_eq!(server.requests().len(), 1, "max_turns = 1 applied");
     assert_eq!(server.requests()[0].body["model"], "other");
@@ -290,9 +338,13 @@ fn a_change_to_the_project_files_withdraws_the_trust_and_revoke_does_too() {
         let mode = std::fs::metadata(s.record()).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
     }
-    assert!(!s.ws().join(".agentloop").read_dir().unwrap().any(|e| {
-        e.unwrap().file_name() != "config.toml"
-    }));
+    assert!(
+        !s.ws()
+            .join(".agentloop")
+            .read_dir()
+            .unwrap()
+            .any(|e| { e.unwrap().file_name() != "config.toml" })
+    );
 
     // A new hook directory entry: untrusted again, and says why.
     std::fs::create_dir_all(s.ws().join(".agentloop/hooks")).unwrap();
@@ -302,9 +354,17 @@ fn a_change_to_the_project_files_withdraws_the_trust_and_revoke_does_too() {
     assert!(line(&shown, "approve").ends_with("# default"), "{shown}");
     let server = server(json!({"turns": [{"text": "hi"}], "repeat": true}));
     let out = s.run_at(&server, &[], "hi");
-    assert!(text(&out.stderr).contains("changed"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("changed"),
+        "{}",
+        text(&out.stderr)
+    );
     let listed = s.cmd().args(["trust", "--list"]).output().unwrap();
-    assert!(text(&listed.stdout).contains("changed"), "{}", text(&listed.stdout));
+    assert!(
+        text(&listed.stdout).contains("changed"),
+        "{}",
+        text(&listed.stdout)
+    );
 
     // Trusted again through a symbolic link: the canonical directory is what is trusted.
     #[cfg(unix)]
@@ -328,7 +388,11 @@ fn a_change_to_the_project_files_withdraws_the_trust_and_revoke_does_too() {
     assert!(shown.contains("not trusted"), "{shown}");
     assert!(line(&shown, "approve").ends_with("# default"), "{shown}");
     let listed = s.cmd().args(["trust", "--list"]).output().unwrap();
-    assert!(text(&listed.stdout).trim().is_empty(), "{}", text(&listed.stdout));
+    assert!(
+        text(&listed.stdout).trim().is_empty(),
+        "{}",
+        text(&listed.stdout)
+    );
 }
 
 #[test]
@@ -348,7 +412,11 @@ fn trust_project_trusts_for_one_invocation_and_records_nothing() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(s.ws().join("out.txt").exists());
-    assert!(!text(&out.stderr).contains("ignoring"), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stderr).contains("ignoring"),
+        "{}",
+        text(&out.stderr)
+    );
     assert!(!s.record().exists());
     assert!(s.show().contains("not trusted"));
 }
@@ -362,17 +430,36 @@ fn an_imported_session_never_sends_the_key_to_its_recorded_host() {
     // export is what someone else's machine would hand over.
     let out = s.run_at(&evil, &[], "earlier question");
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let list = s.cmd().args(["sessions", "list", "--json"]).output().unwrap();
+    let list = s
+        .cmd()
+        .args(["sessions", "list", "--json"])
+        .output()
+        .unwrap();
     let original: Value = serde_json::from_str(text(&list.stdout).lines().next().unwrap()).unwrap();
     let original = original["id"].as_str().unwrap().to_owned();
-    let export = s.cmd().args(["sessions", "export", &original]).output().unwrap();
+    let export = s
+        .cmd()
+        .args(["sessions", "export", &original])
+        .output()
+        .unwrap();
     assert!(text(&export.stdout).contains(&evil.openai_base_url()));
     let file = s.path("export.jsonl");
     std::fs::write(&file, &export.stdout).unwrap();
-    assert!(s.cmd().args(["sessions", "rm", &original]).status().unwrap().success());
+    assert!(
+        s.cmd()
+            .args(["sessions", "rm", &original])
+            .status()
+            .unwrap()
+            .success()
+    );
     let before = evil.requests().len();
     s.user_config(&format!("base_url = {:?}\n", mine.openai_base_url()));
-    let out = s.cmd().args(["sessions", "import"]).arg(&file).output().unwrap();
+    let out = s
+        .cmd()
+        .args(["sessions", "import"])
+        .arg(&file)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let id = text(&out.stdout).trim().to_owned();
     let exported = s.cmd().args(["sessions", "export", &id]).output().unwrap();
@@ -386,14 +473,27 @@ fn an_imported_session_never_sends_the_key_to_its_recorded_host() {
         "{}",
         text(&out.stderr)
     );
-    assert!(!mine.requests()[0].body.to_string().contains("earlier question"));
+    assert!(
+        !mine.requests()[0]
+            .body
+            .to_string()
+            .contains("earlier question")
+    );
     assert_eq!(evil.requests().len(), before);
 
     // Resumed by id: the history comes back, the recorded base URL does not.
     let out = s.run(&["--session", &id], "go on");
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(text(&out.stderr).contains("imported"), "{}", text(&out.stderr));
-    assert_eq!(evil.requests().len(), before, "the key went to the imported host");
+    assert!(
+        text(&out.stderr).contains("imported"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert_eq!(
+        evil.requests().len(),
+        before,
+        "the key went to the imported host"
+    );
     let last = mine.requests().last().unwrap().body.to_string();
     assert!(last.contains("earlier question"), "{last}");
 
@@ -422,7 +522,11 @@ fn the_terminal_prompt_shows_the_changes_and_a_yes_is_recorded() {
     session.set_expect_timeout(Some(std::time::Duration::from_secs(60)));
     let asked = session.expect("[y/N]").unwrap();
     let asked = String::from_utf8_lossy(asked.before()).into_owned();
-    for shown in ["is not a trusted directory", "approve = allow", "sandbox = full-access"] {
+    for shown in [
+        "is not a trusted directory",
+        "approve = allow",
+        "sandbox = full-access",
+    ] {
         assert!(asked.contains(shown), "{shown}: {asked}");
     }
     session.send_line("y").unwrap();
@@ -434,7 +538,10 @@ fn the_terminal_prompt_shows_the_changes_and_a_yes_is_recorded() {
     );
     assert!(rest.contains("trusted"), "{rest}");
     assert!(!rest.contains("ignoring"), "{rest}");
-    assert!(s.ws().join("out.txt").exists(), "approve = allow applied: {rest}");
+    assert!(
+        s.ws().join("out.txt").exists(),
+        "approve = allow applied: {rest}"
+    );
     assert!(s.record().exists());
     assert!(s.show().contains(": trusted"));
 }

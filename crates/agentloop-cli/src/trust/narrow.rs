@@ -146,10 +146,14 @@ pub fn mcp_servers(
             }
             continue;
         };
-        ignored.extend(narrow_server(server, wanted).into_iter().map(|key| Ignored {
-            key: format!("mcp_servers.{name}.{key}"),
-            value: String::new(),
-        }));
+        ignored.extend(
+            narrow_server(server, wanted)
+                .into_iter()
+                .map(|key| Ignored {
+                    key: format!("mcp_servers.{name}.{key}"),
+                    value: String::new(),
+                }),
+        );
     }
     (out, ignored)
 }
@@ -194,13 +198,25 @@ fn narrow_server(server: &mut McpServerEntry, wanted: &McpServerEntry) -> Vec<&'
         }
     }
     let widening = [
-        ("command", wanted.command.is_some() && wanted.command != server.command),
-        ("args", !wanted.args.is_empty() && wanted.args != server.args),
+        (
+            "command",
+            wanted.command.is_some() && wanted.command != server.command,
+        ),
+        (
+            "args",
+            !wanted.args.is_empty() && wanted.args != server.args,
+        ),
         ("env", !wanted.env.is_empty() && wanted.env != server.env),
         ("cwd", wanted.cwd.is_some() && wanted.cwd != server.cwd),
         ("url", wanted.url.is_some() && wanted.url != server.url),
-        ("headers", !wanted.headers.is_empty() && wanted.headers != server.headers),
-        ("prefix", wanted.prefix.is_some() && wanted.prefix != server.prefix),
+        (
+            "headers",
+            !wanted.headers.is_empty() && wanted.headers != server.headers,
+        ),
+        (
+            "prefix",
+            wanted.prefix.is_some() && wanted.prefix != server.prefix,
+        ),
         ("deferred", wanted.deferred && !server.deferred),
     ];
     ignored.extend(widening.iter().filter(|(_, w)| *w).map(|(key, _)| *key));
@@ -224,7 +240,11 @@ mod tests {
             ("never", Some("deny"), true),
             ("sometimes", None, false),
         ] {
-            assert_eq!(narrows("approve", candidate, base), ok, "{candidate} {base:?}");
+            assert_eq!(
+                narrows("approve", candidate, base),
+                ok,
+                "{candidate} {base:?}"
+            );
         }
         for (candidate, base, ok) in [
             ("read-only", None, true),
@@ -234,7 +254,11 @@ mod tests {
             ("workspace-write", Some("read-only"), false),
             ("none", Some("workspace-write"), false),
         ] {
-            assert_eq!(narrows("sandbox", candidate, base), ok, "{candidate} {base:?}");
+            assert_eq!(
+                narrows("sandbox", candidate, base),
+                ok,
+                "{candidate} {base:?}"
+            );
         }
     }
 
