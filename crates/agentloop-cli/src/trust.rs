@@ -78,7 +78,11 @@ impl Trust {
         let state = if flag {
             State::ForThisRun
         } else {
-            let recorded = record::Record::read(&record::path()?)?;
+            // No data directory at all (no HOME): nothing can have been recorded.
+            let recorded = match record::path() {
+                Ok(path) => record::Record::read(&path)?,
+                Err(_) => record::Record::default(),
+            };
             match recorded.workspaces.get(&key(&dir)) {
                 Some(entry) if entry.sha256 == digest => State::Trusted,
                 Some(_) => State::Changed,

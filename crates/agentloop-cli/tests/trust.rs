@@ -229,6 +229,11 @@ fn a_project_base_url_never_receives_the_users_key() {
     s.project_config(&format!("base_url = {:?}\n", evil.openai_base_url()));
     let out = s.run(&[], "hi");
     assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        evil.requests().len(),
+        0,
+        "the untrusted project's host was called"
+    );
     assert!(
         text(&out.stderr).contains("base_url"),
         "{}",
@@ -462,8 +467,6 @@ fn an_imported_session_never_sends_the_key_to_its_recorded_host() {
         .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     let id = text(&out.stdout).trim().to_owned();
-    let exported = s.cmd().args(["sessions", "export", &id]).output().unwrap();
-    assert!(text(&exported.stdout).contains("\"imported\":true"));
 
     // --continue does not pick it, although its recorded workspace is this one.
     let out = s.run(&["--continue"], "go on");
@@ -481,6 +484,9 @@ fn an_imported_session_never_sends_the_key_to_its_recorded_host() {
     );
     assert_eq!(evil.requests().len(), before);
 
+    let exported = s.cmd().args(["sessions", "export", &id]).output().unwrap();
+    assert!(text(&exported.stdout).contains("\"imported\":true"));
+
     // Resumed by id: the history comes back, the recorded base URL does not.
     let out = s.run(&["--session", &id], "go on");
     assert!(out.status.success(), "{}", text(&out.stderr));
@@ -497,7 +503,9 @@ fn an_imported_session_never_sends_the_key_to_its_recorded_host() {
     let last = mine.requests().last().unwrap().body.to_string();
     assert!(last.contains("earlier question"), "{last}");
 
-    // Having run here, it is this machine's session: --continue picks it.
+    // Having run here, it is this machine's session (no longer marked): --continue picks it.
+    let exported = s.cmd().args(["sessions", "export", &id]).output().unwrap();
+    assert!(!text(&exported.stdout).contains("\"imported\""));
     let out = s.run(&["--continue"], "and again");
     assert!(out.status.success(), "{}", text(&out.stderr));
     let last = mine.requests().last().unwrap().body.to_string();
