@@ -17,9 +17,9 @@ use std::io::Cursor;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use crate::json::partial_json::PartialJson;
 use crate::model::ModelEvent;
 use crate::providers::core::StreamParser;
-use crate::providers::partial_json::PartialJson;
 use crate::providers::sse::{SseDecoder, SseEvent};
 use crate::session::{ImportOptions, SessionStore, SqliteStore};
 use crate::transcript::{Message, Part, Role};

@@ -5,34 +5,36 @@
 //! `docs/ARCHITECTURE.md` in the repository describes the data flow, the contracts and the
 //! decisions behind them.
 //!
-//! Modules, from the bottom up:
-//! - [`transcript`]: the provider-neutral messages and parts everything else exchanges;
-//! - [`model`]: the [`Model`](model::Model) trait the loop talks to, its request and streamed
-//!   events, and scripted models for tests;
-//! - [`providers`]: the HTTP adapters (OpenAI Chat Completions and compatible servers, OpenAI
-//!   Responses, Anthropic Messages, Google Gemini), each a [`Protocol`](providers::core::Protocol)
-//!   and a stream parser on the shared [`providers::core`] (retries, timeouts, SSE decoding,
-//!   message assembly, error and usage mapping), which is public for providers written outside
-//!   this crate;
-//! - [`tooling`]: tool specifications, the registry, the dependency bundle and approval hook,
-//!   and the executor (`run_tools`: one result per call, in call order);
-//! - [`builtin`]: the seven coding tools (read, write, edit, list, find, grep, shell), confined
-//!   to a workspace, with the approval policy and the shell sandbox;
-//! - [`agent`]: the loop — events, hooks, steering, cancellation, limits, context compaction
-//!   and runs parked for approval;
-//! - [`output`]: typed output — a run that returns a validated value;
-//! - [`session`]: durable sessions (SQLite, or PostgreSQL with the `postgres` feature), resume,
-//!   fork, live follow, export and import, pending approvals;
-//! - [`cost`]: the cost of each assistant message and per-run usage limits;
-//! - [`telemetry`]: OpenTelemetry GenAI spans and metrics (OTLP export behind feature `otel`);
-//! - [`blocking`]: a synchronous view over the async API.
+//! Modules, in layers from the bottom up (a module imports only from its own layer or below,
+//! without cycles; a unit test, `layers_tests`, checks it on every `cargo test`):
+//! 1. shared types: [`transcript`] (the provider-neutral messages and parts everything else
+//!    exchanges, usage, stop reasons), [`json`] (streamed partial JSON), [`telemetry`]
+//!    (OpenTelemetry GenAI span names, the run span, metrics; OTLP export behind feature `otel`)
+//!    and [`cost`] (the cost of an assistant message, usage limits' units);
+//! 2. the interfaces the loop is made of: [`tooling`] (tool specifications, the registry, the
+//!    dependency bundle and approval hook, the executor `run_tools`: one result per call, in call
+//!    order) and [`model`] (the [`Model`](model::Model) trait, its request and streamed events,
+//!    message assembly, scripted models for tests);
+//! 3. implementations of them: [`providers`] (the HTTP adapters for OpenAI Chat Completions and
+//!    compatible servers, OpenAI Responses, Anthropic Messages and Google Gemini, on the shared
+//!    `providers::core`: retries, timeouts, SSE decoding, error and usage mapping) and
+//!    `builtin` (feature `builtin-tools`: the seven coding tools, confined to a workspace, with
+//!    the approval policy and the shell sandbox);
+//! 4. the loop: [`agent`] — events, hooks, steering, cancellation, limits, context compaction,
+//!    runs parked for approval, and typed output ([`output`], a run that returns a validated
+//!    value);
+//! 5. built on the loop: [`session`] (durable sessions on SQLite, or PostgreSQL with the
+//!    `postgres` feature: resume, fork, live follow, export and import, pending approvals) and
+//!    `blocking` (feature `blocking`: a synchronous view over the async API).
 //!
 //! The `#[tool]` attribute (re-exported from `agentloop-macros`) turns a function into a typed
 //! tool.
 //!
 //! # Cargo features
 //!
-//! All on by default; turn the defaults off and name what you use to compile less:
+//! The default build is the loop, the tooling, typed output, SQLite sessions, the four providers
+//! and the blocking view; the rest is opt-in. Turn the defaults off and name what you use to
+//! compile less:
 //!
 //! | feature | what it adds |
 //! |---|---|
@@ -40,9 +42,12 @@
 //! | `http` | the provider core alone ([`providers::core`]: transport, retries, the generic adapter), for a provider of your own |
 //! | `sqlite` | [`session::SqliteStore`] (SQLite bundled: needs a C compiler) |
 //! | `postgres` | `session::PostgresStore` (tokio-postgres + deadpool) |
-//! | `builtin-tools` | [`builtin`]: the coding tools, workspace confinement, the shell sandbox |
+//! | `builtin-tools` | `builtin`: the coding tools, workspace confinement, the shell sandbox |
 //! | `blocking` | [`blocking`]: the synchronous view |
 //! | `otel` | OpenTelemetry metrics and OTLP export in [`telemetry`] |
+//! | `fuzzing` | the fuzz targets' entry points (used by `fuzz/` only; they panic on a broken invariant) |
+//!
+//! Default: `openai-chat`, `openai-responses`, `anthropic`, `gemini`, `sqlite`, `blocking`.
 
 pub mod agent;
 #[cfg(feature = "blocking")]
@@ -50,20 +55,20 @@ pub mod blocking;
 #[cfg(feature = "builtin-tools")]
 pub mod builtin;
 pub mod cost;
-// The fuzz targets drive every component, so they exist only in a full build.
-#[cfg(all(
-    feature = "sqlite",
-    feature = "builtin-tools",
-    feature = "openai-chat",
-    feature = "openai-responses",
-    feature = "anthropic"
-))]
+// The fuzz targets' entry points panic on a broken invariant: only the `fuzzing` feature builds them.
+#[cfg(feature = "fuzzing")]
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod json;
+#[cfg(test)]
+mod layers_tests;
 #[doc(hidden)]
 pub mod macro_support;
 pub mod model;
-pub mod output;
+pub mod prelude;
+/// Typed output is part of the loop (a run that returns a validated value): it lives in
+/// [`agent::output`] and is re-exported here, its documented path.
+pub use agent::output;
 pub mod providers;
 pub mod session;
 pub mod telemetry;

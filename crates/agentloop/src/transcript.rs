@@ -237,7 +237,7 @@ impl ToolArguments {
         }
         // A lone surrogate escape (`\ud800`) becomes U+FFFD rather than making the arguments
         // unreadable.
-        match crate::providers::lossy_json::parse_value(text) {
+        match crate::json::lossy_json::parse_value(text) {
             Ok(value) => ToolArguments::Json(value),
             Err(_) => ToolArguments::Unparsed(text.to_owned()),
         }
@@ -549,6 +549,24 @@ impl Message {
             _ => None,
         })
     }
+}
+
+/// The model-visible text of the synthetic result given to a call that never finished.
+/// Sessions give it on resume; the loop gives it to parked calls that can no longer run.
+pub fn interrupted_result_text(tool_name: &str) -> String {
+    format!(
+        "Tool call \"{tool_name}\" was interrupted before it finished (the process stopped); it \
+         did not complete."
+    )
+}
+
+/// The synthetic error result for a call that never finished.
+pub fn interrupted_result(call: &ToolCallPart) -> ToolResultPart {
+    ToolResultPart::error(
+        &call.id,
+        &call.tool_name,
+        interrupted_result_text(&call.tool_name),
+    )
 }
 
 #[cfg(test)]

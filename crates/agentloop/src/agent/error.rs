@@ -63,7 +63,7 @@ impl AgentError {
 /// assert!(completed_messages(&AgentError::EmptyContext).is_empty());
 /// ```
 pub fn completed_messages(err: &(dyn std::error::Error + 'static)) -> Vec<Message> {
-    if let Some(e) = err.downcast_ref::<crate::output::OutputError>() {
+    if let Some(e) = err.downcast_ref::<crate::agent::output::OutputError>() {
         return e.completed_messages().to_vec();
     }
     err.downcast_ref::<AgentError>()

@@ -50,7 +50,7 @@ pub enum RunStop {
         /// Which extension.
         extension: String,
     },
-    /// A typed output ([`crate::output`]) was invalid on every attempt and the repairs ran out.
+    /// A typed output ([`crate::agent::output`]) was invalid on every attempt and the repairs ran out.
     OutputInvalid {
         /// How many invalid outputs the model gave.
         attempts: u32,
@@ -105,7 +105,7 @@ pub enum AgentEvent {
     MessageUpdate {
         /// The piece.
         delta: ModelDelta,
-        /// For a run with a typed output ([`crate::output`]): the output parsed so far (a
+        /// For a run with a typed output ([`crate::agent::output`]): the output parsed so far (a
         /// best-effort partial value from the streaming JSON text or final-tool arguments), when
         /// this piece changed it. Absent otherwise.
         #[serde(default, skip_serializing_if = "Option::is_none")]

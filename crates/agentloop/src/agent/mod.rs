@@ -41,6 +41,7 @@ mod config;
 mod error;
 mod events;
 mod hooks;
+pub mod output;
 mod pending;
 mod queue;
 mod run;

@@ -28,11 +28,11 @@ use super::calls::FinalizedToolCall;
 use super::events::{AgentEvent, Emitter, EventObserver, RunStop};
 use super::hooks::HookKind;
 use super::{AgentError, AgentLoop, RunOutcome, ToolExecutionMode};
-use crate::session::interrupted_result;
 use crate::tooling::{
     ExecOptions, Finalizer, MAX_PARALLEL_TOOLS, ToolDeps, ToolErrorKind, ToolObserver, ToolOutcome,
     run_tools_with,
 };
+use crate::transcript::interrupted_result;
 use crate::transcript::{Message, Role, ToolArguments, ToolCallPart, ToolResultPart};
 
 /// Where a deferred call stands.

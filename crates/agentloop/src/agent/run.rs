@@ -18,8 +18,8 @@ use super::events::{AgentEvent, Emitter, EventObserver, RunStop};
 use super::hooks::{HookKind, TurnSummary};
 use super::pending::{Answer, ParkedRun};
 use super::{AgentError, AgentLoop, RunOutcome, ToolExecutionMode};
+use crate::agent::output::{OutputPlan, OutputRun, PartialOutput};
 use crate::model::{MessageAssembler, ModelError, ModelEvent, ModelRequest, messages_for_model};
-use crate::output::{OutputPlan, OutputRun, PartialOutput};
 use crate::tooling::{
     ExecOptions, Finalizer, LoadedTools, MAX_PARALLEL_TOOLS, ToolDeps, ToolObserver, ToolSchema,
     check_call, panic_message, render_guidance, run_tools_with, search_result_names,
@@ -37,7 +37,7 @@ pub(crate) struct RunState {
     usage: Usage,
     /// Deferred tools loaded by tool searches so far in this conversation.
     loaded: LoadedTools,
-    /// Typed output of this run, when one was asked for (see [`crate::output`]).
+    /// Typed output of this run, when one was asked for (see [`crate::agent::output`]).
     output: Option<OutputRun>,
 }
 
@@ -261,7 +261,7 @@ impl<D: ToolDeps> AgentLoop<D> {
         };
         let error_type = match &stop {
             RunStop::ModelError { .. } => match &returned {
-                Err(error) => Some(crate::telemetry::model_error_type(error)),
+                Err(error) => Some(crate::model::spans::model_error_type(error)),
                 Ok(()) => None,
             },
             RunStop::Internal { .. } => Some("internal".to_owned()),
@@ -379,7 +379,7 @@ impl<D: ToolDeps> AgentLoop<D> {
                 &state.loaded,
                 plan.as_deref(),
             );
-            let chat = crate::telemetry::ChatCall::start(
+            let chat = crate::model::spans::ChatCall::start(
                 &request,
                 self.model.provider(),
                 self.model.base_url(),
@@ -902,7 +902,7 @@ impl<D: ToolDeps> AgentLoop<D> {
             .iter()
             .map(|call| {
                 let result = answer(call);
-                crate::telemetry::answered_tool_call(call, error_type);
+                crate::tooling::spans::answered_tool_call(call, error_type);
                 if emitter.enabled() {
                     emitter.emit(AgentEvent::ToolExecutionStart { call: call.clone() });
                     emitter.emit(AgentEvent::ToolExecutionEnd {
@@ -995,7 +995,7 @@ impl<D: ToolDeps> AgentLoop<D> {
                         call.tool_name
                     ),
                 );
-                crate::telemetry::answered_tool_call(call, "not_loaded");
+                crate::tooling::spans::answered_tool_call(call, "not_loaded");
                 if emitter.enabled() {
                     emitter.emit(AgentEvent::ToolExecutionStart { call: call.clone() });
                     emitter.emit(AgentEvent::ToolExecutionEnd {
@@ -1033,7 +1033,7 @@ impl<D: ToolDeps> AgentLoop<D> {
                         blocked_by_extension,
                     };
                     let result = ToolResultPart::error(&call.id, &call.tool_name, blocked.render());
-                    crate::telemetry::answered_tool_call(call, "denied");
+                    crate::tooling::spans::answered_tool_call(call, "denied");
                     if emitter.enabled() {
                         emitter.emit(AgentEvent::ToolExecutionStart { call: call.clone() });
                         emitter.emit(AgentEvent::ToolExecutionEnd {

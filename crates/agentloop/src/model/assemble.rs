@@ -16,7 +16,7 @@
 use serde_json::Value;
 
 use super::{ModelDelta, ModelEvent};
-use crate::providers::partial_json::PartialJson;
+use crate::json::partial_json::PartialJson;
 use crate::transcript::{
     Message, Part, ProviderData, StopReason, ThinkingPart, ToolArguments, ToolCallPart, Usage,
 };

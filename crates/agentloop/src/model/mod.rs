@@ -10,7 +10,9 @@
 mod assemble;
 mod error;
 mod fallback;
+mod output_format;
 mod scripted;
+pub(crate) mod spans;
 
 use std::borrow::Cow;
 use std::fmt;
@@ -24,9 +26,9 @@ use serde_json::Value;
 pub use assemble::{MessageAssembler, PartId};
 pub use error::{ErrorSource, ModelError, StreamErrorKind};
 pub use fallback::FallbackModel;
+pub use output_format::OutputFormat;
 pub use scripted::{FnModel, RecordedRequest, ScriptedModel, ScriptedTurn};
 
-use crate::output::OutputFormat;
 use crate::tooling::ToolSchema;
 use crate::transcript::{Message, Role};
 
@@ -131,7 +133,7 @@ pub struct ModelRequest<'a> {
     /// API key override (`None`: the provider's configured key).
     pub api_key: Option<ApiKey>,
     /// Native structured output: the final answer must be JSON matching this schema (see
-    /// [`crate::output`]). `None` by default; adapters without native support ignore it.
+    /// [`crate::agent::output`]). `None` by default; adapters without native support ignore it.
     pub output: Option<OutputFormat>,
     /// Groups requests of one conversation in the provider's prompt cache (OpenAI's
     /// `prompt_cache_key`; other adapters ignore it). `None` by default.

@@ -33,12 +33,12 @@ mod config;
 pub mod core;
 #[cfg(feature = "gemini")]
 pub mod gemini;
-pub(crate) mod lossy_json;
 #[cfg(feature = "openai-chat")]
 pub mod openai_chat;
 #[cfg(feature = "openai-responses")]
 pub mod openai_responses;
-pub mod partial_json;
+/// The streamed-arguments parser, re-exported under its earlier path.
+pub use crate::json::partial_json;
 pub mod replay;
 pub mod sse;
 

@@ -108,6 +108,9 @@ use serde::{Deserialize, Serialize};
 use crate::agent::{ParkedRun, PendingApproval, PendingStatus};
 use crate::transcript::Message;
 
+/// The synthetic result of a call that never finished (defined with the transcript, which the
+/// loop shares with the stores).
+pub use crate::transcript::{interrupted_result, interrupted_result_text};
 pub use approvals::load_parked;
 pub use columns::MAX_STORED_DEPTH;
 pub use durability::Durability;
@@ -119,9 +122,7 @@ pub use lock::SessionLock;
 #[cfg(feature = "postgres")]
 pub use postgres::{PostgresOptions, PostgresStore};
 pub use recorder::SessionRecorder;
-pub use repair::{
-    interrupted_result, interrupted_result_text, repair_interrupted, unanswered_calls,
-};
+pub use repair::{repair_interrupted, unanswered_calls};
 pub use settings::{SessionSettings, without_credentials};
 pub use spec::{StoreSpec, is_postgres_url, open_store, redact};
 #[cfg(feature = "sqlite")]

@@ -5,24 +5,9 @@
 
 use std::collections::HashSet;
 
-use crate::transcript::{Message, Role, StopReason, ToolCallPart, ToolResultPart};
-
-/// The model-visible text of the synthetic result given to a call that never finished.
-pub fn interrupted_result_text(tool_name: &str) -> String {
-    format!(
-        "Tool call \"{tool_name}\" was interrupted before it finished (the process stopped); it \
-         did not complete."
-    )
-}
-
-/// The synthetic error result for a call that never finished.
-pub fn interrupted_result(call: &ToolCallPart) -> ToolResultPart {
-    ToolResultPart::error(
-        &call.id,
-        &call.tool_name,
-        interrupted_result_text(&call.tool_name),
-    )
-}
+use crate::transcript::{Message, Role, StopReason, ToolCallPart, interrupted_result};
+#[cfg(test)]
+use crate::transcript::{ToolResultPart, interrupted_result_text};
 
 /// Makes a stored transcript valid to resume.
 ///

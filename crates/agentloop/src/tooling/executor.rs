@@ -231,7 +231,7 @@ async fn run_one<D: ToolDeps>(
     options: &ExecOptions,
 ) -> ToolOutcome {
     let started = Instant::now();
-    let span = crate::telemetry::tool_span(call, options.capture_content);
+    let span = super::spans::tool_span(call, options.capture_content);
     if let Some(observer) = &options.observer {
         guarded(|| observer.call_started(call));
     }
@@ -274,7 +274,7 @@ async fn run_one<D: ToolDeps>(
     if let Some(finalize) = &options.finalize {
         finalize(call, &mut outcome);
     }
-    crate::telemetry::record_tool_outcome(&span, &outcome, options.capture_content);
+    super::spans::record_tool_outcome(&span, &outcome, options.capture_content);
     drop(span);
     if let Some(observer) = &options.observer {
         guarded(|| observer.call_finished(call, &outcome.result));

@@ -41,6 +41,7 @@ mod observer;
 mod registry;
 mod search;
 mod source;
+pub(crate) mod spans;
 mod spec;
 pub(crate) mod validate;
 

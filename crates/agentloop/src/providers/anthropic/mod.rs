@@ -74,7 +74,7 @@
 //! [`ModelDelta::Text`]: crate::model::ModelDelta::Text
 //! [`ModelDelta::Thinking`]: crate::model::ModelDelta::Thinking
 //! [`ModelDelta::ToolCallStart`]: crate::model::ModelDelta::ToolCallStart
-//! [`PartialJson`]: super::partial_json::PartialJson
+//! [`PartialJson`]: crate::json::partial_json::PartialJson
 //! [`ToolArguments::Unparsed`]: crate::transcript::ToolArguments::Unparsed
 //! [`StopReason`]: crate::transcript::StopReason
 

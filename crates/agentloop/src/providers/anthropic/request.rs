@@ -5,7 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::{PROVIDER, thinking_budget};
 use crate::model::ModelRequest;
-use crate::output::OutputFormat;
+use crate::model::OutputFormat;
 use crate::providers::ProviderConfig;
 use crate::providers::core::wire_f32;
 use crate::providers::replay::{self, ReplayTarget};

@@ -165,7 +165,7 @@ impl StreamParser for MessagesParser {
         let value: Value = if data.is_empty() {
             Value::Null
         } else {
-            crate::providers::lossy_json::parse_value(data).map_err(|e| unreadable(data, &e))?
+            crate::json::lossy_json::parse_value(data).map_err(|e| unreadable(data, &e))?
         };
         // The payload's `type` is authoritative; the `event:` name is the fallback.
         let kind = value

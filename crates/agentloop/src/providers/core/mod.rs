@@ -19,7 +19,7 @@
 //! usage with cached input ([`usage_with_cached_input`]), floats on the wire ([`wire_f32`]),
 //! bearer authentication ([`bearer`]), the cross-provider replay rules
 //! ([`replay`](crate::providers::replay)) and streamed-argument snapshots
-//! ([`PartialJson`](crate::providers::partial_json::PartialJson), used by the assembler).
+//! ([`PartialJson`](crate::json::partial_json::PartialJson), used by the assembler).
 //!
 //! # Writing a provider
 //!

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use serde_json::{Map, Value, json};
 
 use super::{PROVIDER, SKIP_SIGNATURE};
+use crate::model::OutputFormat;
 use crate::model::{ModelRequest, ReasoningLevel};
-use crate::output::OutputFormat;
 use crate::providers::ProviderConfig;
 use crate::providers::core::wire_f32;
 use crate::providers::replay::{self, ReplayTarget};

@@ -236,7 +236,7 @@ impl StreamParser for GeminiParser {
             return Ok(false);
         }
         let chunk: Value =
-            crate::providers::lossy_json::parse_value(data).map_err(|e| unreadable(data, &e))?;
+            crate::json::lossy_json::parse_value(data).map_err(|e| unreadable(data, &e))?;
         if let Some(error) = chunk.get("error").filter(|e| e.is_object()) {
             return Err(provider_error(error));
         }

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::PROVIDER;
 use crate::model::ModelRequest;
-use crate::output::OutputFormat;
+use crate::model::OutputFormat;
 use crate::providers::ProviderConfig;
 use crate::providers::core::wire_f32;
 use crate::providers::replay::{self, ReplayTarget};

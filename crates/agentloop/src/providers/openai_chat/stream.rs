@@ -248,7 +248,7 @@ impl StreamParser for ChatParser {
             }
         }
         let chunk: Value =
-            crate::providers::lossy_json::parse_value(data).map_err(|e| unreadable(data, &e))?;
+            crate::json::lossy_json::parse_value(data).map_err(|e| unreadable(data, &e))?;
         self.on_chunk(&chunk, out)?;
         Ok(false)
     }

@@ -9,7 +9,7 @@ use serde_json::{Map, Value, json};
 use super::tool_search::SearchPlan;
 use super::{PROVIDER, item_id};
 use crate::model::ModelRequest;
-use crate::output::OutputFormat;
+use crate::model::OutputFormat;
 use crate::providers::ProviderConfig;
 use crate::providers::core::wire_f32;
 use crate::providers::replay::{self, ReplayTarget};

@@ -512,7 +512,7 @@ impl StreamParser for ResponsesParser {
             return Ok(false);
         }
         let payload: Value =
-            crate::providers::lossy_json::parse_value(data).map_err(|e| unreadable(data, &e))?;
+            crate::json::lossy_json::parse_value(data).map_err(|e| unreadable(data, &e))?;
         let kind = str_of(&payload, "type")
             .map(str::to_owned)
             .unwrap_or_else(|| event.event.clone());

@@ -22,9 +22,7 @@ use serde_json::{Value, json};
 use tracing::Span;
 use tracing::field::Empty;
 
-use crate::model::{ModelError, ModelRequest};
-use crate::tooling::{ToolErrorKind, ToolOutcome};
-use crate::transcript::{Message, Part, Role, StopReason, ToolArguments, ToolCallPart, Usage};
+use crate::transcript::{Message, Part, Role, StopReason, ToolArguments, Usage};
 
 /// The GenAI semantic conventions these names follow: the `docs/gen-ai` pages of
 /// `open-telemetry/semantic-conventions-genai` (read at commit `002c8a6e`).
@@ -125,29 +123,6 @@ pub fn provider_name(provider: &str) -> &str {
     }
 }
 
-/// The `error.type` of a failed model call.
-pub fn model_error_type(error: &ModelError) -> String {
-    error.error_type()
-}
-
-/// The `error.type` of a failed tool call.
-pub fn tool_error_type(kind: ToolErrorKind) -> &'static str {
-    match kind {
-        ToolErrorKind::Failed => "tool_error",
-        ToolErrorKind::MalformedArguments => "malformed_arguments",
-        ToolErrorKind::InvalidArguments => "invalid_arguments",
-        ToolErrorKind::ArgumentsMismatch => "arguments_mismatch",
-        ToolErrorKind::UnknownTool => "unknown_tool",
-        ToolErrorKind::Denied => "denied",
-        ToolErrorKind::ApprovalFailed => "approval_failed",
-        ToolErrorKind::Timeout => "timeout",
-        ToolErrorKind::Panicked => "panicked",
-        ToolErrorKind::Aborted => "aborted",
-        #[allow(unreachable_patterns)]
-        _ => "_OTHER",
-    }
-}
-
 /// The GenAI finish reason of a stop reason.
 pub fn finish_reason(stop: StopReason) -> &'static str {
     match stop {
@@ -164,16 +139,16 @@ pub fn finish_reason(stop: StopReason) -> &'static str {
 
 /// A count as an OpenTelemetry integer attribute (the `tracing` bridge exports `u64` values as
 /// strings).
-fn int(n: u64) -> i64 {
+pub(crate) fn int(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 /// Prompt tokens as the conventions count them: cached ones included.
-fn input_tokens(usage: &Usage) -> u64 {
+pub(crate) fn input_tokens(usage: &Usage) -> u64 {
     usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
 }
 
-fn record_usage(span: &Span, usage: &Usage) {
+pub(crate) fn record_usage(span: &Span, usage: &Usage) {
     span.record(GEN_AI_USAGE_INPUT_TOKENS, int(input_tokens(usage)));
     span.record(GEN_AI_USAGE_OUTPUT_TOKENS, int(usage.output_tokens));
     if usage.cache_read_tokens > 0 {
@@ -193,7 +168,7 @@ fn record_usage(span: &Span, usage: &Usage) {
     }
 }
 
-fn record_error(span: &Span, error_type: &str) {
+pub(crate) fn record_error(span: &Span, error_type: &str) {
     span.record(ERROR_TYPE, error_type);
     span.record("otel.status_code", "error");
 }
@@ -252,185 +227,6 @@ pub fn record_run_end(span: &Span, usage: &Usage, error_type: Option<&str>) {
     }
 }
 
-/// One model call being observed: its `chat {model}` span (kind CLIENT), its start time for the
-/// duration metric and what the metrics need to label it.
-#[derive(Debug)]
-pub struct ChatCall {
-    span: Span,
-    provider: String,
-    model: Option<String>,
-    server: Option<(String, u16)>,
-    capture: bool,
-    started: std::time::Instant,
-}
-
-impl ChatCall {
-    /// Opens the span for `request` to `provider`; `base_url` gives `server.address`/`port`.
-    pub fn start(
-        request: &ModelRequest<'_>,
-        provider: &str,
-        base_url: Option<&str>,
-        config: &TelemetryConfig,
-    ) -> ChatCall {
-        let span = tracing::info_span!(
-            target: "agentloop::telemetry",
-            "chat",
-            otel.name = Empty,
-            otel.kind = "client",
-            otel.status_code = Empty,
-            gen_ai.operation.name = OP_CHAT,
-            gen_ai.provider.name = Empty,
-            gen_ai.request.model = Empty,
-            gen_ai.request.temperature = Empty,
-            gen_ai.request.max_tokens = Empty,
-            gen_ai.response.model = Empty,
-            gen_ai.response.id = Empty,
-            gen_ai.response.finish_reasons = Empty,
-            gen_ai.usage.input_tokens = Empty,
-            gen_ai.usage.output_tokens = Empty,
-            gen_ai.usage.cache_read.input_tokens = Empty,
-            gen_ai.usage.cache_creation.input_tokens = Empty,
-            agentloop.usage.cost_usd = Empty,
-            agentloop.model.retries = Empty,
-            server.address = Empty,
-            server.port = Empty,
-            "error.type" = Empty,
-            gen_ai.system_instructions = Empty,
-            gen_ai.input.messages = Empty,
-            gen_ai.output.messages = Empty,
-        );
-        let server = base_url.and_then(server_of);
-        let call = ChatCall {
-            provider: provider_name(provider).to_owned(),
-            model: request.model.clone(),
-            server,
-            capture: config.capture_content,
-            started: std::time::Instant::now(),
-            span,
-        };
-        if call.span.is_disabled() {
-            return call;
-        }
-        let span = &call.span;
-        let model = request.model.as_deref().unwrap_or_default();
-        span.record(
-            "otel.name",
-            if model.is_empty() {
-                OP_CHAT.to_owned()
-            } else {
-                format!("{OP_CHAT} {model}")
-            },
-        );
-        span.record(GEN_AI_PROVIDER_NAME, call.provider.as_str());
-        if !model.is_empty() {
-            span.record(GEN_AI_REQUEST_MODEL, model);
-        }
-        if let Some(t) = request.temperature {
-            span.record(GEN_AI_REQUEST_TEMPERATURE, f64::from(t));
-        }
-        if let Some(n) = request.max_output_tokens {
-            span.record(GEN_AI_REQUEST_MAX_TOKENS, i64::from(n));
-        }
-        if let Some((host, port)) = &call.server {
-            span.record(SERVER_ADDRESS, host.as_str());
-            span.record(SERVER_PORT, i64::from(*port));
-        }
-        if call.capture {
-            if let Some(system) = &request.system_prompt {
-                let parts = json!([{"type": "text", "content": system}]);
-                span.record(GEN_AI_SYSTEM_INSTRUCTIONS, parts.to_string());
-            }
-            let messages: Vec<Value> = request.messages.iter().map(content_message).collect();
-            span.record(GEN_AI_INPUT_MESSAGES, Value::Array(messages).to_string());
-        }
-        call
-    }
-
-    /// The span (to instrument the call's future with).
-    pub fn span(&self) -> &Span {
-        &self.span
-    }
-
-    /// Records the answered call: response model and id, finish reason, usage.
-    pub fn finish(self, message: &Message) {
-        self.record_message(message);
-        self.metrics(message.usage.as_ref(), message.model.as_deref(), None);
-    }
-
-    /// Records the failed call: what was received, plus `error.type` and an error status.
-    pub fn fail(self, message: &Message, error: &ModelError) {
-        self.record_message(message);
-        let error_type = model_error_type(error);
-        if !self.span.is_disabled() {
-            record_error(&self.span, &error_type);
-        }
-        self.metrics(
-            message.usage.as_ref(),
-            message.model.as_deref(),
-            Some(&error_type),
-        );
-    }
-
-    fn record_message(&self, message: &Message) {
-        let span = &self.span;
-        if span.is_disabled() {
-            return;
-        }
-        if let Some(model) = &message.model {
-            span.record(GEN_AI_RESPONSE_MODEL, model.as_str());
-        }
-        if let Some(id) = &message.response_id {
-            span.record(GEN_AI_RESPONSE_ID, id.as_str());
-        }
-        if let Some(stop) = message.stop_reason {
-            span.record(GEN_AI_RESPONSE_FINISH_REASONS, finish_reason(stop));
-        }
-        if let Some(usage) = &message.usage {
-            record_usage(span, usage);
-        }
-        if self.capture {
-            let mut out = content_message(message);
-            if let Some(stop) = message.stop_reason {
-                out["finish_reason"] = json!(finish_reason(stop));
-            }
-            span.record(GEN_AI_OUTPUT_MESSAGES, json!([out]).to_string());
-        }
-    }
-
-    #[cfg(feature = "otel")]
-    fn metrics(&self, usage: Option<&Usage>, response_model: Option<&str>, error: Option<&str>) {
-        metrics::record_chat(
-            &self.provider,
-            self.model.as_deref(),
-            response_model,
-            self.server.as_ref(),
-            usage,
-            self.started.elapsed(),
-            error,
-        );
-    }
-
-    #[cfg(not(feature = "otel"))]
-    fn metrics(&self, usage: Option<&Usage>, response_model: Option<&str>, error: Option<&str>) {
-        let _ = (
-            usage,
-            response_model,
-            error,
-            &self.provider,
-            &self.model,
-            self.started,
-        );
-    }
-}
-
-/// `(host, port)` of a base URL (the scheme's default port when none is given).
-fn server_of(base_url: &str) -> Option<(String, u16)> {
-    let url = url::Url::parse(base_url).ok()?;
-    let host = url.host_str()?.to_owned();
-    let port = url.port_or_known_default()?;
-    Some((host, port))
-}
-
 /// Records a retry of the model call in progress on the current (`chat`) span: the span's
 /// `agentloop.model.retries` ends up as the number of retries.
 pub fn record_retry(attempt: u32) {
@@ -440,65 +236,8 @@ pub fn record_retry(attempt: u32) {
     }
 }
 
-/// The `execute_tool {tool name}` span of one call (kind INTERNAL).
-pub fn tool_span(call: &ToolCallPart, capture_content: bool) -> Span {
-    let span = tracing::info_span!(
-        target: "agentloop::telemetry",
-        "execute_tool",
-        otel.name = Empty,
-        otel.kind = "internal",
-        otel.status_code = Empty,
-        gen_ai.operation.name = OP_EXECUTE_TOOL,
-        gen_ai.tool.name = call.tool_name.as_str(),
-        gen_ai.tool.call.id = call.id.as_str(),
-        gen_ai.tool.type = "function",
-        gen_ai.tool.call.arguments = Empty,
-        gen_ai.tool.call.result = Empty,
-        "error.type" = Empty,
-    );
-    if span.is_disabled() {
-        return span;
-    }
-    span.record("otel.name", format!("{OP_EXECUTE_TOOL} {}", call.tool_name));
-    if capture_content {
-        let arguments = match &call.arguments {
-            ToolArguments::Json(v) => v.to_string(),
-            ToolArguments::Unparsed(text) => text.clone(),
-        };
-        span.record(GEN_AI_TOOL_CALL_ARGUMENTS, arguments);
-    }
-    span
-}
-
-/// Records a tool call's outcome on its span: `error.type` for an error result (the executor's
-/// error class; `tool_error` for an error a `tool_result` hook made up), the result on opt-in.
-pub fn record_tool_outcome(span: &Span, outcome: &ToolOutcome, capture_content: bool) {
-    if span.is_disabled() {
-        return;
-    }
-    if outcome.result.is_error {
-        let kind = outcome
-            .error
-            .as_ref()
-            .map_or("tool_error", |e| tool_error_type(e.kind()));
-        record_error(span, kind);
-    }
-    if capture_content {
-        span.record(GEN_AI_TOOL_CALL_RESULT, outcome.result.content.as_str());
-    }
-}
-
-/// A span for a call answered without running (blocked by a hook, not loaded, cut off): opened
-/// and closed at once with its `error.type`.
-pub fn answered_tool_call(call: &ToolCallPart, error_type: &str) {
-    let span = tool_span(call, false);
-    if !span.is_disabled() {
-        record_error(&span, error_type);
-    }
-}
-
 /// One message in the conventions' message shape (`{role, parts: [...]}`).
-fn content_message(message: &Message) -> Value {
+pub(crate) fn content_message(message: &Message) -> Value {
     let role = match message.role {
         Role::User | Role::Custom => "user",
         Role::Assistant => "assistant",
@@ -539,7 +278,7 @@ fn content_message(message: &Message) -> Value {
 /// The `gen_ai.client.*` histograms, recorded through the global OpenTelemetry meter provider
 /// (a no-op until one is installed, e.g. by `otlp::install_from_env`).
 #[cfg(feature = "otel")]
-mod metrics {
+pub(crate) mod metrics {
     use std::time::Duration;
 
     use opentelemetry::KeyValue;
@@ -557,7 +296,7 @@ mod metrics {
         0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92,
     ];
 
-    pub(super) fn record_chat(
+    pub(crate) fn record_chat(
         provider: &str,
         model: Option<&str>,
         response_model: Option<&str>,

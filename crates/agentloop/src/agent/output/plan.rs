@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use super::schema::{self, WRAP_KEY};
 use super::{FINAL_RESULT_TOOL, OutputFormat, OutputStrategy, ParseFn};
+use crate::json::partial_json::PartialJson;
 use crate::model::ModelDelta;
-use crate::providers::partial_json::PartialJson;
 use crate::tooling::ToolSchema;
 use crate::tooling::validate::json_path;
 use crate::transcript::{Message, StopReason, ToolArguments, ToolCallPart};
