@@ -10,7 +10,7 @@ use std::sync::Arc;
 use agentloop::agent::AgentLoop;
 use agentloop::builtin::{Workspace, WorkspaceDeps};
 use agentloop::tooling::{Registry, ToolSpec, bm25_tool_search};
-use agentloop_mcp::{McpEvent, McpServerConfig, McpToolset, ServerState};
+use agentloop_mcp::{McpEvent, McpLogLevel, McpServerConfig, McpToolset, ServerState};
 
 use crate::cli::{McpCommand, McpListArgs, McpServerArgs};
 use crate::config::ConfigFile;
@@ -19,10 +19,49 @@ use crate::error::Failure;
 /// Tools a tool search returns per query.
 const TOOL_SEARCH_TOP_K: usize = 5;
 
-/// Starts the servers; their tools (empty when none are configured).
+/// The environment variable setting the least severe MCP server log message shown on stderr
+/// (`debug` … `emergency`, or `off`; `warning` when unset).
+pub const LOG_LEVEL_ENV: &str = "AGENTLOOP_MCP_LOG_LEVEL";
+
+/// The log level [`LOG_LEVEL_ENV`] asks for: `None` when unset (each server's default),
+/// `Some(None)` for `off`.
+fn log_level_from_env() -> Result<Option<Option<McpLogLevel>>, Failure> {
+    let Ok(value) = std::env::var(LOG_LEVEL_ENV) else {
+        return Ok(None);
+    };
+    if value.trim().eq_ignore_ascii_case("off") {
+        return Ok(Some(None));
+    }
+    value
+        .parse::<McpLogLevel>()
+        .map(|level| Some(Some(level)))
+        .map_err(|e| Failure::usage(format!("{LOG_LEVEL_ENV}: {e} (or off)")))
+}
+
+/// A progress update of a running call as a short text (`3/6 copying`), when it is one.
+pub fn progress_text(update: &serde_json::Value) -> Option<String> {
+    let progress = update.get("progress")?.as_f64()?;
+    let mut text = match update.get("total").and_then(serde_json::Value::as_f64) {
+        Some(total) => format!("{progress}/{total}"),
+        None => progress.to_string(),
+    };
+    if let Some(message) = update.get("message").and_then(serde_json::Value::as_str) {
+        text.push(' ');
+        text.push_str(&crate::safe_text::visible_line(message));
+    }
+    Some(text)
+}
+
+/// Starts the servers; their tools (empty when none are configured). Server log messages at
+/// or above [`LOG_LEVEL_ENV`] go to stderr, never to the model.
 pub async fn connect(
-    servers: Vec<McpServerConfig>,
+    mut servers: Vec<McpServerConfig>,
 ) -> Result<(McpToolset, Vec<ToolSpec<WorkspaceDeps>>), Failure> {
+    if let Some(level) = log_level_from_env()? {
+        for server in &mut servers {
+            server.log_level = level;
+        }
+    }
     let on_event: agentloop_mcp::McpEventFn = Arc::new(|event: &McpEvent| {
         if !matches!(event, McpEvent::Started { .. }) {
             eprintln!("agentloop: {event}");
@@ -143,4 +182,22 @@ pub async fn serve(args: McpServerArgs) -> Result<(), Failure> {
     agentloop_mcp::serve_builtin_tools(workspace, args.approve.into())
         .await
         .map_err(|e| Failure::new(format!("MCP server: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_reads_as_steps_of_a_total() {
+        let update = serde_json::json!({"progress": 3.0, "total": 6.0, "message": "copy\u{1b}[2J"});
+        let text = progress_text(&update).unwrap_or_default();
+        assert!(text.starts_with("3/6 copy"), "{text}");
+        assert!(!text.contains('\u{1b}'), "{text}");
+        assert_eq!(
+            progress_text(&serde_json::json!({"progress": 2})).as_deref(),
+            Some("2")
+        );
+        assert_eq!(progress_text(&serde_json::json!({"lines": 2})), None);
+    }
 }

@@ -494,6 +494,15 @@ impl Renderer {
                     ),
                 );
             }
+            // A running call's progress (MCP `notifications/progress`) on the spinner line.
+            AgentEvent::ToolExecutionUpdate {
+                tool_name, update, ..
+            } => {
+                if let Some(progress) = crate::mcp::progress_text(update) {
+                    let line = format!("running {} {progress}", visible_line(tool_name));
+                    self.spin(state, line);
+                }
+            }
             AgentEvent::ToolExecutionEnd { call, result } => {
                 state.running_tools = state.running_tools.saturating_sub(1);
                 let mut text = format_tool(self.style, call, Some(result));

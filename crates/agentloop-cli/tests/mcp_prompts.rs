@@ -2,7 +2,8 @@
 //! "/mcp__everything__args-prompt …"` sends the prompt's text from the reference server
 //! (`@modelcontextprotocol/server-everything`, installed by `.ci/setup-mcp-servers`) to the
 //! model, a bad command is a usage error naming what is expected, and `agentloop mcp list`
-//! shows the commands. Without node and the pinned server the suite says so and skips.
+//! shows the commands; a bad `AGENTLOOP_MCP_LOG_LEVEL` is a usage error. Without node and the
+//! pinned server the suite says so and skips.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -134,4 +135,28 @@ fn mcp_list_shows_the_prompt_commands() {
         "{stdout}"
     );
     assert!(stdout.contains("protocol 2025-"), "{stdout}");
+}
+
+#[test]
+fn a_bad_mcp_log_level_is_a_usage_error() {
+    let Some((home, ws)) = scratch() else { return };
+    let server =
+        MockServer::start(Script::from_value(json!({"turns": [{"text": "unused"}]})).unwrap());
+    let out = cmd(home.path())
+        .env("AGENTLOOP_MCP_LOG_LEVEL", "loud")
+        .args(["run", "--model", "openai:mock", "--base-url"])
+        .arg(server.openai_base_url())
+        .arg("--workspace")
+        .arg(&ws)
+        .arg("hello")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("AGENTLOOP_MCP_LOG_LEVEL: unknown MCP log level `loud`"),
+        "{}",
+        text(&out)
+    );
+    assert!(server.requests().is_empty());
 }

@@ -30,6 +30,9 @@ use crate::config::{McpServerConfig, McpTransport};
 use crate::error::McpError;
 use crate::events::{EventSink, McpEvent};
 
+/// How long a server's answer to `logging/setLevel` is waited for at start.
+const SET_LEVEL_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// A progress callback registered for one in-flight call.
 type ProgressFn = Arc<dyn Fn(Value) + Send + Sync>;
 
@@ -37,6 +40,11 @@ type ProgressFn = Arc<dyn Fn(Value) + Send + Sync>;
 /// that asked for it.
 #[derive(Clone)]
 pub(crate) struct Handler {
+    /// The server's name, for log events.
+    server: Arc<str>,
+    events: EventSink,
+    /// The least severe log message passed on.
+    log_level: Option<crate::McpLogLevel>,
     tools_changed: Arc<AtomicBool>,
     on_tools_changed: Arc<dyn Fn() + Send + Sync>,
     progress: Arc<Mutex<HashMap<ProgressToken, ProgressFn>>>,
@@ -71,6 +79,24 @@ impl ClientHandler for Handler {
                 update["message"] = message.into();
             }
             callback(update);
+        }
+        std::future::ready(())
+    }
+
+    #[allow(deprecated)] // MCP logging is deprecated in newer revisions, still used by servers.
+    fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
+        let level = crate::logging::from_rmcp(params.level);
+        if self.log_level.is_some_and(|min| level >= min) {
+            self.events.emit(McpEvent::Log {
+                server: self.server.to_string(),
+                level,
+                logger: params.logger,
+                message: crate::logging::message_text(&params.data),
+            });
         }
         std::future::ready(())
     }
@@ -249,6 +275,9 @@ impl ServerHandle {
         let events = self.events.clone();
         let name = server.clone();
         let handler = Handler {
+            server: Arc::from(self.name()),
+            events: self.events.clone(),
+            log_level: self.config.log_level,
             tools_changed: self.tools_changed.clone(),
             on_tools_changed: Arc::new(move || {
                 tools_changed.store(true, Ordering::Release);
@@ -308,6 +337,7 @@ impl ServerHandle {
             }
         };
         let live = Live { service, pgid };
+        self.ask_log_level(&live).await;
         let tools = self.list(&live).await?;
         Ok((live, tools))
     }
@@ -361,6 +391,25 @@ impl ServerHandle {
                 ),
             ),
             other => ToolError::new(format!("MCP server `{server}`: {what} failed: {other}")),
+        }
+    }
+
+    /// Tells a server that logs which messages to send (`logging/setLevel`); a refusal only
+    /// means more messages arrive, which the handler filters anyway, and a server that does not
+    /// answer within a few seconds is not waited for.
+    #[allow(deprecated)] // MCP logging is deprecated in newer revisions, still used by servers.
+    async fn ask_log_level(&self, live: &Live) {
+        let logs = live
+            .peer()
+            .peer_info()
+            .is_some_and(|i| i.capabilities.logging.is_some());
+        let Some(level) = self.config.log_level.filter(|_| logs) else {
+            return;
+        };
+        let params = rmcp::model::SetLevelRequestParams::new(crate::logging::to_rmcp(level));
+        let answer = tokio::time::timeout(SET_LEVEL_TIMEOUT, live.peer().set_level(params)).await;
+        if !matches!(answer, Ok(Ok(_))) {
+            tracing::debug!(server = %self.name(), "MCP logging/setLevel not accepted: {answer:?}");
         }
     }
 

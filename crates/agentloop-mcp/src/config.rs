@@ -131,6 +131,9 @@ pub struct McpServerConfig {
     pub deferred: bool,
     /// How many times a server that died is started again.
     pub max_restarts: u32,
+    /// The least severe log message wanted from the server (asked with `logging/setLevel`
+    /// and enforced here too); `None` asks for none and drops any that arrive.
+    pub log_level: Option<crate::McpLogLevel>,
 }
 
 impl McpServerConfig {
@@ -147,6 +150,7 @@ impl McpServerConfig {
             prefix: None,
             deferred: false,
             max_restarts: DEFAULT_MAX_RESTARTS,
+            log_level: Some(crate::logging::DEFAULT_LOG_LEVEL),
         }
     }
 
@@ -175,6 +179,12 @@ impl McpServerConfig {
                 headers: BTreeMap::new(),
             }),
         )
+    }
+
+    /// Sets the least severe server log message wanted (`None`: none).
+    pub fn with_log_level(mut self, level: Option<crate::McpLogLevel>) -> Self {
+        self.log_level = level;
+        self
     }
 
     /// Sets the startup timeout.

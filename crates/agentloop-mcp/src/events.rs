@@ -36,6 +36,18 @@ pub enum McpEvent {
         /// The server's name.
         server: String,
     },
+    /// The server sent a log message at or above its configured level (for the application's
+    /// log only: never shown to the model).
+    Log {
+        /// The server's name.
+        server: String,
+        /// The message's severity.
+        level: crate::McpLogLevel,
+        /// The logger the server named, if any.
+        logger: Option<String>,
+        /// The message as one line (control characters replaced).
+        message: String,
+    },
 }
 
 impl std::fmt::Display for McpEvent {
@@ -52,6 +64,22 @@ impl std::fmt::Display for McpEvent {
             McpEvent::ToolsChanged { server } => {
                 write!(f, "MCP server `{server}` changed its tool list")
             }
+            McpEvent::Log {
+                server,
+                level,
+                logger,
+                message,
+            } => {
+                write!(f, "MCP server `{server}` log [{level}]")?;
+                if let Some(logger) = logger {
+                    write!(
+                        f,
+                        " {}:",
+                        crate::logging::message_text(&logger.as_str().into())
+                    )?;
+                }
+                write!(f, " {message}")
+            }
         }
     }
 }
@@ -65,7 +93,19 @@ pub(crate) struct EventSink(pub(crate) Option<McpEventFn>);
 
 impl EventSink {
     pub(crate) fn emit(&self, event: McpEvent) {
-        tracing::info!("{event}");
+        match &event {
+            McpEvent::Log { level, .. } if *level >= crate::McpLogLevel::Error => {
+                tracing::error!("{event}")
+            }
+            McpEvent::Log { level, .. } if *level >= crate::McpLogLevel::Warning => {
+                tracing::warn!("{event}")
+            }
+            McpEvent::Log { level, .. } if *level >= crate::McpLogLevel::Info => {
+                tracing::info!("{event}")
+            }
+            McpEvent::Log { .. } => tracing::debug!("{event}"),
+            _ => tracing::info!("{event}"),
+        }
         if let Some(f) = &self.0 {
             f(&event);
         }

@@ -16,6 +16,7 @@ mod client;
 mod config;
 mod error;
 mod events;
+mod logging;
 mod prompts;
 mod resources;
 mod server;
@@ -29,6 +30,7 @@ pub use config::{
 };
 pub use error::McpError;
 pub use events::{McpEvent, McpEventFn};
+pub use logging::{DEFAULT_LOG_LEVEL, McpLogLevel, ParseLogLevelError};
 pub use prompts::{PromptArg, PromptCommand};
 pub use resources::{LIST_RESOURCES_TOOL, READ_RESOURCE_TOOL};
 pub use server::{BuiltinToolsServer, serve_builtin_tools};
