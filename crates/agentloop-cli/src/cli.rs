@@ -208,7 +208,8 @@ pub struct RunArgs {
 
     /// Resume this session (any workspace): an exact id, else a unique id prefix (an ambiguous
     /// prefix is an error listing the candidates). Its model, provider, base URL and reasoning
-    /// come back with it unless given as flags here. No match: a name such as `fix-login`
+    /// come back with it unless given as flags here (an imported session's provider and base
+    /// URL do not: give them again). No match: a name such as `fix-login`
     /// starts a new session with that id; something that looks like an abbreviated id (only hex
     /// digits and dashes) is an error instead, and nothing is created — add `--create` to use
     /// it as a new id anyway.
@@ -221,7 +222,8 @@ pub struct RunArgs {
     pub create: bool,
 
     /// Resume the most recently updated session of this workspace in which the model replied
-    /// (a run that failed before any reply is skipped), with the model, provider, base URL and
+    /// (a run that failed before any reply is skipped, and so is an imported session not yet
+    /// resumed here with `--session`), with the model, provider, base URL and
     /// reasoning stored with it; flags given here win and are stored for next time. A base URL
     /// is stored without its `user:password@`, so give such a URL again with `--base-url`.
     #[arg(long = "continue", short = 'c')]
@@ -601,7 +603,8 @@ pub enum SessionsCommand {
         /// Session id (or a unique prefix).
         id: String,
     },
-    /// Import a JSON Lines export (`-` for stdin) as a new session; prints the new id.
+    /// Import a JSON Lines export (`-` for stdin) as a new session; prints the new id. The
+    /// session is marked imported: its recorded provider and base URL are not used on resume.
     Import {
         /// The file to read.
         file: PathBuf,

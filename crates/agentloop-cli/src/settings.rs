@@ -159,11 +159,7 @@ fn view(workspace: &Path, profile_flag: Option<&str>, trust: &Trust) -> Result<V
     }
     if !trusted {
         narrow_layers(&mut out, &mut ignored)?;
-        let none = ConfigFile::default();
-        let mine = files.iter().find(|f| !f.2).map_or(&none, |f| &f.1);
-        let theirs = files.iter().find(|f| f.2).map_or(&none, |f| &f.1);
-        let (_, servers) = narrow::mcp_servers(&mine.mcp_servers, &theirs.mcp_servers);
-        ignored.extend(servers);
+        ignored.extend(ignored_servers(&files));
     }
     Ok(View {
         layers: out,
@@ -333,10 +329,34 @@ fn finish(mut cli: Cli, explicit: Explicit, trust: Option<Trust>) -> Result<Cli,
         }
         Some(Command::Resume(args)) => args.explicit = explicit,
         Some(Command::Config(ConfigCommand::Show(args))) => args.trust = decide(&args.workspace)?,
-        Some(Command::Mcp(McpCommand::List(args))) => args.trust = decide(&args.workspace)?,
+        Some(Command::Mcp(McpCommand::List(args))) => {
+            args.trust = decide(&args.workspace)?;
+            let workspace = args.workspace.clone().map_or_else(current_dir, Ok)?;
+            if !args.trust.applies_to(&workspace) {
+                warn_ignored_servers(&workspace, &args.trust)?;
+            }
+        }
         _ => {}
     }
     Ok(cli)
+}
+
+/// What the workspace file's `[mcp_servers]` ask for that an untrusted workspace does not get.
+fn ignored_servers(files: &[(PathBuf, ConfigFile, bool)]) -> Vec<Ignored> {
+    let none = ConfigFile::default();
+    let mine = files.iter().find(|f| !f.2).map_or(&none, |f| &f.1);
+    let theirs = files.iter().find(|f| f.2).map_or(&none, |f| &f.1);
+    narrow::mcp_servers(&mine.mcp_servers, &theirs.mcp_servers).1
+}
+
+/// The stderr line naming the MCP servers an untrusted workspace file defines and does not get.
+fn warn_ignored_servers(workspace: &Path, trust: &Trust) -> Result<(), Failure> {
+    let ignored = ignored_servers(&files(workspace)?);
+    if !ignored.is_empty() {
+        let file = project_config_path(workspace);
+        eprintln!("agentloop: {}", trust.ignored_line(&file, &ignored));
+    }
+    Ok(())
 }
 
 fn current_dir() -> Result<PathBuf, Failure> {

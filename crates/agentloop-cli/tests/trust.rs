@@ -214,6 +214,11 @@ fn a_project_mcp_server_starts_only_in_a_trusted_directory() {
         "`mcp list` started it: {}",
         text(&listed.stdout)
     );
+    assert!(
+        text(&listed.stderr).contains("mcp_servers.pwn"),
+        "{}",
+        text(&listed.stderr)
+    );
 
     s.trust(&[], &s.ws());
     let _ = s.run_at(&server, &[], "hi");
