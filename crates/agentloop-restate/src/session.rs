@@ -47,7 +47,9 @@ use std::pin::Pin;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-use agentloop::agent::{AgentError, AgentEvent, AgentLoop, AgentLoopConfig, RunStop};
+use agentloop::agent::{
+    AbortSignal, AgentError, AgentEvent, AgentLoop, AgentLoopConfig, RunOutcome, RunStop,
+};
 use agentloop::builtin::WorkspaceDeps;
 use agentloop::session::{NewSession, SessionRecorder, SessionStore};
 use agentloop::tooling::Approval;
@@ -58,13 +60,13 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::bridge::{
-    self, Job, JournaledModel, LoneRead, LoneReadSlot, arguments_value, forwarding_tool,
+    self, Job, JournaledModel, LoneRead, LoneReadSlot, ModelWork, arguments_value, forwarding_tool,
 };
 use crate::executor::ToolExecutor;
 use crate::mirror::MirrorStore;
 use crate::types::{
     ApprovalDecision, ApprovalInput, ModelReply, PendingApproval, RunInput, RunOutput,
-    SessionStatus, ToolCallOutcome,
+    SessionStatus, ToolCallInput, ToolCallOutcome,
 };
 use crate::worker::WorkerConfig;
 
@@ -238,29 +240,385 @@ enum Waiter {
 }
 
 /// A tool call's outcome from what the engine returned for it (a step or a durable call): a
-/// call the engine could not complete (cancelled, or failed for good) is an error result, and
-/// `on_cancel` runs when the reason is the invocation's cancellation.
-fn tool_outcome(
-    result: Result<Json<ToolCallOutcome>, TerminalError>,
-    on_cancel: impl FnOnce(),
-) -> ToolCallOutcome {
+/// call the engine could not complete (cancelled, or failed for good) is an error result.
+fn tool_outcome(result: Result<Json<ToolCallOutcome>, TerminalError>) -> ToolCallOutcome {
     match result {
         Ok(outcome) => outcome.into_inner(),
-        Err(error) => {
-            if error.code() == CANCELLED {
-                on_cancel();
-            }
-            ToolCallOutcome {
-                is_error: true,
-                content: format!("the tool call failed in the engine: {}", error.message()),
-                images: Vec::new(),
-            }
-        }
+        Err(error) => ToolCallOutcome {
+            is_error: true,
+            content: format!("the tool call failed in the engine: {}", error.message()),
+            images: Vec::new(),
+        },
     }
 }
 
 fn stop_value(stop: &RunStop) -> Value {
     serde_json::to_value(stop).unwrap_or(Value::Null)
+}
+
+/// The run handler's side of one attempt: it answers the loop's jobs (model calls, tool calls,
+/// approvals) with journaled steps, durable calls and awakeables, one step at a time.
+struct Driver<'a, 'c> {
+    ctx: &'a ObjectContext<'c>,
+    session: &'a AgentSession,
+    session_id: String,
+    abort: AbortSignal,
+    mirror: Option<Arc<MirrorStore>>,
+    live: Arc<AtomicBool>,
+    lone_read: LoneReadSlot,
+    /// Durable calls and awakeables in flight, with who waits for each.
+    inflight: DurableFuturesUnordered<Pin<Box<dyn DurableFuture<Output = Completion> + Send + 'a>>>,
+    waiters: HashMap<usize, Waiter>,
+    pending: Vec<PendingApproval>,
+    turn: u32,
+    cancelled: bool,
+    /// The step (a model call, or a lone tool call) waiting for the engine's acknowledgement.
+    /// Meanwhile the loop runs on (it may have the step's value already), but no job becomes a
+    /// journal entry: see `bridge.rs`.
+    step: Option<Step<'a>>,
+    /// The call of the last model reply when it was the reply's only call: its job may run as a
+    /// step of its own (see the module docs).
+    lone_call: Option<String>,
+}
+
+impl<'a, 'c> Driver<'a, 'c> {
+    fn new(
+        ctx: &'a ObjectContext<'c>,
+        session: &'a AgentSession,
+        session_id: &str,
+        attempt: &Attempt,
+    ) -> Self {
+        Driver {
+            ctx,
+            session,
+            session_id: session_id.to_owned(),
+            abort: attempt.agent.abort_signal().clone(),
+            mirror: attempt.mirror.clone(),
+            live: attempt.live.clone(),
+            lone_read: attempt.lone_read.clone(),
+            inflight: DurableFuturesUnordered::new(),
+            waiters: HashMap::new(),
+            pending: Vec::new(),
+            turn: 0,
+            cancelled: false,
+            step: None,
+            lone_call: None,
+        }
+    }
+
+    /// Polls the loop and answers its jobs until the loop has ended and no step is waiting.
+    async fn drive(
+        &mut self,
+        run: impl Future<Output = Result<RunOutcome, AgentError>>,
+        jobs: &mut mpsc::UnboundedReceiver<Job>,
+    ) -> Result<RunOutcome, AgentError> {
+        tokio::pin!(run);
+        let mut finished = None;
+        loop {
+            if self.step.is_none()
+                && let Some(result) = finished.take()
+            {
+                return result;
+            }
+            let waiting = self.step.is_some();
+            tokio::select! {
+                biased;
+                done = async {
+                    match self.step.as_mut() {
+                        Some(step) => step.future.as_mut().await,
+                        None => std::future::pending().await,
+                    }
+                }, if waiting => self.on_step_done(done),
+                result = &mut run, if finished.is_none() => finished = Some(result),
+                Some(job) = jobs.recv(), if !waiting => self.on_job(job),
+                next = self.inflight.next(), if !waiting && !self.inflight.is_empty() => {
+                    self.on_completion(next)
+                }
+            }
+        }
+    }
+
+    /// The engine failed or cancelled something: the loop is aborted, which answers every
+    /// pending call.
+    fn cancel_if(&mut self, error: &TerminalError) {
+        if error.code() == CANCELLED {
+            self.cancelled = true;
+            self.abort.abort();
+        }
+    }
+
+    fn on_step_done(&mut self, done: StepDone) {
+        self.step = None;
+        match done {
+            StepDone::Model(result, reply_to) => {
+                let reply = match *result {
+                    Ok(reply) => reply.into_inner(),
+                    Err(error) => {
+                        self.cancel_if(&error);
+                        ModelReply::failed(error.message().to_owned())
+                    }
+                };
+                self.lone_call = match &reply {
+                    ModelReply::Done { message, .. } => {
+                        bridge::lone_call(message).map(|call| call.id.clone())
+                    }
+                    ModelReply::Failed { .. } => None,
+                };
+                // On replay (or a failed step) the loop gets the reply only now.
+                deliver(&reply_to, reply, &self.lone_read, &self.session.tools);
+            }
+            StepDone::Tool(result, outcome_to) => {
+                if let Err(error) = &result {
+                    self.cancel_if(error);
+                }
+                let outcome = tool_outcome(result);
+                // On replay (or when the engine cancelled the step before it ran) the loop gets
+                // the result only now.
+                if let Some(sender) = unanswered(&outcome_to) {
+                    let _ = sender.send(outcome);
+                }
+            }
+        }
+        if let Some(mirror) = &self.mirror {
+            mirror.release();
+        }
+    }
+
+    fn on_job(&mut self, job: Job) {
+        match job {
+            Job::Model { work, reply } => {
+                self.turn += 1;
+                if self.cancelled {
+                    // Never start a model call after the invocation was cancelled (one started
+                    // early is aborted with `work`); the loop's reply channel closes, which ends
+                    // its turn.
+                    drop(work);
+                    return;
+                }
+                self.start_model_step(work, reply);
+            }
+            // After a cancellation nothing new goes to the engine: the loop may still post jobs
+            // for a reply it got before the cancellation was known (pipelining).
+            Job::Tool { reply, .. } if self.cancelled => {
+                let _ = reply.send(ToolCallOutcome {
+                    is_error: true,
+                    content: "aborted: the run was cancelled before this call was sent".to_owned(),
+                    images: Vec::new(),
+                });
+            }
+            Job::Approval { reply, .. } if self.cancelled => {
+                let _ = reply.send(Approval::deny("the run was cancelled"));
+            }
+            Job::Tool { input, reply }
+                if self.lone_call.as_deref() == Some(input.call.id.as_str())
+                    && self.session.tools.runs_in_step(&input.call.tool_name) =>
+            {
+                self.lone_call = None;
+                self.start_tool_step(input, reply);
+            }
+            Job::Tool { input, reply } => {
+                let call = self
+                    .ctx
+                    .request::<_, Json<ToolCallOutcome>>(
+                        RequestTarget::service("ToolExecutor", "execute"),
+                        Json(input),
+                    )
+                    .call()
+                    .map(Completion::Tool);
+                let index = self.inflight.push(Box::pin(call));
+                self.waiters.insert(index, Waiter::Tool(reply));
+            }
+            Job::Approval { call, reply } => {
+                let (awakeable_id, decision) = self.ctx.awakeable::<Json<ApprovalInput>>();
+                self.pending.push(PendingApproval {
+                    call_id: call.id.clone(),
+                    tool: call.tool_name.clone(),
+                    arguments: arguments_value(&call.arguments),
+                    awakeable_id,
+                });
+                self.ctx.set(PENDING, Json(self.pending.clone()));
+                let index = self
+                    .inflight
+                    .push(Box::pin(decision.map(Completion::Approval)));
+                self.waiters.insert(
+                    index,
+                    Waiter::Approval {
+                        call_id: call.id,
+                        reply,
+                    },
+                );
+            }
+        }
+    }
+
+    /// The model call as a journaled step; its closure hands the reply to the loop at once.
+    fn start_model_step(&mut self, work: ModelWork, reply: oneshot::Sender<ModelReply>) {
+        let reply_to: ReplyTo = Arc::new(Mutex::new(Some(reply)));
+        let closure = {
+            let (live, tools, session, mirror, reply_to, slot) = (
+                self.live.clone(),
+                self.session.tools.clone(),
+                self.session_id.clone(),
+                self.mirror.clone(),
+                reply_to.clone(),
+                self.lone_read.clone(),
+            );
+            move || async move {
+                // This step is new to the journal, and so is every later one.
+                live.store(true, std::sync::atomic::Ordering::SeqCst);
+                let reply = work.reply(&tools, &session).await;
+                // The loop goes on with the reply while the engine journals it; the store waits
+                // for the acknowledgement.
+                if let Some(mirror) = &mirror {
+                    mirror.hold();
+                }
+                deliver(&reply_to, reply.clone(), &slot, &tools);
+                Ok(Json(reply))
+            }
+        };
+        let run = self
+            .ctx
+            .run(closure)
+            .name(format!("model call {}", self.turn));
+        self.step = Some(Step {
+            future: Box::pin(async move { StepDone::Model(Box::new(run.await), reply_to) }),
+        });
+    }
+
+    /// A reply's lone call as a journaled step of its own (see the module docs).
+    fn start_tool_step(&mut self, input: ToolCallInput, reply: oneshot::Sender<ToolCallOutcome>) {
+        let name = format!("tool call {} ({})", input.call.tool_name, input.call.id);
+        let outcome_to: AnswerOnce<ToolCallOutcome> = Arc::new(Mutex::new(Some(reply)));
+        let closure = {
+            let (live, tools, mirror, outcome_to) = (
+                self.live.clone(),
+                self.session.tools.clone(),
+                self.mirror.clone(),
+                outcome_to.clone(),
+            );
+            move || async move {
+                live.store(true, std::sync::atomic::Ordering::SeqCst);
+                let outcome = tools.execute_call(&input).await;
+                // As with a model reply: the loop goes on with the result while the engine
+                // journals it; the store waits.
+                if let Some(mirror) = &mirror {
+                    mirror.hold();
+                }
+                if let Some(sender) = unanswered(&outcome_to) {
+                    let _ = sender.send(outcome.clone());
+                }
+                Ok(Json(outcome))
+            }
+        };
+        let run = self.ctx.run(closure).name(name);
+        self.step = Some(Step {
+            future: Box::pin(async move { StepDone::Tool(run.await, outcome_to) }),
+        });
+    }
+
+    fn on_completion(&mut self, next: Result<Option<(usize, Completion)>, TerminalError>) {
+        let (index, completion) = match next {
+            Ok(Some(done)) => done,
+            Ok(None) => return,
+            Err(error) => {
+                // The invocation was cancelled (or failed) while waiting: abort the loop, which
+                // answers every pending call with "aborted".
+                self.cancelled |= error.code() == CANCELLED;
+                self.abort.abort();
+                self.waiters.clear();
+                self.inflight = DurableFuturesUnordered::new();
+                return;
+            }
+        };
+        match (self.waiters.remove(&index), completion) {
+            (Some(Waiter::Tool(reply)), Completion::Tool(result)) => {
+                if let Err(error) = &result {
+                    self.cancel_if(error);
+                }
+                let _ = reply.send(tool_outcome(result));
+            }
+            (Some(Waiter::Approval { call_id, reply }), Completion::Approval(result)) => {
+                self.pending.retain(|p| p.call_id != call_id);
+                self.ctx.set(PENDING, Json(self.pending.clone()));
+                let _ = reply.send(self.approval_of(result));
+            }
+            _ => {}
+        }
+    }
+
+    /// The loop's answer for a decided (or failed) approval awakeable.
+    fn approval_of(&mut self, result: Result<Json<ApprovalInput>, TerminalError>) -> Approval {
+        match result {
+            Ok(input) => {
+                let input = input.into_inner();
+                match input.decision {
+                    ApprovalDecision::Allow => Approval::Allow,
+                    ApprovalDecision::Deny => Approval::Deny(
+                        input
+                            .reason
+                            .unwrap_or_else(|| "denied by a person".to_owned()),
+                    ),
+                }
+            }
+            Err(error) => {
+                self.cancel_if(&error);
+                Approval::deny(format!("no decision: {}", error.message()))
+            }
+        }
+    }
+}
+
+/// Ends a run: stores the context and stop in the object's state (after every completed message
+/// is in the mirror), and returns the run's output.
+async fn finish_run(
+    ctx: &ObjectContext<'_>,
+    session_id: &str,
+    result: Result<RunOutcome, AgentError>,
+    history: Vec<Message>,
+    mirror: &Option<Arc<MirrorStore>>,
+    cancelled: bool,
+) -> Result<Json<RunOutput>, HandlerError> {
+    let (stop, context, usage, turns) = match &result {
+        Ok(outcome) => (
+            outcome.stop.clone(),
+            outcome.context.clone(),
+            outcome.usage,
+            outcome.turns,
+        ),
+        Err(error) => {
+            // The completed messages start with the prompt.
+            let mut context = history;
+            context.extend(error.completed_messages().iter().cloned());
+            let stop = RunStop::Internal {
+                message: error.to_string(),
+            };
+            (stop, context, Usage::default(), 0)
+        }
+    };
+    if let Some(mirror) = mirror {
+        // Every completed message is in the store before the caller gets the output.
+        mirror.flush().await;
+    }
+    let final_text = result
+        .as_ref()
+        .map(RunOutcome::final_text)
+        .unwrap_or_default();
+    ctx.set(MESSAGES, Json(context));
+    ctx.set(LAST_STOP, Json(stop_value(&stop)));
+    ctx.clear(PENDING);
+    ctx.clear(RUNNING);
+    if cancelled {
+        tracing::info!(session = %session_id, "run aborted by cancellation");
+    }
+    if let Err(AgentError::Config(message)) = &result {
+        return Err(TerminalError::new(message.clone()).into());
+    }
+    Ok(Json(RunOutput {
+        stop: stop_value(&stop),
+        final_text,
+        usage,
+        turns,
+    }))
 }
 
 #[restate_sdk::object]
@@ -282,301 +640,22 @@ impl AgentSession {
         ctx.set(RUNNING, true);
 
         let (jobs_tx, mut jobs) = mpsc::unbounded_channel();
-        let Attempt {
-            agent,
-            mirror,
-            live,
-            lone_read,
-        } = self.build_agent(&session_id, jobs_tx, history.len() as u64)?;
-        let abort = agent.abort_signal().clone();
-        let run = agent.run(vec![Message::user(input.prompt)], history.clone());
-        tokio::pin!(run);
-
-        let mut inflight: DurableFuturesUnordered<
-            Pin<Box<dyn DurableFuture<Output = Completion> + Send + '_>>,
-        > = DurableFuturesUnordered::new();
-        let mut waiters: HashMap<usize, Waiter> = HashMap::new();
-        let mut pending: Vec<PendingApproval> = Vec::new();
-        let mut turn = 0u32;
-        let mut cancelled = false;
-        // The step (a model call, or a lone tool call) waiting for the engine's acknowledgement.
-        // Meanwhile the loop runs on (it may have the step's value already), but no job becomes
-        // a journal entry: see `bridge.rs`.
-        let mut step: Option<Step<'_>> = None;
-        // The call of the last model reply when it was the reply's only call: its job may run
-        // as a step of its own (see the module docs).
-        let mut lone_call: Option<String> = None;
-        // The loop's result, once it has ended; the handler finishes when no step is waiting.
-        let mut finished = None;
-
-        let result = loop {
-            if step.is_none()
-                && let Some(result) = finished.take()
-            {
-                break result;
-            }
-            tokio::select! {
-                biased;
-                done = async {
-                    match step.as_mut() {
-                        Some(step) => step.future.as_mut().await,
-                        None => std::future::pending().await,
-                    }
-                }, if step.is_some() => {
-                    step = None;
-                    match done {
-                        StepDone::Model(result, reply_to) => {
-                            let reply = match *result {
-                                Ok(reply) => reply.into_inner(),
-                                Err(error) => {
-                                    if error.code() == CANCELLED {
-                                        cancelled = true;
-                                        abort.abort();
-                                    }
-                                    ModelReply::failed(error.message().to_owned())
-                                }
-                            };
-                            lone_call = match &reply {
-                                ModelReply::Done { message, .. } => {
-                                    bridge::lone_call(message).map(|call| call.id.clone())
-                                }
-                                ModelReply::Failed { .. } => None,
-                            };
-                            // On replay (or a failed step) the loop gets the reply only now.
-                            deliver(&reply_to, reply, &lone_read, &self.tools);
-                        }
-                        StepDone::Tool(result, outcome_to) => {
-                            let outcome = tool_outcome(result, || {
-                                cancelled = true;
-                                abort.abort();
-                            });
-                            // On replay (or when the engine cancelled the step before it
-                            // ran) the loop gets the result only now.
-                            if let Some(sender) = unanswered(&outcome_to) {
-                                let _ = sender.send(outcome);
-                            }
-                        }
-                    }
-                    if let Some(mirror) = &mirror {
-                        mirror.release();
-                    }
-                }
-                result = &mut run, if finished.is_none() => finished = Some(result),
-                Some(job) = jobs.recv(), if step.is_none() => match job {
-                    Job::Model { work, reply } => {
-                        turn += 1;
-                        if cancelled {
-                            // Never start a model call after the invocation was cancelled (one
-                            // started early is aborted with `work`); the loop's reply channel
-                            // closes, which ends its turn.
-                            drop(work);
-                            continue;
-                        }
-                        let reply_to: ReplyTo = Arc::new(Mutex::new(Some(reply)));
-                        let closure = {
-                            let (live, tools, session, mirror, reply_to, slot) = (
-                                live.clone(),
-                                self.tools.clone(),
-                                session_id.clone(),
-                                mirror.clone(),
-                                reply_to.clone(),
-                                lone_read.clone(),
-                            );
-                            move || async move {
-                                // This step is new to the journal, and so is every later one.
-                                live.store(true, std::sync::atomic::Ordering::SeqCst);
-                                let reply = work.reply(&tools, &session).await;
-                                // The loop goes on with the reply while the engine journals it;
-                                // the store waits for the acknowledgement.
-                                if let Some(mirror) = &mirror {
-                                    mirror.hold();
-                                }
-                                deliver(&reply_to, reply.clone(), &slot, &tools);
-                                Ok(Json(reply))
-                            }
-                        };
-                        let run = ctx.run(closure).name(format!("model call {turn}"));
-                        step = Some(Step {
-                            future: Box::pin(async move {
-                                StepDone::Model(Box::new(run.await), reply_to)
-                            }),
-                        });
-                    }
-                    // After a cancellation nothing new goes to the engine: the loop may still post
-                    // jobs for a reply it got before the cancellation was known (pipelining).
-                    Job::Tool { reply, .. } if cancelled => {
-                        let _ = reply.send(ToolCallOutcome {
-                            is_error: true,
-                            content: "aborted: the run was cancelled before this call was sent"
-                                .to_owned(),
-                            images: Vec::new(),
-                        });
-                    }
-                    Job::Approval { reply, .. } if cancelled => {
-                        let _ = reply.send(Approval::deny("the run was cancelled"));
-                    }
-                    Job::Tool { input, reply }
-                        if lone_call.as_deref() == Some(input.call.id.as_str())
-                            && self.tools.runs_in_step(&input.call.tool_name) =>
-                    {
-                        lone_call = None;
-                        let name = format!(
-                            "tool call {} ({})",
-                            input.call.tool_name, input.call.id
-                        );
-                        let outcome_to: AnswerOnce<ToolCallOutcome> =
-                            Arc::new(Mutex::new(Some(reply)));
-                        let closure = {
-                            let (live, tools, mirror, outcome_to) = (
-                                live.clone(),
-                                self.tools.clone(),
-                                mirror.clone(),
-                                outcome_to.clone(),
-                            );
-                            move || async move {
-                                live.store(true, std::sync::atomic::Ordering::SeqCst);
-                                let outcome = tools.execute_call(&input).await;
-                                // As with a model reply: the loop goes on with the result
-                                // while the engine journals it; the store waits.
-                                if let Some(mirror) = &mirror {
-                                    mirror.hold();
-                                }
-                                if let Some(sender) = unanswered(&outcome_to) {
-                                    let _ = sender.send(outcome.clone());
-                                }
-                                Ok(Json(outcome))
-                            }
-                        };
-                        let run = ctx.run(closure).name(name);
-                        step = Some(Step {
-                            future: Box::pin(async move {
-                                StepDone::Tool(run.await, outcome_to)
-                            }),
-                        });
-                    }
-                    Job::Tool { input, reply } => {
-                        let call = ctx
-                            .request::<_, Json<ToolCallOutcome>>(
-                                RequestTarget::service("ToolExecutor", "execute"),
-                                Json(input),
-                            )
-                            .call()
-                            .map(Completion::Tool);
-                        let index = inflight.push(Box::pin(call));
-                        waiters.insert(index, Waiter::Tool(reply));
-                    }
-                    Job::Approval { call, reply } => {
-                        let (awakeable_id, decision) = ctx.awakeable::<Json<ApprovalInput>>();
-                        pending.push(PendingApproval {
-                            call_id: call.id.clone(),
-                            tool: call.tool_name.clone(),
-                            arguments: arguments_value(&call.arguments),
-                            awakeable_id,
-                        });
-                        ctx.set(PENDING, Json(pending.clone()));
-                        let index = inflight.push(Box::pin(decision.map(Completion::Approval)));
-                        waiters.insert(index, Waiter::Approval { call_id: call.id, reply });
-                    }
-                },
-                next = inflight.next(), if step.is_none() && !inflight.is_empty() => {
-                    let (index, completion) = match next {
-                        Ok(Some(done)) => done,
-                        Ok(None) => continue,
-                        Err(error) => {
-                            // The invocation was cancelled (or failed) while waiting: abort
-                            // the loop, which answers every pending call with "aborted".
-                            cancelled |= error.code() == CANCELLED;
-                            abort.abort();
-                            for (_, waiter) in waiters.drain() {
-                                drop(waiter);
-                            }
-                            inflight = DurableFuturesUnordered::new();
-                            continue;
-                        }
-                    };
-                    match (waiters.remove(&index), completion) {
-                        (Some(Waiter::Tool(reply)), Completion::Tool(result)) => {
-                            let _ = reply.send(tool_outcome(result, || {
-                                cancelled = true;
-                                abort.abort();
-                            }));
-                        }
-                        (Some(Waiter::Approval { call_id, reply }), Completion::Approval(result)) => {
-                            pending.retain(|p| p.call_id != call_id);
-                            ctx.set(PENDING, Json(pending.clone()));
-                            let approval = match result {
-                                Ok(input) => {
-                                    let input = input.into_inner();
-                                    match input.decision {
-                                        ApprovalDecision::Allow => Approval::Allow,
-                                        ApprovalDecision::Deny => Approval::Deny(
-                                            input
-                                                .reason
-                                                .unwrap_or_else(|| "denied by a person".to_owned()),
-                                        ),
-                                    }
-                                }
-                                Err(error) => {
-                                    if error.code() == CANCELLED {
-                                        cancelled = true;
-                                        abort.abort();
-                                    }
-                                    Approval::deny(format!("no decision: {}", error.message()))
-                                }
-                            };
-                            let _ = reply.send(approval);
-                        }
-                        _ => {}
-                    }
-                }
-            }
-        };
-
-        let (stop, context, usage, turns) = match &result {
-            Ok(outcome) => (
-                outcome.stop.clone(),
-                outcome.context.clone(),
-                outcome.usage,
-                outcome.turns,
-            ),
-            Err(error) => {
-                // The completed messages start with the prompt.
-                let mut context = history;
-                context.extend(error.completed_messages().iter().cloned());
-                (
-                    RunStop::Internal {
-                        message: error.to_string(),
-                    },
-                    context,
-                    Usage::default(),
-                    0,
-                )
-            }
-        };
-        if let Some(mirror) = &mirror {
-            // Every completed message is in the store before the caller gets the output.
-            mirror.flush().await;
-        }
-        let final_text = match &result {
-            Ok(outcome) => outcome.final_text(),
-            Err(_) => String::new(),
-        };
-        ctx.set(MESSAGES, Json(context));
-        ctx.set(LAST_STOP, Json(stop_value(&stop)));
-        ctx.clear(PENDING);
-        ctx.clear(RUNNING);
-        if cancelled {
-            tracing::info!(session = %session_id, "run aborted by cancellation");
-        }
-        if let Err(AgentError::Config(message)) = &result {
-            return Err(TerminalError::new(message.clone()).into());
-        }
-        Ok(Json(RunOutput {
-            stop: stop_value(&stop),
-            final_text,
-            usage,
-            turns,
-        }))
+        let attempt = self.build_agent(&session_id, jobs_tx, history.len() as u64)?;
+        let mut driver = Driver::new(&ctx, self, &session_id, &attempt);
+        let run = attempt
+            .agent
+            .run(vec![Message::user(input.prompt)], history.clone());
+        let result = driver.drive(run, &mut jobs).await;
+        let cancelled = driver.cancelled;
+        finish_run(
+            &ctx,
+            &session_id,
+            result,
+            history,
+            &attempt.mirror,
+            cancelled,
+        )
+        .await
     }
 
     /// Decides a pending call (`{"call_id", "decision": "allow"|"deny", "reason"?}`).
