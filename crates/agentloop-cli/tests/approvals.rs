@@ -4,45 +4,16 @@
 //! any request where a tool call lacks exactly one result.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+mod support;
+
+use std::process::Output;
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 
-struct Scratch {
-    dir: tempfile::TempDir,
-}
+use support::Scratch;
 
 impl Scratch {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("ws")).unwrap();
-        std::fs::write(dir.path().join("ws/notes.txt"), "remember the milk\n").unwrap();
-        Scratch { dir }
-    }
-    fn ws(&self) -> PathBuf {
-        self.dir.path().join("ws")
-    }
-    fn cmd(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-        for var in [
-            "OPENAI_BASE_URL",
-            "ANTHROPIC_API_KEY",
-            "ANTHROPIC_BASE_URL",
-            "AGENTLOOP_DB",
-            "AGENTLOOP_MODEL",
-        ] {
-            cmd.env_remove(var);
-        }
-        cmd.env("OPENAI_API_KEY", "dummy")
-            .env("XDG_DATA_HOME", self.dir.path().join("data"))
-            .env("NO_COLOR", "1")
-            .arg("--db")
-            .arg(self.dir.path().join("sessions.db"))
-            .stdin(Stdio::null());
-        cmd
-    }
     fn agent(&self, server: &MockServer, args: &[&str]) -> Output {
         self.cmd()
             .args(args)
@@ -52,9 +23,6 @@ impl Scratch {
             .arg(self.ws())
             .output()
             .unwrap()
-    }
-    fn plain(&self, args: &[&str]) -> Output {
-        self.cmd().args(args).output().unwrap()
     }
 }
 
@@ -82,7 +50,7 @@ fn script() -> Value {
 
 #[test]
 fn defer_stops_with_exit_3_then_approve_deny_and_resume_in_new_processes() {
-    let scratch = Scratch::new();
+    let scratch = Scratch::with_notes();
     let server = MockServer::start(Script::from_value(script()).unwrap());
 
     let out = scratch.agent(
@@ -167,7 +135,7 @@ fn defer_stops_with_exit_3_then_approve_deny_and_resume_in_new_processes() {
 
 #[test]
 fn text_mode_prints_the_pending_calls_and_run_continue_resumes() {
-    let scratch = Scratch::new();
+    let scratch = Scratch::with_notes();
     let server = MockServer::start(Script::from_value(script()).unwrap());
     let out = scratch.agent(&server, &["run", "--approve", "defer", "Write two files"]);
     assert_eq!(out.status.code(), Some(3), "stderr: {}", text(&out.stderr));

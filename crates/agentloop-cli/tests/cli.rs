@@ -6,6 +6,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::collections::HashSet;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
@@ -19,53 +21,12 @@ use serde_json::{Value, json};
 const LABEL: &str =
     "scripted demo: the model is a mock server replaying a fixed script; the tools are real";
 
-/// A scratch directory with a workspace and a session database.
-struct Scratch {
-    dir: tempfile::TempDir,
-}
+use support::Scratch;
 
 impl Scratch {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("ws")).unwrap();
-        Scratch { dir }
-    }
-    fn ws(&self) -> PathBuf {
-        self.dir.path().join("ws")
-    }
-    fn db(&self) -> PathBuf {
-        self.dir.path().join("sessions.db")
-    }
-    /// The binary with a clean environment: no real keys or URLs, the data dir in the scratch
-    /// directory (so nothing touches the developer's), no colours.
-    fn cmd(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-        for var in [
-            "OPENAI_BASE_URL",
-            "ANTHROPIC_API_KEY",
-            "ANTHROPIC_BASE_URL",
-            "AGENTLOOP_DB",
-            "AGENTLOOP_MODEL",
-            "AGENTLOOP_PROFILE",
-        ] {
-            cmd.env_remove(var);
-        }
-        cmd.env("OPENAI_API_KEY", "dummy")
-            .env("XDG_DATA_HOME", self.dir.path().join("data"))
-            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
-            .env("NO_COLOR", "1")
-            .arg("--db")
-            .arg(self.db())
-            .stdin(Stdio::null());
-        cmd
-    }
     /// `agentloop run --model openai:mock --base-url … --workspace ws ARGS… PROMPT`.
     fn run(&self, server: &MockServer, args: &[&str], prompt: &str) -> Output {
-        self.cmd()
-            .args(["run", "--model", "openai:mock", "--base-url"])
-            .arg(server.openai_base_url())
-            .arg("--workspace")
-            .arg(self.ws())
+        self.run_cmd(server)
             .args(args)
             .arg(prompt)
             .output()

@@ -5,43 +5,34 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 
-const BIN: &str = env!("CARGO_BIN_EXE_agentloop");
+use support::{BIN, Scratch};
 
-struct Scratch {
-    dir: tempfile::TempDir,
+/// The scratch directory with an MCP-ready layout: `ws/local.txt`, a user config directory and
+/// `served/remote.txt` for the MCP server to serve.
+fn scratch() -> Scratch {
+    let scratch = Scratch::new();
+    for dir in ["ws/.agentloop", "config/agentloop", "served"] {
+        std::fs::create_dir_all(scratch.path(dir)).unwrap();
+    }
+    std::fs::write(scratch.path("ws/local.txt"), "local file\n").unwrap();
+    std::fs::write(scratch.path("served/remote.txt"), "served file\n").unwrap();
+    scratch
 }
 
 impl Scratch {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join("ws/.agentloop")).unwrap();
-        std::fs::create_dir_all(dir.path().join("config/agentloop")).unwrap();
-        std::fs::create_dir_all(dir.path().join("served")).unwrap();
-        std::fs::write(dir.path().join("ws/local.txt"), "local file\n").unwrap();
-        std::fs::write(dir.path().join("served/remote.txt"), "served file\n").unwrap();
-        Scratch { dir }
-    }
-    fn path(&self, p: &str) -> PathBuf {
-        self.dir.path().join(p)
-    }
-    fn cmd(&self) -> Command {
-        let mut cmd = Command::new(BIN);
-        cmd.env("OPENAI_API_KEY", "dummy")
-            .env("XDG_DATA_HOME", self.path("data"))
-            .env("XDG_CONFIG_HOME", self.path("config"))
-            .env("NO_COLOR", "1")
-            .env_remove("AGENTLOOP_DB")
-            .arg("--db")
-            .arg(self.path("sessions.db"))
-            // The workspace files below name servers: they apply in a trusted directory only.
-            .arg("--trust-project")
-            .stdin(Stdio::null());
+    /// `cmd()` in a trusted workspace: the workspace files below name servers, and they apply
+    /// in a trusted directory only.
+    fn trusted(&self) -> Command {
+        let mut cmd = self.cmd();
+        cmd.arg("--trust-project");
         cmd
     }
     /// The TOML block of a server that is this binary serving `served/`.
@@ -68,7 +59,7 @@ fn write(path: &Path, body: &str) {
 
 #[test]
 fn a_run_calls_a_configured_mcp_server_next_to_the_builtin_tools() {
-    let s = Scratch::new();
+    let s = scratch();
     // The user file names a broken server; the workspace file redefines it (workspace wins).
     write(
         &s.path("config/agentloop/config.toml"),
@@ -87,7 +78,7 @@ fn a_run_calls_a_configured_mcp_server_next_to_the_builtin_tools() {
         .unwrap(),
     );
     let out = s
-        .cmd()
+        .trusted()
         .args(["run", "--json", "--model", "openai:mock", "--base-url"])
         .arg(server.openai_base_url())
         .arg("--workspace")
@@ -118,7 +109,7 @@ fn a_run_calls_a_configured_mcp_server_next_to_the_builtin_tools() {
 
 #[test]
 fn mcp_list_shows_servers_their_state_and_tools() {
-    let s = Scratch::new();
+    let s = scratch();
     write(
         &s.path("ws/.agentloop/config.toml"),
         &format!(
@@ -127,7 +118,7 @@ fn mcp_list_shows_servers_their_state_and_tools() {
         ),
     );
     let out = s
-        .cmd()
+        .trusted()
         .args(["mcp", "list", "--workspace"])
         .arg(s.path("ws"))
         .output()
@@ -158,7 +149,7 @@ fn mcp_list_shows_servers_their_state_and_tools() {
 
     // --mcp adds a server from the command line.
     let out = s
-        .cmd()
+        .trusted()
         .args(["mcp", "list", "--workspace"])
         .arg(s.path("served"))
         .arg("--mcp")
@@ -178,13 +169,13 @@ fn mcp_list_shows_servers_their_state_and_tools() {
 
 #[test]
 fn unknown_config_keys_are_a_usage_error_listing_the_valid_ones() {
-    let s = Scratch::new();
+    let s = scratch();
     write(
         &s.path("ws/.agentloop/config.toml"),
         "[mcp_servers.x]\ncomand = \"a\"\n",
     );
     let out = s
-        .cmd()
+        .trusted()
         .args(["mcp", "list", "--workspace"])
         .arg(s.path("ws"))
         .output()

@@ -7,17 +7,18 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+mod support;
+
+use std::process::Output;
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::json;
+use support::Scratch;
 
-const BIN: &str = env!("CARGO_BIN_EXE_agentloop");
 const EVERYTHING: &str = "node_modules/@modelcontextprotocol/server-everything/dist/index.js";
 
 /// A scratch home whose user config names server-everything as `everything`.
-fn scratch() -> Option<(tempfile::TempDir, PathBuf)> {
+fn scratch() -> Option<Scratch> {
     let Some(dir) = agentloop_testkit::external::node_package_dir(EVERYTHING) else {
         agentloop_testkit::external::skip_suite(
             "MCP prompts through the CLI",
@@ -26,32 +27,17 @@ fn scratch() -> Option<(tempfile::TempDir, PathBuf)> {
         );
         return None;
     };
-    let home = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(home.path().join("config/agentloop")).unwrap();
-    std::fs::create_dir_all(home.path().join("ws")).unwrap();
+    let scratch = Scratch::new();
+    std::fs::create_dir_all(scratch.path("config/agentloop")).unwrap();
     std::fs::write(
-        home.path().join("config/agentloop/config.toml"),
+        scratch.path("config/agentloop/config.toml"),
         format!(
             "[mcp_servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
             dir.join(EVERYTHING).to_str().unwrap()
         ),
     )
     .unwrap();
-    let ws = home.path().join("ws");
-    Some((home, ws))
-}
-
-fn cmd(home: &Path) -> Command {
-    let mut cmd = Command::new(BIN);
-    cmd.env("OPENAI_API_KEY", "dummy")
-        .env("XDG_DATA_HOME", home.join("data"))
-        .env("XDG_CONFIG_HOME", home.join("config"))
-        .env("NO_COLOR", "1")
-        .env_remove("AGENTLOOP_DB")
-        .arg("--db")
-        .arg(home.join("sessions.db"))
-        .stdin(Stdio::null());
-    cmd
+    Some(scratch)
 }
 
 fn text(out: &Output) -> String {
@@ -62,25 +48,17 @@ fn text(out: &Output) -> String {
     )
 }
 
-fn run(home: &Path, ws: &Path, server: &MockServer, prompt: &str) -> Output {
-    cmd(home)
-        .args(["run", "--model", "openai:mock", "--base-url"])
-        .arg(server.openai_base_url())
-        .arg("--workspace")
-        .arg(ws)
-        .arg(prompt)
-        .output()
-        .unwrap()
+fn run(scratch: &Scratch, server: &MockServer, prompt: &str) -> Output {
+    scratch.run_cmd(server).arg(prompt).output().unwrap()
 }
 
 #[test]
 fn a_prompt_command_sends_the_servers_prompt_to_the_model() {
-    let Some((home, ws)) = scratch() else { return };
+    let Some(scratch) = scratch() else { return };
     let server =
         MockServer::start(Script::from_value(json!({"turns": [{"text": "sunny"}]})).unwrap());
     let out = run(
-        home.path(),
-        &ws,
+        &scratch,
         &server,
         "/mcp__everything__args-prompt \"San Antonio\" state=Texas",
     );
@@ -97,10 +75,10 @@ fn a_prompt_command_sends_the_servers_prompt_to_the_model() {
 
 #[test]
 fn a_bad_prompt_command_is_a_usage_error_and_nothing_is_sent() {
-    let Some((home, ws)) = scratch() else { return };
+    let Some(scratch) = scratch() else { return };
     let server =
         MockServer::start(Script::from_value(json!({"turns": [{"text": "unused"}]})).unwrap());
-    let out = run(home.path(), &ws, &server, "/mcp__everything__args-prompt");
+    let out = run(&scratch, &server, "/mcp__everything__args-prompt");
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -110,7 +88,7 @@ fn a_bad_prompt_command_is_a_usage_error_and_nothing_is_sent() {
         "{}",
         text(&out)
     );
-    let out = run(home.path(), &ws, &server, "/mcp__everything__nope now");
+    let out = run(&scratch, &server, "/mcp__everything__nope now");
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("/mcp__everything__simple-prompt"),
@@ -122,10 +100,11 @@ fn a_bad_prompt_command_is_a_usage_error_and_nothing_is_sent() {
 
 #[test]
 fn mcp_list_shows_the_prompt_commands() {
-    let Some((home, ws)) = scratch() else { return };
-    let out = cmd(home.path())
+    let Some(scratch) = scratch() else { return };
+    let out = scratch
+        .cmd()
         .args(["mcp", "list", "--workspace"])
-        .arg(&ws)
+        .arg(scratch.ws())
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
@@ -139,15 +118,12 @@ fn mcp_list_shows_the_prompt_commands() {
 
 #[test]
 fn a_bad_mcp_log_level_is_a_usage_error() {
-    let Some((home, ws)) = scratch() else { return };
+    let Some(scratch) = scratch() else { return };
     let server =
         MockServer::start(Script::from_value(json!({"turns": [{"text": "unused"}]})).unwrap());
-    let out = cmd(home.path())
+    let out = scratch
+        .run_cmd(&server)
         .env("AGENTLOOP_MCP_LOG_LEVEL", "loud")
-        .args(["run", "--model", "openai:mock", "--base-url"])
-        .arg(server.openai_base_url())
-        .arg("--workspace")
-        .arg(&ws)
         .arg("hello")
         .output()
         .unwrap();

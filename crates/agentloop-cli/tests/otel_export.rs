@@ -7,10 +7,11 @@
 #![cfg(feature = "otel")]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -216,35 +217,13 @@ impl Receiver {
     }
 }
 
-struct Scratch {
-    dir: tempfile::TempDir,
-}
+use support::Scratch;
 
 impl Scratch {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("ws")).unwrap();
-        std::fs::write(dir.path().join("ws/notes.txt"), "remember the milk\n").unwrap();
-        Scratch { dir }
-    }
-    fn ws(&self) -> PathBuf {
-        self.dir.path().join("ws")
-    }
     /// `agentloop run --json` against `server`, exporting to `receiver`.
-    fn cmd(&self, server: &MockServer, receiver: &Receiver, prompt: &str) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-        for (var, _) in std::env::vars() {
-            if var.starts_with("OTEL_") {
-                cmd.env_remove(var);
-            }
-        }
-        for var in ["OPENAI_BASE_URL", "AGENTLOOP_DB", "AGENTLOOP_MODEL"] {
-            cmd.env_remove(var);
-        }
-        cmd.env("OPENAI_API_KEY", "dummy")
-            .env("XDG_DATA_HOME", self.dir.path().join("data"))
-            .env("NO_COLOR", "1")
-            .env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
+    fn export_cmd(&self, server: &MockServer, receiver: &Receiver, prompt: &str) -> Command {
+        let mut cmd = self.run_cmd(server);
+        cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.endpoint())
             .env("OTEL_SERVICE_NAME", "agentloop-e2e")
             .env(
                 "OTEL_EXPORTER_OTLP_PROTOCOL",
@@ -254,14 +233,8 @@ impl Scratch {
                     "http/protobuf"
                 },
             )
-            .arg("--db")
-            .arg(self.dir.path().join("sessions.db"))
-            .args(["run", "--json", "--model", "openai:mock", "--base-url"])
-            .arg(server.openai_base_url())
-            .arg("--workspace")
-            .arg(self.ws())
+            .arg("--json")
             .arg(prompt)
-            .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         cmd
@@ -290,7 +263,7 @@ fn a_run_exports_its_genai_spans_and_metrics_over_otlp_grpc() {
 }
 
 fn a_run_exports_its_genai_spans_and_metrics(receiver: Receiver) {
-    let scratch = Scratch::new();
+    let scratch = Scratch::with_notes();
     let server = server(json!({"turns": [
         {"tool_calls": [
             {"id": "call_1", "name": "read_file", "arguments": {"path": "notes.txt"}},
@@ -299,7 +272,7 @@ fn a_run_exports_its_genai_spans_and_metrics(receiver: Receiver) {
         {"text": "It says to remember the milk.", "usage": {"input_tokens": 200, "output_tokens": 9}}
     ]}));
     let out = scratch
-        .cmd(&server, &receiver, "What do my notes say?")
+        .export_cmd(&server, &receiver, "What do my notes say?")
         .output()
         .unwrap();
     assert!(
@@ -402,11 +375,11 @@ fn spans_are_flushed_after_ctrl_c_over_grpc() {
 
 #[cfg(unix)]
 fn spans_are_flushed_after_ctrl_c_to(receiver: Receiver) {
-    let scratch = Scratch::new();
+    let scratch = Scratch::with_notes();
     // The model takes 30 s to answer: plenty of time to interrupt it.
     let server = server(json!({"turns": [{"text": "too late", "first_byte_delay_ms": 30000}]}));
     let mut child = scratch
-        .cmd(&server, &receiver, "Take your time.")
+        .export_cmd(&server, &receiver, "Take your time.")
         .spawn()
         .unwrap();
     let stdout = BufReader::new(child.stdout.take().unwrap());
@@ -440,10 +413,10 @@ fn spans_are_flushed_after_ctrl_c_to(receiver: Receiver) {
 #[test]
 fn nothing_is_sent_when_the_sdk_is_disabled() {
     let receiver = Receiver::start();
-    let scratch = Scratch::new();
+    let scratch = Scratch::with_notes();
     let server = server(json!({"turns": [{"text": "hello"}]}));
     let out = scratch
-        .cmd(&server, &receiver, "Hi")
+        .export_cmd(&server, &receiver, "Hi")
         .env("OTEL_SDK_DISABLED", "true")
         .output()
         .unwrap();

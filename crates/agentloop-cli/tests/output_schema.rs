@@ -5,48 +5,24 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 
-struct Scratch {
-    dir: tempfile::TempDir,
-}
+use support::Scratch;
 
 impl Scratch {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("ws")).unwrap();
-        Scratch { dir }
-    }
     fn schema(&self, schema: &Value) -> PathBuf {
-        let path = self.dir.path().join("ticket.json");
+        let path = self.path("ticket.json");
         std::fs::write(&path, schema.to_string()).unwrap();
         path
     }
     fn run(&self, server: &MockServer, args: &[&str]) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-        for var in [
-            "OPENAI_BASE_URL",
-            "ANTHROPIC_API_KEY",
-            "ANTHROPIC_BASE_URL",
-            "AGENTLOOP_DB",
-            "AGENTLOOP_MODEL",
-        ] {
-            cmd.env_remove(var);
-        }
-        cmd.env("OPENAI_API_KEY", "dummy")
-            .env("XDG_DATA_HOME", self.dir.path().join("data"))
-            .env("NO_COLOR", "1")
-            .arg("--db")
-            .arg(self.dir.path().join("sessions.db"))
-            .stdin(Stdio::null())
-            .args(["run", "--model", "openai:mock", "--base-url"])
-            .arg(server.openai_base_url())
-            .arg("--workspace")
-            .arg(self.dir.path().join("ws"))
+        self.run_cmd(server)
             .args(args)
             .arg("File a ticket for the notes")
             .output()

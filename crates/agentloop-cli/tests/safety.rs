@@ -4,56 +4,32 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
+mod support;
+
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 
-struct Scratch {
-    dir: tempfile::TempDir,
+use support::Scratch;
+
+/// The scratch directory with the database in a directory of its own that does not exist yet.
+fn scratch() -> Scratch {
+    Scratch::new().layout("data/sessions.db", "xdg")
 }
 
 impl Scratch {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("ws")).unwrap();
-        Scratch { dir }
-    }
-    fn ws(&self) -> PathBuf {
-        self.dir.path().join("ws")
-    }
-    fn db(&self) -> PathBuf {
-        self.dir.path().join("data").join("sessions.db")
-    }
-    fn cmd(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-        for var in ["OPENAI_BASE_URL", "AGENTLOOP_DB", "AGENTLOOP_MODEL"] {
-            cmd.env_remove(var);
-        }
-        cmd.env("OPENAI_API_KEY", "dummy")
-            .env("XDG_DATA_HOME", self.dir.path().join("xdg"))
-            .env("NO_COLOR", "1")
-            .arg("--db")
-            .arg(self.db())
-            .stdin(Stdio::null())
+    fn prompt_cmd(&self, server: &MockServer, args: &[&str], prompt: &str) -> Command {
+        let mut cmd = self.run_cmd(server);
+        cmd.args(args)
+            .arg(prompt)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         cmd
     }
-    fn run_cmd(&self, server: &MockServer, args: &[&str], prompt: &str) -> Command {
-        let mut cmd = self.cmd();
-        cmd.args(["run", "--model", "openai:mock", "--base-url"])
-            .arg(server.openai_base_url())
-            .arg("--workspace")
-            .arg(self.ws())
-            .args(args)
-            .arg(prompt);
-        cmd
-    }
     fn run(&self, server: &MockServer, args: &[&str], prompt: &str) -> Output {
-        self.run_cmd(server, args, prompt).output().unwrap()
+        self.prompt_cmd(server, args, prompt).output().unwrap()
     }
     fn sessions(&self, args: &[&str]) -> Output {
         self.cmd().arg("sessions").args(args).output().unwrap()
@@ -72,7 +48,7 @@ const RAW: [&str; 5] = ["\x1b]0;", "\x1b]52;", "\x1b[2J", "\u{202e}", "\r"];
 
 #[test]
 fn stored_hostile_text_is_shown_with_visible_escapes() {
-    let scratch = Scratch::new();
+    let scratch = scratch();
     let hostile = "ok\x1b]0;title\x07\x1b]52;c;eA==\x07\x1b[2J\u{202e}\r";
     let server = server(json!({"turns": [
         {"tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"path": "evil.txt"}}]},
@@ -122,7 +98,7 @@ fn stored_hostile_text_is_shown_with_visible_escapes() {
 
 #[test]
 fn a_second_process_on_a_session_in_use_fails_clearly_and_a_killed_owner_frees_it() {
-    let scratch = Scratch::new();
+    let scratch = scratch();
     let slow = |marker: &str| {
         json!({"turns": [
             {"tool_calls": [{"id": "s1", "name": "shell",
@@ -132,7 +108,7 @@ fn a_second_process_on_a_session_in_use_fails_clearly_and_a_killed_owner_frees_i
     };
     let server_a = server(slow("a_started"));
     let mut a = scratch
-        .run_cmd(
+        .prompt_cmd(
             &server_a,
             &["--approve", "allow", "--session", "shared"],
             "go",
@@ -183,7 +159,7 @@ fn nested(depth: usize) -> Value {
 
 #[test]
 fn deeply_nested_arguments_leave_a_resumable_showable_exportable_session() {
-    let scratch = Scratch::new();
+    let scratch = scratch();
     let server = server(json!({"turns": [
         {"tool_calls": [{"id": "deep", "name": "read_file", "arguments": {"path": "x", "deep": nested(200)}}]},
         {"text": "after"}
@@ -217,7 +193,7 @@ fn deeply_nested_arguments_leave_a_resumable_showable_exportable_session() {
 #[test]
 fn the_database_is_private_and_a_failed_append_fails_the_run() {
     use std::os::unix::fs::PermissionsExt;
-    let scratch = Scratch::new();
+    let scratch = scratch();
     let server = server(json!({"turns": [{"text": "hello"}]}));
     let out = scratch.run(&server, &["--session", "s"], "hi");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -262,7 +238,7 @@ fn the_database_is_private_and_a_failed_append_fails_the_run() {
 
 #[test]
 fn runs_have_a_default_turn_ceiling() {
-    let scratch = Scratch::new();
+    let scratch = scratch();
     let out = scratch.cmd().args(["run", "--help"]).output().unwrap();
     let help = text(&out.stdout);
     assert!(help.contains("[default: 100]"), "{help}");

@@ -4,46 +4,24 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::io::Write;
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 
-struct Scratch {
-    dir: tempfile::TempDir,
-}
+use support::Scratch;
 
 impl Scratch {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("ws")).unwrap();
-        Scratch { dir }
-    }
-    fn ws(&self) -> PathBuf {
-        self.dir.path().join("ws")
-    }
-    fn cmd(&self, server: &MockServer, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-        for var in ["OPENAI_BASE_URL", "AGENTLOOP_DB", "AGENTLOOP_MODEL"] {
-            cmd.env_remove(var);
-        }
-        cmd.env("OPENAI_API_KEY", "dummy")
-            .env("XDG_DATA_HOME", self.dir.path().join("data"))
-            .env("NO_COLOR", "1")
-            .arg("--db")
-            .arg(self.dir.path().join("sessions.db"))
-            .args(["run", "--model", "openai:mock", "--base-url"])
-            .arg(server.openai_base_url())
-            .arg("--workspace")
-            .arg(self.ws())
-            .args(args)
-            .stdin(Stdio::null());
+    fn cmd_with(&self, server: &MockServer, args: &[&str]) -> Command {
+        let mut cmd = self.run_cmd(server);
+        cmd.args(args);
         cmd
     }
     fn run(&self, server: &MockServer, args: &[&str]) -> Output {
-        self.cmd(server, args).output().unwrap()
+        self.cmd_with(server, args).output().unwrap()
     }
 }
 
@@ -130,7 +108,7 @@ fn piped_stdin_is_added_to_the_prompt_as_context() {
     let scratch = Scratch::new();
     let server = server(json!({"turns": [{"text": "Seen."}]}));
     let mut child = scratch
-        .cmd(&server, &["-q", "explain this log"])
+        .cmd_with(&server, &["-q", "explain this log"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -174,7 +152,7 @@ fn project_instructions_reach_the_system_prompt_and_the_header() {
     .unwrap();
     std::fs::write(scratch.ws().join("CLAUDE.md"), "Prefer tabs.").unwrap();
     let server = server(json!({"turns": [{"text": "ok"}], "repeat": true}));
-    let mut cmd = scratch.cmd(&server, &["go"]);
+    let mut cmd = scratch.cmd_with(&server, &["go"]);
     let out = cmd.output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stderr = text(&out.stderr);
@@ -200,22 +178,6 @@ fn project_instructions_reach_the_system_prompt_and_the_header() {
 fn list_call(id: &str, input_tokens: u64) -> Value {
     json!({"tool_calls": [{"id": id, "name": "list_dir", "arguments": {"path": "."}}],
            "usage": {"input_tokens": input_tokens, "output_tokens": 5}})
-}
-
-impl Scratch {
-    fn plain(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_agentloop"))
-            .env_remove("AGENTLOOP_MODEL")
-            .env_remove("OPENAI_BASE_URL")
-            .env("OPENAI_API_KEY", "dummy")
-            .env("NO_COLOR", "1")
-            .arg("--db")
-            .arg(self.dir.path().join("sessions.db"))
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    }
 }
 
 #[test]

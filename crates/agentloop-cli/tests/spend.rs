@@ -3,50 +3,18 @@
 //! and the `--max-*` flags stop a run before the model call that would exceed them.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+mod support;
+
+use std::process::Output;
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 
-struct Scratch {
-    dir: tempfile::TempDir,
-}
+use support::Scratch;
 
 impl Scratch {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("ws")).unwrap();
-        std::fs::write(dir.path().join("ws/notes.txt"), "remember the milk\n").unwrap();
-        Scratch { dir }
-    }
-    fn cmd(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-        for (var, _) in std::env::vars() {
-            if var.starts_with("OTEL_") {
-                cmd.env_remove(var);
-            }
-        }
-        for var in ["OPENAI_BASE_URL", "AGENTLOOP_DB", "AGENTLOOP_MODEL"] {
-            cmd.env_remove(var);
-        }
-        cmd.env("OPENAI_API_KEY", "dummy")
-            .env("XDG_DATA_HOME", self.dir.path().join("data"))
-            .env("NO_COLOR", "1")
-            .arg("--db")
-            .arg(self.db())
-            .stdin(Stdio::null());
-        cmd
-    }
-    fn db(&self) -> PathBuf {
-        self.dir.path().join("sessions.db")
-    }
     fn run(&self, server: &MockServer, model: &str, args: &[&str]) -> Output {
-        self.cmd()
-            .args(["run", "--model", model, "--base-url"])
-            .arg(server.openai_base_url())
-            .arg("--workspace")
-            .arg(self.dir.path().join("ws"))
+        self.run_model_cmd(server, model)
             .args(args)
             .arg("What do my notes say?")
             .output()
@@ -77,7 +45,7 @@ const TURN_COST: f64 = 1000.0 * 2.5e-6 + 2000.0 * 1.25e-6 + 500.0 * 10e-6;
 
 #[test]
 fn the_final_line_json_end_and_session_list_carry_tokens_and_cost() {
-    let scratch = Scratch::new();
+    let scratch = Scratch::with_notes();
     let out = scratch.run(&server(), "openai:gpt-4o", &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let last = text(&out.stdout).lines().last().unwrap().to_owned();
@@ -143,7 +111,7 @@ fn limit_flags_stop_before_the_call_that_would_exceed_them() {
         ("--max-total-tokens", "7000", "total_tokens"),
         ("--max-cost", "0.015", "cost_usd"),
     ] {
-        let scratch = Scratch::new();
+        let scratch = Scratch::with_notes();
         let server = server();
         let out = scratch.run(&server, "openai:gpt-4o", &["--json", flag, value]);
         assert_eq!(out.status.code(), Some(1), "{flag}: {}", text(&out.stderr));
@@ -163,7 +131,7 @@ fn limit_flags_stop_before_the_call_that_would_exceed_them() {
 
 #[test]
 fn invalid_limits_are_usage_errors() {
-    let scratch = Scratch::new();
+    let scratch = Scratch::with_notes();
     for args in [
         ["--max-cost", "0"],
         ["--max-cost", "abc"],
