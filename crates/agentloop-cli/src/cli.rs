@@ -259,9 +259,14 @@ pub struct RunArgs {
     #[arg(long, default_value = "workspace-write", value_name = "MODE")]
     pub sandbox: SandboxMode,
 
-    /// Let this environment variable reach shell commands although it looks like a credential
-    /// (`*_API_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`, provider keys, which are removed
-    /// otherwise). Repeatable.
+    /// Let this environment variable of the agent reach shell commands. Commands get a fresh
+    /// environment: only `PATH`, `HOME`, `USER`, `LOGNAME`, `SHELL`, `LANG`, `LANGUAGE`, `LC_*`,
+    /// `TERM`, `COLORTERM`, `NO_COLOR`, `TMPDIR`, `TZ` and toolchain homes (`CARGO_HOME`,
+    /// `RUSTUP_HOME`, `GOPATH`, `JAVA_HOME`, …) pass, and not even those when the name or value
+    /// looks like a credential (`*_API_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`, `PGPASSWORD`,
+    /// `*_PWD`, `*_DSN`, `*_WEBHOOK_URL`, `*_AUTH`, `*_COOKIE`, `NPM_CONFIG__AUTH*`,
+    /// `SSH_AUTH_SOCK`, provider keys, a URL with `user:password@`). A name given here passes
+    /// whatever it looks like (except the key this CLI uses). Repeatable.
     #[arg(long = "shell-env-allow", value_name = "NAME")]
     pub shell_env_allow: Vec<String>,
 

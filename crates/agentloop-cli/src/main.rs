@@ -54,6 +54,11 @@ use crate::cli::{Command, ConfigCommand};
 use crate::error::Failure;
 
 fn main() -> ExitCode {
+    // Before any key is read: shell commands (same user) must not read this process's
+    // environment or memory through /proc (see `protect_agent_secrets`).
+    if let Err(e) = agentloop::builtin::protect_agent_secrets() {
+        eprintln!("agentloop: warning: cannot make the process non-dumpable: {e}");
+    }
     // Config files fill in the `run` flags the user did not give (see settings.rs).
     let cli = match settings::parse(std::env::args_os().collect()) {
         Ok(cli) => cli,

@@ -317,26 +317,34 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
     })
 }
 
-/// On SIGTERM or SIGHUP (the terminal closed), kills every process the shell tool started —
-/// detached ones included — and exits with 128 + the signal number. The returned task is
-/// aborted when the run ends.
+/// On SIGTERM, SIGHUP (the terminal closed), SIGQUIT, SIGUSR1 or SIGALRM — the signals whose
+/// default action ends the process — kills every process the shell tool started, detached
+/// ones included, and exits with 128 + the signal number. (SIGINT is handled by the run
+/// itself; SIGKILL cannot be caught: see the README.) The returned task is aborted when the
+/// run ends.
 fn kill_on_exit_signals() -> tokio::task::JoinHandle<()> {
     tokio::spawn(async {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut term), Ok(mut hup)) = (
+            let (Ok(mut term), Ok(mut hup), Ok(mut quit), Ok(mut usr1), Ok(mut alrm)) = (
                 signal(SignalKind::terminate()),
                 signal(SignalKind::hangup()),
+                signal(SignalKind::quit()),
+                signal(SignalKind::user_defined1()),
+                signal(SignalKind::alarm()),
             ) else {
                 return;
             };
-            let code = tokio::select! {
-                _ = term.recv() => 128 + 15,
-                _ = hup.recv() => 128 + 1,
+            let received = tokio::select! {
+                _ = term.recv() => 15,
+                _ = hup.recv() => 1,
+                _ = quit.recv() => 3,
+                _ = usr1.recv() => 10,
+                _ = alrm.recv() => 14,
             };
             builtin::kill_shell_processes();
-            std::process::exit(code);
+            std::process::exit(128 + received);
         }
     })
 }

@@ -1,6 +1,6 @@
 //! No orphans when the CLI ends: while the model's `shell` call runs a
 //! command that detached a `setsid` child, the `agentloop` process gets SIGTERM, SIGHUP (the
-//! terminal closed) or SIGINT; the detached child is gone afterwards.
+//! terminal closed), SIGINT, SIGQUIT, SIGUSR1 or SIGALRM; the detached child is gone afterwards.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(target_os = "linux")]
 
@@ -127,4 +127,16 @@ fn sigint_of_the_cli_kills_the_detached_child() {
         gone(pid),
         "detached process {pid} survived Ctrl-C of the CLI"
     );
+}
+
+#[test]
+fn sigquit_sigusr1_and_sigalrm_of_the_cli_kill_the_detached_child() {
+    for (signal, number) in [("QUIT", 3), ("USR1", 10), ("ALRM", 14)] {
+        let (code, pid) = signal_during_shell(signal);
+        assert_eq!(code, Some(128 + number), "SIG{signal}");
+        assert!(
+            gone(pid),
+            "detached process {pid} survived SIG{signal} of the CLI"
+        );
+    }
 }

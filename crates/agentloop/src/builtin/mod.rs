@@ -55,6 +55,8 @@
 //! ```
 
 mod approval;
+#[cfg(target_os = "linux")]
+mod cgroup;
 mod edit_file;
 mod find_files;
 mod grep;
@@ -65,6 +67,7 @@ mod procs;
 mod read_file;
 mod reading;
 mod sandbox;
+mod secrets;
 mod shell;
 mod shell_env;
 mod workspace;
@@ -88,11 +91,12 @@ pub use read_file::{
     DEFAULT_LINE_LIMIT as READ_FILE_DEFAULT_LINES, MAX_BYTES as READ_FILE_MAX_BYTES,
 };
 pub use sandbox::{ParseSandboxModeError, SandboxMode, sandbox_support};
+pub use secrets::protect_agent_secrets;
 pub use shell::{
     DEFAULT_TIMEOUT_SECS as SHELL_DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS as SHELL_MAX_TIMEOUT_SECS,
     ShellOptions,
 };
-pub use shell_env::looks_like_credential;
+pub use shell_env::{SHELL_ENV_BASE, looks_like_credential, looks_like_credential_value};
 pub use workspace::Workspace;
 
 /// The names of the built-in tools that change files or run commands (and so need approval

@@ -1,19 +1,21 @@
 //! Every process a shell command starts ends with the call: when it finishes, times out or is
 //! aborted, and when the agent exits ([`kill_shell_processes`]).
 //!
-//! Process groups miss processes that call `setsid` (and double-forked daemons), so on Linux
-//! the agent makes itself a child subreaper (`PR_SET_CHILD_SUBREAPER`): an orphaned descendant
-//! is re-parented to the agent instead of to init, and so stays findable as a descendant of
-//! the agent. Each command also carries a marker variable, `AGENTLOOP_SHELL_CALL`, unique to
-//! the call; when the call ends, every descendant of the agent that is a descendant of the
-//! command's shell or carries its marker is killed (`SIGKILL`, repeated until none is left, so
-//! a process forking while it is being killed is caught too), and the killed processes that
-//! were re-parented to the agent are reaped. Off Linux only the process group is killed.
+//! The main defence is a cgroup per command (the `cgroup` module): nothing started inside can
+//! leave it, however it detaches. Where the agent cannot create cgroups, this module's scan is
+//! the defence: the agent makes itself a child subreaper (`PR_SET_CHILD_SUBREAPER`), so an
+//! orphaned descendant is re-parented to the agent instead of to init and stays findable as a
+//! descendant of the agent; each command also carries a marker variable,
+//! `AGENTLOOP_SHELL_CALL`, unique to the call. When the call ends, every descendant of the
+//! agent that is a descendant of the command's shell or carries its marker is stopped
+//! (`SIGSTOP`, repeated until a pass finds no new one, so a process forking meanwhile is caught
+//! too), then killed (`SIGKILL`), and the killed processes that were re-parented to the agent
+//! are reaped. Both defences run for every call (the scan finds nothing after the cgroup was
+//! killed). Off Linux only the process group is killed.
 //!
-//! Known limit: a process that both leaves the command's tree (`setsid` + double fork) *and*
-//! scrubs its environment of the marker escapes the per-call kill; it is still a descendant of
-//! the agent and is killed by [`kill_shell_processes`] when the agent exits only if it carries
-//! a marker, so applications should also end their process tree on exit.
+//! Known limit of the scan (without cgroups): a process that leaves the command's tree (its
+//! parent exits) *and* scrubs its environment of the marker escapes it. Run the agent where
+//! it may create cgroups (as root, or in a systemd scope with delegation) to close that gap.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,10 +83,12 @@ pub(crate) fn kill_call(shell_pid: Option<u32>, marker: &str) {
 /// Kills every process any shell command of this agent started and that is still running.
 ///
 /// Call it when the application exits, including from its signal handling (the CLI does on
-/// SIGINT, SIGTERM, SIGHUP and at a normal exit): shell commands already in flight are killed
+/// SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGALRM and at a normal exit): shell commands already in flight are killed
 /// with their whole trees, detached (`setsid`) ones included. Safe to call more than once and
 /// from any thread; it does nothing when no command ever ran.
 pub fn kill_shell_processes() {
+    #[cfg(target_os = "linux")]
+    super::cgroup::kill_all();
     let markers: Vec<String> = LIVE.lock().map(|l| l.clone()).unwrap_or_default();
     #[cfg(target_os = "linux")]
     {
@@ -168,36 +172,71 @@ mod linux {
         parents
     }
 
-    /// Kills (SIGKILL) every descendant of the agent that `matches`, repeatedly until a pass
-    /// finds none, then reaps those re-parented to the agent (except `owned`, the shell itself,
-    /// whose status Tokio collects).
-    pub(super) fn kill_matching(matches: &dyn Fn(&Proc<'_>) -> bool, owned: Option<u32>) {
-        use rustix::process::{Pid, Signal, WaitOptions, kill_process, waitpid};
+    /// The pids of the agent's descendants that `matches` (the agent itself excluded).
+    fn matching(matches: &dyn Fn(&Proc<'_>) -> bool) -> Vec<u32> {
         let me = std::process::id();
-        let mut killed: HashSet<u32> = HashSet::new();
-        for _ in 0..50 {
-            let parents = parent_map();
-            let mut found = false;
-            for &pid in parents.keys() {
-                if pid == me {
-                    continue;
-                }
+        let parents = parent_map();
+        parents
+            .keys()
+            .copied()
+            .filter(|&pid| pid != me)
+            .filter(|&pid| {
                 let proc_ = Proc {
                     pid,
                     parents: &parents,
                 };
-                if !proc_.descends_from(me) || !matches(&proc_) {
-                    continue;
+                proc_.descends_from(me) && matches(&proc_)
+            })
+            .collect()
+    }
+
+    fn signal(pid: u32, signal: rustix::process::Signal) -> bool {
+        i32::try_from(pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+            .is_some_and(|p| rustix::process::kill_process(p, signal).is_ok())
+    }
+
+    /// Stops (`SIGSTOP`) every descendant of the agent that `matches`, repeatedly until a pass
+    /// finds none that is not stopped yet, then kills (`SIGKILL`) them all, and repeats the
+    /// kill until a pass finds none alive; then reaps those re-parented to the agent (except
+    /// `owned`, the shell itself, whose status Tokio collects). Stopping first means no
+    /// process runs between a relative's death and its own: none can fork a replacement, and
+    /// a shell cannot see its child killed and exit with its own status first.
+    pub(super) fn kill_matching(matches: &dyn Fn(&Proc<'_>) -> bool, owned: Option<u32>) {
+        use rustix::process::{Pid, Signal, WaitOptions, waitpid};
+        let me = std::process::id();
+        let mut stopped: HashSet<u32> = HashSet::new();
+        for _ in 0..50 {
+            let fresh: Vec<u32> = matching(matches)
+                .into_iter()
+                .filter(|pid| !stopped.contains(pid))
+                .collect();
+            if fresh.is_empty() {
+                break;
+            }
+            for pid in fresh {
+                if signal(pid, Signal::STOP) {
+                    stopped.insert(pid);
                 }
+            }
+        }
+        let mut killed: HashSet<u32> = HashSet::new();
+        for &pid in &stopped {
+            if signal(pid, Signal::KILL) {
+                killed.insert(pid);
+            }
+        }
+        for _ in 0..50 {
+            let mut found = false;
+            for pid in matching(matches) {
                 // A zombie already killed needs no further signal.
                 if killed.contains(&pid) && is_zombie(pid) {
                     continue;
                 }
-                if let Some(p) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
-                    if kill_process(p, Signal::KILL).is_ok() {
-                        found = true;
-                        killed.insert(pid);
-                    }
+                if signal(pid, Signal::KILL) {
+                    found = true;
+                    killed.insert(pid);
                 }
             }
             if !found {

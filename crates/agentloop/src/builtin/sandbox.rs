@@ -8,7 +8,12 @@
 //! denied (Landlock network rules, kernel ABI 4+), and on ABI 6+ the command can neither signal
 //! processes outside its sandbox nor reach abstract UNIX sockets created outside it.
 //!
-//! How: Landlock restricts the *calling thread* and everything it starts afterwards. So the
+//! In both confined modes a seccomp filter also refuses the terminal ioctls that inject input
+//! (`TIOCSTI`, `TIOCLINUX`), and `/dev/tty` is not writable; every command, in every mode,
+//! starts in a session of its own without a controlling terminal (see the `shell` module). The
+//! workspace's writable rule is built from its open directory handle, not its path.
+//!
+//! How: Landlock and seccomp restrict the *calling thread* and everything it starts afterwards. So the
 //! command is spawned from a fresh, short-lived thread that first restricts itself and then
 //! forks; the agent's own threads are never restricted, and no `unsafe` `pre_exec` hook is
 //! needed. Where the kernel cannot enforce (part of) the sandbox, [`restrict_current_thread`]
@@ -70,35 +75,50 @@ impl FromStr for SandboxMode {
 }
 
 /// What the sandbox needs to know about one command.
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub(crate) struct SandboxPlan {
     pub(crate) mode: SandboxMode,
-    /// Directories the command may write below (workspace-write only).
+    /// Directories the command may write below (workspace-write only), by path.
     pub(crate) writable: Vec<PathBuf>,
+    /// Directories the command may write below (workspace-write only), by open handle: the
+    /// workspace, so the rule covers the directory the agent opened even if its path is
+    /// swapped for a symbolic link.
+    #[cfg(unix)]
+    pub(crate) writable_handles: Vec<std::os::fd::OwnedFd>,
 }
 
 /// What could not be enforced, in words for a warning; `None` when everything asked for is.
 pub(crate) type Shortfall = Option<String>;
 
-/// Devices any command may write to (discarding output is not an escape).
-const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full", "/dev/tty"];
+/// Devices any command may write to (discarding output is not an escape). `/dev/tty` is not
+/// one: a command has no terminal (it runs in its own session), and writing to the user's
+/// terminal is how a command would type into it.
+const WRITABLE_DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
 
 /// Confines the calling thread (and every process it starts afterwards) according to `plan`.
 /// Call it only on a thread created for this purpose: the restriction cannot be lifted.
 #[cfg(target_os = "linux")]
 pub(crate) fn restrict_current_thread(plan: &SandboxPlan) -> Shortfall {
     use landlock::{
-        ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, LandlockStatus, Ruleset,
-        RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope, path_beneath_rules,
+        ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, Ruleset,
+        RulesetAttr, RulesetCreatedAttr, Scope, path_beneath_rules,
     };
+    use std::os::fd::AsFd;
     if plan.mode == SandboxMode::FullAccess {
         return None;
     }
     let abi = ABI::V6;
     let attempt = || -> Result<landlock::RestrictionStatus, landlock::RulesetError> {
         let mut writable: Vec<PathBuf> = WRITABLE_DEVICES.iter().map(PathBuf::from).collect();
+        let mut handles = Vec::new();
         if plan.mode == SandboxMode::WorkspaceWrite {
             writable.extend(plan.writable.iter().cloned());
+            handles.extend(plan.writable_handles.iter().map(|fd| {
+                Ok::<_, landlock::RulesetError>(PathBeneath::new(
+                    fd.as_fd(),
+                    AccessFs::from_all(abi),
+                ))
+            }));
         }
         Ruleset::default()
             .set_compatibility(CompatLevel::BestEffort)
@@ -108,9 +128,29 @@ pub(crate) fn restrict_current_thread(plan: &SandboxPlan) -> Shortfall {
             .create()?
             .add_rules(path_beneath_rules(["/"], AccessFs::from_read(abi)))?
             .add_rules(path_beneath_rules(&writable, AccessFs::from_all(abi)))?
+            .add_rules(handles)?
             .restrict_self()
     };
-    match attempt() {
+    let shortfall = landlock_shortfall(attempt());
+    match deny_terminal_injection() {
+        Ok(()) => shortfall,
+        Err(e) => {
+            let seccomp = format!("terminal input injection (TIOCSTI) is not blocked: {e}");
+            Some(match shortfall {
+                Some(text) => format!("{text}; {seccomp}"),
+                None => seccomp,
+            })
+        }
+    }
+}
+
+/// What of the Landlock sandbox is not enforced, from `restrict_self`'s outcome.
+#[cfg(target_os = "linux")]
+fn landlock_shortfall(
+    outcome: Result<landlock::RestrictionStatus, landlock::RulesetError>,
+) -> Shortfall {
+    use landlock::{LandlockStatus, RulesetStatus};
+    match outcome {
         Err(e) => Some(format!(
             "the Landlock sandbox could not be set up ({e}); the command runs unconfined"
         )),
@@ -141,6 +181,57 @@ pub(crate) fn restrict_current_thread(plan: &SandboxPlan) -> Shortfall {
     }
 }
 
+/// Denies the terminal ioctls that inject input (`TIOCSTI`, which pushes bytes into a
+/// terminal's input queue as if typed, and `TIOCLINUX`, whose selection paste does the same on
+/// a virtual console) to the calling thread and everything it starts, with `EPERM`, through a
+/// seccomp filter. The request is compared on its low 32 bits, as the kernel reads it, so high
+/// bits cannot smuggle it past; the x32 ABI's `ioctl` is covered too. The filter also kills a
+/// process making system calls of another architecture (a 32-bit binary), which could
+/// otherwise reach `ioctl` under another number. Needs `no_new_privs`, which Landlock's
+/// `restrict_self` has already set.
+#[cfg(target_os = "linux")]
+fn deny_terminal_injection() -> Result<(), String> {
+    use seccompiler::{
+        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
+    };
+    use std::collections::BTreeMap;
+    let arch = std::env::consts::ARCH
+        .try_into()
+        .map_err(|e| format!("no seccomp filter for this architecture: {e}"))?;
+    let request = |value: u64| {
+        SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value)
+            .and_then(|condition| SeccompRule::new(vec![condition]))
+    };
+    let ioctl_rules = || -> Result<Vec<SeccompRule>, seccompiler::BackendError> {
+        #[allow(clippy::useless_conversion)] // the request type differs between C libraries
+        Ok(vec![
+            request(u64::from(libc::TIOCSTI as u32))?,
+            request(u64::from(libc::TIOCLINUX as u32))?,
+        ])
+    };
+    let mut rules = BTreeMap::new();
+    rules.insert(libc::SYS_ioctl, ioctl_rules().map_err(|e| e.to_string())?);
+    #[cfg(target_arch = "x86_64")]
+    {
+        // The x32 ABI's ioctl: its own number with the x32 bit set, same architecture value.
+        const X32_IOCTL: i64 = 0x4000_0000 + 514;
+        rules.insert(X32_IOCTL, ioctl_rules().map_err(|e| e.to_string())?);
+    }
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .map_err(|e| e.to_string())?;
+    let program: seccompiler::BpfProgram = filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| e.to_string())?;
+    // Landlock set it already where the kernel has Landlock; without it, set it here.
+    rustix::thread::set_no_new_privs(true).map_err(|e| e.to_string())?;
+    seccompiler::apply_filter(&program).map_err(|e| e.to_string())
+}
+
 /// Off Linux there is no sandbox: say so.
 #[cfg(not(target_os = "linux"))]
 pub(crate) fn restrict_current_thread(plan: &SandboxPlan) -> Shortfall {
@@ -158,6 +249,8 @@ pub fn sandbox_support(mode: SandboxMode) -> Result<(), String> {
     let plan = SandboxPlan {
         mode,
         writable: vec![std::env::temp_dir()],
+        #[cfg(unix)]
+        writable_handles: Vec::new(),
     };
     match std::thread::spawn(move || restrict_current_thread(&plan)).join() {
         Ok(None) => Ok(()),

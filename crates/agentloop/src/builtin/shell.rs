@@ -1,13 +1,22 @@
 //! `shell{command, timeout_secs?}`: run a command with `sh -c` in the workspace root.
 //!
-//! Owns the child process's whole life: it starts in its own process group, sandboxed
-//! ([`SandboxMode`], Landlock on Linux; see the `sandbox` module), with an environment stripped
-//! of credentials ([`looks_like_credential`](super::looks_like_credential)); its stdout and
-//! stderr are collected together (in arrival order, bounded memory); and when the command
-//! finishes, times out, or the call is aborted (the handler's future dropped), it and every
-//! process it started — `setsid`/double-forked ones included — are killed (see the `procs`
-//! module). `shell` stays a mutating tool that needs approval: in the default
+//! Owns the child process's whole life. The command starts in its own session, so it has no
+//! controlling terminal (`/dev/tty` cannot be opened, and the user's terminal is not its to
+//! type into), with stdin from `/dev/null`, in the workspace directory the agent opened (by
+//! its handle: if the workspace path no longer names that directory, the call is refused),
+//! sandboxed ([`SandboxMode`]: Landlock and a seccomp filter on Linux; see the `sandbox`
+//! module), with a fresh environment built from an allow-list (see the `shell_env` module). Its
+//! stdout and stderr are collected together (in arrival order, bounded memory). When the
+//! command finishes, times out, or the call is aborted (the handler's future dropped), it and
+//! every process it started are killed: on Linux through a cgroup of its own where the agent
+//! may create one (see the `cgroup` module), and through a process scan otherwise (see the
+//! `procs` module). `shell` stays a mutating tool that needs approval: in the default
 //! `workspace-write` mode it can still change everything inside the workspace.
+//!
+//! The start gate: the child first runs a two-line `sh` script that waits for one line on its
+//! stdin (a pipe from the agent) and then `exec`s the real `sh -c COMMAND` with stdin from
+//! `/dev/null`. The agent moves the child into the command's cgroup before sending the line,
+//! so the user's command, and everything it starts, is born inside the cgroup.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -19,6 +28,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio::time::Instant;
+
+use process_wrap::tokio::{ChildWrapper, CommandWrap};
+use tokio::io::AsyncWriteExt;
 
 use super::output::{OUTPUT_LIMIT, OutputBuffer};
 use super::procs;
@@ -136,12 +148,18 @@ pub(super) fn spec_timeout() -> Duration {
 struct TreeGuard {
     shell_pid: Option<u32>,
     marker: String,
+    #[cfg(target_os = "linux")]
+    cgroup: Option<super::cgroup::CallCgroup>,
     armed: bool,
 }
 
 impl TreeGuard {
     fn kill(&mut self) {
         if std::mem::take(&mut self.armed) {
+            #[cfg(target_os = "linux")]
+            if let Some(cgroup) = &self.cgroup {
+                cgroup.kill();
+            }
             procs::kill_call(self.shell_pid, &self.marker);
         }
     }
@@ -151,6 +169,32 @@ impl Drop for TreeGuard {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// The child's first program: wait for the agent's go-ahead line on stdin (sent once the child
+/// is in its cgroup; end of input means the agent gave up), then become the real shell, with
+/// stdin from `/dev/null`. `$1` is the user's command.
+const GATE: &str = "read -r _ || exit 125\nexec sh -c \"$1\" sh </dev/null";
+
+/// Starts each command in a new session (`setsid` in the child, before `exec`), so it has no
+/// controlling terminal. The unsafe `pre_exec` hook this needs lives in process-wrap.
+#[cfg(unix)]
+#[derive(Debug)]
+struct NewSession;
+
+#[cfg(unix)]
+impl process_wrap::tokio::CommandWrapper for NewSession {
+    fn pre_spawn(&mut self, command: &mut Command, core: &CommandWrap) -> std::io::Result<()> {
+        process_wrap::tokio::ProcessSession.pre_spawn(command, core)
+    }
+}
+
+/// Spawns `command` in its own session (Unix).
+fn spawn_child(command: Command) -> std::io::Result<Box<dyn ChildWrapper>> {
+    let mut wrap = CommandWrap::from(command);
+    #[cfg(unix)]
+    wrap.wrap(NewSession);
+    wrap.spawn()
 }
 
 async fn pump(mut pipe: impl AsyncRead + Unpin, sink: Arc<Mutex<OutputBuffer>>) {
@@ -171,12 +215,11 @@ async fn pump(mut pipe: impl AsyncRead + Unpin, sink: Arc<Mutex<OutputBuffer>>) 
 /// restriction is per thread and inherited by the child), so the agent's own threads stay
 /// unrestricted. Returns the child and what of the sandbox could not be enforced.
 async fn spawn_sandboxed(
-    mut command: Command,
+    command: Command,
     plan: SandboxPlan,
-) -> Result<(tokio::process::Child, Option<String>), ToolError> {
+) -> Result<(Box<dyn ChildWrapper>, Option<String>), ToolError> {
     if plan.mode == SandboxMode::FullAccess {
-        let child = command
-            .spawn()
+        let child = spawn_child(command)
             .map_err(|e| ToolError::new(format!("could not start `sh`: {e}")))?;
         return Ok((child, None));
     }
@@ -187,7 +230,7 @@ async fn spawn_sandboxed(
         .spawn(move || {
             let _entered = runtime.enter();
             let shortfall = restrict_current_thread(&plan);
-            let _ = tx.send(command.spawn().map(|child| (child, shortfall)));
+            let _ = tx.send(spawn_child(command).map(|child| (child, shortfall)));
         })
         .map_err(|e| ToolError::new(format!("could not start the sandbox thread: {e}")))?;
     drop(spawner);
@@ -198,6 +241,29 @@ async fn spawn_sandboxed(
             "the sandbox thread failed to start the command",
         )),
     }
+}
+
+/// Puts the started child into its cgroup (where there is one), then lets it go on to the
+/// user's command.
+async fn release(child: &mut Box<dyn ChildWrapper>, guard: &TreeGuard) -> Result<(), ToolError> {
+    #[cfg(target_os = "linux")]
+    if let (Some(cgroup), Some(pid)) = (&guard.cgroup, guard.shell_pid) {
+        if let Err(e) = cgroup.add(pid) {
+            // The process scan still runs; it needs the agent to be a subreaper.
+            tracing::debug!("could not put the shell command into its cgroup: {e}");
+            procs::become_subreaper();
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = guard;
+    let Some(mut gate) = child.stdin().take() else {
+        return Err(ToolError::new("the command's start gate is missing"));
+    };
+    // A command that already ended (it cannot have: it waits for this line) makes this fail;
+    // its status then says what happened.
+    let _ = gate.write_all(b"go\n").await;
+    drop(gate);
+    Ok(())
 }
 
 pub(super) async fn run(
@@ -214,35 +280,53 @@ pub(super) async fn run(
         .clamp(1, MAX_TIMEOUT_SECS);
     let limit = Duration::from_secs(secs);
 
+    // The workspace path must still name the directory the agent opened; the command then
+    // starts in that directory by its handle, not by the path.
+    workspace.check_identity()?;
+    #[cfg(target_os = "linux")]
+    let cgroup = super::cgroup::CallCgroup::create();
+    #[cfg(target_os = "linux")]
+    if cgroup.is_none() {
+        procs::become_subreaper();
+    }
+    #[cfg(not(target_os = "linux"))]
     procs::become_subreaper();
     let marker = procs::new_marker();
     let mut command = Command::new("sh");
     command
         .arg("-c")
+        .arg(GATE)
+        .arg("sh")
         .arg(&args.command)
-        .current_dir(workspace.root())
+        .current_dir(workspace.handle_path())
         .env_clear()
         .envs(filtered_env(&options.env_allow, &options.env_hide))
         .env(procs::MARKER, &marker)
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    #[cfg(unix)]
-    command.process_group(0);
-    let mut writable = vec![workspace.root().to_path_buf(), std::env::temp_dir()];
+    let mut writable = vec![std::env::temp_dir()];
     writable.extend(options.writable_roots.iter().cloned());
-    let plan = SandboxPlan {
-        mode: options.sandbox,
-        writable,
-    };
+    let plan =
+        SandboxPlan {
+            mode: options.sandbox,
+            writable,
+            #[cfg(unix)]
+            writable_handles: vec![workspace.dup_handle().map_err(|e| {
+                ToolError::new(format!("could not use the workspace directory: {e}"))
+            })?],
+        };
     let mut guard = TreeGuard {
         shell_pid: None,
         marker,
+        #[cfg(target_os = "linux")]
+        cgroup,
         armed: true,
     };
     let (mut child, shortfall) = spawn_sandboxed(command, plan).await?;
     guard.shell_pid = child.id();
+    release(&mut child, &guard).await?;
     // Said once per process, as a warning line and in the first result the model sees.
     let sandbox_note = shortfall
         .filter(|_| !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed))
@@ -253,8 +337,8 @@ pub(super) async fn run(
         .unwrap_or_default();
 
     let buffer = Arc::new(Mutex::new(OutputBuffer::new(OUTPUT_LIMIT)));
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
+    let stdout = child.stdout().take();
+    let stderr = child.stderr().take();
     let sink = buffer.clone();
     let readers = async move {
         let out = async {
@@ -284,7 +368,7 @@ pub(super) async fn run(
     // is still in the pipes.
     guard.kill();
     if status.is_none() {
-        let _ = child.kill().await;
+        let _ = Box::into_pin(child.kill()).await;
     }
     if !readers_done {
         let _ = tokio::time::timeout(DRAIN_GRACE, &mut readers).await;

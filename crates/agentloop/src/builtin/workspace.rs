@@ -116,26 +116,60 @@ impl Workspace {
             .into_std())
     }
 
-    /// Creates or truncates a resolved path beneath the root handle and writes `contents`,
-    /// creating missing parent directories (also beneath the handle). Refuses, without
-    /// blocking, anything that is not a regular file.
+    /// Replaces (or creates) a resolved path beneath the root handle with `contents`, creating
+    /// missing parent directories (also beneath the handle). Refuses anything that exists and
+    /// is not a regular file.
+    ///
+    /// The file is never written in place: the contents go to a new file in the same directory,
+    /// which then takes the old one's name (`rename`), with the old file's permission bits (and,
+    /// where allowed, its owner). So a hard link inside the workspace to a file outside it
+    /// cannot carry a write out of the workspace: the other name keeps the old contents. A
+    /// reader sees the old or the new contents, never a mix.
     pub(crate) fn write(&self, resolved: &Path, contents: &[u8]) -> io::Result<()> {
-        use std::io::Write;
         let rel = self.beneath(resolved)?;
-        if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+        let Some(name) = rel.file_name() else {
+            return Err(io::Error::other("it is not a regular file"));
+        };
+        let parent = rel.parent().filter(|p| !p.as_os_str().is_empty());
+        if let Some(parent) = parent {
             self.dir.create_dir_all(parent)?;
         }
-        let mut options = OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        nonblocking(&mut options);
-        let mut file = self.dir.open_with(rel, &options)?.into_std();
-        if !file.metadata()?.is_file() {
-            return Err(io::Error::other("it is not a regular file"));
+        let existing = match self.dir.symlink_metadata(rel) {
+            Ok(meta) if meta.is_file() => Some(meta),
+            Ok(_) => return Err(io::Error::other("it is not a regular file")),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let temp = parent
+            .unwrap_or(Path::new(""))
+            .join(temp_name(name, std::process::id()));
+        let written = self.write_new(&temp, contents, existing.as_ref());
+        let renamed = written.and_then(|()| self.dir.rename(&temp, &self.dir, rel));
+        if renamed.is_err() {
+            let _ = self.dir.remove_file(&temp);
         }
-        file.write_all(contents)?;
-        file.flush()
+        renamed
     }
 
+    /// Writes `contents` to the new file `rel` (which must not exist), with `like`'s
+    /// permissions and owner when given.
+    fn write_new(
+        &self,
+        rel: &Path,
+        contents: &[u8],
+        like: Option<&cap_std::fs::Metadata>,
+    ) -> io::Result<()> {
+        use std::io::Write;
+        let mut options = OpenOptions::new();
+        options.write(true).create_new(true);
+        let mut file = self.dir.open_with(rel, &options)?.into_std();
+        file.write_all(contents)?;
+        file.flush()?;
+        if let Some(like) = like {
+            copy_owner_and_mode(&file, like)?;
+        }
+        Ok(())
+    }
     /// Lists a resolved directory beneath the root handle.
     pub(crate) fn read_dir(&self, resolved: &Path) -> io::Result<cap_std::fs::ReadDir> {
         self.dir.read_dir(self.beneath(resolved)?)
@@ -145,6 +179,50 @@ impl Workspace {
     /// handle.
     pub(crate) fn metadata(&self, resolved: &Path) -> io::Result<cap_std::fs::Metadata> {
         self.dir.metadata(self.beneath(resolved)?)
+    }
+
+    /// Whether the root path still names the directory that was opened (same device and
+    /// inode). After `mv ws ws.orig && ln -s / ws` it does not, and the shell tool refuses to
+    /// run rather than use `/` (or whatever now sits there) as the working directory and
+    /// writable root.
+    pub(crate) fn check_identity(&self) -> Result<(), ToolError> {
+        let now = std::fs::metadata(self.root.as_path());
+        let same = match (&now, self.dir.dir_metadata()) {
+            (Ok(now), Ok(opened)) => same_file(now, &opened),
+            _ => false,
+        };
+        if same {
+            return Ok(());
+        }
+        Err(ToolError::new(format!(
+            "the workspace {} is no longer the directory the agent started with (it was moved, \
+             removed or replaced, possibly by a symbolic link); refusing to run commands. \
+             Restart the agent on the intended directory.",
+            self.root.display()
+        )))
+    }
+
+    /// A path naming the opened root directory itself, whatever happens to the root path:
+    /// `/proc/self/fd/N` of the root handle (valid in a child after `fork`, which inherits the
+    /// descriptor until `exec`), or the root path where `/proc` is not mounted.
+    pub(crate) fn handle_path(&self) -> PathBuf {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::{AsFd, AsRawFd};
+            let path = PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_fd().as_raw_fd()));
+            if path.is_dir() {
+                return path;
+            }
+        }
+        self.root.to_path_buf()
+    }
+
+    /// A new descriptor of the opened root directory (close-on-exec), for rules that must name
+    /// the directory rather than its path (the sandbox's writable root).
+    #[cfg(unix)]
+    pub(crate) fn dup_handle(&self) -> io::Result<std::os::fd::OwnedFd> {
+        use std::os::fd::AsFd;
+        Ok(self.dir.as_fd().try_clone_to_owned()?)
     }
 
     /// The canonical root directory.
@@ -273,6 +351,55 @@ fn nonblocking(options: &mut OpenOptions) {
 
 #[cfg(not(unix))]
 fn nonblocking(_options: &mut OpenOptions) {}
+
+/// A name for the temporary file that replaces `name`: hidden, in the same directory, unique
+/// to this process and write.
+fn temp_name(name: &std::ffi::OsStr, pid: u32) -> std::ffi::OsString {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let mut temp = std::ffi::OsString::from(".");
+    temp.push(name);
+    temp.push(format!(
+        ".agentloop-{pid}-{}.tmp",
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    temp
+}
+
+/// Whether two metadata describe the same file (device and inode; off Unix, always true).
+fn same_file(a: &std::fs::Metadata, b: &cap_std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use cap_std::fs::MetadataExt as _;
+        use std::os::unix::fs::MetadataExt as _;
+        a.dev() == b.dev() && a.ino() == b.ino()
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = (a, b);
+        true
+    }
+}
+
+/// Gives `file` the permission bits of `like` and, where this process may (as root, or the
+/// same owner), its owner and group; a failed change of owner is not an error.
+fn copy_owner_and_mode(file: &std::fs::File, like: &cap_std::fs::Metadata) -> io::Result<()> {
+    #[cfg(unix)]
+    {
+        use cap_std::fs::MetadataExt as _;
+        use rustix::fs::{Gid, Uid, fchown};
+        let _ = fchown(
+            file,
+            Some(Uid::from_raw(like.uid())),
+            Some(Gid::from_raw(like.gid())),
+        );
+        // After the owner: chown clears the set-id bits.
+        rustix::fs::fchmod(file, rustix::fs::Mode::from_raw_mode(like.mode() & 0o7777))?;
+    }
+    #[cfg(not(unix))]
+    file.set_permissions(like.permissions().into_std())?;
+    Ok(())
+}
 
 /// Whether `path`, with `.` and `..` applied textually, stays under `root`.
 fn lexically_inside(path: &Path, root: &Path) -> bool {

@@ -1,5 +1,5 @@
 //! The built-in tools with real files and processes in one binary: the tools themselves, file
-//! size limits, races on paths, the shell sandbox, and no orphans after a timeout, an abort or a
+//! size limits, races on paths, the confinement holes closed in `hardening`, the shell sandbox, and no orphans after a timeout, an abort or a
 //! normal end. (`kill_shell_processes`, which kills every command of the process, has its own
 //! binary, `orphans_exit.rs`, so it cannot hit these tests' commands.) One module per former
 //! test file (`cargo test -p agentloop --test tools -- sandbox::` runs one of them).
@@ -17,5 +17,6 @@ pub fn test_name(module_path: &str, name: &str) -> String {
 mod builtin_tools;
 mod file_limits;
 mod file_races;
+mod hardening;
 mod orphans;
 mod sandbox;

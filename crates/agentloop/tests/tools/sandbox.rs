@@ -192,7 +192,9 @@ async fn a_small_c_project_builds_and_its_tests_run_inside_the_sandbox() {
 }
 
 /// Runs this test binary again with credentials in its environment (setting variables in this
-/// process would need `unsafe`), filtered to `inner_env_is_scrubbed`.
+/// process would need `unsafe`), filtered to `inner_env_is_scrubbed`: the command's
+/// environment is built from an allow-list, credential-looking names and `user:password@` URL
+/// values are dropped even from it, and only names allowed explicitly pass whatever they are.
 #[test]
 fn credentials_do_not_reach_the_command() {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
@@ -208,7 +210,17 @@ fn credentials_do_not_reach_the_command() {
         .env("DB_PASSWORD", "pw-secret")
         .env("MY_SERVICE_CODE", "hidden-by-name")
         .env("ALLOWED_TOKEN", "allowed-value")
-        .env("HARMLESS_SETTING", "harmless-value")
+        .env("HARMLESS_SETTING", "not-on-the-allow-list")
+        .env("PGPASSWORD", "pg-secret")
+        .env("MYSQL_PWD", "mysql-secret")
+        .env("SENTRY_DSN", "dsn-secret")
+        .env("SLACK_WEBHOOK_URL", "webhook-secret")
+        .env("REGISTRY_AUTH", "auth-secret")
+        .env("SESSION_COOKIE", "cookie-secret")
+        .env("NPM_CONFIG__AUTH", "npm-secret")
+        .env("SSH_AUTH_SOCK", "/run/ssh-agent-secret.sock")
+        .env("TZ", "http://user:url-secret@example.com/")
+        .env("LC_PAPER", "lc-value")
         .output()
         .unwrap();
     let text = format!(
@@ -236,6 +248,16 @@ async fn inner_env_is_scrubbed() {
         "ghp-secret",
         "pw-secret",
         "hidden-by-name",
+        "not-on-the-allow-list",
+        "pg-secret",
+        "mysql-secret",
+        "dsn-secret",
+        "webhook-secret",
+        "auth-secret",
+        "cookie-secret",
+        "npm-secret",
+        "ssh-agent-secret",
+        "url-secret",
     ] {
         assert!(
             !r.content.contains(secret),
@@ -248,11 +270,7 @@ async fn inner_env_is_scrubbed() {
         "{}",
         r.content
     );
-    assert!(
-        r.content.contains("HARMLESS_SETTING=harmless-value"),
-        "{}",
-        r.content
-    );
+    assert!(r.content.contains("LC_PAPER=lc-value"), "{}", r.content);
     assert!(r.content.contains("PATH="), "{}", r.content);
 }
 
