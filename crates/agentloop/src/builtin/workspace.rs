@@ -222,7 +222,7 @@ impl Workspace {
     #[cfg(unix)]
     pub(crate) fn dup_handle(&self) -> io::Result<std::os::fd::OwnedFd> {
         use std::os::fd::AsFd;
-        Ok(self.dir.as_fd().try_clone_to_owned()?)
+        self.dir.as_fd().try_clone_to_owned()
     }
 
     /// The canonical root directory.
