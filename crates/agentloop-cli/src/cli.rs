@@ -434,6 +434,20 @@ pub struct McpServerArgs {
     /// refuse mutating calls, `allow` runs them.
     #[arg(long, value_enum, default_value_t = ApproveArg::Ask, value_name = "POLICY")]
     pub approve: ApproveArg,
+
+    /// Serve over streamable HTTP at `http://ADDR/mcp` instead of stdio (e.g. `127.0.0.1:8765`;
+    /// port 0 picks one, printed on stderr). Requests need a loopback `Host` and `Origin` (or an
+    /// allowed one), and `Authorization: Bearer $AGENTLOOP_MCP_SERVER_TOKEN` when that is set.
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<String>,
+
+    /// With --listen: also allow this browser origin (e.g. `https://app.example.com`).
+    #[arg(long = "allow-origin", value_name = "ORIGIN", requires = "listen")]
+    pub allow_origin: Vec<String>,
+
+    /// With --listen: also allow this `Host` name (e.g. the machine's name on a public address).
+    #[arg(long = "allow-host", value_name = "HOST", requires = "listen")]
+    pub allow_host: Vec<String>,
 }
 
 /// `agentloop models`.

@@ -176,10 +176,39 @@ async fn list(args: McpListArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `agentloop mcp-server`.
+/// The environment variable holding the bearer token `agentloop mcp-server --listen` requires
+/// (none when unset or empty). An environment variable, not a flag: flags show in `ps`.
+pub const SERVER_TOKEN_ENV: &str = "AGENTLOOP_MCP_SERVER_TOKEN";
+
+/// `agentloop mcp-server`: over stdio, or over streamable HTTP with `--listen`.
 pub async fn serve(args: McpServerArgs) -> Result<(), Failure> {
     let workspace = Workspace::new(&args.workspace).map_err(|e| Failure::usage(e.to_string()))?;
-    agentloop_mcp::serve_builtin_tools(workspace, args.approve.into())
+    let Some(addr) = &args.listen else {
+        return agentloop_mcp::serve_builtin_tools(workspace, args.approve.into())
+            .await
+            .map_err(|e| Failure::new(format!("MCP server: {e}")));
+    };
+    let listener = tokio::net::TcpListener::bind(addr.as_str())
+        .await
+        .map_err(|e| Failure::usage(format!("--listen {addr}: cannot listen there: {e}")))?;
+    let local = listener.local_addr()?;
+    let token = std::env::var(SERVER_TOKEN_ENV).unwrap_or_default();
+    if token.is_empty() && !local.ip().is_loopback() {
+        eprintln!(
+            "agentloop: warning: serving on {local} without a bearer token: anyone who can reach \
+             it runs tools in {}; set {SERVER_TOKEN_ENV}",
+            workspace.root().display()
+        );
+    }
+    let options = agentloop_mcp::HttpServeOptions::default()
+        .with_bearer_token(token)
+        .with_allowed_origins(args.allow_origin.clone())
+        .with_allowed_hosts(args.allow_host.clone());
+    eprintln!(
+        "agentloop: MCP server listening on http://{local}{}",
+        agentloop_mcp::MCP_PATH
+    );
+    agentloop_mcp::serve_builtin_tools_http(workspace, args.approve.into(), listener, options)
         .await
         .map_err(|e| Failure::new(format!("MCP server: {e}")))
 }

@@ -10,12 +10,14 @@
 //!   [`LIST_RESOURCES_TOOL`] and [`READ_RESOURCE_TOOL`] (arguments: server and URI).
 //! - Servers' prompts are slash commands `/mcp__<server>__<prompt> args…`
 //!   ([`McpToolset::expand_prompt_command`]).
-//! - [`serve_builtin_tools`] serves agentloop's built-in tools over MCP (stdio).
+//! - [`serve_builtin_tools`] serves agentloop's built-in tools over MCP (stdio), and
+//!   [`serve_builtin_tools_http`] over streamable HTTP (Host/Origin checks, optional bearer token).
 
 mod client;
 mod config;
 mod error;
 mod events;
+mod http_server;
 mod logging;
 mod prompts;
 mod resources;
@@ -30,6 +32,7 @@ pub use config::{
 };
 pub use error::McpError;
 pub use events::{McpEvent, McpEventFn};
+pub use http_server::{HttpServeOptions, MCP_PATH, builtin_tools_router, serve_builtin_tools_http};
 pub use logging::{DEFAULT_LOG_LEVEL, McpLogLevel, ParseLogLevelError};
 pub use prompts::{PromptArg, PromptCommand};
 pub use resources::{LIST_RESOURCES_TOOL, READ_RESOURCE_TOOL};

@@ -2,7 +2,10 @@
 //! Node 22 that `.ci/setup-mcp-conformance` installs) against the `conformance_client` example,
 //! which is built on the same `McpToolset` as the CLI: every client scenario the suite lists is
 //! run, one at a time, and any failing scenario not listed with a reason in
-//! `conformance-baseline.yml` fails the test, as does a listed one that now passes.
+//! `conformance-baseline.yml` fails the test, as does a listed one that now passes. The server
+//! scenarios that apply to a tools-only server run against the built-in tools served over
+//! streamable HTTP (`serve_builtin_tools_http`, behind `agentloop mcp-server --listen`), and
+//! must all pass.
 //!
 //! The suite (or the built example) absent → one `SKIPPED suite` line (a failure in CI).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -70,6 +73,12 @@ fn baseline() -> BTreeMap<String, String> {
         );
         if in_client {
             entries.insert(name.to_owned(), reason.to_owned());
+        } else {
+            // A server entry must not name a scenario this test requires to pass.
+            assert!(
+                !SERVER_SCENARIOS.contains(&name),
+                "server scenario `{name}` is required to pass; it cannot be in the baseline"
+            );
         }
     }
     entries
@@ -112,25 +121,24 @@ async fn client_scenarios(dir: &Path, cwd: &Path) -> Vec<String> {
     names
 }
 
-/// Runs one scenario; returns (checks passed, checks failed or warned, failure lines).
+/// Runs one client scenario; returns (checks passed, failure lines).
 async fn run_scenario(dir: &Path, client: &Path, name: &str, cwd: &Path) -> (usize, Vec<String>) {
-    let out_dir = tempfile::tempdir_in(cwd).unwrap();
-    let out_path = out_dir.path().to_str().unwrap().to_owned();
     let client = client.to_str().unwrap();
-    suite(
+    run_suite(
         dir,
-        &[
-            "client",
-            "--command",
-            client,
-            "--scenario",
-            name,
-            "-o",
-            &out_path,
-        ],
+        &["client", "--command", client, "--scenario", name],
         cwd,
     )
-    .await;
+    .await
+}
+
+/// Runs the suite with `args` plus an output directory; returns (checks passed, failure lines).
+async fn run_suite(dir: &Path, args: &[&str], cwd: &Path) -> (usize, Vec<String>) {
+    let out_dir = tempfile::tempdir_in(cwd).unwrap();
+    let out_path = out_dir.path().to_str().unwrap().to_owned();
+    let mut args = args.to_vec();
+    args.extend(["-o", &out_path]);
+    suite(dir, &args, cwd).await;
     let mut passed = 0;
     let mut failed = Vec::new();
     for checks in find_files(out_dir.path(), "checks.json") {
@@ -219,6 +227,61 @@ async fn every_client_scenario_passes_or_is_in_the_baseline() {
          {} expected failures in the baseline",
         scenarios.len(),
         expected.len()
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The server scenarios that apply to a server offering only tools (the others test fixture
+/// tools, resources, prompts, logging or completions the built-in tools server does not have;
+/// the baseline's `server:` list names them with reasons).
+const SERVER_SCENARIOS: [&str; 5] = [
+    "server-initialize",
+    "ping",
+    "tools-list",
+    "server-sse-multiple-streams",
+    "dns-rebinding-protection",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_builtin_tools_server_passes_the_server_scenarios_of_a_tools_server() {
+    let Some(dir) = conformance_dir() else {
+        agentloop_testkit::external::skip_suite(
+            "MCP conformance suite (server scenarios)",
+            "the pinned conformance suite and Node 22 are not installed",
+            "run .ci/setup-mcp-conformance (or set AGENTLOOP_MCP_CONFORMANCE_DIR)",
+        );
+        return;
+    };
+    let _ = baseline(); // the baseline must stay well-formed for the suite's own use
+    let workspace_dir = tempfile::tempdir().unwrap();
+    let workspace = agentloop::builtin::Workspace::new(workspace_dir.path()).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(agentloop_mcp::serve_builtin_tools_http(
+        workspace,
+        agentloop::builtin::ApprovalPolicy::Never,
+        listener,
+        agentloop_mcp::HttpServeOptions::default(),
+    ));
+    let work = tempfile::tempdir().unwrap();
+    let mut problems = Vec::new();
+    let mut checks = 0;
+    for name in SERVER_SCENARIOS {
+        let (passed, failed) = run_suite(
+            &dir,
+            &["server", "--url", &url, "--scenario", name],
+            work.path(),
+        )
+        .await;
+        checks += passed;
+        if !failed.is_empty() {
+            problems.push(format!("{name} failed: {}", failed.join("; ")));
+        }
+    }
+    eprintln!(
+        "MCP conformance (server, built-in tools over HTTP): {} of {} scenarios pass ({checks} checks)",
+        SERVER_SCENARIOS.len() - problems.len(),
+        SERVER_SCENARIOS.len()
     );
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
