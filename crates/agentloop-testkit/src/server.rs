@@ -770,55 +770,12 @@ fn handle_with_model(
         attempt: None,
         fault: None,
     };
-    let body: Value = match serde_json::from_slice(&raw) {
-        Ok(v) => v,
-        Err(e) => {
-            let msg = format!("request #{n} POST {path}: the body is not valid JSON: {e}");
-            lock(&s.violations).push(msg.clone());
-            rec.body = Value::String(String::from_utf8_lossy(&raw).into_owned());
-            s.record(rec);
-            return json_response(
-                StatusCode::BAD_REQUEST,
-                &wire::error_body(format, 400, &msg),
-            );
+    let (body, turn_idx, attempt) = match admit(s, format, n, &raw, rec) {
+        Ok((body, turn_idx, attempt, admitted)) => {
+            rec = admitted;
+            (body, turn_idx, attempt)
         }
-    };
-    let hist = history::analyze(format, &body);
-    if !hist.problems.is_empty() {
-        let mut violations = lock(&s.violations);
-        for p in &hist.problems {
-            violations.push(format!("request #{n} POST {path}: {p}"));
-        }
-        drop(violations);
-        let msg = format!(
-            "agentloop-testkit: tool-call invariant violated: {}",
-            hist.problems.join("; ")
-        );
-        tracing::warn!(request = n, %path, "{msg}");
-        if s.record {
-            rec.body = body;
-        }
-        s.record(rec);
-        let status = StatusCode::from_u16(s.reject_status).unwrap_or(StatusCode::BAD_REQUEST);
-        return json_response(status, &wire::error_body(format, s.reject_status, &msg));
-    }
-    let Some((turn_idx, attempt)) = s.select(format, &hist) else {
-        let msg = format!(
-            "agentloop-testkit: the script has no turn for this request (history has {} \
-             assistant turns, the script has {} turns, repeat is off)",
-            hist.turn_index,
-            s.script.turns.len()
-        );
-        tracing::warn!(request = n, %path, "{msg}");
-        if s.record {
-            rec.body = body;
-        }
-        s.record(rec);
-        let mut err = wire::error_body(format, 500, &msg);
-        if let Some(e) = err.get_mut("error").and_then(Value::as_object_mut) {
-            e.insert("code".to_string(), Value::from("script_exhausted"));
-        }
-        return json_response(StatusCode::INTERNAL_SERVER_ERROR, &err);
+        Err(response) => return response,
     };
     let Some(turn) = s.script.turns.get(turn_idx) else {
         return json_response(
@@ -873,6 +830,74 @@ fn handle_with_model(
         .header(header::CACHE_CONTROL, "no-cache")
         .body(Body::from_stream(stream_steps(steps)))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// Checks a request before a turn is served: its body is JSON, its history keeps the tool-call
+/// invariants, and the script has a turn for it. A rejected request is recorded (with a
+/// violation where it breaks a rule) and answered with the error response; an admitted one gives
+/// back its body, turn index, attempt and the record to complete.
+fn admit(
+    s: &AppState,
+    format: WireFormat,
+    n: u64,
+    raw: &Bytes,
+    mut rec: RecordedRequest,
+) -> Result<(Value, usize, u32, RecordedRequest), Response> {
+    let path = rec.path.clone();
+    let body: Value = match serde_json::from_slice(raw) {
+        Ok(v) => v,
+        Err(e) => {
+            let msg = format!("request #{n} POST {path}: the body is not valid JSON: {e}");
+            lock(&s.violations).push(msg.clone());
+            rec.body = Value::String(String::from_utf8_lossy(raw).into_owned());
+            s.record(rec);
+            return Err(json_response(
+                StatusCode::BAD_REQUEST,
+                &wire::error_body(format, 400, &msg),
+            ));
+        }
+    };
+    let hist = history::analyze(format, &body);
+    if !hist.problems.is_empty() {
+        let mut violations = lock(&s.violations);
+        for p in &hist.problems {
+            violations.push(format!("request #{n} POST {path}: {p}"));
+        }
+        drop(violations);
+        let msg = format!(
+            "agentloop-testkit: tool-call invariant violated: {}",
+            hist.problems.join("; ")
+        );
+        tracing::warn!(request = n, %path, "{msg}");
+        if s.record {
+            rec.body = body;
+        }
+        s.record(rec);
+        let status = StatusCode::from_u16(s.reject_status).unwrap_or(StatusCode::BAD_REQUEST);
+        return Err(json_response(
+            status,
+            &wire::error_body(format, s.reject_status, &msg),
+        ));
+    }
+    let Some((turn_idx, attempt)) = s.select(format, &hist) else {
+        let msg = format!(
+            "agentloop-testkit: the script has no turn for this request (history has {} \
+             assistant turns, the script has {} turns, repeat is off)",
+            hist.turn_index,
+            s.script.turns.len()
+        );
+        tracing::warn!(request = n, %path, "{msg}");
+        if s.record {
+            rec.body = body;
+        }
+        s.record(rec);
+        let mut err = wire::error_body(format, 500, &msg);
+        if let Some(e) = err.get_mut("error").and_then(Value::as_object_mut) {
+            e.insert("code".to_string(), Value::from("script_exhausted"));
+        }
+        return Err(json_response(StatusCode::INTERNAL_SERVER_ERROR, &err));
+    };
+    Ok((body, turn_idx, attempt, rec))
 }
 
 fn status_response(

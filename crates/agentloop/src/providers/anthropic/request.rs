@@ -158,50 +158,9 @@ pub(super) fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) ->
     let target = ReplayTarget::openai(PROVIDER, &model);
     let messages = replay::prepare(&request.messages, &target);
 
-    let mut wire: Vec<Value> = Vec::with_capacity(messages.len());
-    // Tool results waiting to be sent as one user turn.
-    let mut results: Vec<Value> = Vec::new();
-    let flush = |wire: &mut Vec<Value>, results: &mut Vec<Value>| {
-        if !results.is_empty() {
-            wire.push(json!({"role": "user", "content": std::mem::take(results)}));
-        }
-    };
-    for m in messages.iter() {
-        match m.role {
-            Role::ToolResult => {
-                results.extend(m.content.iter().filter_map(|p| match p {
-                    Part::ToolResult(r) => Some(tool_result_block(r)),
-                    _ => None,
-                }));
-            }
-            Role::Assistant => {
-                flush(&mut wire, &mut results);
-                let blocks = assistant_blocks(m);
-                if !blocks.is_empty() {
-                    wire.push(json!({"role": "assistant", "content": blocks}));
-                }
-            }
-            _ => {
-                flush(&mut wire, &mut results);
-                let blocks = user_blocks(m);
-                if !blocks.is_empty() {
-                    wire.push(json!({"role": "user", "content": blocks}));
-                }
-            }
-        }
-    }
-    flush(&mut wire, &mut results);
-    // Cache everything up to the newest user turn: the next request reads it back.
-    if let Some(block) = wire
-        .iter_mut()
-        .filter(|_| config.prompt_cache)
-        .rev()
-        .find(|m| m["role"] == "user")
-        .and_then(|m| m["content"].as_array_mut())
-        .and_then(|blocks| blocks.last_mut())
-        .and_then(Value::as_object_mut)
-    {
-        block.insert("cache_control".into(), ephemeral());
+    let mut wire = wire_messages(&messages);
+    if config.prompt_cache {
+        mark_newest_user_turn(&mut wire);
     }
 
     let (max_tokens, mut budget) = token_limits(&model, request);
@@ -225,20 +184,7 @@ pub(super) fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) ->
     }
     body.insert("messages".into(), Value::Array(wire));
     if !request.tools.is_empty() {
-        let tools: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({"name": t.name, "description": t.description, "input_schema": t.parameters})
-            })
-            .collect();
-        let mut tools = tools;
-        // A breakpoint after the last tool caches the tool list (it comes before the system
-        // prompt in the cache's order), so a long list is not re-read on every turn.
-        if let Some(Value::Object(last)) = tools.last_mut().filter(|_| config.prompt_cache) {
-            last.insert("cache_control".into(), ephemeral());
-        }
-        body.insert("tools".into(), Value::Array(tools));
+        body.insert("tools".into(), Value::Array(wire_tools(config, request)));
     }
     match budget {
         Some(budget_tokens) => {
@@ -257,6 +203,68 @@ pub(super) fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) ->
         body.insert("output_config".into(), anthropic_output_config(format));
     }
     Value::Object(body)
+}
+
+/// The conversation as Anthropic messages: consecutive tool results become one user turn.
+fn wire_messages(messages: &[Message]) -> Vec<Value> {
+    let mut wire: Vec<Value> = Vec::with_capacity(messages.len());
+    // Tool results waiting to be sent as one user turn.
+    let mut results: Vec<Value> = Vec::new();
+    let flush = |wire: &mut Vec<Value>, results: &mut Vec<Value>| {
+        if !results.is_empty() {
+            wire.push(json!({"role": "user", "content": std::mem::take(results)}));
+        }
+    };
+    for m in messages.iter() {
+        if m.role == Role::ToolResult {
+            results.extend(m.content.iter().filter_map(|p| match p {
+                Part::ToolResult(r) => Some(tool_result_block(r)),
+                _ => None,
+            }));
+            continue;
+        }
+        flush(&mut wire, &mut results);
+        let (role, blocks) = match m.role {
+            Role::Assistant => ("assistant", assistant_blocks(m)),
+            _ => ("user", user_blocks(m)),
+        };
+        if !blocks.is_empty() {
+            wire.push(json!({"role": role, "content": blocks}));
+        }
+    }
+    flush(&mut wire, &mut results);
+    wire
+}
+
+/// Caches everything up to the newest user turn: the next request reads it back.
+fn mark_newest_user_turn(wire: &mut [Value]) {
+    if let Some(block) = wire
+        .iter_mut()
+        .rev()
+        .find(|m| m["role"] == "user")
+        .and_then(|m| m["content"].as_array_mut())
+        .and_then(|blocks| blocks.last_mut())
+        .and_then(Value::as_object_mut)
+    {
+        block.insert("cache_control".into(), ephemeral());
+    }
+}
+
+/// The request's tools; with prompt caching, a breakpoint after the last one.
+fn wire_tools(config: &ProviderConfig, request: &ModelRequest<'_>) -> Vec<Value> {
+    let mut tools: Vec<Value> = request
+        .tools
+        .iter()
+        .map(
+            |t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}),
+        )
+        .collect();
+    // A breakpoint after the last tool caches the tool list (it comes before the system prompt
+    // in the cache's order), so a long list is not re-read on every turn.
+    if let Some(Value::Object(last)) = tools.last_mut().filter(|_| config.prompt_cache) {
+        last.insert("cache_control".into(), ephemeral());
+    }
+    tools
 }
 
 /// Native structured output (typed output): `output_config.format` with a `json_schema`

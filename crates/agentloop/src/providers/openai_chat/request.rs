@@ -12,7 +12,8 @@ use crate::model::OutputFormat;
 use crate::providers::ProviderConfig;
 use crate::providers::core::wire_f32;
 use crate::providers::replay::{self, ReplayTarget};
-use crate::transcript::{Part, Role};
+use crate::tooling::ToolSchema;
+use crate::transcript::{Message, Part, Role};
 
 /// The request body, borrowing from the request: serialized straight to bytes (building a
 /// `serde_json::Value` tree first cost an allocation per key and a copy of every tool schema on
@@ -141,110 +142,12 @@ pub(super) fn with_body<R>(
     }
     for m in messages.iter() {
         match m.role {
-            Role::Assistant => {
-                // Separate text parts (e.g. another provider's reasoning turned into text, then
-                // the answer) instead of gluing them together.
-                let mut texts = m.content.iter().filter_map(|p| match p {
-                    Part::Text { text, .. } if !text.is_empty() => Some(text.as_str()),
-                    _ => None,
-                });
-                let text: Cow<'_, str> = match (texts.next(), texts.next()) {
-                    (None, _) => Cow::Borrowed(""),
-                    (Some(only), None) => Cow::Borrowed(only),
-                    (Some(first), Some(second)) => {
-                        let mut joined = format!("{first}\n\n{second}");
-                        for t in texts {
-                            joined.push_str("\n\n");
-                            joined.push_str(t);
-                        }
-                        Cow::Owned(joined)
-                    }
-                };
-                let tool_calls: Vec<WireCall<'_>> = m
-                    .tool_calls()
-                    .map(|c| WireCall {
-                        id: &c.id,
-                        kind: "function",
-                        function: WireFunction {
-                            name: &c.tool_name,
-                            // Only an object is accepted (see `replay`); the transcript keeps
-                            // the raw text.
-                            arguments: Cow::Owned(replay::wire_arguments(&c.arguments)),
-                        },
-                    })
-                    .collect();
-                let content = if text.is_empty() && !tool_calls.is_empty() {
-                    None
-                } else {
-                    Some(text)
-                };
-                wire.push(WireMessage::Assistant {
-                    content,
-                    tool_calls,
-                });
-            }
-            Role::ToolResult => {
-                if let Some(r) = m.tool_result_part() {
-                    wire.push(WireMessage::Tool {
-                        tool_call_id: &r.call_id,
-                        content: &r.content,
-                    });
-                    if !r.images.is_empty() {
-                        // Tool messages carry text only: show the images in a user turn.
-                        let mut parts = vec![ContentPart::Text {
-                            text: Cow::Owned(format!(
-                                "Images returned by tool call {}:",
-                                r.call_id
-                            )),
-                        }];
-                        parts.extend(r.images.iter().map(|i| image_url(&i.media_type, &i.data)));
-                        wire.push(WireMessage::User {
-                            content: UserContent::Parts(parts),
-                        });
-                    }
-                }
-            }
-            _ => {
-                let has_images = m.content.iter().any(|p| matches!(p, Part::Image(_)));
-                let content = if has_images {
-                    UserContent::Parts(
-                        m.content
-                            .iter()
-                            .filter_map(|p| match p {
-                                Part::Text { text, .. } => Some(ContentPart::Text {
-                                    text: Cow::Borrowed(text),
-                                }),
-                                Part::Image(i) => Some(image_url(&i.media_type, &i.data)),
-                                _ => None,
-                            })
-                            .collect(),
-                    )
-                } else {
-                    let mut texts = m.content.iter().filter_map(|p| match p {
-                        Part::Text { text, .. } => Some(text.as_str()),
-                        _ => None,
-                    });
-                    match (texts.next(), texts.next()) {
-                        (Some(only), None) => UserContent::Text(Cow::Borrowed(only)),
-                        _ => UserContent::Text(Cow::Owned(m.text())),
-                    }
-                };
-                wire.push(WireMessage::User { content });
-            }
+            Role::Assistant => wire.push(assistant_message(m)),
+            Role::ToolResult => push_tool_result(m, &mut wire),
+            _ => wire.push(user_message(m)),
         }
     }
-    let tools = request
-        .tools
-        .iter()
-        .map(|t| WireTool {
-            kind: "function",
-            function: WireToolFunction {
-                name: &t.name,
-                description: &t.description,
-                parameters: &t.parameters,
-            },
-        })
-        .collect();
+    let tools = request.tools.iter().map(wire_tool).collect();
     let body = ChatBody {
         model,
         messages: wire,
@@ -265,6 +168,110 @@ pub(super) fn with_body<R>(
             .filter(|_| config.prompt_cache),
     };
     f(&body)
+}
+
+/// An assistant message: its text parts (kept apart by blank lines) and its tool calls.
+fn assistant_message(m: &Message) -> WireMessage<'_> {
+    // Separate text parts (e.g. another provider's reasoning turned into text, then the answer)
+    // instead of gluing them together.
+    let mut texts = m.content.iter().filter_map(|p| match p {
+        Part::Text { text, .. } if !text.is_empty() => Some(text.as_str()),
+        _ => None,
+    });
+    let text: Cow<'_, str> = match (texts.next(), texts.next()) {
+        (None, _) => Cow::Borrowed(""),
+        (Some(only), None) => Cow::Borrowed(only),
+        (Some(first), Some(second)) => {
+            let mut joined = format!("{first}\n\n{second}");
+            for t in texts {
+                joined.push_str("\n\n");
+                joined.push_str(t);
+            }
+            Cow::Owned(joined)
+        }
+    };
+    let tool_calls: Vec<WireCall<'_>> = m
+        .tool_calls()
+        .map(|c| WireCall {
+            id: &c.id,
+            kind: "function",
+            function: WireFunction {
+                name: &c.tool_name,
+                // Only an object is accepted (see `replay`); the transcript keeps the raw text.
+                arguments: Cow::Owned(replay::wire_arguments(&c.arguments)),
+            },
+        })
+        .collect();
+    let content = if text.is_empty() && !tool_calls.is_empty() {
+        None
+    } else {
+        Some(text)
+    };
+    WireMessage::Assistant {
+        content,
+        tool_calls,
+    }
+}
+
+/// A tool result: a `tool` message, and a user message with its images (tool messages carry
+/// text only).
+fn push_tool_result<'a>(m: &'a Message, wire: &mut Vec<WireMessage<'a>>) {
+    let Some(r) = m.tool_result_part() else {
+        return;
+    };
+    wire.push(WireMessage::Tool {
+        tool_call_id: &r.call_id,
+        content: &r.content,
+    });
+    if !r.images.is_empty() {
+        let mut parts = vec![ContentPart::Text {
+            text: Cow::Owned(format!("Images returned by tool call {}:", r.call_id)),
+        }];
+        parts.extend(r.images.iter().map(|i| image_url(&i.media_type, &i.data)));
+        wire.push(WireMessage::User {
+            content: UserContent::Parts(parts),
+        });
+    }
+}
+
+/// A user message: plain text, or parts when it has images.
+fn user_message(m: &Message) -> WireMessage<'_> {
+    let has_images = m.content.iter().any(|p| matches!(p, Part::Image(_)));
+    let content = if has_images {
+        UserContent::Parts(
+            m.content
+                .iter()
+                .filter_map(|p| match p {
+                    Part::Text { text, .. } => Some(ContentPart::Text {
+                        text: Cow::Borrowed(text),
+                    }),
+                    Part::Image(i) => Some(image_url(&i.media_type, &i.data)),
+                    _ => None,
+                })
+                .collect(),
+        )
+    } else {
+        let mut texts = m.content.iter().filter_map(|p| match p {
+            Part::Text { text, .. } => Some(text.as_str()),
+            _ => None,
+        });
+        match (texts.next(), texts.next()) {
+            (Some(only), None) => UserContent::Text(Cow::Borrowed(only)),
+            _ => UserContent::Text(Cow::Owned(m.text())),
+        }
+    };
+    WireMessage::User { content }
+}
+
+fn wire_tool(t: &ToolSchema) -> WireTool<'_> {
+    WireTool {
+        kind: "function",
+        function: WireToolFunction {
+            name: &t.name,
+            description: &t.description,
+            parameters: &t.parameters,
+        },
+    }
 }
 
 /// Native structured output (typed output): `response_format` with a `json_schema`.

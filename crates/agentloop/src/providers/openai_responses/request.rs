@@ -14,7 +14,7 @@ use crate::providers::ProviderConfig;
 use crate::providers::core::wire_f32;
 use crate::providers::replay::{self, ReplayTarget};
 use crate::tooling::ToolSchema;
-use crate::transcript::{ImagePart, Message, Part, Role, ThinkingPart};
+use crate::transcript::{ImagePart, Message, Part, Role, ThinkingPart, ToolResultPart};
 
 fn input_image(image: &ImagePart) -> Value {
     json!({
@@ -156,70 +156,15 @@ pub(super) fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) ->
         match m.role {
             Role::Assistant => assistant_items(m, search.as_ref(), &mut search_calls, &mut input),
             Role::ToolResult => {
-                let Some(r) = m.tool_result_part() else {
-                    continue;
-                };
-                match &search {
-                    Some(plan) if search_calls.contains(&r.call_id) => input.push(json!({
-                        "type": "tool_search_output",
-                        "call_id": r.call_id,
-                        "execution": "client",
-                        "status": "completed",
-                        "tools": plan.loaded_tools(r),
-                    })),
-                    _ => {
-                        let output = if r.images.is_empty() {
-                            json!(r.content)
-                        } else {
-                            let mut parts = vec![json!({"type": "input_text", "text": r.content})];
-                            parts.extend(r.images.iter().map(input_image));
-                            Value::Array(parts)
-                        };
-                        input.push(json!({
-                            "type": "function_call_output",
-                            "call_id": r.call_id,
-                            "output": output,
-                        }));
-                    }
+                if let Some(r) = m.tool_result_part() {
+                    input.push(tool_result_item(r, search.as_ref(), &search_calls));
                 }
             }
-            _ => {
-                let content: Vec<Value> = m
-                    .content
-                    .iter()
-                    .filter_map(|p| match p {
-                        Part::Text { text, .. } => {
-                            Some(json!({"type": "input_text", "text": text}))
-                        }
-                        Part::Image(i) => Some(input_image(i)),
-                        _ => None,
-                    })
-                    .collect();
-                input.push(json!({"role": "user", "content": content}));
-            }
+            _ => input.push(user_item(m)),
         }
     }
 
-    let mut tools: Vec<Value> = Vec::new();
-    for t in request.tools.iter() {
-        if let Some(plan) = &search {
-            // Declared below: deferred tools as deferred, the search tool as `tool_search`.
-            if t.name == plan.tool.name || plan.is_deferred(&t.name) {
-                continue;
-            }
-        }
-        tools.push(function_tool(t, false));
-    }
-    if let Some(plan) = &search {
-        tools.extend(plan.deferred.iter().map(|t| function_tool(t, true)));
-        tools.push(json!({
-            "type": "tool_search",
-            "execution": "client",
-            "description": plan.tool.description,
-            "parameters": plan.tool.parameters,
-        }));
-    }
-
+    let tools = declared_tools(request, search.as_ref());
     let mut body = Map::new();
     body.insert("model".into(), json!(model));
     if let Some(system) = &request.system_prompt {
@@ -231,6 +176,85 @@ pub(super) fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) ->
     }
     body.insert("stream".into(), json!(true));
     body.insert("store".into(), json!(false));
+    insert_settings(config, request, &mut body);
+    Value::Object(body)
+}
+
+/// A tool result: the output of a client-side tool search, or a function call's output (text,
+/// or parts with its images).
+fn tool_result_item(
+    r: &ToolResultPart,
+    search: Option<&SearchPlan>,
+    search_calls: &HashSet<String>,
+) -> Value {
+    if let Some(plan) = search.filter(|_| search_calls.contains(&r.call_id)) {
+        return json!({
+            "type": "tool_search_output",
+            "call_id": r.call_id,
+            "execution": "client",
+            "status": "completed",
+            "tools": plan.loaded_tools(r),
+        });
+    }
+    let output = if r.images.is_empty() {
+        json!(r.content)
+    } else {
+        let mut parts = vec![json!({"type": "input_text", "text": r.content})];
+        parts.extend(r.images.iter().map(input_image));
+        Value::Array(parts)
+    };
+    json!({
+        "type": "function_call_output",
+        "call_id": r.call_id,
+        "output": output,
+    })
+}
+
+/// A user message as an input item of text and image parts.
+fn user_item(m: &Message) -> Value {
+    let content: Vec<Value> = m
+        .content
+        .iter()
+        .filter_map(|p| match p {
+            Part::Text { text, .. } => Some(json!({"type": "input_text", "text": text})),
+            Part::Image(i) => Some(input_image(i)),
+            _ => None,
+        })
+        .collect();
+    json!({"role": "user", "content": content})
+}
+
+/// The request's tools; with a tool-search plan, deferred tools are declared as deferred and the
+/// search tool as `tool_search`.
+fn declared_tools(request: &ModelRequest<'_>, search: Option<&SearchPlan>) -> Vec<Value> {
+    let mut tools: Vec<Value> = Vec::new();
+    for t in request.tools.iter() {
+        if let Some(plan) = search {
+            // Declared below: deferred tools as deferred, the search tool as `tool_search`.
+            if t.name == plan.tool.name || plan.is_deferred(&t.name) {
+                continue;
+            }
+        }
+        tools.push(function_tool(t, false));
+    }
+    if let Some(plan) = search {
+        tools.extend(plan.deferred.iter().map(|t| function_tool(t, true)));
+        tools.push(json!({
+            "type": "tool_search",
+            "execution": "client",
+            "description": plan.tool.description,
+            "parameters": plan.tool.parameters,
+        }));
+    }
+    tools
+}
+
+/// The sampling, reasoning, caching and output settings of `request`.
+fn insert_settings(
+    config: &ProviderConfig,
+    request: &ModelRequest<'_>,
+    body: &mut Map<String, Value>,
+) {
     if let Some(key) = request
         .prompt_cache_key
         .as_deref()
@@ -257,7 +281,6 @@ pub(super) fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) ->
     if let Some(format) = &request.output {
         body.insert("text".into(), responses_text_format(format));
     }
-    Value::Object(body)
 }
 
 /// Native structured output (typed output): `text.format` with a `json_schema`.
