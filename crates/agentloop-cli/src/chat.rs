@@ -34,7 +34,8 @@ use crate::error::Failure;
 use crate::model::{ModelSpec, build_model};
 use crate::render::{Style, summary_line, thousands};
 use crate::run::{
-    RunSetup, SessionTarget, execute, session_target, shell_options, system_prompt_for,
+    RunSetup, SessionTarget, discard_if_unanswered, execute, session_target, shell_options,
+    system_prompt_for,
 };
 use crate::safe_text::visible_line;
 use crate::session_settings::{Choice, recorded, restore, store_if_changed};
@@ -115,6 +116,9 @@ struct Chat {
     session: SessionInfo,
     /// Held for the whole conversation: one writer per session.
     _lock: SessionLock,
+    /// The session was created by this conversation (not resumed): it is deleted when left
+    /// without a model reply.
+    created: bool,
     expand_thinking: bool,
     last_thinking: String,
     style: Style,
@@ -128,7 +132,7 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
             "agentloop chat needs a terminal; for scripts use `agentloop run \"PROMPT\"`",
         ));
     }
-    if args.json || args.output_schema.is_some() || args.quiet {
+    if args.json.is_some() || args.output_schema.is_some() || args.quiet {
         return Err(Failure::usage(
             "--json, --quiet and --output-schema are for `agentloop run`, not chat",
         ));
@@ -213,6 +217,7 @@ impl Chat {
         (args.model, args.base_url, args.reasoning) =
             (choice.model, choice.base_url, choice.reasoning);
         let system_prompt = system_prompt_for(&args, &workspace);
+        let created = matches!(target, SessionTarget::New(_));
         let (session, lock) = match target {
             SessionTarget::Resume(info) => {
                 let lock = store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
@@ -237,6 +242,7 @@ impl Chat {
             flags,
             session,
             _lock: lock,
+            created,
             expand_thinking: false,
             last_thinking: String::new(),
             style: Style::new(color),
@@ -331,6 +337,12 @@ impl Chat {
         if let Some(error) = &report.store_error {
             eprintln!("agentloop: {error}");
         }
+        if let Some(error) = crate::run::model_error(&report) {
+            let endpoint =
+                crate::hints::Endpoint::of(self.spec.provider, self.args.base_url.as_deref());
+            let line = visible_line(&crate::hints::explain(error, &endpoint));
+            println!("{}", self.style.red(&line));
+        }
         let line = summary_line(&report.totals, None);
         println!("{}", self.style.dim(&line));
         if let Ok(info) = self.store.info(&self.session.id) {
@@ -408,8 +420,10 @@ impl Chat {
             }
             "clear" => {
                 let (info, lock) = new_session(&*self.store, self.settings(), None)?;
+                self.leave_session();
                 self.session = info;
                 self._lock = lock;
+                self.created = true;
                 println!("new session {}", visible_line(&self.session.id));
             }
             "sessions" => {
@@ -462,6 +476,14 @@ impl Chat {
         Ok(true)
     }
 
+    /// Leaving the current session (for another one, or at the end): one this conversation
+    /// created and the model never answered in is deleted (see [`discard_if_unanswered`]).
+    fn leave_session(&mut self) {
+        if std::mem::take(&mut self.created) {
+            discard_if_unanswered(&*self.store, &self.session.id);
+        }
+    }
+
     /// What the current session runs with.
     fn settings(&self) -> SessionSettings {
         recorded(
@@ -493,8 +515,10 @@ impl Chat {
         self.model = model;
         let settings = self.settings();
         store_if_changed(&*self.store, &mut info, settings)?;
+        self.leave_session();
         self.session = info;
         self._lock = lock;
+        self.created = false;
         println!(
             "resumed {} ({} messages) · model {}",
             visible_line(&self.session.id),
@@ -520,6 +544,13 @@ impl Chat {
             thousands(usage.cache_read_tokens)
         );
         Ok(())
+    }
+}
+
+impl Drop for Chat {
+    /// Every way out of a conversation (`/exit`, Ctrl-D, an error) leaves no empty session.
+    fn drop(&mut self) {
+        self.leave_session();
     }
 }
 

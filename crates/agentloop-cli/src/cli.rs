@@ -9,22 +9,46 @@ use agentloop::model::ReasoningLevel;
 use agentloop::output::OutputStrategy;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// `agentloop --version`: the package version, the commit and the build date (see build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("AGENTLOOP_COMMIT"),
+    ", built ",
+    env!("AGENTLOOP_BUILD_DATE"),
+    ")"
+);
+
+/// The one description of the global `--store` option (hidden from each subcommand's list).
+const STORE_HELP: &str = "\
+Global option (before or after any subcommand):
+      --store <PATH|URL>  The session store: a SQLite file path, or a PostgreSQL URL
+                          (postgres://user:password@host:port/database). Default:
+                          $XDG_DATA_HOME/agentloop/sessions.db, else
+                          ~/.local/share/agentloop/sessions.db. Environment: AGENTLOOP_STORE;
+                          --db and AGENTLOOP_DB are older names for it.";
+
 /// Run LLM agents with workspace-confined file tools and a sandboxed shell (Linux), and manage
 /// their recorded sessions.
 ///
 /// Start with `agentloop demo`: a real agent loop, real tools, real HTTP — against a scripted
 /// mock model, so it needs no API key and no network.
 #[derive(Parser, Debug)]
-#[command(name = "agentloop", version)]
+#[command(
+    name = "agentloop",
+    version = VERSION,
+    after_help = STORE_HELP,
+    mut_args = crate::help::shorten_arg,
+    mut_subcommands = crate::help::shorten_command
+)]
 pub struct Cli {
-    /// The session store: a SQLite file path, or a PostgreSQL URL
-    /// (`postgres://user:password@host:port/database`). Default:
-    /// `$XDG_DATA_HOME/agentloop/sessions.db`, else `~/.local/share/agentloop/sessions.db`
-    /// (directories are created). `--db` and `AGENTLOOP_DB` are older names for it.
+    /// The session store (see the end of `agentloop --help`).
     #[arg(
         long,
         global = true,
-        visible_alias = "db",
+        // Said once, in the top-level help, not under every subcommand.
+        hide = true,
+        alias = "db",
         env = "AGENTLOOP_STORE",
         // The value may hold a password: never print it in --help.
         hide_env_values = true,
@@ -95,6 +119,21 @@ pub enum Command {
     /// your own settings. Recorded with a hash of those files: when they change, the directory
     /// must be trusted again. `--revoke` withdraws the trust, `--list` shows every trusted one.
     Trust(crate::trust::TrustArgs),
+    /// Print a completion script for a shell. Bash: `agentloop completions bash >
+    /// ~/.local/share/bash-completion/completions/agentloop`; zsh: into a directory of
+    /// `$fpath` as `_agentloop`; fish: `~/.config/fish/completions/agentloop.fish`.
+    Completions(CompletionsArgs),
+    /// Print the man page (roff). Read it with `agentloop man | man -l -`, or install it as
+    /// `agentloop.1` in a `man1` directory.
+    Man,
+}
+
+/// `agentloop completions`.
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 /// `agentloop config …`.
@@ -124,8 +163,8 @@ pub struct ConfigShowArgs {
 /// `agentloop run`.
 #[derive(Args, Debug)]
 pub struct RunArgs {
-    /// The prompt (`-` reads it from standard input). Required by `run`; `chat` starts with
-    /// it when given.
+    /// The prompt (`-` reads it from standard input). `run` without one reads it from piped
+    /// standard input; `chat` starts with it when given.
     pub prompt: Option<String>,
 
     /// The directory the tools may read and change (default: the current directory).
@@ -248,8 +287,18 @@ pub struct RunArgs {
     /// Print exactly one JSON object per agent event per line on stdout, nothing else; the
     /// `agent_start` line carries the session id and a final `result` line sums the run up
     /// (with `--output-schema`, one more line before it: `{"type": "output", "output": …}`).
-    #[arg(long)]
-    pub json: bool,
+    /// `--json=compact` leaves out what other lines already carried: the message of
+    /// `message_start` (its role stays), the message and results of `turn_end`, and the
+    /// transcript of `agent_end`. Every event and field: docs/JSON_EVENTS.md.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "FORM",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "full"
+    )]
+    pub json: Option<JsonForm>,
 
     /// How shell commands are confined (Linux, Landlock). `workspace-write` (default): writes
     /// only inside the workspace and the temporary directory, no network (TCP). `read-only`:
@@ -466,6 +515,15 @@ pub struct ModelsArgs {
     /// Print one JSON object per model (`{"id": …, "name": …, "created": …}`) instead of ids.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--json` forms.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum JsonForm {
+    /// Every event with everything it carries.
+    Full,
+    /// Without the transcript repeated in `message_start`, `turn_end` and `agent_end`.
+    Compact,
 }
 
 /// `--reasoning` values.

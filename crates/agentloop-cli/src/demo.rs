@@ -21,6 +21,7 @@ use crate::cli::DemoArgs;
 use crate::error::Failure;
 use crate::render::{Style, out, stdout_color, thousands};
 use crate::run::{RunSetup, execute, exit_status};
+use crate::scripting::result_line;
 use crate::sessions::open_store;
 
 /// The label printed before and after the demo.
@@ -161,6 +162,10 @@ pub async fn run(db: Option<&str>, args: DemoArgs) -> Result<(), Failure> {
     }
     summary.push_str(&style.dim(&format!("({LABEL})\n")));
     say(&summary);
+    if args.json {
+        // As `run --json`: the last line sums the run up.
+        out(&format!("{}\n", result_line(&report, &session_id)));
+    }
 
     exit_status(&report)?;
     if !violations.is_empty() {

@@ -16,6 +16,7 @@
 //! - `agentloop models [PROVIDER]`: the models the provider's API lists.
 //! - `agentloop mcp list`: the configured MCP servers and their tools;
 //!   `agentloop mcp-server --workspace DIR`: the built-in tools served over MCP (stdio).
+//! - `agentloop completions SHELL`, `agentloop man`: a completion script and the man page.
 //!
 //! Exit codes: 0 success, 1 failure (including a run that did not stop normally), 2 bad usage
 //! (including an invalid config file), 4 mutating calls denied for lack of a terminal,
@@ -29,7 +30,10 @@ mod config;
 #[cfg(feature = "demo")]
 mod demo;
 mod error;
+mod help;
+mod hints;
 mod instructions;
+mod invocation;
 mod markdown;
 mod mcp;
 #[cfg(feature = "demo")]
@@ -45,6 +49,7 @@ mod scripting;
 mod session_settings;
 mod sessions;
 mod settings;
+mod shell;
 mod trust;
 
 use std::process::ExitCode;
@@ -59,8 +64,13 @@ fn main() -> ExitCode {
     if let Err(e) = agentloop::builtin::protect_agent_secrets() {
         eprintln!("agentloop: warning: cannot make the process non-dumpable: {e}");
     }
+    // `agentloop "PROMPT"`, `agentloop -m X`: the shapes other tools accept, made ours first.
+    let argv = invocation::rewrite(
+        std::env::args_os().collect(),
+        invocation::Terminal::detect(),
+    );
     // Config files fill in the `run` flags the user did not give (see settings.rs).
-    let cli = match settings::parse(std::env::args_os().collect()) {
+    let cli = match settings::parse(argv) {
         Ok(cli) => cli,
         Err(failure) => return report(&failure),
     };
@@ -106,6 +116,8 @@ fn main() -> ExitCode {
             Command::Models(args) => models::run(args).await,
             Command::Config(ConfigCommand::Show(args)) => settings::show(args),
             Command::Trust(args) => trust::command(args),
+            Command::Completions(args) => shell::completions(args),
+            Command::Man => shell::man(),
         }
     });
     // An abandoned blocking task (a prompt nobody answers after Ctrl-C, a tool that ignored

@@ -35,9 +35,49 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// answer).
 static HUMAN_TO_STDERR: AtomicBool = AtomicBool::new(false);
 
+/// `run --quiet`: the answer is printed once, at the end, on stdout; the streamed text is not
+/// shown on the way (on a terminal, stderr and stdout are the same screen).
+static ANSWER_AT_END: AtomicBool = AtomicBool::new(false);
+
+/// `--json=compact`: events without the transcript other lines already carried.
+static JSON_COMPACT: AtomicBool = AtomicBool::new(false);
+
+/// `--json=compact` from now on (see [`compact_event`]).
+pub fn compact_json() {
+    JSON_COMPACT.store(true, Ordering::SeqCst);
+}
+
 /// Sends everything [`out`] writes to stderr from now on (`run --quiet`).
 pub fn redirect_to_stderr() {
     HUMAN_TO_STDERR.store(true, Ordering::SeqCst);
+}
+
+/// `run --quiet`: human output to stderr ([`redirect_to_stderr`]) without the answer's text,
+/// which the caller prints once at the end ([`final_answer`]).
+pub fn quiet() {
+    redirect_to_stderr();
+    ANSWER_AT_END.store(true, Ordering::SeqCst);
+}
+
+/// A final answer as stdout shows it: rendered Markdown on a terminal (styled unless
+/// `NO_COLOR`, escape sequences made visible), the model's text unchanged when piped (a script
+/// gets exactly what the model wrote); ending with a newline unless empty.
+pub fn final_answer(text: &str) -> String {
+    if text.is_empty() {
+        return String::new();
+    }
+    let mut shown = if std::io::stdout().is_terminal() {
+        let mut markdown = MarkdownStream::new(stdout_color());
+        let mut shown = markdown.push(text);
+        shown.push_str(&markdown.finish());
+        shown
+    } else {
+        text.to_owned()
+    };
+    if !shown.ends_with('\n') {
+        shown.push('\n');
+    }
+    shown
 }
 
 /// Writes to stdout and flushes, ignoring errors (a closed pipe must not crash the run; the
@@ -264,6 +304,8 @@ pub struct Renderer {
     stderr: bool,
     /// Interactive mode (see [`Renderer::interactive`]).
     interactive: Option<Interactive>,
+    /// Answers rendered as Markdown (interactive mode, or stdout on a terminal).
+    markdown: bool,
     /// The last message's thinking, for `/thinking`.
     last_thinking: Mutex<String>,
 }
@@ -286,6 +328,7 @@ impl Renderer {
             state: Mutex::new(State::default()),
             stderr: false,
             interactive: None,
+            markdown: false,
             last_thinking: Mutex::new(String::new()),
         }
     }
@@ -295,6 +338,14 @@ impl Renderer {
     /// diffs.
     pub fn interactive(mut self, expand_thinking: bool) -> Self {
         self.interactive = Some(Interactive { expand_thinking });
+        self.markdown = true;
+        self
+    }
+
+    /// The answer's text rendered as Markdown a line at a time, as interactive mode does
+    /// (`run` with stdout on a terminal).
+    pub fn markdown(mut self) -> Self {
+        self.markdown = true;
         self
     }
 
@@ -336,10 +387,13 @@ impl Renderer {
     /// Text of the model's answer: through the Markdown renderer in interactive mode.
     fn answer_text(&self, state: &mut State, text: &str) {
         self.flush_thinking(state);
+        if ANSWER_AT_END.load(Ordering::SeqCst) {
+            return;
+        }
         if std::mem::take(&mut state.gap) {
             self.out("\n");
         }
-        if self.interactive.is_some() {
+        if self.markdown {
             let color = self.style.is_color();
             let rendered = state
                 .markdown
@@ -570,16 +624,48 @@ impl Renderer {
 /// One event as its JSON line; the final `agent_end` also carries the run's totals (`turns`,
 /// `tool_calls`, and `usage` with `cost_usd` when a price was known).
 fn json_line(totals: &Totals, event: &AgentEvent) -> serde_json::Result<String> {
-    if !matches!(event, AgentEvent::AgentEnd { .. }) {
+    let compact = JSON_COMPACT.load(Ordering::SeqCst);
+    if !compact && !matches!(event, AgentEvent::AgentEnd { .. }) {
         return serde_json::to_string(event);
     }
     let mut value = serde_json::to_value(event)?;
     if let Value::Object(map) = &mut value {
-        map.insert("turns".into(), Value::from(totals.turns));
-        map.insert("tool_calls".into(), Value::from(totals.tool_calls));
-        map.insert("usage".into(), serde_json::to_value(totals.usage)?);
+        if matches!(event, AgentEvent::AgentEnd { .. }) {
+            map.insert("turns".into(), Value::from(totals.turns));
+            map.insert("tool_calls".into(), Value::from(totals.tool_calls));
+            map.insert("usage".into(), serde_json::to_value(totals.usage)?);
+        }
+        if compact {
+            compact_event(map);
+        }
     }
     serde_json::to_string(&value)
+}
+
+/// `--json=compact`: drops what earlier lines already carried — `message_start` keeps only
+/// the message's role (its content arrives in `message_update`/`message_end`), `turn_end`
+/// only its number (its message and results were `message_end` and `tool_execution_end`
+/// lines), `agent_end` only why and how much (its transcript was every `message_end`).
+fn compact_event(event: &mut serde_json::Map<String, Value>) {
+    match event.get("type").and_then(Value::as_str) {
+        Some("message_start") => {
+            let role = event
+                .get("message")
+                .and_then(|m| m.get("role"))
+                .cloned()
+                .unwrap_or(Value::Null);
+            event.remove("message");
+            event.insert("role".into(), role);
+        }
+        Some("turn_end") => {
+            event.remove("message");
+            event.remove("tool_results");
+        }
+        Some("agent_end") => {
+            event.remove("messages");
+        }
+        _ => {}
+    }
 }
 
 fn count(totals: &mut Totals, event: &AgentEvent) {
@@ -622,19 +708,21 @@ pub fn describe_stop(stop: &RunStop) -> String {
         RunStop::AwaitingApproval { pending } => {
             format!("awaiting approval ({} tool call(s))", pending.len())
         }
-        other => format!("stopped: {}", visible_line(&format!("{other:?}"))),
+        other => format!("stopped: {}", visible_line(&other.to_string())),
     }
 }
 
 /// `done · 3 turns · 5 tool calls · 1,234 in / 56 out tokens · $0.0012 · session 1b2c…`
+///
+/// A failure is named without its details (`model error`): the error line says them, once.
 pub fn summary_line(totals: &Totals, session_id: Option<&str>) -> String {
     let mut parts = Vec::new();
-    parts.push(
-        totals
-            .stop
-            .as_ref()
-            .map_or_else(|| "ended".to_owned(), describe_stop),
-    );
+    parts.push(match &totals.stop {
+        None => "ended".to_owned(),
+        Some(RunStop::ModelError { .. }) => "model error".to_owned(),
+        Some(RunStop::Internal { .. }) => "internal error".to_owned(),
+        Some(stop) => describe_stop(stop),
+    });
     parts.push(plural(totals.turns as u64, "turn"));
     parts.push(plural(totals.tool_calls as u64, "tool call"));
     parts.push(format!(

@@ -5,6 +5,7 @@
 //! approval policy, the session recorder and the renderer into one [`AgentLoop`] and reports how
 //! the run ended; [`exit_status`] maps that to the process's exit code.
 
+use std::io::IsTerminal;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -139,6 +140,10 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
     }
     if let Some(expand_thinking) = setup.interactive {
         renderer = renderer.interactive(expand_thinking);
+    } else if matches!(mode, OutputMode::Human { .. }) && !typed && std::io::stdout().is_terminal()
+    {
+        // A person reads stdout: Markdown as chat shows it (plain text when piped).
+        renderer = renderer.markdown();
     }
     let renderer = Arc::new(renderer);
     let sandbox = setup.shell.sandbox_mode();
@@ -516,13 +521,24 @@ pub fn system_prompt_for(args: &RunArgs, workspace: &Workspace) -> Option<String
 
 /// `agentloop run`.
 pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
-    let Some(prompt_arg) = &args.prompt else {
-        return Err(Failure::usage(
-            "agentloop run needs a prompt (`-` reads it from standard input); for a \
-             conversation, use `agentloop chat`",
-        ));
+    let needs_prompt = || {
+        Failure::usage(
+            "agentloop run needs a prompt: an argument, or text piped on standard input; for \
+             a conversation, use `agentloop chat`",
+        )
     };
-    let prompt = scripting::combined_prompt(prompt_arg)?;
+    let prompt = match &args.prompt {
+        Some(argument) => scripting::combined_prompt(argument)?,
+        // `echo "fix it" | agentloop run`: piped input is the prompt, as `-` would say.
+        None if !std::io::IsTerminal::is_terminal(&std::io::stdin()) => {
+            let piped = scripting::combined_prompt("-")?;
+            if piped.trim().is_empty() {
+                return Err(needs_prompt());
+            }
+            piped
+        }
+        None => return Err(needs_prompt()),
+    };
     if prompt.trim().is_empty() {
         return Err(Failure::usage("the prompt is empty"));
     }
@@ -533,7 +549,10 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
         None => None,
     };
     if args.quiet {
-        crate::render::redirect_to_stderr();
+        crate::render::quiet();
+    }
+    if args.json == Some(crate::cli::JsonForm::Compact) {
+        crate::render::compact_json();
     }
     let root = match &args.workspace {
         Some(dir) => dir.clone(),
@@ -562,6 +581,11 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
         choice.reasoning,
         workspace.root(),
     );
+    // With fallbacks, the error that ends the run may be another model's.
+    let endpoint = args
+        .fallback_model
+        .is_empty()
+        .then(|| crate::hints::Endpoint::of(spec.provider, choice.base_url.as_deref()));
     let mcp = crate::config::ConfigFile::load(workspace.root(), &args.trust)?
         .mcp_servers(workspace.root(), &args.mcp)?;
 
@@ -611,6 +635,7 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
         }
         SessionTarget::New(None) => (None, None),
     };
+    let created = existing.is_none();
     let (session, context, _lock) = match existing {
         Some(mut info) => {
             store_if_changed(&*store, &mut info, settings.clone())?;
@@ -638,6 +663,7 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
         eprintln!("agentloop: note: {note}");
     }
     let session_id = session.id.clone();
+    let recorded_in = store.clone();
     let report = execute(RunSetup {
         model,
         model_name: spec.name.clone(),
@@ -654,7 +680,7 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
             max_cost_usd: args.max_cost,
         },
         trace_content: args.trace_content,
-        json: args.json,
+        json: args.json.is_some(),
         store,
         session,
         context,
@@ -670,17 +696,17 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
     })
     .await?;
     report.renderer.print_summary(Some(&session_id));
-    crate::approvals::print_pending(&report, &session_id, args.json);
+    crate::approvals::print_pending(&report, &session_id, args.json.is_some());
     if let Some(output) = &report.output {
         // The validated output is stdout's only content (or, with --json, its last line).
-        let line = if args.json {
+        let line = if args.json.is_some() {
             serde_json::json!({"type": "output", "output": output}).to_string()
         } else {
             output.to_string()
         };
         crate::render::out(&format!("{line}\n"));
     }
-    if args.json {
+    if args.json.is_some() {
         crate::render::out(&format!(
             "{}\n",
             scripting::result_line(&report, &session_id)
@@ -690,9 +716,43 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
         scripting::write_last_message(path, &report)?;
     }
     if args.quiet {
-        print_final_answer(&scripting::final_text(&report));
+        print_final_answer(&crate::render::final_answer(&scripting::final_text(
+            &report,
+        )));
     }
-    exit_status(&report)
+    if created {
+        discard_if_unanswered(&*recorded_in, &session_id);
+    }
+    exit_status(&report).map_err(|failure| match (model_error(&report), &endpoint) {
+        (Some(error), Some(endpoint)) => Failure {
+            message: crate::hints::explain(error, endpoint),
+            ..failure
+        },
+        _ => failure,
+    })
+}
+
+/// The model error that ended a run, if one did.
+pub fn model_error(report: &RunReport) -> Option<&agentloop::model::ModelError> {
+    match &report.outcome {
+        Err(OutputError::Run(agentloop::agent::AgentError::Model { error, .. }))
+            if !report.interrupted =>
+        {
+            Some(error)
+        }
+        _ => None,
+    }
+}
+
+/// Deletes session `id` — one this process created — when the model never replied in it: a
+/// run that failed before any reply (a refused key, a server that is down, Ctrl-C at once) or a
+/// chat closed before its first answer. Such a session holds nothing to continue or review,
+/// and `sessions list` would fill up with them; the prompt is still in the shell's (or the
+/// chat's) history. A session with parked tool calls is kept. Returns whether it was deleted.
+pub fn discard_if_unanswered(store: &dyn SessionStore, id: &str) -> bool {
+    let unanswered = store.info(id).is_ok_and(|info| !info.stats.has_reply());
+    let parked = !matches!(store.parked(id), Ok(None));
+    unanswered && !parked && store.delete(id).is_ok()
 }
 
 /// The session a run records into.
@@ -759,13 +819,10 @@ fn load_output_schema(path: &Path, args: &RunArgs) -> Result<Output<Value>, Fail
         .retries(args.output_retries))
 }
 
-/// `--quiet`: the final answer alone on stdout (with a final newline).
+/// `--quiet`: the final answer alone on stdout (as [`crate::render::final_answer`] shows it).
 fn print_final_answer(text: &str) {
     use std::io::Write;
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(text.as_bytes());
-    if !text.is_empty() && !text.ends_with('\n') {
-        let _ = stdout.write_all(b"\n");
-    }
     let _ = stdout.flush();
 }

@@ -139,14 +139,23 @@ fn follow_in_text_stops_after_the_idle_time_and_a_bad_store_is_one_line() {
 #[test]
 fn help_never_shows_the_store_url() {
     let dir = tempfile::tempdir().unwrap();
-    let out = agentloop(dir.path(), "x.db")
-        .env("AGENTLOOP_STORE", "postgres://me:Secret-78@db/app")
-        .args(["sessions", "list", "--help"])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(text.contains("AGENTLOOP_STORE"), "{text}");
-    assert!(!text.contains("Secret-78"), "{text}");
+    // `--store` is described once, in the top-level help; no help shows the value.
+    for args in [
+        &["--help"][..],
+        &["sessions", "list", "--help"],
+        &["run", "-h"],
+    ] {
+        let out = agentloop(dir.path(), "x.db")
+            .env("AGENTLOOP_STORE", "postgres://me:Secret-78@db/app")
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(!text.contains("Secret-78"), "{text}");
+        if args == ["--help"] {
+            assert!(text.contains("AGENTLOOP_STORE"), "{text}");
+        }
+    }
 }
 
 #[test]

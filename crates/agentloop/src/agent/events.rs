@@ -79,6 +79,33 @@ pub enum RunStop {
     },
 }
 
+/// One plain sentence for a person (`max turns reached (10)`, `the model produced no valid
+/// output after 3 attempts`); the serialized form stays the machine-readable one.
+impl std::fmt::Display for RunStop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RunStop::Done => f.write_str("done"),
+            RunStop::MaxTurns { limit } => write!(f, "stopped at the limit of {limit} turns"),
+            RunStop::RepeatedToolFailures { turns } => {
+                write!(f, "the same tool calls failed {turns} turns in a row")
+            }
+            RunStop::Aborted => f.write_str("aborted"),
+            RunStop::ModelError { message } => write!(f, "model error: {message}"),
+            RunStop::HookStop { extension } => write!(f, "stopped by extension {extension}"),
+            RunStop::OutputInvalid { attempts } => {
+                write!(f, "no valid output after {attempts} attempt(s)")
+            }
+            RunStop::Internal { message } => write!(f, "internal error: {message}"),
+            RunStop::UsageLimit { which, used, limit } => {
+                write!(f, "{which} limit reached ({used} of {limit})")
+            }
+            RunStop::AwaitingApproval { pending } => {
+                write!(f, "{} tool call(s) await approval", pending.len())
+            }
+        }
+    }
+}
+
 // The amounts in `UsageLimit` are finite (limits are validated, usage is counted), so equality
 // stays reflexive and `RunStop` keeps its `Eq`.
 impl Eq for RunStop {}

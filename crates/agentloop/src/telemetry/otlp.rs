@@ -9,6 +9,11 @@
 //! Keep the returned [`OtelGuard`] alive and call [`OtelGuard::shutdown`] before the process
 //! exits: it flushes what is still buffered.
 //!
+//! Export never slows the traced work: spans and metrics are handed to the exporters' own
+//! threads, and the shutdown flush waits at most [`SHUTDOWN_TIMEOUT`] (1 s) — a collector that
+//! refuses connections, or accepts them and never answers, costs a process at most that at
+//! exit, and what it did not take is dropped with one plain error line.
+//!
 //! The transport is chosen per signal as the OpenTelemetry specification says:
 //! `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` (or `…_METRICS_PROTOCOL`), else
 //! `OTEL_EXPORTER_OTLP_PROTOCOL`, one of `http/protobuf` (the default, port 4318) and `grpc`
@@ -95,57 +100,139 @@ impl OtlpProtocol {
     }
 }
 
-/// The installed pipeline. Dropping it shuts it down (flushing); [`shutdown`](Self::shutdown)
-/// does the same and reports failures.
+/// The longest [`OtelGuard::shutdown`] waits for the collector: what it has not taken by then
+/// is dropped, so an unreachable or silent collector adds at most this much to a process's exit.
+pub const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The installed pipeline. Dropping it shuts it down (flushing, within [`SHUTDOWN_TIMEOUT`]);
+/// [`shutdown`](Self::shutdown) does the same and reports failures.
 #[derive(Debug)]
 pub struct OtelGuard {
     tracer: Option<SdkTracerProvider>,
     meter: Option<SdkMeterProvider>,
     /// The gRPC exporters' runtime (none for HTTP only); stopped after the providers.
     runtime: Option<tokio::runtime::Runtime>,
+    /// Where the spans go, to name it in a failure.
+    endpoint: String,
 }
 
 impl OtelGuard {
-    /// Flushes every buffered span and metric to the collector and stops the exporters.
-    pub fn shutdown(mut self) -> Result<(), String> {
-        self.stop()
+    /// Flushes every buffered span and metric to the collector and stops the exporters, waiting
+    /// at most [`SHUTDOWN_TIMEOUT`]. The error is one plain line saying what was lost.
+    pub fn shutdown(self) -> Result<(), String> {
+        self.shutdown_within(SHUTDOWN_TIMEOUT)
     }
 
-    fn stop(&mut self) -> Result<(), String> {
-        let mut failures = Vec::new();
-        if let Some(tracer) = self.tracer.take() {
-            if let Err(e) = tracer.force_flush() {
-                failures.push(format!("flushing spans: {e}"));
+    /// [`shutdown`](Self::shutdown) with another bound. The flush runs on a thread of its own:
+    /// when the bound passes first, that thread is left to finish (or to be ended by the
+    /// process's exit) and the caller goes on.
+    pub fn shutdown_within(mut self, limit: Duration) -> Result<(), String> {
+        self.stop(limit)
+    }
+
+    fn stop(&mut self, limit: Duration) -> Result<(), String> {
+        let (tracer, meter, runtime) = (self.tracer.take(), self.meter.take(), self.runtime.take());
+        if tracer.is_none() && meter.is_none() {
+            return Ok(());
+        }
+        let (done, finished) = std::sync::mpsc::channel();
+        let flush = move || {
+            let result = flush_and_stop(tracer, meter, limit);
+            if let Some(runtime) = runtime {
+                // Everything was flushed above; never block (nor panic) if called from async
+                // code.
+                runtime.shutdown_background();
             }
-            if let Err(e) = tracer.shutdown_with_timeout(Duration::from_secs(5)) {
-                failures.push(format!("stopping the span exporter: {e}"));
-            }
+            let _ = done.send(result);
+        };
+        if let Err(e) = std::thread::Builder::new()
+            .name("agentloop-otlp-shutdown".into())
+            .spawn(flush)
+        {
+            return Err(format!("cannot stop the OpenTelemetry exporters: {e}"));
         }
-        if let Some(meter) = self.meter.take() {
-            if let Err(e) = meter.shutdown_with_timeout(Duration::from_secs(5)) {
-                failures.push(format!("stopping the metric exporter: {e}"));
-            }
+        let endpoint = &self.endpoint;
+        match finished.recv_timeout(limit) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(what)) => Err(format!(
+                "the collector at {endpoint} did not take the telemetry ({what}); it is dropped"
+            )),
+            Err(_) => Err(format!(
+                "the collector at {endpoint} did not answer within {:.1} s; the telemetry still \
+                 buffered is dropped",
+                limit.as_secs_f64()
+            )),
         }
-        if let Some(runtime) = self.runtime.take() {
-            // Everything was flushed above; never block (nor panic) if called from async code.
-            runtime.shutdown_background();
+    }
+}
+
+/// Flushes and stops both providers; the failures named plainly (the exporters' own errors
+/// can carry a whole chain of debug text).
+fn flush_and_stop(
+    tracer: Option<SdkTracerProvider>,
+    meter: Option<SdkMeterProvider>,
+    limit: Duration,
+) -> Result<(), String> {
+    let mut failures = Vec::new();
+    if let Some(tracer) = tracer {
+        if tracer.force_flush().is_err() {
+            failures.push("spans not exported");
         }
-        if failures.is_empty() {
-            Ok(())
-        } else {
-            Err(failures.join("; "))
+        let _ = tracer.shutdown_with_timeout(limit);
+    }
+    if let Some(meter) = meter {
+        if meter.shutdown_with_timeout(limit).is_err() {
+            failures.push("metrics not exported");
         }
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join(", "))
     }
 }
 
 impl Drop for OtelGuard {
     fn drop(&mut self) {
-        let _ = self.stop();
+        let _ = self.stop(SHUTDOWN_TIMEOUT);
+    }
+}
+
+/// The traces endpoint the exporter sends to, as the environment names it (for messages).
+fn traces_endpoint(protocol: OtlpProtocol) -> String {
+    for name in [
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+    ] {
+        if let Ok(value) = std::env::var(name) {
+            if !value.trim().is_empty() {
+                return without_userinfo(value.trim());
+            }
+        }
+    }
+    match protocol {
+        OtlpProtocol::Grpc => "http://localhost:4317".to_owned(),
+        OtlpProtocol::HttpProtobuf => "http://localhost:4318".to_owned(),
     }
 }
 
 fn env_set(name: &str) -> bool {
     std::env::var_os(name).is_some_and(|v| !v.is_empty())
+}
+
+/// `url` without a `user:password@` part (never printed).
+fn without_userinfo(url: &str) -> String {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    if scheme.is_empty() {
+        format!("{host}{path}")
+    } else {
+        format!("{scheme}://{host}{path}")
+    }
 }
 
 /// Whether the environment asks for OTLP export (see the module docs).
@@ -228,6 +315,7 @@ pub fn install_from_env() -> Result<Option<OtelGuard>, OtelError> {
         tracer: Some(tracer_provider.clone()),
         meter: meter_provider.clone(),
         runtime,
+        endpoint: traces_endpoint(traces),
     };
     let subscriber = tracing_subscriber::registry()
         .with(layer(tracer_provider.tracer("agentloop")))
@@ -261,6 +349,18 @@ where
 #[cfg(test)]
 mod tests {
     use super::OtlpProtocol;
+
+    #[test]
+    fn endpoints_are_named_without_their_credentials() {
+        assert_eq!(
+            super::without_userinfo("https://user:secret@collector:4318/v1/traces"),
+            "https://collector:4318/v1/traces"
+        );
+        assert_eq!(
+            super::without_userinfo("http://127.0.0.1:4318"),
+            "http://127.0.0.1:4318"
+        );
+    }
 
     #[test]
     fn protocols_are_parsed_as_the_specification_names_them() {

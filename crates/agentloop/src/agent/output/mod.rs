@@ -331,7 +331,7 @@ pub enum OutputError {
     Run(#[from] AgentError),
     /// The model never produced a valid output: every attempt was invalid (and the repairs ran
     /// out), or the run ended for another reason (max turns, abort, hook stop) before it did.
-    #[error("the model produced no valid output ({attempts} invalid attempt(s), run stop: {stop:?}){}", render_violations(.violations))]
+    #[error("the model produced no valid output ({attempts} invalid attempt(s), run stop: {stop}){}", render_violations(.violations))]
     Invalid {
         /// How many invalid outputs the model gave.
         attempts: u32,

@@ -28,8 +28,9 @@ impl<P: Protocol + Default> Adapter<P> {
     }
 
     /// Like [`new`](Self::new), but a configuration that cannot work (a base URL that does not
-    /// parse, a header that is not valid HTTP, an HTTP client that cannot be built) is an error
-    /// here instead of the error of every request.
+    /// parse, a header that is not valid HTTP) is an error here instead of the error of every
+    /// request. The HTTP client itself is built on the first request (building it loads the
+    /// TLS root certificates), and an error building it is that request's.
     pub fn try_new(config: ProviderConfig) -> Result<Self, ModelError> {
         Adapter::try_with_protocol(P::default(), config)
     }

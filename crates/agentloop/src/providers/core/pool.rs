@@ -21,11 +21,18 @@ struct Slot {
     in_flight: Arc<AtomicUsize>,
 }
 
-/// The clients of one adapter (see the module docs).
+/// Builds one client of a pool.
+type Build = Box<dyn Fn() -> Result<reqwest::Client, reqwest::Error> + Send + Sync>;
+
+/// The clients of one adapter (see the module docs). No client exists until the first request:
+/// building one loads the TLS root certificates (every one in the system store), which a program
+/// that may never send a request — a chat waiting at its prompt, `--help` — should not pay for.
 pub(crate) struct ClientPool {
     slots: Mutex<Vec<Slot>>,
-    /// Builds another client; `None` for a pool of one (HTTP/1.1).
-    grow: Option<Box<dyn Fn() -> Result<reqwest::Client, reqwest::Error> + Send + Sync>>,
+    /// Builds the first client, and the further ones of a growing pool.
+    build: Build,
+    /// Whether the pool opens more clients than one (HTTP/2).
+    grows: bool,
     per_connection: usize,
     max_clients: usize,
 }
@@ -55,33 +62,31 @@ impl Drop for Lease {
 }
 
 impl ClientPool {
-    /// A pool of exactly one client, never grown, without counting (HTTP/1.1).
-    pub(crate) fn single(client: reqwest::Client) -> Self {
+    /// A pool of exactly one client, built by `build` on the first lease, never grown, without
+    /// counting (HTTP/1.1).
+    pub(crate) fn single(
+        build: impl Fn() -> Result<reqwest::Client, reqwest::Error> + Send + Sync + 'static,
+    ) -> Self {
         ClientPool {
-            slots: Mutex::new(vec![Slot {
-                client,
-                in_flight: Arc::new(AtomicUsize::new(0)),
-            }]),
-            grow: None,
+            slots: Mutex::new(Vec::new()),
+            build: Box::new(build),
+            grows: false,
             per_connection: usize::MAX,
             max_clients: 1,
         }
     }
 
-    /// A pool starting with `first`, growing with `grow` up to `max_clients` clients, each
-    /// given `per_connection` requests before another is opened.
+    /// A pool whose clients `build` makes on demand, up to `max_clients`, each given
+    /// `per_connection` requests before another is opened.
     pub(crate) fn growing(
-        first: reqwest::Client,
-        grow: impl Fn() -> Result<reqwest::Client, reqwest::Error> + Send + Sync + 'static,
+        build: impl Fn() -> Result<reqwest::Client, reqwest::Error> + Send + Sync + 'static,
         per_connection: usize,
         max_clients: usize,
     ) -> Self {
         ClientPool {
-            slots: Mutex::new(vec![Slot {
-                client: first,
-                in_flight: Arc::new(AtomicUsize::new(0)),
-            }]),
-            grow: Some(Box::new(grow)),
+            slots: Mutex::new(Vec::new()),
+            build: Box::new(build),
+            grows: true,
             per_connection: per_connection.max(1),
             max_clients: max_clients.max(1),
         }
@@ -95,17 +100,24 @@ impl ClientPool {
             .len()
     }
 
-    /// A client for one request: the least busy one, or a new one when every client is at
-    /// its share of streams and the pool may still grow.
-    pub(crate) fn lease(&self) -> Lease {
+    /// A client for one request: the least busy one, or a new one when there is none yet or
+    /// every client is at its share of streams and the pool may still grow. The error is the
+    /// first client's, which could not be built (the next lease tries again).
+    pub(crate) fn lease(&self) -> Result<Lease, reqwest::Error> {
         let mut slots = self.slots.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(grow) = &self.grow else {
+        if slots.is_empty() {
+            slots.push(Slot {
+                client: (self.build)()?,
+                in_flight: Arc::new(AtomicUsize::new(0)),
+            });
+        }
+        if !self.grows {
             // A pool of one: no counting on the HTTP/1.1 hot path.
-            return Lease {
+            return Ok(Lease {
                 client: slots[0].client.clone(),
                 in_flight: None,
-            };
-        };
+            });
+        }
         let busiest_free = slots
             .iter()
             .enumerate()
@@ -114,8 +126,8 @@ impl ClientPool {
         let mut index = busiest_free.map_or(0, |(i, _)| i);
         let full = busiest_free.is_none_or(|(_, n)| n >= self.per_connection);
         if full && slots.len() < self.max_clients {
-            // A client that cannot be built (it was built once already) leaves the pool as is.
-            if let Ok(client) = grow() {
+            // A client that cannot be built (one was built already) leaves the pool as is.
+            if let Ok(client) = (self.build)() {
                 slots.push(Slot {
                     client,
                     in_flight: Arc::new(AtomicUsize::new(0)),
@@ -125,10 +137,10 @@ impl ClientPool {
         }
         let slot = &slots[index];
         slot.in_flight.fetch_add(1, Ordering::Relaxed);
-        Lease {
+        Ok(Lease {
             client: slot.client.clone(),
             in_flight: Some(Arc::clone(&slot.in_flight)),
-        }
+        })
     }
 }
 
@@ -139,23 +151,25 @@ mod tests {
 
     #[test]
     fn grows_when_every_client_is_full_and_shrinks_its_counts_on_drop() {
-        let pool = ClientPool::growing(reqwest::Client::new(), || Ok(reqwest::Client::new()), 2, 3);
-        let leases: Vec<Lease> = (0..6).map(|_| pool.lease()).collect();
+        let pool = ClientPool::growing(|| Ok(reqwest::Client::new()), 2, 3);
+        assert_eq!(pool.len(), 0, "no client before the first request");
+        let leases: Vec<Lease> = (0..6).map(|_| pool.lease().unwrap()).collect();
         assert_eq!(pool.len(), 3);
         // At the cap: the seventh shares the least busy client.
-        let seventh = pool.lease();
+        let seventh = pool.lease().unwrap();
         assert_eq!(pool.len(), 3);
         drop(leases);
         drop(seventh);
         // Everything returned: the next lease reuses a client.
-        let _again = pool.lease();
+        let _again = pool.lease().unwrap();
         assert_eq!(pool.len(), 3);
     }
 
     #[test]
     fn a_single_pool_never_grows() {
-        let pool = ClientPool::single(reqwest::Client::new());
-        let _leases: Vec<Lease> = (0..500).map(|_| pool.lease()).collect();
+        let pool = ClientPool::single(|| Ok(reqwest::Client::new()));
+        assert_eq!(pool.len(), 0, "no client before the first request");
+        let _leases: Vec<Lease> = (0..500).map(|_| pool.lease().unwrap()).collect();
         assert_eq!(pool.len(), 1);
     }
 }

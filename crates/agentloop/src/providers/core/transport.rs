@@ -112,26 +112,23 @@ type FailedRequest = (u64, u16, String);
 impl Endpoint {
     /// `{base_url}/{path}` with `content-type: application/json` and the configured extra headers.
     pub(crate) fn new(config: &crate::providers::ProviderConfig, path: &str) -> Self {
-        // A client that cannot be built is reported like a bad URL, never replaced by a
-        // default one that would silently drop the configured settings.
-        let (client, target) = match config.http_client() {
-            Ok(client) => (client, target(config, path)),
-            Err(e) => (
-                reqwest::Client::new(),
-                Err(format!("the HTTP client cannot be built: {}", describe(e))),
-            ),
+        // The client is built on the first request (see `ClientPool`); one that cannot be
+        // built fails that request, never replaced by a default one that would silently drop
+        // the configured settings.
+        let build = {
+            let config = config.clone();
+            move || config.http_client()
         };
         let clients = if config.may_use_http2() {
-            let again = config.clone();
             super::pool::ClientPool::growing(
-                client,
-                move || again.http_client(),
+                build,
                 config.http2_streams_per_connection,
                 config.http2_max_connections,
             )
         } else {
-            super::pool::ClientPool::single(client)
+            super::pool::ClientPool::single(build)
         };
+        let target = target(config, path);
         Endpoint {
             clients: std::sync::Arc::new(clients),
             target,
@@ -504,7 +501,12 @@ where
         let idle_end = Instant::now() + self.idle;
         let until = self.deadline.map_or(idle_end, |d| d.min(idle_end));
         self.lease = None;
-        let lease = self.clients.lease();
+        let lease = self.clients.lease().map_err(|e| {
+            Failure::last(ModelError::InvalidRequest(format!(
+                "the HTTP client cannot be built: {}",
+                describe(e)
+            )))
+        })?;
         let client = lease.client.clone();
         self.lease = Some(lease);
         let response = match tokio::time::timeout_at(until, client.execute(request)).await {

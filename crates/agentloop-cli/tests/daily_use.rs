@@ -1,0 +1,734 @@
+//! The `agentloop` binary in daily use, run for real against a testkit mock server (and, for
+//! telemetry, a collector that never answers): errors that say what to do on one line, export
+//! that never slows a run, no empty sessions left behind, `-q` printing the answer once, and
+//! the invocations other tools' users type.
+//!
+//! Children run with stdin from /dev/null (or a pipe) and stdout/stderr piped — no terminal —
+//! except the tests that use a pseudo-terminal (`expectrl`) to see what a person sees.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use agentloop_testkit::{MockServer, Script};
+use serde_json::{Value, json};
+
+/// A scratch directory with a workspace and a session database.
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("ws")).unwrap();
+        Scratch { dir }
+    }
+    fn ws(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+    fn db(&self) -> PathBuf {
+        self.dir.path().join("sessions.db")
+    }
+    /// [`Scratch::tty_cmd`] with stdin from /dev/null.
+    fn cmd(&self) -> Command {
+        let mut cmd = self.tty_cmd();
+        cmd.stdin(Stdio::null());
+        cmd
+    }
+    /// The binary with a clean environment (no real keys, URLs or collectors), the data and
+    /// config directories in the scratch directory, no colours, the scratch database; stdio
+    /// left to the caller (a pseudo-terminal).
+    fn tty_cmd(&self) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
+        for var in [
+            "OPENAI_BASE_URL",
+            "ANTHROPIC_API_KEY",
+            "ANTHROPIC_BASE_URL",
+            "AGENTLOOP_DB",
+            "AGENTLOOP_STORE",
+            "AGENTLOOP_MODEL",
+            "AGENTLOOP_PROFILE",
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+            "OTEL_SERVICE_NAME",
+            "OTEL_EXPORTER_OTLP_PROTOCOL",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.env("OPENAI_API_KEY", "dummy")
+            .env("XDG_DATA_HOME", self.dir.path().join("data"))
+            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
+            .env("NO_COLOR", "1")
+            .arg("--db")
+            .arg(self.db());
+        cmd
+    }
+    /// `agentloop run --model openai:mock --base-url URL --workspace ws ARGS… PROMPT`.
+    fn run_at(&self, base_url: &str, args: &[&str], prompt: &str) -> Output {
+        self.cmd()
+            .args(["run", "--model", "openai:mock", "--base-url", base_url])
+            .arg("--workspace")
+            .arg(self.ws())
+            .args(args)
+            .arg(prompt)
+            .output()
+            .unwrap()
+    }
+    fn run(&self, server: &MockServer, args: &[&str], prompt: &str) -> Output {
+        self.run_at(&server.openai_base_url(), args, prompt)
+    }
+    fn sessions(&self) -> Vec<Value> {
+        let out = self
+            .cmd()
+            .args(["sessions", "list", "--json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn server(script: Value) -> MockServer {
+    MockServer::start(Script::from_value(script).unwrap())
+}
+
+/// A local port nothing listens on (bound, then released).
+fn closed_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+/// What Rust's `{:?}` of an error or enum looks like, which a person must never be shown.
+fn assert_no_debug_text(line: &str) {
+    for marker in [" { ", "Some(", "Err(", "Ok(", "[Err", "Error {", "kind:"] {
+        assert!(!line.contains(marker), "debug text {marker:?} in {line:?}");
+    }
+}
+
+/// The one error line of a failed command (stderr must hold exactly one line).
+fn one_error_line(out: &Output) -> String {
+    let stderr = text(&out.stderr);
+    let lines: Vec<&str> = stderr.trim().lines().collect();
+    assert_eq!(lines.len(), 1, "one line on stderr: {stderr:?}");
+    assert!(lines[0].starts_with("agentloop: "), "{stderr:?}");
+    assert_no_debug_text(lines[0]);
+    lines[0].to_owned()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Errors say what to do.
+
+#[test]
+fn a_refused_connection_names_the_url_and_suggests_base_url() {
+    let scratch = Scratch::new();
+    let url = format!("http://127.0.0.1:{}/v1", closed_port());
+    let out = scratch.run_at(&url, &["--json"], "hello");
+    assert_eq!(out.status.code(), Some(1));
+    let line = one_error_line(&out);
+    assert!(line.contains(&url), "{line}");
+    assert!(line.contains("--base-url"), "{line}");
+}
+
+#[test]
+fn a_refused_key_is_printed_once_and_names_its_variable() {
+    let scratch = Scratch::new();
+    let server = server(json!({"turns": [{"text": "x", "faults": [{"status": 401}]}]}));
+    let out = scratch.run(&server, &[], "hello");
+    assert_eq!(out.status.code(), Some(1));
+    let line = one_error_line(&out);
+    assert!(line.contains("OPENAI_API_KEY"), "{line}");
+    assert!(line.contains("401"), "{line}");
+    let everything = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(
+        everything.matches("injected HTTP 401").count(),
+        1,
+        "the error once, stdout and stderr together: {everything}"
+    );
+}
+
+#[test]
+fn a_404_on_a_doubled_version_segment_says_which_suffix_to_drop() {
+    let scratch = Scratch::new();
+    let server = server(json!({"turns": [{"text": "x"}]}));
+    // Anthropic's base URL has no /v1 (the adapter adds /v1/messages).
+    let doubled = format!("{}/v1", server.base_url());
+    let out = scratch
+        .cmd()
+        .env("ANTHROPIC_API_KEY", "dummy")
+        .args(["run", "--model", "anthropic:mock", "--base-url", &doubled])
+        .arg("--workspace")
+        .arg(scratch.ws())
+        .arg("hello")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let line = one_error_line(&out);
+    assert!(line.contains("404"), "{line}");
+    assert!(
+        line.contains(&format!("--base-url {}", server.base_url())),
+        "suggests the URL without the suffix: {line}"
+    );
+}
+
+#[test]
+fn an_output_that_never_validates_is_one_plain_line() {
+    let scratch = Scratch::new();
+    let schema = scratch.dir.path().join("schema.json");
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}"#,
+    )
+    .unwrap();
+    let server = server(json!({"turns": [{"text": "not json at all"}], "repeat": true}));
+    let out = scratch.run(
+        &server,
+        &[
+            "--output-schema",
+            schema.to_str().unwrap(),
+            "--output-strategy",
+            "prompted",
+            "--output-retries",
+            "1",
+        ],
+        "count",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    let last = stderr.trim().lines().last().unwrap();
+    assert!(last.contains("no valid output"), "{stderr}");
+    assert_no_debug_text(last);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Telemetry never slows a run.
+
+/// A "collector" that accepts connections and never answers (nor closes them).
+fn silent_collector() -> (u16, std::thread::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let thread = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream); // kept open, never read from or written to
+        }
+    });
+    (port, thread)
+}
+
+fn timed(mut cmd: Command) -> (Output, Duration) {
+    let start = Instant::now();
+    let out = cmd.output().unwrap();
+    (out, start.elapsed())
+}
+
+#[cfg(feature = "otel")]
+#[test]
+fn a_silent_or_absent_collector_adds_at_most_a_bounded_delay_and_one_warning() {
+    let scratch = Scratch::new();
+    let server = server(json!({"turns": [{"text": "hi there"}], "repeat": true}));
+    let run = |endpoint: Option<String>| {
+        let mut cmd = scratch.cmd();
+        if let Some(endpoint) = endpoint {
+            cmd.env("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint);
+        }
+        cmd.args(["run", "--model", "openai:mock", "--base-url"])
+            .arg(server.openai_base_url())
+            .arg("--workspace")
+            .arg(scratch.ws())
+            .arg("hello");
+        timed(cmd)
+    };
+    let (base, base_time) = run(None);
+    assert!(base.status.success(), "{}", text(&base.stderr));
+    let (port, _collector) = silent_collector();
+    for endpoint in [
+        format!("http://127.0.0.1:{port}"),
+        format!("http://127.0.0.1:{}", closed_port()),
+    ] {
+        let (out, time) = run(Some(endpoint.clone()));
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("hi there"));
+        // The shutdown waits at most 1 s for the collector; 0.5 s more for a loaded machine.
+        assert!(
+            time < base_time + Duration::from_millis(1500),
+            "{endpoint}: {time:?} against {base_time:?} without export"
+        );
+        let stderr = text(&out.stderr);
+        let warnings: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.contains("OpenTelemetry") || l.contains("collector"))
+            .collect();
+        assert!(warnings.len() <= 1, "at most one warning: {stderr}");
+        for line in stderr.lines() {
+            assert_no_debug_text(line);
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// No empty sessions.
+
+#[test]
+fn runs_that_failed_before_any_reply_leave_no_session() {
+    let scratch = Scratch::new();
+    let refusing = server(json!({"turns": [{"text": "x", "faults": [{"status": 401}]}]}));
+    let out = scratch.run(&refusing, &["--json"], "refused");
+    assert_eq!(out.status.code(), Some(1));
+    let url = format!("http://127.0.0.1:{}/v1", closed_port());
+    let out = scratch.run_at(&url, &["--json"], "nobody home");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(scratch.sessions().is_empty(), "{:?}", scratch.sessions());
+    // A run with a reply is kept.
+    let good = server(json!({"turns": [{"text": "ok"}]}));
+    let out = scratch.run(&good, &[], "answered");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let sessions = scratch.sessions();
+    assert_eq!(sessions.len(), 1);
+    assert_eq!(sessions[0]["title"], "answered");
+}
+
+// ---------------------------------------------------------------------------------------------
+// `-q` prints the answer once; Markdown on a terminal, plain text in a pipe.
+
+const MARKDOWN_ANSWER: &str = "# Result\n\n- first point\n- second point\n";
+
+#[test]
+fn quiet_prints_the_answer_once_and_plain_in_a_pipe() {
+    let scratch = Scratch::new();
+    let server = server(json!({"turns": [{"text": MARKDOWN_ANSWER, "chunk_size": 5}]}));
+    let out = scratch.run(&server, &["-q"], "summarise");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        MARKDOWN_ANSWER,
+        "exactly the answer, as written"
+    );
+    let everything = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(
+        everything.matches("second point").count(),
+        1,
+        "{everything}"
+    );
+}
+
+#[cfg(unix)]
+mod terminal {
+    use super::*;
+    use expectrl::{Eof, Session};
+
+    /// Runs `cmd` on a pseudo-terminal to its end; returns everything the terminal showed.
+    pub fn on_terminal(cmd: Command) -> String {
+        let mut session = Session::spawn(cmd).unwrap();
+        session.set_expect_timeout(Some(Duration::from_secs(60)));
+        let found = session.expect(Eof).unwrap();
+        format!("{}{}", text(found.before()), text(found.as_bytes()))
+    }
+
+    fn pty_cmd(scratch: &Scratch, server: &MockServer, args: &[&str]) -> Command {
+        let mut cmd = scratch.tty_cmd();
+        cmd.env("COLUMNS", "80")
+            .args(["run", "--model", "openai:mock", "--base-url"])
+            .arg(server.openai_base_url())
+            .arg("--workspace")
+            .arg(scratch.ws())
+            .args(args)
+            .arg("summarise");
+        cmd
+    }
+
+    #[test]
+    fn run_on_a_terminal_renders_markdown_and_quiet_shows_it_once() {
+        let scratch = Scratch::new();
+        let server =
+            server(json!({"turns": [{"text": MARKDOWN_ANSWER, "chunk_size": 5}], "repeat": true}));
+        for args in [&[][..], &["-q"]] {
+            let shown = on_terminal(pty_cmd(&scratch, &server, args));
+            assert_eq!(
+                shown.matches("second point").count(),
+                1,
+                "{args:?}: {shown}"
+            );
+            assert!(shown.contains("• first point"), "{args:?}: {shown}");
+            assert!(!shown.contains("# Result"), "{args:?}: {shown}");
+            assert!(shown.contains("Result"), "{args:?}: {shown}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The invocations other tools' users type.
+
+/// The messages of the last request the server received, as one string.
+fn last_messages(server: &MockServer) -> String {
+    let requests = server.requests();
+    let body = &requests.last().expect("a request").body;
+    body["messages"].to_string()
+}
+
+#[test]
+fn a_prompt_as_the_first_argument_runs_it_without_a_terminal() {
+    let scratch = Scratch::new();
+    let server = server(json!({"turns": [{"text": "fixed them"}], "repeat": true}));
+    let url = server.openai_base_url();
+    let ws = scratch.ws();
+    let ws = ws.to_str().unwrap();
+    let cases: [&[&str]; 3] = [
+        // The prompt first, flags after it.
+        &[
+            "fix the tests",
+            "-m",
+            "openai:mock",
+            "--base-url",
+            &url,
+            "-w",
+            ws,
+        ],
+        // Flags first, then the prompt.
+        &[
+            "-m",
+            "openai:mock",
+            "--base-url",
+            &url,
+            "-w",
+            ws,
+            "fix the tests",
+        ],
+        // Flags of `run` before the subcommand.
+        &[
+            "-m",
+            "openai:mock",
+            "--base-url",
+            &url,
+            "-w",
+            ws,
+            "run",
+            "fix the tests",
+        ],
+    ];
+    for args in cases {
+        let out = scratch.cmd().args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        assert!(text(&out.stdout).contains("fixed them"), "{args:?}");
+        assert!(last_messages(&server).contains("fix the tests"), "{args:?}");
+    }
+}
+
+#[test]
+fn piped_stdin_is_the_prompt_of_run_without_a_dash() {
+    let scratch = Scratch::new();
+    let server = server(json!({"turns": [{"text": "done"}], "repeat": true}));
+    let mut child = scratch
+        .cmd()
+        .args(["run", "-m", "openai:mock", "--base-url"])
+        .arg(server.openai_base_url())
+        .arg("-w")
+        .arg(scratch.ws())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"the piped prompt\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(last_messages(&server).contains("the piped prompt"));
+    // Nothing piped (stdin empty): still a clear usage error, no run.
+    let out = scratch
+        .cmd()
+        .args(["run", "-m", "openai:mock", "--base-url"])
+        .arg(server.openai_base_url())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(one_error_line(&out).contains("needs a prompt"));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_prompt_first_on_a_terminal_opens_a_chat_that_answers_it() {
+    let scratch = Scratch::new();
+    let server = server(json!({"turns": [{"text": "chat answer"}], "repeat": true}));
+    let mut cmd = scratch.tty_cmd();
+    cmd.env("COLUMNS", "80")
+        .arg("hello from the shell")
+        .args(["-m", "openai:mock", "--base-url"])
+        .arg(server.openai_base_url())
+        .arg("-w")
+        .arg(scratch.ws());
+    let mut session = expectrl::Session::spawn(cmd).unwrap();
+    session.set_expect_timeout(Some(Duration::from_secs(60)));
+    session.expect("agentloop chat").unwrap();
+    session.expect("chat answer").unwrap();
+    session.expect("› ").unwrap();
+    session.send_line("/exit").unwrap();
+    session.expect(expectrl::Eof).unwrap();
+    assert!(last_messages(&server).contains("hello from the shell"));
+}
+
+#[cfg(unix)]
+#[test]
+fn a_chat_left_without_a_reply_or_cleared_leaves_no_session() {
+    let scratch = Scratch::new();
+    let server = server(json!({"turns": [{"text": "an answer"}], "repeat": true}));
+    let chat = |lines: &[&str]| {
+        let mut cmd = scratch.tty_cmd();
+        cmd.env("COLUMNS", "80")
+            .args(["chat", "-m", "openai:mock", "--base-url"])
+            .arg(server.openai_base_url())
+            .arg("-w")
+            .arg(scratch.ws());
+        let mut session = expectrl::Session::spawn(cmd).unwrap();
+        session.set_expect_timeout(Some(Duration::from_secs(60)));
+        session.expect("› ").unwrap();
+        for line in lines {
+            session.send_line(line).unwrap();
+            session.expect("› ").unwrap();
+        }
+        session.send_line("/exit").unwrap();
+        session.expect(expectrl::Eof).unwrap();
+    };
+    chat(&[]);
+    chat(&["/clear", "/clear"]);
+    assert!(scratch.sessions().is_empty(), "{:?}", scratch.sessions());
+    // A conversation with an answer is kept; the empty one /clear opened after it is not.
+    chat(&["a question", "/clear"]);
+    let sessions = scratch.sessions();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(sessions[0]["stats"]["turns"], 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// `--json` lines match the documented schema, in full and compact form.
+
+/// Every stdout line of `out`, each checked against `schema/events.schema.json`.
+fn schema_checked(out: &Output) -> Vec<Value> {
+    let schema: Value = serde_json::from_str(include_str!("../schema/events.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    text(&out.stdout)
+        .lines()
+        .map(|line| {
+            let value: Value =
+                serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
+            let errors: Vec<String> = validator
+                .iter_errors(&value)
+                .map(|e| format!("{} at {}", e, e.instance_path()))
+                .collect();
+            assert!(errors.is_empty(), "{line}\n{}", errors.join("\n"));
+            value
+        })
+        .collect()
+}
+
+fn kinds(lines: &[Value]) -> Vec<String> {
+    lines
+        .iter()
+        .map(|l| l["type"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// A read_file call on notes.txt (after a failed attempt that is retried), then an answer.
+fn tool_script() -> Value {
+    json!({"turns": [
+        {"text": "Reading.", "chunk_size": 4, "faults": [{"status": 503}],
+         "tool_calls": [{"id": "call_read", "name": "read_file", "arguments": {"path": "notes.txt"}}],
+         "usage": {"input_tokens": 100, "output_tokens": 10}},
+        {"text": "The notes say hello.", "chunk_size": 4,
+         "usage": {"input_tokens": 150, "output_tokens": 6}}
+    ]})
+}
+
+#[test]
+fn every_json_line_matches_the_documented_schema_in_both_forms() {
+    let scratch = Scratch::new();
+    std::fs::write(scratch.ws().join("notes.txt"), "hello\n").unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+
+    let full = schema_checked(&scratch.run(&server(tool_script()), &["--json"], "read"));
+    let compact = schema_checked(&scratch.run(&server(tool_script()), &["--json=compact"], "read"));
+    // The same events in the same order; compact carries no transcript twice.
+    assert_eq!(kinds(&full), kinds(&compact));
+    assert!(
+        kinds(&full).contains(&"model_retry".to_owned()),
+        "{:?}",
+        kinds(&full)
+    );
+    for line in &compact {
+        match line["type"].as_str().unwrap() {
+            "message_start" => {
+                assert!(
+                    line.get("message").is_none() && line.get("role").is_some(),
+                    "{line}"
+                )
+            }
+            "turn_end" => assert!(line.get("message").is_none(), "{line}"),
+            "agent_end" => assert!(line.get("messages").is_none(), "{line}"),
+            _ => {}
+        }
+    }
+    let full_size: usize = full.iter().map(|l| l.to_string().len()).sum();
+    let compact_size: usize = compact.iter().map(|l| l.to_string().len()).sum();
+    assert!(compact_size < full_size, "{compact_size} < {full_size}");
+    seen.extend(kinds(&full));
+
+    // Parked for approval, then resumed.
+    let write = json!({"turns": [
+        {"tool_calls": [{"id": "call_w", "name": "write_file",
+                         "arguments": {"path": "out.txt", "content": "x"}}]},
+        {"text": "Written."}
+    ]});
+    let server_w = server(write);
+    let parked = schema_checked(&scratch.run(&server_w, &["--json", "--approve", "defer"], "w"));
+    seen.extend(kinds(&parked));
+    let session = parked[0]["session_id"].as_str().unwrap().to_owned();
+    let out = scratch
+        .cmd()
+        .args(["approve", &session, "--all"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let resumed = scratch
+        .cmd()
+        .args([
+            "resume",
+            &session,
+            "--json",
+            "--model",
+            "openai:mock",
+            "--base-url",
+        ])
+        .arg(server_w.openai_base_url())
+        .arg("--workspace")
+        .arg(scratch.ws())
+        .output()
+        .unwrap();
+    seen.extend(kinds(&schema_checked(&resumed)));
+
+    // A typed output, a refused key, the demo.
+    let schema = scratch.dir.path().join("s.json");
+    std::fs::write(
+        &schema,
+        r#"{"type": "object", "properties": {"n": {"type": "integer"}}}"#,
+    )
+    .unwrap();
+    let typed = server(json!({"turns": [{"text": "{\"n\": 3}"}]}));
+    let args = ["--json", "--output-schema", schema.to_str().unwrap()];
+    seen.extend(kinds(&schema_checked(&scratch.run(&typed, &args, "n"))));
+    let refusing = server(json!({"turns": [{"text": "x", "faults": [{"status": 401}]}]}));
+    seen.extend(kinds(&schema_checked(&scratch.run(
+        &refusing,
+        &["--json"],
+        "x",
+    ))));
+    let demo = scratch.cmd().args(["demo", "--json"]).output().unwrap();
+    assert!(demo.status.success(), "{}", text(&demo.stderr));
+    let demo = schema_checked(&demo);
+    assert_eq!(
+        demo.last().unwrap()["type"],
+        "result",
+        "demo --json ends with its result"
+    );
+    seen.extend(kinds(&demo));
+
+    for kind in [
+        "agent_start",
+        "turn_start",
+        "message_start",
+        "message_update",
+        "message_end",
+        "model_retry",
+        "tool_execution_start",
+        "tool_execution_end",
+        "turn_end",
+        "run_parked",
+        "approval_requested",
+        "approval_resolved",
+        "agent_end",
+        "output",
+        "result",
+    ] {
+        assert!(seen.contains(kind), "no {kind} line was checked: {seen:?}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fitting the shell.
+
+#[test]
+fn completions_and_the_man_page_come_from_the_command_line_definition() {
+    let scratch = Scratch::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let out = scratch.cmd().args(["completions", shell]).output().unwrap();
+        assert!(out.status.success(), "{shell}: {}", text(&out.stderr));
+        let script = text(&out.stdout);
+        for word in ["agentloop", "max-turns", "sessions", "completions"] {
+            assert!(script.contains(word), "{shell} script lacks {word}");
+        }
+    }
+    let out = scratch
+        .cmd()
+        .args(["completions", "tcsh"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = scratch.cmd().arg("man").output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let page = text(&out.stdout);
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH agentloop"),
+        "{page}"
+    );
+    assert!(
+        page.contains("completions") && page.contains("sessions"),
+        "{page}"
+    );
+}
+
+#[test]
+fn short_help_is_short_and_the_store_option_is_described_once() {
+    let scratch = Scratch::new();
+    let help = |args: &[&str]| {
+        let out = scratch.cmd().args(args).output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        text(&out.stdout)
+    };
+    let (short, long) = (help(&["run", "-h"]), help(&["run", "--help"]));
+    assert!(
+        short.len() * 3 < long.len() * 2,
+        "-h {} vs --help {}",
+        short.len(),
+        long.len()
+    );
+    assert!(short.contains("--max-turns") && long.contains("--max-turns"));
+    // One line per flag in -h (its first sentence), the whole text in --help.
+    let model = short.lines().find(|l| l.contains("--model")).unwrap();
+    assert!(long.contains("compatible"), "{long}");
+    assert!(!model.contains("compatible"), "{model}");
+    for args in [
+        &["run", "--help"][..],
+        &["sessions", "list", "--help"],
+        &["run", "-h"],
+    ] {
+        assert!(!help(args).contains("--store"), "{args:?} repeats --store");
+    }
+    let top = help(&["--help"]);
+    assert_eq!(top.matches("--store <PATH|URL>").count(), 1, "{top}");
+    assert!(top.contains("AGENTLOOP_STORE"), "{top}");
+}
