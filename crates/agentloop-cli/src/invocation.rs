@@ -58,7 +58,12 @@ enum Flag {
 fn classify(token: &str) -> (Flag, bool) {
     let cli = Cli::command();
     let run = cli.find_subcommand("run");
-    let takes_value = |arg: &clap::Arg| arg.get_action().takes_values();
+    // Whether the flag takes the next token as its value (`--json[=FORM]` never does).
+    let takes_value = |arg: &clap::Arg| {
+        arg.get_action().takes_values()
+            && !arg.is_require_equals_set()
+            && arg.get_num_args().is_none_or(|n| n.min_values() > 0)
+    };
     let (long, short, inline) = if let Some(name) = token.strip_prefix("--") {
         match name.split_once('=') {
             Some((name, _)) => (Some(name.to_owned()), None, true),

@@ -52,8 +52,9 @@ pub fn redirect_to_stderr() {
     HUMAN_TO_STDERR.store(true, Ordering::SeqCst);
 }
 
-/// `run --quiet`: human output to stderr ([`redirect_to_stderr`]) without the answer's text,
-/// which the caller prints once at the end ([`final_answer`]).
+/// `run --quiet`: human output to stderr ([`redirect_to_stderr`]) without the text of a message
+/// that may be the answer — only messages that call tools show theirs — since the caller prints
+/// the answer once at the end ([`final_answer`]).
 pub fn quiet() {
     redirect_to_stderr();
     ANSWER_AT_END.store(true, Ordering::SeqCst);
@@ -292,6 +293,9 @@ struct State {
     markdown: Option<MarkdownStream>,
     /// Interactive mode: the current message's thinking, not yet summarised on the screen.
     thinking: String,
+    /// `--quiet`: the current message's text, shown at its end only when it is not the answer
+    /// (a message with tool calls); the answer itself is printed once, at the end, on stdout.
+    held: String,
 }
 
 /// Renders one run's events. Cheap to share: `on_event` takes `&self`.
@@ -388,8 +392,23 @@ impl Renderer {
     fn answer_text(&self, state: &mut State, text: &str) {
         self.flush_thinking(state);
         if ANSWER_AT_END.load(Ordering::SeqCst) {
+            state.held.push_str(text);
             return;
         }
+        self.show_text(state, text);
+    }
+
+    /// `--quiet`, at the end of a message: its text is shown when the message called tools (it
+    /// narrates the work), dropped when it may be the answer (printed later, once).
+    fn release_held(&self, state: &mut State, message: &Message) {
+        let held = std::mem::take(&mut state.held);
+        if !held.is_empty() && message.tool_calls().next().is_some() {
+            self.show_text(state, &held);
+        }
+    }
+
+    /// Text of the model's answer as it arrives.
+    fn show_text(&self, state: &mut State, text: &str) {
         if std::mem::take(&mut state.gap) {
             self.out("\n");
         }
@@ -520,6 +539,7 @@ impl Renderer {
                     self.spinner.hide();
                     self.answer_text(state, &text);
                 }
+                self.release_held(state, message);
                 self.flush_thinking(state);
                 self.finish_text(state);
                 self.close_line(state);
