@@ -28,7 +28,9 @@
 use std::time::Duration;
 
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::{MetricExporter, Protocol, SpanExporter, WithExportConfig};
+use opentelemetry_otlp::{
+    MetricExporter, Protocol, SpanExporter, WithExportConfig, WithHttpConfig,
+};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::SdkTracerProvider;
@@ -158,8 +160,8 @@ impl OtelGuard {
                 "the collector at {endpoint} did not take the telemetry ({what}); it is dropped"
             )),
             Err(_) => Err(format!(
-                "the collector at {endpoint} did not answer within {:.1} s; the telemetry still \
-                 buffered is dropped",
+                "nothing reached the collector at {endpoint} within {:.1} s (down, or not \
+                 answering); the telemetry still buffered is dropped",
                 limit.as_secs_f64()
             )),
         }
@@ -284,6 +286,7 @@ pub fn install_from_env() -> Result<Option<OtelGuard>, OtelError> {
         OtlpProtocol::HttpProtobuf => SpanExporter::builder()
             .with_http()
             .with_protocol(Protocol::HttpBinary)
+            .with_http_client(LazyHttpClient::new("TRACES"))
             .build(),
     }
     .map_err(|e| OtelError::Exporter(e.to_string()))?;
@@ -297,6 +300,7 @@ pub fn install_from_env() -> Result<Option<OtelGuard>, OtelError> {
             OtlpProtocol::HttpProtobuf => MetricExporter::builder()
                 .with_http()
                 .with_protocol(Protocol::HttpBinary)
+                .with_http_client(LazyHttpClient::new("METRICS"))
                 .build(),
         }
         .map_err(|e| OtelError::Exporter(e.to_string()))?;
@@ -326,6 +330,65 @@ pub fn install_from_env() -> Result<Option<OtelGuard>, OtelError> {
         opentelemetry::global::set_meter_provider(meter);
     }
     Ok(Some(guard))
+}
+
+/// The OTLP/HTTP exporters' client, built on the first export — on the exporter's own thread —
+/// instead of when the pipeline is installed: building one loads every root certificate of the
+/// system's store, which would otherwise delay the start of every traced program (seconds on a
+/// machine with a large store).
+#[derive(Debug)]
+struct LazyHttpClient {
+    timeout: Duration,
+    client: std::sync::OnceLock<Result<reqwest::blocking::Client, String>>,
+}
+
+impl LazyHttpClient {
+    /// A client for `signal` (`"TRACES"`, `"METRICS"`) with the export timeout the environment
+    /// sets (`OTEL_EXPORTER_OTLP_{SIGNAL}_TIMEOUT`, else `OTEL_EXPORTER_OTLP_TIMEOUT`, in
+    /// milliseconds; default 10 s).
+    fn new(signal: &str) -> Self {
+        let timeout = [
+            format!("OTEL_EXPORTER_OTLP_{signal}_TIMEOUT"),
+            "OTEL_EXPORTER_OTLP_TIMEOUT".to_owned(),
+        ]
+        .iter()
+        .find_map(|name| std::env::var(name).ok()?.trim().parse::<u64>().ok())
+        .map_or(Duration::from_secs(10), Duration::from_millis);
+        LazyHttpClient {
+            timeout,
+            client: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn client(&self) -> Result<&reqwest::blocking::Client, opentelemetry_http::HttpError> {
+        let built = self.client.get_or_init(|| {
+            reqwest::blocking::Client::builder()
+                .timeout(self.timeout)
+                .build()
+                .map_err(|e| format!("cannot build the OTLP HTTP client: {e}"))
+        });
+        built.as_ref().map_err(|e| e.clone().into())
+    }
+}
+
+type Exported =
+    Result<opentelemetry_http::Response<opentelemetry_http::Bytes>, opentelemetry_http::HttpError>;
+
+impl opentelemetry_http::HttpClient for LazyHttpClient {
+    // The trait is declared with `async_trait`; this is its expansion.
+    fn send_bytes<'client, 'call>(
+        &'client self,
+        request: opentelemetry_http::Request<opentelemetry_http::Bytes>,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Exported> + Send + 'call>>
+    where
+        'client: 'call,
+        Self: 'call,
+    {
+        Box::pin(async move {
+            let client = self.client()?;
+            opentelemetry_http::HttpClient::send_bytes(client, request).await
+        })
+    }
 }
 
 /// The `tracing` → OpenTelemetry layer as agentloop configures it: span name, kind and status
