@@ -25,6 +25,17 @@ pub(crate) struct History {
     pub problems: Vec<String>,
 }
 
+impl History {
+    /// `turn_index` assistant turns, the conversation named by its first user content.
+    fn new(turn_index: usize, first_user: Option<&Value>, problems: Vec<String>) -> History {
+        History {
+            turn_index,
+            fingerprint: fingerprint_of(first_user),
+            problems,
+        }
+    }
+}
+
 pub(crate) fn analyze(format: WireFormat, body: &Value) -> History {
     match format {
         WireFormat::OpenAiChat => chat(body),
@@ -157,12 +168,16 @@ fn str_field<'a>(v: &'a Value, key: &str) -> Option<&'a str> {
     v.get(key).and_then(Value::as_str)
 }
 
-fn chat(body: &Value) -> History {
-    let messages = body
-        .get("messages")
+/// `v[key]` as a slice: empty when it is missing or not an array.
+fn array_field<'a>(v: &'a Value, key: &str) -> &'a [Value] {
+    v.get(key)
         .and_then(Value::as_array)
         .map(Vec::as_slice)
-        .unwrap_or_default();
+        .unwrap_or_default()
+}
+
+fn chat(body: &Value) -> History {
+    let messages = array_field(body, "messages");
     let mut turn_index = 0;
     let mut first_user = None;
     let mut ledger = Ledger::default();
@@ -170,12 +185,7 @@ fn chat(body: &Value) -> History {
         match str_field(m, "role") {
             Some("assistant") => {
                 turn_index += 1;
-                for tc in m
-                    .get("tool_calls")
-                    .and_then(Value::as_array)
-                    .map(Vec::as_slice)
-                    .unwrap_or_default()
-                {
+                for tc in array_field(m, "tool_calls") {
                     let name = tc
                         .pointer("/function/name")
                         .and_then(Value::as_str)
@@ -197,28 +207,16 @@ fn chat(body: &Value) -> History {
             _ => {}
         }
     }
-    History {
-        turn_index,
-        fingerprint: fingerprint_of(first_user),
-        problems: ledger.finish(),
-    }
+    History::new(turn_index, first_user, ledger.finish())
 }
 
 fn anthropic(body: &Value) -> History {
-    let messages = body
-        .get("messages")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let messages = array_field(body, "messages");
     let mut turn_index = 0;
     let mut first_user = None;
     let mut ledger = Ledger::default();
     for m in messages {
-        let blocks = m
-            .get("content")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
+        let blocks = array_field(m, "content");
         match str_field(m, "role") {
             Some("assistant") => {
                 turn_index += 1;
@@ -258,11 +256,7 @@ fn anthropic(body: &Value) -> History {
             _ => {}
         }
     }
-    History {
-        turn_index,
-        fingerprint: fingerprint_of(first_user),
-        problems: ledger.finish(),
-    }
+    History::new(turn_index, first_user, ledger.finish())
 }
 
 /// Item types the model produces (anything else — user/system/developer messages, `*_output`
@@ -307,21 +301,13 @@ fn mock_response_of(item: &Value) -> Option<u64> {
 fn responses(body: &Value) -> History {
     let mut ledger = Ledger::default();
     let Some(input) = body.get("input") else {
-        return History {
-            turn_index: 0,
-            fingerprint: fingerprint_of(None),
-            problems: Vec::new(),
-        };
+        return History::new(0, None, Vec::new());
     };
     let items = match input {
         Value::Array(items) => items.as_slice(),
         // A plain string is one user message.
         other => {
-            return History {
-                turn_index: 0,
-                fingerprint: fingerprint_of(Some(other)),
-                problems: Vec::new(),
-            };
+            return History::new(0, Some(other), Vec::new());
         }
     };
     let mut turn_index = 0;
@@ -389,11 +375,7 @@ fn responses(body: &Value) -> History {
             _ => {}
         }
     }
-    History {
-        turn_index,
-        fingerprint: fingerprint_of(first_user),
-        problems: ledger.finish(),
-    }
+    History::new(turn_index, first_user, ledger.finish())
 }
 
 /// Gemini: `contents` alternate `user` and `model`; function calls have no ids to pair by, so a
@@ -403,11 +385,7 @@ fn responses(body: &Value) -> History {
 /// after the last user content that is not only function responses) carries a
 /// `thoughtSignature`.
 fn gemini(body: &Value) -> History {
-    let contents = body
-        .get("contents")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+    let contents = array_field(body, "contents");
     let parts_of = |c: &Value| -> Vec<Value> {
         c.get("parts")
             .and_then(Value::as_array)
@@ -519,11 +497,7 @@ fn gemini(body: &Value) -> History {
         pending.clear();
     }
     unanswered(&mut pending, &mut problems);
-    History {
-        turn_index,
-        fingerprint: fingerprint_of(first_user),
-        problems,
-    }
+    History::new(turn_index, first_user, problems)
 }
 
 #[cfg(test)]

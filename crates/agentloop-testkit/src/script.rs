@@ -358,31 +358,21 @@ impl TryFrom<RawFault> for Fault {
     type Error = String;
 
     fn try_from(r: RawFault) -> Result<Self, String> {
-        let mut kinds = Vec::new();
-        if r.status.is_some() {
-            kinds.push("status");
-        }
-        if r.reset_after_bytes.is_some() {
-            kinds.push("reset_after_bytes");
-        }
-        if r.stall_after_bytes.is_some() {
-            kinds.push("stall_after_bytes");
-        }
-        if r.malformed_after_bytes.is_some() {
-            kinds.push("malformed_after_bytes");
-        }
-        if r.eof_without_terminal == Some(true) {
-            kinds.push("eof_without_terminal");
-        }
-        if r.keep_alive_after_bytes.is_some() {
-            kinds.push("keep_alive_after_bytes");
-        }
-        if r.huge_line_bytes.is_some() {
-            kinds.push("huge_line_bytes");
-        }
-        if r.replace_in_body.is_some() {
-            kinds.push("replace_in_body");
-        }
+        let present = [
+            ("status", r.status.is_some()),
+            ("reset_after_bytes", r.reset_after_bytes.is_some()),
+            ("stall_after_bytes", r.stall_after_bytes.is_some()),
+            ("malformed_after_bytes", r.malformed_after_bytes.is_some()),
+            ("eof_without_terminal", r.eof_without_terminal == Some(true)),
+            ("keep_alive_after_bytes", r.keep_alive_after_bytes.is_some()),
+            ("huge_line_bytes", r.huge_line_bytes.is_some()),
+            ("replace_in_body", r.replace_in_body.is_some()),
+        ];
+        let kinds: Vec<&str> = present
+            .iter()
+            .filter(|(_, set)| *set)
+            .map(|(kind, _)| *kind)
+            .collect();
         if kinds.len() != 1 {
             return Err(format!(
                 "a fault needs exactly one of status, reset_after_bytes, stall_after_bytes, \
@@ -738,11 +728,17 @@ mod tests {
 
     #[test]
     fn bad_faults_and_typos_are_rejected() {
+        let two = Script::from_json(r#"[{"faults": [{"status": 500, "reset_after_bytes": 1}]}]"#)
+            .unwrap_err()
+            .to_string();
         assert!(
-            Script::from_json(r#"[{"faults": [{"status": 500, "reset_after_bytes": 1}]}]"#)
-                .is_err()
+            two.contains(r#"(found: ["status", "reset_after_bytes"])"#),
+            "{two}"
         );
         assert!(Script::from_json(r#"[{"faults": [{}]}]"#).is_err());
+        // `eof_without_terminal: false` is no fault kind.
+        assert!(Script::from_json(r#"[{"faults": [{"eof_without_terminal": false}]}]"#).is_err());
+        assert!(Script::from_json(r#"[{"faults": [{"eof_without_terminal": true}]}]"#).is_ok());
         assert!(Script::from_json(r#"[{"txt": "typo"}]"#).is_err());
         assert!(Script::from_json(r#"[]"#).is_err());
     }

@@ -499,12 +499,15 @@ impl AppState {
 
 fn router(state: Arc<AppState>) -> Router {
     Router::new()
-        .route("/v1/chat/completions", post(chat))
-        .route("/chat/completions", post(chat))
-        .route("/v1/responses", post(responses))
-        .route("/responses", post(responses))
-        .route("/v1/messages", post(messages))
-        .route("/messages", post(messages))
+        .route(
+            "/v1/chat/completions",
+            post(speaking(WireFormat::OpenAiChat)),
+        )
+        .route("/chat/completions", post(speaking(WireFormat::OpenAiChat)))
+        .route("/v1/responses", post(speaking(WireFormat::OpenAiResponses)))
+        .route("/responses", post(speaking(WireFormat::OpenAiResponses)))
+        .route("/v1/messages", post(speaking(WireFormat::Anthropic)))
+        .route("/messages", post(speaking(WireFormat::Anthropic)))
         .route("/v1/models", get(models))
         .route("/models", get(models))
         // Gemini names the model and the method in one segment (`gemini-2.5-flash:stream…`).
@@ -516,16 +519,47 @@ fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
+/// The script's model ids, or `mock-model` when it names none.
+fn model_ids(s: &AppState) -> Vec<String> {
+    if s.script.models.is_empty() {
+        vec!["mock-model".to_owned()]
+    } else {
+        s.script.models.clone()
+    }
+}
+
+/// A request's query parameters, as `name=value` pairs (not percent-decoded: the ones the model
+/// listings read are ids and numbers).
+struct Query<'a>(Vec<(&'a str, &'a str)>);
+
+impl<'a> Query<'a> {
+    fn of(uri: &'a Uri) -> Self {
+        Query(
+            uri.query()
+                .unwrap_or("")
+                .split('&')
+                .filter_map(|pair| pair.split_once('='))
+                .collect(),
+        )
+    }
+
+    fn get(&self, name: &str) -> Option<&'a str> {
+        self.0.iter().find(|(k, _)| *k == name).map(|(_, v)| *v)
+    }
+
+    /// `name` as a number; `default` when it is missing or not a number.
+    fn number(&self, name: &str, default: usize) -> usize {
+        self.get(name)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    }
+}
+
 /// `GET /v1/models`: the script's model ids, in OpenAI's list shape, or — when the request
 /// carries `anthropic-version` — in Anthropic's paginated shape (`limit`, default 20, and
 /// `after_id` query parameters; `has_more` and `last_id` in the answer).
 async fn models(State(s): State<Arc<AppState>>, uri: Uri, headers: HeaderMap) -> Response {
-    let default = ["mock-model".to_owned()];
-    let ids: &[String] = if s.script.models.is_empty() {
-        &default
-    } else {
-        &s.script.models
-    };
+    let ids = model_ids(&s);
     if !headers.contains_key("anthropic-version") {
         let data: Vec<Value> = ids
             .iter()
@@ -539,18 +573,9 @@ async fn models(State(s): State<Arc<AppState>>, uri: Uri, headers: HeaderMap) ->
             &serde_json::json!({"object": "list", "data": data}),
         );
     }
-    let query: Vec<(&str, &str)> = uri
-        .query()
-        .unwrap_or("")
-        .split('&')
-        .filter_map(|pair| pair.split_once('='))
-        .collect();
-    let param = |name: &str| query.iter().find(|(k, _)| *k == name).map(|(_, v)| *v);
-    let limit = param("limit")
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(20)
-        .clamp(1, 1000);
-    let start = match param("after_id") {
+    let query = Query::of(&uri);
+    let limit = query.number("limit", 20).clamp(1, 1000);
+    let start = match query.get("after_id") {
         Some(after) => match ids.iter().position(|id| id == after) {
             Some(i) => i + 1,
             None => {
@@ -597,31 +622,16 @@ async fn not_found(method: axum::http::Method, uri: Uri) -> Response {
     )
 }
 
-async fn chat(
-    State(s): State<Arc<AppState>>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    handle(&s, WireFormat::OpenAiChat, &uri, &headers, body)
-}
-
-async fn responses(
-    State(s): State<Arc<AppState>>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    handle(&s, WireFormat::OpenAiResponses, &uri, &headers, body)
-}
-
-async fn messages(
-    State(s): State<Arc<AppState>>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    handle(&s, WireFormat::Anthropic, &uri, &headers, body)
+/// The `POST` handler of a path that always speaks `format` (chat completions, responses,
+/// messages).
+fn speaking(
+    format: WireFormat,
+) -> impl Fn(State<Arc<AppState>>, Uri, HeaderMap, Bytes) -> std::future::Ready<Response>
++ Clone
++ Send
++ Sync
++ 'static {
+    move |State(s), uri, headers, body| std::future::ready(handle(&s, format, &uri, &headers, body))
 }
 
 /// `POST /v1beta/models/{model}:streamGenerateContent`: the model comes from the path (Gemini
@@ -656,26 +666,10 @@ async fn gemini(
 /// default 50, and `pageToken` query parameters; `nextPageToken` in the answer while more
 /// remain).
 async fn gemini_models(State(s): State<Arc<AppState>>, uri: Uri) -> Response {
-    let default = ["mock-model".to_owned()];
-    let ids: &[String] = if s.script.models.is_empty() {
-        &default
-    } else {
-        &s.script.models
-    };
-    let query: Vec<(&str, &str)> = uri
-        .query()
-        .unwrap_or("")
-        .split('&')
-        .filter_map(|pair| pair.split_once('='))
-        .collect();
-    let param = |name: &str| query.iter().find(|(k, _)| *k == name).map(|(_, v)| *v);
-    let size = param("pageSize")
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(50)
-        .clamp(1, 1000);
-    let start = param("pageToken")
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(0);
+    let ids = model_ids(&s);
+    let query = Query::of(&uri);
+    let size = query.number("pageSize", 50).clamp(1, 1000);
+    let start = query.number("pageToken", 0);
     let page: Vec<Value> = ids
         .iter()
         .skip(start)

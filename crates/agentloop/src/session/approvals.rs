@@ -68,6 +68,34 @@ fn exists(tx: &Connection, id: &str) -> Result<(), SessionError> {
         .ok_or_else(|| SessionError::NotFound { id: id.to_owned() })
 }
 
+/// Whether a pending call whose stored status is `current` (`None`: there is no such call) may
+/// take `status`: a started call cannot be approved or denied again (it may have run: the next
+/// resume answers it as interrupted).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+pub(super) fn check_decidable(
+    id: &str,
+    call_id: &str,
+    current: Option<&str>,
+    status: &PendingStatus,
+) -> Result<(), SessionError> {
+    let Some(current) = current else {
+        return Err(SessionError::Invalid {
+            what: "call id",
+            reason: format!("session {id:?} has no pending call {call_id:?}"),
+        });
+    };
+    if current == "started" && *status != PendingStatus::Started {
+        return Err(SessionError::Invalid {
+            what: "decision",
+            reason: format!(
+                "call {call_id:?} already started running; it cannot be decided again (the next \
+                 resume reports it as interrupted)"
+            ),
+        });
+    }
+    Ok(())
+}
+
 #[cfg(any(feature = "sqlite", feature = "postgres"))]
 pub(super) fn status_parts(status: &PendingStatus) -> (&'static str, Option<&str>) {
     match status {
@@ -210,21 +238,7 @@ pub(crate) fn decide(
             |r| r.get(0),
         )
         .optional()?;
-    let Some(current) = current else {
-        return Err(SessionError::Invalid {
-            what: "call id",
-            reason: format!("session {id:?} has no pending call {call_id:?}"),
-        });
-    };
-    if current == "started" && *status != PendingStatus::Started {
-        return Err(SessionError::Invalid {
-            what: "decision",
-            reason: format!(
-                "call {call_id:?} already started running; it cannot be decided again (the next \
-                 resume reports it as interrupted)"
-            ),
-        });
-    }
+    check_decidable(id, call_id, current.as_deref(), status)?;
     let (name, deny) = status_parts(status);
     tx.execute(
         "UPDATE pending_approvals SET status = ?3, deny_reason = ?4, decided_ms = ?5 \

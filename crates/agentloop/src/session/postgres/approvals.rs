@@ -8,7 +8,7 @@ use tokio_postgres::GenericClient;
 use super::{not_found, now, pg_text, query_error};
 use crate::agent::{ParkedRun, PendingApproval, PendingStatus};
 use crate::session::SessionError;
-use crate::session::approvals::{status_from, status_parts, to_json};
+use crate::session::approvals::{check_decidable, status_from, status_parts, to_json};
 use crate::transcript::Message;
 
 /// One pending call as stored.
@@ -211,21 +211,7 @@ pub(super) async fn decide(
         .map(|row| row.try_get(0))
         .transpose()
         .map_err(query_error)?;
-    let Some(current) = current else {
-        return Err(SessionError::Invalid {
-            what: "call id",
-            reason: format!("session {id:?} has no pending call {call_id:?}"),
-        });
-    };
-    if current == "started" && *status != PendingStatus::Started {
-        return Err(SessionError::Invalid {
-            what: "decision",
-            reason: format!(
-                "call {call_id:?} already started running; it cannot be decided again (the next \
-                 resume reports it as interrupted)"
-            ),
-        });
-    }
+    check_decidable(id, &call_id, current.as_deref(), status)?;
     let (name, deny) = status_parts(status);
     let deny = deny.map(pg_text);
     tx.execute(
