@@ -320,8 +320,11 @@ impl Chat {
             shell: shell_options(&self.args),
             output: None,
             resume,
-            mcp: crate::config::ConfigFile::load(self.workspace.root(), &self.args.trust)?
-                .mcp_servers(self.workspace.root(), &self.args.mcp)?,
+            mcp: crate::mcp::with_elicitation(
+                crate::config::ConfigFile::load(self.workspace.root(), &self.args.trust)?
+                    .mcp_servers(self.workspace.root(), &self.args.mcp)?,
+                self.args.elicitation_defaults,
+            ),
             compaction: crate::compact::config(&self.args),
         })
         .await;

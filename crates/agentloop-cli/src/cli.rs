@@ -345,6 +345,11 @@ pub struct RunArgs {
     #[arg(long = "mcp", value_name = "NAME=COMMAND|URL")]
     pub mcp: Vec<String>,
 
+    /// Answer MCP servers' requests for user input (elicitation) with the form's default values
+    /// (declined when a required field has none). Without it they are declined at once.
+    #[arg(long = "elicitation-defaults")]
+    pub elicitation_defaults: bool,
+
     /// Print only the final answer on stdout; progress, tool calls and the summary go to
     /// stderr.
     #[arg(long, short = 'q', conflicts_with = "json")]

@@ -38,6 +38,20 @@ fn log_level_from_env() -> Result<Option<Option<McpLogLevel>>, Failure> {
         .map_err(|e| Failure::usage(format!("{LOG_LEVEL_ENV}: {e} (or off)")))
 }
 
+/// The servers with their requests for user input answered from the form's defaults
+/// (`--elicitation-defaults`) or declined at once: a run never waits for an answer.
+pub fn with_elicitation(servers: Vec<McpServerConfig>, defaults: bool) -> Vec<McpServerConfig> {
+    let mode = if defaults {
+        agentloop_mcp::ElicitationMode::Defaults
+    } else {
+        agentloop_mcp::ElicitationMode::Decline
+    };
+    servers
+        .into_iter()
+        .map(|s| s.with_elicitation(mode))
+        .collect()
+}
+
 /// A progress update of a running call as a short text (`3/6 copying`), when it is one.
 pub fn progress_text(update: &serde_json::Value) -> Option<String> {
     let progress = update.get("progress")?.as_f64()?;

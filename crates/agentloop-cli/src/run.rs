@@ -588,6 +588,7 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
         .then(|| crate::hints::Endpoint::of(spec.provider, choice.base_url.as_deref()));
     let mcp = crate::config::ConfigFile::load(workspace.root(), &args.trust)?
         .mcp_servers(workspace.root(), &args.mcp)?;
+    let mcp = crate::mcp::with_elicitation(mcp, args.elicitation_defaults);
 
     let system_prompt = system_prompt_for(&args, &workspace);
 

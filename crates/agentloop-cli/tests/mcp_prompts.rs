@@ -136,3 +136,27 @@ fn a_bad_mcp_log_level_is_a_usage_error() {
     );
     assert!(server.requests().is_empty());
 }
+
+#[test]
+fn elicitation_defaults_answer_a_servers_form_without_waiting() {
+    let Some(scratch) = scratch() else { return };
+    let server = MockServer::start(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [{"id": "c1", "name": "mcp__everything__trigger-elicitation-request",
+                             "arguments": {}}]},
+            {"text": "done"}
+        ]}))
+        .unwrap(),
+    );
+    let out = scratch
+        .run_cmd(&server)
+        .args(["--elicitation-defaults", "--approve", "allow", "ask me"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{}", text(&out));
+    // The form's required name has no default: declined at once, the run goes on.
+    let result = requests[1].body.to_string();
+    assert!(result.contains("User declined"), "{result}");
+}

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use agentloop::tooling::Deps;
-use agentloop_mcp::{McpServerConfig, McpToolset, ServerState};
+use agentloop_mcp::{ElicitationMode, McpServerConfig, McpToolset, ServerState};
 use serde_json::{Value, json};
 
 /// The server name the toolset gives the suite's server (tools are `mcp__conformance__…`).
@@ -37,7 +37,9 @@ fn tool_for(scenario: &str) -> Result<Option<(&'static str, Value)>, String> {
 
 async fn run(url: &str, scenario: &str) -> Result<(), String> {
     let call = tool_for(scenario)?;
-    let toolset = McpToolset::connect([McpServerConfig::http(SERVER, url)])
+    // Nobody to ask: requests for input are answered with the form's defaults.
+    let config = McpServerConfig::http(SERVER, url).with_elicitation(ElicitationMode::Defaults);
+    let toolset = McpToolset::connect([config])
         .await
         .map_err(|e| e.to_string())?;
     let outcome = exercise(&toolset, call).await;

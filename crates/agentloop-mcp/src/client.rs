@@ -45,6 +45,8 @@ pub(crate) struct Handler {
     events: EventSink,
     /// The least severe log message passed on.
     log_level: Option<crate::McpLogLevel>,
+    /// How requests for user input are answered.
+    elicitation: crate::ElicitationMode,
     tools_changed: Arc<AtomicBool>,
     on_tools_changed: Arc<dyn Fn() + Send + Sync>,
     progress: Arc<Mutex<HashMap<ProgressToken, ProgressFn>>>,
@@ -101,9 +103,31 @@ impl ClientHandler for Handler {
         std::future::ready(())
     }
 
+    fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> impl Future<Output = Result<rmcp::model::ElicitResult, rmcp::ErrorData>> + MaybeSendFuture + '_
+    {
+        let answer = crate::elicitation::answer(self.elicitation, &request);
+        tracing::info!(
+            server = %self.server,
+            "MCP server asked for user input; answered {:?}",
+            answer.action
+        );
+        std::future::ready(Ok(answer))
+    }
+
     fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        if self.elicitation.announced() {
+            capabilities.elicitation = Some(
+                rmcp::model::ElicitationCapability::new()
+                    .with_form(rmcp::model::FormElicitationCapability::new()),
+            );
+        }
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("agentloop", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(crate::version::PROPOSED_PROTOCOL_VERSION)
@@ -278,6 +302,7 @@ impl ServerHandle {
             server: Arc::from(self.name()),
             events: self.events.clone(),
             log_level: self.config.log_level,
+            elicitation: self.config.elicitation,
             tools_changed: self.tools_changed.clone(),
             on_tools_changed: Arc::new(move || {
                 tools_changed.store(true, Ordering::Release);

@@ -134,6 +134,8 @@ pub struct McpServerConfig {
     /// The least severe log message wanted from the server (asked with `logging/setLevel`
     /// and enforced here too); `None` asks for none and drops any that arrive.
     pub log_level: Option<crate::McpLogLevel>,
+    /// How the server's requests for user input (`elicitation/create`) are answered.
+    pub elicitation: crate::ElicitationMode,
 }
 
 impl McpServerConfig {
@@ -151,6 +153,7 @@ impl McpServerConfig {
             deferred: false,
             max_restarts: DEFAULT_MAX_RESTARTS,
             log_level: Some(crate::logging::DEFAULT_LOG_LEVEL),
+            elicitation: crate::ElicitationMode::default(),
         }
     }
 
@@ -179,6 +182,12 @@ impl McpServerConfig {
                 headers: BTreeMap::new(),
             }),
         )
+    }
+
+    /// Sets how the server's requests for user input are answered.
+    pub fn with_elicitation(mut self, mode: crate::ElicitationMode) -> Self {
+        self.elicitation = mode;
+        self
     }
 
     /// Sets the least severe server log message wanted (`None`: none).

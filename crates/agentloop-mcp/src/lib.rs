@@ -15,6 +15,7 @@
 
 mod client;
 mod config;
+mod elicitation;
 mod error;
 mod events;
 mod http_server;
@@ -30,6 +31,7 @@ pub use config::{
     ApprovalMode, DEFAULT_MAX_RESTARTS, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, HttpServer,
     McpServerConfig, McpTransport, ParseApprovalModeError, StdioServer,
 };
+pub use elicitation::ElicitationMode;
 pub use error::McpError;
 pub use events::{McpEvent, McpEventFn};
 pub use http_server::{HttpServeOptions, MCP_PATH, builtin_tools_router, serve_builtin_tools_http};

@@ -399,3 +399,44 @@ async fn prompts_of_server_everything_expand_as_slash_commands() {
     );
     toolset.shutdown().await;
 }
+
+#[tokio::test]
+async fn elicitation_is_answered_at_once_never_waited_for() {
+    let Some(dir) = servers_dir() else {
+        return skip();
+    };
+    let connect = |mode| {
+        let dir = dir.clone();
+        async move {
+            McpToolset::connect([McpServerConfig::stdio(
+                "everything",
+                "node",
+                [everything(&dir), "stdio".into()],
+            )
+            .with_elicitation(mode)])
+            .await
+            .unwrap()
+        }
+    };
+    // Declining (the default) announces no elicitation: the server hides its eliciting tool.
+    let toolset = connect(agentloop_mcp::ElicitationMode::Decline).await;
+    let tools = toolset.tools::<Deps>().await.unwrap();
+    assert!(
+        !tools
+            .iter()
+            .any(|t| t.name() == "mcp__everything__trigger-elicitation-request")
+    );
+    toolset.shutdown().await;
+    // With defaults: the form's required `name` has no default, so the answer is a decline,
+    // returned at once (the server would wait ten minutes for a person).
+    let toolset = connect(agentloop_mcp::ElicitationMode::Defaults).await;
+    let tools = toolset.tools::<Deps>().await.unwrap();
+    let out = call(
+        &tools,
+        "mcp__everything__trigger-elicitation-request",
+        json!({}),
+    )
+    .await;
+    assert!(out.content.contains("declined"), "{}", out.content);
+    toolset.shutdown().await;
+}
