@@ -769,7 +769,7 @@ fn handle_with_model(
             rec = admitted;
             (body, turn_idx, attempt)
         }
-        Err(response) => return response,
+        Err(response) => return *response,
     };
     let Some(turn) = s.script.turns.get(turn_idx) else {
         return json_response(
@@ -836,7 +836,7 @@ fn admit(
     n: u64,
     raw: &Bytes,
     mut rec: RecordedRequest,
-) -> Result<(Value, usize, u32, RecordedRequest), Response> {
+) -> Result<(Value, usize, u32, RecordedRequest), Box<Response>> {
     let path = rec.path.clone();
     let body: Value = match serde_json::from_slice(raw) {
         Ok(v) => v,
@@ -845,10 +845,10 @@ fn admit(
             lock(&s.violations).push(msg.clone());
             rec.body = Value::String(String::from_utf8_lossy(raw).into_owned());
             s.record(rec);
-            return Err(json_response(
+            return Err(Box::new(json_response(
                 StatusCode::BAD_REQUEST,
                 &wire::error_body(format, 400, &msg),
-            ));
+            )));
         }
     };
     let hist = history::analyze(format, &body);
@@ -868,10 +868,10 @@ fn admit(
         }
         s.record(rec);
         let status = StatusCode::from_u16(s.reject_status).unwrap_or(StatusCode::BAD_REQUEST);
-        return Err(json_response(
+        return Err(Box::new(json_response(
             status,
             &wire::error_body(format, s.reject_status, &msg),
-        ));
+        )));
     }
     let Some((turn_idx, attempt)) = s.select(format, &hist) else {
         let msg = format!(
@@ -889,7 +889,10 @@ fn admit(
         if let Some(e) = err.get_mut("error").and_then(Value::as_object_mut) {
             e.insert("code".to_string(), Value::from("script_exhausted"));
         }
-        return Err(json_response(StatusCode::INTERNAL_SERVER_ERROR, &err));
+        return Err(Box::new(json_response(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            &err,
+        )));
     };
     Ok((body, turn_idx, attempt, rec))
 }
