@@ -2,9 +2,9 @@
 //! or double-forked, so it is neither in the command's process group nor its child — is gone
 //! after the call times out, after it is aborted, and after it finishes normally. So is a
 //! process that starts a new session *and* clears its environment (the per-call marker with
-//! it), one that moves to its own process group and clears its environment, and one that forks
-//! and lets its parent exit every 100 µs (on Linux with cgroups, each command's cgroup holds
-//! them all).
+//! it), one that moves to its own process group and clears its environment, and one that does
+//! both and then forks and lets its parent exit every 100 µs (on Linux with cgroups, each
+//! command's cgroup holds them all).
 //! (`kill_shell_processes`, which kills every command of the process, is tested in
 //! `orphans_exit.rs` so it cannot hit these tests' commands.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -240,7 +240,7 @@ async fn a_new_process_group_with_an_empty_environment_is_gone_after_the_call() 
 async fn a_process_that_forks_away_every_100_microseconds_is_gone_after_the_call() {
     assert_no_escape(
         "forker",
-        "env -i",
+        "setsid env -i",
         r#"open(F, ">", "READY"); close F; while (1) { my $p = fork; exit 0 if $p; select(undef, undef, undef, 0.0001) }"#,
     )
     .await;
