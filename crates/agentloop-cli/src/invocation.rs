@@ -55,8 +55,7 @@ enum Flag {
 
 /// The option named by `token` (`--name`, `--name=value`, `-x`, `-xVALUE`), and whether its
 /// value is inside the token already.
-fn classify(token: &str) -> (Flag, bool) {
-    let cli = Cli::command();
+fn classify(cli: &clap::Command, token: &str) -> (Flag, bool) {
     let run = cli.find_subcommand("run");
     // Whether the flag takes the next token as its value (`--json[=FORM]` never does).
     let takes_value = |arg: &clap::Arg| {
@@ -107,9 +106,9 @@ fn classify(token: &str) -> (Flag, bool) {
 }
 
 /// Whether `word` names a subcommand (or its alias), `help` included.
-fn is_subcommand(word: &str) -> bool {
+fn is_subcommand(cli: &clap::Command, word: &str) -> bool {
     word == "help"
-        || Cli::command()
+        || cli
             .get_subcommands()
             .any(|s| s.get_name() == word || s.get_all_aliases().any(|a| a == word))
 }
@@ -117,6 +116,11 @@ fn is_subcommand(word: &str) -> bool {
 /// `argv` in the form the parser defines (see the module docs); unchanged when it already is,
 /// or when it holds something only clap should judge.
 pub fn rewrite(argv: Vec<OsString>, terminal: Terminal) -> Vec<OsString> {
+    if argv.len() < 2 {
+        return argv; // bare `agentloop`: nothing to rewrite (and no definition to build)
+    }
+    // Built once: the definition is large, and this runs before every command.
+    let cli = Cli::command();
     let mut run_flags = false;
     let mut i = 1;
     let first_word = loop {
@@ -130,7 +134,7 @@ pub fn rewrite(argv: Vec<OsString>, terminal: Terminal) -> Vec<OsString> {
         if token == "--" || token == "-" || !token.starts_with('-') {
             break Some(i);
         }
-        match classify(token) {
+        match classify(&cli, token) {
             (Flag::Other, _) => return argv,
             (Flag::Global { takes_value }, inline) => {
                 i += if takes_value && !inline { 2 } else { 1 };
@@ -144,7 +148,7 @@ pub fn rewrite(argv: Vec<OsString>, terminal: Terminal) -> Vec<OsString> {
     let word = first_word.and_then(|at| argv[at].to_str().map(|w| (at, w.to_owned())));
     match word {
         // `agentloop [--store S] run …`: already in shape.
-        Some((at, word)) if is_subcommand(&word) => {
+        Some((at, word)) if is_subcommand(&cli, &word) => {
             if !run_flags {
                 return argv;
             }
