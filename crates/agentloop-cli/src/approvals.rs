@@ -222,6 +222,10 @@ pub async fn resume(db: Option<&str>, args: ResumeArgs) -> Result<(), Failure> {
         resume: Some(parked),
         mcp: Vec::new(),
         compaction: None,
+        extensions: Arc::new(crate::extensions::Extensions::load(
+            &root,
+            crate::trust::Trust::evaluate(&root, false)?.applies_to(&root),
+        )?),
     })
     .await?;
     report.renderer.print_summary(Some(&id));

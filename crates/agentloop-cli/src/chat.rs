@@ -56,7 +56,8 @@ const HELP: &str = "\
                        reasoning (a unique id prefix is enough; flags given to agentloop win)
 /mcp__SERVER__PROMPT   an MCP server's prompt as the next message (arguments by position
                        or NAME=VALUE; `agentloop mcp list` shows them)
-/help                  this list
+/skills                the skills the agent can load
+/help                  this list (custom commands follow it)
 /exit                  leave (Ctrl-D works too)
 A line ending in \\ continues on the next. Ctrl-C cancels the running turn.
 While the agent works, type a line and press Enter to steer it.";
@@ -326,6 +327,10 @@ impl Chat {
                 self.args.elicitation_defaults,
             ),
             compaction: crate::compact::config(&self.args),
+            extensions: Arc::new(crate::extensions::Extensions::load(
+                self.workspace.root(),
+                self.args.trust.applies_to(self.workspace.root()),
+            )?),
         })
         .await;
         reader.stop();
@@ -361,7 +366,18 @@ impl Chat {
             .map_or((command, ""), |(n, r)| (n, r.trim()));
         match name {
             "exit" | "quit" => return Ok(false),
-            "help" => println!("{HELP}"),
+            "help" => {
+                println!("{HELP}");
+                let (commands, _) = self.custom_commands();
+                for line in crate::commands::help_lines(&commands) {
+                    println!("{line}");
+                }
+            }
+            "skills" => {
+                let trusted = self.args.trust.applies_to(self.workspace.root());
+                let (skills, _) = crate::skills::load(self.workspace.root(), trusted);
+                crate::render::out(&crate::skills::listing(&skills));
+            }
             "model" if rest.is_empty() => println!("model: {}", visible_line(&self.args.model)),
             "model" => match ModelSpec::parse(rest)
                 .and_then(|spec| Ok((build_model(&spec, self.args.base_url.as_deref())?, spec)))
@@ -468,13 +484,16 @@ impl Chat {
                     println!("{}", self.style.red(&e.to_string()));
                 }
             }
-            other => println!(
-                "{}",
-                self.style.red(&format!(
-                    "unknown command /{}; /help lists them",
-                    visible_line(other)
-                ))
-            ),
+            other => match crate::commands::expand(&self.custom_commands().0, command) {
+                Some(expanded) => self.turn(expanded.prompt).await?,
+                None => println!(
+                    "{}",
+                    self.style.red(&format!(
+                        "unknown command /{}; /help lists them",
+                        visible_line(other)
+                    ))
+                ),
+            },
         }
         Ok(true)
     }
@@ -485,6 +504,12 @@ impl Chat {
         if std::mem::take(&mut self.created) {
             discard_if_unanswered(&*self.store, &self.session.id);
         }
+    }
+
+    /// The custom commands (`crate::commands`) for this workspace.
+    fn custom_commands(&self) -> (Vec<crate::commands::CustomCommand>, Vec<String>) {
+        let trusted = self.args.trust.applies_to(self.workspace.root());
+        crate::commands::load(self.workspace.root(), trusted)
     }
 
     /// What the current session runs with.

@@ -126,6 +126,23 @@ pub enum Command {
     /// Print the man page (roff). Read it with `agentloop man | man -l -`, or install it as
     /// `agentloop.1` in a `man1` directory.
     Man,
+    /// Skills (directories with a SKILL.md) the agent can load: `agentloop skills list`.
+    #[command(subcommand)]
+    Skills(SkillsCommand),
+}
+
+/// `agentloop skills …`.
+#[derive(Subcommand, Debug)]
+pub enum SkillsCommand {
+    /// List the skills for a workspace: name, description, directory.
+    List {
+        /// The workspace (default: the current directory).
+        #[arg(long, short = 'w', value_name = "DIR")]
+        workspace: Option<PathBuf>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `agentloop completions`.

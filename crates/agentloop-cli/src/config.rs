@@ -33,6 +33,10 @@ pub struct ConfigFile {
     pub profiles: BTreeMap<String, Settings>,
     /// `[mcp_servers.NAME]` tables.
     pub mcp_servers: BTreeMap<String, McpServerEntry>,
+    /// `[permissions]`: allow and deny rules (see `crate::permissions`).
+    pub permissions: crate::permissions::PermissionsTable,
+    /// `[[hooks.EVENT]]`: command hooks (see `crate::hooks`).
+    pub hooks: crate::hooks::HooksTable,
 }
 
 /// The run settings a config file (top level or a profile) may set. Values are checked by the
@@ -189,6 +193,14 @@ impl ConfigFile {
                 .map_err(|e: toml::de::Error| invalid(format!("[profiles]: {}", e.message())))?,
             None => BTreeMap::new(),
         };
+        let permissions = match take("permissions") {
+            Some(v) => crate::permissions::PermissionsTable::from_toml(v, origin)?,
+            None => Default::default(),
+        };
+        let hooks = match take("hooks") {
+            Some(v) => crate::hooks::HooksTable::from_toml(v, origin)?,
+            None => Default::default(),
+        };
         let profile = match take("profile") {
             Some(toml::Value::String(name)) => Some(name),
             Some(other) => {
@@ -203,8 +215,8 @@ impl ConfigFile {
                 .try_into()
                 .map_err(|e: toml::de::Error| {
                     invalid(format!(
-                        "{} (besides these, a config file may have `profile`, [profiles.NAME] and \
-                 [mcp_servers.NAME])",
+                        "{} (besides these, a config file may have `profile`, [profiles.NAME], \
+                 [mcp_servers.NAME], [permissions] and [[hooks.EVENT]])",
                         e.message()
                     ))
                 })?;
@@ -213,6 +225,8 @@ impl ConfigFile {
             profile,
             profiles,
             mcp_servers,
+            permissions,
+            hooks,
         })
     }
 
@@ -244,6 +258,8 @@ impl ConfigFile {
             profile: other.profile.or(self.profile),
             profiles: self.profiles,
             mcp_servers: self.mcp_servers,
+            permissions: self.permissions.concat(other.permissions),
+            hooks: self.hooks.concat(other.hooks),
         }
     }
 

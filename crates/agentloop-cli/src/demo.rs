@@ -125,6 +125,7 @@ pub async fn run(db: Option<&str>, args: DemoArgs) -> Result<(), Failure> {
         resume: None,
         mcp: Vec::new(),
         compaction: None,
+        extensions: Default::default(),
     })
     .await?;
 

@@ -1,7 +1,8 @@
-//! Project instructions: the `AGENTS.md` files — `CLAUDE.md` in a directory
-//! without one — from the repository root (the nearest ancestor holding `.git`) down to the
-//! workspace root, added to the system prompt with the nearest file last so it has the final
-//! word, as codex does.
+//! Instructions: the user's own `~/.config/agentloop/AGENTS.md` (or
+//! `$XDG_CONFIG_HOME/agentloop/AGENTS.md`) first, then the project's `AGENTS.md` files —
+//! `CLAUDE.md` in a directory without one — from the repository root (the nearest ancestor
+//! holding `.git`) down to the workspace root, added to the system prompt with the nearest file
+//! last so it has the final word, as codex does.
 //!
 //! These files come from whatever repository the agent is pointed at, so they are read
 //! defensively: a symlink is followed only when its target is a regular file inside the
@@ -40,10 +41,33 @@ pub struct Discovery {
     pub skipped: Vec<String>,
 }
 
+/// The user-wide instruction file: `AGENTS.md` beside the user's config file.
+pub fn user_file() -> Option<PathBuf> {
+    crate::config::user_config_path().map(|config| config.with_file_name("AGENTS.md"))
+}
+
 /// Finds and reads the instruction files for a workspace (see the module docs).
 pub fn discover(workspace: &Path) -> Discovery {
+    discover_with(user_file().as_deref(), workspace)
+}
+
+/// [`discover`] with the user-wide file at `user` (`None`: there is none).
+fn discover_with(user: Option<&Path>, workspace: &Path) -> Discovery {
+    let mut found = Discovery::default();
+    let mut total = 0usize;
+    // The user's own file: a symlink to anywhere is theirs to make.
+    if let Some(path) = user {
+        match read_one(path, Path::new("/")) {
+            Ok(None) => {}
+            Ok(Some(file)) => {
+                total += file.text.len();
+                found.files.push(file);
+            }
+            Err(why) => found.skipped.push(format!("{}: {why}", path.display())),
+        }
+    }
     let Ok(workspace) = workspace.canonicalize() else {
-        return Discovery::default();
+        return found;
     };
     let mut dirs: Vec<PathBuf> = Vec::new();
     let mut boundary = None;
@@ -65,8 +89,6 @@ pub fn discover(workspace: &Path) -> Discovery {
     };
     dirs.reverse();
 
-    let mut found = Discovery::default();
-    let mut total = 0usize;
     for dir in dirs {
         for name in FILE_NAMES {
             let path = dir.join(name);
@@ -161,8 +183,8 @@ pub fn with_instructions(system: &str, files: &[Instructions]) -> String {
     }
     let mut prompt = system.to_owned();
     prompt.push_str(
-        "\n\n# Project instructions\n\nThe repository provides these instructions; when they \
-         disagree, the later (more specific) file wins.",
+        "\n\n# Project instructions\n\nThe user and the repository provide these instructions; \
+         when they disagree, the later (more specific) file wins.",
     );
     for file in files {
         prompt.push_str(&format!(
@@ -268,6 +290,28 @@ mod tests {
                 .skipped
                 .iter()
                 .any(|s| s.contains("not a regular file"))
+        );
+    }
+
+    #[test]
+    fn the_user_file_comes_before_the_project_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        write(&repo.join("AGENTS.md"), "project rules");
+        let user = dir.path().join("config/agentloop/AGENTS.md");
+        write(&user, "user rules");
+        let found = discover_with(Some(&user), &repo);
+        let texts: Vec<&str> = found.files.iter().map(|f| f.text.as_str()).collect();
+        assert_eq!(texts, ["user rules", "project rules"]);
+        // Without a project file, and for a workspace that does not exist, the user's still counts.
+        let found = discover_with(Some(&user), &dir.path().join("missing"));
+        assert_eq!(found.files.len(), 1);
+        assert!(
+            discover_with(Some(&dir.path().join("none.md")), &repo)
+                .files
+                .len()
+                == 1
         );
     }
 

@@ -25,6 +25,7 @@
 mod approvals;
 mod chat;
 mod cli;
+mod commands;
 mod compact;
 mod config;
 #[cfg(feature = "demo")]
@@ -32,6 +33,8 @@ mod demo;
 mod error;
 mod help;
 mod hints;
+mod extensions;
+mod hooks;
 mod instructions;
 mod invocation;
 mod markdown;
@@ -41,6 +44,7 @@ mod mock;
 mod model;
 mod models;
 mod otel;
+mod permissions;
 mod prompt;
 mod render;
 mod run;
@@ -51,6 +55,7 @@ mod sessions;
 mod settings;
 mod shell;
 mod trust;
+mod skills;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -91,6 +96,7 @@ fn main() -> ExitCode {
         .clone()
         .or_else(|| std::env::var("AGENTLOOP_DB").ok().filter(|v| !v.is_empty()));
     let db = store.as_deref();
+    let trust_project = cli.trust_project;
     let result = runtime.block_on(async move {
         let Some(command) = cli.command else {
             return Err(Failure::usage(
@@ -118,6 +124,9 @@ fn main() -> ExitCode {
             Command::Trust(args) => trust::command(args),
             Command::Completions(args) => shell::completions(args),
             Command::Man => shell::man(),
+            Command::Skills(cli::SkillsCommand::List { workspace, json }) => {
+                skills::list(workspace, json, trust_project)
+            }
         }
     });
     // An abandoned blocking task (a prompt nobody answers after Ctrl-C, a tool that ignored

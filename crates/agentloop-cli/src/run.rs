@@ -85,6 +85,8 @@ pub struct RunSetup {
     pub mcp: Vec<agentloop_mcp::McpServerConfig>,
     /// Automatic context compaction (`None`: off).
     pub compaction: Option<agentloop::agent::CompactionConfig>,
+    /// Permission rules and other extension points loaded from files.
+    pub extensions: Arc<crate::extensions::Extensions>,
 }
 
 /// How a run went.
@@ -119,7 +121,7 @@ pub fn default_system_prompt(root: &Path) -> String {
 }
 
 /// Runs one prompt; see the module docs.
-pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
+pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
     let stderr_tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let spinner = Spinner::new(!setup.json && stderr_tty);
     let typed = setup.output.is_some();
@@ -153,13 +155,36 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
             eprintln!("agentloop: warning: shell sandbox ({sandbox}): {missing}");
         }
     }
+    let hooks = crate::hooks::for_run(
+        &setup.extensions.hooks,
+        &setup.session.id,
+        setup.workspace.root(),
+        setup.json,
+    );
+    let mut system_prompt = setup
+        .system_prompt
+        .take()
+        .unwrap_or_else(|| default_system_prompt(setup.workspace.root()));
+    let skills = setup.extensions.skills.prompt_section();
+    if !skills.is_empty() {
+        system_prompt.push_str("\n\n");
+        system_prompt.push_str(&skills);
+    }
+    let resumed = setup.resume.is_some() || !setup.context.is_empty();
     let exit_signals = kill_on_exit_signals();
 
     let (toolset, mcp_tools) = crate::mcp::connect(setup.mcp.clone()).await?;
     let toolset = Arc::new(toolset);
-    let prompt = crate::mcp::expand_prompt(&toolset, setup.prompt).await?;
+    let mut prompt = crate::mcp::expand_prompt(&toolset, setup.prompt).await?;
+    // After the expansion: the hooks see the prompt the model will get.
+    if let Err(refused) = crate::hooks::before_run(&hooks, resumed, &mut system_prompt, &mut prompt)
+    {
+        toolset.shutdown().await;
+        return Err(refused);
+    }
     let mut deps = WorkspaceDeps::new(setup.workspace.clone(), setup.policy)
-        .with_tool_classifier(toolset.approval_classifier());
+        .with_tool_classifier(toolset.approval_classifier())
+        .with_permissions(setup.extensions.permissions.clone());
     let denied_no_terminal = Arc::new(Mutex::new(Vec::new()));
     if setup.policy == ApprovalPolicy::Mutating {
         match terminal_asker(spinner.clone(), setup.workspace.clone()) {
@@ -181,11 +206,7 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
 
     let config = AgentLoopConfig {
         model: Some(setup.model_name.clone()),
-        system_prompt: Some(
-            setup
-                .system_prompt
-                .unwrap_or_else(|| default_system_prompt(setup.workspace.root())),
-        ),
+        system_prompt: Some(system_prompt),
         reasoning: setup.reasoning,
         max_turns: setup.max_turns,
         usage_limits: setup.limits,
@@ -236,12 +257,16 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
             &setup.shell,
         ))
         .map_err(|e| Failure::new(format!("cannot register the built-in tools: {e}")))?
+        .with_tools(crate::skills::tool(&setup.extensions.skills)?)
+        .map_err(|e| Failure::new(format!("cannot register the skill tool: {e}")))?
         .with_emit(emit)
         .with_session_id(&setup.session.id)
         .with_abort_signal(abort.clone());
     if let Some(queue) = setup.steering.clone() {
         agent = agent.with_steering_queue(queue);
     }
+    let follow_ups = agent.follow_up_queue().clone();
+    agent = agent.with_extension(hooks.extension(follow_ups));
     let agent = crate::mcp::attach(agent, toolset.clone(), mcp_tools)?;
 
     let interrupted = Arc::new(AtomicBool::new(false));
@@ -306,6 +331,7 @@ pub async fn execute(setup: RunSetup) -> Result<RunReport, Failure> {
             message: e.to_string(),
         },
     };
+    crate::hooks::after_run(&hooks, &stop);
     Ok(RunReport {
         stop,
         interrupted: interrupted.load(Ordering::SeqCst),
@@ -559,6 +585,10 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
         None => std::env::current_dir()?,
     };
     let workspace = Workspace::new(&root).map_err(|e| Failure::usage(e.to_string()))?;
+    let trusted = args.trust.applies_to(workspace.root());
+    // `/NAME ARGS`: a custom command's prompt.
+    let command = crate::commands::expand_prompt(workspace.root(), trusted, &prompt)?;
+    let prompt = command.as_ref().map_or(prompt, |c| c.prompt.clone());
     let store: Arc<dyn SessionStore> = open_store(db)?;
 
     // Which session: resumed ones bring back their model, provider, base URL and reasoning
@@ -572,6 +602,11 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
     if let SessionTarget::Resume(info) = &target {
         if let Some(note) = restore(&info.settings, args.explicit, &mut choice) {
             eprintln!("agentloop: note: {note}");
+        }
+    }
+    if let Some(model) = command.as_ref().and_then(|c| c.model.clone()) {
+        if !args.explicit.model {
+            choice.model = model;
         }
     }
     let (spec, model) = choice.build(&args)?;
@@ -591,6 +626,11 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
     let mcp = crate::mcp::with_elicitation(mcp, args.elicitation_defaults);
 
     let system_prompt = system_prompt_for(&args, &workspace);
+    let mut extensions = crate::extensions::Extensions::load(workspace.root(), trusted)?;
+    if let Some(command) = &command {
+        extensions.allow_for_prompt(&command.allowed_tools)?;
+    }
+    let extensions = Arc::new(extensions);
 
     // One writer per session: the lock is taken before the context is loaded, and held until
     // the run ends.
@@ -694,6 +734,7 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
         resume,
         mcp,
         compaction: crate::compact::config(&args),
+        extensions,
     })
     .await?;
     report.renderer.print_summary(Some(&session_id));

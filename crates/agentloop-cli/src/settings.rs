@@ -160,6 +160,10 @@ fn view(workspace: &Path, profile_flag: Option<&str>, trust: &Trust) -> Result<V
     if !trusted {
         narrow_layers(&mut out, &mut ignored)?;
         ignored.extend(ignored_servers(&files));
+        let none = ConfigFile::default();
+        let theirs = files.iter().find(|f| f.2).map_or(&none, |f| &f.1);
+        ignored.extend(crate::permissions::untrusted_widening(&theirs.permissions));
+        ignored.extend(crate::hooks::untrusted_widening(&theirs.hooks));
     }
     Ok(View {
         layers: out,

@@ -36,6 +36,8 @@
 
 mod abort;
 mod calls;
+#[cfg(feature = "builtin-tools")]
+pub mod command_hooks;
 pub mod compaction;
 mod config;
 mod error;

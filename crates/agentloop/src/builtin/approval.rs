@@ -11,6 +11,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 use super::is_mutating;
+use super::permissions::{PermissionRules, RuleVerdict};
 use super::workspace::Workspace;
 use crate::tooling::{Approval, ToolDeps};
 use crate::transcript::ToolCallPart;
@@ -171,6 +172,7 @@ pub struct WorkspaceDeps {
     policy: ApprovalPolicy,
     asker: Option<Asker>,
     classifier: Option<ToolClassifier>,
+    permissions: Arc<PermissionRules>,
 }
 
 impl fmt::Debug for WorkspaceDeps {
@@ -184,6 +186,7 @@ impl fmt::Debug for WorkspaceDeps {
             .field("workspace", &self.workspace)
             .field("policy", &self.policy)
             .field("asker", &asker)
+            .field("permissions", &self.permissions)
             .finish()
     }
 }
@@ -196,7 +199,21 @@ impl WorkspaceDeps {
             policy,
             asker: None,
             classifier: None,
+            permissions: Arc::default(),
         }
+    }
+
+    /// Sets the permission rules consulted before the policy: a matching deny rule denies, a
+    /// matching allow rule turns the policy's "ask" or "defer" into "run" (see
+    /// [`PermissionRules`]).
+    pub fn with_permissions(mut self, rules: PermissionRules) -> Self {
+        self.permissions = Arc::new(rules);
+        self
+    }
+
+    /// The permission rules.
+    pub fn permissions(&self) -> &PermissionRules {
+        &self.permissions
     }
 
     /// Sets a classifier for tools other than the built-in ones (e.g. an MCP toolset's
@@ -241,7 +258,7 @@ impl WorkspaceDeps {
         self.asker.is_some()
     }
 
-    /// Applies the policy (and the asker, if the policy asks) to `call`.
+    /// Applies the permission rules, then the policy (and the asker, if either asks) to `call`.
     pub async fn approve(&self, call: &ToolCallPart) -> Approval {
         let name = call.tool_name.as_str();
         let mutating = self
@@ -249,24 +266,49 @@ impl WorkspaceDeps {
             .as_ref()
             .and_then(|c| c(name))
             .unwrap_or_else(|| is_mutating(name));
-        match self.policy.decide_as(name, mutating) {
-            PolicyDecision::Allow => Approval::Allow,
-            PolicyDecision::Deny(reason) => Approval::Deny(reason),
-            PolicyDecision::Defer(reason) => Approval::Defer(reason),
-            PolicyDecision::Ask => match &self.asker {
-                None => Approval::deny(NO_ASKER_REASON),
-                Some(Asker::Async(ask)) => ask(call.clone()).await,
-                Some(Asker::Blocking(ask)) => {
-                    let ask = ask.clone();
-                    let call = call.clone();
-                    match tokio::task::spawn_blocking(move || ask(&call)).await {
-                        Ok(approval) => approval,
-                        // Re-raise so the executor reports "approval check failed".
-                        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-                        Err(_) => Approval::deny("the approval prompt was cancelled"),
-                    }
-                }
+        let verdict = if self.permissions.is_empty() {
+            RuleVerdict::NoMatch
+        } else {
+            let arguments = match &call.arguments {
+                crate::transcript::ToolArguments::Json(value) => value.clone(),
+                crate::transcript::ToolArguments::Unparsed(_) => serde_json::Value::Null,
+            };
+            self.permissions
+                .check(name, &arguments, self.workspace.root())
+        };
+        let decision = self.policy.decide_as(name, mutating);
+        match (verdict, decision) {
+            (RuleVerdict::Deny(reason), _) => Approval::Deny(reason),
+            (_, PolicyDecision::Deny(reason)) => Approval::Deny(reason),
+            (RuleVerdict::Ask(why), _) => match &self.asker {
+                None => Approval::deny(format!("{why}; there is no one to ask, so it was denied")),
+                Some(_) => self.ask(call).await,
             },
+            (RuleVerdict::Allow, PolicyDecision::Ask | PolicyDecision::Defer(_)) => Approval::Allow,
+            (_, PolicyDecision::Allow) => Approval::Allow,
+            (_, PolicyDecision::Defer(reason)) => Approval::Defer(reason),
+            (_, PolicyDecision::Ask) => match &self.asker {
+                None => Approval::deny(NO_ASKER_REASON),
+                Some(_) => self.ask(call).await,
+            },
+        }
+    }
+
+    /// Asks the asker (there is one: the caller checked).
+    async fn ask(&self, call: &ToolCallPart) -> Approval {
+        match &self.asker {
+            None => Approval::deny(NO_ASKER_REASON),
+            Some(Asker::Async(ask)) => ask(call.clone()).await,
+            Some(Asker::Blocking(ask)) => {
+                let ask = ask.clone();
+                let call = call.clone();
+                match tokio::task::spawn_blocking(move || ask(&call)).await {
+                    Ok(approval) => approval,
+                    // Re-raise so the executor reports "approval check failed".
+                    Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                    Err(_) => Approval::deny("the approval prompt was cancelled"),
+                }
+            }
         }
     }
 }

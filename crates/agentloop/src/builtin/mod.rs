@@ -63,6 +63,7 @@ mod grep;
 mod list_dir;
 mod output;
 pub(crate) mod patterns;
+mod permissions;
 mod procs;
 mod read_file;
 mod reading;
@@ -70,6 +71,8 @@ mod sandbox;
 mod secrets;
 mod shell;
 mod shell_env;
+mod shell_line;
+mod skills;
 mod workspace;
 mod write_file;
 
@@ -86,6 +89,7 @@ pub use find_files::MAX_RESULTS as FIND_FILES_MAX_RESULTS;
 pub use grep::MAX_MATCHES as GREP_MAX_MATCHES;
 pub use list_dir::MAX_ENTRIES as LIST_DIR_MAX_ENTRIES;
 pub use output::{OUTPUT_LIMIT, truncate_output};
+pub use permissions::{PermissionRule, PermissionRules, RuleError, RuleVerdict};
 pub use procs::kill_shell_processes;
 pub use read_file::{
     DEFAULT_LINE_LIMIT as READ_FILE_DEFAULT_LINES, MAX_BYTES as READ_FILE_MAX_BYTES,
@@ -97,6 +101,10 @@ pub use shell::{
     ShellOptions,
 };
 pub use shell_env::{SHELL_ENV_BASE, looks_like_credential, looks_like_credential_value};
+pub use skills::{
+    FrontMatter, MAX_SKILL_FILE_BYTES, SKILL_TOOL_NAME, Skill, Skills, parse_front_matter,
+    skill_tool, split_front_matter,
+};
 pub use workspace::Workspace;
 
 /// The names of the built-in tools that change files or run commands (and so need approval

@@ -1,0 +1,712 @@
+//! Extension points read from files, through the real binary against the testkit mock model:
+//! `[permissions]` rules and `[[hooks.EVENT]]` command hooks with real hook scripts (every
+//! event the CLI runs, each decision and exit-code path, a hook that hangs and forks).
+//!
+//! Every child runs with stdin from /dev/null (no terminal), so a call that needs approval and
+//! is not allowed by a rule is denied (exit code 4).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use agentloop_testkit::{MockServer, Script};
+use serde_json::{Value, json};
+
+struct Scratch {
+    dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("ws")).unwrap();
+        std::fs::create_dir_all(dir.path().join("config").join("agentloop")).unwrap();
+        Scratch { dir }
+    }
+    fn ws(&self) -> PathBuf {
+        self.dir.path().join("ws")
+    }
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+    /// Writes the user's config file.
+    fn user_config(&self, text: &str) {
+        std::fs::write(
+            self.dir
+                .path()
+                .join("config")
+                .join("agentloop")
+                .join("config.toml"),
+            text,
+        )
+        .unwrap();
+    }
+    /// Writes an executable script in the scratch directory and returns its path.
+    fn script(&self, name: &str, body: &str) -> PathBuf {
+        let path = self.path(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        path
+    }
+    fn run(&self, server: &MockServer, args: &[&str], prompt: &str) -> Output {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
+        for var in [
+            "OPENAI_BASE_URL",
+            "AGENTLOOP_DB",
+            "AGENTLOOP_MODEL",
+            "AGENTLOOP_PROFILE",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.env("OPENAI_API_KEY", "dummy")
+            .env("XDG_DATA_HOME", self.path("data"))
+            .env("XDG_CONFIG_HOME", self.path("config"))
+            .env("NO_COLOR", "1")
+            .arg("--db")
+            .arg(self.path("sessions.db"))
+            .args(["run", "--json", "--model", "openai:mock", "--base-url"])
+            .arg(server.openai_base_url())
+            .arg("--workspace")
+            .arg(self.ws())
+            .args(args)
+            .arg(prompt)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn server(script: Value) -> MockServer {
+    MockServer::start(Script::from_value(script).unwrap())
+}
+
+fn events(out: &Output) -> Vec<Value> {
+    text(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// The results of the calls of `tool`.
+fn results(out: &Output, tool: &str) -> Vec<Value> {
+    events(out)
+        .into_iter()
+        .filter(|e| e["type"] == "tool_execution_end" && e["call"]["tool_name"] == tool)
+        .map(|e| e["result"].clone())
+        .collect()
+}
+
+fn hook_lines(out: &Output) -> Vec<Value> {
+    events(out)
+        .into_iter()
+        .filter(|e| e["type"] == "hook_result")
+        .collect()
+}
+
+/// One call of `tool` with `arguments`, then a final answer.
+fn one_call(tool: &str, arguments: Value) -> Value {
+    json!({"turns": [
+        {"tool_calls": [{"id": "call_1", "name": tool, "arguments": arguments}]},
+        {"text": "Done."}
+    ]})
+}
+
+fn write_call(path: &str) -> Value {
+    one_call("write_file", json!({"path": path, "content": "x\n"}))
+}
+
+fn shell_call(command: &str) -> Value {
+    one_call("shell", json!({ "command": command }))
+}
+
+/// The body of the last request the model got, as text.
+fn last_request(server: &MockServer) -> String {
+    server.requests().last().unwrap().body.to_string()
+}
+
+fn toml_str(path: &Path) -> String {
+    toml_string(&path.display().to_string())
+}
+
+fn toml_string(s: &str) -> String {
+    format!("{:?}", s)
+}
+
+// ---- permissions -------------------------------------------------------------------------
+
+#[test]
+fn an_allow_rule_runs_a_call_that_would_have_been_asked_about() {
+    let scratch = Scratch::new();
+    let server = server(write_call("src/out.txt"));
+    // Without a rule: asked, and with no terminal, denied (exit 4).
+    let out = scratch.run(&server, &[], "write");
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert!(!scratch.ws().join("src/out.txt").exists());
+
+    scratch.user_config("[permissions]\nallow = [\"write_file(src/**)\"]\n");
+    let server = self::server(write_call("src/out.txt"));
+    let out = scratch.run(&server, &[], "write");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(scratch.ws().join("src/out.txt").exists());
+    // Outside the pattern: still asked.
+    let server = self::server(write_call("other.txt"));
+    let out = scratch.run(&server, &[], "write");
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+}
+
+#[test]
+fn a_shell_allow_rule_does_not_cover_a_second_command() {
+    let scratch = Scratch::new();
+    scratch.user_config("[permissions]\nallow = [\"shell(echo ok*)\"]\n");
+    let server = server(shell_call("echo ok"));
+    let out = scratch.run(&server, &[], "run it");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        results(&out, "shell")[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("ok")
+    );
+
+    for line in [
+        "echo ok; touch pwned",
+        "echo ok $(touch pwned)",
+        "echo ok > pwned",
+    ] {
+        let server = self::server(shell_call(line));
+        let out = scratch.run(&server, &[], "run it");
+        assert_eq!(out.status.code(), Some(4), "{line}: {}", text(&out.stderr));
+        assert!(!scratch.ws().join("pwned").exists(), "{line}");
+    }
+}
+
+#[test]
+fn a_deny_rule_wins_even_under_approve_allow() {
+    let scratch = Scratch::new();
+    scratch.user_config(
+        "[permissions]\nallow = [\"shell\"]\ndeny = [\"shell(touch*)\", \"read_file(.env*)\"]\n",
+    );
+    std::fs::write(scratch.ws().join(".env"), "SECRET=1\n").unwrap();
+    let server = server(shell_call("echo a && touch pwned"));
+    let out = scratch.run(&server, &["--approve", "allow"], "run it");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!scratch.ws().join("pwned").exists());
+    let result = &results(&out, "shell")[0];
+    assert_eq!(result["is_error"], true);
+    assert!(last_request(&server).contains("shell(touch*)"));
+
+    let server = self::server(one_call("read_file", json!({"path": ".env"})));
+    let out = scratch.run(&server, &["--approve", "allow"], "read it");
+    assert!(!last_request(&server).contains("SECRET=1"));
+    assert_eq!(results(&out, "read_file")[0]["is_error"], true);
+}
+
+#[test]
+fn an_untrusted_workspace_file_can_deny_but_not_allow() {
+    let scratch = Scratch::new();
+    std::fs::create_dir(scratch.ws().join(".agentloop")).unwrap();
+    std::fs::write(
+        scratch.ws().join(".agentloop/config.toml"),
+        "[permissions]\nallow = [\"write_file\"]\ndeny = [\"write_file(blocked.txt)\"]\n",
+    )
+    .unwrap();
+    let server = server(write_call("a.txt"));
+    let out = scratch.run(&server, &[], "write");
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert!(!scratch.ws().join("a.txt").exists());
+    let server = self::server(write_call("blocked.txt"));
+    let out = scratch.run(&server, &["--approve", "allow"], "write");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!scratch.ws().join("blocked.txt").exists());
+}
+
+#[test]
+fn a_bad_rule_is_a_one_line_error_naming_the_file() {
+    let scratch = Scratch::new();
+    scratch.user_config("[permissions]\nallow = [\"shell(cargo test\"]\n");
+    let server = server(write_call("a.txt"));
+    let out = scratch.run(&server, &[], "write");
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("config.toml") && stderr.contains("shell(cargo test"),
+        "{stderr}"
+    );
+    assert_eq!(server.request_count(), 0);
+}
+
+// ---- hooks -------------------------------------------------------------------------------
+
+fn hook_config(event: &str, extra: &str, script: &Path) -> String {
+    format!(
+        "[[hooks.{event}]]\ncommand = {}\n{extra}\n",
+        toml_str(script)
+    )
+}
+
+#[test]
+fn pre_tool_use_exit_2_blocks_the_call_with_stderr_as_the_reason() {
+    let scratch = Scratch::new();
+    let input = scratch.path("input.json");
+    let hook = scratch.script(
+        "guard.sh",
+        &format!(
+            "cat > {}\necho 'no writes today' >&2\nexit 2",
+            input.display()
+        ),
+    );
+    scratch.user_config(&hook_config(
+        "pre_tool_use",
+        "matcher = \"write_file|shell\"",
+        &hook,
+    ));
+    let server = server(write_call("out.txt"));
+    let out = scratch.run(&server, &["--approve", "allow"], "write");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!scratch.ws().join("out.txt").exists());
+    let result = &results(&out, "write_file")[0];
+    assert_eq!(result["is_error"], true);
+    assert!(
+        result["content"]
+            .as_str()
+            .unwrap()
+            .contains("no writes today")
+    );
+    assert!(last_request(&server).contains("no writes today"));
+    let hooks = hook_lines(&out);
+    assert_eq!(hooks.len(), 1, "{hooks:?}");
+    assert_eq!(hooks[0]["outcome"], "block");
+    assert_eq!(hooks[0]["hook_event_name"], "pre_tool_use");
+    assert_eq!(hooks[0]["exit_code"], 2);
+    // The input: one JSON object with the documented fields.
+    let input: Value = serde_json::from_str(&std::fs::read_to_string(&input).unwrap()).unwrap();
+    assert_eq!(input["hook_event_name"], "pre_tool_use");
+    assert_eq!(input["tool_name"], "write_file");
+    assert_eq!(input["tool_call_id"], "call_1");
+    assert_eq!(input["tool_input"]["path"], "out.txt");
+    assert!(input["session_id"].as_str().is_some_and(|s| !s.is_empty()));
+    assert!(input["cwd"].as_str().unwrap().ends_with("ws"));
+}
+
+#[test]
+fn a_matcher_that_does_not_name_the_tool_leaves_the_call_alone() {
+    let scratch = Scratch::new();
+    let hook = scratch.script("guard.sh", "exit 2");
+    scratch.user_config(&hook_config("pre_tool_use", "matcher = \"shell\"", &hook));
+    let server = server(write_call("out.txt"));
+    let out = scratch.run(&server, &["--approve", "allow"], "write");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(scratch.ws().join("out.txt").exists());
+    assert!(hook_lines(&out).is_empty());
+}
+
+#[test]
+fn a_failing_guard_blocks_unless_it_opted_into_failing_open() {
+    for (body, needle) in [
+        ("exit 1", "exit code 1"),
+        ("echo 'not json'", "not a JSON object"),
+        ("echo '[1]'", "not an object"),
+    ] {
+        let scratch = Scratch::new();
+        let hook = scratch.script("guard.sh", body);
+        scratch.user_config(&hook_config("pre_tool_use", "", &hook));
+        let server = server(write_call("out.txt"));
+        let out = scratch.run(&server, &["--approve", "allow"], "write");
+        assert!(!scratch.ws().join("out.txt").exists(), "{body}");
+        let result = &results(&out, "write_file")[0];
+        let content = result["content"].as_str().unwrap();
+        assert!(
+            content.contains(needle) && content.contains("guard.sh"),
+            "{body}: {content}"
+        );
+        assert_eq!(hook_lines(&out)[0]["outcome"], "error");
+
+        scratch.user_config(&hook_config("pre_tool_use", "on_error = \"allow\"", &hook));
+        let server = self::server(write_call("out.txt"));
+        let out = scratch.run(&server, &["--approve", "allow"], "write");
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        assert!(scratch.ws().join("out.txt").exists(), "{body}");
+    }
+}
+
+#[test]
+fn a_hook_that_hangs_and_forks_is_killed_with_its_children_at_its_timeout() {
+    let scratch = Scratch::new();
+    let pid_file = scratch.path("daemon.pid");
+    let hook = scratch.script(
+        "hang.sh",
+        &format!(
+            "sleep 300 &\necho $! > {}\nhead -c 100000000 /dev/zero\nsleep 300",
+            pid_file.display()
+        ),
+    );
+    scratch.user_config(&hook_config("pre_tool_use", "timeout = 1", &hook));
+    let server = server(write_call("out.txt"));
+    let out = scratch.run(&server, &["--approve", "allow"], "write");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!scratch.ws().join("out.txt").exists());
+    let content = results(&out, "write_file")[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        content.contains("timed out") || content.contains("not a JSON"),
+        "{content}"
+    );
+    let pid: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // The background child was in the hook's process group: it is gone (or a zombie).
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    assert!(
+        status.is_empty() || status.contains("State:\tZ"),
+        "the hook's child {pid} survived: {status}"
+    );
+}
+
+#[test]
+fn pre_tool_use_can_rewrite_the_arguments_and_json_can_block() {
+    let scratch = Scratch::new();
+    let hook = scratch.script(
+        "rewrite.sh",
+        r#"echo '{"updated_input": {"path": "redirected.txt", "content": "from the hook"}}'"#,
+    );
+    scratch.user_config(&hook_config("pre_tool_use", "", &hook));
+    let server = server(write_call("out.txt"));
+    let out = scratch.run(&server, &["--approve", "allow"], "write");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!scratch.ws().join("out.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(scratch.ws().join("redirected.txt")).unwrap(),
+        "from the hook"
+    );
+
+    // Arguments that break the tool's schema are refused like the model's own.
+    let hook = scratch.script("bad.sh", r#"echo '{"updated_input": {"path": 5}}'"#);
+    scratch.user_config(&hook_config("pre_tool_use", "", &hook));
+    let server = self::server(write_call("out2.txt"));
+    let out = scratch.run(&server, &["--approve", "allow"], "write");
+    assert_eq!(results(&out, "write_file")[0]["is_error"], true);
+    assert!(!scratch.ws().join("out2.txt").exists());
+
+    let hook = scratch.script(
+        "block.sh",
+        r#"echo '{"decision": "block", "reason": "use the staging dir"}'"#,
+    );
+    scratch.user_config(&hook_config("pre_tool_use", "", &hook));
+    let server = self::server(write_call("out3.txt"));
+    let out = scratch.run(&server, &["--approve", "allow"], "write");
+    assert!(!scratch.ws().join("out3.txt").exists());
+    let content = results(&out, "write_file")[0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(content.contains("use the staging dir"), "{content}");
+}
+
+#[test]
+fn post_tool_use_adds_context_to_the_result_the_model_sees() {
+    let scratch = Scratch::new();
+    let input = scratch.path("post.json");
+    let hook = scratch.script(
+        "post.sh",
+        &format!(
+            "cat > {}\necho '{{\"additional_context\": \"remember to run the linter\"}}'",
+            input.display()
+        ),
+    );
+    scratch.user_config(&hook_config("post_tool_use", "", &hook));
+    let server = server(write_call("out.txt"));
+    let out = scratch.run(&server, &["--approve", "allow"], "write");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(scratch.ws().join("out.txt").exists());
+    assert!(last_request(&server).contains("remember to run the linter"));
+    let input: Value = serde_json::from_str(&std::fs::read_to_string(&input).unwrap()).unwrap();
+    assert_eq!(input["hook_event_name"], "post_tool_use");
+    assert_eq!(input["tool_response"]["is_error"], false);
+
+    // Exit 2 after the fact: the reason is added too (the call already ran).
+    let hook = scratch.script("post2.sh", "echo 'that file is generated' >&2; exit 2");
+    scratch.user_config(&hook_config("post_tool_use", "", &hook));
+    let server = self::server(write_call("out2.txt"));
+    let out = scratch.run(&server, &["--approve", "allow"], "write");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(last_request(&server).contains("that file is generated"));
+}
+
+#[test]
+fn user_prompt_submit_can_refuse_a_prompt_or_add_context() {
+    let scratch = Scratch::new();
+    let hook = scratch.script(
+        "prompt.sh",
+        "if grep -q password; then echo 'prompts must not contain passwords' >&2; exit 2; fi\n\
+         echo '{\"additional_context\": \"the ticket is ABC-1\"}'",
+    );
+    scratch.user_config(&hook_config("user_prompt_submit", "", &hook));
+    let server = server(json!({"turns": [{"text": "ok"}]}));
+    let out = scratch.run(&server, &[], "my password is hunter2");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("prompts must not contain passwords"));
+    assert_eq!(server.request_count(), 0);
+
+    let out = scratch.run(&server, &[], "fix the bug");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let body = last_request(&server);
+    assert!(
+        body.contains("fix the bug") && body.contains("the ticket is ABC-1"),
+        "{body}"
+    );
+}
+
+#[test]
+fn session_start_context_reaches_the_model_and_session_end_sees_the_stop() {
+    let scratch = Scratch::new();
+    let end = scratch.path("end.json");
+    let start = scratch.script(
+        "start.sh",
+        "echo '{\"additional_context\": \"the build uses make\"}'",
+    );
+    let finish = scratch.script("end.sh", &format!("cat > {}", end.display()));
+    scratch.user_config(&format!(
+        "{}{}",
+        hook_config("session_start", "", &start),
+        hook_config("session_end", "", &finish)
+    ));
+    let server = server(json!({"turns": [{"text": "ok"}]}));
+    let out = scratch.run(&server, &[], "hello");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(last_request(&server).contains("the build uses make"));
+    let end: Value = serde_json::from_str(&std::fs::read_to_string(&end).unwrap()).unwrap();
+    assert_eq!(end["hook_event_name"], "session_end");
+    assert_eq!(end["reason"]["reason"], "done", "{end}");
+    // A failing hook of these events is a warning; the run goes on.
+    let broken = scratch.script("broken.sh", "exit 7");
+    scratch.user_config(&hook_config("session_start", "", &broken));
+    let server = self::server(json!({"turns": [{"text": "ok"}]}));
+    let out = scratch.run(&server, &[], "hello");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(hook_lines(&out)[0]["outcome"], "error");
+}
+
+#[test]
+fn a_stop_hook_sends_the_agent_back_to_work_a_bounded_number_of_times() {
+    let scratch = Scratch::new();
+    let marker = scratch.path("stopped-once");
+    let hook = scratch.script(
+        "stop.sh",
+        &format!(
+            "if [ -e {m} ]; then exit 0; fi\ntouch {m}\necho 'the tests were not run' >&2\nexit 2",
+            m = marker.display()
+        ),
+    );
+    scratch.user_config(&hook_config("stop", "", &hook));
+    let server = server(json!({"turns": [{"text": "all done"}, {"text": "ran the tests"}]}));
+    let out = scratch.run(&server, &[], "work");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(server.request_count(), 2);
+    assert!(last_request(&server).contains("the tests were not run"));
+
+    // A hook that always blocks gets the agent at most three more turns.
+    let always = scratch.script("always.sh", "echo 'again' >&2; exit 2");
+    scratch.user_config(&hook_config("stop", "", &always));
+    let server = self::server(json!({"turns": [
+        {"text": "1"}, {"text": "2"}, {"text": "3"}, {"text": "4"}, {"text": "5"}, {"text": "6"}
+    ]}));
+    let out = scratch.run(&server, &[], "work");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(server.request_count(), 4);
+}
+
+#[test]
+fn workspace_hooks_do_not_run_in_an_untrusted_workspace() {
+    let scratch = Scratch::new();
+    let ran = scratch.path("ran");
+    std::fs::create_dir(scratch.ws().join(".agentloop")).unwrap();
+    std::fs::write(
+        scratch.ws().join(".agentloop/config.toml"),
+        format!(
+            "[[hooks.session_start]]\ncommand = {}\n",
+            toml_string(&format!("touch {}", ran.display()))
+        ),
+    )
+    .unwrap();
+    let server = server(json!({"turns": [{"text": "ok"}]}));
+    let out = scratch.run(&server, &[], "hello");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!ran.exists());
+}
+
+// ---- skills, custom commands, user-wide instructions --------------------------------------
+
+/// Writes `SKILL.md` (and `extra` files) of a user skill.
+fn user_skill(scratch: &Scratch, dir: &str, skill_md: &str, extra: &[(&str, &str)]) {
+    let root = scratch.path("config/agentloop/skills").join(dir);
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("SKILL.md"), skill_md).unwrap();
+    for (name, text) in extra {
+        std::fs::write(root.join(name), text).unwrap();
+    }
+}
+
+#[test]
+fn skills_are_listed_in_the_prompt_and_loaded_through_the_skill_tool() {
+    let scratch = Scratch::new();
+    user_skill(
+        &scratch,
+        "notes",
+        "---\nname: release-notes\ndescription: Write release notes\nallowed-tools: shell\n---\nGroup commits by area. BODY-MARKER\n",
+        &[("template.md", "TEMPLATE-MARKER")],
+    );
+    std::fs::write(scratch.path("config/agentloop/secret.txt"), "SECRET-MARKER").unwrap();
+    user_skill(
+        &scratch,
+        "broken",
+        "---\nname: broken\n---\nno description\n",
+        &[],
+    );
+    let server = server(json!({"turns": [
+        {"tool_calls": [
+            {"id": "c1", "name": "skill", "arguments": {"name": "release-notes"}},
+            {"id": "c2", "name": "skill", "arguments": {"name": "release-notes", "file": "template.md"}},
+            {"id": "c3", "name": "skill", "arguments": {"name": "release-notes", "file": "../../secret.txt"}}
+        ]},
+        {"text": "Done."}
+    ]}));
+    let out = scratch.run(&server, &[], "write the notes");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("broken"),
+        "{}",
+        text(&out.stderr)
+    );
+    let first = server.requests()[0].body.to_string();
+    assert!(first.contains("release-notes") && first.contains("Write release notes"));
+    assert!(
+        !first.contains("BODY-MARKER"),
+        "only names and descriptions up front"
+    );
+    let results = results(&out, "skill");
+    assert!(
+        results[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("BODY-MARKER")
+    );
+    assert!(
+        results[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("TEMPLATE-MARKER")
+    );
+    assert_eq!(results[2]["is_error"], true);
+    assert!(!last_request(&server).contains("SECRET-MARKER"));
+}
+
+#[test]
+fn skills_list_shows_names_and_descriptions() {
+    let scratch = Scratch::new();
+    user_skill(
+        &scratch,
+        "pdf",
+        "---\ndescription: Fill PDF forms\n---\nbody\n",
+        &[],
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_agentloop"))
+        .env("XDG_CONFIG_HOME", scratch.path("config"))
+        .env("XDG_DATA_HOME", scratch.path("data"))
+        .args(["skills", "list", "--json", "--workspace"])
+        .arg(scratch.ws())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let listed: Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
+    assert_eq!(listed["name"], "pdf");
+    assert_eq!(listed["description"], "Fill PDF forms");
+}
+
+#[test]
+fn a_custom_command_expands_its_arguments_and_allows_its_tools() {
+    let scratch = Scratch::new();
+    let commands = scratch.path("config/agentloop/commands");
+    std::fs::create_dir_all(&commands).unwrap();
+    std::fs::write(
+        commands.join("fix.md"),
+        "---\ndescription: Fix an issue\nallowed_tools: write_file(fixed.txt)\n---\nFix issue #$1 ($ARGUMENTS).\n",
+    )
+    .unwrap();
+    let server = server(write_call("fixed.txt"));
+    let out = scratch.run(&server, &[], "/fix 42 urgently");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let first = server.requests()[0].body.to_string();
+    assert!(first.contains("Fix issue #42 (42 urgently)."), "{first}");
+    // allowed_tools applied for this prompt: no approval was needed.
+    assert!(scratch.ws().join("fixed.txt").exists());
+    // An unknown /name is sent as typed.
+    let server = self::server(json!({"turns": [{"text": "ok"}]}));
+    let out = scratch.run(&server, &[], "/unknown thing");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(last_request(&server).contains("/unknown thing"));
+}
+
+#[test]
+fn the_user_agents_md_comes_before_the_project_one() {
+    let scratch = Scratch::new();
+    std::fs::write(scratch.path("config/agentloop/AGENTS.md"), "USER-RULES").unwrap();
+    std::fs::write(scratch.ws().join("AGENTS.md"), "PROJECT-RULES").unwrap();
+    let server = server(json!({"turns": [{"text": "ok"}]}));
+    let out = scratch.run(&server, &[], "hello");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let body = last_request(&server);
+    let user = body.find("USER-RULES").expect("user file sent");
+    let project = body.find("PROJECT-RULES").expect("project file sent");
+    assert!(user < project, "{body}");
+}
+
+#[test]
+fn a_trusted_workspace_brings_its_own_rules_hooks_skills_and_commands() {
+    let scratch = Scratch::new();
+    let ran = scratch.path("hook-ran");
+    let project = scratch.ws().join(".agentloop");
+    std::fs::create_dir_all(project.join("skills/deploy")).unwrap();
+    std::fs::create_dir_all(project.join("commands")).unwrap();
+    std::fs::write(
+        project.join("config.toml"),
+        format!(
+            "[permissions]\nallow = [\"write_file(out.txt)\"]\n\n[[hooks.session_start]]\ncommand = {}\n",
+            toml_string(&format!("touch {}", ran.display()))
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("skills/deploy/SKILL.md"),
+        "---\ndescription: Deploy to staging\n---\nsteps\n",
+    )
+    .unwrap();
+    std::fs::write(project.join("commands/ship.md"), "Ship $ARGUMENTS now.").unwrap();
+    // Untrusted: none of it applies, and stderr says what was ignored.
+    let server = server(write_call("out.txt"));
+    let out = scratch.run(&server, &[], "/ship v2");
+    assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
+    assert!(!ran.exists() && !scratch.ws().join("out.txt").exists());
+    let first = server.requests()[0].body.to_string();
+    assert!(first.contains("/ship v2") && !first.contains("Deploy to staging"), "{first}");
+    assert!(text(&out.stderr).contains("hooks.session_start"), "{}", text(&out.stderr));
+    // Trusted for this invocation: all of it does.
+    let server = self::server(write_call("out.txt"));
+    let out = scratch.run(&server, &["--trust-project"], "/ship v2");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(ran.exists() && scratch.ws().join("out.txt").exists());
+    let first = server.requests()[0].body.to_string();
+    assert!(first.contains("Ship v2 now.") && first.contains("Deploy to staging"), "{first}");
+}
