@@ -54,8 +54,8 @@ mod session_settings;
 mod sessions;
 mod settings;
 mod shell;
-mod trust;
 mod skills;
+mod trust;
 
 use std::process::ExitCode;
 use std::time::Duration;

@@ -700,13 +700,23 @@ fn a_trusted_workspace_brings_its_own_rules_hooks_skills_and_commands() {
     assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
     assert!(!ran.exists() && !scratch.ws().join("out.txt").exists());
     let first = server.requests()[0].body.to_string();
-    assert!(first.contains("/ship v2") && !first.contains("Deploy to staging"), "{first}");
-    assert!(text(&out.stderr).contains("hooks.session_start"), "{}", text(&out.stderr));
+    assert!(
+        first.contains("/ship v2") && !first.contains("Deploy to staging"),
+        "{first}"
+    );
+    assert!(
+        text(&out.stderr).contains("hooks.session_start"),
+        "{}",
+        text(&out.stderr)
+    );
     // Trusted for this invocation: all of it does.
     let server = self::server(write_call("out.txt"));
     let out = scratch.run(&server, &["--trust-project"], "/ship v2");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(ran.exists() && scratch.ws().join("out.txt").exists());
     let first = server.requests()[0].body.to_string();
-    assert!(first.contains("Ship v2 now.") && first.contains("Deploy to staging"), "{first}");
+    assert!(
+        first.contains("Ship v2 now.") && first.contains("Deploy to staging"),
+        "{first}"
+    );
 }

@@ -132,6 +132,8 @@ const TABLE: &[(&str, V)] = &[
     ("\\rm -rf /", V::Deny),
     ("'rm' -rf /", V::Deny),
     ("timeout 5 rm -rf x", V::Deny),
+    ("sudo -u root env -i A=1 rm -rf x", V::Deny),
+    ("nice -n 5 timeout -s KILL 5 rm -rf x", V::Deny),
     ("xargs rm -rf < list", V::Deny),
     ("nohup curl x &", V::Deny),
     ("(cd / && rm -rf *)", V::Deny),
@@ -145,6 +147,7 @@ const TABLE: &[(&str, V)] = &[
     ("rm $FLAGS /", V::Ask),
     ("cargo test 'unterminated", V::Ask),
     ("cargo test && (", V::Ask),
+    ("sudo sudo sudo sudo sudo sudo sudo ls", V::Ask),
 ];
 
 #[test]

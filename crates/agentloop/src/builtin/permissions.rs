@@ -503,6 +503,7 @@ fn deny_shell(rule: &PermissionRule, re: &Regex, line: &str) -> Match {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
 

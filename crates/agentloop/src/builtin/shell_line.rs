@@ -39,6 +39,9 @@ pub(crate) type EveryCommand = Result<Vec<LooseCommand>, ()>;
 /// How deep `eval`/`sh -c` nesting is followed before giving up (treated as unparseable).
 const MAX_NESTING: usize = 4;
 
+/// How many words of a wrapper's arguments are tried as the start of the wrapped command.
+const MAX_WRAPPED_STARTS: usize = 6;
+
 /// Parses `line` with the bash grammar; `None` when the grammar cannot be loaded or the text
 /// has a syntax error.
 fn parse(line: &str) -> Option<tree_sitter::Tree> {
@@ -297,6 +300,9 @@ fn follow_command(
     depth: usize,
     out: &mut Vec<LooseCommand>,
 ) -> Result<(), ()> {
+    if depth > MAX_NESTING {
+        return Err(());
+    }
     let Some(Word::Static(name)) = command.first() else {
         return Ok(());
     };
@@ -315,7 +321,7 @@ fn follow_command(
         };
     }
     if SHELLS.contains(&base) {
-        if let Some(at) = command.iter().position(|w| is_dash_c(w)) {
+        if let Some(at) = command.iter().position(is_dash_c) {
             return match command.get(at + 1) {
                 Some(Word::Static(script)) => collect_line(script, depth + 1, out),
                 Some(Word::Dynamic(_)) => Err(()),
@@ -325,9 +331,20 @@ fn follow_command(
         return Ok(());
     }
     if WRAPPERS.contains(&base) {
-        let rest = unwrap(base, &command[1..]);
-        if !rest.is_empty() {
-            let rest = rest.to_vec();
+        // Which word starts the wrapped command depends on the wrapper's options (`sudo -u
+        // root …`): every word that could start it is tried, which may find more than runs —
+        // harmless for a deny check.
+        let starts = command
+            .iter()
+            .enumerate()
+            .skip(1)
+            .filter(
+                |(_, w)| matches!(w, Word::Static(s) if !s.starts_with('-') && !s.contains('=')),
+            )
+            .map(|(i, _)| i)
+            .take(MAX_WRAPPED_STARTS);
+        for start in starts.collect::<Vec<_>>() {
+            let rest = command[start..].to_vec();
             follow_command(&rest, depth + 1, out)?;
             out.push(rest);
         }
@@ -347,25 +364,6 @@ fn is_dash_c(word: &Word) -> bool {
         }
         Word::Dynamic(_) => false,
     }
-}
-
-/// The command a wrapper runs: its arguments after its options, `NAME=value` assignments and
-/// (for `timeout`) the duration.
-fn unwrap<'a>(wrapper: &str, args: &'a [Word]) -> &'a [Word] {
-    let mut i = 0;
-    let mut took_duration = false;
-    while let Some(Word::Static(word)) = args.get(i) {
-        let option = word.starts_with('-') && word.len() > 1;
-        let assignment = wrapper == "env" && word.contains('=');
-        let duration = wrapper == "timeout" && !took_duration && !option;
-        if duration {
-            took_duration = true;
-        } else if !option && !assignment {
-            break;
-        }
-        i += 1;
-    }
-    &args[i.min(args.len())..]
 }
 
 /// The last path component of a command name (`/bin/rm` runs `rm`).
