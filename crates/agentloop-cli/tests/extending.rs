@@ -596,20 +596,27 @@ fn skills_are_listed_in_the_prompt_and_loaded_through_the_skill_tool() {
         !first.contains("BODY-MARKER"),
         "only names and descriptions up front"
     );
-    let results = results(&out, "skill");
+    // The calls run in parallel: their results are taken by call id.
+    let result = |id: &str| {
+        events(&out)
+            .into_iter()
+            .find(|e| e["type"] == "tool_execution_end" && e["call"]["id"] == id)
+            .map(|e| e["result"].clone())
+            .unwrap()
+    };
     assert!(
-        results[0]["content"]
+        result("c1")["content"]
             .as_str()
             .unwrap()
             .contains("BODY-MARKER")
     );
     assert!(
-        results[1]["content"]
+        result("c2")["content"]
             .as_str()
             .unwrap()
             .contains("TEMPLATE-MARKER")
     );
-    assert_eq!(results[2]["is_error"], true);
+    assert_eq!(result("c3")["is_error"], true);
     assert!(!last_request(&server).contains("SECRET-MARKER"));
 }
 

@@ -10,10 +10,10 @@
 //! Guards fail closed: a `pre_tool_use` hook that exits with another code, prints JSON that
 //! cannot be read or times out blocks the call, with a reason naming the hook, unless it opted
 //! into [`OnError::Allow`]. For the other events such a failure is a warning. A hook runs as the
-//! user, outside the shell sandbox, with the environment minus credentials (as the shell tool
-//! filters it), in its own process group; its output is capped, and on timeout the whole group
-//! is killed, so a hook that hangs, floods its output or forks a daemon costs at most its
-//! timeout and leaves nothing behind.
+//! user, outside the shell sandbox, with the shell tool's environment (an allow-list of
+//! harmless variables, credentials dropped) plus `AGENTLOOP_PROJECT_DIR`, in its own process
+//! group; its output is capped, and on timeout the whole group is killed, so a hook that hangs,
+//! floods its output or forks a daemon costs at most its timeout and leaves nothing behind.
 //!
 //! Hooks run synchronously (the loop's hooks are synchronous): on a multi-threaded Tokio runtime
 //! the worker is handed over with `block_in_place`; on a current-thread runtime the loop waits
@@ -388,17 +388,23 @@ fn hook_command(command: &str, cwd: &std::path::Path) -> Command {
         .arg(command)
         .current_dir(cwd)
         .env_clear()
-        .envs(
-            std::env::vars_os().filter(|(name, _)| {
-                !crate::builtin::looks_like_credential(&name.to_string_lossy())
-            }),
-        )
+        .envs(std::env::vars_os().filter(|(name, value)| passes_env_filter(name, value)))
+        .env("AGENTLOOP_PROJECT_DIR", cwd)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     #[cfg(unix)]
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     cmd
+}
+
+/// The shell tool's filter: an allow-listed name ([`SHELL_ENV_BASE`](crate::builtin::SHELL_ENV_BASE)
+/// or `LC_*`) whose name and value do not look like a credential.
+fn passes_env_filter(name: &std::ffi::OsStr, value: &std::ffi::OsStr) -> bool {
+    let name = name.to_string_lossy();
+    (crate::builtin::SHELL_ENV_BASE.contains(&name.as_ref()) || name.starts_with("LC_"))
+        && !crate::builtin::looks_like_credential(&name)
+        && !crate::builtin::looks_like_credential_value(&value.to_string_lossy())
 }
 
 fn run_one(hook: &CommandHook, stdin: &str, cwd: &std::path::Path) -> Ran {
