@@ -31,9 +31,9 @@ mod config;
 #[cfg(feature = "demo")]
 mod demo;
 mod error;
+mod extensions;
 mod help;
 mod hints;
-mod extensions;
 mod hooks;
 mod instructions;
 mod invocation;
