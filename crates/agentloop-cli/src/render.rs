@@ -577,8 +577,15 @@ impl Renderer {
                     self.spin(state, line);
                 }
             }
-            AgentEvent::ToolExecutionEnd { call, result } => {
-                state.running_tools = state.running_tools.saturating_sub(1);
+            AgentEvent::ToolExecutionEnd {
+                call,
+                result,
+                blocked,
+            } => {
+                // A blocked call never started, so it was never counted as running.
+                if !blocked {
+                    state.running_tools = state.running_tools.saturating_sub(1);
+                }
                 let mut text = format_tool(self.style, call, Some(result));
                 if self.interactive.is_some() && !result.is_error {
                     text.push_str(&self.edit_view(call));
@@ -589,9 +596,8 @@ impl Renderer {
                     self.spinner.hide();
                 }
             }
-            // A deferred call started but will not finish in this run.
+            // A deferred call never started: nothing runs for it in this run.
             AgentEvent::ApprovalRequested { .. } => {
-                state.running_tools = state.running_tools.saturating_sub(1);
                 if state.running_tools == 0 {
                     self.spinner.hide();
                 }

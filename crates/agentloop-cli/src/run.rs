@@ -260,7 +260,7 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
         .with_tools(crate::skills::tool(&setup.extensions.skills)?)
         .map_err(|e| Failure::new(format!("cannot register the skill tool: {e}")))?
         .with_emit(emit)
-        .with_session_id(&setup.session.id)
+        .with_session_label(&setup.session.id)
         .with_abort_signal(abort.clone());
     if let Some(queue) = setup.steering.clone() {
         agent = agent.with_steering_queue(queue);
@@ -291,7 +291,7 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
     let (outcome, output) = match (setup.resume, &setup.output) {
         (Some(parked), _) => (
             agent
-                .resume(setup.context, parked)
+                .resume_parked(setup.context, parked)
                 .await
                 .map_err(OutputError::Run),
             None,

@@ -1,4 +1,6 @@
-//! `#[tool]`: turn a Rust function into an agentloop tool. Use it through `agentloop::tool`; this
+//! `#[tool]`: turn a Rust function into an agentloop tool; `#[schema]`: derive the JSON Schema of
+//! an argument or output type through agentloop's own `schemars`; `#[derive(ToolDeps)]`: a deps
+//! bundle without approval logic. Use them through `agentloop::{tool, schema, ToolDeps}`; this
 //! crate is an implementation detail of `agentloop` and its generated code refers to `::agentloop`.
 //!
 //! The macro only reads syntax and emits code; everything it can check (doc comments, argument
@@ -93,6 +95,8 @@ use proc_macro::TokenStream;
 ///     snippet = "read_file({\"path\": \"/etc/hosts\"})",
 ///     deferred,                    // hidden until a tool search loads it
 ///     local_tool_search,           // this tool answers client-side tool searches
+///     requires_approval,           // calls need a decision first (ToolDeps::approve; by
+///                                  // default deferred for a person: the run parks)
 /// )]
 /// ```
 ///
@@ -128,4 +132,93 @@ pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
             tokens.into()
         }
     }
+}
+
+/// Derives `JsonSchema` for a tool argument type or a typed-output type through agentloop's
+/// re-exported `schemars`, so a crate that depends on `agentloop` (and `serde`) needs no
+/// `schemars` dependency of its own. Put it above the `#[derive(..)]` line:
+///
+/// ```
+/// use serde::Deserialize;
+///
+/// /// A support ticket's priority.
+/// #[agentloop::schema]
+/// #[derive(Deserialize)]
+/// #[serde(rename_all = "snake_case")]
+/// enum Priority { Low, High }
+///
+/// let schema = agentloop::output::output_schema::<Priority>();
+/// assert_eq!(schema["enum"], serde_json::json!(["low", "high"]));
+/// ```
+///
+/// It expands to `#[derive(agentloop::JsonSchema)]` plus
+/// `#[schemars(crate = "agentloop::schemars")]` (the path the derive's generated code needs);
+/// `#[serde]` and `#[schemars]` attributes on the type and its fields work as usual. It takes no
+/// arguments and goes on a struct or an enum.
+#[proc_macro_attribute]
+pub fn schema(attr: TokenStream, item: TokenStream) -> TokenStream {
+    if !attr.is_empty() {
+        let attr = proc_macro2::TokenStream::from(attr);
+        return syn::Error::new_spanned(attr, "#[agentloop::schema] takes no arguments")
+            .to_compile_error()
+            .into();
+    }
+    let input = match syn::parse::<syn::DeriveInput>(item) {
+        Ok(input) => input,
+        Err(e) => {
+            return syn::Error::new(
+                e.span(),
+                "#[agentloop::schema] goes on a struct or an enum (the type of a tool's \
+                 arguments or of a typed output)",
+            )
+            .to_compile_error()
+            .into();
+        }
+    };
+    if let syn::Data::Union(u) = &input.data {
+        return syn::Error::new(
+            u.union_token.span,
+            "#[agentloop::schema] goes on a struct or an enum, not a union",
+        )
+        .to_compile_error()
+        .into();
+    }
+    quote::quote! {
+        #[derive(::agentloop::JsonSchema)]
+        #[schemars(crate = "::agentloop::schemars")]
+        #input
+    }
+    .into()
+}
+
+/// Implements `agentloop::tooling::ToolDeps` with its defaults (every call allowed, except
+/// those of tools that require approval, which are deferred): for a deps bundle that only
+/// carries what the tools use.
+///
+/// ```
+/// use std::sync::Arc;
+/// use agentloop::agent::{AgentLoop, AgentLoopConfig};
+/// use agentloop::model::ScriptedModel;
+///
+/// #[derive(agentloop::ToolDeps)]
+/// struct Shop {
+///     currency: &'static str,
+/// }
+///
+/// let deps = Arc::new(Shop { currency: "EUR" });
+/// let agent = AgentLoop::with_deps(AgentLoopConfig::default(), ScriptedModel::new([]), deps);
+/// # let _ = agent;
+/// ```
+#[proc_macro_derive(ToolDeps)]
+pub fn derive_tool_deps(item: TokenStream) -> TokenStream {
+    let input = match syn::parse::<syn::DeriveInput>(item) {
+        Ok(input) => input,
+        Err(e) => return e.to_compile_error().into(),
+    };
+    let name = &input.ident;
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    quote::quote! {
+        impl #impl_generics ::agentloop::tooling::ToolDeps for #name #ty_generics #where_clause {}
+    }
+    .into()
 }

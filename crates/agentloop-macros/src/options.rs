@@ -26,11 +26,12 @@ pub(crate) struct ToolOptions {
     pub(crate) deferred: bool,
     /// `local_tool_search`.
     pub(crate) local_tool_search: bool,
+    /// `requires_approval`.
+    pub(crate) requires_approval: bool,
     seen: Vec<String>,
 }
 
-const KNOWN: &str =
-    "name, parallel_safe, timeout, guidelines, snippet, deferred, local_tool_search";
+const KNOWN: &str = "name, parallel_safe, timeout, guidelines, snippet, deferred, local_tool_search, requires_approval";
 
 impl ToolOptions {
     /// Parses one `key`, `key = value` or `key = [..]` entry (used with `syn::meta::parser`).
@@ -52,6 +53,7 @@ impl ToolOptions {
             "parallel_safe" => self.parallel_safe = Some(flag(&meta)?),
             "deferred" => self.deferred = flag(&meta)?,
             "local_tool_search" => self.local_tool_search = flag(&meta)?,
+            "requires_approval" => self.requires_approval = flag(&meta)?,
             "timeout" => {
                 let lit: Lit = meta.value()?.parse()?;
                 self.timeout_ms = Some(parse_timeout(&lit)?);

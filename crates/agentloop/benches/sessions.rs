@@ -113,6 +113,7 @@ fn bench_recorder(c: &mut Criterion) {
             || AgentEvent::ToolExecutionEnd {
                 call: call.clone(),
                 result: result.clone(),
+                blocked: false,
             },
             |event| recorder.on_event(&event),
             BatchSize::SmallInput,

@@ -28,7 +28,7 @@ fn describe(event: &AgentEvent) -> String {
             call.tool_name,
             call.arguments.to_json_string()
         ),
-        AgentEvent::ToolExecutionEnd { call, result } => format!(
+        AgentEvent::ToolExecutionEnd { call, result, .. } => format!(
             "tool_execution_end {} -> {:?} (error: {})",
             call.tool_name, result.content, result.is_error
         ),

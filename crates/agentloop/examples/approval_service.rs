@@ -80,7 +80,7 @@ impl App {
             AgentLoop::with_deps(AgentLoopConfig::default(), model, Arc::new(deps))
                 .with_tools([send])
                 .map_err(|e| e.to_string())?
-                .with_session_id(session)
+                .with_session_label(session)
                 .with_emit(recorder.emit_fn()),
         )
     }
@@ -194,7 +194,7 @@ async fn decide(State(app): State<App>, Path(call_id): Path<String>, body: Strin
         Ok(a) => a,
         Err(e) => return json_response(StatusCode::INTERNAL_SERVER_ERROR, json!({"error": e})),
     };
-    ended(&session, agent.resume(context, parked).await)
+    ended(&session, agent.resume_parked(context, parked).await)
 }
 
 fn router(app: App) -> Router {

@@ -13,12 +13,12 @@ use agentloop::providers::{OpenAiChat, ProviderConfig};
 use agentloop::tooling::{Deps, ToolContext, ToolSpec};
 use agentloop::transcript::Message;
 use agentloop_testkit::{MockServer, Script};
-use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// A support ticket.
-#[derive(Debug, Deserialize, JsonSchema)]
+#[agentloop::schema]
+#[derive(Debug, Deserialize)]
 #[allow(dead_code)] // the fields are read through `Debug`
 struct Ticket {
     /// One-line summary.

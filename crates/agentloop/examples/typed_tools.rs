@@ -14,21 +14,20 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use agentloop::tool;
-use agentloop::tooling::{Registry, ToolContext, ToolDeps, ToolError};
-use schemars::JsonSchema;
+use agentloop::tooling::{Registry, ToolContext, ToolError};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 /// The application's dependency bundle: here, a small read-only key-value store.
+#[derive(agentloop::ToolDeps)]
 pub struct AppDeps {
     /// The stored values, by key.
     pub store: HashMap<String, String>,
 }
 
-impl ToolDeps for AppDeps {}
-
 /// A temperature scale.
-#[derive(Clone, Copy, Debug, Deserialize, Serialize, JsonSchema)]
+#[agentloop::schema]
+#[derive(Clone, Copy, Debug, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Scale {
     /// Degrees Celsius.

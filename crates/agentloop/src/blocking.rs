@@ -17,13 +17,24 @@
 //!   the application's business and dropping the view leaves it running. Use it from threads
 //!   *outside* that runtime's async tasks: plain threads, or `tokio::task::spawn_blocking` closures.
 //!
-//! The calling thread polls the work itself (through [`Handle::block_on`], which needs no `Send`
-//! future and borrows freely) while the runtime supplies timers, I/O and the blocking pool. That
-//! is legal on any thread that is not running async code: a plain thread, `fn main`, or the
-//! blocking context of another runtime (a `spawn_blocking` closure), so there is no "Cannot start
-//! a runtime from within a runtime" panic there. It is not meant for async code: inside an
-//! `async fn` or a task, await the async API instead (calling a blocking view there panics with
-//! Tokio's message rather than stalling a worker thread).
+//! Outside any runtime (a plain thread, `fn main`) the calling thread polls the work itself
+//! (through [`Handle::block_on`], which needs no `Send` future and borrows freely) while the
+//! runtime supplies timers, I/O and the blocking pool.
+//!
+//! # Inside a runtime
+//!
+//! Where [`Handle::try_current`] finds a runtime — async code such as a `#[tokio::main]` body or
+//! a task, or a `spawn_blocking` closure — polling there is not allowed ("Cannot start a runtime
+//! from within a runtime"). [`BlockingAgent`] and [`BlockingTools`] then run the work on a
+//! short-lived helper thread of their own and wait for it, so they work (blocking only the
+//! calling thread) instead of panicking. The one thing no thread can do is wait for a
+//! current-thread runtime from that same runtime's async code (its only thread would wait for
+//! itself): a view on such a shared runtime ([`SyncRuntime::with_handle`]) called from there
+//! gets [`BlockingError::InsideRuntime`] from the methods that return one, never a deadlock
+//! (Tokio still prints its refusal to stderr through the panic hook).
+//! [`SyncRuntime::run`], which accepts futures that are not `Send`, always polls on the calling
+//! thread and panics in async code as Tokio does; [`SyncRuntime::run_send`] is the variant that
+//! works inside a runtime. Inside async code, awaiting the async API is still the better choice.
 //!
 //! A shared *current-thread* runtime provides timers and I/O only while some thread is inside its
 //! `Runtime::block_on` (for example the `main` that spawned the blocking closure); a multi-thread
@@ -52,17 +63,44 @@
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::Duration;
 
+use futures::StreamExt;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::runtime::Handle;
+
+use crate::agent::{AgentError, AgentEvent, AgentEventStream, AgentLoop, ParkedRun, RunOutcome};
+use crate::output::{Output, OutputError, TypedOutcome};
+use crate::transcript::Message;
 
 use crate::tooling::{
     ExecOptions, Registry, ToolDeps, ToolError, ToolErrorKind, ToolOutput, run_tools_with,
 };
 use crate::transcript::{ToolCallPart, ToolResultPart};
+
+/// Why a blocking call could not run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BlockingError {
+    /// Called from the async code of the current-thread runtime the view runs on: waiting
+    /// there would wait for the very thread that must do the work.
+    #[error(
+        "a blocking view on this current-thread runtime was called from that runtime's own async code; await the async API instead (or give the view its own runtime with SyncRuntime::new)"
+    )]
+    InsideRuntime,
+}
+
+impl BlockingError {
+    /// True for [`BlockingError::InsideRuntime`].
+    pub fn is_inside_runtime(&self) -> bool {
+        matches!(self, BlockingError::InsideRuntime)
+    }
+}
 
 /// How long dropping a private runtime waits for blocking tool handlers still running.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
@@ -166,6 +204,50 @@ impl SyncRuntime {
     pub fn run<F: Future>(&self, future: F) -> F::Output {
         self.inner.handle.block_on(future)
     }
+
+    /// Runs a `Send` future to completion from synchronous code, wherever that code is: outside
+    /// a runtime on the calling thread, inside one (async code, a `spawn_blocking` closure) on a
+    /// helper thread it waits for (see [Inside a runtime](self#inside-a-runtime)).
+    ///
+    /// Fails with [`BlockingError::InsideRuntime`] only when called from the async code of the
+    /// current-thread runtime this one shares, where nothing could ever run the future.
+    pub fn run_send<F>(&self, future: F) -> Result<F::Output, BlockingError>
+    where
+        F: Future + Send,
+        F::Output: Send,
+    {
+        let Ok(current) = Handle::try_current() else {
+            return Ok(self.inner.handle.block_on(future));
+        };
+        let handle = &self.inner.handle;
+        if current.id() == handle.id()
+            && handle.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread
+        {
+            // This thread belongs to the runtime that must run the future: fine from a
+            // `spawn_blocking` closure (another thread drives the runtime), impossible from its
+            // async code, and nothing public tells the two apart. Tokio refuses the second
+            // before it polls anything, so a refusal before the first poll is that case.
+            let polled = AtomicBool::new(false);
+            let watched = async {
+                polled.store(true, Ordering::Relaxed);
+                future.await
+            };
+            return match std::panic::catch_unwind(AssertUnwindSafe(|| handle.block_on(watched))) {
+                Ok(output) => Ok(output),
+                Err(_) if !polled.load(Ordering::Relaxed) => Err(BlockingError::InsideRuntime),
+                Err(payload) => std::panic::resume_unwind(payload),
+            };
+        }
+        Ok(thread::scope(|scope| {
+            let worker = thread::Builder::new()
+                .name("agentloop-blocking-call".to_owned())
+                .spawn_scoped(scope, move || handle.block_on(future));
+            match worker {
+                Ok(worker) => worker.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                Err(error) => panic!("could not start a helper thread for a blocking call: {error}"),
+            }
+        }))
+    }
 }
 
 impl Drop for OwnedRuntime {
@@ -244,12 +326,13 @@ impl<D: ToolDeps> BlockingTools<D> {
         let call = ToolCallPart::new(id, name, args);
         let outcome = self
             .runtime
-            .run(run_tools_with(
+            .run_send(run_tools_with(
                 std::slice::from_ref(&call),
                 &self.registry,
                 &self.deps,
                 &self.options,
             ))
+            .map_err(|e| ToolError::new(e.to_string()))?
             .pop();
         match outcome {
             Some(outcome) => match outcome.error {
@@ -269,16 +352,19 @@ impl<D: ToolDeps> BlockingTools<D> {
     /// Runs a batch of calls (concurrently when the tools allow it) and returns one result per
     /// call, in call order: [`run_tools`](crate::tooling::run_tools) for synchronous code.
     pub fn run_tools(&self, calls: &[ToolCallPart]) -> Vec<ToolResultPart> {
-        self.runtime
-            .run(run_tools_with(
-                calls,
-                &self.registry,
-                &self.deps,
-                &self.options,
-            ))
-            .into_iter()
-            .map(|outcome| outcome.result)
-            .collect()
+        let ran = self.runtime.run_send(run_tools_with(
+            calls,
+            &self.registry,
+            &self.deps,
+            &self.options,
+        ));
+        match ran {
+            Ok(outcomes) => outcomes.into_iter().map(|outcome| outcome.result).collect(),
+            Err(error) => calls
+                .iter()
+                .map(|c| ToolResultPart::error(&c.id, &c.tool_name, error.to_string()))
+                .collect(),
+        }
     }
 
     /// The tools.
@@ -297,8 +383,9 @@ impl<D: ToolDeps> BlockingTools<D> {
     }
 }
 
-/// A synchronous view of an [`AgentLoop`](crate::agent::AgentLoop): run an agent from plain
-/// functions.
+/// A synchronous view of an [`AgentLoop`](crate::agent::AgentLoop): every run method of the
+/// async agent, for plain functions — plain, continued, streamed (as an iterator of events),
+/// typed, resumed after approval, and in an attached session.
 ///
 /// ```
 /// use agentloop::agent::{AgentLoop, AgentLoopConfig};
@@ -308,11 +395,17 @@ impl<D: ToolDeps> BlockingTools<D> {
 ///
 /// let agent = AgentLoop::new(AgentLoopConfig::default(), ScriptedModel::new([ScriptedTurn::text("hi")]));
 /// let blocking = BlockingAgent::new(agent).unwrap();
-/// let outcome = blocking.run(vec![Message::user("hello")], vec![]).unwrap();
-/// assert_eq!(outcome.final_text(), "hi");
+/// let mut events = blocking.run_stream(vec![Message::user("hello")], vec![]);
+/// let text: String = events.by_ref().filter_map(|e| e.text_delta().map(str::to_owned)).collect();
+/// assert_eq!(text, "hi");
+/// assert_eq!(events.outcome().unwrap().unwrap().final_text(), "hi");
 /// ```
+///
+/// Inside a runtime it runs the work on a helper thread (see
+/// [Inside a runtime](self#inside-a-runtime)); where that cannot work the methods fail with
+/// [`AgentError::Blocking`](crate::agent::AgentError::Blocking) instead of panicking.
 pub struct BlockingAgent<D: ToolDeps = crate::tooling::Deps> {
-    agent: crate::agent::AgentLoop<D>,
+    agent: AgentLoop<D>,
     runtime: SyncRuntime,
 }
 
@@ -327,7 +420,7 @@ impl<D: ToolDeps> std::fmt::Debug for BlockingAgent<D> {
 
 impl<D: ToolDeps> BlockingAgent<D> {
     /// Wraps `agent` with its own background runtime.
-    pub fn new(agent: crate::agent::AgentLoop<D>) -> std::io::Result<Self> {
+    pub fn new(agent: AgentLoop<D>) -> std::io::Result<Self> {
         Ok(BlockingAgent {
             agent,
             runtime: SyncRuntime::new()?,
@@ -335,30 +428,140 @@ impl<D: ToolDeps> BlockingAgent<D> {
     }
 
     /// Wraps `agent`, running on a runtime the caller shares.
-    pub fn with_runtime(agent: crate::agent::AgentLoop<D>, runtime: SyncRuntime) -> Self {
+    pub fn with_runtime(agent: AgentLoop<D>, runtime: SyncRuntime) -> Self {
         BlockingAgent { agent, runtime }
     }
 
-    /// Runs the loop to completion (see [`AgentLoop::run`](crate::agent::AgentLoop::run)).
-    pub fn run(
+    fn block<T: Send>(
         &self,
-        prompts: Vec<crate::transcript::Message>,
-        context: Vec<crate::transcript::Message>,
-    ) -> Result<crate::agent::RunOutcome, crate::agent::AgentError> {
-        self.runtime.run(self.agent.run(prompts, context))
+        run: impl Future<Output = Result<T, AgentError>> + Send,
+    ) -> Result<T, AgentError> {
+        self.runtime.run_send(run).map_err(AgentError::Blocking)?
     }
 
-    /// Continues a conversation (see
-    /// [`AgentLoop::run_continue`](crate::agent::AgentLoop::run_continue)).
-    pub fn run_continue(
+    fn block_output<T: Send>(
         &self,
-        context: Vec<crate::transcript::Message>,
-    ) -> Result<crate::agent::RunOutcome, crate::agent::AgentError> {
-        self.runtime.run(self.agent.run_continue(context))
+        run: impl Future<Output = Result<T, OutputError>> + Send,
+    ) -> Result<T, OutputError> {
+        self.runtime
+            .run_send(run)
+            .map_err(|e| OutputError::Run(AgentError::Blocking(e)))?
+    }
+
+    /// Runs the loop to completion (see [`AgentLoop::run`]).
+    pub fn run(&self, prompts: Vec<Message>, context: Vec<Message>) -> Result<RunOutcome, AgentError> {
+        self.block(self.agent.run(prompts, context))
+    }
+
+    /// Continues a conversation (see [`AgentLoop::run_continue`]).
+    pub fn run_continue(&self, context: Vec<Message>) -> Result<RunOutcome, AgentError> {
+        self.block(self.agent.run_continue(context))
+    }
+
+    /// Like [`run`](Self::run), as an iterator of events that ends after `AgentEnd` (see
+    /// [`AgentLoop::run_stream`]); [`BlockingEvents::outcome`] gives the result afterwards.
+    pub fn run_stream(&self, prompts: Vec<Message>, context: Vec<Message>) -> BlockingEvents<'_> {
+        BlockingEvents::new(self.agent.run_stream(prompts, context), &self.runtime)
+    }
+
+    /// Like [`run_continue`](Self::run_continue), as an iterator of events.
+    pub fn run_continue_stream(&self, context: Vec<Message>) -> BlockingEvents<'_> {
+        BlockingEvents::new(self.agent.run_continue_stream(context), &self.runtime)
+    }
+
+    /// A run that returns a validated `T` (see [`AgentLoop::run_typed`]).
+    pub fn run_typed<T>(&self, prompts: Vec<Message>, context: Vec<Message>) -> Result<TypedOutcome<T>, OutputError>
+    where
+        T: DeserializeOwned + JsonSchema + Send + 'static,
+    {
+        self.block_output(self.agent.run_typed::<T>(prompts, context))
+    }
+
+    /// A run that returns the output `output` describes (see [`AgentLoop::run_output`]).
+    pub fn run_output<T: Send + Sync + 'static>(
+        &self,
+        output: &Output<T>,
+        prompts: Vec<Message>,
+        context: Vec<Message>,
+    ) -> Result<TypedOutcome<T>, OutputError> {
+        self.block_output(self.agent.run_output(output, prompts, context))
+    }
+
+    /// Like [`run_output`](Self::run_output) without new prompts (see
+    /// [`AgentLoop::run_output_continue`]).
+    pub fn run_output_continue<T: Send + Sync + 'static>(
+        &self,
+        output: &Output<T>,
+        context: Vec<Message>,
+    ) -> Result<TypedOutcome<T>, OutputError> {
+        self.block_output(self.agent.run_output_continue(output, context))
+    }
+
+    /// Continues a run parked for approval (see [`AgentLoop::resume_parked`]).
+    pub fn resume_parked(&self, context: Vec<Message>, parked: ParkedRun) -> Result<RunOutcome, AgentError> {
+        self.block(self.agent.resume_parked(context, parked))
+    }
+
+    /// Runs `prompts` on the attached session's stored conversation (see
+    /// [`AgentLoop::run_in_session`]).
+    pub fn run_in_session(&self, prompts: Vec<Message>) -> Result<RunOutcome, AgentError> {
+        self.block(self.agent.run_in_session(prompts))
     }
 
     /// The agent (to steer, abort or inspect it from another thread).
-    pub fn agent(&self) -> &crate::agent::AgentLoop<D> {
+    pub fn agent(&self) -> &AgentLoop<D> {
         &self.agent
+    }
+}
+
+/// The events of one run of a [`BlockingAgent`], as a blocking iterator that ends after
+/// `AgentEnd`; then [`outcome`](Self::outcome) gives the run's result. Dropping it early
+/// drops the run (as dropping an [`AgentEventStream`] does).
+pub struct BlockingEvents<'a> {
+    stream: AgentEventStream<'a>,
+    runtime: &'a SyncRuntime,
+    refused: Option<BlockingError>,
+}
+
+impl std::fmt::Debug for BlockingEvents<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlockingEvents")
+            .field("refused", &self.refused)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'a> BlockingEvents<'a> {
+    fn new(stream: AgentEventStream<'a>, runtime: &'a SyncRuntime) -> Self {
+        BlockingEvents {
+            stream,
+            runtime,
+            refused: None,
+        }
+    }
+
+    /// The run's result, once the iterator has ended (taken: later calls return `None`).
+    pub fn outcome(&mut self) -> Option<Result<RunOutcome, AgentError>> {
+        match self.refused.take() {
+            Some(error) => Some(Err(AgentError::Blocking(error))),
+            None => self.stream.outcome(),
+        }
+    }
+}
+
+impl Iterator for BlockingEvents<'_> {
+    type Item = AgentEvent;
+
+    fn next(&mut self) -> Option<AgentEvent> {
+        if self.refused.is_some() {
+            return None;
+        }
+        match self.runtime.run_send(self.stream.next()) {
+            Ok(event) => event,
+            Err(error) => {
+                self.refused = Some(error);
+                None
+            }
+        }
     }
 }

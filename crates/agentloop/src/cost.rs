@@ -133,6 +133,14 @@ impl UsageLimit {
     }
 }
 
+impl UsageLimit {
+    /// Whether the ceiling counts whole things (requests, tokens) rather than US dollars: its
+    /// amounts are whole numbers, shown and serialized without a fraction.
+    pub fn is_count(self) -> bool {
+        self != UsageLimit::CostUsd
+    }
+}
+
 impl std::fmt::Display for UsageLimit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -149,11 +157,15 @@ impl std::fmt::Display for UsageLimit {
 /// Messages without a known price count as free towards `max_cost_usd`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct UsageLimits {
-    /// Model calls per run.
+    /// Model calls per run — the same count as
+    /// [`AgentLoopConfig::max_turns`](crate::agent::AgentLoopConfig::max_turns), reported as a
+    /// spending ceiling ([`UsageLimit::Requests`]) instead of
+    /// [`RunStop::MaxTurns`](crate::agent::RunStop::MaxTurns).
     pub max_requests: Option<u32>,
     /// Prompt tokens per run (uncached, cache reads and cache writes together).
     pub max_input_tokens: Option<u64>,
-    /// Generated tokens per run.
+    /// Generated tokens per run (every model call of the run together; the cap on each single
+    /// call is [`AgentLoopConfig::max_output_tokens_per_call`](crate::agent::AgentLoopConfig::max_output_tokens_per_call)).
     pub max_output_tokens: Option<u64>,
     /// Prompt plus generated tokens per run.
     pub max_total_tokens: Option<u64>,

@@ -28,7 +28,9 @@
 //!    `blocking` (feature `blocking`: a synchronous view over the async API).
 //!
 //! The `#[tool]` attribute (re-exported from `agentloop-macros`) turns a function into a typed
-//! tool.
+//! tool. `#[agentloop::schema]` derives the JSON Schema of your own argument and output types
+//! (no `schemars` dependency needed: it uses agentloop's), and `#[derive(agentloop::ToolDeps)]`
+//! makes a deps bundle of any struct.
 //!
 //! # Cargo features
 //!
@@ -75,10 +77,13 @@ pub mod telemetry;
 pub mod tooling;
 pub mod transcript;
 
-pub use agentloop_macros::tool;
+pub use agentloop_macros::{ToolDeps, schema, tool};
 /// The `schemars` crate, re-exported so `#[tool]`'s generated code (and applications deriving
 /// `JsonSchema` for argument types) use the same version as agentloop.
 pub use schemars;
+/// The `JsonSchema` trait and derive. Deriving it through this path needs
+/// `#[schemars(crate = "agentloop::schemars")]` on the type; [`macro@schema`] adds both.
+pub use schemars::JsonSchema;
 
 /// The README's Rust examples, compiled as doctests so they cannot rot.
 #[cfg(doctest)]

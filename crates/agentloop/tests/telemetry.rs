@@ -88,7 +88,7 @@ fn config(capture_content: bool) -> AgentLoopConfig {
     AgentLoopConfig {
         model: Some("gpt-test".into()),
         temperature: Some(0.5),
-        max_output_tokens: Some(256),
+        max_output_tokens_per_call: Some(256),
         telemetry: TelemetryConfig {
             agent_name: Some("coder".into()),
             conversation_id: Some("session-1".into()),

@@ -1,18 +1,46 @@
 //! [`AbortSignal`]: a cloneable handle that stops the current run.
 //!
 //! The loop checks it between every phase and races it against the model stream and the tool
-//! batch, so an abort takes effect at once even when a tool ignores cancellation. A signal that is
-//! already aborted when a run starts ends that run immediately; call [`AbortSignal::reset`] to
-//! arm it again for the next run.
+//! batch, so an abort takes effect at once even when a tool ignores cancellation.
+//!
+//! # Which run an abort ends
+//!
+//! An abort ends **one** run — the one in progress — and the next run starts clean:
+//!
+//! - called while a run is in progress, it ends that run (with
+//!   [`RunStop::Aborted`](crate::agent::RunStop::Aborted)), and the run consumes it: when the
+//!   run ends, the signal re-arms itself for the next one;
+//! - called while no run is in progress (typically just before a spawned run has started), it
+//!   is not lost: the next run to start ends at once with `Aborted`, and consumes it;
+//! - runs in progress at the same time on one signal all end; the signal re-arms when the
+//!   first of them ends, and a run started after that is not affected.
+//!
+//! [`reset`](AbortSignal::reset) withdraws an abort no run has consumed yet.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio_util::sync::CancellationToken;
 
-/// Stops an agent run from anywhere (another task, a signal handler, a UI button).
+/// Stops an agent run from anywhere (another task, a signal handler, a UI button). See the
+/// [module docs](self) for which run an abort ends.
 #[derive(Clone, Debug, Default)]
 pub struct AbortSignal {
-    token: Arc<Mutex<CancellationToken>>,
+    state: Arc<Mutex<Armed>>,
+}
+
+/// The token runs listen to, and how many times it was replaced (to tell whether a run's token
+/// is still the current one).
+#[derive(Debug, Default)]
+struct Armed {
+    generation: u64,
+    token: CancellationToken,
+}
+
+/// The part of the signal one run holds: its token and the generation it was taken from.
+#[derive(Clone, Debug)]
+pub(crate) struct RunAbort {
+    generation: u64,
+    pub(crate) token: CancellationToken,
 }
 
 impl AbortSignal {
@@ -21,27 +49,48 @@ impl AbortSignal {
         AbortSignal::default()
     }
 
-    /// Aborts the run that is using this signal (and any run started before a `reset`).
+    fn lock(&self) -> MutexGuard<'_, Armed> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Aborts the run in progress, or — when none is — the next run to start.
     pub fn abort(&self) {
-        self.current().cancel();
+        self.lock().token.cancel();
     }
 
-    /// Whether `abort` was called since the last `reset`.
+    /// Whether an abort is pending: `abort` was called and no run has consumed it yet (nor
+    /// `reset`).
     pub fn is_aborted(&self) -> bool {
-        self.current().is_cancelled()
+        self.lock().token.is_cancelled()
     }
 
-    /// Re-arms the signal for the next run (a run already aborted stays aborted).
+    /// Withdraws a pending abort (a run it already ended stays aborted). Runs re-arm the
+    /// signal themselves, so this is only needed to cancel an abort before any run saw it.
     pub fn reset(&self) {
-        let mut token = self.token.lock().unwrap_or_else(|p| p.into_inner());
-        if token.is_cancelled() {
-            *token = CancellationToken::new();
+        let mut armed = self.lock();
+        if armed.token.is_cancelled() {
+            armed.generation += 1;
+            armed.token = CancellationToken::new();
         }
     }
 
-    /// The token the current run listens to.
-    pub(crate) fn current(&self) -> CancellationToken {
-        self.token.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    /// The token a run starting now listens to (the current one: a pending abort ends it).
+    pub(crate) fn begin(&self) -> RunAbort {
+        let armed = self.lock();
+        RunAbort {
+            generation: armed.generation,
+            token: armed.token.clone(),
+        }
+    }
+
+    /// A run ended: if it was aborted through the token it took, that abort is consumed and
+    /// the signal re-arms (unless a reset or another run already did).
+    pub(crate) fn finish(&self, run: &RunAbort) {
+        let mut armed = self.lock();
+        if run.token.is_cancelled() && armed.generation == run.generation {
+            armed.generation += 1;
+            armed.token = CancellationToken::new();
+        }
     }
 }
 
@@ -50,15 +99,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn abort_and_reset() {
+    fn a_run_consumes_the_abort_that_ended_it() {
         let signal = AbortSignal::new();
-        let clone = signal.clone();
-        let run_token = signal.current();
-        clone.abort();
+        let run = signal.begin();
+        signal.clone().abort();
         assert!(signal.is_aborted());
-        assert!(run_token.is_cancelled());
+        assert!(run.token.is_cancelled());
+        signal.finish(&run);
+        assert!(!signal.is_aborted(), "the next run starts clean");
+        assert!(run.token.is_cancelled(), "the old run stays aborted");
+        assert!(!signal.begin().token.is_cancelled());
+    }
+
+    #[test]
+    fn an_abort_before_a_run_starts_ends_that_run() {
+        let signal = AbortSignal::new();
+        signal.abort();
+        let run = signal.begin();
+        assert!(run.token.is_cancelled());
+        signal.finish(&run);
+        assert!(!signal.begin().token.is_cancelled());
+    }
+
+    #[test]
+    fn a_stale_run_does_not_re_arm_a_newer_abort() {
+        let signal = AbortSignal::new();
+        let first = signal.begin();
+        signal.abort();
         signal.reset();
-        assert!(!signal.is_aborted());
-        assert!(run_token.is_cancelled(), "the old run stays aborted");
+        signal.abort(); // aimed at the next run
+        signal.finish(&first);
+        assert!(signal.is_aborted(), "the pending abort is kept");
     }
 }

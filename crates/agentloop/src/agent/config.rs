@@ -45,6 +45,14 @@ pub struct AgentLoopConfig {
     /// Requested thinking level, or `None` for the provider's default.
     pub reasoning: Option<ReasoningLevel>,
     /// Maximum model calls per run, or `None` (the default) for no ceiling. Must be at least 1.
+    ///
+    /// It counts exactly what [`UsageLimits::max_requests`] counts (model calls of the run);
+    /// the two differ only in how the stop is reported: reaching `max_turns` ends the run with
+    /// [`RunStop::MaxTurns`](crate::agent::RunStop::MaxTurns) ("the agent still had work to
+    /// do"), reaching `usage_limits.max_requests` with
+    /// [`RunStop::UsageLimit`](crate::agent::RunStop::UsageLimit) of
+    /// [`UsageLimit::Requests`] (a spending ceiling, beside tokens and cost). Set one of them;
+    /// with both, the smaller stops the run (`max_turns` is checked first on a tie).
     pub max_turns: Option<u32>,
     /// How many times a tool call that failed with a retryable `ToolError` is re-run (with
     /// exponential backoff) before its error goes to the model.
@@ -56,7 +64,15 @@ pub struct AgentLoopConfig {
     pub tool_execution_mode: ToolExecutionMode,
     /// API key forwarded to the provider (`None`: the provider's configured key / environment).
     pub api_key: Option<ApiKey>,
-    /// Output-token limit per model call.
+    /// Output-token limit of **each model call** (sent to the provider as its `max_tokens` /
+    /// `max_output_tokens`). Not to be confused with
+    /// [`UsageLimits::max_output_tokens`], the generated tokens of a whole **run**.
+    pub max_output_tokens_per_call: Option<u32>,
+    /// The former name of [`max_output_tokens_per_call`](Self::max_output_tokens_per_call),
+    /// still honoured when that one is `None`.
+    #[deprecated(
+        note = "per call, unlike `UsageLimits::max_output_tokens` (per run): use `max_output_tokens_per_call`"
+    )]
     pub max_output_tokens: Option<u32>,
     /// A key that groups this conversation's requests for the provider's prompt cache (OpenAI's
     /// `prompt_cache_key`), typically the session id. `None`: the provider decides.
@@ -77,6 +93,18 @@ pub struct AgentLoopConfig {
     pub compaction: Option<super::compaction::CompactionConfig>,
 }
 
+impl AgentLoopConfig {
+    /// The output-token limit each model call is sent with:
+    /// [`max_output_tokens_per_call`](Self::max_output_tokens_per_call), else the deprecated
+    /// `max_output_tokens`.
+    pub fn output_tokens_per_call(&self) -> Option<u32> {
+        #[allow(deprecated)]
+        self.max_output_tokens_per_call.or(self.max_output_tokens)
+    }
+}
+
+// The deprecated field is still part of the struct: its own impls name it.
+#[allow(deprecated)]
 impl Default for AgentLoopConfig {
     fn default() -> Self {
         AgentLoopConfig {
@@ -89,6 +117,7 @@ impl Default for AgentLoopConfig {
             repeat_tool_call_limit: Some(3),
             tool_execution_mode: ToolExecutionMode::Parallel,
             api_key: None,
+            max_output_tokens_per_call: None,
             max_output_tokens: None,
             prompt_cache_key: None,
             default_tool_timeout: None,

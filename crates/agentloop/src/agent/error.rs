@@ -29,6 +29,16 @@ pub enum AgentError {
         /// Every message completed before the failure (prompts included).
         completed: Vec<Message>,
     },
+    /// The attached session's conversation could not be loaded (see
+    /// [`AgentLoop::run_in_session`](crate::agent::AgentLoop::run_in_session)); the run did
+    /// not start.
+    #[error("could not load the session: {0}")]
+    Session(#[source] crate::session::SessionError),
+    /// A [blocking view](crate::blocking) could not run the call where it was made (see
+    /// [`BlockingError`](crate::blocking::BlockingError)); the run did not start.
+    #[cfg(feature = "blocking")]
+    #[error(transparent)]
+    Blocking(crate::blocking::BlockingError),
     /// The loop failed unexpectedly (a bug, reported as an error instead of a panic).
     #[error("the agent loop failed unexpectedly: {message}")]
     Internal {

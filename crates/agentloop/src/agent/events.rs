@@ -3,12 +3,26 @@
 //!
 //! Order (pi-style): `AgentStart`, `TurnStart`, `MessageStart`/`MessageEnd` for each prompt, then
 //! per turn `MessageStart`, `MessageUpdate`* (assistant streaming only), `MessageEnd`,
-//! `ToolExecutionStart`/`Update`*/`End` for each call (`End` in completion order), a
+//! `ToolExecutionStart`/`Update`*/`End` for each call that runs (`End` in completion order), a
 //! `MessageStart`/`MessageEnd` pair per tool result (in call order), `TurnEnd`; finally exactly one
 //! `AgentEnd`, whatever happened. Events serialize as `{"type": "snake_case_name", …}`.
 //!
-//! Delivery is guarded: a panicking `emit` callback is logged and ignored, it cannot stop the run
-//! or the event stream.
+//! # Blocked calls
+//!
+//! `ToolExecutionStart` means "the tool is running now" (a UI shows a spinner): it comes only
+//! for a call that passed every check — known tool, schema, binding to the handler's type,
+//! approval, `tool_call` hooks — right before its handler starts. A call refused before it
+//! runs (an unknown tool, invalid arguments, an approval denial, a hook's veto, a deferred tool
+//! not loaded yet, a call cut off by the output-token limit, an abort before it started, a
+//! denied or interrupted call on resume) gets **no** `ToolExecutionStart`: only a
+//! `ToolExecutionEnd` with `blocked: true` and its error result (which says why). A call
+//! deferred for approval gets neither; its `ApprovalRequested` follows at the end of the turn.
+//!
+//! Listeners add up: every callback registered with
+//! [`AgentLoop::with_emit`](super::AgentLoop::with_emit) (and a session attached with
+//! [`with_session`](super::AgentLoop::with_session)) gets every event, in registration order,
+//! then the run's event stream, if any. Delivery is guarded: a panicking listener is logged and
+//! ignored; it cannot stop the run, the other listeners or the event stream.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
@@ -61,22 +75,36 @@ pub enum RunStop {
         message: String,
     },
     /// A ceiling of [`UsageLimits`](crate::agent::UsageLimits) was reached before the next
-    /// model call; the completed messages are kept.
+    /// model call; the completed messages are kept. The amounts are `f64` so one variant holds
+    /// counts and dollars alike; for a count ([`UsageLimit::is_count`](crate::cost::UsageLimit::is_count):
+    /// requests, tokens) they are whole numbers, serialized as JSON integers (`"used": 2`) and
+    /// shown without a fraction by this type's `Display` ("request limit reached: 2 of 2").
     UsageLimit {
         /// Which ceiling.
         which: crate::cost::UsageLimit,
         /// How much the run had used (requests, tokens or US dollars).
+        #[serde(serialize_with = "whole_or_fraction")]
         used: f64,
         /// The ceiling.
+        #[serde(serialize_with = "whole_or_fraction")]
         limit: f64,
     },
     /// Some tool calls wait for a person's decision (the approval hook deferred them); the
     /// rest of their batch ran. Decide and continue with
-    /// [`AgentLoop::resume`](super::AgentLoop::resume).
+    /// [`AgentLoop::resume_parked`](super::AgentLoop::resume_parked).
     AwaitingApproval {
         /// The deferred calls, in call order.
         pending: Vec<super::PendingApproval>,
     },
+}
+
+/// A whole amount as a JSON integer (a count of requests or tokens), any other as a float.
+fn whole_or_fraction<S: serde::Serializer>(amount: &f64, serializer: S) -> Result<S::Ok, S::Error> {
+    if amount.fract() == 0.0 && amount.abs() < 9.0e15 {
+        serializer.serialize_i64(*amount as i64)
+    } else {
+        serializer.serialize_f64(*amount)
+    }
 }
 
 /// One plain sentence for a person (`max turns reached (10)`, `the model produced no valid
@@ -96,6 +124,10 @@ impl std::fmt::Display for RunStop {
                 write!(f, "no valid output after {attempts} attempt(s)")
             }
             RunStop::Internal { message } => write!(f, "internal error: {message}"),
+            // Counts (requests, tokens) are whole numbers: shown without a fraction.
+            RunStop::UsageLimit { which, used, limit } if which.is_count() => {
+                write!(f, "{which} limit reached ({used:.0} of {limit:.0})")
+            }
             RunStop::UsageLimit { which, used, limit } => {
                 write!(f, "{which} limit reached ({used} of {limit})")
             }
@@ -162,7 +194,8 @@ pub enum AgentEvent {
         /// Why `from` failed.
         reason: String,
     },
-    /// A tool call started.
+    /// A tool call passed every check and its handler starts now (never sent for a blocked
+    /// call: see [Blocked calls](self#blocked-calls)).
     ToolExecutionStart {
         /// The call.
         call: ToolCallPart,
@@ -176,12 +209,18 @@ pub enum AgentEvent {
         /// What it reported.
         update: Value,
     },
-    /// A tool call has its result (in completion order).
+    /// A tool call has its result (in completion order). For a call that ran, it closes its
+    /// `ToolExecutionStart`; for a blocked call it is the only event (see
+    /// [Blocked calls](self#blocked-calls)).
     ToolExecutionEnd {
         /// The call.
         call: ToolCallPart,
         /// Its final result (after any `tool_result` hook).
         result: ToolResultPart,
+        /// True when the call never ran: it was refused before its handler started and had no
+        /// `ToolExecutionStart`; `result` is the error telling why. Serialized only when true.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        blocked: bool,
     },
     /// A turn ended.
     TurnEnd {
@@ -242,6 +281,66 @@ pub enum AgentEvent {
 }
 
 impl AgentEvent {
+    /// The text of a streamed text piece (`MessageUpdate` with a text delta), else `None` —
+    /// for printing a reply as it streams without a nested pattern.
+    ///
+    /// ```
+    /// use agentloop::agent::AgentEvent;
+    /// use agentloop::model::ModelDelta;
+    ///
+    /// let event = AgentEvent::MessageUpdate { delta: ModelDelta::Text { delta: "Hel".into() }, output: None };
+    /// assert_eq!(event.text_delta(), Some("Hel"));
+    /// assert_eq!(AgentEvent::AgentStart.text_delta(), None);
+    /// ```
+    pub fn text_delta(&self) -> Option<&str> {
+        match self {
+            AgentEvent::MessageUpdate {
+                delta: ModelDelta::Text { delta: text },
+                ..
+            } => Some(text),
+            _ => None,
+        }
+    }
+
+    /// The text of a streamed thinking piece, else `None`.
+    pub fn thinking_delta(&self) -> Option<&str> {
+        match self {
+            AgentEvent::MessageUpdate {
+                delta: ModelDelta::Thinking { delta: text },
+                ..
+            } => Some(text),
+            _ => None,
+        }
+    }
+
+    /// The message a `MessageEnd` completes, else `None`.
+    pub fn completed_message(&self) -> Option<&Message> {
+        match self {
+            AgentEvent::MessageEnd { message } => Some(message),
+            _ => None,
+        }
+    }
+
+    /// For a `ToolExecutionEnd`: the call, its result and whether it was blocked (never ran).
+    pub fn tool_end(&self) -> Option<(&ToolCallPart, &ToolResultPart, bool)> {
+        match self {
+            AgentEvent::ToolExecutionEnd {
+                call,
+                result,
+                blocked,
+            } => Some((call, result, *blocked)),
+            _ => None,
+        }
+    }
+
+    /// Why the run ended, for the final `AgentEnd`; else `None`.
+    pub fn run_stop(&self) -> Option<&RunStop> {
+        match self {
+            AgentEvent::AgentEnd { stop, .. } => Some(stop),
+            _ => None,
+        }
+    }
+
     /// The event's `type` name as it appears in JSON (`"agent_start"`, …).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -268,24 +367,25 @@ impl AgentEvent {
 /// An `emit` callback.
 pub type EmitFn = Arc<dyn Fn(&AgentEvent) + Send + Sync>;
 
-/// Fans events out to the callback and/or a stream's channel. Events are only built when
-/// someone listens (`enabled`), so a loop nobody observes pays nothing for them.
+/// Fans events out to every listener, in registration order, then to a stream's channel.
+/// Events are only built when someone listens (`enabled`), so a loop nobody observes pays
+/// nothing for them.
 #[derive(Clone, Default)]
 pub(crate) struct Emitter {
-    callback: Option<EmitFn>,
+    listeners: Arc<[EmitFn]>,
     channel: Option<UnboundedSender<AgentEvent>>,
 }
 
 impl Emitter {
     pub(crate) fn new(
-        callback: Option<EmitFn>,
+        listeners: Arc<[EmitFn]>,
         channel: Option<UnboundedSender<AgentEvent>>,
     ) -> Self {
-        Emitter { callback, channel }
+        Emitter { listeners, channel }
     }
 
     pub(crate) fn enabled(&self) -> bool {
-        self.callback.is_some() || self.channel.is_some()
+        !self.listeners.is_empty() || self.channel.is_some()
     }
 
     /// Emits the event built by `make`, if anyone listens.
@@ -295,13 +395,23 @@ impl Emitter {
         }
     }
 
+    /// Reports a call answered without running: a `ToolExecutionEnd` with `blocked: true`, no
+    /// `ToolExecutionStart`.
+    pub(crate) fn emit_blocked(&self, call: &ToolCallPart, result: &ToolResultPart) {
+        self.emit_with(|| AgentEvent::ToolExecutionEnd {
+            call: call.clone(),
+            result: result.clone(),
+            blocked: true,
+        });
+    }
+
     pub(crate) fn emit(&self, event: AgentEvent) {
-        if let Some(callback) = &self.callback {
-            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| callback(&event))) {
+        for listener in self.listeners.iter() {
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| listener(&event))) {
                 tracing::warn!(
                     panic = %panic_message(&*payload),
                     event = event.kind(),
-                    "the emit callback panicked; the event was dropped for it"
+                    "an emit listener panicked; the event was dropped for it alone"
                 );
             }
         }
@@ -333,6 +443,11 @@ impl ToolObserver for EventObserver {
         self.0.emit_with(|| AgentEvent::ToolExecutionEnd {
             call: call.clone(),
             result: result.clone(),
+            blocked: false,
         });
+    }
+
+    fn call_blocked(&self, call: &ToolCallPart, result: &ToolResultPart) {
+        self.0.emit_blocked(call, result);
     }
 }

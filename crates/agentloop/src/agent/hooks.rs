@@ -86,7 +86,7 @@ type StopHook = Arc<dyn Fn(&TurnSummary<'_>) -> bool + Send + Sync>;
 ///
 /// let guard = Extension::new("no-rm").on_tool_call(|call| {
 ///     let cmd = call.arguments["command"].as_str().unwrap_or_default();
-///     if call.name == "shell" && cmd.contains("rm -rf") {
+///     if call.tool_name == "shell" && cmd.contains("rm -rf") {
 ///         ToolCallDecision::Block("destructive command".into())
 ///     } else {
 ///         ToolCallDecision::Continue
@@ -266,7 +266,7 @@ impl HookDispatcher {
                         format!(
                             "Tool call \"{}\" was blocked because the extension \"{}\" failed while \
                              checking it ({detail}).",
-                            call.name, ext.name
+                            call.tool_name, ext.name
                         ),
                     ));
                 }
@@ -295,7 +295,7 @@ impl HookDispatcher {
                     finalized.result.content = format!(
                         "The result of tool \"{}\" was withheld because the extension \"{}\" failed \
                          while processing it ({detail}).",
-                        finalized.name, ext.name
+                        finalized.tool_name, ext.name
                     );
                     finalized.result.is_error = true;
                     finalized.result.images.clear();

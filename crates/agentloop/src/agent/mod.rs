@@ -33,6 +33,35 @@
 //! assert_eq!(outcome.new_messages()[3].text(), "It says HI.");
 //! # Ok(()) }
 //! ```
+//!
+//! # Deciding whether a tool call may run
+//!
+//! One path, in this order for every call of a model reply:
+//!
+//! 1. **schema**: the tool exists and the arguments satisfy its JSON Schema;
+//! 2. **`tool_call` hooks** ([`Extension::on_tool_call`]): policy vetoes and argument
+//!    rewrites that need no person (a rewrite is validated again); typed arguments through
+//!    [`PreparedToolCall::arguments_as`];
+//! 3. **binding**: the arguments deserialize into the handler's type;
+//! 4. **approval**: the deps bundle's [`ToolDeps::approve`](crate::tooling::ToolDeps::approve)
+//!    — allow, deny, or defer to a person ([`RunStop::AwaitingApproval`], then
+//!    [`resume_parked`](AgentLoop::resume_parked)); a tool declared
+//!    `#[tool(requires_approval)]` is deferred unless `approve` decides it;
+//! 5. the handler runs: only now does [`AgentEvent::ToolExecutionStart`] come. A call refused
+//!    by steps 1–4 gets a `ToolExecutionEnd` with `blocked: true` and no start.
+//!
+//! Hooks come before approval so a person is only asked about the final arguments of a call no
+//! policy refused. Put "may this run?" logic in `approve`; use hooks for automatic policy.
+//!
+//! # Sessions, aborts, names
+//!
+//! - [`with_session`](AgentLoop::with_session) records every run into a stored session;
+//!   [`run_in_session`](AgentLoop::run_in_session) continues it.
+//!   [`with_session_label`](AgentLoop::with_session_label) only labels runs (idempotency keys).
+//! - [`abort`](AgentLoop::abort) ends the run in progress (or, when none is, the next one to
+//!   start) and only that run: see [`AbortSignal`].
+//! - [`resume_parked`](AgentLoop::resume_parked) continues a run parked for approval, not a
+//!   stored session.
 
 mod abort;
 mod calls;
@@ -47,6 +76,7 @@ pub mod output;
 mod pending;
 mod queue;
 mod run;
+mod session;
 mod stream;
 
 use std::sync::Arc;
@@ -108,15 +138,18 @@ pub struct AgentLoop<D: ToolDeps = Deps> {
     pub(crate) model: Arc<dyn Model>,
     pub(crate) registry: Registry<D>,
     pub(crate) deps: Arc<D>,
-    pub(crate) emit: Option<EmitFn>,
+    /// Event listeners, in registration order (see `with_emit`).
+    pub(crate) emit: Vec<EmitFn>,
     pub(crate) abort: AbortSignal,
     pub(crate) hooks: hooks::HookDispatcher,
     pub(crate) steering: MessageQueue,
     pub(crate) follow_ups: MessageQueue,
-    /// The session runs belong to (idempotency keys, approval events); see `with_session_id`.
+    /// The session runs belong to (idempotency keys, approval events); see `with_session_label`.
     pub(crate) session_id: Option<Arc<str>>,
     /// Tools that can change between model calls (see `with_tool_source`).
     pub(crate) tool_source: Option<SourcedTools<D>>,
+    /// The session runs are recorded into (see `with_session`).
+    pub(crate) recorder: Option<crate::session::SessionRecorder>,
 }
 
 impl<D: ToolDeps> std::fmt::Debug for AgentLoop<D> {
@@ -145,13 +178,14 @@ impl<D: ToolDeps> AgentLoop<D> {
             model: Arc::new(model),
             registry: Registry::default(),
             deps,
-            emit: None,
+            emit: Vec::new(),
             abort: AbortSignal::new(),
             hooks: hooks::HookDispatcher::default(),
             steering: MessageQueue::new(),
             follow_ups: MessageQueue::new(),
             session_id: None,
             tool_source: None,
+            recorder: None,
         }
     }
 
@@ -202,13 +236,34 @@ impl<D: ToolDeps> AgentLoop<D> {
         }
     }
 
-    /// Sets the `emit` callback that receives every event (in addition to any event stream).
+    /// Adds a listener that receives every event of every run. Listeners add up: each one
+    /// registered gets every event, in registration order (then any
+    /// [event stream](Self::run_stream) gets it). A panicking listener is logged and skipped for
+    /// that event; the others and the run go on.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use agentloop::agent::{AgentLoop, AgentLoopConfig};
+    /// use agentloop::model::{ScriptedModel, ScriptedTurn};
+    /// use agentloop::transcript::Message;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let (first, second) = (seen.clone(), seen.clone());
+    /// let agent = AgentLoop::new(AgentLoopConfig::default(), ScriptedModel::new([ScriptedTurn::text("hi")]))
+    ///     .with_emit(move |e| if e.kind() == "agent_end" { first.lock().unwrap().push("first") })
+    ///     .with_emit(move |e| if e.kind() == "agent_end" { second.lock().unwrap().push("second") });
+    /// agent.run(vec![Message::user("hello")], vec![]).await?;
+    /// assert_eq!(*seen.lock().unwrap(), ["first", "second"]);
+    /// # Ok(()) }
+    /// ```
     pub fn with_emit(mut self, emit: impl Fn(&AgentEvent) + Send + Sync + 'static) -> Self {
-        self.emit = Some(Arc::new(emit));
+        self.emit.push(Arc::new(emit));
         self
     }
 
-    /// Uses `signal` to abort runs (keep a clone to call `abort` on).
+    /// Uses `signal` to abort runs (keep a clone to call `abort` on; see [`AbortSignal`] for
+    /// which run an abort ends).
     pub fn with_abort_signal(mut self, signal: AbortSignal) -> Self {
         self.abort = signal;
         self
@@ -248,7 +303,8 @@ impl<D: ToolDeps> AgentLoop<D> {
         &self.abort
     }
 
-    /// Aborts the current run.
+    /// Aborts the run in progress — or, when none is, the next run to start — and only that
+    /// run: the run consumes the abort, so the run after it starts clean (see [`AbortSignal`]).
     pub fn abort(&self) {
         self.abort.abort();
     }
@@ -310,6 +366,6 @@ impl<D: ToolDeps> AgentLoop<D> {
         &self,
         channel: Option<tokio::sync::mpsc::UnboundedSender<AgentEvent>>,
     ) -> events::Emitter {
-        events::Emitter::new(self.emit.clone(), channel)
+        events::Emitter::new(self.emit.iter().cloned().collect(), channel)
     }
 }

@@ -8,7 +8,7 @@
 //! [`SessionRecorder`](crate::session::SessionRecorder) stores it) and one
 //! [`AgentEvent::ApprovalRequested`] per call. A person then decides each call
 //! ([`ParkedRun::approve`], [`ParkedRun::deny`], or through a session store from another process)
-//! and [`AgentLoop::resume`] runs the approved calls, answers the denied ones with an error result
+//! and [`AgentLoop::resume_parked`] runs the approved calls, answers the denied ones with an error result
 //! carrying the reason, and continues the loop as if it had never stopped.
 //!
 //! What resume guarantees: a call that already has a result in the context is never run again
@@ -212,20 +212,46 @@ fn denied_result(p: &PendingApproval, reason: &str) -> ToolResultPart {
 }
 
 impl<D: ToolDeps> AgentLoop<D> {
-    /// Names the session this agent's runs belong to: tools see `session id/call id` as their
+    /// Labels this agent's runs with a session id **without recording anything**: tools see
+    /// `session id/call id` as their
     /// [`idempotency_key`](crate::tooling::ToolContext::idempotency_key), and
-    /// [`AgentEvent::ApprovalRequested`] carries it.
-    pub fn with_session_id(mut self, session_id: impl Into<String>) -> Self {
+    /// [`AgentEvent::ApprovalRequested`] carries it. To record the runs in a session store (and
+    /// label them), use [`with_session`](Self::with_session) instead.
+    pub fn with_session_label(mut self, session_id: impl Into<String>) -> Self {
         self.session_id = Some(Arc::from(session_id.into()));
         self
     }
 
-    /// The session id set with [`with_session_id`](Self::with_session_id).
+    /// Renamed [`with_session_label`](Self::with_session_label): it attaches no store.
+    #[deprecated(
+        note = "it attaches no store: use `with_session_label` (label only) or `with_session` (record into a store)"
+    )]
+    pub fn with_session_id(self, session_id: impl Into<String>) -> Self {
+        self.with_session_label(session_id)
+    }
+
+    /// The session id set with [`with_session_label`](Self::with_session_label) or
+    /// [`with_session`](Self::with_session).
     pub fn session_id(&self) -> Option<&str> {
         self.session_id.as_deref()
     }
 
-    /// Continues a run that stopped with [`RunStop::AwaitingApproval`].
+    /// Renamed [`resume_parked`](Self::resume_parked): it continues a run parked for approval,
+    /// not a stored session.
+    #[deprecated(
+        note = "use `resume_parked` (a run parked for approval); a stored session continues with `with_session` + `run_in_session`"
+    )]
+    pub async fn resume(
+        &self,
+        context: Vec<Message>,
+        parked: ParkedRun,
+    ) -> Result<RunOutcome, AgentError> {
+        self.resume_parked(context, parked).await
+    }
+
+    /// Continues a run that stopped with [`RunStop::AwaitingApproval`] (a run *parked for
+    /// approval*; to continue a stored conversation, see
+    /// [`with_session`](Self::with_session) and [`run_in_session`](Self::run_in_session)).
     ///
     /// `context` is the conversation as it stood at the stop (the run's `context`, or a
     /// session's stored messages — see
@@ -236,7 +262,7 @@ impl<D: ToolDeps> AgentLoop<D> {
     /// undecided the run stops again with `AwaitingApproval` for them; otherwise the loop
     /// continues (queued steering first, then the model). The results of the resumed batch are
     /// kept in call order, so `new_messages` of the outcome may start at the batch's first result.
-    pub async fn resume(
+    pub async fn resume_parked(
         &self,
         context: Vec<Message>,
         parked: ParkedRun,
@@ -358,13 +384,7 @@ impl<D: ToolDeps> AgentLoop<D> {
     }
 
     fn announce_unrun(&self, call: &ToolCallPart, result: &ToolResultPart, emitter: &Emitter) {
-        if emitter.enabled() {
-            emitter.emit(AgentEvent::ToolExecutionStart { call: call.clone() });
-            emitter.emit(AgentEvent::ToolExecutionEnd {
-                call: call.clone(),
-                result: result.clone(),
-            });
-        }
+        emitter.emit_blocked(call, result);
     }
 
     /// Executor options for approved calls: like a normal batch, without the approval hook.
@@ -378,7 +398,7 @@ impl<D: ToolDeps> AgentLoop<D> {
                 move |call: &ToolCallPart, outcome: &mut crate::tooling::ToolOutcome| {
                     let mut finalized = FinalizedToolCall {
                         id: call.id.clone(),
-                        name: call.tool_name.clone(),
+                        tool_name: call.tool_name.clone(),
                         arguments: match &call.arguments {
                             ToolArguments::Json(v) => v.clone(),
                             ToolArguments::Unparsed(t) => Value::String(t.clone()),

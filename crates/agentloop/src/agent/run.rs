@@ -216,7 +216,8 @@ impl<D: ToolDeps> AgentLoop<D> {
             return (Err(err), output);
         }
 
-        let cancel = self.abort.current();
+        let run_abort = self.abort.begin();
+        let cancel = run_abort.token.clone();
         let mut loaded = LoadedTools::default();
         self.load_searched_tools(&context, &mut loaded);
         let mut state = RunState {
@@ -236,6 +237,8 @@ impl<D: ToolDeps> AgentLoop<D> {
             .catch_unwind()
             .instrument(span.clone())
             .await;
+        // The abort that ended this run (if any) is used up: the next run starts clean.
+        self.abort.finish(&run_abort);
         let (stop, returned, partial) = match result {
             Ok(Ok(stop)) => (stop, Ok(()), None),
             Ok(Err((error, partial))) => {
@@ -752,7 +755,7 @@ impl<D: ToolDeps> AgentLoop<D> {
         request.tools = tools;
         request.temperature = self.config.temperature;
         request.reasoning = self.config.reasoning;
-        request.max_output_tokens = self.config.max_output_tokens;
+        request.max_output_tokens = self.config.output_tokens_per_call();
         request.api_key = self.config.api_key.clone();
         request.prompt_cache_key = self.config.prompt_cache_key.clone();
         if native_search {
@@ -890,7 +893,8 @@ impl<D: ToolDeps> AgentLoop<D> {
         }
     }
 
-    /// Gives every call a result without running it (with start/end events).
+    /// Gives every call a result without running it (each reported blocked: an end event
+    /// without a start).
     fn answer_without_running(
         &self,
         calls: &[ToolCallPart],
@@ -903,13 +907,7 @@ impl<D: ToolDeps> AgentLoop<D> {
             .map(|call| {
                 let result = answer(call);
                 crate::tooling::spans::answered_tool_call(call, error_type);
-                if emitter.enabled() {
-                    emitter.emit(AgentEvent::ToolExecutionStart { call: call.clone() });
-                    emitter.emit(AgentEvent::ToolExecutionEnd {
-                        call: call.clone(),
-                        result: result.clone(),
-                    });
-                }
+                emitter.emit_blocked(call, &result);
                 result
             })
             .collect()
@@ -942,7 +940,7 @@ impl<D: ToolDeps> AgentLoop<D> {
                 move |call: &ToolCallPart, outcome: &mut crate::tooling::ToolOutcome| {
                     let mut finalized = FinalizedToolCall {
                         id: call.id.clone(),
-                        name: call.tool_name.clone(),
+                        tool_name: call.tool_name.clone(),
                         arguments: match &call.arguments {
                             ToolArguments::Json(v) => v.clone(),
                             ToolArguments::Unparsed(t) => serde_json::Value::String(t.clone()),
@@ -996,13 +994,7 @@ impl<D: ToolDeps> AgentLoop<D> {
                     ),
                 );
                 crate::tooling::spans::answered_tool_call(call, "not_loaded");
-                if emitter.enabled() {
-                    emitter.emit(AgentEvent::ToolExecutionStart { call: call.clone() });
-                    emitter.emit(AgentEvent::ToolExecutionEnd {
-                        call: call.clone(),
-                        result: result.clone(),
-                    });
-                }
+                emitter.emit_blocked(call, &result);
                 slots[i] = Some(Answer::Result(result));
                 continue;
             }
@@ -1014,7 +1006,7 @@ impl<D: ToolDeps> AgentLoop<D> {
             };
             let prepared = PreparedToolCall {
                 id: call.id.clone(),
-                name: call.tool_name.clone(),
+                tool_name: call.tool_name.clone(),
                 arguments,
             };
             match self.hooks.tool_call(&prepared) {
@@ -1034,13 +1026,7 @@ impl<D: ToolDeps> AgentLoop<D> {
                     };
                     let result = ToolResultPart::error(&call.id, &call.tool_name, blocked.render());
                     crate::tooling::spans::answered_tool_call(call, "denied");
-                    if emitter.enabled() {
-                        emitter.emit(AgentEvent::ToolExecutionStart { call: call.clone() });
-                        emitter.emit(AgentEvent::ToolExecutionEnd {
-                            call: call.clone(),
-                            result: result.clone(),
-                        });
-                    }
+                    emitter.emit_blocked(call, &result);
                     slots[i] = Some(Answer::Result(result));
                 }
             }
@@ -1135,6 +1121,7 @@ impl<D: ToolDeps> AgentLoop<D> {
                     emitter.emit(AgentEvent::ToolExecutionEnd {
                         call: call.clone(),
                         result: result.clone(),
+                        blocked: false,
                     });
                 }
             }

@@ -4,7 +4,7 @@
 //! This module owns the SQLite schema migration that adds the two tables (schema version 2),
 //! the queries behind the [`SessionStore`] approval methods for [`SqliteStore`](super::SqliteStore),
 //! and [`load_parked`], which rebuilds the context and the parked state of a session for
-//! [`AgentLoop::resume`](crate::agent::AgentLoop::resume).
+//! [`AgentLoop::resume_parked`](crate::agent::AgentLoop::resume_parked).
 //!
 //! Tables: `pending_approvals` (one row per deferred call: session, call id, position in call
 //! order, tool, arguments JSON, what policy asked, status `awaiting|approved|denied|started`,

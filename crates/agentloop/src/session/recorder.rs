@@ -96,9 +96,15 @@ impl SessionRecorder {
         &self.inner.session_id
     }
 
-    /// An `emit` callback for [`AgentLoop::with_emit`](crate::agent::AgentLoop::with_emit).
-    /// To combine it with another listener, call [`on_event`](Self::on_event) from your own
-    /// callback instead.
+    /// The store it records into.
+    pub fn store(&self) -> &Arc<dyn SessionStore> {
+        &self.inner.store
+    }
+
+    /// An `emit` callback for [`AgentLoop::with_emit`](crate::agent::AgentLoop::with_emit)
+    /// (listeners add up, so it combines with any other). Simpler:
+    /// [`AgentLoop::with_session`](crate::agent::AgentLoop::with_session) creates the recorder
+    /// and attaches it in one call.
     pub fn emit_fn(&self) -> impl Fn(&AgentEvent) + Send + Sync + 'static {
         let recorder = self.clone();
         move |event: &AgentEvent| recorder.on_event(event)

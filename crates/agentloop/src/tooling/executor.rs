@@ -7,6 +7,9 @@
 //!   forces sequential mode), in which case the whole batch runs one call after another, in order;
 //! - each call is checked in this order: known tool → arguments are a JSON object → arguments
 //!   satisfy the tool's JSON Schema → arguments bind to the handler's type → approval hook → run;
+//!   the observer's `call_started` fires only once every check passed, right before the handler
+//!   runs — a call refused by a check gets `call_blocked` instead of `call_started` and
+//!   `call_finished`;
 //! - every failure (including a panic in the handler or the approval hook, a timeout and an abort)
 //!   becomes an error result with text the model can act on;
 //! - async handlers that time out or are aborted are *dropped* (their destructors run, their
@@ -26,7 +29,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::deps::{Approval, ToolDeps};
+use super::deps::{Approval, ApprovalRequest, ToolDeps};
 use super::error::{ToolError, ToolErrorKind};
 use super::observer::{ToolObserver, guarded};
 use super::registry::{RegisteredTool, Registry};
@@ -232,9 +235,6 @@ async fn run_one<D: ToolDeps>(
 ) -> ToolOutcome {
     let started = Instant::now();
     let span = super::spans::tool_span(call, options.capture_content);
-    if let Some(observer) = &options.observer {
-        guarded(|| observer.call_started(call));
-    }
     let finished = Arc::new(AtomicBool::new(false));
     let (output, attempts) = if options.cancel.is_cancelled() {
         (Err(ToolError::aborted(&call.tool_name)), 0)
@@ -266,8 +266,8 @@ async fn run_one<D: ToolDeps>(
         attempts,
         duration: started.elapsed(),
     };
-    // A deferred call has no result yet: it is neither finalized nor reported as finished
-    // (its `call_started` is followed by the loop's approval request instead).
+    // A deferred call has no result yet: it is neither finalized nor reported (the loop's
+    // approval request follows instead).
     if outcome.error.as_ref().map(ToolError::kind) == Some(ToolErrorKind::Deferred) {
         return outcome;
     }
@@ -277,7 +277,13 @@ async fn run_one<D: ToolDeps>(
     super::spans::record_tool_outcome(&span, &outcome, options.capture_content);
     drop(span);
     if let Some(observer) = &options.observer {
-        guarded(|| observer.call_finished(call, &outcome.result));
+        // No handler run means the call was refused before it started: it never had a
+        // `call_started`, so it is reported as blocked, not finished.
+        if outcome.attempts == 0 {
+            guarded(|| observer.call_blocked(call, &outcome.result));
+        } else {
+            guarded(|| observer.call_finished(call, &outcome.result));
+        }
     }
     outcome
 }
@@ -360,11 +366,19 @@ async fn execute<D: ToolDeps>(
     };
 
     if !options.skip_approval {
-        if let Err(e) = approve(deps, call, &options.cancel).await {
+        let request = ApprovalRequest::new(call, tool.spec.requires_approval);
+        if let Err(e) = approve(deps, request, &options.cancel).await {
             return (Err(e), 0);
         }
     }
 
+    if options.cancel.is_cancelled() {
+        return (Err(ToolError::aborted(&call.tool_name)), 0);
+    }
+    // Every check passed: the handler starts now, and only now is the call reported started.
+    if let Some(observer) = &options.observer {
+        guarded(|| observer.call_started(call));
+    }
     let limit = tool.spec.timeout.or(options.default_timeout);
     let mut attempts = 0u32;
     let mut cancel = first_cancel;
@@ -399,15 +413,17 @@ async fn execute<D: ToolDeps>(
     }
 }
 
-/// Asks the deps bundle's approval hook; a panic inside it denies the call (fails closed).
+/// Asks the deps bundle's [`approve`](ToolDeps::approve); a panic inside it denies the call
+/// (fails closed).
 async fn approve<D: ToolDeps>(
     deps: &Arc<D>,
-    call: &ToolCallPart,
+    request: ApprovalRequest<'_>,
     abort: &CancellationToken,
 ) -> Result<(), ToolError> {
+    let call = request.call;
     // Building the hook's future runs user code too (a closure hook runs entirely here, before
     // any `async` block): a panic at that point must deny the call just like one while polling.
-    let verdict = match std::panic::catch_unwind(AssertUnwindSafe(|| deps.before_tool(call))) {
+    let verdict = match std::panic::catch_unwind(AssertUnwindSafe(|| deps.approve(request))) {
         Ok(fut) => AssertUnwindSafe(fut).catch_unwind().left_future(),
         Err(payload) => std::future::ready(Err(payload)).right_future(),
     };

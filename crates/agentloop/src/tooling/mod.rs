@@ -5,6 +5,12 @@
 //! JSON-Schema validation of arguments before a handler runs, and timeouts that really cancel
 //! async handlers. The executor knows nothing about models or HTTP; the agent loop joins them.
 //!
+//! Whether a call may run is decided in one place, [`ToolDeps::approve`], after the schema, the
+//! agent's `tool_call` hooks and binding (the order and the reasons are in [`ToolDeps`]'s docs);
+//! a tool declares that it needs a decision with [`ToolSpecBuilder::requires_approval`] /
+//! `#[tool(requires_approval)]`, and `approve` reads typed arguments through
+//! [`ApprovalRequest::arguments_as`].
+//!
 //! ```
 //! use agentloop::tooling::{run_tools, Deps, Registry, ToolContext, ToolSpec};
 //! use agentloop::transcript::ToolCallPart;
@@ -48,7 +54,7 @@ pub(crate) mod validate;
 use std::any::Any;
 use std::time::Duration;
 
-pub use deps::{Approval, ApprovalHook, Deps, ToolDeps, allow_all};
+pub use deps::{Approval, ApprovalHook, ApprovalRequest, ApproverHook, Deps, ToolDeps, allow_all};
 pub use error::{RegistryError, SpecError, ToolError, ToolErrorKind};
 pub(crate) use executor::check_call;
 pub use executor::{

@@ -178,7 +178,7 @@ impl<D> ToolContext<D> {
 
     /// A key unique to this call of this session: `<session id>/<call id>`, or the call id alone
     /// when the agent has no session id
-    /// ([`AgentLoop::with_session_id`](crate::agent::AgentLoop::with_session_id)). It is the
+    /// ([`AgentLoop::with_session_label`](crate::agent::AgentLoop::with_session_label) or [`with_session`](crate::agent::AgentLoop::with_session)). It is the
     /// same when a call deferred for approval finally runs in another process, so a tool whose
     /// side effects live outside our control (a payment, an email) can pass it on and let the
     /// other side drop a duplicate.
@@ -308,6 +308,7 @@ pub struct ToolSpec<D> {
     pub(crate) snippet: Option<String>,
     pub(crate) deferred: bool,
     pub(crate) local_tool_search: bool,
+    pub(crate) requires_approval: bool,
     /// The parameters schema, compiled on first use (registration in a registry or a direct
     /// [`call`](ToolSpec::call)) and shared by clones and by [`with_handler`](ToolSpec::with_handler)
     /// copies: a spec registered in many agents compiles its schema once.
@@ -327,6 +328,7 @@ impl<D> Clone for ToolSpec<D> {
             snippet: self.snippet.clone(),
             deferred: self.deferred,
             local_tool_search: self.local_tool_search,
+            requires_approval: self.requires_approval,
             validator: self.validator.clone(),
         }
     }
@@ -342,6 +344,7 @@ impl<D> fmt::Debug for ToolSpec<D> {
             .field("timeout", &self.timeout)
             .field("deferred", &self.deferred)
             .field("local_tool_search", &self.local_tool_search)
+            .field("requires_approval", &self.requires_approval)
             .finish_non_exhaustive()
     }
 }
@@ -360,6 +363,7 @@ impl<D: Send + Sync + 'static> ToolSpec<D> {
             snippet: None,
             deferred: false,
             local_tool_search: false,
+            requires_approval: false,
         }
     }
 }
@@ -400,6 +404,19 @@ impl<D> ToolSpec<D> {
     /// Whether this tool answers client-side tool searches.
     pub fn local_tool_search(&self) -> bool {
         self.local_tool_search
+    }
+    /// Whether a call needs a decision before it runs: the deps bundle's
+    /// [`approve`](crate::tooling::ToolDeps::approve) sees it as
+    /// [`ApprovalRequest::requires_approval`](crate::tooling::ApprovalRequest::requires_approval),
+    /// and by default defers such a call for a person (the agent loop parks the run).
+    pub fn requires_approval(&self) -> bool {
+        self.requires_approval
+    }
+
+    /// Returns a copy with a different `requires_approval` flag.
+    pub fn with_requires_approval(mut self, requires_approval: bool) -> Self {
+        self.requires_approval = requires_approval;
+        self
     }
 
     /// Returns a copy with a different timeout.
@@ -602,6 +619,7 @@ pub struct ToolSpecBuilder<D> {
     snippet: Option<String>,
     deferred: bool,
     local_tool_search: bool,
+    requires_approval: bool,
 }
 
 impl<D: Send + Sync + 'static> ToolSpecBuilder<D> {
@@ -680,6 +698,13 @@ impl<D: Send + Sync + 'static> ToolSpecBuilder<D> {
         self
     }
 
+    /// Declares that a call needs a decision before it runs (see
+    /// [`ToolSpec::requires_approval`]).
+    pub fn requires_approval(mut self, yes: bool) -> Self {
+        self.requires_approval = yes;
+        self
+    }
+
     /// Checks the definition and builds the spec.
     pub fn build(self) -> Result<ToolSpec<D>, SpecError> {
         validate_name(&self.name)?;
@@ -704,6 +729,7 @@ impl<D: Send + Sync + 'static> ToolSpecBuilder<D> {
             snippet: self.snippet,
             deferred: self.deferred,
             local_tool_search: self.local_tool_search,
+            requires_approval: self.requires_approval,
             validator: Arc::new(OnceLock::new()),
         })
     }

@@ -109,7 +109,7 @@ fn make_agent(
     .with_tools(tools)
     .unwrap()
     .with_steering_queue(steering)
-    .with_session_id(session)
+    .with_session_label(session)
     .with_emit(recorder.emit_fn());
     (agent, recorder)
 }
@@ -143,7 +143,7 @@ fn approval_child() {
         } else {
             let (context, parked) = load_parked(&*store, session).unwrap();
             let (agent, _recorder) = make_agent(wire, base, &log, store, session, None);
-            let _ = agent.resume(context, parked.unwrap()).await;
+            let _ = agent.resume_parked(context, parked.unwrap()).await;
         }
     });
     // Exit at once, like a CLI process would: nothing is flushed by destructors.
@@ -264,7 +264,7 @@ async fn a_batch_paused_mid_way_resumes_in_another_process_on_every_wire() {
         );
         let out = tokio::time::timeout(
             Duration::from_secs(30),
-            agent.resume(context, parked.unwrap()),
+            agent.resume_parked(context, parked.unwrap()),
         )
         .await
         .unwrap()
@@ -369,7 +369,7 @@ async fn a_kill_during_the_approved_call_gives_interrupted_never_a_second_run() 
     });
     let out = tokio::time::timeout(
         Duration::from_secs(30),
-        agent.resume(context, parked.unwrap()),
+        agent.resume_parked(context, parked.unwrap()),
     )
     .await
     .unwrap()
@@ -407,7 +407,7 @@ async fn undecided_calls_stay_pending_and_resume_on_the_same_agent_works_without
     assert_eq!(parked.pending.len(), 2);
     assert!(parked.approve("a"));
     assert!(!parked.approve("nope"));
-    let again = agent.resume(out.context, parked).await.unwrap();
+    let again = agent.resume_parked(out.context, parked).await.unwrap();
     let RunStop::AwaitingApproval { pending } = &again.stop else {
         panic!("still awaiting: {:?}", again.stop);
     };
@@ -420,7 +420,7 @@ async fn undecided_calls_stay_pending_and_resume_on_the_same_agent_works_without
     );
     let mut parked = ParkedRun::from_stop(&again.stop).unwrap();
     parked.deny("b", "no");
-    let done = agent.resume(again.context, parked).await.unwrap();
+    let done = agent.resume_parked(again.context, parked).await.unwrap();
     assert_eq!(done.stop, RunStop::Done);
     assert_eq!(ran(&log).len(), 1);
     assert!(server.violations().is_empty(), "{:?}", server.violations());
@@ -495,7 +495,7 @@ async fn measure_approve_to_first_model_token_and_parked_size() {
                 }
             }
         });
-        agent.resume(context, parked.unwrap()).await.unwrap();
+        agent.resume_parked(context, parked.unwrap()).await.unwrap();
         samples.push(first.lock().unwrap().unwrap());
     }
     samples.sort();

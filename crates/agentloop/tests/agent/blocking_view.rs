@@ -307,3 +307,118 @@ fn an_agent_runs_from_plain_synchronous_code_with_tools() {
     assert_eq!(out.final_text(), "done");
     drop(blocking); // shuts its runtime down cleanly
 }
+
+mod agent_methods {
+    use super::*;
+    use agentloop::agent::{AgentError, AgentLoop, AgentLoopConfig, ParkedRun, RunStop};
+    use agentloop::blocking::{BlockingAgent, BlockingError};
+    use agentloop::model::{ScriptedModel, ScriptedTurn};
+    use agentloop::output::Output;
+    use agentloop::transcript::Message;
+
+    #[agentloop::schema]
+    #[derive(serde::Deserialize, Debug, PartialEq)]
+    struct Verdict {
+        ok: bool,
+    }
+
+    fn agent(turns: Vec<ScriptedTurn>) -> AgentLoop<Deps> {
+        AgentLoop::new(AgentLoopConfig::default(), ScriptedModel::new(turns))
+            .with_tools([shout_tool()])
+            .unwrap()
+    }
+
+    /// Every run method of the async agent has a blocking twin.
+    #[test]
+    fn a_blocking_agent_has_every_run_method() {
+        // A scripted model gets the final-result tool strategy by default.
+        let verdict = || ScriptedTurn::new().tool_call("f", "final_result", json!({"ok": true}));
+        let blocking = BlockingAgent::new(agent(vec![
+            verdict(),
+            verdict(),
+            ScriptedTurn::text("streamed"),
+            ScriptedTurn::text("continued"),
+        ]))
+        .unwrap();
+        let typed = blocking
+            .run_typed::<Verdict>(vec![Message::user("judge")], vec![])
+            .unwrap();
+        assert_eq!(typed.value, Verdict { ok: true });
+        let output = blocking
+            .run_output(&Output::<Verdict>::of(), vec![Message::user("again")], vec![])
+            .unwrap();
+        assert_eq!(output.value, Verdict { ok: true });
+
+        let mut events = blocking.run_stream(vec![Message::user("stream")], vec![]);
+        let text: String = events
+            .by_ref()
+            .filter_map(|e| e.text_delta().map(str::to_owned))
+            .collect();
+        assert_eq!(text, "streamed");
+        let outcome = events.outcome().unwrap().unwrap();
+        assert_eq!(outcome.stop, RunStop::Done);
+
+        let mut context = outcome.context;
+        context.push(Message::user("more"));
+        let names: Vec<&str> = blocking
+            .run_continue_stream(context)
+            .map(|e| e.kind())
+            .collect();
+        assert_eq!(names.first(), Some(&"agent_start"));
+        assert_eq!(names.last(), Some(&"agent_end"));
+    }
+
+    #[test]
+    fn a_blocking_agent_resumes_a_parked_run() {
+        let deps = Deps::with_approval(|_| Approval::defer("ask a person"));
+        let model = ScriptedModel::new([
+            ScriptedTurn::new().tool_call("c1", "shout", json!({"text": "hey"})),
+            ScriptedTurn::text("done"),
+        ]);
+        let agent = AgentLoop::with_deps(AgentLoopConfig::default(), model, Arc::new(deps))
+            .with_tools([shout_tool()])
+            .unwrap();
+        let blocking = BlockingAgent::new(agent).unwrap();
+        let parked = blocking.run(vec![Message::user("go")], vec![]).unwrap();
+        let mut decision = ParkedRun::from_stop(&parked.stop).unwrap();
+        decision.approve_all();
+        let done = blocking.resume_parked(parked.context, decision).unwrap();
+        assert_eq!(done.final_text(), "done");
+    }
+
+    /// Inside `#[tokio::main]`-style async code a blocking view used to panic ("Cannot start a
+    /// runtime from within a runtime"); on its own runtime it now runs on a helper thread.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn inside_a_multi_thread_runtime_a_private_view_runs() {
+        let blocking = BlockingAgent::new(agent(vec![ScriptedTurn::text("hi")])).unwrap();
+        let out = blocking.run(vec![Message::user("go")], vec![]).unwrap();
+        assert_eq!(out.final_text(), "hi");
+        let tools = BlockingTools::new(registry(), Arc::new(Deps::new())).unwrap();
+        assert_eq!(tools.call("shout", json!({"text": "a"})).unwrap().content, "A");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn inside_a_current_thread_runtime_a_private_view_runs() {
+        let blocking = BlockingAgent::new(agent(vec![ScriptedTurn::text("hi")])).unwrap();
+        let mut events = blocking.run_stream(vec![Message::user("go")], vec![]);
+        assert_eq!(events.by_ref().last().map(|e| e.kind()), Some("agent_end"));
+        assert_eq!(events.outcome().unwrap().unwrap().final_text(), "hi");
+    }
+
+    /// The one case no thread can serve: waiting for a current-thread runtime from its own
+    /// async code. A clear error, not a panic or a hang.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_view_on_its_own_current_thread_runtime_is_an_error_in_async_code() {
+        let runtime = SyncRuntime::with_handle(tokio::runtime::Handle::current());
+        let blocking = BlockingAgent::with_runtime(agent(vec![ScriptedTurn::text("hi")]), runtime);
+        let err = blocking.run(vec![Message::user("go")], vec![]).unwrap_err();
+        assert!(
+            matches!(err, AgentError::Blocking(BlockingError::InsideRuntime)),
+            "{err}"
+        );
+        assert!(err.to_string().contains("await the async API"), "{err}");
+        // The async API still works right there.
+        let out = blocking.agent().run(vec![Message::user("go")], vec![]).await.unwrap();
+        assert_eq!(out.final_text(), "hi");
+    }
+}

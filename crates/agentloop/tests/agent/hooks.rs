@@ -72,10 +72,15 @@ async fn veto_renders_blocked_by_with_the_reason_and_never_runs_the_tool() {
         r.content,
         "⛔ blocked by policy: destructive commands are not allowed"
     );
-    // Blocked calls still get start/end events.
+    // A vetoed call never runs: no start (no spinner), one end flagged blocked.
     let names = rec.names();
-    assert!(names.contains(&"tool_execution_start(A)".to_owned()));
+    assert!(!names.contains(&"tool_execution_start(A)".to_owned()), "{names:?}");
     assert!(names.contains(&"tool_execution_end(A)".to_owned()));
+    let end = rec.events().into_iter().find_map(|e| match e {
+        AgentEvent::ToolExecutionEnd { call, blocked, .. } if call.id == "A" => Some(blocked),
+        _ => None,
+    });
+    assert_eq!(end, Some(true));
     assert_eq!(out.final_text(), "done");
 }
 

@@ -29,6 +29,7 @@ mod compaction;
 mod deferred_tools;
 mod guidance;
 mod hooks;
+mod library_api;
 mod limits;
 mod spend;
 mod steering;

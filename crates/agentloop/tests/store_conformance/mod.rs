@@ -1047,6 +1047,7 @@ pub fn the_recorder_dedupes_results_by_call_id_and_keeps_those_without_an_execut
     let end = |r: &ToolResultPart| AgentEvent::ToolExecutionEnd {
         call: ToolCallPart::new(&r.call_id, "t", json!({})),
         result: r.clone(),
+        blocked: false,
     };
     let message_end = |m: Message| AgentEvent::MessageEnd { message: m };
 
