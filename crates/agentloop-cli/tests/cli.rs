@@ -105,8 +105,13 @@ fn check_event_order(events: &[Value]) {
             }
             "tool_execution_end" => {
                 let id = event["call"]["id"].as_str().unwrap();
-                assert!(started.contains(id), "end before start for {id}");
-                assert!(ended.insert(id.to_owned()), "{id} ended twice");
+                // A call refused before it ran ends `blocked` and never started.
+                if event["blocked"] == true {
+                    assert!(!started.contains(id), "blocked call {id} had a start");
+                } else {
+                    assert!(started.contains(id), "end before start for {id}");
+                    assert!(ended.insert(id.to_owned()), "{id} ended twice");
+                }
             }
             _ => {}
         }

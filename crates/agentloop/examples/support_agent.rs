@@ -9,8 +9,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use agentloop::agent::{AgentLoop, AgentLoopConfig, Extension, ParkedRun, ToolCallDecision};
 use agentloop::agent::UsageLimits;
+use agentloop::agent::{AgentLoop, AgentLoopConfig, Extension, ParkedRun, ToolCallDecision};
 use agentloop::blocking::BlockingAgent;
 use agentloop::providers::{OpenAiChat, ProviderConfig};
 use agentloop::session::SqliteStore;
@@ -22,7 +22,10 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 
 /// Look an order up.
 #[tool]
-fn look_up_order(/** The order id, e.g. "A-1". */ order: String) -> String {
+fn look_up_order(
+    /** The order id, e.g. "A-1". */
+    order: String,
+) -> String {
     format!("{order}: delivered, paid 12.50 EUR")
 }
 
@@ -43,38 +46,78 @@ struct Summary {
 /// An agent on the mock model with both tools, a veto, and text printed as it streams.
 fn agent(url: &str, config: AgentLoopConfig) -> Result<AgentLoop, Error> {
     let model = OpenAiChat::new(ProviderConfig::new(url).api_key("mock").model("mock"));
-    let fraud = Extension::new("fraud").on_tool_call(|call| match call.arguments["order"].as_str() {
-        Some("X-9") => ToolCallDecision::Block("order X-9 is flagged".into()),
-        _ => ToolCallDecision::Continue,
-    });
+    let fraud =
+        Extension::new("fraud").on_tool_call(|call| match call.arguments["order"].as_str() {
+            Some("X-9") => ToolCallDecision::Block("order X-9 is flagged".into()),
+            _ => ToolCallDecision::Continue,
+        });
     let agent = AgentLoop::new(config, model).with_tools([look_up_order_tool(), refund_tool()])?;
-    Ok(agent.with_extension(fraud).with_emit(|e| print!("{}", e.text_delta().unwrap_or(""))))
+    Ok(agent
+        .with_extension(fraud)
+        .with_emit(|e| print!("{}", e.text_delta().unwrap_or(""))))
 }
 
 /// Both "processes"; returns how each run ended.
 async fn run(url: &str, db: &std::path::Path) -> Result<Vec<String>, Error> {
     let mut stops = Vec::new();
     // First process: a run parks for the refund, a person approves, then a typed summary.
-    let first = agent(url, AgentLoopConfig::default())?.with_session(Arc::new(SqliteStore::open(db)?), "t-1")?;
-    let parked = first.run_in_session(vec![Message::user("Refund A-1 and X-9")]).await?;
+    let first = agent(url, AgentLoopConfig::default())?
+        .with_session(Arc::new(SqliteStore::open(db)?), "t-1")?;
+    let parked = first
+        .run_in_session(vec![Message::user("Refund A-1 and X-9")])
+        .await?;
     stops.push(parked.stop.to_string());
     let mut decision = ParkedRun::from_stop(&parked.stop).ok_or("not parked")?;
     decision.approve_all();
-    stops.push(first.resume_parked(parked.context, decision).await?.stop.to_string());
-    let summary = first.run_typed::<Summary>(vec![Message::user("Summary?")], first.session_context()?).await?;
-    stops.push(format!("{} refunded {}", summary.value.order, summary.value.refunded_cents));
+    stops.push(
+        first
+            .resume_parked(parked.context, decision)
+            .await?
+            .stop
+            .to_string(),
+    );
+    let summary = first
+        .run_typed::<Summary>(vec![Message::user("Summary?")], first.session_context()?)
+        .await?;
+    stops.push(format!(
+        "{} refunded {}",
+        summary.value.order, summary.value.refunded_cents
+    ));
 
     // Second process: continue the stored session, one model call per run.
-    let limits = UsageLimits { max_requests: Some(1), ..UsageLimits::default() };
-    let second = agent(url, AgentLoopConfig { usage_limits: limits, ..AgentLoopConfig::default() })?;
+    let limits = UsageLimits {
+        max_requests: Some(1),
+        ..UsageLimits::default()
+    };
+    let second = agent(
+        url,
+        AgentLoopConfig {
+            usage_limits: limits,
+            ..AgentLoopConfig::default()
+        },
+    )?;
     let (signal, once) = (second.abort_signal().clone(), AtomicBool::new(false));
-    let second = second.with_last_session(Arc::new(SqliteStore::open(db)?))?.with_emit(move |e| {
-        if e.text_delta().is_some() && !once.swap(true, Ordering::Relaxed) {
-            signal.abort(); // the user clicks "stop" as the reply starts
-        }
-    });
-    stops.push(second.run_in_session(vec![Message::user("Check A-1 again")]).await?.stop.to_string());
-    stops.push(second.run_in_session(vec![Message::user("Anything else?")]).await?.stop.to_string());
+    let second = second
+        .with_last_session(Arc::new(SqliteStore::open(db)?))?
+        .with_emit(move |e| {
+            if e.text_delta().is_some() && !once.swap(true, Ordering::Relaxed) {
+                signal.abort(); // the user clicks "stop" as the reply starts
+            }
+        });
+    stops.push(
+        second
+            .run_in_session(vec![Message::user("Check A-1 again")])
+            .await?
+            .stop
+            .to_string(),
+    );
+    stops.push(
+        second
+            .run_in_session(vec![Message::user("Anything else?")])
+            .await?
+            .stop
+            .to_string(),
+    );
     // The abort ended that run only; synchronous code (here a blocking task) runs the next one.
     let last = tokio::task::spawn_blocking(move || -> Result<_, Error> {
         Ok(BlockingAgent::new(second)?.run_in_session(vec![Message::user("Thanks")])?)
@@ -114,7 +157,9 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn the_support_agent_does_everything_the_trial_did() {
         let (server, dir) = (super::mock().unwrap(), tempfile::tempdir().unwrap());
-        let stops = super::run(&server.openai_base_url(), &dir.path().join("s.db")).await.unwrap();
+        let stops = super::run(&server.openai_base_url(), &dir.path().join("s.db"))
+            .await
+            .unwrap();
         assert_eq!(
             stops,
             [
@@ -128,10 +173,17 @@ mod tests {
         );
         assert!(server.violations().is_empty(), "{:?}", server.violations());
         // The approved refund ran once; the vetoed one never did.
-        let bodies: Vec<String> = server.requests().iter().map(|r| r.body.to_string()).collect();
+        let bodies: Vec<String> = server
+            .requests()
+            .iter()
+            .map(|r| r.body.to_string())
+            .collect();
         let last = bodies.last().unwrap();
         assert!(last.contains("refunded 1250 cents on A-1"), "{last}");
-        assert!(last.contains("blocked by fraud: order X-9 is flagged"), "{last}");
+        assert!(
+            last.contains("blocked by fraud: order X-9 is flagged"),
+            "{last}"
+        );
         assert!(!last.contains("refunded 99999"), "{last}");
     }
 }

@@ -62,8 +62,8 @@
 //! ```
 
 use std::future::Future;
-use std::sync::Arc;
 use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::Duration;
@@ -243,8 +243,12 @@ impl SyncRuntime {
                 .name("agentloop-blocking-call".to_owned())
                 .spawn_scoped(scope, move || handle.block_on(future));
             match worker {
-                Ok(worker) => worker.join().unwrap_or_else(|p| std::panic::resume_unwind(p)),
-                Err(error) => panic!("could not start a helper thread for a blocking call: {error}"),
+                Ok(worker) => worker
+                    .join()
+                    .unwrap_or_else(|p| std::panic::resume_unwind(p)),
+                Err(error) => {
+                    panic!("could not start a helper thread for a blocking call: {error}")
+                }
             }
         }))
     }
@@ -449,7 +453,11 @@ impl<D: ToolDeps> BlockingAgent<D> {
     }
 
     /// Runs the loop to completion (see [`AgentLoop::run`]).
-    pub fn run(&self, prompts: Vec<Message>, context: Vec<Message>) -> Result<RunOutcome, AgentError> {
+    pub fn run(
+        &self,
+        prompts: Vec<Message>,
+        context: Vec<Message>,
+    ) -> Result<RunOutcome, AgentError> {
         self.block(self.agent.run(prompts, context))
     }
 
@@ -470,7 +478,11 @@ impl<D: ToolDeps> BlockingAgent<D> {
     }
 
     /// A run that returns a validated `T` (see [`AgentLoop::run_typed`]).
-    pub fn run_typed<T>(&self, prompts: Vec<Message>, context: Vec<Message>) -> Result<TypedOutcome<T>, OutputError>
+    pub fn run_typed<T>(
+        &self,
+        prompts: Vec<Message>,
+        context: Vec<Message>,
+    ) -> Result<TypedOutcome<T>, OutputError>
     where
         T: DeserializeOwned + JsonSchema + Send + 'static,
     {
@@ -498,7 +510,11 @@ impl<D: ToolDeps> BlockingAgent<D> {
     }
 
     /// Continues a run parked for approval (see [`AgentLoop::resume_parked`]).
-    pub fn resume_parked(&self, context: Vec<Message>, parked: ParkedRun) -> Result<RunOutcome, AgentError> {
+    pub fn resume_parked(
+        &self,
+        context: Vec<Message>,
+        parked: ParkedRun,
+    ) -> Result<RunOutcome, AgentError> {
         self.block(self.agent.resume_parked(context, parked))
     }
 

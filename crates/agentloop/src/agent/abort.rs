@@ -36,11 +36,20 @@ struct Armed {
     token: CancellationToken,
 }
 
-/// The part of the signal one run holds: its token and the generation it was taken from.
-#[derive(Clone, Debug)]
+/// The part of the signal one run holds: its token and the generation it was taken from. When
+/// it is dropped — the run ended, or its future was dropped — an abort that reached the run
+/// through this token is consumed (see [`AbortSignal::finish`]).
+#[derive(Debug)]
 pub(crate) struct RunAbort {
+    signal: AbortSignal,
     generation: u64,
     pub(crate) token: CancellationToken,
+}
+
+impl Drop for RunAbort {
+    fn drop(&mut self) {
+        self.signal.finish(self.generation, &self.token);
+    }
 }
 
 impl AbortSignal {
@@ -75,9 +84,11 @@ impl AbortSignal {
     }
 
     /// The token a run starting now listens to (the current one: a pending abort ends it).
+    /// Dropping the returned guard ends the run's hold on the signal.
     pub(crate) fn begin(&self) -> RunAbort {
         let armed = self.lock();
         RunAbort {
+            signal: self.clone(),
             generation: armed.generation,
             token: armed.token.clone(),
         }
@@ -85,9 +96,9 @@ impl AbortSignal {
 
     /// A run ended: if it was aborted through the token it took, that abort is consumed and
     /// the signal re-arms (unless a reset or another run already did).
-    pub(crate) fn finish(&self, run: &RunAbort) {
+    fn finish(&self, generation: u64, token: &CancellationToken) {
         let mut armed = self.lock();
-        if run.token.is_cancelled() && armed.generation == run.generation {
+        if token.is_cancelled() && armed.generation == generation {
             armed.generation += 1;
             armed.token = CancellationToken::new();
         }
@@ -104,10 +115,11 @@ mod tests {
         let run = signal.begin();
         signal.clone().abort();
         assert!(signal.is_aborted());
-        assert!(run.token.is_cancelled());
-        signal.finish(&run);
+        let token = run.token.clone();
+        assert!(token.is_cancelled());
+        drop(run);
         assert!(!signal.is_aborted(), "the next run starts clean");
-        assert!(run.token.is_cancelled(), "the old run stays aborted");
+        assert!(token.is_cancelled(), "the old run stays aborted");
         assert!(!signal.begin().token.is_cancelled());
     }
 
@@ -117,7 +129,7 @@ mod tests {
         signal.abort();
         let run = signal.begin();
         assert!(run.token.is_cancelled());
-        signal.finish(&run);
+        drop(run);
         assert!(!signal.begin().token.is_cancelled());
     }
 
@@ -128,7 +140,7 @@ mod tests {
         signal.abort();
         signal.reset();
         signal.abort(); // aimed at the next run
-        signal.finish(&first);
+        drop(first);
         assert!(signal.is_aborted(), "the pending abort is kept");
     }
 }

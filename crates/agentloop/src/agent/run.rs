@@ -237,8 +237,9 @@ impl<D: ToolDeps> AgentLoop<D> {
             .catch_unwind()
             .instrument(span.clone())
             .await;
-        // The abort that ended this run (if any) is used up: the next run starts clean.
-        self.abort.finish(&run_abort);
+        // The abort that ended this run (if any) is used up: the next run starts clean. (A run
+        // whose future is dropped releases it the same way, when the guard drops.)
+        drop(run_abort);
         let (stop, returned, partial) = match result {
             Ok(Ok(stop)) => (stop, Ok(()), None),
             Ok(Err((error, partial))) => {

@@ -345,7 +345,11 @@ mod agent_methods {
             .unwrap();
         assert_eq!(typed.value, Verdict { ok: true });
         let output = blocking
-            .run_output(&Output::<Verdict>::of(), vec![Message::user("again")], vec![])
+            .run_output(
+                &Output::<Verdict>::of(),
+                vec![Message::user("again")],
+                vec![],
+            )
             .unwrap();
         assert_eq!(output.value, Verdict { ok: true });
 
@@ -394,7 +398,10 @@ mod agent_methods {
         let out = blocking.run(vec![Message::user("go")], vec![]).unwrap();
         assert_eq!(out.final_text(), "hi");
         let tools = BlockingTools::new(registry(), Arc::new(Deps::new())).unwrap();
-        assert_eq!(tools.call("shout", json!({"text": "a"})).unwrap().content, "A");
+        assert_eq!(
+            tools.call("shout", json!({"text": "a"})).unwrap().content,
+            "A"
+        );
     }
 
     #[tokio::test(flavor = "current_thread")]
@@ -418,7 +425,11 @@ mod agent_methods {
         );
         assert!(err.to_string().contains("await the async API"), "{err}");
         // The async API still works right there.
-        let out = blocking.agent().run(vec![Message::user("go")], vec![]).await.unwrap();
+        let out = blocking
+            .agent()
+            .run(vec![Message::user("go")], vec![])
+            .await
+            .unwrap();
         assert_eq!(out.final_text(), "hi");
     }
 }

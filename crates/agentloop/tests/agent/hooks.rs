@@ -74,7 +74,10 @@ async fn veto_renders_blocked_by_with_the_reason_and_never_runs_the_tool() {
     );
     // A vetoed call never runs: no start (no spinner), one end flagged blocked.
     let names = rec.names();
-    assert!(!names.contains(&"tool_execution_start(A)".to_owned()), "{names:?}");
+    assert!(
+        !names.contains(&"tool_execution_start(A)".to_owned()),
+        "{names:?}"
+    );
     assert!(names.contains(&"tool_execution_end(A)".to_owned()));
     let end = rec.events().into_iter().find_map(|e| match e {
         AgentEvent::ToolExecutionEnd { call, blocked, .. } if call.id == "A" => Some(blocked),

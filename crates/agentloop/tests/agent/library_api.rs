@@ -94,10 +94,19 @@ async fn a_session_attaches_in_one_call_and_another_agent_continues_it() {
         .await
         .unwrap();
     // The model saw the first exchange, then the new prompt.
-    let sent: Vec<String> = model.requests()[0].messages.iter().map(Message::text).collect();
+    let sent: Vec<String> = model.requests()[0]
+        .messages
+        .iter()
+        .map(Message::text)
+        .collect();
     assert_eq!(sent, ["hi", "Hello!", "again"]);
     assert_eq!(out.final_text(), "Still here.");
-    let stored: Vec<String> = store.load("support-1").unwrap().iter().map(Message::text).collect();
+    let stored: Vec<String> = store
+        .load("support-1")
+        .unwrap()
+        .iter()
+        .map(Message::text)
+        .collect();
     assert_eq!(stored, ["hi", "Hello!", "again", "Still here."]);
 }
 
@@ -146,7 +155,11 @@ fn end_flags(rec: &Recorder, id: &str) -> (bool, Option<bool>) {
     let started = events
         .iter()
         .any(|e| matches!(e, AgentEvent::ToolExecutionStart { call } if call.id == id));
-    let blocked = events.iter().find_map(|e| e.tool_end().filter(|(c, _, _)| c.id == id).map(|(_, _, b)| b));
+    let blocked = events.iter().find_map(|e| {
+        e.tool_end()
+            .filter(|(c, _, _)| c.id == id)
+            .map(|(_, _, b)| b)
+    });
     (started, blocked)
 }
 
@@ -187,9 +200,21 @@ async fn refused_calls_end_blocked_without_a_start_and_executed_ones_keep_both()
     for id in ["veto", "bad", "ghost", "denied"] {
         assert_eq!(end_flags(&rec, id), (false, Some(true)), "{id}");
     }
-    let json = serde_json::to_value(rec.events().iter().find(|e| e.tool_end().is_some_and(|(_, _, b)| b)).unwrap()).unwrap();
+    let json = serde_json::to_value(
+        rec.events()
+            .iter()
+            .find(|e| e.tool_end().is_some_and(|(_, _, b)| b))
+            .unwrap(),
+    )
+    .unwrap();
     assert_eq!(json["blocked"], true);
-    let ran = serde_json::to_value(rec.events().iter().find(|e| e.tool_end().is_some_and(|(_, _, b)| !b)).unwrap()).unwrap();
+    let ran = serde_json::to_value(
+        rec.events()
+            .iter()
+            .find(|e| e.tool_end().is_some_and(|(_, _, b)| !b))
+            .unwrap(),
+    )
+    .unwrap();
     assert!(ran.get("blocked").is_none(), "{ran}");
 }
 
@@ -207,7 +232,9 @@ fn refund_tool() -> ToolSpec<Deps> {
             "required": ["order", "cents"]
         }))
         .requires_approval(true)
-        .blocking_handler(|_c: ToolContext<Deps>, a: RefundArgs| format!("refunded {} to {}", a.cents, a.order))
+        .blocking_handler(|_c: ToolContext<Deps>, a: RefundArgs| {
+            format!("refunded {} to {}", a.cents, a.order)
+        })
         .build()
         .unwrap()
 }
@@ -233,7 +260,11 @@ async fn a_tool_that_requires_approval_parks_by_default() {
         panic!("{:?}", out.stop);
     };
     assert_eq!(pending.len(), 2);
-    assert!(pending[0].reason.contains("requires approval"), "{}", pending[0].reason);
+    assert!(
+        pending[0].reason.contains("requires approval"),
+        "{}",
+        pending[0].reason
+    );
     // A deferred call never started.
     assert_eq!(end_flags(&rec, "small"), (false, None));
 }
@@ -244,7 +275,9 @@ async fn the_approver_decides_with_typed_arguments() {
     let log = asked.clone();
     let deps = Deps::with_approver(move |request: ApprovalRequest<'_>| {
         let args: RefundArgs = request.arguments_as().unwrap();
-        log.lock().unwrap().push((request.tool_name().to_owned(), request.requires_approval));
+        log.lock()
+            .unwrap()
+            .push((request.tool_name().to_owned(), request.requires_approval));
         if args.cents > 10_000 {
             Approval::deny("too large")
         } else {
@@ -258,10 +291,17 @@ async fn the_approver_decides_with_typed_arguments() {
         .await
         .unwrap();
     assert_eq!(out.stop, RunStop::Done);
-    let results: Vec<_> = out.new_messages().iter().filter_map(Message::tool_result_part).collect();
+    let results: Vec<_> = out
+        .new_messages()
+        .iter()
+        .filter_map(Message::tool_result_part)
+        .collect();
     assert_eq!(results[0].content, "refunded 500 to A-1");
     assert!(results[1].is_error && results[1].content.contains("too large"));
-    assert_eq!(kinds_of(&asked), [("refund".to_owned(), true), ("refund".to_owned(), true)]);
+    assert_eq!(
+        kinds_of(&asked),
+        [("refund".to_owned(), true), ("refund".to_owned(), true)]
+    );
 }
 
 fn kinds_of(v: &Arc<Mutex<Vec<(String, bool)>>>) -> Vec<(String, bool)> {
@@ -308,9 +348,10 @@ async fn a_request_limit_reports_whole_numbers() {
         },
         ..AgentLoopConfig::default()
     };
-    let out = within(agent_with(config, model, vec![echo_tool()]).run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out =
+        within(agent_with(config, model, vec![echo_tool()]).run(vec![Message::user("go")], vec![]))
+            .await
+            .unwrap();
     assert_eq!(
         out.stop,
         RunStop::UsageLimit {
@@ -321,7 +362,10 @@ async fn a_request_limit_reports_whole_numbers() {
     );
     assert_eq!(out.stop.to_string(), "requests limit reached (2 of 2)");
     let json = serde_json::to_string(&out.stop).unwrap();
-    assert_eq!(json, r#"{"reason":"usage_limit","which":"requests","used":2,"limit":2}"#);
+    assert_eq!(
+        json,
+        r#"{"reason":"usage_limit","which":"requests","used":2,"limit":2}"#
+    );
     let cost = RunStop::UsageLimit {
         which: UsageLimit::CostUsd,
         used: 0.5,
@@ -348,8 +392,9 @@ async fn the_per_call_output_cap_is_sent_under_its_new_name_and_the_old_one() {
         let sent = Arc::new(Mutex::new(None));
         let keep = sent.clone();
         let agent = agent_with(config, model, vec![]).with_extension(
-            Extension::new("spy")
-                .on_before_provider_request(move |r| *keep.lock().unwrap() = Some(r.max_output_tokens)),
+            Extension::new("spy").on_before_provider_request(move |r| {
+                *keep.lock().unwrap() = Some(r.max_output_tokens)
+            }),
         );
         within(agent.run(vec![Message::user("go")], vec![]))
             .await
@@ -360,7 +405,9 @@ async fn the_per_call_output_cap_is_sent_under_its_new_name_and_the_old_one() {
 
 #[tokio::test]
 async fn text_deltas_read_without_a_nested_pattern() {
-    let model = Arc::new(ScriptedModel::new([ScriptedTurn::text("streamed reply").chunked(3)]));
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::text("streamed reply").chunked(3)
+    ]));
     let rec = Recorder::default();
     let agent = agent(model, vec![]).with_emit(rec.callback());
     within(agent.run(vec![Message::user("go")], vec![]))
@@ -377,4 +424,29 @@ async fn text_deltas_read_without_a_nested_pattern() {
         .find(|m| m.role == Role::Assistant)
         .unwrap();
     assert_eq!(assistant.text(), "streamed reply");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_abort_consumed_by_a_dropped_stream_does_not_reach_the_next_run() {
+    use futures::StreamExt;
+    let model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::text("abcdef").chunked(1).hang_after(2),
+        ScriptedTurn::text("fresh"),
+    ]));
+    let agent = agent(model, vec![]);
+    {
+        let mut stream = agent.run_stream(vec![Message::user("one")], vec![]);
+        while let Some(event) = within(stream.next()).await {
+            if event.text_delta().is_some() {
+                break;
+            }
+        }
+        agent.abort();
+        // The UI goes away without draining the stream.
+    }
+    assert!(!agent.abort_signal().is_aborted());
+    let next = within(agent.run(vec![Message::user("two")], vec![]))
+        .await
+        .unwrap();
+    assert_eq!(next.final_text(), "fresh");
 }
