@@ -597,10 +597,8 @@ impl Renderer {
                 }
             }
             // A deferred call never started: nothing runs for it in this run.
-            AgentEvent::ApprovalRequested { .. } => {
-                if state.running_tools == 0 {
-                    self.spinner.hide();
-                }
+            AgentEvent::ApprovalRequested { .. } if state.running_tools == 0 => {
+                self.spinner.hide();
             }
             AgentEvent::ModelRetry {
                 attempt,
