@@ -387,7 +387,7 @@ impl<D: ToolDeps> BlockingTools<D> {
     }
 }
 
-/// A synchronous view of an [`AgentLoop`](crate::agent::AgentLoop): every run method of the
+/// A synchronous view of an [`AgentLoop`]: every run method of the
 /// async agent, for plain functions — plain, continued, streamed (as an iterator of events),
 /// typed, resumed after approval, and in an attached session.
 ///
@@ -407,7 +407,7 @@ impl<D: ToolDeps> BlockingTools<D> {
 ///
 /// Inside a runtime it runs the work on a helper thread (see
 /// [Inside a runtime](self#inside-a-runtime)); where that cannot work the methods fail with
-/// [`AgentError::Blocking`](crate::agent::AgentError::Blocking) instead of panicking.
+/// [`AgentError::Blocking`] instead of panicking.
 pub struct BlockingAgent<D: ToolDeps = crate::tooling::Deps> {
     agent: AgentLoop<D>,
     runtime: SyncRuntime,

@@ -21,8 +21,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio_util::sync::CancellationToken;
 
-/// Stops an agent run from anywhere (another task, a signal handler, a UI button). See the
-/// [module docs](self) for which run an abort ends.
+/// Stops an agent run from anywhere (another task, a signal handler, a UI button).
+///
+/// An abort ends **one** run — the one in progress — and the next run starts clean: the run it
+/// ended consumes it (also when that run's future or event stream is dropped). An abort while
+/// no run is in progress (typically just before a spawned run starts) is not lost: the next run
+/// to start ends at once with `Aborted`, and consumes it. Runs in progress at the same time on
+/// one signal all end. [`reset`](AbortSignal::reset) withdraws an abort no run has consumed.
 #[derive(Clone, Debug, Default)]
 pub struct AbortSignal {
     state: Arc<Mutex<Armed>>,

@@ -143,6 +143,15 @@ impl std::fmt::Display for RunStop {
 impl Eq for RunStop {}
 
 /// Something that happened during a run.
+///
+/// # Blocked calls
+///
+/// `ToolExecutionStart` means "the tool is running now" (a UI shows a spinner): it comes only
+/// for a call that passed every check — known tool, schema, `tool_call` hooks, binding to the
+/// handler's type, approval — right before its handler starts. A call refused before it runs
+/// gets **no** `ToolExecutionStart`, only a `ToolExecutionEnd` with `blocked: true` and the
+/// error result saying why; a call deferred for approval gets neither (its `ApprovalRequested`
+/// follows at the end of the turn).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
@@ -195,7 +204,7 @@ pub enum AgentEvent {
         reason: String,
     },
     /// A tool call passed every check and its handler starts now (never sent for a blocked
-    /// call: see [Blocked calls](self#blocked-calls)).
+    /// call: see [Blocked calls](AgentEvent#blocked-calls)).
     ToolExecutionStart {
         /// The call.
         call: ToolCallPart,
@@ -211,7 +220,7 @@ pub enum AgentEvent {
     },
     /// A tool call has its result (in completion order). For a call that ran, it closes its
     /// `ToolExecutionStart`; for a blocked call it is the only event (see
-    /// [Blocked calls](self#blocked-calls)).
+    /// [Blocked calls](AgentEvent#blocked-calls)).
     ToolExecutionEnd {
         /// The call.
         call: ToolCallPart,

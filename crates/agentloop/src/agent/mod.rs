@@ -43,7 +43,7 @@
 //!    rewrites that need no person (a rewrite is validated again); typed arguments through
 //!    [`PreparedToolCall::arguments_as`];
 //! 3. **binding**: the arguments deserialize into the handler's type;
-//! 4. **approval**: the deps bundle's [`ToolDeps::approve`](crate::tooling::ToolDeps::approve)
+//! 4. **approval**: the deps bundle's [`crate::tooling::ToolDeps::approve`]
 //!    — allow, deny, or defer to a person ([`RunStop::AwaitingApproval`], then
 //!    [`resume_parked`](AgentLoop::resume_parked)); a tool declared
 //!    `#[tool(requires_approval)]` is deferred unless `approve` decides it;

@@ -1,5 +1,0 @@
-/// Not a type.
-#[agentloop::schema]
-fn not_a_type() {}
-
-fn main() {}

@@ -1,7 +1,0 @@
-#[agentloop::schema(crate = "schemars")]
-#[derive(serde::Deserialize)]
-struct Args {
-    text: String,
-}
-
-fn main() {}
