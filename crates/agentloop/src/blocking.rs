@@ -74,8 +74,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio::runtime::Handle;
 
+use crate::agent::output::{Output, OutputError, TypedOutcome};
 use crate::agent::{AgentError, AgentEvent, AgentEventStream, AgentLoop, ParkedRun, RunOutcome};
-use crate::output::{Output, OutputError, TypedOutcome};
 use crate::transcript::Message;
 
 use crate::tooling::{
@@ -99,6 +99,13 @@ impl BlockingError {
     /// True for [`BlockingError::InsideRuntime`].
     pub fn is_inside_runtime(&self) -> bool {
         matches!(self, BlockingError::InsideRuntime)
+    }
+
+    /// The same refusal as a run's error ([`AgentError::InsideRuntime`]).
+    pub fn into_agent_error(self) -> AgentError {
+        match self {
+            BlockingError::InsideRuntime => AgentError::InsideRuntime,
+        }
     }
 }
 
@@ -407,7 +414,7 @@ impl<D: ToolDeps> BlockingTools<D> {
 ///
 /// Inside a runtime it runs the work on a helper thread (see
 /// [Inside a runtime](self#inside-a-runtime)); where that cannot work the methods fail with
-/// [`AgentError::Blocking`] instead of panicking.
+/// [`AgentError::InsideRuntime`] instead of panicking.
 pub struct BlockingAgent<D: ToolDeps = crate::tooling::Deps> {
     agent: AgentLoop<D>,
     runtime: SyncRuntime,
@@ -440,7 +447,9 @@ impl<D: ToolDeps> BlockingAgent<D> {
         &self,
         run: impl Future<Output = Result<T, AgentError>> + Send,
     ) -> Result<T, AgentError> {
-        self.runtime.run_send(run).map_err(AgentError::Blocking)?
+        self.runtime
+            .run_send(run)
+            .map_err(BlockingError::into_agent_error)?
     }
 
     fn block_output<T: Send>(
@@ -449,7 +458,7 @@ impl<D: ToolDeps> BlockingAgent<D> {
     ) -> Result<T, OutputError> {
         self.runtime
             .run_send(run)
-            .map_err(|e| OutputError::Run(AgentError::Blocking(e)))?
+            .map_err(|e| OutputError::Run(e.into_agent_error()))?
     }
 
     /// Runs the loop to completion (see [`AgentLoop::run`]).
@@ -559,7 +568,7 @@ impl<'a> BlockingEvents<'a> {
     /// The run's result, once the iterator has ended (taken: later calls return `None`).
     pub fn outcome(&mut self) -> Option<Result<RunOutcome, AgentError>> {
         match self.refused.take() {
-            Some(error) => Some(Err(AgentError::Blocking(error))),
+            Some(error) => Some(Err(error.into_agent_error())),
             None => self.stream.outcome(),
         }
     }

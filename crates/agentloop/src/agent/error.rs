@@ -32,13 +32,16 @@ pub enum AgentError {
     /// The attached session's conversation could not be loaded (see
     /// [`AgentLoop::run_in_session`](crate::agent::AgentLoop::run_in_session)); the run did
     /// not start.
+    /// The source is the store's `SessionError` (downcast it to act on its kind).
     #[error("could not load the session: {0}")]
-    Session(#[source] crate::session::SessionError),
-    /// A [blocking view](crate::blocking) could not run the call where it was made (see
-    /// [`BlockingError`](crate::blocking::BlockingError)); the run did not start.
-    #[cfg(feature = "blocking")]
-    #[error(transparent)]
-    Blocking(crate::blocking::BlockingError),
+    Session(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// A blocking view was called from the async code of the current-thread runtime it runs
+    /// on, where waiting would wait for the very thread that must do the work (see
+    /// `agentloop::blocking`); the run did not start.
+    #[error(
+        "a blocking view on this current-thread runtime was called from that runtime's own async code; await the async API instead (or give the view its own runtime with SyncRuntime::new)"
+    )]
+    InsideRuntime,
     /// The loop failed unexpectedly (a bug, reported as an error instead of a panic).
     #[error("the agent loop failed unexpectedly: {message}")]
     Internal {

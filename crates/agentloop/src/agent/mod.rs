@@ -76,7 +76,6 @@ pub mod output;
 mod pending;
 mod queue;
 mod run;
-mod session;
 mod stream;
 
 use std::sync::Arc;
@@ -148,8 +147,9 @@ pub struct AgentLoop<D: ToolDeps = Deps> {
     pub(crate) session_id: Option<Arc<str>>,
     /// Tools that can change between model calls (see `with_tool_source`).
     pub(crate) tool_source: Option<SourcedTools<D>>,
-    /// The session runs are recorded into (see `with_session`).
-    pub(crate) recorder: Option<crate::session::SessionRecorder>,
+    /// What `with_session` attached (the session layer's recorder, which sits above the loop
+    /// and so is kept here without naming its type).
+    pub(crate) attached: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 impl<D: ToolDeps> std::fmt::Debug for AgentLoop<D> {
@@ -185,7 +185,7 @@ impl<D: ToolDeps> AgentLoop<D> {
             follow_ups: MessageQueue::new(),
             session_id: None,
             tool_source: None,
-            recorder: None,
+            attached: None,
         }
     }
 

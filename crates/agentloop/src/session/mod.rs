@@ -83,6 +83,8 @@
 //! from the imported messages). Exporting an imported session gives the same message lines, byte for byte.
 
 mod approvals;
+// `AgentLoop::with_session` and `run_in_session`: a store attached to an agent in one call.
+mod attach;
 mod columns;
 mod durability;
 mod error;

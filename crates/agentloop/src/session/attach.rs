@@ -14,8 +14,8 @@
 
 use std::sync::Arc;
 
-use super::{AgentError, AgentLoop, RunOutcome};
-use crate::session::{NewSession, SessionError, SessionRecorder, SessionStore};
+use super::{NewSession, SessionError, SessionRecorder, SessionStore};
+use crate::agent::{AgentError, AgentLoop, RunOutcome};
 use crate::tooling::ToolDeps;
 use crate::transcript::Message;
 
@@ -43,7 +43,7 @@ impl<D: ToolDeps> AgentLoop<D> {
     /// # Ok(()) }
     /// ```
     pub fn with_session(
-        mut self,
+        self,
         store: Arc<dyn SessionStore>,
         session_id: impl Into<String>,
     ) -> Result<Self, SessionError> {
@@ -56,9 +56,11 @@ impl<D: ToolDeps> AgentLoop<D> {
             Err(e) => return Err(e),
         }
         let recorder = SessionRecorder::new(store, &id);
-        self.emit.push(Arc::new(recorder.emit_fn()));
-        self.recorder = Some(recorder);
-        Ok(self.with_session_label(id))
+        let agent = self.with_emit(recorder.emit_fn()).with_session_label(id);
+        Ok(AgentLoop {
+            attached: Some(Arc::new(recorder)),
+            ..agent
+        })
     }
 
     /// [`with_session`](Self::with_session) on the store's most recently updated session, or
@@ -73,13 +75,13 @@ impl<D: ToolDeps> AgentLoop<D> {
 
     /// The recorder of the attached session (its id, failed appends), if any.
     pub fn session(&self) -> Option<&SessionRecorder> {
-        self.recorder.as_ref()
+        self.attached.as_deref()?.downcast_ref()
     }
 
     /// The attached session's stored conversation, ready to run on
     /// ([`SessionStore::load`]: interrupted tool batches repaired); empty without a session.
     pub fn session_context(&self) -> Result<Vec<Message>, SessionError> {
-        match &self.recorder {
+        match self.session() {
             Some(recorder) => recorder.store().load(recorder.session_id()),
             None => Ok(Vec::new()),
         }
@@ -90,7 +92,9 @@ impl<D: ToolDeps> AgentLoop<D> {
     /// empty context. A session parked for approval continues with
     /// [`resume_parked`](Self::resume_parked) instead.
     pub async fn run_in_session(&self, prompts: Vec<Message>) -> Result<RunOutcome, AgentError> {
-        let context = self.session_context().map_err(AgentError::Session)?;
+        let context = self
+            .session_context()
+            .map_err(|e| AgentError::Session(Box::new(e)))?;
         self.run(prompts, context).await
     }
 }
