@@ -9,9 +9,16 @@
 //! that becomes the text of a message without any, arguments parsed once at the end) live
 //! here once.
 //!
-//! Appending is amortised O(1) per delta; a tool call's argument text is parsed once, when the
-//! message is built (the provider path also keeps an incremental [`PartialJson`] for the
-//! best-effort snapshots streamed with each argument delta).
+//! Appending is amortised O(1) per delta, and so is finding a call by its index or its id
+//! (a reply of 100,000 tool calls assembles in linear time); a tool call's argument text is
+//! parsed once, when the message is built (the provider path also keeps an incremental
+//! [`PartialJson`] for the best-effort snapshots streamed with each argument delta). The
+//! assembler counts the calls and the argument bytes it received
+//! ([`call_count`](MessageAssembler::call_count),
+//! [`argument_bytes`](MessageAssembler::argument_bytes)) so that the transport can end a reply
+//! that exceeds its configured bounds.
+
+use std::collections::HashSet;
 
 use serde_json::Value;
 
@@ -104,6 +111,11 @@ pub struct MessageAssembler {
     model: Option<String>,
     usage: Option<Usage>,
     response_id: Option<String>,
+    /// The ids of the calls started, for [`unique_call_id`](Self::unique_call_id) in O(1).
+    call_ids: HashSet<String>,
+    /// Argument bytes received for all calls together (text fragments, values arrived whole,
+    /// replacement texts).
+    argument_bytes: usize,
 }
 
 fn delta(out: &mut Vec<ModelEvent>, delta: ModelDelta) {
@@ -151,6 +163,7 @@ impl MessageAssembler {
                 self.add_call(*index, id, name, None, ArgumentText::Plain(String::new()));
             }
             ModelDelta::ToolCallArguments { index, delta, .. } => {
+                self.argument_bytes = self.argument_bytes.saturating_add(delta.len());
                 if let Some(slot) = self.slot_mut(*index) {
                     match &mut slot.text {
                         ArgumentText::Plain(text) => text.push_str(delta),
@@ -362,6 +375,7 @@ impl MessageAssembler {
         provider_data: Option<ProviderData>,
         text: ArgumentText,
     ) {
+        self.call_ids.insert(id.to_owned());
         self.calls.push(CallSlot {
             index,
             part: self.parts.len(),
@@ -377,9 +391,19 @@ impl MessageAssembler {
         }));
     }
 
+    /// Where call `index` is in `calls`. Calls are numbered in the order they start, so the
+    /// call is normally at its own index (O(1)); a stream that numbers them otherwise (the
+    /// loop's copy fed deltas from elsewhere) is searched from the end.
+    fn slot_at(&self, index: usize) -> Option<usize> {
+        if self.calls.get(index).is_some_and(|c| c.index == index) {
+            return Some(index);
+        }
+        self.calls.iter().rposition(|c| c.index == index)
+    }
+
     fn slot_mut(&mut self, index: usize) -> Option<&mut CallSlot> {
-        // Search from the end: the call being streamed is almost always the last one.
-        self.calls.iter_mut().rev().find(|c| c.index == index)
+        let at = self.slot_at(index)?;
+        self.calls.get_mut(at)
     }
 
     /// How many tool calls have started.
@@ -387,11 +411,17 @@ impl MessageAssembler {
         self.calls.len()
     }
 
-    /// Whether a tool call with this id has started.
+    /// How many bytes of tool-call arguments were received, all calls together: every text
+    /// fragment, every value that arrived whole (as its JSON text) and every restated text
+    /// that replaced what was streamed. The transport compares it with
+    /// [`ProviderConfig::max_tool_argument_bytes`](crate::providers::ProviderConfig).
+    pub fn argument_bytes(&self) -> usize {
+        self.argument_bytes
+    }
+
+    /// Whether a tool call with this id has started (O(1)).
     pub fn has_call_id(&self, id: &str) -> bool {
-        self.calls
-            .iter()
-            .any(|c| matches!(self.parts.get(c.part), Some(Part::ToolCall(call)) if call.id == id))
+        self.call_ids.contains(id)
     }
 
     /// `id`, or — when it is empty or already taken by another call of this message (some
@@ -437,8 +467,9 @@ impl MessageAssembler {
     }
 
     /// The tool call `index`, to fill in what arrived late (its name, provider data).
+    /// Its id is the one it started with as far as [`has_call_id`](Self::has_call_id) knows.
     pub fn call_mut(&mut self, index: usize) -> Option<&mut ToolCallPart> {
-        let part = self.calls.iter().rev().find(|c| c.index == index)?.part;
+        let part = self.calls.get(self.slot_at(index)?)?.part;
         match self.parts.get_mut(part) {
             Some(Part::ToolCall(call)) => Some(call),
             _ => None,
@@ -451,9 +482,11 @@ impl MessageAssembler {
         if fragment.is_empty() {
             return;
         }
-        let Some(slot) = self.slot_mut(index) else {
+        let Some(at) = self.slot_at(index) else {
             return;
         };
+        self.argument_bytes = self.argument_bytes.saturating_add(fragment.len());
+        let slot = &mut self.calls[at];
         if slot.text.text().is_empty() {
             slot.value = None;
         }
@@ -480,11 +513,13 @@ impl MessageAssembler {
         if self.slot_mut(index).is_none() {
             return;
         }
+        let text = value.to_string();
+        self.argument_bytes = self.argument_bytes.saturating_add(text.len());
         delta(
             out,
             ModelDelta::ToolCallArguments {
                 index,
-                delta: value.to_string(),
+                delta: text,
                 partial: Some(value.clone()),
             },
         );
@@ -513,7 +548,10 @@ impl MessageAssembler {
                 let suffix = suffix.to_owned();
                 self.call_arguments(index, &suffix, out);
             }
-            _ => slot.replaced = Some(full.to_owned()),
+            _ => {
+                slot.replaced = Some(full.to_owned());
+                self.argument_bytes = self.argument_bytes.saturating_add(full.len());
+            }
         }
     }
 

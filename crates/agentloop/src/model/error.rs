@@ -73,7 +73,8 @@ pub enum StreamErrorKind {
     Broken,
     /// A chunk could not be read (not JSON, not the expected shape).
     Unreadable,
-    /// An event exceeded the configured size cap (`max_event_bytes`).
+    /// An event exceeded the configured size cap (`max_event_bytes`), or a reply its bounds
+    /// (`max_tool_calls`, `max_tool_argument_bytes`).
     TooLarge,
     /// Anything else (a failure reported by a layer above the wire).
     Other,

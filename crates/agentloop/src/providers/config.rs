@@ -12,8 +12,16 @@ use crate::model::ApiKey;
 /// that a server trickling keep-alives or endless deltas cannot hold a run forever.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// Redirects followed within one origin before giving up.
-const MAX_REDIRECTS: usize = 10;
+/// The default of [`ProviderConfig::max_tool_argument_bytes`]: 16 MiB of tool-call arguments
+/// per reply, all calls together.
+pub const DEFAULT_MAX_TOOL_ARGUMENT_BYTES: usize = 16 * 1024 * 1024;
+
+/// The default of [`ProviderConfig::max_tool_calls`]: 1,024 tool calls per reply.
+pub const DEFAULT_MAX_TOOL_CALLS: usize = 1024;
+
+/// Redirects followed within one origin before giving up (the request chain then has at most
+/// this many + 1 requests, and is not retried).
+pub(crate) const MAX_REDIRECTS: usize = 10;
 
 /// Whether two URLs share scheme, host and port: the only redirects followed, so headers that
 /// carry credentials (`authorization`, `x-api-key`, configured headers) never reach another host.
@@ -50,6 +58,17 @@ pub struct ProviderConfig {
     /// [`sse::DEFAULT_MAX_EVENT_BYTES`], 16 MiB): a larger one ends the request with a clear
     /// error instead of growing memory without bound.
     pub max_event_bytes: usize,
+    /// Most bytes of tool-call arguments one reply may carry, all its calls together (default
+    /// [`DEFAULT_MAX_TOOL_ARGUMENT_BYTES`], 16 MiB). `max_event_bytes` bounds each event; this
+    /// bounds the reply as a whole, so a server streaming endless arguments in small pieces
+    /// cannot grow memory without bound: past the limit the reply ends with a
+    /// [`StreamErrorKind::TooLarge`](crate::model::StreamErrorKind) error naming this setting
+    /// (not retried), carrying the message assembled so far.
+    pub max_tool_argument_bytes: usize,
+    /// Most tool calls one reply may carry (default [`DEFAULT_MAX_TOOL_CALLS`], 1,024): past
+    /// it the reply ends with a [`StreamErrorKind::TooLarge`](crate::model::StreamErrorKind)
+    /// error naming this setting (not retried).
+    pub max_tool_calls: usize,
     /// Retries of failed requests.
     pub retry: RetryPolicy,
     /// Which HTTP versions to speak.
@@ -98,6 +117,8 @@ impl ProviderConfig {
             idle_timeout: Duration::from_secs(120),
             request_timeout: Some(DEFAULT_REQUEST_TIMEOUT),
             max_event_bytes: sse::DEFAULT_MAX_EVENT_BYTES,
+            max_tool_argument_bytes: DEFAULT_MAX_TOOL_ARGUMENT_BYTES,
+            max_tool_calls: DEFAULT_MAX_TOOL_CALLS,
             retry: RetryPolicy::default(),
             http_version: HttpVersion::Auto,
             http2_streams_per_connection: 100,
@@ -139,6 +160,19 @@ impl ProviderConfig {
     /// Sets the largest server-sent event accepted, in bytes.
     pub fn max_event_bytes(mut self, limit: usize) -> Self {
         self.max_event_bytes = limit;
+        self
+    }
+
+    /// Sets the most bytes of tool-call arguments one reply may carry (see
+    /// [`ProviderConfig::max_tool_argument_bytes`]).
+    pub fn max_tool_argument_bytes(mut self, limit: usize) -> Self {
+        self.max_tool_argument_bytes = limit;
+        self
+    }
+
+    /// Sets the most tool calls one reply may carry (see [`ProviderConfig::max_tool_calls`]).
+    pub fn max_tool_calls(mut self, limit: usize) -> Self {
+        self.max_tool_calls = limit;
         self
     }
 

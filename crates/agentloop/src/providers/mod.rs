@@ -51,7 +51,10 @@ pub(crate) use config::env_var;
 #[cfg(any(feature = "openai-chat", feature = "openai-responses"))]
 pub(crate) use config::openai_reasoning_effort;
 #[cfg(feature = "http")]
-pub use config::{DEFAULT_REQUEST_TIMEOUT, HttpVersion, ProviderConfig};
+pub use config::{
+    DEFAULT_MAX_TOOL_ARGUMENT_BYTES, DEFAULT_MAX_TOOL_CALLS, DEFAULT_REQUEST_TIMEOUT, HttpVersion,
+    ProviderConfig,
+};
 #[cfg(feature = "gemini")]
 pub use gemini::Gemini;
 #[cfg(feature = "openai-chat")]

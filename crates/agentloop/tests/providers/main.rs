@@ -31,3 +31,4 @@ mod openai_chat_request;
 mod openai_responses_request;
 mod provider_data;
 mod provider_faults;
+mod reply_limits;

@@ -1,6 +1,8 @@
 //! The Messages SSE parser: content blocks into deltas and the assistant message, thinking
 //! signatures and redacted thinking kept (see the module docs of [`super`]).
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use super::PROVIDER;
@@ -20,18 +22,15 @@ enum BlockKind {
     Ignored,
 }
 
-#[derive(Clone, Debug)]
-struct Block {
-    wire_index: u64,
-    kind: BlockKind,
-}
-
 /// Assembles Messages API stream events into deltas and the final message. The [`StreamParser`] of
 /// the protocol; public so that a protocol built on this one can reuse it.
 #[derive(Clone, Debug)]
 pub struct MessagesParser {
     message: MessageAssembler,
-    blocks: Vec<Block>,
+    /// Every block's kind, in the order they started.
+    blocks: Vec<BlockKind>,
+    /// Each wire index's newest block in `blocks`: O(1) per event, however many blocks.
+    by_wire: HashMap<u64, usize>,
     stop_reason: Option<String>,
 }
 
@@ -41,6 +40,7 @@ impl MessagesParser {
         MessagesParser {
             message: MessageAssembler::for_provider(PROVIDER, model),
             blocks: Vec::new(),
+            by_wire: HashMap::new(),
             stop_reason: None,
         }
     }
@@ -68,12 +68,8 @@ impl MessagesParser {
     }
 
     fn block(&self, wire_index: u64) -> Option<BlockKind> {
-        // The block being streamed is almost always the last one.
-        self.blocks
-            .iter()
-            .rev()
-            .find(|b| b.wire_index == wire_index)
-            .map(|b| b.kind)
+        let at = *self.by_wire.get(&wire_index)?;
+        self.blocks.get(at).copied()
     }
 
     fn on_block_start(&mut self, value: &Value, out: &mut Vec<ModelEvent>) {
@@ -116,7 +112,8 @@ impl MessagesParser {
             }
             _ => BlockKind::Ignored,
         };
-        self.blocks.push(Block { wire_index, kind });
+        self.by_wire.insert(wire_index, self.blocks.len());
+        self.blocks.push(kind);
     }
 
     fn on_block_delta(&mut self, value: &Value, out: &mut Vec<ModelEvent>) {

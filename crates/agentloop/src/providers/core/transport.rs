@@ -20,8 +20,11 @@
 //! Bounds on a misbehaving server: the idle timeout counts field lines, not keep-alive comments
 //! (`: ping` every second after the first bytes no longer holds a request forever); each attempt
 //! has a total deadline ([`ProviderConfig::request_timeout`](crate::providers::ProviderConfig)); an event
-//! larger than `max_event_bytes` ends the request; and a redirect to another origin is not
-//! followed (credentials stay with the configured host) but reported with its target, redacted.
+//! larger than `max_event_bytes` ends the request; a reply whose tool calls exceed
+//! `max_tool_calls` or `max_tool_argument_bytes` (all calls together) ends, not retried; a
+//! redirect to another origin is not followed (credentials stay with the configured host) but
+//! reported with its target, redacted; and a redirect loop (more than 10 redirects) is final:
+//! one request chain, never retried.
 
 use std::collections::VecDeque;
 use std::collections::hash_map::RandomState;
@@ -101,6 +104,7 @@ pub(crate) struct Endpoint {
     idle: Duration,
     request_timeout: Option<Duration>,
     max_event_bytes: usize,
+    limits: ReplyLimits,
     /// The last request that ended with a deterministic-looking 500: (body hash, status,
     /// message). Shared by the adapter's requests, so an identical request is not retried again.
     failed: std::sync::Arc<std::sync::Mutex<Option<FailedRequest>>>,
@@ -136,6 +140,10 @@ impl Endpoint {
             idle: config.idle_timeout,
             request_timeout: config.request_timeout,
             max_event_bytes: config.max_event_bytes,
+            limits: ReplyLimits {
+                argument_bytes: config.max_tool_argument_bytes,
+                calls: config.max_tool_calls,
+            },
             failed: Default::default(),
         }
     }
@@ -186,6 +194,7 @@ impl Endpoint {
             request_timeout: self.request_timeout,
             deadline: None,
             max_event_bytes: self.max_event_bytes,
+            limits: self.limits,
             attempt: 0,
             failures: Vec::new(),
             failed: std::sync::Arc::clone(&self.failed),
@@ -306,6 +315,40 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
+/// The bounds of one reply as a whole (each event is bounded by `max_event_bytes`).
+#[derive(Clone, Copy, Debug)]
+struct ReplyLimits {
+    /// Most tool-call argument bytes, all calls together (`max_tool_argument_bytes`).
+    argument_bytes: usize,
+    /// Most tool calls (`max_tool_calls`).
+    calls: usize,
+}
+
+impl ReplyLimits {
+    /// The error for a reply past a limit, if it is. Deterministic (the same request would get
+    /// the same reply), so never retried.
+    fn check(&self, message: &crate::model::MessageAssembler) -> Option<Failure> {
+        let text = if message.call_count() > self.calls {
+            format!(
+                "the reply has more than {} tool calls (max_tool_calls); it was ended",
+                self.calls
+            )
+        } else if message.argument_bytes() > self.argument_bytes {
+            format!(
+                "the reply's tool calls carry more than {} bytes of arguments \
+                 (max_tool_argument_bytes); it was ended",
+                self.argument_bytes
+            )
+        } else {
+            return None;
+        };
+        Some(Failure::last(ModelError::stream(
+            StreamErrorKind::TooLarge,
+            text,
+        )))
+    }
+}
+
 /// A failed attempt: the error, and whether this exchange may try again (the error's own
 /// [`ModelError::is_retryable`], narrowed by what only the exchange knows).
 struct Failure {
@@ -369,6 +412,7 @@ struct Exchange<P> {
     /// When the current attempt must have ended (from `request_timeout`).
     deadline: Option<Instant>,
     max_event_bytes: usize,
+    limits: ReplyLimits,
     attempt: u32,
     /// The status and message of this exchange's failed 500 attempts, to spot a deterministic
     /// failure.
@@ -627,6 +671,12 @@ where
         let mut outcome = Ok(false);
         for event in events.drain(..) {
             let result = self.parser.on_event(event, &mut self.out);
+            if let Some(failure) = self.limits.check(self.parser.message()) {
+                // What this event added past the limit is not handed out.
+                self.out.clear();
+                outcome = Err(failure);
+                break;
+            }
             for e in self.out.drain(..) {
                 *delivered |= matches!(e, ModelEvent::Delta(_));
                 self.pending.push_back(e);
@@ -813,6 +863,19 @@ fn describe_ref(err: &reqwest::Error) -> String {
 fn connection_failure(err: reqwest::Error) -> Failure {
     // Drop the URL from the message: it is noise here and could in principle carry secrets.
     let err = err.without_url();
+    if err.is_redirect() {
+        // Too many redirects (a loop): the server answers the same way to the same request,
+        // so the whole chain is not sent again.
+        return Failure::last(ModelError::Connection {
+            message: format!(
+                "the provider redirected the request more than {} times (a redirect loop?); \
+                 not retried: {}",
+                crate::providers::config::MAX_REDIRECTS,
+                describe_ref(&err)
+            ),
+            source: Some(ErrorSource::new(err)),
+        });
+    }
     Failure::of(ModelError::Connection {
         message: describe_ref(&err),
         source: Some(ErrorSource::new(err)),

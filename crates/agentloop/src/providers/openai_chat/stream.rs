@@ -2,6 +2,7 @@
 //! module docs of [`super`] for the quirks it tolerates).
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 
 use serde_json::Value;
 
@@ -18,6 +19,9 @@ pub struct ChatParser {
     message: MessageAssembler,
     /// The wire `index` of each tool call, in call order (a call's deltas are keyed by it).
     calls: Vec<u64>,
+    /// Each wire `index`'s position in `calls`: finding a call is O(1), so a reply with many
+    /// calls is parsed in linear time.
+    by_wire: HashMap<u64, usize>,
     finish_reason: Option<String>,
 }
 
@@ -27,6 +31,7 @@ impl ChatParser {
         ChatParser {
             message: MessageAssembler::for_provider(PROVIDER, model),
             calls: Vec::new(),
+            by_wire: HashMap::new(),
             finish_reason: None,
         }
     }
@@ -104,7 +109,7 @@ impl ChatParser {
             .and_then(Value::as_u64)
             .unwrap_or(position);
         let function = &call["function"];
-        let index = match self.calls.iter().position(|c| *c == wire_index) {
+        let index = match self.by_wire.get(&wire_index).copied() {
             Some(index) => {
                 // The name may come in a later delta than the call's start.
                 if let (Some(name), Some(part)) =
@@ -123,6 +128,7 @@ impl ChatParser {
                 let id = self
                     .message
                     .unique_call_id(call["id"].as_str().unwrap_or_default(), name);
+                self.by_wire.insert(wire_index, self.calls.len());
                 self.calls.push(wire_index);
                 self.message.start_call(&id, name, None, out)
             }

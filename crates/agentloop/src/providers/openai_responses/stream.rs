@@ -1,6 +1,8 @@
 //! The Responses SSE parser: output items into deltas and the assistant message, with encrypted
 //! reasoning, item ids and client tool-search calls kept (see the module docs of [`super`]).
 
+use std::collections::HashMap;
+
 use serde_json::{Value, json};
 
 use super::tool_search::is_client_search;
@@ -62,6 +64,10 @@ pub struct ResponsesParser {
     /// The tool a client `tool_search_call` is a call of.
     search_name: String,
     items: Vec<Item>,
+    /// The first item with each `output_index`, and with each non-empty item id: finding the
+    /// item an event refers to is O(1), so a reply of many items is parsed in linear time.
+    by_output: HashMap<u64, usize>,
+    by_id: HashMap<String, usize>,
     terminal: Option<Terminal>,
 }
 
@@ -82,6 +88,8 @@ impl ResponsesParser {
             message: MessageAssembler::for_provider(PROVIDER, model),
             search_name,
             items: Vec::new(),
+            by_output: HashMap::new(),
+            by_id: HashMap::new(),
             terminal: None,
         }
     }
@@ -103,12 +111,30 @@ impl ResponsesParser {
     /// The item an event refers to, by `output_index`, else by `item_id`.
     fn find(&self, event: &Value) -> Option<usize> {
         if let Some(oi) = event.get("output_index").and_then(Value::as_u64) {
-            if let Some(at) = self.items.iter().position(|i| i.output_index == Some(oi)) {
+            if let Some(&at) = self.by_output.get(&oi) {
                 return Some(at);
             }
         }
         let id = str_of(event, "item_id").filter(|id| !id.is_empty())?;
-        self.items.iter().position(|i| i.id == id)
+        self.by_id.get(id).copied()
+    }
+
+    /// Adds an item and indexes it; returns its position.
+    fn push_item(&mut self, item: Item) -> usize {
+        let at = self.items.len();
+        if let Some(oi) = item.output_index {
+            self.by_output.entry(oi).or_insert(at);
+        }
+        self.index_id(at, &item.id);
+        self.items.push(item);
+        at
+    }
+
+    /// Indexes item `at` under `id` (unless empty, or an earlier item has it).
+    fn index_id(&mut self, at: usize, id: &str) {
+        if !id.is_empty() && !self.by_id.contains_key(id) {
+            self.by_id.insert(id.to_owned(), at);
+        }
     }
 
     fn open_reasoning(&mut self, encrypted: Option<String>, out: &mut Vec<ModelEvent>) -> Body {
@@ -137,14 +163,14 @@ impl ResponsesParser {
             Implied::Message => self.open_message(out),
             Implied::Reasoning => self.open_reasoning(None, out),
         };
-        self.items.push(Item {
+        let at = self.push_item(Item {
             output_index: event.get("output_index").and_then(Value::as_u64),
             id: str_of(event, "item_id").unwrap_or_default().to_owned(),
             done: false,
             body,
         });
-        self.sync(self.items.len() - 1);
-        self.items.len() - 1
+        self.sync(at);
+        at
     }
 
     fn open_call(&mut self, call_id: &str, name: &str, out: &mut Vec<ModelEvent>) -> Body {
@@ -236,13 +262,12 @@ impl ResponsesParser {
             }
             _ => Body::Ignored,
         };
-        self.items.push(Item {
+        let at = self.push_item(Item {
             output_index,
             id: str_of(item, "id").unwrap_or_default().to_owned(),
             done: false,
             body,
         });
-        let at = self.items.len() - 1;
         self.sync(at);
         // Some servers send a call's arguments whole with the item.
         if matches!(str_of(item, "type"), Some("function_call")) {
@@ -299,6 +324,7 @@ impl ResponsesParser {
         if self.items[at].id.is_empty() {
             if let Some(id) = str_of(item, "id") {
                 self.items[at].id = id.to_owned();
+                self.index_id(at, id);
             }
         }
         match &mut self.items[at].body {
