@@ -1,5 +1,7 @@
-//! Runs parked for approval (`--approve defer`): `agentloop approvals list`, `approve`, `deny`
-//! and `resume`, plus the listing of pending calls printed when a run stops for approval.
+//! Runs parked for approval (`--approve defer`): `agentloop approvals` (bare or `list`: every
+//! pending call, commands whole and file edits as diffs, each with its state), `approve`,
+//! `deny` (also as `approvals approve|deny`; `--all`) and `resume`, plus the listing of pending
+//! calls printed when a run stops for approval.
 //!
 //! Decisions are written to the session store, so any process (another terminal, a script, a
 //! web app using the library) can make them; `resume` then runs the approved calls, answers the
@@ -12,30 +14,23 @@ use agentloop::builtin::Workspace;
 use agentloop::session::{SessionStore, load_parked};
 use serde_json::json;
 
-use crate::cli::{ApprovalsCommand, ApproveArgs, DenyArgs, ResumeArgs};
+use crate::cli::{ApprovalsArgs, ApprovalsCommand, ApproveArgs, DenyArgs, ResumeArgs};
 use crate::error::Failure;
 use crate::model::{ModelSpec, build_model};
+use crate::prompt::{describe_call, width};
 use crate::run::{RunReport, RunSetup, execute, exit_status};
+use crate::safe_text::visible_line;
 use crate::session_settings::{Choice, recorded, restore, store_if_changed};
 use crate::sessions::{open_store, resolve_id};
 
 /// Reason given to the model when `deny` has no `--reason`.
 const DEFAULT_DENY_REASON: &str = "the user denied this tool call; do not retry it";
 
-/// Control characters would let arguments rewrite the terminal: show them escaped.
-fn neutralise(text: &str) -> String {
-    text.chars()
-        .flat_map(|c| {
-            if c.is_control() && c != '\n' {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
-}
-
-fn print_one(session: &str, p: &PendingApproval, json: bool) {
+/// One pending call as a person reads it: its state on the first line (the policy's reason
+/// only while it still awaits a decision), then the call as the approval prompt shows it — a
+/// command whole, a file edit as a diff of the file in `workspace`, any other argument in full,
+/// every character made visible.
+fn print_one(session: &str, p: &PendingApproval, json: bool, workspace: Option<&Workspace>) {
     if json {
         println!(
             "{}",
@@ -50,43 +45,68 @@ fn print_one(session: &str, p: &PendingApproval, json: bool) {
         );
         return;
     }
-    let status = match &p.status {
-        PendingStatus::Denied { reason } => format!("denied ({reason})"),
+    let state = match &p.status {
+        PendingStatus::Awaiting => format!("awaiting approval: {}", visible_line(&p.reason)),
+        PendingStatus::Approved => "approved; runs at `agentloop resume`".to_owned(),
+        PendingStatus::Denied { reason } => format!("denied ({})", visible_line(reason)),
+        PendingStatus::Started => "started (it was running when the run stopped)".to_owned(),
         other => other.name().to_owned(),
     };
-    let args = serde_json::to_string_pretty(&p.arguments).unwrap_or_else(|_| "{}".into());
+    let view = describe_call(&p.call(), workspace, width());
     println!(
-        "{session}  {}  {}  [{}]\n  {}\n  arguments: {}",
-        neutralise(&p.call_id),
-        neutralise(&p.tool_name),
-        status,
-        neutralise(&p.reason),
-        neutralise(&args).replace('\n', "\n  ")
+        "{session}  {}  {}  [{}]\n  {}",
+        visible_line(&p.call_id),
+        visible_line(&p.tool_name),
+        p.status.name(),
+        state
     );
+    print!("  {}", view.body);
 }
 
 /// After a run: when it stopped for approval, prints the pending calls in full (human mode;
 /// `--json` already carried one `approval_requested` event per call).
-pub fn print_pending(report: &RunReport, session: &str, json: bool) {
+/// Edits are shown as diffs of the files under `root` (the run's workspace).
+pub fn print_pending(report: &RunReport, session: &str, json: bool, root: &std::path::Path) {
     if json {
         return;
     }
+    let workspace = Workspace::new(root).ok();
     if let RunStop::AwaitingApproval { pending } = &report.stop {
-        println!("awaiting approval ({} call(s)):", pending.len());
+        let awaiting = pending
+            .iter()
+            .filter(|p| p.status == PendingStatus::Awaiting)
+            .count();
+        println!("awaiting approval ({awaiting} call(s)):");
         for p in pending {
-            print_one(session, p, false);
+            print_one(session, p, false, workspace.as_ref());
         }
         println!(
             "approve: agentloop approve {session} CALL_ID… | --all;  deny: agentloop deny \
-             {session} CALL_ID --reason TEXT;  then: agentloop resume {session}"
+             {session} CALL_ID… [--reason TEXT] | --all;  then: agentloop resume {session}"
         );
     }
 }
 
+/// The workspace a session was recorded in, to show its pending edits as diffs of the files
+/// there (`None` when unknown or gone: the edit is then shown against nothing).
+fn session_workspace(store: &dyn SessionStore, id: &str) -> Option<Workspace> {
+    let info = store.info(id).ok()?;
+    Workspace::new(info.settings.workspace?).ok()
+}
+
+/// `agentloop approvals [list|approve|deny]`: bare, it lists every session's pending calls.
+pub fn command(db: Option<&str>, args: ApprovalsArgs) -> Result<(), Failure> {
+    match args.command {
+        None => list(db, None, false),
+        Some(ApprovalsCommand::List { session, json }) => list(db, session, json),
+        Some(ApprovalsCommand::Approve(args)) => approve(db, args),
+        Some(ApprovalsCommand::Deny(args)) => deny(db, args),
+    }
+}
+
 /// `agentloop approvals list [SESSION]`.
-pub fn list(db: Option<&str>, command: ApprovalsCommand) -> Result<(), Failure> {
+fn list(db: Option<&str>, session: Option<String>, json: bool) -> Result<(), Failure> {
     let store = open_store(db)?;
-    let ApprovalsCommand::List { session, json } = command;
     let sessions = match session {
         Some(given) => {
             let id = resolve_id(&*store, &given)?;
@@ -97,9 +117,14 @@ pub fn list(db: Option<&str>, command: ApprovalsCommand) -> Result<(), Failure> 
     };
     let mut any = false;
     for (id, pending) in &sessions {
+        let workspace = if json {
+            None
+        } else {
+            session_workspace(&*store, id)
+        };
         for p in pending {
             any = true;
-            print_one(id, p, json);
+            print_one(id, p, json, workspace.as_ref());
         }
     }
     if !any && !json {
@@ -119,17 +144,22 @@ fn decide(
         .map_err(|e| Failure::new(format!("cannot decide call {call_id:?}: {e}")))
 }
 
+/// The calls of session `id` still awaiting a decision.
+fn awaiting_calls(store: &dyn SessionStore, id: &str) -> Result<Vec<String>, Failure> {
+    let pending = store.parked(id)?.map(|p| p.pending).unwrap_or_default();
+    Ok(pending
+        .iter()
+        .filter(|p| p.status == PendingStatus::Awaiting)
+        .map(|p| p.call_id.clone())
+        .collect())
+}
+
 /// `agentloop approve SESSION [CALL_ID…|--all]`.
 pub fn approve(db: Option<&str>, args: ApproveArgs) -> Result<(), Failure> {
     let store = open_store(db)?;
     let id = resolve_id(&*store, &args.session)?;
-    let pending = store.parked(&id)?.map(|p| p.pending).unwrap_or_default();
     let calls: Vec<String> = if args.all {
-        pending
-            .iter()
-            .filter(|p| p.status == PendingStatus::Awaiting)
-            .map(|p| p.call_id.clone())
-            .collect()
+        awaiting_calls(&*store, &id)?
     } else {
         args.call_ids
     };
@@ -146,22 +176,48 @@ pub fn approve(db: Option<&str>, args: ApproveArgs) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `agentloop deny SESSION CALL_ID [--reason TEXT]`.
+/// `agentloop deny [SESSION] [CALL_ID…|--all] [--reason TEXT]`: with `--all` and no session,
+/// every session's awaiting calls.
 pub fn deny(db: Option<&str>, args: DenyArgs) -> Result<(), Failure> {
     let store = open_store(db)?;
-    let id = resolve_id(&*store, &args.session)?;
     let reason = args
         .reason
         .filter(|r| !r.trim().is_empty())
         .unwrap_or_else(|| DEFAULT_DENY_REASON.to_owned());
-    decide(
-        &*store,
-        &id,
-        &args.call_id,
-        &PendingStatus::Denied { reason },
-    )?;
-    println!("denied {}", args.call_id);
-    eprintln!("continue with: agentloop resume {id}");
+    let targets: Vec<(String, Vec<String>)> = match (&args.session, args.all) {
+        (Some(given), true) => {
+            let id = resolve_id(&*store, given)?;
+            let calls = awaiting_calls(&*store, &id)?;
+            vec![(id, calls)]
+        }
+        (Some(given), false) => vec![(resolve_id(&*store, given)?, args.call_ids.clone())],
+        (None, _) => store
+            .awaiting_approval()?
+            .into_iter()
+            .map(|(id, pending)| {
+                let calls = pending
+                    .into_iter()
+                    .filter(|p| p.status == PendingStatus::Awaiting)
+                    .map(|p| p.call_id)
+                    .collect();
+                (id, calls)
+            })
+            .collect(),
+    };
+    if targets.iter().all(|(_, calls)| calls.is_empty()) {
+        return Err(Failure::new(match &args.session {
+            Some(given) => format!("session {given} has no tool call awaiting approval"),
+            None => "no tool call awaits approval".to_owned(),
+        }));
+    }
+    let status = PendingStatus::Denied { reason };
+    for (id, calls) in targets.iter().filter(|(_, calls)| !calls.is_empty()) {
+        for call in calls {
+            decide(&*store, id, call, &status)?;
+            println!("denied {call}");
+        }
+        eprintln!("continue with: agentloop resume {id}");
+    }
     Ok(())
 }
 
@@ -229,6 +285,6 @@ pub async fn resume(db: Option<&str>, args: ResumeArgs) -> Result<(), Failure> {
     })
     .await?;
     report.renderer.print_summary(Some(&id));
-    print_pending(&report, &id, args.json);
+    print_pending(&report, &id, args.json, &root);
     exit_status(&report)
 }

@@ -87,9 +87,9 @@ pub enum Command {
     /// mock model server replaying a fixed script (no key, no network).
     #[cfg(feature = "demo")]
     Demo(DemoArgs),
-    /// List the tool calls waiting for approval (all sessions, or one).
-    #[command(subcommand)]
-    Approvals(ApprovalsCommand),
+    /// The tool calls parked for approval: `agentloop approvals` lists them (all sessions);
+    /// `approvals list [SESSION]`, `approvals approve …`, `approvals deny …` (`--all`).
+    Approvals(ApprovalsArgs),
     /// Approve pending tool calls of a session (then `agentloop resume SESSION`).
     Approve(ApproveArgs),
     /// Deny a pending tool call of a session; the model sees the reason.
@@ -724,10 +724,18 @@ fn parse_seconds(text: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("{text:?} is not a number of seconds"))
 }
 
+/// `agentloop approvals [list|approve|deny]` (bare: list every session's).
+#[derive(Args, Debug)]
+pub struct ApprovalsArgs {
+    /// What to do (default: `list`).
+    #[command(subcommand)]
+    pub command: Option<ApprovalsCommand>,
+}
+
 /// `agentloop approvals …`.
 #[derive(Subcommand, Debug)]
 pub enum ApprovalsCommand {
-    /// List pending calls with their full arguments.
+    /// List pending calls in full: commands whole, file edits as diffs.
     List {
         /// Only this session (id or unique prefix).
         session: Option<String>,
@@ -735,6 +743,10 @@ pub enum ApprovalsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Approve pending calls of a session (as `agentloop approve`).
+    Approve(ApproveArgs),
+    /// Deny pending calls (as `agentloop deny`).
+    Deny(DenyArgs),
 }
 
 /// `agentloop approve`.
@@ -753,10 +765,15 @@ pub struct ApproveArgs {
 /// `agentloop deny`.
 #[derive(Args, Debug)]
 pub struct DenyArgs {
-    /// Session id (or a unique prefix).
-    pub session: String,
-    /// The call to deny.
-    pub call_id: String,
+    /// Session id (or a unique prefix); with `--all` and no session, every session's.
+    #[arg(required_unless_present = "all")]
+    pub session: Option<String>,
+    /// The calls to deny.
+    #[arg(required_unless_present = "all", conflicts_with = "all")]
+    pub call_ids: Vec<String>,
+    /// Deny every call still awaiting a decision (of the session, else of every session).
+    #[arg(long)]
+    pub all: bool,
     /// Why (shown to the model).
     #[arg(long, value_name = "TEXT")]
     pub reason: Option<String>,

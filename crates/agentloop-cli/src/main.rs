@@ -113,7 +113,7 @@ fn main() -> ExitCode {
             Command::Compact(args) => compact::run(db, args).await,
             #[cfg(feature = "demo")]
             Command::MockServer(args) => mock::run(args).await,
-            Command::Approvals(command) => approvals::list(db, command),
+            Command::Approvals(args) => approvals::command(db, args),
             Command::Approve(args) => approvals::approve(db, args),
             Command::Deny(args) => approvals::deny(db, args),
             Command::Resume(args) => approvals::resume(db, args).await,

@@ -4,14 +4,24 @@
 //! lines wrapped, every line shown), `write_file` and `edit_file` as a unified diff of what
 //! will change in the file, any other argument in full. Everything shown passes through
 //! [`safe_text`](crate::safe_text), so a command cannot hide its tail behind a carriage return,
-//! an escape sequence or a bidi override. A call too large to be reviewed on a terminal
-//! ([`MAX_SHOWN_CHARS`] / [`MAX_SHOWN_LINES`]) is not offered for "yes": it can only be denied.
-//! A diff longer than [`DIFF_LINES`] shows its first lines and states how many lines and changes
-//! are not shown.
+//! an escape sequence or a bidi override. A call longer than the screen (the terminal's height
+//! less the question's rows; 24 rows when unknown) shows its head and its tail with the count of
+//! the lines hidden between them, so nothing scrolls out of view unnoticed; `v` shows it all in
+//! `$PAGER` (default `less -R`; printed whole when no pager runs). A call too large to be
+//! reviewed at all ([`MAX_SHOWN_CHARS`] / [`MAX_SHOWN_LINES`]) is not offered for "yes": it can
+//! only be denied.
+//!
+//! One key answers, no Enter needed (raw mode for that one key, the terminal's settings
+//! restored on every path, Ctrl-C included): `y` yes, `n` no (the default), `t` no and tell
+//! the agent what to do instead (a line of text the model receives as the reason), `a` always,
+//! `v` view all. Enter alone, `?` or any other key shows what the keys do and asks again,
+//! never silently denies. Input typed before the question was on the screen — or bytes a
+//! command made the terminal send — is discarded before every read, so it never answers.
 //!
 //! "Always" is scoped: it allows later calls of the same tool (`write_file`, `edit_file`), or
 //! for the shell, later calls with exactly the same arguments (the same command) — never every
-//! tool.
+//! tool; and it is only offered once the whole call was on the screen (shown whole, or viewed
+//! with `v`).
 //!
 //! It asks on the controlling terminal (`/dev/tty`), or on stdin/stderr when stdin is a
 //! terminal and there is no `/dev/tty`. "On a terminal" means stdin or stderr is one: a run
@@ -19,8 +29,11 @@
 //! with a reason the model sees (see `run::execute`). The prompt runs on Tokio's blocking pool
 //! (`WorkspaceDeps::with_asker`), one question at a time.
 
+mod screen;
+mod tty;
+
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::io::IsTerminal;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -32,29 +45,28 @@ use similar::{Algorithm, ChangeTag, TextDiff};
 
 use crate::render::{Spinner, Style};
 use crate::safe_text::{visible, visible_line};
-
-/// Where the question is asked.
-#[derive(Clone, Copy, Debug)]
-enum Channel {
-    /// Read and write `/dev/tty`.
-    #[cfg(unix)]
-    DevTty,
-    /// Write stderr, read stdin.
-    Stdio,
-}
+use tty::{Channel, Key, Term};
 
 /// Reason given to the model when the person says no.
 const DECLINED: &str = "the user declined this tool call; do not retry it, ask or try another way";
+
+/// Reason given to the model when the terminal gave no answer.
+const NO_ANSWER: &str = "no answer from the terminal; the call was not run";
+
+/// Reason given to the model when the person pressed Ctrl-C at the question.
+const INTERRUPTED: &str = "the user interrupted the run at this question; the call was not run";
 
 /// Reason given to the model when the call was too large to show.
 const TOO_LARGE: &str = "this tool call was too large to show the user for approval, so it was \
 denied; split the work into smaller calls";
 
 /// The most characters of a call the prompt shows; a larger call can only be denied.
-pub const MAX_SHOWN_CHARS: usize = 64 * 1024;
-/// The most lines of a call the prompt shows; a longer call can only be denied.
-pub const MAX_SHOWN_LINES: usize = 1000;
-/// Diff lines shown for `write_file`/`edit_file`; the rest is counted, not shown.
+pub const MAX_SHOWN_CHARS: usize = 256 * 1024;
+/// The most lines of a call the prompt shows (past a screen, in a pager); a longer call can
+/// only be denied.
+pub const MAX_SHOWN_LINES: usize = 5000;
+/// Diff lines shown in the view of a finished edit; the rest is counted, not shown. (The
+/// approval prompt shows the whole diff.)
 pub const DIFF_LINES: usize = 200;
 /// Files larger than this are not read to build a diff (the edit itself is shown instead).
 const MAX_DIFF_FILE: u64 = 4 * 1024 * 1024;
@@ -153,9 +165,16 @@ fn push_other_args(
     }
 }
 
-/// What a file-changing call would do, as a unified diff of the file (first [`DIFF_LINES`]
-/// lines, then the count of the rest).
-fn push_diff(out: &mut String, path: &str, old: &str, new: &str, width: usize) {
+/// What a file-changing call would do, as a unified diff of the file: whole, or its first
+/// `limit` lines and then the count of the rest.
+fn push_diff(
+    out: &mut String,
+    path: &str,
+    old: &str,
+    new: &str,
+    width: usize,
+    limit: Option<usize>,
+) {
     let diff = TextDiff::configure()
         .algorithm(Algorithm::Patience)
         .timeout(Duration::from_secs(2))
@@ -179,7 +198,7 @@ fn push_diff(out: &mut String, path: &str, old: &str, new: &str, width: usize) {
         .header(&format!("a/{label}"), &format!("b/{label}"))
         .to_string();
     let lines: Vec<&str> = text.lines().collect();
-    let shown = lines.len().min(DIFF_LINES);
+    let shown = lines.len().min(limit.unwrap_or(usize::MAX));
     push_block(out, &lines[..shown].join("\n"), width);
     if lines.len() > shown {
         out.push_str(&format!(
@@ -196,7 +215,7 @@ fn push_diff(out: &mut String, path: &str, old: &str, new: &str, width: usize) {
 /// the count of the rest), for the interactive view of a finished edit.
 pub fn diff_text(path: &str, old: &str, new: &str, width: usize) -> String {
     let mut out = String::new();
-    push_diff(&mut out, path, old, new, width);
+    push_diff(&mut out, path, old, new, width, Some(DIFF_LINES));
     out
 }
 
@@ -244,11 +263,11 @@ pub fn describe_call(call: &ToolCallPart, workspace: Option<&Workspace>, width: 
             match current_text(workspace, path) {
                 Ok(Some(old)) => {
                     body.push_str(&format!("write_file: replace {}:\n", visible_line(path)));
-                    push_diff(&mut body, path, &old, content, width);
+                    push_diff(&mut body, path, &old, content, width, None);
                 }
                 Ok(None) => {
                     body.push_str(&format!("write_file: create {}:\n", visible_line(path)));
-                    push_diff(&mut body, path, "", content, width);
+                    push_diff(&mut body, path, "", content, width, None);
                 }
                 Err(why) => {
                     body.push_str(&format!(
@@ -257,7 +276,7 @@ pub fn describe_call(call: &ToolCallPart, workspace: Option<&Workspace>, width: 
                         visible_line(path),
                         visible_line(&why)
                     ));
-                    push_diff(&mut body, path, "", content, width);
+                    push_diff(&mut body, path, "", content, width, None);
                 }
             }
             push_other_args(&mut body, map, &["path", "content"], width);
@@ -276,7 +295,7 @@ pub fn describe_call(call: &ToolCallPart, workspace: Option<&Workspace>, width: 
                 Ok(Some(text)) if occurrences == 1 => {
                     body.push_str(&format!("edit_file: change {}:\n", visible_line(path)));
                     let new = text.replacen(old_text, new_text, 1);
-                    push_diff(&mut body, path, &text, &new, width);
+                    push_diff(&mut body, path, &text, &new, width, None);
                 }
                 other => {
                     let why = match other {
@@ -292,7 +311,7 @@ pub fn describe_call(call: &ToolCallPart, workspace: Option<&Workspace>, width: 
                         visible_line(path),
                         visible_line(&why)
                     ));
-                    push_diff(&mut body, path, old_text, new_text, width);
+                    push_diff(&mut body, path, old_text, new_text, width, None);
                 }
             }
             push_other_args(&mut body, map, &["path", "old_text", "new_text"], width);
@@ -325,6 +344,16 @@ pub fn describe_call(call: &ToolCallPart, workspace: Option<&Workspace>, width: 
     }
 }
 
+/// How a question was answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Decision {
+    Allow,
+    Always,
+    Deny(String),
+    /// Ctrl-C at the question: denied, and the run is interrupted as Ctrl-C anywhere else.
+    Interrupted,
+}
+
 /// A blocking asker for [`WorkspaceDeps::with_asker`](agentloop::builtin::WorkspaceDeps), or
 /// `None` when there is no terminal to ask on.
 pub fn terminal_asker(
@@ -336,7 +365,7 @@ pub fn terminal_asker(
         return None;
     }
     #[cfg(unix)]
-    let channel = if open_tty().is_ok() {
+    let channel = if tty::open_tty().is_ok() {
         Some(Channel::DevTty)
     } else {
         stdin_tty.then_some(Channel::Stdio)
@@ -356,75 +385,122 @@ pub fn terminal_asker(
         }
         spinner.hide();
         let view = describe_call(call, Some(&workspace), width());
-        let question = if view.showable {
-            format!(
-                "{} {}{}? [y]es / [n]o / [a]lways ({}): ",
-                style.yellow("agentloop wants to"),
-                view.body,
-                style.yellow("allow"),
-                view.always_scope
-            )
-        } else {
-            format!(
-                "{} {}{} [n]o (press Enter): ",
-                style.yellow("agentloop wants to"),
-                view.body,
-                style.red("cannot be approved here:")
-            )
-        };
         spinner.set_question_open(true);
         ASKING.store(true, std::sync::atomic::Ordering::SeqCst);
-        let answer = ask(channel, &question);
+        let decision = Term::open(channel).and_then(|term| converse(&term, &view, style));
         ASKING.store(false, std::sync::atomic::Ordering::SeqCst);
         spinner.set_question_open(false);
-        let answer = match answer {
-            Ok(Some(answer)) => answer,
-            Ok(None) | Err(_) => {
-                return Approval::deny("no answer from the terminal; the call was not run");
-            }
-        };
-        if !view.showable {
-            return Approval::deny(TOO_LARGE);
-        }
-        match answer.trim().to_ascii_lowercase().as_str() {
-            "y" | "yes" => Approval::Allow,
-            "a" | "always" => {
+        match decision {
+            Ok(Decision::Allow) => Approval::Allow,
+            Ok(Decision::Always) => {
                 always.insert(key);
                 Approval::Allow
             }
-            _ => Approval::deny(DECLINED),
+            Ok(Decision::Deny(reason)) => Approval::deny(reason),
+            Ok(Decision::Interrupted) => {
+                // The terminal is back in its normal mode: now let Ctrl-C do what it does
+                // anywhere else in the run.
+                #[cfg(unix)]
+                let _ = rustix::process::kill_process(
+                    rustix::process::getpid(),
+                    rustix::process::Signal::INT,
+                );
+                Approval::deny(INTERRUPTED)
+            }
+            Err(_) => Approval::deny(NO_ANSWER),
         }
     })
 }
 
-#[cfg(unix)]
-fn open_tty() -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/tty")
+/// The question line: what the keys do, the default (no) first among the denials.
+fn question_line(view: &CallView, seen_all: bool, hidden: usize, style: Style) -> String {
+    if !view.showable {
+        return format!(
+            "{} [N]o / [t]ell it what to do instead / [?] help: ",
+            style.red("cannot be approved here:")
+        );
+    }
+    let last = if seen_all {
+        format!("[a]lways ({}) / [v]iew all", view.always_scope)
+    } else {
+        format!("[v]iew all ({hidden} lines hidden)")
+    };
+    format!(
+        "{} [y]es / [N]o / [t]ell it what to do instead / {last} / [?] help: ",
+        style.yellow("allow?")
+    )
 }
 
-/// Asks `question`; `Ok(None)` at end of input.
-fn ask(channel: Channel, question: &str) -> std::io::Result<Option<String>> {
-    let mut line = String::new();
-    let read = match channel {
-        #[cfg(unix)]
-        Channel::DevTty => {
-            let mut tty = open_tty()?;
-            tty.write_all(question.as_bytes())?;
-            tty.flush()?;
-            BufReader::new(tty).read_line(&mut line)?
+/// What each key does, shown for Enter alone, `?` and any key that is not an answer.
+fn help(view: &CallView, seen_all: bool) -> String {
+    let mut text = String::from("  press one key (Enter alone does not answer):\n");
+    if view.showable {
+        text.push_str("    y  yes: run this call once\n");
+    }
+    text.push_str("    n  no (the default): do not run it; the agent is told you declined\n");
+    text.push_str("    t  no, and tell the agent what to do instead: type a line, then Enter\n");
+    if !view.showable {
+        text.push_str("    (this call is too large to review here, so it cannot be approved)\n");
+        return text;
+    }
+    if seen_all {
+        text.push_str(&format!(
+            "    a  always: allow {} from now on without asking\n",
+            view.always_scope
+        ));
+    } else {
+        text.push_str("    a  always: offered once you have seen the whole call (press v first)\n");
+    }
+    text.push_str("    v  view the whole call in a pager ($PAGER, default less -R)\n");
+    text
+}
+
+/// Shows the call (fitted to the screen) and asks until a key answers.
+fn converse(term: &Term, view: &CallView, style: Style) -> std::io::Result<Decision> {
+    let fitted = screen::fit(&view.body, term.rows());
+    let mut seen_all = fitted.hidden == 0;
+    term.write(&format!(
+        "{} {}",
+        style.yellow("agentloop wants to"),
+        fitted.text
+    ))?;
+    loop {
+        let key = term.ask_key(&question_line(view, seen_all, fitted.hidden, style))?;
+        // Raw mode does not echo: show what was pressed.
+        term.write(&match key {
+            Key::Char(c) => format!("{c}\n"),
+            _ => "\n".to_owned(),
+        })?;
+        match key {
+            Key::Char('y') if view.showable => return Ok(Decision::Allow),
+            Key::Char('a') if view.showable && seen_all => return Ok(Decision::Always),
+            Key::Char('n') => {
+                let reason = if view.showable { DECLINED } else { TOO_LARGE };
+                return Ok(Decision::Deny(reason.to_owned()));
+            }
+            Key::Char('t') => {
+                match term.ask_line("  what should the agent do instead? (Enter to send): ")? {
+                    Some(text) if !text.trim().is_empty() => {
+                        return Ok(Decision::Deny(instead(text.trim())));
+                    }
+                    Some(_) => continue,
+                    None => return Ok(Decision::Deny(DECLINED.to_owned())),
+                }
+            }
+            Key::Char('v') if view.showable => {
+                term.page(&view.body)?;
+                seen_all = true;
+            }
+            Key::Interrupt => return Ok(Decision::Interrupted),
+            Key::End => return Ok(Decision::Deny(NO_ANSWER.to_owned())),
+            _ => term.write(&help(view, seen_all))?,
         }
-        Channel::Stdio => {
-            let mut err = std::io::stderr().lock();
-            err.write_all(question.as_bytes())?;
-            err.flush()?;
-            drop(err);
-            std::io::stdin().lock().read_line(&mut line)?
-        }
-    };
-    Ok((read > 0).then_some(line))
+    }
+}
+
+/// The refusal reason the model gets when the person said what to do instead.
+fn instead(text: &str) -> String {
+    format!("the user declined this tool call and said what to do instead: {text}")
 }
 
 #[cfg(test)]
@@ -513,14 +589,49 @@ mod tests {
         assert!(view.showable);
         assert!(view.body.contains("create b.txt"), "{}", view.body);
         assert!(view.body.contains("│ +line 0\n"));
-        assert!(!view.body.contains("│ +line 499\n"));
+        // The prompt's diff is whole (the screen shows head and tail; `v` shows it all).
+        assert!(view.body.contains("│ +line 499\n"));
+        assert!(view.body.contains("(+500 −0 lines)"), "{}", view.body);
+        // The view of a finished edit stays short.
+        let short = diff_text("b.txt", "", &content, 100);
+        assert!(!short.contains("│ +line 499\n"));
         assert!(
-            view.body.contains(
+            short.contains(
                 "more diff lines not shown; in total the call adds 500 and removes 0 lines"
             ),
-            "{}",
-            view.body
+            "{short}"
         );
+    }
+
+    fn view(showable: bool) -> CallView {
+        CallView {
+            body: "run the shell command (1 lines):\n  │ ls\n".into(),
+            showable,
+            always_scope: "this exact command".into(),
+        }
+    }
+
+    #[test]
+    fn always_is_offered_only_once_the_whole_call_was_seen() {
+        let style = Style::new(false);
+        let whole = question_line(&view(true), true, 0, style);
+        assert!(whole.contains("[a]lways (this exact command)"), "{whole}");
+        assert!(whole.contains("[N]o"), "the default is no: {whole}");
+        let partial = question_line(&view(true), false, 40, style);
+        assert!(!partial.contains("[a]lways"), "{partial}");
+        assert!(
+            partial.contains("[v]iew all (40 lines hidden)"),
+            "{partial}"
+        );
+        let too_large = question_line(&view(false), false, 0, style);
+        assert!(!too_large.contains("[y]es") && !too_large.contains("[a]lways"));
+        assert!(help(&view(true), false).contains("press v first"));
+    }
+
+    #[test]
+    fn telling_the_agent_what_to_do_instead_is_the_refusal_reason() {
+        let reason = instead("use cargo check instead");
+        assert!(reason.contains("declined") && reason.ends_with("use cargo check instead"));
     }
 
     #[test]

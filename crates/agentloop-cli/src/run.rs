@@ -738,7 +738,7 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
     })
     .await?;
     report.renderer.print_summary(Some(&session_id));
-    crate::approvals::print_pending(&report, &session_id, args.json.is_some());
+    crate::approvals::print_pending(&report, &session_id, args.json.is_some(), &root);
     if let Some(output) = &report.output {
         // The validated output is stdout's only content (or, with --json, its last line).
         let line = if args.json.is_some() {

@@ -142,8 +142,8 @@ fn text_mode_prints_the_pending_calls_and_run_continue_resumes() {
     let stdout = text(&out.stdout);
     assert!(stdout.contains("awaiting approval (2 call(s))"), "{stdout}");
     assert!(
-        stdout.contains("\"content\": \"two\\n\""),
-        "full arguments: {stdout}"
+        stdout.contains("create other.txt") && stdout.contains("│ +two"),
+        "the edit as a diff: {stdout}"
     );
     let listed = json_lines(&text(
         &scratch.plain(&["approvals", "list", "--json"]).stdout,
@@ -172,3 +172,101 @@ fn text_mode_prints_the_pending_calls_and_run_continue_resumes() {
     let body = server.requests()[1].body.to_string();
     assert!(body.contains("And then?"), "{body}");
 }
+
+/// The lines `agentloop approvals` printed for call `call_id` (its header and its body, up to
+/// the next call's header).
+fn block_of<'a>(listing: &'a str, session: &str, call_id: &str) -> Vec<&'a str> {
+    let mut lines = listing
+        .lines()
+        .skip_while(|l| !(l.starts_with(session) && l.split_whitespace().nth(1) == Some(call_id)));
+    let Some(header) = lines.next() else {
+        panic!("{call_id} is not listed:\n{listing}");
+    };
+    std::iter::once(header)
+        .chain(lines.take_while(|l| !l.starts_with(session)))
+        .collect()
+}
+
+/// Bare `agentloop approvals` lists every pending call: a command whole, an edit as a diff of
+/// the file; an approved call reads as approved, not as awaiting; `approvals deny --all` denies
+/// what is left, in every session.
+#[test]
+fn bare_approvals_lists_commands_whole_and_edits_as_diffs_and_deny_all_denies_the_rest() {
+    let scratch = Scratch::new();
+    let command = "echo first\necho second\necho third";
+    let server = MockServer::start(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [
+                {"id": "c_edit", "name": "edit_file",
+                 "arguments": {"path": "notes.txt", "old_text": "milk", "new_text": "eggs"}},
+                {"id": "c_sh", "name": "shell", "arguments": {"command": command}}
+            ]},
+            {"text": "Done."}
+        ], "mode": "sequential"}))
+        .unwrap(),
+    );
+    let out = scratch.agent(&server, &["run", "--approve", "defer", "Change the notes"]);
+    assert_eq!(out.status.code(), Some(3), "stderr: {}", text(&out.stderr));
+    let after_run = text(&out.stdout);
+    assert!(after_run.contains("-remember the milk"), "{after_run}");
+
+    let listed = scratch.plain(&["approvals"]);
+    assert!(listed.status.success(), "{}", text(&listed.stderr));
+    let listing = text(&listed.stdout);
+    let session = listing.split_whitespace().next().unwrap().to_owned();
+    let edit = block_of(&listing, &session, "c_edit").join("\n");
+    assert!(edit.contains("│ -remember the milk"), "a diff: {edit}");
+    assert!(edit.contains("│ +remember the eggs"), "a diff: {edit}");
+    let shell = block_of(&listing, &session, "c_sh").join("\n");
+    for line in command.lines() {
+        assert!(shell.contains(&format!("│ {line}")), "whole: {shell}");
+    }
+    assert!(shell.contains("awaiting approval"), "{shell}");
+
+    let approved = scratch.plain(&["approvals", "approve", &session, "c_sh"]);
+    assert!(approved.status.success(), "{}", text(&approved.stderr));
+    let listing = text(&scratch.plain(&["approvals", "list", &session]).stdout);
+    let shell = block_of(&listing, &session, "c_sh").join("\n");
+    assert!(shell.contains("[approved]"), "{shell}");
+    assert!(
+        !shell.contains("awaiting") && !shell.contains("needs a person's approval"),
+        "an approved call reads as awaiting: {shell}"
+    );
+    assert!(
+        block_of(&listing, &session, "c_edit")
+            .join("\n")
+            .contains("awaiting approval")
+    );
+
+    let denied = scratch.plain(&["approvals", "deny", "--all"]);
+    assert!(denied.status.success(), "{}", text(&denied.stderr));
+    assert_eq!(text(&denied.stdout).trim(), "denied c_edit");
+    let listed = json_lines(&text(
+        &scratch
+            .plain(&["approvals", "list", &session, "--json"])
+            .stdout,
+    ));
+    let status = |id: &str| {
+        listed
+            .iter()
+            .find(|p| p["call_id"] == id)
+            .map(|p| p["status"].clone())
+            .unwrap()
+    };
+    assert_eq!(status("c_sh")["state"], "approved");
+    assert_eq!(status("c_edit")["state"], "denied");
+    assert_eq!(status("c_edit")["reason"], DENY_DEFAULT);
+    let again = scratch.plain(&["approvals", "deny", "--all"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(text(&again.stderr).contains("no tool call awaits approval"));
+
+    let resumed = scratch.agent(&server, &["resume", &session]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed.stderr));
+    assert_eq!(
+        std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
+        "remember the milk\n"
+    );
+    assert!(server.violations().is_empty(), "{:?}", server.violations());
+}
+
+const DENY_DEFAULT: &str = "the user denied this tool call; do not retry it";

@@ -5,7 +5,12 @@
 //! - a long shell command is shown whole (its dangerous tail is on the screen);
 //! - escape sequences in a command and in streamed model text arrive as visible escapes, never
 //!   raw (no window title, clipboard write or clear screen reaches the terminal);
-//! - "always" covers the same file tool or the exact same command, not every later call.
+//! - "always" covers the same file tool or the exact same command, not every later call;
+//! - a call longer than the screen shows its head and tail with the count of hidden lines, and
+//!   "always" waits until the whole call was viewed (`v`, in `$PAGER`);
+//! - keys typed before the question appeared never answer it;
+//! - one key answers (no Enter); Enter alone, `?` or an unknown key asks again with help; `t`
+//!   sends the model a line saying what to do instead; Ctrl-C at the question interrupts the run.
 
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -25,6 +30,15 @@ struct Pty {
 
 impl Pty {
     fn spawn(server: &MockServer, dir: &tempfile::TempDir, prompt: &str) -> Pty {
+        Pty::spawn_with(server, dir, prompt, &[])
+    }
+
+    fn spawn_with(
+        server: &MockServer,
+        dir: &tempfile::TempDir,
+        prompt: &str,
+        env: &[(&str, &str)],
+    ) -> Pty {
         std::fs::create_dir_all(dir.path().join("ws")).unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
         for var in ["OPENAI_BASE_URL", "AGENTLOOP_DB", "AGENTLOOP_MODEL"] {
@@ -41,12 +55,20 @@ impl Pty {
             .arg("--workspace")
             .arg(dir.path().join("ws"))
             .arg(prompt);
+        for (name, value) in env {
+            cmd.env(name, value);
+        }
         let mut session = Session::spawn(cmd).unwrap();
         session.set_expect_timeout(Some(Duration::from_secs(60)));
         Pty {
             session,
             seen: Vec::new(),
         }
+    }
+
+    /// Presses keys, without Enter.
+    fn keys(&mut self, keys: &str) {
+        self.session.send(keys).unwrap();
     }
 
     /// Waits for `needle`; returns the text read up to and including it.
@@ -396,5 +418,135 @@ fn chat_continue_and_resume_restore_the_session_s_model() {
         .send(expectrl::ControlCode::EndOfTransmission)
         .unwrap();
     let all = pty.finish();
+    assert!(!all.contains("panicked"), "{all}");
+}
+
+/// A command of 100 lines on a 24-row terminal: head and tail with the count of hidden lines,
+/// no "always" until `v` showed all of it (`PAGER=cat`: printed whole), then "always" is offered
+/// and covers the same command.
+#[test]
+fn a_call_longer_than_the_screen_shows_head_and_tail_and_always_waits_for_view_all() {
+    let _pty = one_at_a_time();
+    let command: String = (0..100)
+        .map(|i| format!("echo line-{i:03} >> out.txt\n"))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(json!({"turns": [
+        shell_turn("c1", &command),
+        shell_turn("c2", &command),
+        {"text": "Done."}
+    ]}));
+    let mut pty = Pty::spawn_with(&server, &dir, "log lines", &[("PAGER", "cat")]);
+
+    let shown = pty.expect("[?] help: ");
+    assert!(shown.contains("line-000"), "the head is shown: {shown}");
+    assert!(shown.contains("line-099"), "the tail is shown: {shown}");
+    assert!(!shown.contains("line-050"), "the middle is hidden: {shown}");
+    assert!(shown.contains("lines hidden here"), "{shown}");
+    assert!(shown.contains("[v]iew all ("), "{shown}");
+    assert!(
+        !shown.contains("[a]lways"),
+        "always offered unseen: {shown}"
+    );
+    // The question as last drawn: it fits on the 24-row screen, question line included.
+    let question = &shown[shown.rfind("agentloop wants to").unwrap()..];
+    let rows = question.lines().count() + 1;
+    assert!(rows <= 24, "{rows} rows on a 24-row screen: {question}");
+
+    // "a" is not an answer yet: it says why and asks again.
+    pty.keys("a");
+    let shown = pty.expect("[?] help: ");
+    assert!(shown.contains("press v first"), "{shown}");
+    assert!(!shown.contains("[a]lways"), "{shown}");
+
+    // View all: the whole command (through the pager), then "always" is offered.
+    pty.keys("v");
+    let shown = pty.expect("[a]lways");
+    for i in [0, 50, 99] {
+        assert!(shown.contains(&format!("line-{i:03}")), "{i}: {shown}");
+    }
+    pty.expect("[?] help: ");
+    pty.keys("a");
+    pty.expect("Done.");
+    let all = pty.finish();
+    let out = std::fs::read_to_string(dir.path().join("ws").join("out.txt")).unwrap();
+    assert_eq!(out.lines().count(), 200, "both calls ran: {all}");
+    assert_eq!(all.matches("[a]lways").count(), 1, "asked once: {all}");
+}
+
+/// Keys typed while the model was still answering are discarded when the question appears:
+/// they cannot approve a call the person has not seen.
+#[test]
+fn type_ahead_never_answers_the_question() {
+    let _pty = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(json!({"turns": [
+        {"tool_calls": [{"id": "c1", "name": "shell", "arguments": {"command": "touch pwned"}}],
+         "first_byte_delay_ms": 1500},
+        {"text": "Done."}
+    ]}));
+    let mut pty = Pty::spawn(&server, &dir, "go");
+    // Typed before the question exists (and before the reply even started).
+    pty.keys("y\ryay\r");
+    pty.expect("touch pwned");
+    pty.expect("[?] help: ");
+    pty.keys("n");
+    pty.expect("Done.");
+    let all = pty.finish();
+    assert!(
+        !dir.path().join("ws").join("pwned").exists(),
+        "type-ahead answered the question: {all}"
+    );
+}
+
+/// One key answers; Enter alone, `?` and unknown keys ask again with help; `t` sends the model a
+/// line saying what to do instead; Ctrl-C at the question interrupts the run, command not run.
+#[test]
+fn one_key_answers_and_other_keys_ask_again_with_help() {
+    let _pty = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(json!({"turns": [
+        shell_turn("c1", "touch one.txt"),
+        shell_turn("c2", "touch two.txt"),
+        shell_turn("c3", "touch three.txt"),
+        {"text": "Done."}
+    ]}));
+    let mut pty = Pty::spawn(&server, &dir, "touch things");
+
+    let shown = pty.expect("[?] help: ");
+    assert!(shown.contains("[N]o"), "the default is shown: {shown}");
+    for key in ["\r", "?", "x"] {
+        pty.keys(key);
+        let shown = pty.expect("[?] help: ");
+        assert!(
+            shown.contains("press one key") && shown.contains("n  no (the default)"),
+            "{key:?}: {shown}"
+        );
+        assert!(
+            !dir.path().join("ws").join("one.txt").exists(),
+            "{key:?} answered"
+        );
+    }
+    // One key, no Enter.
+    pty.keys("y");
+    pty.expect("touch two.txt");
+    pty.expect("[?] help: ");
+    assert!(dir.path().join("ws").join("one.txt").exists());
+
+    // No, and tell the agent what to do instead.
+    pty.keys("t");
+    pty.expect("what should the agent do instead?");
+    pty.answer("use write_file for that");
+    pty.expect("touch three.txt");
+    let sent = server.requests().last().unwrap().body.to_string();
+    assert!(sent.contains("use write_file for that"), "{sent}");
+    assert!(!dir.path().join("ws").join("two.txt").exists());
+
+    // Ctrl-C at the question: the call is not run and the run is interrupted.
+    pty.expect("[?] help: ");
+    pty.session.send(expectrl::ControlCode::EndOfText).unwrap();
+    let all = pty.finish();
+    assert!(all.contains("interrupted"), "{all}");
+    assert!(!dir.path().join("ws").join("three.txt").exists(), "{all}");
     assert!(!all.contains("panicked"), "{all}");
 }

@@ -93,7 +93,10 @@ fn calls(n: usize, bytes: usize, chunks: usize) -> Value {
 fn the_defaults_are_documented_values() {
     let config = ProviderConfig::new("http://localhost");
     assert_eq!(config.max_tool_argument_bytes, 16 * 1024 * 1024);
-    assert_eq!(config.max_tool_argument_bytes, DEFAULT_MAX_TOOL_ARGUMENT_BYTES);
+    assert_eq!(
+        config.max_tool_argument_bytes,
+        DEFAULT_MAX_TOOL_ARGUMENT_BYTES
+    );
     assert_eq!(config.max_tool_calls, 1024);
     assert_eq!(config.max_tool_calls, DEFAULT_MAX_TOOL_CALLS);
 }
@@ -112,11 +115,20 @@ async fn arguments_past_the_reply_limit_end_it_clearly_for_every_wire() {
             "{wire:?}: {text}"
         );
         assert!(
-            matches!(&error, ModelError::Stream { kind: StreamErrorKind::TooLarge, .. }),
+            matches!(
+                &error,
+                ModelError::Stream {
+                    kind: StreamErrorKind::TooLarge,
+                    ..
+                }
+            ),
             "{wire:?}: {error:?}"
         );
         assert!(!error.is_retryable(), "{wire:?}");
-        assert_eq!(retries, 0, "{wire:?}: a reply past its limit is not retried");
+        assert_eq!(
+            retries, 0,
+            "{wire:?}: a reply past its limit is not retried"
+        );
         assert_eq!(server.request_count(), 1, "{wire:?}");
         assert_eq!(message.stop_reason, Some(StopReason::Error), "{wire:?}");
     }
@@ -214,4 +226,3 @@ async fn a_redirect_loop_is_one_request_chain_never_retried() {
         );
     }
 }
-
