@@ -413,8 +413,8 @@ impl MessageAssembler {
 
     /// How many bytes of tool-call arguments were received, all calls together: every text
     /// fragment, every value that arrived whole (as its JSON text) and every restated text
-    /// that replaced what was streamed. The transport compares it with
-    /// [`ProviderConfig::max_tool_argument_bytes`](crate::providers::ProviderConfig).
+    /// that replaced what was streamed. The HTTP transport compares it with
+    /// `ProviderConfig::max_tool_argument_bytes`.
     pub fn argument_bytes(&self) -> usize {
         self.argument_bytes
     }

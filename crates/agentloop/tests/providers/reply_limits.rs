@@ -2,6 +2,7 @@
 //! (`max_tool_argument_bytes`) and the number of its tool calls (`max_tool_calls`), for every
 //! wire, against the testkit mock server; a reply of many tool calls is assembled in linear
 //! time; and a redirect loop is one request chain, never retried.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
