@@ -192,7 +192,7 @@ fn block_of<'a>(listing: &'a str, session: &str, call_id: &str) -> Vec<&'a str> 
 /// what is left, in every session.
 #[test]
 fn bare_approvals_lists_commands_whole_and_edits_as_diffs_and_deny_all_denies_the_rest() {
-    let scratch = Scratch::new();
+    let scratch = Scratch::with_notes();
     let command = "echo first\necho second\necho third";
     let server = MockServer::start(
         Script::from_value(json!({"turns": [
