@@ -299,10 +299,10 @@ impl CommandHooks {
 
     fn pre_tool_use(&self, call: &PreparedToolCall) -> ToolCallDecision {
         let mut fields = Map::new();
-        fields.insert("tool_name".into(), json!(call.name));
+        fields.insert("tool_name".into(), json!(call.tool_name));
         fields.insert("tool_input".into(), call.arguments.clone());
         fields.insert("tool_call_id".into(), json!(call.id));
-        let outcome = self.run(HookEvent::PreToolUse, Some(&call.name), fields);
+        let outcome = self.run(HookEvent::PreToolUse, Some(&call.tool_name), fields);
         match (outcome.block, outcome.updated_input) {
             (Some(reason), _) => ToolCallDecision::Block(reason),
             (None, Some(updated)) => ToolCallDecision::Rewrite(updated),
@@ -312,14 +312,14 @@ impl CommandHooks {
 
     fn post_tool_use(&self, call: &FinalizedToolCall) -> Option<ResultRewrite> {
         let mut fields = Map::new();
-        fields.insert("tool_name".into(), json!(call.name));
+        fields.insert("tool_name".into(), json!(call.tool_name));
         fields.insert("tool_input".into(), call.arguments.clone());
         fields.insert("tool_call_id".into(), json!(call.id));
         fields.insert(
             "tool_response".into(),
             json!({"content": call.result.content, "is_error": call.result.is_error}),
         );
-        let outcome = self.run(HookEvent::PostToolUse, Some(&call.name), fields);
+        let outcome = self.run(HookEvent::PostToolUse, Some(&call.tool_name), fields);
         let mut notes: Vec<String> = outcome.additional_context;
         if let Some(reason) = outcome.block {
             notes.push(reason);
