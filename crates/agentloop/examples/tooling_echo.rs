@@ -1,4 +1,4 @@
-//! Seed 000's example, ported: define the `echo` tool with a hand-written schema, register it, run
+//! The smallest tool example: define the `echo` tool with a hand-written schema, register it, run
 //! the call `call-1` with `{"text": "hello"}` without a model, and print the result's content and
 //! its error flag, one per line.
 //!
