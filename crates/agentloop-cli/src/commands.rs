@@ -228,10 +228,10 @@ mod tests {
 
     #[test]
     fn arguments_and_positions_are_substituted() {
-        let c = command("Fix issue $1 in $2: $ARGUMENTS ($3) costs $5 $x");
+        let c = command("Fix bug $1 in $2: $ARGUMENTS ($3) costs $5 $x");
         assert_eq!(
             c.expand(" 42 src ").prompt,
-            "Fix issue 42 in src: 42 src () costs  $x"
+            "Fix bug 42 in src: 42 src () costs  $x"
         );
         assert_eq!(
             command("Review.").expand("the parser").prompt,

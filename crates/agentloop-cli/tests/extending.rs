@@ -649,14 +649,14 @@ fn a_custom_command_expands_its_arguments_and_allows_its_tools() {
     std::fs::create_dir_all(&commands).unwrap();
     std::fs::write(
         commands.join("fix.md"),
-        "---\ndescription: Fix an issue\nallowed_tools: write_file(fixed.txt)\n---\nFix issue #$1 ($ARGUMENTS).\n",
+        "---\ndescription: Fix a bug\nallowed_tools: write_file(fixed.txt)\n---\nFix bug #$1 ($ARGUMENTS).\n",
     )
     .unwrap();
     let server = server(write_call("fixed.txt"));
     let out = scratch.run(&server, &[], "/fix 42 urgently");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let first = server.requests()[0].body.to_string();
-    assert!(first.contains("Fix issue #42 (42 urgently)."), "{first}");
+    assert!(first.contains("Fix bug #42 (42 urgently)."), "{first}");
     // allowed_tools applied for this prompt: no approval was needed.
     assert!(scratch.ws().join("fixed.txt").exists());
     // An unknown /name is sent as typed.

@@ -221,7 +221,7 @@ async fn a_new_session_with_an_empty_environment_is_gone_after_the_call() {
     assert_no_escape(
         "setsid",
         "setsid env -i",
-        r#"open(F, ">", "READY"); close F; sleep 1000"#,
+        r#"open(F, ">", "READY"); close F; sleep 120"#,
     )
     .await;
 }
@@ -231,7 +231,7 @@ async fn a_new_process_group_with_an_empty_environment_is_gone_after_the_call() 
     assert_no_escape(
         "setpgid",
         "env -i",
-        r#"setpgrp(0, 0); open(F, ">", "READY"); close F; sleep 1000"#,
+        r#"setpgrp(0, 0); open(F, ">", "READY"); close F; sleep 120"#,
     )
     .await;
 }
@@ -241,7 +241,9 @@ async fn a_process_that_forks_away_every_100_microseconds_is_gone_after_the_call
     assert_no_escape(
         "forker",
         "setsid env -i",
-        r#"open(F, ">", "READY"); close F; while (1) { my $p = fork; exit 0 if $p; select(undef, undef, undef, 0.0001) }"#,
+        // The chain stops by itself after two minutes: should the sandbox and this test's own
+        // cleanup both fail (or the test binary be killed), it must not load the machine forever.
+        r#"my $end = time + 120; open(F, ">", "READY"); close F; while (time < $end) { my $p = fork; exit 0 if $p; select(undef, undef, undef, 0.0001) }"#,
     )
     .await;
 }
