@@ -280,6 +280,18 @@ pub enum AgentEvent {
         /// `threshold`, `overflow` or `manual`.
         trigger: String,
     },
+    /// An event of a sub-agent run started by the tool call `parent_call_id` (see
+    /// [`SubAgent`](super::SubAgent)). A grandchild's event is wrapped once per level, so the
+    /// nesting is the path of calls that led to it. A child's `AgentEnd` arrives wrapped: only
+    /// the run's own `AgentEnd` ends its stream.
+    Child {
+        /// The parent's call that runs the sub-agent.
+        parent_call_id: String,
+        /// The sub-agent's name (its tool name).
+        agent: String,
+        /// The child's event.
+        event: Box<AgentEvent>,
+    },
     /// The run ended. Always the last event.
     AgentEnd {
         /// Every message the run produced (prompts included), in order.
@@ -368,6 +380,7 @@ impl AgentEvent {
             AgentEvent::ApprovalRequested { .. } => "approval_requested",
             AgentEvent::ApprovalResolved { .. } => "approval_resolved",
             AgentEvent::Compaction { .. } => "compaction",
+            AgentEvent::Child { .. } => "child",
             AgentEvent::AgentEnd { .. } => "agent_end",
         }
     }

@@ -8,6 +8,11 @@
 //! a [`RunStop`] the caller can match on; an error that ends a run carries the messages completed
 //! before it ([`completed_messages`]).
 //!
+//! An agent can be a tool of another ([`SubAgent`], [`AgentLoop::into_tool`]): the child's
+//! events reach the parent's listeners as [`AgentEvent::Child`], aborting the parent aborts the
+//! child, the child's usage counts in the parent's [`RunOutcome::usage`] and limits, and a
+//! documented depth limit (default 1) keeps children from spawning children.
+//!
 //! ```
 //! use agentloop::agent::{AgentLoop, AgentLoopConfig, RunStop};
 //! use agentloop::model::{ScriptedModel, ScriptedTurn};
@@ -77,6 +82,7 @@ mod pending;
 mod queue;
 mod run;
 mod stream;
+mod subagent;
 
 use std::sync::Arc;
 
@@ -90,6 +96,7 @@ pub use hooks::{Extension, HookKind, ResultRewrite, ToolCallDecision, TurnSummar
 pub use pending::{ParkedRun, PendingApproval, PendingStatus};
 pub use queue::{MessageQueue, QueueMode};
 pub use stream::AgentEventStream;
+pub use subagent::{DEFAULT_MAX_SUBAGENT_DEPTH, SubAgent};
 
 use crate::model::Model;
 use crate::tooling::{

@@ -233,8 +233,11 @@ impl<D: ToolDeps> AgentLoop<D> {
             self.model.provider(),
             self.config.model.as_deref(),
         );
-        let result = AssertUnwindSafe(self.execute(&mut state, prompts, resume, &emitter, &cancel))
-            .catch_unwind()
+        // Sub-agent tools find this run (its emitter, depth, children's usage) through the scope.
+        let scope = super::subagent::RunScope::for_run(&emitter);
+        let execute = self.execute(&mut state, prompts, resume, &emitter, &cancel);
+        let result = scope
+            .enter(AssertUnwindSafe(execute).catch_unwind())
             .instrument(span.clone())
             .await;
         // The abort that ended this run (if any) is used up: the next run starts clean. (A run
@@ -479,6 +482,7 @@ impl<D: ToolDeps> AgentLoop<D> {
             for result in &results {
                 self.inject(state, Message::tool_result(result.clone()), emitter);
             }
+            state.usage.accumulate(&super::subagent::take_child_usage());
             if registry.tool_search().is_some() {
                 let from = state.context.len() - results.len();
                 let (context, loaded) = (&state.context, &mut state.loaded);
@@ -556,7 +560,10 @@ impl<D: ToolDeps> AgentLoop<D> {
                 }
             }
             if let Some((which, used, limit)) =
-                self.config.usage_limits.reached(state.turns, &state.usage)
+                self.config.usage_limits.reached(
+                    state.turns + super::subagent::child_requests(),
+                    &state.usage,
+                )
             {
                 return Ok(RunStop::UsageLimit { which, used, limit });
             }

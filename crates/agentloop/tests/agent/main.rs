@@ -33,6 +33,7 @@ mod library_api;
 mod limits;
 mod spend;
 mod steering;
+mod subagents;
 mod tool_executor;
 mod tool_search_loop;
 mod transcript_json;

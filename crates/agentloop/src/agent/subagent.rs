@@ -1,0 +1,412 @@
+//! Sub-agents: an [`AgentLoop`] used as a tool of another agent ([`SubAgent`],
+//! [`AgentLoop::into_tool`]).
+//!
+//! A call `{"prompt": TEXT}` runs the child loop on that prompt and answers with the child's
+//! final text (an error result with the reason when the child failed or stopped early). What
+//! the parent sees of its children:
+//!
+//! - **Events**: every event of a child reaches the parent's listeners wrapped in
+//!   [`AgentEvent::Child`] (the parent's call id and the sub-agent's name); a grandchild's event
+//!   is wrapped twice, so the nesting spells the path of calls that led to it. The parent's own
+//!   stream still ends with exactly one unwrapped `AgentEnd`.
+//! - **Abort**: aborting the parent drops its running children; each child's stream is closed
+//!   right then with an aborted result for every call it had started and one
+//!   `AgentEnd { stop: Aborted }`, before the parent answers the sub-agent call as aborted.
+//! - **Usage**: the tokens and cost of every child model call (grandchildren included) are added
+//!   to the parent run's [`RunOutcome::usage`](super::RunOutcome::usage) and count against the
+//!   parent's [`UsageLimits`](super::UsageLimits); their model calls count against its
+//!   `max_requests` ceiling too. The parent's `max_turns` counts only its own turns.
+//! - **Depth**: the top-level agent is depth 0, its children depth 1. A sub-agent call that
+//!   would run deeper than [`SubAgent::max_depth`] (default 1, also capped by every ancestor's
+//!   limit) is refused with an error result, so by default a child cannot spawn children.
+//! - **Parallelism**: the tool is parallel-safe: several sub-agent calls in one reply run
+//!   concurrently like any other parallel-safe tools.
+//!
+//! How a handler reaches its parent run: each run keeps a task-local [`RunScope`] (its emitter,
+//! depth and the totals of its children) around its turn cycle. The executor polls async
+//! handlers inside the run's task, so the sub-agent handler finds its parent's scope there.
+//!
+//! A child cannot park for approval: a child that stops awaiting approval answers the parent's
+//! call with an error saying so.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::events::{AgentEvent, EmitFn, Emitter, RunStop};
+use super::{AgentError, AgentLoop, RunOutcome};
+use crate::tooling::{SpecError, ToolContext, ToolDeps, ToolError, ToolSpec};
+use crate::transcript::{Message, Role, ToolCallPart, ToolResultPart, Usage};
+
+/// The default [`SubAgent::max_depth`]: children, but no grandchildren.
+pub const DEFAULT_MAX_SUBAGENT_DEPTH: u32 = 1;
+
+tokio::task_local! {
+    /// The run whose turn cycle is being polled (set by every run of the loop).
+    static RUN: RunScope;
+    /// Handed by a sub-agent call to the child run it is about to start (taken once).
+    static CHILD_START: Cell<Option<ChildStart>>;
+}
+
+/// Where a child run sits: its depth and the depth ceiling inherited from its ancestors.
+#[derive(Clone, Copy, Debug)]
+struct ChildStart {
+    depth: u32,
+    max_depth: u32,
+}
+
+/// One run's place in the tree of agents, reachable from its tools' handlers.
+#[derive(Clone)]
+pub(crate) struct RunScope {
+    inner: Arc<ScopeInner>,
+}
+
+struct ScopeInner {
+    emitter: Emitter,
+    depth: u32,
+    /// The deepest level any descendant may run at (`u32::MAX`: only the tools' own limits).
+    max_depth: u32,
+    /// Children's usage not yet added to the run's total.
+    child_usage: Mutex<Usage>,
+    /// Model calls made by children (and their descendants) so far in this run.
+    child_requests: AtomicU32,
+}
+
+impl RunScope {
+    /// The scope of a run starting now: a child run takes the depth its sub-agent call handed
+    /// it; any other run is a top-level one.
+    pub(crate) fn for_run(emitter: &Emitter) -> RunScope {
+        let start = CHILD_START.try_with(Cell::take).ok().flatten();
+        RunScope {
+            inner: Arc::new(ScopeInner {
+                emitter: emitter.clone(),
+                depth: start.map_or(0, |s| s.depth),
+                max_depth: start.map_or(u32::MAX, |s| s.max_depth),
+                child_usage: Mutex::new(Usage::default()),
+                child_requests: AtomicU32::new(0),
+            }),
+        }
+    }
+
+    /// Polls `future` (the run's turn cycle) with this scope as the current run.
+    pub(crate) fn enter<F: Future>(self, future: F) -> impl Future<Output = F::Output> {
+        RUN.scope(self, future)
+    }
+
+    fn current() -> Option<RunScope> {
+        RUN.try_with(Clone::clone).ok()
+    }
+
+    fn add_child(&self, usage: &Usage, requests: u32) {
+        lock(&self.inner.child_usage).accumulate(usage);
+        self.inner
+            .child_requests
+            .fetch_add(requests, Ordering::Relaxed);
+    }
+}
+
+/// Takes the usage the current run's children reported since the last call (zero outside a
+/// run); the loop adds it to the run's total after each tool batch.
+pub(crate) fn take_child_usage() -> Usage {
+    RunScope::current()
+        .map(|scope| std::mem::take(&mut *lock(&scope.inner.child_usage)))
+        .unwrap_or_default()
+}
+
+/// Model calls the current run's children have made so far (zero outside a run).
+pub(crate) fn child_requests() -> u32 {
+    RunScope::current().map_or(0, |scope| scope.inner.child_requests.load(Ordering::Relaxed))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// An agent packaged as a tool of another agent. Build it, then [`into_tool`](Self::into_tool).
+///
+/// ```
+/// use agentloop::agent::{AgentLoop, AgentLoopConfig, SubAgent};
+/// use agentloop::model::{ScriptedModel, ScriptedTurn};
+/// use agentloop::tooling::{Deps, ToolSpec};
+///
+/// let researcher = AgentLoop::new(
+///     AgentLoopConfig { system_prompt: Some("Research the question.".into()), ..Default::default() },
+///     ScriptedModel::new([ScriptedTurn::text("Paris.")]),
+/// );
+/// let tool: ToolSpec<Deps> = SubAgent::new(researcher, "researcher", "Answers research questions.")
+///     .max_depth(1)
+///     .into_tool()
+///     .unwrap();
+/// assert_eq!(tool.name(), "researcher");
+/// ```
+pub struct SubAgent<D: ToolDeps> {
+    agent: Arc<AgentLoop<D>>,
+    name: String,
+    description: String,
+    max_depth: u32,
+}
+
+impl<D: ToolDeps> std::fmt::Debug for SubAgent<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubAgent")
+            .field("name", &self.name)
+            .field("max_depth", &self.max_depth)
+            .field("agent", &self.agent)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: ToolDeps> SubAgent<D> {
+    /// A sub-agent named `name` (the tool's name and the `agent` of its [`AgentEvent::Child`]
+    /// events). The child keeps its own model, instructions, tools, limits and approval hook
+    /// (its deps bundle).
+    pub fn new(
+        agent: AgentLoop<D>,
+        name: impl Into<String>,
+        description: impl Into<String>,
+    ) -> Self {
+        SubAgent {
+            agent: Arc::new(agent),
+            name: name.into(),
+            description: description.into(),
+            max_depth: DEFAULT_MAX_SUBAGENT_DEPTH,
+        }
+    }
+
+    /// The deepest level this sub-agent may run at (the top-level agent is 0). Default
+    /// [`DEFAULT_MAX_SUBAGENT_DEPTH`] (1): it runs as a child of a top-level agent, but not as
+    /// a grandchild. Set 2 on the child's own sub-agent tools *and* on this one to allow
+    /// grandchildren: a call runs only when no ancestor's limit forbids its depth.
+    pub fn max_depth(mut self, depth: u32) -> Self {
+        self.max_depth = depth;
+        self
+    }
+
+    /// The tool (for a parent whose deps bundle is `P`). Fails only when the name is not a
+    /// valid tool name.
+    pub fn into_tool<P: ToolDeps>(self) -> Result<ToolSpec<P>, SpecError> {
+        let shared = Arc::new(self);
+        let description = shared.description.clone();
+        ToolSpec::<P>::builder(shared.name.clone(), description)
+            .parameters(json!({
+                "type": "object",
+                "properties": {
+                    "prompt": {
+                        "type": "string",
+                        "description": "The complete task for the sub-agent: it sees nothing else of this conversation."
+                    }
+                },
+                "required": ["prompt"],
+                "additionalProperties": false
+            }))
+            .handler(move |ctx: ToolContext<P>, args: PromptArgs| {
+                let shared = shared.clone();
+                let call_id = ctx.call_id().to_owned();
+                async move { shared.call(call_id, args.prompt).await }
+            })
+            .build()
+    }
+
+    /// Runs the child on `prompt` for the parent's call `call_id`.
+    async fn call(&self, call_id: String, prompt: String) -> Result<String, ToolError> {
+        let parent = RunScope::current();
+        let depth = parent.as_ref().map_or(0, |p| p.inner.depth) + 1;
+        let max_depth = parent
+            .as_ref()
+            .map_or(u32::MAX, |p| p.inner.max_depth)
+            .min(self.max_depth);
+        if depth > max_depth {
+            return Err(ToolError::new(format!(
+                "Sub-agent \"{}\" was not run: it would run at depth {depth}, and sub-agents may \
+                 nest at most {max_depth} level(s) deep here. Do the work yourself instead.",
+                self.name
+            )));
+        }
+        let relay = Arc::new(Relay {
+            parent: parent.clone(),
+            call_id,
+            agent: self.name.clone(),
+            own: self.agent.emit.clone(),
+            state: Mutex::new(RelayState::default()),
+        });
+        let mut guard = EndGuard {
+            relay: relay.clone(),
+            finished: false,
+        };
+        let forward = relay.clone();
+        let callback: EmitFn = Arc::new(move |event: &AgentEvent| forward.on_event(event));
+        let emitter = Emitter::new(Some(callback), None);
+        let start = Cell::new(Some(ChildStart { depth, max_depth }));
+        let run = self
+            .agent
+            .drive(Some(vec![Message::user(prompt)]), Vec::new(), emitter);
+        let result = CHILD_START.scope(start, run).await;
+        guard.finished = true;
+        self.answer(result)
+    }
+
+    /// The tool result for the child's outcome.
+    fn answer(&self, result: Result<RunOutcome, AgentError>) -> Result<String, ToolError> {
+        let name = &self.name;
+        match result {
+            Ok(outcome) if outcome.stop == RunStop::Done => Ok(outcome.final_text()),
+            Ok(outcome) => {
+                let reason = serde_json::to_string(&outcome.stop)
+                    .unwrap_or_else(|_| format!("{:?}", outcome.stop));
+                let last = outcome.final_text();
+                let tail = if last.is_empty() {
+                    String::new()
+                } else {
+                    format!(" Its last answer: {last}")
+                };
+                Err(ToolError::new(format!(
+                    "Sub-agent \"{name}\" stopped before finishing: {reason}.{tail}"
+                )))
+            }
+            Err(error) => Err(ToolError::new(format!(
+                "Sub-agent \"{name}\" failed: {error}"
+            ))),
+        }
+    }
+}
+
+impl<D: ToolDeps> AgentLoop<D> {
+    /// This agent as a tool of another agent, with the default depth limit; see [`SubAgent`]
+    /// for the details and the builder with more options.
+    pub fn into_tool<P: ToolDeps>(
+        self,
+        name: impl Into<String>,
+        description: impl Into<String>,
+    ) -> Result<ToolSpec<P>, SpecError> {
+        SubAgent::new(self, name, description).into_tool()
+    }
+}
+
+#[derive(Deserialize)]
+struct PromptArgs {
+    prompt: String,
+}
+
+/// Forwards a child's events to its parent (tagged) and keeps what closing the child's stream
+/// early needs.
+struct Relay {
+    parent: Option<RunScope>,
+    call_id: String,
+    agent: String,
+    /// The child agent's own `emit` callback, which sees the events untagged.
+    own: Option<EmitFn>,
+    state: Mutex<RelayState>,
+}
+
+#[derive(Default)]
+struct RelayState {
+    /// Calls the child started and has not answered yet.
+    open_calls: Vec<ToolCallPart>,
+    /// Messages the child completed.
+    messages: Vec<Message>,
+    /// Usage and model calls of the child and its descendants, not yet given to the parent.
+    usage: Usage,
+    requests: u32,
+    ended: bool,
+}
+
+impl Relay {
+    fn on_event(&self, event: &AgentEvent) {
+        {
+            let mut state = lock(&self.state);
+            tally(&mut state, event);
+            match event {
+                AgentEvent::ToolExecutionStart { call } => state.open_calls.push(call.clone()),
+                AgentEvent::ToolExecutionEnd { call, .. } => {
+                    state.open_calls.retain(|c| c.id != call.id);
+                }
+                AgentEvent::MessageEnd { message } => state.messages.push(message.clone()),
+                AgentEvent::AgentEnd { .. } => state.ended = true,
+                _ => {}
+            }
+        }
+        if let Some(own) = &self.own {
+            // A panicking callback is the child's business: the parent's events still flow.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| own(event)));
+        }
+        if let Some(parent) = &self.parent {
+            parent.inner.emitter.emit_with(|| AgentEvent::Child {
+                parent_call_id: self.call_id.clone(),
+                agent: self.agent.clone(),
+                event: Box::new(event.clone()),
+            });
+        }
+    }
+
+    /// Gives the child's usage to the parent run (once; later calls add what came since).
+    fn settle(&self) {
+        let (usage, requests) = {
+            let mut state = lock(&self.state);
+            (
+                std::mem::take(&mut state.usage),
+                std::mem::take(&mut state.requests),
+            )
+        };
+        if let Some(parent) = &self.parent {
+            parent.add_child(&usage, requests);
+        }
+    }
+}
+
+/// Counts the model calls and usage in an event of the child or of any of its descendants.
+fn tally(state: &mut RelayState, event: &AgentEvent) {
+    match event {
+        AgentEvent::MessageEnd { message } if message.role == Role::Assistant => {
+            state.requests += 1;
+            if let Some(usage) = &message.usage {
+                state.usage.accumulate(usage);
+            }
+        }
+        AgentEvent::Child { event, .. } => tally(state, event),
+        _ => {}
+    }
+}
+
+/// Settles the child's usage when the call ends, and — when the call is dropped before the
+/// child finished (the parent was aborted or the call timed out) — closes the child's stream:
+/// an aborted result for each call it had started, then its one `AgentEnd`.
+struct EndGuard {
+    relay: Arc<Relay>,
+    finished: bool,
+}
+
+impl Drop for EndGuard {
+    fn drop(&mut self) {
+        let relay = &self.relay;
+        let unfinished = !self.finished && !lock(&relay.state).ended;
+        if unfinished {
+            let (open, messages) = {
+                let mut state = lock(&relay.state);
+                (
+                    std::mem::take(&mut state.open_calls),
+                    state.messages.clone(),
+                )
+            };
+            for call in open {
+                let result = ToolResultPart::error(
+                    &call.id,
+                    &call.tool_name,
+                    format!(
+                        "Tool call \"{}\" was not finished: the run was aborted.",
+                        call.tool_name
+                    ),
+                );
+                relay.on_event(&AgentEvent::ToolExecutionEnd { call, result });
+            }
+            relay.on_event(&AgentEvent::AgentEnd {
+                messages,
+                stop: RunStop::Aborted,
+            });
+        }
+        relay.settle();
+    }
+}

@@ -1,0 +1,463 @@
+//! Sub-agents: an agent as a tool of another agent — the child's answer as the tool result,
+//! its events tagged with the path of calls, abort, usage roll-up, the depth limit and parallel
+//! children.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::common;
+
+use std::sync::Arc;
+
+use agentloop::agent::{AgentEvent, AgentLoopConfig, RunStop, SubAgent, UsageLimits};
+use agentloop::model::{ScriptedModel, ScriptedTurn};
+use agentloop::tooling::{Deps, ToolContext, ToolSpec};
+use agentloop::transcript::{Message, Role, Usage};
+use common::*;
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+fn usage(input: u64, output: u64) -> Usage {
+    Usage {
+        input_tokens: input,
+        output_tokens: output,
+        ..Usage::default()
+    }
+}
+
+fn tool_result<'a>(messages: &'a [Message], call_id: &str) -> &'a agentloop::transcript::ToolResultPart {
+    messages
+        .iter()
+        .filter_map(Message::tool_result_part)
+        .find(|r| r.call_id == call_id)
+        .expect("a result for the call")
+}
+
+/// The child events of `events` that came through the parent call `call_id`, unwrapped one level.
+fn child_events(events: &[AgentEvent], call_id: &str) -> Vec<AgentEvent> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Child {
+                parent_call_id,
+                event,
+                ..
+            } if parent_call_id == call_id => Some((**event).clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn upper_tool() -> ToolSpec<Deps> {
+    ToolSpec::<Deps>::builder("upper", "Upper-case text.")
+        .blocking_handler(|_ctx: ToolContext<Deps>, args: Value| {
+            args["text"].as_str().unwrap_or_default().to_uppercase()
+        })
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_childs_answer_is_the_result_and_its_events_reach_the_parent_tagged() {
+    let child_model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::new().tool_call("c-1", "upper", json!({"text": "paris"})),
+        ScriptedTurn::text("The capital is PARIS."),
+    ]));
+    let child = agent(child_model.clone(), vec![upper_tool()]);
+    let parent_model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::new().tool_call("p-1", "researcher", json!({"prompt": "Capital of France?"})),
+        ScriptedTurn::text("Done."),
+    ]));
+    let tool = child.into_tool("researcher", "Answers questions.").unwrap();
+    let parent = agent(parent_model, vec![tool]);
+
+    let mut stream = parent.run_stream(vec![Message::user("Ask.")], vec![]);
+    let mut events = Vec::new();
+    while let Some(event) = within(stream.next()).await {
+        events.push(event);
+    }
+    let out = stream.outcome().unwrap().unwrap();
+    assert_eq!(out.stop, RunStop::Done);
+    let result = tool_result(out.new_messages(), "p-1");
+    assert!(!result.is_error, "{}", result.content);
+    assert_eq!(result.content, "The capital is PARIS.");
+    // The child saw the prompt as its user message.
+    let asked = &child_model.requests()[0];
+    assert!(format!("{asked:?}").contains("Capital of France?"));
+
+    // The parent's stream ends once, with its own AgentEnd.
+    let ends = events.iter().filter(|e| e.kind() == "agent_end").count();
+    assert_eq!(ends, 1);
+    assert_eq!(events.last().unwrap().kind(), "agent_end");
+    // The child's whole run is there, tagged with the call and the agent's name.
+    let child = child_events(&events, "p-1");
+    assert_eq!(child.first().unwrap().kind(), "agent_start");
+    assert!(matches!(
+        child.last(),
+        Some(AgentEvent::AgentEnd {
+            stop: RunStop::Done,
+            ..
+        })
+    ));
+    assert!(child.iter().any(|e| matches!(e,
+        AgentEvent::ToolExecutionEnd { result, .. } if result.content == "PARIS")));
+    assert!(events.iter().all(|e| match e {
+        AgentEvent::Child { agent, .. } => agent == "researcher",
+        _ => true,
+    }));
+    // Every child event precedes the parent's end of the call that ran it.
+    let call_end = events
+        .iter()
+        .position(|e| matches!(e, AgentEvent::ToolExecutionEnd { call, .. } if call.id == "p-1"))
+        .unwrap();
+    let last_child = events
+        .iter()
+        .rposition(|e| e.kind() == "child")
+        .unwrap();
+    assert!(last_child < call_end);
+    let json = serde_json::to_value(&events[last_child]).unwrap();
+    assert_eq!(json["type"], "child");
+    assert_eq!(json["parent_call_id"], "p-1");
+    assert_eq!(json["agent"], "researcher");
+    assert_eq!(json["event"]["type"], "agent_end");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_child_gives_an_error_result_with_its_reason() {
+    let child = agent(
+        Arc::new(ScriptedModel::new([ScriptedTurn::error("provider exploded")])),
+        vec![],
+    );
+    let parent_model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::new().tool_call("p-1", "helper", json!({"prompt": "go"})),
+        ScriptedTurn::text("ok"),
+    ]));
+    let parent = agent(parent_model, vec![child.into_tool("helper", "Helps.").unwrap()]);
+    let out = within(parent.run(vec![Message::user("x")], vec![]))
+        .await
+        .unwrap();
+    let result = tool_result(out.new_messages(), "p-1");
+    assert!(result.is_error);
+    assert!(result.content.contains("Sub-agent \"helper\" failed"), "{}", result.content);
+    assert!(result.content.contains("provider exploded"), "{}", result.content);
+
+    // A child that stops early (its turn limit) is an error too, with the stop reason.
+    let child = agent_with(
+        AgentLoopConfig {
+            max_turns: Some(1),
+            ..AgentLoopConfig::default()
+        },
+        Arc::new(ScriptedModel::new([ScriptedTurn::new().tool_call(
+            "c-1",
+            "upper",
+            json!({"text": "a"}),
+        )])),
+        vec![upper_tool()],
+    );
+    let parent_model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::new().tool_call("p-2", "helper", json!({"prompt": "go"})),
+        ScriptedTurn::text("ok"),
+    ]));
+    let parent = agent(parent_model, vec![child.into_tool("helper", "Helps.").unwrap()]);
+    let out = within(parent.run(vec![Message::user("x")], vec![]))
+        .await
+        .unwrap();
+    let result = tool_result(out.new_messages(), "p-2");
+    assert!(result.is_error);
+    assert!(result.content.contains("max_turns"), "{}", result.content);
+}
+
+#[tokio::test(start_paused = true)]
+async fn aborting_the_parent_aborts_the_child_and_every_call_gets_one_result() {
+    let parent_signal = agentloop::agent::AbortSignal::new();
+    let signal = parent_signal.clone();
+    // The child's tool aborts the parent, then never finishes on its own.
+    let hang = ToolSpec::<Deps>::builder("hang", "Waits forever.")
+        .handler(move |_ctx: ToolContext<Deps>, _args: Value| {
+            let signal = signal.clone();
+            async move {
+                signal.abort();
+                std::future::pending::<()>().await;
+                "never"
+            }
+        })
+        .build()
+        .unwrap();
+    let child = agent(
+        Arc::new(ScriptedModel::new([
+            ScriptedTurn::new().tool_call("c-1", "hang", json!({})),
+            ScriptedTurn::text("never reached"),
+        ])),
+        vec![hang],
+    );
+    let parent_model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::new().tool_call("p-1", "worker", json!({"prompt": "work"})),
+        ScriptedTurn::text("never reached"),
+    ]));
+    let rec = Recorder::default();
+    let parent = agent(parent_model, vec![child.into_tool("worker", "Works.").unwrap()])
+        .with_abort_signal(parent_signal)
+        .with_emit(rec.callback());
+    let out = within(parent.run(vec![Message::user("x")], vec![]))
+        .await
+        .unwrap();
+    assert_eq!(out.stop, RunStop::Aborted);
+    let result = tool_result(out.new_messages(), "p-1");
+    assert!(result.is_error);
+    assert!(result.content.contains("abort"), "{}", result.content);
+
+    let events = rec.events();
+    assert_eq!(events.iter().filter(|e| e.kind() == "agent_end").count(), 1);
+    assert_eq!(events.last().unwrap().kind(), "agent_end");
+    let child = child_events(&events, "p-1");
+    // The child's call started once and ended once, as an error.
+    let starts = child.iter().filter(|e| e.kind() == "tool_execution_start").count();
+    let ends: Vec<_> = child
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::ToolExecutionEnd { result, .. } => Some(result),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(starts, 1);
+    assert_eq!(ends.len(), 1);
+    assert!(ends[0].is_error && ends[0].call_id == "c-1");
+    // The child's stream ended exactly once, aborted, before the parent answered its call.
+    let child_ends: Vec<_> = child.iter().filter(|e| e.kind() == "agent_end").collect();
+    assert_eq!(child_ends.len(), 1);
+    assert!(matches!(
+        child_ends[0],
+        AgentEvent::AgentEnd {
+            stop: RunStop::Aborted,
+            ..
+        }
+    ));
+    let call_end = events
+        .iter()
+        .position(|e| matches!(e, AgentEvent::ToolExecutionEnd { call, .. } if call.id == "p-1"))
+        .unwrap();
+    assert!(events.iter().rposition(|e| e.kind() == "child").unwrap() < call_end);
+}
+
+#[tokio::test(start_paused = true)]
+async fn child_usage_rolls_up_and_counts_against_the_parents_limits() {
+    let child = agent(
+        Arc::new(ScriptedModel::new([
+            ScriptedTurn::new()
+                .tool_call("c-1", "upper", json!({"text": "a"}))
+                .usage(usage(100, 10)),
+            ScriptedTurn::text("A").usage(usage(200, 20)),
+        ])),
+        vec![upper_tool()],
+    );
+    let parent_model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::new()
+            .tool_call("p-1", "helper", json!({"prompt": "go"}))
+            .usage(usage(1, 1)),
+        ScriptedTurn::text("done").usage(usage(2, 2)),
+    ]));
+    let parent = agent(parent_model, vec![child.into_tool("helper", "Helps.").unwrap()]);
+    let out = within(parent.run(vec![Message::user("x")], vec![]))
+        .await
+        .unwrap();
+    assert_eq!(out.stop, RunStop::Done);
+    assert_eq!(out.usage.input_tokens, 1 + 100 + 200 + 2);
+    assert_eq!(out.usage.output_tokens, 1 + 10 + 20 + 2);
+
+    // The parent's token ceiling sees the child's tokens: 1 + 300 input tokens stop it before
+    // its second model call, which its own usage (1) would never have done.
+    let child = agent(
+        Arc::new(ScriptedModel::new([ScriptedTurn::text("A").usage(usage(300, 1))])),
+        vec![],
+    );
+    let parent_model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::new()
+            .tool_call("p-1", "helper", json!({"prompt": "go"}))
+            .usage(usage(1, 1)),
+        ScriptedTurn::text("never"),
+    ]));
+    let parent = agent_with(
+        AgentLoopConfig {
+            usage_limits: UsageLimits {
+                max_input_tokens: Some(100),
+                ..UsageLimits::default()
+            },
+            ..AgentLoopConfig::default()
+        },
+        parent_model.clone(),
+        vec![child.into_tool("helper", "Helps.").unwrap()],
+    );
+    let out = within(parent.run(vec![Message::user("x")], vec![]))
+        .await
+        .unwrap();
+    assert!(
+        matches!(out.stop, RunStop::UsageLimit { used, .. } if used == 301.0),
+        "{:?}",
+        out.stop
+    );
+    assert_eq!(parent_model.remaining(), 1);
+
+    // Requests: the child's model call counts against the parent's request ceiling.
+    let child = agent(
+        Arc::new(ScriptedModel::new([ScriptedTurn::text("A")])),
+        vec![],
+    );
+    let parent_model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::new().tool_call("p-1", "helper", json!({"prompt": "go"})),
+        ScriptedTurn::text("never"),
+    ]));
+    let parent = agent_with(
+        AgentLoopConfig {
+            usage_limits: UsageLimits {
+                max_requests: Some(2),
+                ..UsageLimits::default()
+            },
+            ..AgentLoopConfig::default()
+        },
+        parent_model.clone(),
+        vec![child.into_tool("helper", "Helps.").unwrap()],
+    );
+    let out = within(parent.run(vec![Message::user("x")], vec![]))
+        .await
+        .unwrap();
+    assert!(
+        matches!(out.stop, RunStop::UsageLimit { used, .. } if used == 2.0),
+        "{:?}",
+        out.stop
+    );
+}
+
+/// A parent whose child (`middle`) has a grandchild tool (`leaf`); `limits` are the max depths
+/// of `middle` and `leaf`.
+async fn nested_run(middle_depth: u32, leaf_depth: u32) -> (Vec<AgentEvent>, Vec<Message>) {
+    let leaf = agent(
+        Arc::new(ScriptedModel::new([ScriptedTurn::text("leaf answer")])),
+        vec![],
+    );
+    let leaf_tool = SubAgent::new(leaf, "leaf", "Leaf.")
+        .max_depth(leaf_depth)
+        .into_tool()
+        .unwrap();
+    let middle = agent(
+        Arc::new(ScriptedModel::new([
+            ScriptedTurn::new().tool_call("m-1", "leaf", json!({"prompt": "deeper"})),
+            ScriptedTurn::text("middle answer"),
+        ])),
+        vec![leaf_tool],
+    );
+    let middle_tool = SubAgent::new(middle, "middle", "Middle.")
+        .max_depth(middle_depth)
+        .into_tool()
+        .unwrap();
+    let rec = Recorder::default();
+    let parent = agent(
+        Arc::new(ScriptedModel::new([
+            ScriptedTurn::new().tool_call("p-1", "middle", json!({"prompt": "go"})),
+            ScriptedTurn::text("done"),
+        ])),
+        vec![middle_tool],
+    )
+    .with_emit(rec.callback());
+    let out = within(parent.run(vec![Message::user("x")], vec![]))
+        .await
+        .unwrap();
+    (rec.events(), out.new_messages().to_vec())
+}
+
+/// The grandchild's result as the middle agent saw it (through the doubly tagged events).
+fn leaf_result(events: &[AgentEvent]) -> agentloop::transcript::ToolResultPart {
+    child_events(events, "p-1")
+        .iter()
+        .find_map(|e| match e {
+            AgentEvent::ToolExecutionEnd { call, result } if call.id == "m-1" => {
+                Some(result.clone())
+            }
+            _ => None,
+        })
+        .expect("the middle agent answered its leaf call")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_child_cannot_spawn_children_by_default() {
+    let (events, messages) = nested_run(1, 1).await;
+    let leaf = leaf_result(&events);
+    assert!(leaf.is_error);
+    assert!(leaf.content.contains("depth 2"), "{}", leaf.content);
+    // The middle agent still answered the parent.
+    assert_eq!(tool_result(&messages, "p-1").content, "middle answer");
+    // No grandchild ran: nothing is wrapped twice.
+    assert!(!child_events(&events, "p-1")
+        .iter()
+        .any(|e| e.kind() == "child"));
+
+    // The middle's limit caps the leaf's: the leaf allowing depth 2 is not enough.
+    let (events, _) = nested_run(1, 2).await;
+    assert!(leaf_result(&events).is_error);
+}
+
+#[tokio::test(start_paused = true)]
+async fn grandchildren_run_when_every_level_allows_them_and_their_events_carry_the_path() {
+    let (events, messages) = nested_run(2, 2).await;
+    let leaf = leaf_result(&events);
+    assert!(!leaf.is_error, "{}", leaf.content);
+    assert_eq!(leaf.content, "leaf answer");
+    assert_eq!(tool_result(&messages, "p-1").content, "middle answer");
+    // A grandchild's event: Child(p-1, middle) wrapping Child(m-1, leaf) wrapping the event.
+    let nested = events.iter().find_map(|e| match e {
+        AgentEvent::Child {
+            parent_call_id,
+            agent,
+            event,
+        } if parent_call_id == "p-1" && agent == "middle" => match &**event {
+            AgentEvent::Child {
+                parent_call_id,
+                agent,
+                event,
+            } if parent_call_id == "m-1" && agent == "leaf" => Some((**event).clone()),
+            _ => None,
+        },
+        _ => None,
+    });
+    assert!(matches!(nested, Some(AgentEvent::AgentStart)), "{nested:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn several_children_in_one_reply_run_in_parallel() {
+    // Each child's tool waits at a barrier for two: it opens only when both children are in
+    // their tool at the same time, which sequential children never are.
+    let barrier = Arc::new(tokio::sync::Barrier::new(2));
+    let child = |name: &str| {
+        let barrier = barrier.clone();
+        let meet = ToolSpec::<Deps>::builder("meet", "Meets the other child.")
+            .handler(move |_ctx: ToolContext<Deps>, _args: Value| {
+                let barrier = barrier.clone();
+                async move {
+                    barrier.wait().await;
+                    "met"
+                }
+            })
+            .build()
+            .unwrap();
+        let model = Arc::new(ScriptedModel::new([
+            ScriptedTurn::new().tool_call("c-1", "meet", json!({})),
+            ScriptedTurn::text(format!("{name} met")),
+        ]));
+        agent(model, vec![meet]).into_tool(name, "A child.").unwrap()
+    };
+    let parent_model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::new()
+            .tool_call("p-1", "left", json!({"prompt": "meet"}))
+            .tool_call("p-2", "right", json!({"prompt": "meet"})),
+        ScriptedTurn::text("both met"),
+    ]));
+    let parent = agent(parent_model, vec![child("left"), child("right")]);
+    // With the paused clock, a deadlock (children run one after the other) fails at once.
+    let out = within(parent.run(vec![Message::user("x")], vec![]))
+        .await
+        .unwrap();
+    assert_eq!(out.stop, RunStop::Done);
+    assert_eq!(tool_result(out.new_messages(), "p-1").content, "left met");
+    assert_eq!(tool_result(out.new_messages(), "p-2").content, "right met");
+    assert!(out
+        .new_messages()
+        .iter()
+        .any(|m| m.role == Role::Assistant && m.text() == "both met"));
+}
