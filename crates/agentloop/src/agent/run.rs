@@ -237,9 +237,13 @@ impl<D: ToolDeps> AgentLoop<D> {
         let scope = super::subagent::RunScope::for_run(&emitter);
         let execute = self.execute(&mut state, prompts, resume, &emitter, &cancel);
         let result = scope
+            .clone()
             .enter(AssertUnwindSafe(execute).catch_unwind())
             .instrument(span.clone())
             .await;
+        // Children cut short by an abort or an error settled after the last tool batch was
+        // counted: their usage still belongs to this run's total.
+        state.usage.accumulate(&scope.take_child_usage());
         // The abort that ended this run (if any) is used up: the next run starts clean. (A run
         // whose future is dropped releases it the same way, when the guard drops.)
         drop(run_abort);
@@ -559,12 +563,10 @@ impl<D: ToolDeps> AgentLoop<D> {
                     return Ok(RunStop::MaxTurns { limit });
                 }
             }
-            if let Some((which, used, limit)) =
-                self.config.usage_limits.reached(
-                    state.turns + super::subagent::child_requests(),
-                    &state.usage,
-                )
-            {
+            if let Some((which, used, limit)) = self.config.usage_limits.reached(
+                state.turns + super::subagent::child_requests(),
+                &state.usage,
+            ) {
                 return Ok(RunStop::UsageLimit { which, used, limit });
             }
             let pending = if from_steering {

@@ -38,6 +38,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::events::{AgentEvent, EmitFn, Emitter, RunStop};
+use super::output::{Output, OutputError, OutputPlan, OutputRun};
 use super::{AgentError, AgentLoop, RunOutcome};
 use crate::tooling::{SpecError, ToolContext, ToolDeps, ToolError, ToolSpec};
 use crate::transcript::{Message, Role, ToolCallPart, ToolResultPart, Usage};
@@ -101,6 +102,11 @@ impl RunScope {
         RUN.try_with(Clone::clone).ok()
     }
 
+    /// Takes the usage this run's children reported since the last call.
+    pub(crate) fn take_child_usage(&self) -> Usage {
+        std::mem::take(&mut *lock(&self.inner.child_usage))
+    }
+
     fn add_child(&self, usage: &Usage, requests: u32) {
         lock(&self.inner.child_usage).accumulate(usage);
         self.inner
@@ -113,13 +119,15 @@ impl RunScope {
 /// run); the loop adds it to the run's total after each tool batch.
 pub(crate) fn take_child_usage() -> Usage {
     RunScope::current()
-        .map(|scope| std::mem::take(&mut *lock(&scope.inner.child_usage)))
+        .map(|scope| scope.take_child_usage())
         .unwrap_or_default()
 }
 
 /// Model calls the current run's children have made so far (zero outside a run).
 pub(crate) fn child_requests() -> u32 {
-    RunScope::current().map_or(0, |scope| scope.inner.child_requests.load(Ordering::Relaxed))
+    RunScope::current().map_or(0, |scope| {
+        scope.inner.child_requests.load(Ordering::Relaxed)
+    })
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -148,6 +156,8 @@ pub struct SubAgent<D: ToolDeps> {
     name: String,
     description: String,
     max_depth: u32,
+    /// The typed output the child must give (its JSON is the call's result), if any.
+    output: Option<Arc<OutputPlan>>,
 }
 
 impl<D: ToolDeps> std::fmt::Debug for SubAgent<D> {
@@ -174,7 +184,17 @@ impl<D: ToolDeps> SubAgent<D> {
             name: name.into(),
             description: description.into(),
             max_depth: DEFAULT_MAX_SUBAGENT_DEPTH,
+            output: None,
         }
+    }
+
+    /// Makes the child answer with a validated typed output (see [`crate::agent::output`]):
+    /// the call's result is that output's JSON instead of the child's final text, and a child
+    /// that never produced a valid output answers with an error result listing the violations.
+    /// Fails when the output's schema is unusable with the child's model.
+    pub fn output<T>(mut self, output: &Output<T>) -> Result<Self, OutputError> {
+        self.output = Some(Arc::new(self.agent.plan_output(output)?));
+        Ok(self)
     }
 
     /// The deepest level this sub-agent may run at (the top-level agent is 0). Default
@@ -230,7 +250,7 @@ impl<D: ToolDeps> SubAgent<D> {
             parent: parent.clone(),
             call_id,
             agent: self.name.clone(),
-            own: self.agent.emit.clone(),
+            own: self.agent.emitter(None),
             state: Mutex::new(RelayState::default()),
         });
         let mut guard = EndGuard {
@@ -239,14 +259,42 @@ impl<D: ToolDeps> SubAgent<D> {
         };
         let forward = relay.clone();
         let callback: EmitFn = Arc::new(move |event: &AgentEvent| forward.on_event(event));
-        let emitter = Emitter::new(Some(callback), None);
+        let emitter = Emitter::new(Arc::new([callback]), None);
         let start = Cell::new(Some(ChildStart { depth, max_depth }));
-        let run = self
-            .agent
-            .drive(Some(vec![Message::user(prompt)]), Vec::new(), emitter);
-        let result = CHILD_START.scope(start, run).await;
+        let output = self.output.clone().map(OutputRun::new);
+        let run = self.agent.drive_with_output(
+            Some(vec![Message::user(prompt)]),
+            Vec::new(),
+            emitter,
+            output,
+        );
+        let (result, output) = CHILD_START.scope(start, run).await;
         guard.finished = true;
-        self.answer(result)
+        match output {
+            Some(output) => self.answer_output(result, output),
+            None => self.answer(result),
+        }
+    }
+
+    /// The tool result for a child that had to give a typed output: the output's JSON.
+    fn answer_output(
+        &self,
+        result: Result<RunOutcome, AgentError>,
+        mut output: OutputRun,
+    ) -> Result<String, ToolError> {
+        match (result, output.accepted.take()) {
+            (Ok(outcome), Some(accepted)) if outcome.stop == RunStop::Done => {
+                Ok(accepted.json.to_string())
+            }
+            (Ok(outcome), _) if outcome.stop == RunStop::Done => {
+                let violations = output.last_violations.join("; ");
+                Err(ToolError::new(format!(
+                    "Sub-agent \"{}\" produced no valid output ({} invalid attempt(s)): {violations}",
+                    self.name, output.failures
+                )))
+            }
+            (other, _) => self.answer(other),
+        }
     }
 
     /// The tool result for the child's outcome.
@@ -297,8 +345,8 @@ struct Relay {
     parent: Option<RunScope>,
     call_id: String,
     agent: String,
-    /// The child agent's own `emit` callback, which sees the events untagged.
-    own: Option<EmitFn>,
+    /// The child agent's own `emit` listeners, which see the events untagged.
+    own: Emitter,
     state: Mutex<RelayState>,
 }
 
@@ -329,10 +377,8 @@ impl Relay {
                 _ => {}
             }
         }
-        if let Some(own) = &self.own {
-            // A panicking callback is the child's business: the parent's events still flow.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| own(event)));
-        }
+        // The emitter contains a panicking listener: the parent's events still flow.
+        self.own.emit_with(|| event.clone());
         if let Some(parent) = &self.parent {
             parent.inner.emitter.emit_with(|| AgentEvent::Child {
                 parent_call_id: self.call_id.clone(),
@@ -400,7 +446,11 @@ impl Drop for EndGuard {
                         call.tool_name
                     ),
                 );
-                relay.on_event(&AgentEvent::ToolExecutionEnd { call, result });
+                relay.on_event(&AgentEvent::ToolExecutionEnd {
+                    call,
+                    result,
+                    blocked: false,
+                });
             }
             relay.on_event(&AgentEvent::AgentEnd {
                 messages,

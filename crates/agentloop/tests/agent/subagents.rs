@@ -23,7 +23,10 @@ fn usage(input: u64, output: u64) -> Usage {
     }
 }
 
-fn tool_result<'a>(messages: &'a [Message], call_id: &str) -> &'a agentloop::transcript::ToolResultPart {
+fn tool_result<'a>(
+    messages: &'a [Message],
+    call_id: &str,
+) -> &'a agentloop::transcript::ToolResultPart {
     messages
         .iter()
         .filter_map(Message::tool_result_part)
@@ -108,10 +111,7 @@ async fn the_childs_answer_is_the_result_and_its_events_reach_the_parent_tagged(
         .iter()
         .position(|e| matches!(e, AgentEvent::ToolExecutionEnd { call, .. } if call.id == "p-1"))
         .unwrap();
-    let last_child = events
-        .iter()
-        .rposition(|e| e.kind() == "child")
-        .unwrap();
+    let last_child = events.iter().rposition(|e| e.kind() == "child").unwrap();
     assert!(last_child < call_end);
     let json = serde_json::to_value(&events[last_child]).unwrap();
     assert_eq!(json["type"], "child");
@@ -123,21 +123,34 @@ async fn the_childs_answer_is_the_result_and_its_events_reach_the_parent_tagged(
 #[tokio::test(start_paused = true)]
 async fn a_failed_child_gives_an_error_result_with_its_reason() {
     let child = agent(
-        Arc::new(ScriptedModel::new([ScriptedTurn::error("provider exploded")])),
+        Arc::new(ScriptedModel::new([ScriptedTurn::error(
+            "provider exploded",
+        )])),
         vec![],
     );
     let parent_model = Arc::new(ScriptedModel::new([
         ScriptedTurn::new().tool_call("p-1", "helper", json!({"prompt": "go"})),
         ScriptedTurn::text("ok"),
     ]));
-    let parent = agent(parent_model, vec![child.into_tool("helper", "Helps.").unwrap()]);
+    let parent = agent(
+        parent_model,
+        vec![child.into_tool("helper", "Helps.").unwrap()],
+    );
     let out = within(parent.run(vec![Message::user("x")], vec![]))
         .await
         .unwrap();
     let result = tool_result(out.new_messages(), "p-1");
     assert!(result.is_error);
-    assert!(result.content.contains("Sub-agent \"helper\" failed"), "{}", result.content);
-    assert!(result.content.contains("provider exploded"), "{}", result.content);
+    assert!(
+        result.content.contains("Sub-agent \"helper\" failed"),
+        "{}",
+        result.content
+    );
+    assert!(
+        result.content.contains("provider exploded"),
+        "{}",
+        result.content
+    );
 
     // A child that stops early (its turn limit) is an error too, with the stop reason.
     let child = agent_with(
@@ -156,7 +169,10 @@ async fn a_failed_child_gives_an_error_result_with_its_reason() {
         ScriptedTurn::new().tool_call("p-2", "helper", json!({"prompt": "go"})),
         ScriptedTurn::text("ok"),
     ]));
-    let parent = agent(parent_model, vec![child.into_tool("helper", "Helps.").unwrap()]);
+    let parent = agent(
+        parent_model,
+        vec![child.into_tool("helper", "Helps.").unwrap()],
+    );
     let out = within(parent.run(vec![Message::user("x")], vec![]))
         .await
         .unwrap();
@@ -183,23 +199,33 @@ async fn aborting_the_parent_aborts_the_child_and_every_call_gets_one_result() {
         .unwrap();
     let child = agent(
         Arc::new(ScriptedModel::new([
-            ScriptedTurn::new().tool_call("c-1", "hang", json!({})),
+            ScriptedTurn::new()
+                .tool_call("c-1", "hang", json!({}))
+                .usage(usage(70, 7)),
             ScriptedTurn::text("never reached"),
         ])),
         vec![hang],
     );
     let parent_model = Arc::new(ScriptedModel::new([
-        ScriptedTurn::new().tool_call("p-1", "worker", json!({"prompt": "work"})),
+        ScriptedTurn::new()
+            .tool_call("p-1", "worker", json!({"prompt": "work"}))
+            .usage(usage(1, 1)),
         ScriptedTurn::text("never reached"),
     ]));
     let rec = Recorder::default();
-    let parent = agent(parent_model, vec![child.into_tool("worker", "Works.").unwrap()])
-        .with_abort_signal(parent_signal)
-        .with_emit(rec.callback());
+    let parent = agent(
+        parent_model,
+        vec![child.into_tool("worker", "Works.").unwrap()],
+    )
+    .with_abort_signal(parent_signal)
+    .with_emit(rec.callback());
     let out = within(parent.run(vec![Message::user("x")], vec![]))
         .await
         .unwrap();
     assert_eq!(out.stop, RunStop::Aborted);
+    // The aborted child's tokens still count in the parent's total.
+    assert_eq!(out.usage.input_tokens, 71);
+    assert_eq!(out.usage.output_tokens, 8);
     let result = tool_result(out.new_messages(), "p-1");
     assert!(result.is_error);
     assert!(result.content.contains("abort"), "{}", result.content);
@@ -209,7 +235,10 @@ async fn aborting_the_parent_aborts_the_child_and_every_call_gets_one_result() {
     assert_eq!(events.last().unwrap().kind(), "agent_end");
     let child = child_events(&events, "p-1");
     // The child's call started once and ended once, as an error.
-    let starts = child.iter().filter(|e| e.kind() == "tool_execution_start").count();
+    let starts = child
+        .iter()
+        .filter(|e| e.kind() == "tool_execution_start")
+        .count();
     let ends: Vec<_> = child
         .iter()
         .filter_map(|e| match e {
@@ -254,7 +283,10 @@ async fn child_usage_rolls_up_and_counts_against_the_parents_limits() {
             .usage(usage(1, 1)),
         ScriptedTurn::text("done").usage(usage(2, 2)),
     ]));
-    let parent = agent(parent_model, vec![child.into_tool("helper", "Helps.").unwrap()]);
+    let parent = agent(
+        parent_model,
+        vec![child.into_tool("helper", "Helps.").unwrap()],
+    );
     let out = within(parent.run(vec![Message::user("x")], vec![]))
         .await
         .unwrap();
@@ -265,7 +297,9 @@ async fn child_usage_rolls_up_and_counts_against_the_parents_limits() {
     // The parent's token ceiling sees the child's tokens: 1 + 300 input tokens stop it before
     // its second model call, which its own usage (1) would never have done.
     let child = agent(
-        Arc::new(ScriptedModel::new([ScriptedTurn::text("A").usage(usage(300, 1))])),
+        Arc::new(ScriptedModel::new([
+            ScriptedTurn::text("A").usage(usage(300, 1))
+        ])),
         vec![],
     );
     let parent_model = Arc::new(ScriptedModel::new([
@@ -367,7 +401,7 @@ fn leaf_result(events: &[AgentEvent]) -> agentloop::transcript::ToolResultPart {
     child_events(events, "p-1")
         .iter()
         .find_map(|e| match e {
-            AgentEvent::ToolExecutionEnd { call, result } if call.id == "m-1" => {
+            AgentEvent::ToolExecutionEnd { call, result, .. } if call.id == "m-1" => {
                 Some(result.clone())
             }
             _ => None,
@@ -384,9 +418,11 @@ async fn a_child_cannot_spawn_children_by_default() {
     // The middle agent still answered the parent.
     assert_eq!(tool_result(&messages, "p-1").content, "middle answer");
     // No grandchild ran: nothing is wrapped twice.
-    assert!(!child_events(&events, "p-1")
-        .iter()
-        .any(|e| e.kind() == "child"));
+    assert!(
+        !child_events(&events, "p-1")
+            .iter()
+            .any(|e| e.kind() == "child")
+    );
 
     // The middle's limit caps the leaf's: the leaf allowing depth 2 is not enough.
     let (events, _) = nested_run(1, 2).await;
@@ -440,7 +476,9 @@ async fn several_children_in_one_reply_run_in_parallel() {
             ScriptedTurn::new().tool_call("c-1", "meet", json!({})),
             ScriptedTurn::text(format!("{name} met")),
         ]));
-        agent(model, vec![meet]).into_tool(name, "A child.").unwrap()
+        agent(model, vec![meet])
+            .into_tool(name, "A child.")
+            .unwrap()
     };
     let parent_model = Arc::new(ScriptedModel::new([
         ScriptedTurn::new()
@@ -456,8 +494,81 @@ async fn several_children_in_one_reply_run_in_parallel() {
     assert_eq!(out.stop, RunStop::Done);
     assert_eq!(tool_result(out.new_messages(), "p-1").content, "left met");
     assert_eq!(tool_result(out.new_messages(), "p-2").content, "right met");
-    assert!(out
-        .new_messages()
-        .iter()
-        .any(|m| m.role == Role::Assistant && m.text() == "both met"));
+    assert!(
+        out.new_messages()
+            .iter()
+            .any(|m| m.role == Role::Assistant && m.text() == "both met")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_typed_child_answers_with_its_validated_output() {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[allow(dead_code)]
+    struct Verdict {
+        ok: bool,
+    }
+    let child = agent(
+        Arc::new(ScriptedModel::new([
+            // An invalid output first: the child repairs it before answering.
+            ScriptedTurn::new().tool_call("f-1", "final_result", json!({"ok": "yes"})),
+            ScriptedTurn::new().tool_call("f-2", "final_result", json!({"ok": true})),
+        ])),
+        vec![],
+    );
+    let tool = SubAgent::new(child, "judge", "Judges.")
+        .output(&agentloop::agent::output::Output::<Verdict>::of())
+        .unwrap()
+        .into_tool()
+        .unwrap();
+    let parent = agent(
+        Arc::new(ScriptedModel::new([
+            ScriptedTurn::new().tool_call("p-1", "judge", json!({"prompt": "judge it"})),
+            ScriptedTurn::text("done"),
+        ])),
+        vec![tool],
+    );
+    let out = within(parent.run(vec![Message::user("x")], vec![]))
+        .await
+        .unwrap();
+    let result = tool_result(out.new_messages(), "p-1");
+    assert!(!result.is_error, "{}", result.content);
+    let value: Value = serde_json::from_str(&result.content).unwrap();
+    assert_eq!(value, json!({"ok": true}));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_child_keeps_its_own_turn_limit_apart_from_the_parents() {
+    // The child may take 3 turns although the parent allows itself only 2.
+    let child_model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::new().tool_call("c-1", "upper", json!({"text": "a"})),
+        ScriptedTurn::new().tool_call("c-2", "upper", json!({"text": "b"})),
+        ScriptedTurn::text("AB"),
+    ]));
+    let child = agent_with(
+        AgentLoopConfig {
+            max_turns: Some(3),
+            ..AgentLoopConfig::default()
+        },
+        child_model.clone(),
+        vec![upper_tool()],
+    );
+    let parent = agent_with(
+        AgentLoopConfig {
+            max_turns: Some(2),
+            ..AgentLoopConfig::default()
+        },
+        Arc::new(ScriptedModel::new([
+            ScriptedTurn::new().tool_call("p-1", "helper", json!({"prompt": "go"})),
+            ScriptedTurn::text("done"),
+        ])),
+        vec![child.into_tool("helper", "Helps.").unwrap()],
+    );
+    let out = within(parent.run(vec![Message::user("x")], vec![]))
+        .await
+        .unwrap();
+    assert_eq!(out.stop, RunStop::Done);
+    assert_eq!(out.turns, 2);
+    assert_eq!(tool_result(out.new_messages(), "p-1").content, "AB");
+    assert_eq!(child_model.remaining(), 0);
 }

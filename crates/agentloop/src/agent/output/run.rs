@@ -51,7 +51,7 @@ impl<D: ToolDeps> AgentLoop<D> {
         Ok(self.plan_output(output)?.strategy)
     }
 
-    fn plan_output<T>(&self, output: &Output<T>) -> Result<OutputPlan, OutputError> {
+    pub(crate) fn plan_output<T>(&self, output: &Output<T>) -> Result<OutputPlan, OutputError> {
         OutputPlan::new(output, self.model.provider(), self.config.model.as_deref())
             .map_err(OutputError::Schema)
     }
