@@ -76,6 +76,11 @@ pub enum Command {
     /// commands are sandboxed on Linux as `--sandbox` says (default: writes only in the workspace
     /// and the temporary directory, no TCP network).
     Run(RunArgs),
+    /// Serve the Agent Client Protocol on stdin/stdout for an editor (Zed, JetBrains, Neovim):
+    /// each editor session is a stored session in the editor's directory, run with the flags
+    /// and config files of `run`; approvals are asked in the editor.
+    #[cfg(feature = "acp")]
+    Acp(RunArgs),
     /// A conversation on the terminal (what bare `agentloop` opens): line editing and history,
     /// Markdown answers, Ctrl-C cancels the turn, Ctrl-D exits, `/help` lists the slash
     /// commands; typing while the agent works steers it. Takes the flags of `run`.

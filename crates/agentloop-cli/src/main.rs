@@ -8,6 +8,7 @@
 //!   lines (`--json`).
 //! - `agentloop sessions list|show|follow|export|import|rm`: the recorded sessions, in the
 //!   store `--store` names (a SQLite file or a PostgreSQL URL).
+//! - `agentloop acp`: an Agent Client Protocol agent on stdin/stdout for editors.
 //! - `agentloop demo`: the real loop and tools against a scripted mock model (no key needed).
 //! - `agentloop mock-server --script FILE`: the mock model server on its own.
 //! - `agentloop approvals list`, `approve`, `deny`, `resume`: runs parked by `--approve defer`.
@@ -22,6 +23,8 @@
 //! (including an invalid config file), 4 mutating calls denied for lack of a terminal,
 //! 3 the run stopped awaiting approval (`--approve defer`), 130 interrupted by Ctrl-C. Diagnostics go to stderr as one line.
 
+#[cfg(feature = "acp")]
+mod acp;
 mod approvals;
 mod chat;
 mod cli;
@@ -107,6 +110,8 @@ fn main() -> ExitCode {
         match command {
             Command::Chat(args) => chat::run(db, args).await,
             Command::Run(args) => run::run(db, args).await,
+            #[cfg(feature = "acp")]
+            Command::Acp(args) => acp::serve(db, args).await,
             Command::Sessions(command) => sessions::run(db, command),
             #[cfg(feature = "demo")]
             Command::Demo(args) => demo::run(db, args).await,

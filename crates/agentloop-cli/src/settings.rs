@@ -331,6 +331,11 @@ fn finish(mut cli: Cli, explicit: Explicit, trust: Option<Trust>) -> Result<Cli,
             args.explicit = explicit;
             args.trust = decide(&args.workspace)?;
         }
+        #[cfg(feature = "acp")]
+        Some(Command::Acp(args)) => {
+            args.explicit = explicit;
+            args.trust = decide(&args.workspace)?;
+        }
         Some(Command::Resume(args)) => args.explicit = explicit,
         Some(Command::Config(ConfigCommand::Show(args))) => args.trust = decide(&args.workspace)?,
         Some(Command::Mcp(McpCommand::List(args))) => {
@@ -409,7 +414,7 @@ pub fn parse(argv: Vec<OsString>) -> Result<Cli, Failure> {
         }
         return parsed(&matches);
     }
-    let Some((subcommand @ ("run" | "chat"), run)) = matches.subcommand() else {
+    let Some((subcommand @ ("run" | "chat" | "acp"), run)) = matches.subcommand() else {
         let explicit = match matches.subcommand() {
             Some(("resume", resume)) => explicit(resume, &[], false),
             _ => Explicit::default(),
