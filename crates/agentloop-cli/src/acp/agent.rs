@@ -11,8 +11,7 @@ use agent_client_protocol::{
     AvailableCommandsUpdate, CancelNotification, CurrentModeUpdate, Error, Implementation,
     InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
     McpCapabilities, NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest,
-    PromptResponse, ProtocolVersion, SessionUpdate, SetSessionModeRequest,
-    SetSessionModeResponse,
+    PromptResponse, ProtocolVersion, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse,
 };
 use agentloop::agent::AbortSignal;
 
@@ -94,13 +93,17 @@ impl Agent for AcpAgent {
             .agent_info(Implementation::new("agentloop", env!("CARGO_PKG_VERSION"))))
     }
 
-    async fn authenticate(&self, _args: AuthenticateRequest) -> Result<AuthenticateResponse, Error> {
+    async fn authenticate(
+        &self,
+        _args: AuthenticateRequest,
+    ) -> Result<AuthenticateResponse, Error> {
         // Keys come from the environment and config files, as for `run`.
         Ok(AuthenticateResponse::new())
     }
 
     async fn new_session(&self, args: NewSessionRequest) -> Result<NewSessionResponse, Error> {
-        let session = Session::create(&self.server, &args.cwd, &args.mcp_servers).map_err(failed)?;
+        let session =
+            Session::create(&self.server, &args.cwd, &args.mcp_servers).map_err(failed)?;
         self.created.borrow_mut().push(session.id.clone());
         let session = self.add(session);
         Ok(NewSessionResponse::new(session.id.clone()).modes(session.mode.state()))
@@ -114,16 +117,23 @@ impl Agent for AcpAgent {
             .map_err(|e| failed(e.into()))?;
         let root = session.workspace.root().to_path_buf();
         let session = self.add(session);
-        super::replay::replay(&messages, &root, &Updates::new(&id, &root, self.queue.clone()));
+        super::replay::replay(
+            &messages,
+            &root,
+            &Updates::new(&id, &root, self.queue.clone()),
+        );
         self.queue.flush().await;
         Ok(LoadSessionResponse::new().modes(session.mode.state()))
     }
 
     async fn prompt(&self, args: PromptRequest) -> Result<PromptResponse, Error> {
         let session = self.session(&args.session_id.0)?;
-        let prompt = Prompt::from_blocks(args.prompt).map_err(|m| Error::invalid_params().data(m))?;
+        let prompt =
+            Prompt::from_blocks(args.prompt).map_err(|m| Error::invalid_params().data(m))?;
         if session.running.borrow().is_some() {
-            return Err(Error::invalid_request().data("a prompt is already running in this session"));
+            return Err(
+                Error::invalid_request().data("a prompt is already running in this session")
+            );
         }
         let abort = AbortSignal::new();
         *session.running.borrow_mut() = Some(abort.clone());

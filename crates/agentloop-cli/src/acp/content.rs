@@ -27,12 +27,12 @@ impl Prompt {
                     pieces.push(format!("[{}]({})", link.name, link.uri));
                 }
                 ContentBlock::Resource(resource) => match resource.resource {
-                    EmbeddedResourceResource::TextResourceContents(contents) => pieces.push(
-                        format!(
+                    EmbeddedResourceResource::TextResourceContents(contents) => {
+                        pieces.push(format!(
                             "<resource uri=\"{}\">\n{}\n</resource>",
                             contents.uri, contents.text
-                        ),
-                    ),
+                        ))
+                    }
                     _ => return Err("binary embedded resources are not supported".into()),
                 },
                 ContentBlock::Image(image) => {

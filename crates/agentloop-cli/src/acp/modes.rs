@@ -25,7 +25,10 @@ impl Mode {
     /// (`deny` and `defer` have no editor counterpart; a note on stderr says so).
     pub fn from_flag(flag: ApproveArg) -> Mode {
         let auto = matches!(flag, ApproveArg::Allow | ApproveArg::Always);
-        if matches!(flag, ApproveArg::Deny | ApproveArg::Never | ApproveArg::Defer) {
+        if matches!(
+            flag,
+            ApproveArg::Deny | ApproveArg::Never | ApproveArg::Defer
+        ) {
             eprintln!(
                 "agentloop: note: acp sessions start in mode ask (--approve deny and defer are \
                  for terminals and scripts)"
@@ -71,8 +74,7 @@ impl Mode {
                 SessionMode::new(ASK, "Ask").description(
                     "Read-only tools run; file edits and shell commands ask for permission.",
                 ),
-                SessionMode::new(AUTO, "Auto")
-                    .description("Every tool call runs without asking."),
+                SessionMode::new(AUTO, "Auto").description("Every tool call runs without asking."),
             ],
         )
     }

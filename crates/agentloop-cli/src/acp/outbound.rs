@@ -30,9 +30,10 @@ pub struct Queue(mpsc::UnboundedSender<Outbound>);
 impl Queue {
     /// Queues a `session/update` for `session_id`.
     pub fn update(&self, session_id: &str, update: SessionUpdate) {
-        let _ = self
-            .0
-            .send(Outbound::Update(SessionNotification::new(session_id.to_owned(), update)));
+        let _ = self.0.send(Outbound::Update(SessionNotification::new(
+            session_id.to_owned(),
+            update,
+        )));
     }
 
     /// Asks the client for permission; `None` when the connection is gone or the request failed.

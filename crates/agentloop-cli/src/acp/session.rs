@@ -92,7 +92,9 @@ impl Session {
             server.choice.reasoning,
             workspace.root(),
         );
-        let mut new = NewSession::new().model(&server.spec.name).settings(settings);
+        let mut new = NewSession::new()
+            .model(&server.spec.name)
+            .settings(settings);
         if let Some(title) = &server.args.title {
             new = new.title(title);
         }
@@ -127,7 +129,8 @@ impl Session {
             Trust::evaluate(&root, false)?
         };
         let trusted = trust.applies_to(&root);
-        let mut mcp = crate::config::ConfigFile::load(&root, &trust)?.mcp_servers(&root, &args.mcp)?;
+        let mut mcp =
+            crate::config::ConfigFile::load(&root, &trust)?.mcp_servers(&root, &args.mcp)?;
         mcp.extend(client.iter().filter_map(client_server));
         let mcp = crate::mcp::with_elicitation(mcp, args.elicitation_defaults);
         let system_prompt = crate::run::system_prompt_for(args, &workspace);

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use agent_client_protocol::StopReason;
 use agentloop::agent::compaction::effective_context;
-use agentloop::agent::{AbortSignal, AgentLoop, AgentLoopConfig, RunStop, TelemetryConfig, UsageLimits};
+use agentloop::agent::{
+    AbortSignal, AgentLoop, AgentLoopConfig, RunStop, TelemetryConfig, UsageLimits,
+};
 use agentloop::builtin::{self, WorkspaceDeps};
 use agentloop::session::{SessionRecorder, load_parked};
 use agentloop::transcript::Message;
@@ -62,9 +64,12 @@ pub async fn run(
         system_prompt.push_str("\n\n");
         system_prompt.push_str(&skills);
     }
-    if let Err(refused) =
-        crate::hooks::before_run(&hooks, !context.is_empty(), &mut system_prompt, &mut prompt.text)
-    {
+    if let Err(refused) = crate::hooks::before_run(
+        &hooks,
+        !context.is_empty(),
+        &mut system_prompt,
+        &mut prompt.text,
+    ) {
         toolset.shutdown().await;
         return Err(refused);
     }
@@ -94,17 +99,21 @@ pub async fn run(
             updates.on_event(event);
         }
     };
-    let agent = AgentLoop::with_deps(config(server, session, system_prompt), server.model.clone(), Arc::new(deps))
-        .with_tools(builtin::tools_with::<WorkspaceDeps>(
-            &session.workspace,
-            &crate::run::shell_options(&server.args),
-        ))
-        .map_err(|e| Failure::new(format!("cannot register the built-in tools: {e}")))?
-        .with_tools(crate::skills::tool(&extensions.skills)?)
-        .map_err(|e| Failure::new(format!("cannot register the skill tool: {e}")))?
-        .with_emit(emit)
-        .with_session_label(&session.id)
-        .with_abort_signal(abort);
+    let agent = AgentLoop::with_deps(
+        config(server, session, system_prompt),
+        server.model.clone(),
+        Arc::new(deps),
+    )
+    .with_tools(builtin::tools_with::<WorkspaceDeps>(
+        &session.workspace,
+        &crate::run::shell_options(&server.args),
+    ))
+    .map_err(|e| Failure::new(format!("cannot register the built-in tools: {e}")))?
+    .with_tools(crate::skills::tool(&extensions.skills)?)
+    .map_err(|e| Failure::new(format!("cannot register the skill tool: {e}")))?
+    .with_emit(emit)
+    .with_session_label(&session.id)
+    .with_abort_signal(abort);
     let follow_ups = agent.follow_up_queue().clone();
     let agent = agent.with_extension(hooks.extension(follow_ups));
     let agent = crate::mcp::attach(agent, toolset.clone(), mcp_tools)?;

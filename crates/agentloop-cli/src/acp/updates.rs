@@ -50,25 +50,30 @@ impl Updates {
     pub fn on_event(&self, event: &AgentEvent) {
         match event {
             AgentEvent::MessageUpdate { delta, .. } => match delta {
-                ModelDelta::Text { delta } => self.send(SessionUpdate::AgentMessageChunk(chunk(delta))),
+                ModelDelta::Text { delta } => {
+                    self.send(SessionUpdate::AgentMessageChunk(chunk(delta)))
+                }
                 ModelDelta::Thinking { delta } => {
                     self.send(SessionUpdate::AgentThoughtChunk(chunk(delta)));
                 }
                 _ => {}
             },
-            AgentEvent::ToolExecutionStart { call } => {
-                if !self.announce(call, ToolCallStatus::InProgress) {
-                    self.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
-                        call.id.clone(),
-                        ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
-                    )));
-                }
-            }
+            AgentEvent::ToolExecutionStart { call } => self.started(call),
             AgentEvent::ToolExecutionEnd { call, result, .. } => {
                 self.announce(call, ToolCallStatus::InProgress);
                 self.send(SessionUpdate::ToolCallUpdate(finished(result)));
             }
             _ => {}
+        }
+    }
+
+    /// A call starts running: announced now, or (asked about before) marked in progress.
+    fn started(&self, call: &ToolCallPart) {
+        if !self.announce(call, ToolCallStatus::InProgress) {
+            self.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                call.id.clone(),
+                ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
+            )));
         }
     }
 
@@ -81,7 +86,9 @@ impl Updates {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(call.id.clone());
         if fresh {
-            self.send(SessionUpdate::ToolCall(describe(call, &self.root).status(status)));
+            self.send(SessionUpdate::ToolCall(
+                describe(call, &self.root).status(status),
+            ));
         }
         fresh
     }
@@ -95,7 +102,10 @@ pub fn chunk(text: &str) -> ContentChunk {
 /// The `tool_call` of `call`: title, kind, locations, raw input and (edits) the diff.
 pub fn describe(call: &ToolCallPart, root: &Path) -> ToolCall {
     let args = arguments(call);
-    let path = args.get("path").and_then(Value::as_str).map(|p| resolve(root, p));
+    let path = args
+        .get("path")
+        .and_then(Value::as_str)
+        .map(|p| resolve(root, p));
     let mut tool = ToolCall::new(call.id.clone(), title(call, &args))
         .kind(kind(&call.tool_name))
         .raw_input(args.clone());
@@ -132,7 +142,9 @@ pub fn finished(result: &ToolResultPart) -> ToolCallUpdate {
         result.call_id.clone(),
         ToolCallUpdateFields::new()
             .status(status)
-            .content(vec![ToolCallContent::from(ContentBlock::Text(TextContent::new(text)))])
+            .content(vec![ToolCallContent::from(ContentBlock::Text(
+                TextContent::new(text),
+            ))])
             .raw_output(Value::String(result.content.clone())),
     )
 }
@@ -161,7 +173,11 @@ fn title(call: &ToolCallPart, args: &Value) -> String {
         .iter()
         .find_map(|key| args.get(key).and_then(Value::as_str));
     match detail {
-        Some(detail) => format!("{} {}", call.tool_name, crate::safe_text::visible_line(detail)),
+        Some(detail) => format!(
+            "{} {}",
+            call.tool_name,
+            crate::safe_text::visible_line(detail)
+        ),
         None => call.tool_name.clone(),
     }
 }

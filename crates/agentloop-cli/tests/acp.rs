@@ -1,0 +1,321 @@
+//! `agentloop acp` end to end: the real binary speaks the Agent Client Protocol (JSON-RPC 2.0
+//! lines on stdin/stdout) to this test acting as the editor, against the testkit mock model
+//! server. Covered: initialize, session/new, a read tool call's updates, an edit approved and
+//! one rejected through session/request_permission, a cancel while a permission question is
+//! open, and session/load replaying the stored session in a new process.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use agentloop_testkit::{MockServer, Script};
+use serde_json::{Value, json};
+
+use support::Scratch;
+
+/// Only a guard against a hang: every wait ends as soon as the awaited message arrives.
+const HANG_GUARD: Duration = Duration::from_secs(120);
+
+/// How the test answers `session/request_permission`.
+#[derive(Clone, Copy)]
+enum Answer {
+    Allow,
+    Reject,
+    /// Sends `session/cancel` for the session, then answers the request as cancelled.
+    CancelTurn,
+}
+
+/// The editor side: the agent process, its stdin, and the lines it wrote.
+struct Editor {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+    next_id: u64,
+    /// Every `session/update` params seen so far.
+    updates: Vec<Value>,
+    /// Every `session/request_permission` params seen so far.
+    permissions: Vec<Value>,
+    answer: Answer,
+}
+
+impl Editor {
+    fn start(scratch: &Scratch, server: &MockServer) -> Editor {
+        let mut child = scratch
+            .cmd()
+            .args(["acp", "--model", "openai:mock", "--base-url"])
+            .arg(server.openai_base_url())
+            .current_dir(scratch.ws())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (send, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Editor {
+            child,
+            stdin,
+            lines,
+            next_id: 1,
+            updates: Vec::new(),
+            permissions: Vec::new(),
+            answer: Answer::Allow,
+        }
+    }
+
+    fn write(&mut self, message: &Value) {
+        writeln!(self.stdin, "{message}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Sends a request and handles what the agent sends until its response arrives.
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.write(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        loop {
+            let line = self
+                .lines
+                .recv_timeout(HANG_GUARD)
+                .expect("the agent went quiet");
+            let message: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stdout carried a non-JSON line ({e}): {line:?}"));
+            assert_eq!(message["jsonrpc"], "2.0", "{message}");
+            match message["method"].as_str() {
+                Some("session/update") => self.updates.push(message["params"].clone()),
+                Some("session/request_permission") => self.permit(&message),
+                Some(other) => panic!("unexpected request from the agent: {other}"),
+                None if message["id"] == json!(id) => return message,
+                None => panic!("a response to another request: {message}"),
+            }
+        }
+    }
+
+    fn permit(&mut self, request: &Value) {
+        let params = request["params"].clone();
+        self.permissions.push(params.clone());
+        let outcome = match self.answer {
+            Answer::Allow => json!({"outcome": "selected", "optionId": "allow-once"}),
+            Answer::Reject => json!({"outcome": "selected", "optionId": "reject"}),
+            Answer::CancelTurn => {
+                self.write(&json!({"jsonrpc": "2.0", "method": "session/cancel",
+                    "params": {"sessionId": params["sessionId"]}}));
+                json!({"outcome": "cancelled"})
+            }
+        };
+        self.write(&json!({"jsonrpc": "2.0", "id": request["id"], "result": {"outcome": outcome}}));
+    }
+
+    fn initialize(&mut self) -> Value {
+        let response = self.request(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        );
+        response["result"].clone()
+    }
+
+    fn new_session(&mut self, scratch: &Scratch) -> String {
+        let response = self.request(
+            "session/new",
+            json!({"cwd": scratch.ws(), "mcpServers": []}),
+        );
+        response["result"]["sessionId"].as_str().unwrap().to_owned()
+    }
+
+    fn prompt(&mut self, session: &str, text: &str) -> Value {
+        self.request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+        )
+    }
+
+    /// The updates of one kind (`sessionUpdate`), in order.
+    fn of_kind(&self, kind: &str) -> Vec<Value> {
+        self.updates
+            .iter()
+            .filter(|u| u["update"]["sessionUpdate"] == kind)
+            .map(|u| u["update"].clone())
+            .collect()
+    }
+
+    fn agent_text(&self) -> String {
+        self.of_kind("agent_message_chunk")
+            .iter()
+            .filter_map(|u| u["content"]["text"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// The last `tool_call_update` for `call` that has a final status.
+    fn final_status(&self, call: &str) -> Option<String> {
+        self.of_kind("tool_call_update")
+            .iter()
+            .filter(|u| u["toolCallId"] == call)
+            .filter_map(|u| u["status"].as_str().map(str::to_owned))
+            .rfind(|s| s == "completed" || s == "failed")
+    }
+
+    fn close(mut self) {
+        drop(self.stdin);
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "agentloop acp exited with {status}");
+    }
+}
+
+fn edit_notes(id: &str) -> Value {
+    json!({"id": id, "name": "edit_file", "arguments":
+        {"path": "notes.txt", "old_text": "milk", "new_text": "bread"}})
+}
+
+#[test]
+fn read_then_approved_edit_then_load_in_a_new_process() {
+    let scratch = Scratch::with_notes();
+    let server = MockServer::start(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [{"id": "c_read", "name": "read_file", "arguments": {"path": "notes.txt"}}]},
+            {"text": "The note says milk.", "thinking": "Read it first."},
+            {"tool_calls": [edit_notes("c_edit")]},
+            {"text": "Edited."}
+        ], "mode": "sequential"}))
+        .unwrap(),
+    );
+    let mut editor = Editor::start(&scratch, &server);
+    let init = editor.initialize();
+    assert_eq!(init["protocolVersion"], 1);
+    assert_eq!(init["agentCapabilities"]["loadSession"], true);
+    assert_eq!(
+        init["agentCapabilities"]["promptCapabilities"]["embeddedContext"],
+        true
+    );
+    let session = editor.new_session(&scratch);
+
+    let response = editor.prompt(&session, "What does the note say?");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let call = editor
+        .of_kind("tool_call")
+        .into_iter()
+        .find(|c| c["toolCallId"] == "c_read")
+        .expect("a tool_call for the read");
+    assert_eq!(call["kind"], "read");
+    let location = call["locations"][0]["path"].as_str().unwrap();
+    assert!(location.ends_with("notes.txt"), "{call}");
+    assert_eq!(editor.final_status("c_read").as_deref(), Some("completed"));
+    assert!(editor.agent_text().contains("The note says milk."));
+    assert!(
+        !editor.of_kind("agent_thought_chunk").is_empty(),
+        "no thought chunk"
+    );
+
+    let response = editor.prompt(&session, "Replace milk by bread.");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(editor.permissions.len(), 1, "one permission request");
+    let asked = &editor.permissions[0]["toolCall"];
+    assert_eq!(asked["toolCallId"], "c_edit");
+    assert_eq!(asked["kind"], "edit");
+    let diff = &asked["content"][0];
+    assert_eq!(diff["type"], "diff", "{asked}");
+    assert_eq!(diff["oldText"], "remember the milk\n");
+    assert_eq!(diff["newText"], "remember the bread\n");
+    let options: Vec<&str> = editor.permissions[0]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(options, ["allow_once", "allow_always", "reject_once"]);
+    assert_eq!(editor.final_status("c_edit").as_deref(), Some("completed"));
+    assert_eq!(
+        std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
+        "remember the bread\n"
+    );
+    editor.close();
+
+    // A new process loads the stored session and replays it.
+    let mut editor = Editor::start(&scratch, &server);
+    editor.initialize();
+    let response = editor.request(
+        "session/load",
+        json!({"sessionId": session, "cwd": scratch.ws(), "mcpServers": []}),
+    );
+    assert!(response.get("error").is_none(), "{response}");
+    let users: String = editor
+        .of_kind("user_message_chunk")
+        .iter()
+        .filter_map(|u| u["content"]["text"].as_str().map(str::to_owned))
+        .collect();
+    assert!(users.contains("What does the note say?"), "{users}");
+    assert!(users.contains("Replace milk by bread."), "{users}");
+    assert!(editor.agent_text().contains("Edited."));
+    assert_eq!(editor.final_status("c_read").as_deref(), Some("completed"));
+    assert_eq!(editor.final_status("c_edit").as_deref(), Some("completed"));
+    editor.close();
+    assert!(server.violations().is_empty(), "{:?}", server.violations());
+}
+
+#[test]
+fn rejected_edit_leaves_the_file_and_tells_the_model() {
+    let scratch = Scratch::with_notes();
+    let server = MockServer::builder(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [edit_notes("c_edit")]},
+            {"text": "Understood."}
+        ], "mode": "sequential"}))
+        .unwrap(),
+    )
+    .record_requests(true)
+    .start()
+    .unwrap();
+    let mut editor = Editor::start(&scratch, &server);
+    editor.initialize();
+    let session = editor.new_session(&scratch);
+    editor.answer = Answer::Reject;
+    let response = editor.prompt(&session, "Replace milk by bread.");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(editor.permissions.len(), 1);
+    assert_eq!(editor.final_status("c_edit").as_deref(), Some("failed"));
+    assert_eq!(
+        std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
+        "remember the milk\n"
+    );
+    let requests = server.requests();
+    let last = requests.last().unwrap().body.to_string();
+    assert!(last.contains("rejected this tool call"), "{last}");
+    editor.close();
+}
+
+#[test]
+fn cancel_while_asking_stops_the_turn_and_answers_the_call() {
+    let scratch = Scratch::with_notes();
+    let server = MockServer::start(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [edit_notes("c_edit")]},
+            {"text": "This turn should never be requested."}
+        ], "mode": "sequential"}))
+        .unwrap(),
+    );
+    let mut editor = Editor::start(&scratch, &server);
+    editor.initialize();
+    let session = editor.new_session(&scratch);
+    editor.answer = Answer::CancelTurn;
+    let response = editor.prompt(&session, "Replace milk by bread.");
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    assert_eq!(editor.final_status("c_edit").as_deref(), Some("failed"));
+    assert_eq!(
+        std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
+        "remember the milk\n"
+    );
+    assert_eq!(server.request_count(), 1, "no model call after the cancel");
+    editor.close();
+}
