@@ -40,6 +40,8 @@ struct Editor {
     /// Every `session/request_permission` params seen so far.
     permissions: Vec<Value>,
     answer: Answer,
+    /// Sends `session/cancel` when the tool call with this id starts running.
+    cancel_when_running: Option<String>,
 }
 
 impl Editor {
@@ -73,6 +75,7 @@ impl Editor {
             updates: Vec::new(),
             permissions: Vec::new(),
             answer: Answer::Allow,
+            cancel_when_running: None,
         }
     }
 
@@ -95,7 +98,17 @@ impl Editor {
                 .unwrap_or_else(|e| panic!("stdout carried a non-JSON line ({e}): {line:?}"));
             assert_eq!(message["jsonrpc"], "2.0", "{message}");
             match message["method"].as_str() {
-                Some("session/update") => self.updates.push(message["params"].clone()),
+                Some("session/update") => {
+                    let update = &message["params"]["update"];
+                    let running = update["status"] == "in_progress"
+                        && self.cancel_when_running.as_deref() == update["toolCallId"].as_str();
+                    if running {
+                        let session = message["params"]["sessionId"].clone();
+                        self.write(&json!({"jsonrpc": "2.0", "method": "session/cancel",
+                            "params": {"sessionId": session}}));
+                    }
+                    self.updates.push(message["params"].clone());
+                }
                 Some("session/request_permission") => self.permit(&message),
                 Some(other) => panic!("unexpected request from the agent: {other}"),
                 None if message["id"] == json!(id) => return message,
@@ -182,15 +195,19 @@ fn edit_notes(id: &str) -> Value {
 #[test]
 fn read_then_approved_edit_then_load_in_a_new_process() {
     let scratch = Scratch::with_notes();
-    let server = MockServer::start(
+    let server = MockServer::builder(
         Script::from_value(json!({"turns": [
             {"tool_calls": [{"id": "c_read", "name": "read_file", "arguments": {"path": "notes.txt"}}]},
             {"text": "The note says milk.", "thinking": "Read it first."},
             {"tool_calls": [edit_notes("c_edit")]},
-            {"text": "Edited."}
+            {"text": "Edited."},
+            {"text": "Continued in the terminal."}
         ], "mode": "sequential"}))
         .unwrap(),
-    );
+    )
+    .record_requests(true)
+    .start()
+    .unwrap();
     let mut editor = Editor::start(&scratch, &server);
     let init = editor.initialize();
     assert_eq!(init["protocolVersion"], 1);
@@ -261,7 +278,66 @@ fn read_then_approved_edit_then_load_in_a_new_process() {
     assert_eq!(editor.final_status("c_read").as_deref(), Some("completed"));
     assert_eq!(editor.final_status("c_edit").as_deref(), Some("completed"));
     editor.close();
+
+    // `run --continue` in the same directory continues the editor's session.
+    let out = scratch
+        .run_cmd(&server)
+        .args(["--continue", "And now?"])
+        .current_dir(scratch.ws())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Continued in the terminal."));
+    let last = server.requests().last().unwrap().body.to_string();
+    assert!(
+        last.contains("Replace milk by bread.") && last.contains("And now?"),
+        "{last}"
+    );
     assert!(server.violations().is_empty(), "{:?}", server.violations());
+}
+
+#[test]
+fn a_session_started_by_run_loads_in_the_editor() {
+    let scratch = Scratch::with_notes();
+    let server = MockServer::start(
+        Script::from_value(json!({"turns": [{"text": "Hello from run."}], "mode": "sequential"}))
+            .unwrap(),
+    );
+    let out = scratch
+        .run_cmd(&server)
+        .args(["--json", "Say hello."])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let first: Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
+    let session = first["session_id"]
+        .as_str()
+        .expect("agent_start carries the session id");
+
+    let mut editor = Editor::start(&scratch, &server);
+    editor.initialize();
+    let response = editor.request(
+        "session/load",
+        json!({"sessionId": session, "cwd": scratch.ws(), "mcpServers": []}),
+    );
+    assert!(response.get("error").is_none(), "{response}");
+    assert_eq!(response["result"]["modes"]["currentModeId"], "ask");
+    assert!(editor.agent_text().contains("Hello from run."));
+    let unknown = editor.request(
+        "session/load",
+        json!({"sessionId": "no-such-session", "cwd": scratch.ws(), "mcpServers": []}),
+    );
+    assert!(unknown.get("error").is_some(), "{unknown}");
+    editor.close();
 }
 
 #[test]
@@ -317,5 +393,121 @@ fn cancel_while_asking_stops_the_turn_and_answers_the_call() {
         "remember the milk\n"
     );
     assert_eq!(server.request_count(), 1, "no model call after the cancel");
+    editor.close();
+}
+
+#[test]
+fn mode_auto_runs_edits_without_asking() {
+    let scratch = Scratch::with_notes();
+    let server = MockServer::start(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [edit_notes("c_edit")]},
+            {"text": "Done."}
+        ], "mode": "sequential"}))
+        .unwrap(),
+    );
+    let mut editor = Editor::start(&scratch, &server);
+    editor.initialize();
+    let session = editor.new_session(&scratch);
+    let response = editor.request(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "auto"}),
+    );
+    assert!(response.get("error").is_none(), "{response}");
+    let bad = editor.request(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "yolo"}),
+    );
+    assert!(bad.get("error").is_some(), "{bad}");
+    let response = editor.prompt(&session, "Replace milk by bread.");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(
+        editor.permissions.is_empty(),
+        "auto asked: {:?}",
+        editor.permissions
+    );
+    assert_eq!(
+        editor.of_kind("current_mode_update")[0]["currentModeId"],
+        "auto"
+    );
+    assert_eq!(editor.final_status("c_edit").as_deref(), Some("completed"));
+    assert_eq!(
+        std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
+        "remember the bread\n"
+    );
+    editor.close();
+}
+
+#[test]
+fn cancel_while_a_command_runs_stops_the_turn_and_answers_the_call() {
+    let scratch = Scratch::with_notes();
+    let server = MockServer::start(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [{"id": "c_sleep", "name": "shell", "arguments": {"command": "sleep 60"}}]},
+            {"text": "This turn should never be requested."}
+        ], "mode": "sequential"}))
+        .unwrap(),
+    );
+    let mut editor = Editor::start(&scratch, &server);
+    editor.initialize();
+    let session = editor.new_session(&scratch);
+    editor.cancel_when_running = Some("c_sleep".into());
+    editor.answer = Answer::Allow;
+    let response = editor.prompt(&session, "Wait a minute.");
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    let call = editor
+        .of_kind("tool_call")
+        .into_iter()
+        .find(|c| c["toolCallId"] == "c_sleep")
+        .expect("a tool_call for the command");
+    assert_eq!(call["kind"], "execute");
+    assert!(
+        editor.final_status("c_sleep").is_some(),
+        "the command got no result"
+    );
+    assert_eq!(server.request_count(), 1, "no model call after the cancel");
+    editor.close();
+}
+
+#[test]
+fn prompt_content_blocks_reach_the_model() {
+    use base64::Engine;
+    let scratch = Scratch::with_notes();
+    let server = MockServer::builder(
+        Script::from_value(json!({"turns": [{"text": "Seen."}], "mode": "sequential"})).unwrap(),
+    )
+    .record_requests(true)
+    .start()
+    .unwrap();
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png.extend_from_slice(&[0u8; 24]);
+    let image = base64::engine::general_purpose::STANDARD.encode(&png);
+    let mut editor = Editor::start(&scratch, &server);
+    editor.initialize();
+    let session = editor.new_session(&scratch);
+    let notes = scratch.ws().join("notes.txt");
+    let response = editor.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [
+            {"type": "text", "text": "Compare these."},
+            {"type": "resource_link", "name": "notes.txt", "uri": format!("file://{}", notes.display())},
+            {"type": "resource", "resource": {"uri": "file:///plan.md", "text": "step one: buy bread"}},
+            {"type": "image", "mimeType": "image/png", "data": image}
+        ]}),
+    );
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let body = server.requests().last().unwrap().body.to_string();
+    assert!(body.contains("Compare these."), "{body}");
+    assert!(body.contains("notes.txt"), "{body}");
+    assert!(
+        body.contains("step one: buy bread") && body.contains("file:///plan.md"),
+        "{body}"
+    );
+    assert!(body.contains("data:image/png;base64,"), "{body}");
+    let audio = editor.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "audio", "mimeType": "audio/wav", "data": ""}]}),
+    );
+    assert!(audio.get("error").is_some(), "{audio}");
     editor.close();
 }
