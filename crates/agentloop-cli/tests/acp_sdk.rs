@@ -1,0 +1,108 @@
+//! `agentloop acp` driven by the official ACP TypeScript SDK's client (`@agentclientprotocol/sdk`,
+//! installed by `.ci/setup-acp`): the SDK parses everything the agent sends against its own
+//! protocol types, so a message it rejects fails this test. Skipped with one line when Node or
+//! the package is absent.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use agentloop_testkit::{MockServer, Script};
+use serde_json::{Value, json};
+
+use support::{BIN, Scratch};
+
+const ENTRY: &str = "node_modules/@agentclientprotocol/sdk/dist/v1/stable/acp.js";
+
+/// The SDK's entry module, when Node runs and the package is installed.
+fn sdk_entry() -> Option<PathBuf> {
+    let dir = std::env::var_os("AGENTLOOP_ACP_SDK_DIR")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let cache = std::env::var_os("AGENTLOOP_CI_CACHE")
+                .map(PathBuf::from)
+                .or_else(|| {
+                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/agentloop-ci"))
+                })?;
+            Some(cache.join("acp"))
+        })?;
+    let node_ok = Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let entry = dir.join(ENTRY);
+    (node_ok && entry.exists()).then_some(entry)
+}
+
+#[test]
+fn the_typescript_sdk_client_runs_a_turn_with_an_approved_edit() {
+    let Some(entry) = sdk_entry() else {
+        agentloop_testkit::external::skip_suite(
+            "ACP TypeScript SDK client",
+            "node or @agentclientprotocol/sdk is not installed",
+            "run .ci/setup-acp (or set AGENTLOOP_ACP_SDK_DIR)",
+        );
+        return;
+    };
+    let scratch = Scratch::with_notes();
+    let server = MockServer::start(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [{"id": "c_edit", "name": "edit_file", "arguments":
+                {"path": "notes.txt", "old_text": "milk", "new_text": "bread"}}]},
+            {"text": "Edited."}
+        ], "mode": "sequential"}))
+        .unwrap(),
+    );
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/acp_sdk_client.mjs");
+    let out = Command::new("node")
+        .arg(script)
+        .arg(entry)
+        .arg(scratch.ws())
+        .arg(BIN)
+        .arg("--db")
+        .arg(scratch.db())
+        .args(["acp", "--model", "openai:mock", "--base-url"])
+        .arg(server.openai_base_url())
+        .env("OPENAI_API_KEY", "dummy")
+        .env_remove("AGENTLOOP_MODEL")
+        .env_remove("AGENTLOOP_PROFILE")
+        .env_remove("OPENAI_BASE_URL")
+        .env("XDG_DATA_HOME", scratch.path("data"))
+        .env("XDG_CONFIG_HOME", scratch.path("config"))
+        .env("NO_COLOR", "1")
+        .current_dir(scratch.ws())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        report["init"]["agentCapabilities"]["loadSession"], true,
+        "{report}"
+    );
+    assert_eq!(report["stopReason"], "end_turn", "{report}");
+    assert_eq!(report["agentExit"], 0, "{report}");
+    assert_eq!(
+        report["permissions"].as_array().unwrap().len(),
+        1,
+        "{report}"
+    );
+    let kinds: Vec<&str> = report["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|u| u["update"]["sessionUpdate"].as_str())
+        .collect();
+    assert!(kinds.contains(&"tool_call_update"), "{kinds:?}");
+    assert!(kinds.contains(&"agent_message_chunk"), "{kinds:?}");
+    assert_eq!(
+        std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
+        "remember the bread\n"
+    );
+}
