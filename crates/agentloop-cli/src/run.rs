@@ -353,7 +353,7 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
 /// ones included, and exits with 128 + the signal number. (SIGINT is handled by the run
 /// itself; SIGKILL cannot be caught: see the README.) The returned task is aborted when the
 /// run ends.
-fn kill_on_exit_signals() -> tokio::task::JoinHandle<()> {
+pub fn kill_on_exit_signals() -> tokio::task::JoinHandle<()> {
     tokio::spawn(async {
         #[cfg(unix)]
         {

@@ -35,8 +35,10 @@ pub async fn serve(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
         ));
     }
     let server = session::Server::open(db, args)?;
+    // Killed by the editor (SIGTERM, SIGHUP …): no command a tool started outlives the process.
+    let exit_signals = crate::run::kill_on_exit_signals();
     let local = tokio::task::LocalSet::new();
-    local
+    let result = local
         .run_until(async move {
             let (queue, receiver) = outbound::queue();
             let agent = agent::AcpAgent::new(server, queue);
@@ -53,5 +55,9 @@ pub async fn serve(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
             drain.abort();
             result.map_err(|e| Failure::new(format!("the ACP connection failed: {e}")))
         })
-        .await
+        .await;
+    exit_signals.abort();
+    // The editor closed the connection: nothing a shell command started outlives it.
+    agentloop::builtin::kill_shell_processes();
+    result
 }
