@@ -511,3 +511,72 @@ fn prompt_content_blocks_reach_the_model() {
     assert!(audio.get("error").is_some(), "{audio}");
     editor.close();
 }
+
+/// Whether process `pid` exists and is not a zombie.
+#[cfg(target_os = "linux")]
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| {
+            s.rfind(')')
+                .map(|i| !s[i + 1..].trim_start().starts_with('Z'))
+        })
+        .unwrap_or(false)
+}
+
+/// Polls for a condition (the test's subject is the end state, not how long it took).
+#[cfg(target_os = "linux")]
+fn eventually(mut condition: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + HANG_GUARD;
+    while std::time::Instant::now() < deadline {
+        if condition() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn sigterm_from_the_editor_kills_a_detached_command() {
+    let scratch = Scratch::with_notes();
+    let command =
+        "(setsid sh -c 'echo $$ > pid.tmp && mv pid.tmp pid && exec sleep 300' &) ; sleep 100";
+    let server = MockServer::start(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [{"id": "c_sh", "name": "shell", "arguments": {"command": command}}]},
+            {"text": "never"}
+        ], "mode": "sequential"}))
+        .unwrap(),
+    );
+    let mut editor = Editor::start(&scratch, &server);
+    editor.initialize();
+    let session = editor.new_session(&scratch);
+    editor.request(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "auto"}),
+    );
+    editor.write(
+        &json!({"jsonrpc": "2.0", "id": 99, "method": "session/prompt",
+        "params": {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}}),
+    );
+    let pidfile = scratch.ws().join("pid");
+    assert!(eventually(|| pidfile.exists()), "the command never started");
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(pid));
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &editor.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    editor.child.wait().unwrap();
+    assert!(
+        eventually(|| !alive(pid)),
+        "the detached command outlived agentloop acp"
+    );
+}
