@@ -24,6 +24,7 @@ const HANG_GUARD: Duration = Duration::from_secs(120);
 #[derive(Clone, Copy)]
 enum Answer {
     Allow,
+    AllowAlways,
     Reject,
     /// Sends `session/cancel` for the session, then answers the request as cancelled.
     CancelTurn,
@@ -122,6 +123,7 @@ impl Editor {
         self.permissions.push(params.clone());
         let outcome = match self.answer {
             Answer::Allow => json!({"outcome": "selected", "optionId": "allow-once"}),
+            Answer::AllowAlways => json!({"outcome": "selected", "optionId": "allow-always"}),
             Answer::Reject => json!({"outcome": "selected", "optionId": "reject"}),
             Answer::CancelTurn => {
                 self.write(&json!({"jsonrpc": "2.0", "method": "session/cancel",
@@ -579,4 +581,35 @@ fn sigterm_from_the_editor_kills_a_detached_command() {
         eventually(|| !alive(pid)),
         "the detached command outlived agentloop acp"
     );
+}
+
+#[test]
+fn allow_always_is_remembered_for_the_session() {
+    let scratch = Scratch::with_notes();
+    let write = |id: &str, path: &str| {
+        json!({"tool_calls": [{"id": id, "name": "write_file",
+            "arguments": {"path": path, "content": "x\n"}}]})
+    };
+    let server = MockServer::start(
+        Script::from_value(json!({"turns": [
+            write("c_a", "a.txt"), {"text": "one"},
+            write("c_b", "b.txt"), {"text": "two"}
+        ], "mode": "sequential"}))
+        .unwrap(),
+    );
+    let mut editor = Editor::start(&scratch, &server);
+    editor.initialize();
+    let session = editor.new_session(&scratch);
+    editor.answer = Answer::AllowAlways;
+    editor.prompt(&session, "write a");
+    editor.answer = Answer::Reject;
+    let response = editor.prompt(&session, "write b");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(
+        editor.permissions.len(),
+        1,
+        "asked again after allow always"
+    );
+    assert!(scratch.ws().join("a.txt").exists() && scratch.ws().join("b.txt").exists());
+    editor.close();
 }
