@@ -217,7 +217,11 @@ impl<D: ToolDeps> AgentLoop<D> {
         }
 
         let run_abort = self.abort.begin();
-        let cancel = run_abort.token.clone();
+        // A child of the abort token, cancelled also when the run ends however it ends (the
+        // guard drops with this future): tools whose work outlives a call (background jobs)
+        // watch it through their call's token to end with the run.
+        let cancel = run_abort.token.child_token();
+        let _run_over = cancel.clone().drop_guard();
         let mut loaded = LoadedTools::default();
         self.load_searched_tools(&context, &mut loaded);
         let mut state = RunState {

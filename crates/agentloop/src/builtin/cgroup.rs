@@ -54,6 +54,13 @@ impl CallCgroup {
         std::fs::write(self.path.join("cgroup.procs"), pid.to_string())
     }
 
+    /// Leaves the cgroup out of [`kill_all`] (its command is meant to outlive the agent).
+    pub(crate) fn forget(&self) {
+        if let Ok(mut live) = LIVE.lock() {
+            live.retain(|p| p != &self.path);
+        }
+    }
+
     /// Freezes, kills and removes the cgroup (see the module docs); forgets it once removed.
     pub(crate) fn kill(&self) {
         if end(&self.path) {

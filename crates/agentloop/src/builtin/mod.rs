@@ -1,7 +1,7 @@
 //! The built-in coding tools: read, write and edit files, list directories, find files, search
 //! contents and run shell commands — all confined to a [`Workspace`].
 //!
-//! [`tools`] returns the seven tools as ordinary [`ToolSpec`]s, generic over the application's
+//! [`tools`] returns the nine tools as ordinary [`ToolSpec`]s, generic over the application's
 //! deps bundle (they need nothing from it), so they register next to any other tool. Their
 //! argument names are a contract models and scripts rely on:
 //!
@@ -13,7 +13,9 @@
 //! | `list_dir` | `path?` |
 //! | `find_files` | `pattern`, `path?` |
 //! | `grep` | `pattern`, `path?`, `glob?` |
-//! | `shell` | `command`, `timeout_secs?` |
+//! | `shell` | `command`, `timeout_secs?`, `background?` |
+//! | `job_output` | `job`, `tail_lines?` |
+//! | `job_kill` | `job` |
 //!
 //! This module owns the tools' behaviour, their path confinement ([`Workspace`]: every file is
 //! opened beneath a handle on the root, so a symbolic link swapped in mid-call cannot lead
@@ -60,6 +62,7 @@ mod cgroup;
 mod edit_file;
 mod find_files;
 mod grep;
+mod jobs;
 mod list_dir;
 mod output;
 pub(crate) mod patterns;
@@ -87,6 +90,7 @@ pub use approval::{
 };
 pub use find_files::MAX_RESULTS as FIND_FILES_MAX_RESULTS;
 pub use grep::MAX_MATCHES as GREP_MAX_MATCHES;
+pub use jobs::{DEFAULT_JOB_LIMIT, JOB_OUTPUT_LIMIT, JobEvent, JobInfo, JobStatus, Jobs};
 pub use list_dir::MAX_ENTRIES as LIST_DIR_MAX_ENTRIES;
 pub use output::{OUTPUT_LIMIT, truncate_output};
 pub use permissions::{PermissionRule, PermissionRules, RuleError, RuleVerdict};
@@ -111,7 +115,7 @@ pub use workspace::Workspace;
 /// under [`ApprovalPolicy::Mutating`]).
 pub const MUTATING_TOOLS: &[&str] = &["write_file", "edit_file", "shell"];
 
-/// The names of all seven built-in tools, in the order [`tools`] returns them.
+/// The names of all nine built-in tools, in the order [`tools`] returns them.
 pub const TOOL_NAMES: &[&str] = &[
     "read_file",
     "write_file",
@@ -120,6 +124,8 @@ pub const TOOL_NAMES: &[&str] = &[
     "find_files",
     "grep",
     "shell",
+    "job_output",
+    "job_kill",
 ];
 
 /// Whether `name` is one of the [`MUTATING_TOOLS`].
@@ -135,7 +141,7 @@ pub fn is_mutating(name: &str) -> bool {
 /// Time limit for the file tools (a walk over a huge tree stops when it is reached).
 const FILE_TOOL_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The seven built-in tools, confined to `workspace`, in the order of [`TOOL_NAMES`].
+/// The nine built-in tools, confined to `workspace`, in the order of [`TOOL_NAMES`].
 ///
 /// The tools ignore the deps bundle, so any [`ToolDeps`] works; use [`WorkspaceDeps`] to get the
 /// approval policy as well.
@@ -154,6 +160,8 @@ pub fn tools_with<D: ToolDeps>(workspace: &Workspace, shell: &ShellOptions) -> V
         build_find_files(workspace),
         build_grep(workspace),
         build_shell(workspace, shell),
+        build_job_output(shell),
+        build_job_kill(shell),
     ];
     built
         .into_iter()
@@ -246,8 +254,34 @@ fn build_shell<D: ToolDeps>(workspace: &Workspace, options: &ShellOptions) -> Bu
         .parameters(shell::schema())
         .timeout(shell::spec_timeout())
         .parallel_safe(false)
-        .handler(move |_ctx: ToolContext<D>, args: shell::Args| {
-            shell::run(ws.clone(), options.clone(), args)
+        .handler(move |ctx: ToolContext<D>, args: shell::Args| {
+            let call = jobs::CallScope {
+                call_id: ctx.call_id().to_owned(),
+                run_over: ctx.cancellation().clone(),
+            };
+            shell::run(ws.clone(), options.clone(), args, call)
+        })
+        .build()
+}
+
+fn build_job_output<D: ToolDeps>(options: &ShellOptions) -> Built<D> {
+    let jobs = options.job_table().clone();
+    ToolSpec::builder("job_output", jobs::OUTPUT_DESCRIPTION)
+        .parameters(jobs::output_schema())
+        .timeout(FILE_TOOL_TIMEOUT)
+        .blocking_handler(move |_ctx: ToolContext<D>, args: jobs::OutputArgs| {
+            jobs.output(args)
+        })
+        .build()
+}
+
+fn build_job_kill<D: ToolDeps>(options: &ShellOptions) -> Built<D> {
+    let jobs = options.job_table().clone();
+    ToolSpec::builder("job_kill", jobs::KILL_DESCRIPTION)
+        .parameters(jobs::kill_schema())
+        .timeout(FILE_TOOL_TIMEOUT)
+        .handler(move |_ctx: ToolContext<D>, args: jobs::KillArgs| {
+            jobs::kill_tool(jobs.clone(), args)
         })
         .build()
 }
@@ -284,7 +318,7 @@ mod tests {
     use crate::tooling::{Deps, Registry};
 
     #[test]
-    fn all_seven_tools_build_and_register() {
+    fn all_nine_tools_build_and_register() {
         let dir = tempfile::tempdir().unwrap();
         let ws = Workspace::new(dir.path()).unwrap();
         let specs = tools::<Deps>(&ws);

@@ -41,6 +41,16 @@ pub(crate) fn new_marker() -> String {
     marker
 }
 
+/// A fresh marker for a command meant to outlive the agent (`kept.<agent pid>.<n>`): not
+/// registered, and not matched by [`kill_shell_processes`]'s sweep.
+pub(crate) fn new_kept_marker() -> String {
+    format!(
+        "kept.{}.{}",
+        std::process::id(),
+        NEXT_CALL.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
 /// Makes the agent a child subreaper once (Linux), so orphaned descendants stay findable.
 pub(crate) fn become_subreaper() {
     #[cfg(target_os = "linux")]

@@ -33,6 +33,7 @@ use process_wrap::tokio::{ChildWrapper, CommandWrap};
 use tokio::io::AsyncWriteExt;
 
 use super::output::{OUTPUT_LIMIT, OutputBuffer};
+use super::jobs::Jobs;
 use super::procs;
 use super::sandbox::{SandboxMode, SandboxPlan, restrict_current_thread};
 use super::shell_env::filtered_env;
@@ -57,6 +58,7 @@ pub struct ShellOptions {
     env_allow: Vec<String>,
     env_hide: Vec<String>,
     writable_roots: Vec<PathBuf>,
+    jobs: Jobs,
 }
 
 impl ShellOptions {
@@ -83,6 +85,18 @@ impl ShellOptions {
         self
     }
 
+    /// The table background jobs are kept in (default: a fresh one with the default limit).
+    /// Keep a clone to list or kill the jobs from the application.
+    pub fn jobs(mut self, jobs: Jobs) -> Self {
+        self.jobs = jobs;
+        self
+    }
+
+    /// The background-job table the tools use.
+    pub fn job_table(&self) -> &Jobs {
+        &self.jobs
+    }
+
     /// Another directory commands may write below in `workspace-write` mode (e.g. a build cache).
     pub fn writable_root(mut self, dir: impl Into<PathBuf>) -> Self {
         self.writable_roots.push(dir.into());
@@ -106,13 +120,16 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 pub(super) struct Args {
     command: String,
     timeout_secs: Option<u64>,
+    background: Option<bool>,
 }
 
 pub(super) const DESCRIPTION: &str = "Run a shell command (`sh -c`) in the workspace root and \
 return its combined stdout and stderr with the exit code. Long output is truncated (the start \
 and the end are kept). The command is killed when it exceeds timeout_secs (default 60, at most \
 600); background processes it starts are killed when it finishes. There is no stdin: do not run \
-interactive programs. The command may be sandboxed (by default it can write only inside the \
+interactive programs. With background=true the command starts as a background job and the \
+call returns at once with its job id: read its output with job_output, stop it with job_kill \
+(use this for servers and watchers). The command may be sandboxed (by default it can write only inside the \
 workspace and the temporary directory, and has no network access); credentials are removed \
 from its environment.";
 
@@ -130,6 +147,10 @@ pub(super) fn schema() -> Value {
                 "minimum": 1,
                 "maximum": MAX_TIMEOUT_SECS,
                 "description": "Kill the command after this many seconds (default 60, at most 600)."
+            },
+            "background": {
+                "type": "boolean",
+                "description": "Start the command as a background job and return its job id at once (no time limit; read it with job_output, stop it with job_kill)."
             }
         },
         "required": ["command"],
@@ -145,8 +166,8 @@ pub(super) fn spec_timeout() -> Duration {
 
 /// Kills the command's whole process tree when dropped (including when the handler's future is
 /// dropped by an abort or the executor's timeout).
-struct TreeGuard {
-    shell_pid: Option<u32>,
+pub(super) struct TreeGuard {
+    pub(super) shell_pid: Option<u32>,
     marker: String,
     #[cfg(target_os = "linux")]
     cgroup: Option<super::cgroup::CallCgroup>,
@@ -154,7 +175,8 @@ struct TreeGuard {
 }
 
 impl TreeGuard {
-    fn kill(&mut self) {
+    /// Kills the tree now (once; later calls and the drop do nothing).
+    pub(super) fn kill(&mut self) {
         if std::mem::take(&mut self.armed) {
             #[cfg(target_os = "linux")]
             if let Some(cgroup) = &self.cgroup {
@@ -162,6 +184,18 @@ impl TreeGuard {
             }
             procs::kill_call(self.shell_pid, &self.marker);
         }
+    }
+}
+
+impl TreeGuard {
+    /// Leaves the tree running when the guard drops (a job kept past the agent's exit).
+    pub(super) fn disarm(&mut self) {
+        self.armed = false;
+    }
+
+    /// Makes [`kill`](Self::kill) kill again (after [`disarm`](Self::disarm)).
+    pub(super) fn arm(&mut self) {
+        self.armed = true;
     }
 }
 
@@ -266,20 +300,31 @@ async fn release(child: &mut Box<dyn ChildWrapper>, guard: &TreeGuard) -> Result
     Ok(())
 }
 
-pub(super) async fn run(
-    workspace: Workspace,
-    options: ShellOptions,
-    args: Args,
-) -> Result<String, ToolError> {
-    if args.command.trim().is_empty() {
-        return Err(ToolError::new("the command is empty"));
-    }
-    let secs = args
-        .timeout_secs
-        .unwrap_or(DEFAULT_TIMEOUT_SECS)
-        .clamp(1, MAX_TIMEOUT_SECS);
-    let limit = Duration::from_secs(secs);
+/// A started command: its child process, the guard that kills its tree, and the one-time
+/// sandbox warning (empty when there is none to give).
+pub(super) struct Started {
+    pub(super) child: Box<dyn ChildWrapper>,
+    pub(super) guard: TreeGuard,
+    pub(super) sandbox_note: String,
+}
 
+/// Where a started command's stdout and stderr go.
+pub(super) enum Sink {
+    /// Two pipes the caller reads.
+    Pipes,
+    /// One file both streams append to (a background job's log).
+    File(std::fs::File),
+}
+
+/// Starts `command_line` in the workspace, sandboxed, in its own cgroup where there is one
+/// (see the module docs); the returned guard kills its whole tree.
+pub(super) async fn start(
+    workspace: &Workspace,
+    options: &ShellOptions,
+    command_line: &str,
+    sink: Sink,
+    kept: bool,
+) -> Result<Started, ToolError> {
     // The workspace path must still name the directory the agent opened; the command then
     // starts in that directory by its handle, not by the path.
     workspace.check_identity()?;
@@ -291,21 +336,37 @@ pub(super) async fn run(
     }
     #[cfg(not(target_os = "linux"))]
     procs::become_subreaper();
-    let marker = procs::new_marker();
+    // A command meant to outlive the agent is left out of the exit-time sweep.
+    #[cfg(target_os = "linux")]
+    if let (true, Some(cgroup)) = (kept, &cgroup) {
+        cgroup.forget();
+    }
+    let marker = if kept {
+        procs::new_kept_marker()
+    } else {
+        procs::new_marker()
+    };
     let mut command = Command::new("sh");
     command
         .arg("-c")
         .arg(GATE)
         .arg("sh")
-        .arg(&args.command)
+        .arg(command_line)
         .current_dir(workspace.handle_path())
         .env_clear()
         .envs(filtered_env(&options.env_allow, &options.env_hide))
         .env(procs::MARKER, &marker)
         .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
+        .kill_on_drop(!kept);
+    match sink {
+        Sink::Pipes => command.stdout(Stdio::piped()).stderr(Stdio::piped()),
+        Sink::File(file) => {
+            let copy = file
+                .try_clone()
+                .map_err(|e| ToolError::new(format!("could not open the job's log: {e}")))?;
+            command.stdout(Stdio::from(file)).stderr(Stdio::from(copy))
+        }
+    };
     let mut writable = vec![std::env::temp_dir()];
     writable.extend(options.writable_roots.iter().cloned());
     let plan =
@@ -335,6 +396,40 @@ pub(super) async fn run(
             format!("[sandbox warning: {text}]\n")
         })
         .unwrap_or_default();
+    Ok(Started {
+        child,
+        guard,
+        sandbox_note,
+    })
+}
+
+/// Runs one `shell` call; `call` says which call it is and when its run ends (a background
+/// job's life is tied to that).
+pub(super) async fn run(
+    workspace: Workspace,
+    options: ShellOptions,
+    args: Args,
+    call: super::jobs::CallScope,
+) -> Result<String, ToolError> {
+    if args.command.trim().is_empty() {
+        return Err(ToolError::new("the command is empty"));
+    }
+    if args.background == Some(true) {
+        return options
+            .jobs
+            .start(&workspace, &options, &args.command, call)
+            .await;
+    }
+    let secs = args
+        .timeout_secs
+        .unwrap_or(DEFAULT_TIMEOUT_SECS)
+        .clamp(1, MAX_TIMEOUT_SECS);
+    let limit = Duration::from_secs(secs);
+    let Started {
+        mut child,
+        mut guard,
+        sandbox_note,
+    } = start(&workspace, &options, &args.command, Sink::Pipes, false).await?;
 
     let buffer = Arc::new(Mutex::new(OutputBuffer::new(OUTPUT_LIMIT)));
     let stdout = child.stdout().take();
@@ -398,7 +493,8 @@ pub(super) async fn run(
     }
 }
 
-fn describe(status: std::process::ExitStatus) -> String {
+/// `exit code: N` or `killed by signal N`.
+pub(super) fn describe(status: std::process::ExitStatus) -> String {
     if let Some(code) = status.code() {
         return format!("exit code: {code}");
     }

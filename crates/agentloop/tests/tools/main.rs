@@ -18,5 +18,6 @@ mod builtin_tools;
 mod file_limits;
 mod file_races;
 mod hardening;
+mod jobs;
 mod orphans;
 mod sandbox;
