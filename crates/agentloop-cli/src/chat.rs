@@ -57,6 +57,7 @@ const HELP: &str = "\
 /mcp__SERVER__PROMPT   an MCP server's prompt as the next message (arguments by position
                        or NAME=VALUE; `agentloop mcp list` shows them)
 /skills                the skills the agent can load
+/jobs                  background jobs: id, running or how it ended, command
 /help                  this list (custom commands follow it)
 /exit                  leave (Ctrl-D works too)
 A line ending in \\ continues on the next. Ctrl-C cancels the running turn.
@@ -123,6 +124,8 @@ struct Chat {
     expand_thinking: bool,
     last_thinking: String,
     style: Style,
+    /// Background jobs of the whole conversation (`/jobs`).
+    jobs: agentloop::builtin::Jobs,
 }
 
 /// Runs `agentloop chat`.
@@ -232,6 +235,7 @@ impl Chat {
             eprintln!("agentloop: note: {note}");
         }
         let color = crate::render::stdout_color();
+        let jobs = crate::jobs::table(args.keep_jobs);
         Ok(Chat {
             approve: args.approve,
             args,
@@ -247,6 +251,7 @@ impl Chat {
             expand_thinking: false,
             last_thinking: String::new(),
             style: Style::new(color),
+            jobs,
         })
     }
 
@@ -318,7 +323,7 @@ impl Chat {
             images: Vec::new(),
             steering: Some(steering.clone()),
             interactive: Some(self.expand_thinking),
-            shell: shell_options(&self.args),
+            shell: shell_options(&self.args).jobs(self.jobs.clone()),
             output: None,
             resume,
             mcp: crate::mcp::with_elicitation(
@@ -373,6 +378,7 @@ impl Chat {
                     println!("{line}");
                 }
             }
+            "jobs" => crate::render::out(&crate::jobs::listing(&self.jobs)),
             "skills" => {
                 let trusted = self.args.trust.applies_to(self.workspace.root());
                 let (skills, _) = crate::skills::load(self.workspace.root(), trusted);

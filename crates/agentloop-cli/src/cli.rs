@@ -341,6 +341,13 @@ pub struct RunArgs {
     #[arg(long = "shell-env-allow", value_name = "NAME")]
     pub shell_env_allow: Vec<String>,
 
+    /// Leave background jobs running when a run ends and when agentloop exits. By default a
+    /// job the model started (shell with `"background": true`) is killed, with every process
+    /// it started, when its run ends, on Ctrl-C and on SIGTERM; with this flag only `job_kill`
+    /// ends it, and in chat later turns can still read it.
+    #[arg(long)]
+    pub keep_jobs: bool,
+
     /// The answer must be a JSON value matching this JSON Schema file: stdout then carries only
     /// the validated JSON (events and text go to stderr, unless `--json`). Invalid output goes
     /// back to the model with its violations; when it never produces a valid one, the exit

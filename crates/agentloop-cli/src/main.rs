@@ -40,6 +40,7 @@ mod hints;
 mod hooks;
 mod instructions;
 mod invocation;
+mod jobs;
 mod markdown;
 mod mcp;
 #[cfg(feature = "demo")]

@@ -269,6 +269,7 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
     agent = agent.with_extension(hooks.extension(follow_ups));
     let agent = crate::mcp::attach(agent, toolset.clone(), mcp_tools)?;
 
+    crate::jobs::announce(setup.shell.job_table(), setup.json);
     let interrupted = Arc::new(AtomicBool::new(false));
     let mut interrupts = Interrupts::listen();
     let ctrl_c = tokio::spawn({
@@ -310,7 +311,12 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
     };
     ctrl_c.abort();
     exit_signals.abort();
-    // A normal end: nothing a shell command started outlives the run.
+    // A normal end: nothing a shell command started outlives the run (the jobs first, so
+    // their `job_finished` lines are out before the process can exit).
+    let jobs = setup.shell.job_table();
+    if !jobs.keeps_after_run() {
+        jobs.kill_all().await;
+    }
     builtin::kill_shell_processes();
     toolset.shutdown().await;
 
@@ -431,7 +437,8 @@ pub fn shell_options(args: &RunArgs) -> ShellOptions {
     let mut options = ShellOptions::default()
         .sandbox(args.sandbox)
         .hide_env("OPENAI_API_KEY")
-        .hide_env("ANTHROPIC_API_KEY");
+        .hide_env("ANTHROPIC_API_KEY")
+        .jobs(crate::jobs::table(args.keep_jobs));
     for name in &args.shell_env_allow {
         options = options.allow_env(name);
     }

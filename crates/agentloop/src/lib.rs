@@ -18,7 +18,7 @@
 //! 3. implementations of them: [`providers`] (the HTTP adapters for OpenAI Chat Completions and
 //!    compatible servers, OpenAI Responses, Anthropic Messages and Google Gemini, on the shared
 //!    `providers::core`: retries, timeouts, SSE decoding, error and usage mapping) and
-//!    `builtin` (feature `builtin-tools`: the seven coding tools, confined to a workspace, with
+//!    `builtin` (feature `builtin-tools`: the coding tools, confined to a workspace, with
 //!    the approval policy and the shell sandbox);
 //! 4. the loop: [`agent`] — events, hooks, steering, cancellation, limits, context compaction,
 //!    runs parked for approval, and typed output ([`output`], a run that returns a validated

@@ -220,6 +220,11 @@ impl Jobs {
         Jobs::build(self.inner.limit, keep)
     }
 
+    /// Whether the jobs outlive their run (see [`keep_after_run`](Self::keep_after_run)).
+    pub fn keeps_after_run(&self) -> bool {
+        self.inner.keep
+    }
+
     /// The most jobs that may run at once.
     pub fn limit(&self) -> usize {
         self.inner.limit
@@ -406,16 +411,22 @@ async fn watch_job(
             JobStatus::Killed
         }
     };
-    let _ = status_tx.send(status);
-    // Wakes job_kill callers still waiting (a clone of the receiver sees the value).
-    drop(status_tx);
-    match table.upgrade() {
-        Some(inner) => Jobs { inner }.emit(JobEvent::Finished(job.info())),
+    // Announced before the status changes, so whoever waited for the end (job_kill, an
+    // application killing its jobs before it exits) has seen the event too.
+    let mut info = job.info();
+    info.status = status;
+    let table = table.upgrade();
+    match &table {
+        Some(inner) => Jobs {
+            inner: inner.clone(),
+        }
+        .emit(JobEvent::Finished(info)),
         // The table is gone: nobody can read the log any more.
         None => {
             let _ = std::fs::remove_file(&job.log);
         }
     }
+    let _ = status_tx.send(status);
 }
 
 /// Creates the job's log file (new, private to the user) in the temporary directory.

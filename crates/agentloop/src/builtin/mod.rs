@@ -269,9 +269,7 @@ fn build_job_output<D: ToolDeps>(options: &ShellOptions) -> Built<D> {
     ToolSpec::builder("job_output", jobs::OUTPUT_DESCRIPTION)
         .parameters(jobs::output_schema())
         .timeout(FILE_TOOL_TIMEOUT)
-        .blocking_handler(move |_ctx: ToolContext<D>, args: jobs::OutputArgs| {
-            jobs.output(args)
-        })
+        .blocking_handler(move |_ctx: ToolContext<D>, args: jobs::OutputArgs| jobs.output(args))
         .build()
 }
 

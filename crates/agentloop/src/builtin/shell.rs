@@ -32,8 +32,8 @@ use tokio::time::Instant;
 use process_wrap::tokio::{ChildWrapper, CommandWrap};
 use tokio::io::AsyncWriteExt;
 
-use super::output::{OUTPUT_LIMIT, OutputBuffer};
 use super::jobs::Jobs;
+use super::output::{OUTPUT_LIMIT, OutputBuffer};
 use super::procs;
 use super::sandbox::{SandboxMode, SandboxPlan, restrict_current_thread};
 use super::shell_env::filtered_env;

@@ -16,9 +16,7 @@ use agentloop::transcript::{Message, ToolCallPart};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-#[path = "../support/detached.rs"]
-mod detached;
-use detached::{alive, detach, gone, wait_for_pid};
+use crate::orphans::detached::{alive, detach, gone, wait_for_pid};
 
 struct JobSetup {
     dir: tempfile::TempDir,

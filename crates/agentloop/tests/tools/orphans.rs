@@ -18,7 +18,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 #[path = "../support/detached.rs"]
-mod detached;
+pub(crate) mod detached;
 use detached::{alive, detach, gone, setup, wait_for_pid};
 
 #[tokio::test]
