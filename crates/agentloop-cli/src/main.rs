@@ -49,6 +49,7 @@ mod model;
 mod models;
 mod otel;
 mod permissions;
+mod plan;
 mod prompt;
 mod render;
 mod run;

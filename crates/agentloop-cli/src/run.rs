@@ -244,6 +244,7 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
             } else {
                 renderer.on_event(event);
             }
+            crate::plan::announce(event, json);
             if !json {
                 if let Some(note) = crate::compact::note(event) {
                     eprintln!("agentloop: {note}");
@@ -259,6 +260,10 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
         .map_err(|e| Failure::new(format!("cannot register the built-in tools: {e}")))?
         .with_tools(crate::skills::tool(&setup.extensions.skills)?)
         .map_err(|e| Failure::new(format!("cannot register the skill tool: {e}")))?
+        .with_tools(vec![builtin::plan_tool::<WorkspaceDeps>().map_err(
+            |e| Failure::new(format!("cannot build the update_plan tool: {e}")),
+        )?])
+        .map_err(|e| Failure::new(format!("cannot register the update_plan tool: {e}")))?
         .with_emit(emit)
         .with_session_label(&setup.session.id)
         .with_abort_signal(abort.clone());

@@ -237,6 +237,9 @@ pub fn run(db: Option<&str>, command: SessionsCommand) -> Result<(), Failure> {
                 style.dim(&describe(&info)),
                 format_transcript(style, &messages)
             ));
+            if let Some(plan) = agentloop::builtin::Plan::latest(&messages) {
+                out(&format!("\n{}", crate::plan::shown(style, &plan)));
+            }
             Ok(())
         }
         SessionsCommand::Export { id } => {

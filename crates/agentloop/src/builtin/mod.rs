@@ -67,6 +67,7 @@ mod list_dir;
 mod output;
 pub(crate) mod patterns;
 mod permissions;
+mod plan;
 mod procs;
 mod read_file;
 mod reading;
@@ -94,6 +95,7 @@ pub use jobs::{DEFAULT_JOB_LIMIT, JOB_OUTPUT_LIMIT, JobEvent, JobInfo, JobStatus
 pub use list_dir::MAX_ENTRIES as LIST_DIR_MAX_ENTRIES;
 pub use output::{OUTPUT_LIMIT, truncate_output};
 pub use permissions::{PermissionRule, PermissionRules, RuleError, RuleVerdict};
+pub use plan::{Plan, PlanError, PlanStep, StepStatus, UPDATE_PLAN_TOOL, plan_tool};
 pub use procs::kill_shell_processes;
 pub use read_file::{
     DEFAULT_LINE_LIMIT as READ_FILE_DEFAULT_LINES, MAX_BYTES as READ_FILE_MAX_BYTES,

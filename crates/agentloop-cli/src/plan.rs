@@ -1,0 +1,85 @@
+//! The model's plan in the CLI: every successful `update_plan` call is shown as a checklist
+//! (human output) or sent as a `plan_update` line (`--json`), and `sessions show` ends with the
+//! session's latest plan. The tool itself and its validation live in the library
+//! (`agentloop::builtin::plan_tool`).
+
+use agentloop::agent::AgentEvent;
+use agentloop::builtin::{Plan, UPDATE_PLAN_TOOL};
+use agentloop::transcript::ToolArguments;
+use serde_json::{Value, json};
+
+use crate::render::Style;
+use crate::safe_text::visible;
+
+/// The plan a finished `update_plan` call set, if `event` is one that succeeded.
+pub fn updated(event: &AgentEvent) -> Option<Plan> {
+    let AgentEvent::ToolExecutionEnd { call, result, .. } = event else {
+        return None;
+    };
+    if call.tool_name != UPDATE_PLAN_TOOL || result.is_error {
+        return None;
+    }
+    match &call.arguments {
+        ToolArguments::Json(arguments) => Plan::parse(arguments).ok(),
+        ToolArguments::Unparsed(_) => None,
+    }
+}
+
+/// The `--json` line of a plan update (see `schema/events.schema.json`).
+pub fn json_line(plan: &Plan) -> Value {
+    json!({
+        "type": "plan_update",
+        "explanation": plan.explanation,
+        "plan": plan.plan,
+    })
+}
+
+/// The plan as the person sees it: a title, the explanation (if any), the checklist.
+pub fn shown(style: Style, plan: &Plan) -> String {
+    let mut text = format!("{}\n", style.bold("Plan"));
+    if let Some(explanation) = plan.explanation.as_deref().filter(|e| !e.trim().is_empty()) {
+        text.push_str(&format!("{}\n", style.dim(&visible(explanation.trim()))));
+    }
+    for line in plan.checklist().lines() {
+        let line = visible(line);
+        let line = if line.starts_with("[x]") {
+            style.dim(&line)
+        } else if line.starts_with("[>]") {
+            style.bold(&line)
+        } else {
+            line.into_owned()
+        };
+        text.push_str(&format!("  {line}\n"));
+    }
+    text
+}
+
+/// Shows a plan update: a `plan_update` line with `--json`, else the checklist.
+pub fn announce(event: &AgentEvent, json: bool) {
+    let Some(plan) = updated(event) else {
+        return;
+    };
+    if json {
+        crate::render::out(&format!("{}\n", json_line(&plan)));
+    } else {
+        let style = Style::new(crate::render::stdout_color());
+        crate::render::out(&shown(style, &plan));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_json_line_has_the_documented_fields() {
+        let plan = Plan::parse(&json!({"plan": [{"step": "a", "status": "in_progress"}]})).unwrap();
+        assert_eq!(
+            json_line(&plan),
+            json!({"type": "plan_update", "explanation": null,
+                   "plan": [{"step": "a", "status": "in_progress"}]})
+        );
+        assert_eq!(shown(Style::new(false), &plan), "Plan\n  [>] a\n");
+    }
+}
