@@ -282,6 +282,7 @@ pub async fn resume(db: Option<&str>, args: ResumeArgs) -> Result<(), Failure> {
             &root,
             crate::trust::Trust::evaluate(&root, false)?.applies_to(&root),
         )?),
+        plan_mode: false,
     })
     .await?;
     report.renderer.print_summary(Some(&id));

@@ -57,6 +57,8 @@ const HELP: &str = "\
 /mcp__SERVER__PROMPT   an MCP server's prompt as the next message (arguments by position
                        or NAME=VALUE; `agentloop mcp list` shows them)
 /skills                the skills the agent can load
+/plan                  plan mode: read-only tools, the model proposes a plan you accept
+                       (`/plan off` leaves it)
 /jobs                  background jobs: id, running or how it ended, command
 /help                  this list (custom commands follow it)
 /exit                  leave (Ctrl-D works too)
@@ -336,6 +338,7 @@ impl Chat {
                 self.workspace.root(),
                 self.args.trust.applies_to(self.workspace.root()),
             )?),
+            plan_mode: self.args.mode == crate::plan::Mode::Plan,
         })
         .await;
         reader.stop();
@@ -358,10 +361,41 @@ impl Chat {
         }
         let line = summary_line(&report.totals, None);
         println!("{}", self.style.dim(&line));
+        self.offer_plan(&report).await;
         if let Ok(info) = self.store.info(&self.session.id) {
             self.session = info;
         }
         Ok(steering.take(QueueMode::All))
+    }
+
+    /// In plan mode, after a turn that set a plan: asks whether to accept it; yes switches
+    /// back to the normal mode (every tool, the shell in its `--sandbox` mode).
+    async fn offer_plan(&mut self, report: &crate::run::RunReport) {
+        let planned = report
+            .outcome
+            .as_ref()
+            .ok()
+            .and_then(|o| agentloop::builtin::Plan::latest(o.new_messages()));
+        if self.args.mode != crate::plan::Mode::Plan || planned.is_none() {
+            return;
+        }
+        print!("Accept this plan and leave plan mode? [y/N] ");
+        let _ = std::io::Write::flush(&mut std::io::stdout());
+        let answer = tokio::task::spawn_blocking(|| {
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line).map(|_| line)
+        })
+        .await;
+        if let Ok(Ok(line)) = answer {
+            if matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
+                self.args.mode = crate::plan::Mode::Normal;
+                println!(
+                    "plan accepted: normal mode (every tool; the next message starts the work)"
+                );
+                return;
+            }
+        }
+        println!("still in plan mode (/plan off leaves it)");
     }
 
     /// A slash command; `false` ends the conversation.
@@ -379,6 +413,15 @@ impl Chat {
                 }
             }
             "jobs" => crate::render::out(&crate::jobs::listing(&self.jobs)),
+            "plan" => {
+                self.args.mode = if rest == "off" {
+                    crate::plan::Mode::Normal
+                } else {
+                    crate::plan::Mode::Plan
+                };
+                let plan = self.args.mode == crate::plan::Mode::Plan;
+                println!("mode: {}", if plan { "plan" } else { "normal" });
+            }
             "skills" => {
                 let trusted = self.args.trust.applies_to(self.workspace.root());
                 let (skills, _) = crate::skills::load(self.workspace.root(), trusted);

@@ -348,6 +348,13 @@ pub struct RunArgs {
     #[arg(long)]
     pub keep_jobs: bool,
 
+    /// `plan`: only read-only tools are offered (plus `update_plan`), shell commands run in the
+    /// `read-only` sandbox, and the model is asked for a plan instead of changes; `run` ends
+    /// with the plan, `chat` asks whether to accept it and then switches back to `normal`
+    /// (also `/plan` in chat). Default `normal`.
+    #[arg(long, value_enum, default_value = "normal", value_name = "MODE")]
+    pub mode: crate::plan::Mode,
+
     /// The answer must be a JSON value matching this JSON Schema file: stdout then carries only
     /// the validated JSON (events and text go to stderr, unless `--json`). Invalid output goes
     /// back to the model with its violations; when it never produces a valid one, the exit

@@ -126,6 +126,7 @@ pub async fn run(db: Option<&str>, args: DemoArgs) -> Result<(), Failure> {
         mcp: Vec::new(),
         compaction: None,
         extensions: Default::default(),
+        plan_mode: false,
     })
     .await?;
 

@@ -1,15 +1,48 @@
-//! The model's plan in the CLI: every successful `update_plan` call is shown as a checklist
+//! The model's plan in the CLI, and plan mode (`--mode plan`, `/plan` in chat): only the
+//! read-only tools are offered (with `update_plan`), the shell runs in the `read-only` sandbox,
+//! and the system prompt asks for a plan instead of changes. Every successful `update_plan` call is shown as a checklist
 //! (human output) or sent as a `plan_update` line (`--json`), and `sessions show` ends with the
 //! session's latest plan. The tool itself and its validation live in the library
 //! (`agentloop::builtin::plan_tool`).
 
 use agentloop::agent::AgentEvent;
-use agentloop::builtin::{Plan, UPDATE_PLAN_TOOL};
+use agentloop::builtin::{
+    self, Plan, SandboxMode, ShellOptions, UPDATE_PLAN_TOOL, Workspace, WorkspaceDeps,
+};
+use agentloop::tooling::ToolSpec;
 use agentloop::transcript::ToolArguments;
 use serde_json::{Value, json};
 
 use crate::render::Style;
 use crate::safe_text::visible;
+
+/// How a run works on the workspace (`--mode`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// Every tool, the shell in the `--sandbox` mode.
+    #[default]
+    Normal,
+    /// Read-only tools and `update_plan`; the shell runs read-only; the run ends with a plan.
+    Plan,
+}
+
+/// What plan mode adds to the system prompt.
+pub const PLAN_MODE_PROMPT: &str = "You are in plan mode: do not change anything. Investigate \
+with the read-only tools (the shell runs read-only), then set out your plan with update_plan and \
+end with a short summary of it. The person will review the plan before any change is made.";
+
+/// The built-in tools plan mode offers: the read-only ones, the shell in the `read-only`
+/// sandbox, and the job tools — never `write_file` or `edit_file`.
+pub fn plan_mode_tools(
+    workspace: &Workspace,
+    shell: &ShellOptions,
+) -> Vec<ToolSpec<WorkspaceDeps>> {
+    let read_only = shell.clone().sandbox(SandboxMode::ReadOnly);
+    builtin::tools_with::<WorkspaceDeps>(workspace, &read_only)
+        .into_iter()
+        .filter(|spec| spec.name() == "shell" || !builtin::is_mutating(spec.name()))
+        .collect()
+}
 
 /// The plan a finished `update_plan` call set, if `event` is one that succeeded.
 pub fn updated(event: &AgentEvent) -> Option<Plan> {

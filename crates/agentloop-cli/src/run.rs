@@ -87,6 +87,8 @@ pub struct RunSetup {
     pub compaction: Option<agentloop::agent::CompactionConfig>,
     /// Permission rules and other extension points loaded from files.
     pub extensions: Arc<crate::extensions::Extensions>,
+    /// `--mode plan`: read-only tools and a plan instead of changes.
+    pub plan_mode: bool,
 }
 
 /// How a run went.
@@ -169,6 +171,10 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
     if !skills.is_empty() {
         system_prompt.push_str("\n\n");
         system_prompt.push_str(&skills);
+    }
+    if setup.plan_mode {
+        system_prompt.push_str("\n\n");
+        system_prompt.push_str(crate::plan::PLAN_MODE_PROMPT);
     }
     let resumed = setup.resume.is_some() || !setup.context.is_empty();
     let exit_signals = kill_on_exit_signals();
@@ -253,10 +259,11 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
         }
     };
     let mut agent = AgentLoop::with_deps(config, setup.model, Arc::new(deps))
-        .with_tools(builtin::tools_with::<WorkspaceDeps>(
-            &setup.workspace,
-            &setup.shell,
-        ))
+        .with_tools(if setup.plan_mode {
+            crate::plan::plan_mode_tools(&setup.workspace, &setup.shell)
+        } else {
+            builtin::tools_with::<WorkspaceDeps>(&setup.workspace, &setup.shell)
+        })
         .map_err(|e| Failure::new(format!("cannot register the built-in tools: {e}")))?
         .with_tools(crate::skills::tool(&setup.extensions.skills)?)
         .map_err(|e| Failure::new(format!("cannot register the skill tool: {e}")))?
@@ -747,6 +754,7 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
         mcp,
         compaction: crate::compact::config(&args),
         extensions,
+        plan_mode: args.mode == crate::plan::Mode::Plan,
     })
     .await?;
     report.renderer.print_summary(Some(&session_id));

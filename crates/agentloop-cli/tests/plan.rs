@@ -110,3 +110,67 @@ fn human_output_shows_the_plan_as_a_checklist() {
     );
     assert!(!stdout.contains("[>] Two"), "{stdout}");
 }
+
+#[test]
+fn plan_mode_offers_only_read_only_tools_and_update_plan() {
+    let scratch = Scratch::new();
+    let server = MockServer::start(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [{"id": "call_write", "name": "write_file",
+                             "arguments": {"path": "x.txt", "content": "no"}}]},
+            {"tool_calls": [{"id": "call_sh", "name": "shell",
+                             "arguments": {"command": "echo no > y.txt"}}]},
+            {"tool_calls": [{"id": "call_plan", "name": "update_plan", "arguments": {
+                "plan": [{"step": "Change x.txt", "status": "pending"}]}}]},
+            {"text": "The plan is ready."}
+        ]}))
+        .unwrap(),
+    );
+    let out = scratch
+        .run_cmd(&server)
+        .args(["--json", "--approve", "allow", "--mode", "plan", "Plan it."])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let body = &server.requests()[0].body;
+    let names: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    for offered in [
+        "read_file",
+        "list_dir",
+        "find_files",
+        "grep",
+        "shell",
+        "update_plan",
+    ] {
+        assert!(names.contains(&offered), "{offered} missing from {names:?}");
+    }
+    for hidden in ["write_file", "edit_file"] {
+        assert!(
+            !names.contains(&hidden),
+            "{hidden} offered in plan mode: {names:?}"
+        );
+    }
+    assert!(body.to_string().contains("You are in plan mode"), "{body}");
+    assert!(
+        !scratch.ws().join("x.txt").exists(),
+        "plan mode wrote a file"
+    );
+    // The shell is read-only where the kernel can enforce it (Landlock).
+    if agentloop::builtin::sandbox_support(agentloop::builtin::SandboxMode::ReadOnly).is_ok() {
+        assert!(
+            !scratch.ws().join("y.txt").exists(),
+            "the shell wrote in plan mode"
+        );
+    }
+    let lines = schema_checked(&out.stdout);
+    assert!(lines.iter().any(|l| l["type"] == "plan_update"));
+}
