@@ -20,6 +20,8 @@ pub struct Extensions {
     pub hooks: Vec<CommandHook>,
     /// The skills (`crate::skills`).
     pub skills: Skills,
+    /// The sub-agents the `task` tool delegates to (`crate::agents`).
+    pub agents: Vec<crate::agents::AgentDef>,
 }
 
 impl Extensions {
@@ -38,6 +40,16 @@ impl Extensions {
                     );
                 }
                 skills
+            },
+            agents: {
+                let (agents, problems) = crate::agents::load(workspace, trusted);
+                for problem in problems {
+                    eprintln!(
+                        "agentloop: skipped agent: {}",
+                        crate::safe_text::visible_line(&problem)
+                    );
+                }
+                agents
             },
         })
     }

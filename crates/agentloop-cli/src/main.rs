@@ -25,6 +25,7 @@
 
 #[cfg(feature = "acp")]
 mod acp;
+mod agents;
 mod approvals;
 mod chat;
 mod cli;

@@ -296,6 +296,8 @@ struct State {
     /// `--quiet`: the current message's text, shown at its end only when it is not the answer
     /// (a message with tool calls); the answer itself is printed once, at the end, on stdout.
     held: String,
+    /// Counters of each sub-agent run, by the parent call that runs it.
+    children: std::collections::HashMap<String, Totals>,
 }
 
 /// Renders one run's events. Cheap to share: `on_event` takes `&self`.
@@ -465,6 +467,22 @@ impl Renderer {
     pub fn on_event(&self, event: &AgentEvent) {
         let mut state = lock(&self.state);
         count(&mut state.totals, event);
+        if let Some((call_id, agent, inner)) = innermost_child(event) {
+            // A sub-agent's event: its own counters, a line of its own, never the run's end.
+            let child = state.children.entry(call_id.to_owned()).or_default();
+            count(child, inner);
+            match self.mode {
+                OutputMode::Json => match child_json_line(child, call_id, agent, inner) {
+                    Ok(line) => self.out(&format!("{line}\n")),
+                    Err(e) => eprintln!(
+                        "agentloop: could not serialize a {} event: {e}",
+                        inner.kind()
+                    ),
+                },
+                OutputMode::Human { .. } => self.child_human(&mut state, agent, inner),
+            }
+            return;
+        }
         match self.mode {
             OutputMode::Json => match json_line(&state.totals, event) {
                 Ok(line) => self.out(&format!("{line}\n")),
@@ -633,6 +651,19 @@ impl Renderer {
         }
     }
 
+    /// A sub-agent's tool call: one indented line under the call that runs the sub-agent.
+    fn child_human(&self, state: &mut State, agent: &str, event: &AgentEvent) {
+        if let AgentEvent::ToolExecutionEnd { call, result, .. } = event {
+            let text = format_tool(self.style, call, Some(result));
+            let first = text.lines().next().unwrap_or_default();
+            let line = format!(
+                "  {} {first}\n",
+                self.style.dim(&format!("[{}]", visible_line(agent)))
+            );
+            self.print_lines(state, &line);
+        }
+    }
+
     /// The final summary line (human mode only; nothing in JSON mode).
     pub fn print_summary(&self, session_id: Option<&str>) {
         if self.mode == OutputMode::Json {
@@ -692,8 +723,45 @@ fn compact_event(event: &mut serde_json::Map<String, Value>) {
     }
 }
 
+/// For a sub-agent's event (wrapped once per level): the call that ran the innermost
+/// sub-agent, its name and the event itself.
+fn innermost_child(event: &AgentEvent) -> Option<(&str, &str, &AgentEvent)> {
+    let AgentEvent::Child {
+        parent_call_id,
+        agent,
+        event,
+    } = event
+    else {
+        return None;
+    };
+    Some(innermost_child(event).unwrap_or((parent_call_id, agent, event)))
+}
+
+/// A sub-agent's event as its JSON line: the event's own fields plus `parent_call_id` and
+/// `agent`; its `agent_end` carries the sub-agent run's own totals.
+fn child_json_line(
+    totals: &Totals,
+    call_id: &str,
+    agent: &str,
+    event: &AgentEvent,
+) -> serde_json::Result<String> {
+    let line = json_line(totals, event)?;
+    let mut value: Value = serde_json::from_str(&line)?;
+    if let Value::Object(map) = &mut value {
+        map.insert("parent_call_id".into(), Value::from(call_id));
+        map.insert("agent".into(), Value::from(agent));
+    }
+    serde_json::to_string(&value)
+}
+
 fn count(totals: &mut Totals, event: &AgentEvent) {
     match event {
+        // A sub-agent's tokens belong to the run's usage (not its turns or tool calls).
+        AgentEvent::Child { event, .. } => {
+            let mut child = Totals::default();
+            count(&mut child, event);
+            totals.usage.accumulate(&child.usage);
+        }
         AgentEvent::TurnStart { turn } => totals.turns = totals.turns.max(*turn),
         AgentEvent::MessageEnd { message } if message.role == Role::Assistant => {
             if let Some(usage) = &message.usage {

@@ -258,6 +258,19 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
             }
         }
     };
+    let (task_tool, warnings) = crate::agents::task_tool(
+        &setup.extensions.agents,
+        &crate::agents::Parent {
+            model: setup.model.clone(),
+            model_name: setup.model_name.clone(),
+            deps: deps.clone(),
+            workspace: setup.workspace.clone(),
+            shell: setup.shell.clone(),
+        },
+    )?;
+    for warning in warnings {
+        eprintln!("agentloop: warning: {}", visible_line(&warning));
+    }
     let mut agent = AgentLoop::with_deps(config, setup.model, Arc::new(deps))
         .with_tools(if setup.plan_mode {
             crate::plan::plan_mode_tools(&setup.workspace, &setup.shell)
@@ -271,6 +284,8 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
             |e| Failure::new(format!("cannot build the update_plan tool: {e}")),
         )?])
         .map_err(|e| Failure::new(format!("cannot register the update_plan tool: {e}")))?
+        .with_tools([task_tool])
+        .map_err(|e| Failure::new(format!("cannot register the task tool: {e}")))?
         .with_emit(emit)
         .with_session_label(&setup.session.id)
         .with_abort_signal(abort.clone());

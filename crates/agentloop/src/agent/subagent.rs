@@ -231,6 +231,24 @@ impl<D: ToolDeps> SubAgent<D> {
             .build()
     }
 
+    /// The sub-agent's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The sub-agent's description.
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// Runs the child on `prompt` for the parent's call `call_id`, from inside a tool handler
+    /// of the parent (for a tool that picks among several sub-agents): the same events, abort,
+    /// usage and depth rules as the tool built by [`into_tool`](Self::into_tool). Returns the
+    /// child's answer, or the error the call should end with.
+    pub async fn run_call(&self, call_id: &str, prompt: String) -> Result<String, ToolError> {
+        self.call(call_id.to_owned(), prompt).await
+    }
+
     /// Runs the child on `prompt` for the parent's call `call_id`.
     async fn call(&self, call_id: String, prompt: String) -> Result<String, ToolError> {
         let parent = RunScope::current();
