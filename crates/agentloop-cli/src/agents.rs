@@ -277,12 +277,9 @@ fn child(
                 .collect()
         }
     };
+    let model = child_model(def, parent, &mut warnings);
     let config = AgentLoopConfig {
-        model: Some(
-            def.model
-                .clone()
-                .unwrap_or_else(|| parent.model_name.clone()),
-        ),
+        model: Some(model),
         system_prompt: Some(format!(
             "{}\n\nYou work in the directory {}; paths are relative to it. Your final answer is \
              returned to the agent that gave you this task.",
@@ -301,6 +298,37 @@ fn child(
             ))
         })?;
     Ok((agent, warnings))
+}
+
+/// The model id a child sends: its file's `model` when that names a model of the parent's
+/// provider (`provider:model` or a bare id), else the parent's. Claude Code's aliases (`sonnet`,
+/// `opus`, `haiku`) mean the parent's model too: the child cannot switch providers.
+fn child_model(def: &AgentDef, parent: &Parent, warnings: &mut Vec<String>) -> String {
+    let Some(wanted) = def.model.as_deref() else {
+        return parent.model_name.clone();
+    };
+    if ["sonnet", "opus", "haiku"].contains(&wanted) {
+        return parent.model_name.clone();
+    }
+    match wanted.split_once(':') {
+        None => wanted.to_owned(),
+        Some((provider, id))
+            if crate::model::Provider::parse(provider).is_some()
+                && crate::model::Provider::parse(provider)
+                    == crate::model::Provider::parse(parent.model.provider()) =>
+        {
+            id.to_owned()
+        }
+        Some((provider, _)) => {
+            warnings.push(format!(
+                "agent {}: model {wanted:?} is on provider {provider}, not {}; it uses the main \
+                 agent's model",
+                def.name,
+                parent.model.provider()
+            ));
+            parent.model_name.clone()
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -365,4 +393,55 @@ pub fn task_tool(
         .build()
         .map_err(|e| Failure::new(format!("cannot build the task tool: {e}")))?;
     Ok((spec, warnings))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn tools_may_be_a_comma_separated_string_or_a_list() {
+        let a = parse("---\ndescription: d\ntools: Read, grep\n---\nbody\n", "x").unwrap();
+        assert_eq!(a.name, "x");
+        assert_eq!(a.tools, Some(vec!["Read".to_owned(), "grep".to_owned()]));
+        assert_eq!(a.instructions, "body");
+        let b = parse(
+            "---\nname: y\ndescription: d\ntools:\n  - read_file\n  - grep\nsandbox: read-only\n---\n",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(
+            b.tools,
+            Some(vec!["read_file".to_owned(), "grep".to_owned()])
+        );
+        assert_eq!(b.sandbox, Some(SandboxMode::ReadOnly));
+        let c = parse("---\ndescription: d\ntools: [read_file]\n---\n", "x").unwrap();
+        assert_eq!(c.tools, Some(vec!["read_file".to_owned()]));
+        assert_eq!(
+            parse("---\ndescription: d\n---\n", "x").unwrap().tools,
+            None
+        );
+    }
+
+    #[test]
+    fn unusable_files_are_one_line_errors() {
+        for (text, needle) in [
+            ("no front matter", "front matter"),
+            ("---\nname: x\n---\n", "description"),
+            (
+                "---\ndescription: d\nisolation: worktree\n---\n",
+                "isolation",
+            ),
+            ("---\ndescription: d\nsandbox: wide-open\n---\n", "sandbox"),
+            ("---\ndescription: d\nmax_turns: 0\n---\n", "max_turns"),
+            ("---\nname: a b\ndescription: d\n---\n", "invalid name"),
+        ] {
+            let err = parse(text, "x").unwrap_err();
+            assert!(
+                err.contains(needle) && !err.contains('\n'),
+                "{text:?}: {err}"
+            );
+        }
+    }
 }

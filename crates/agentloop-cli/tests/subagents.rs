@@ -133,7 +133,7 @@ fn task_result(lines: &[Value]) -> Value {
         .clone()
 }
 
-const REVIEWER: &str = "---\nname: reviewer\ndescription: Reviews notes carefully\ntools: read_file, grep\nmax_turns: 4\n---\nYou are the REVIEWER-INSTRUCTIONS agent.\n";
+const REVIEWER: &str = "---\nname: reviewer\ndescription: Reviews notes carefully\ntools: read_file, grep\nmodel: openai:mock-small\nmax_turns: 4\n---\nYou are the REVIEWER-INSTRUCTIONS agent.\n";
 
 #[test]
 fn an_agent_file_in_a_trusted_workspace_runs_as_a_child_with_tagged_json_events() {
@@ -163,6 +163,9 @@ fn an_agent_file_in_a_trusted_workspace_runs_as_a_child_with_tagged_json_events(
     let mut child_tools = tool_names(&server, 1);
     child_tools.sort();
     assert_eq!(child_tools, ["grep", "read_file"]);
+    // Its file names a model of the same provider; the parent keeps its own.
+    assert_eq!(server.requests()[1].body["model"], "mock-small");
+    assert_eq!(server.requests()[0].body["model"], "mock");
 
     // The child's answer is the task call's result.
     let result = task_result(&lines);
