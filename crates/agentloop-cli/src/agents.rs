@@ -27,6 +27,9 @@ use crate::error::Failure;
 /// The name of the one tool the parent model delegates through.
 pub const TASK_TOOL: &str = "task";
 
+/// The tools an agent gets when its file names none: those that only read the workspace.
+const READ_ONLY_TOOLS: &[&str] = &["read_file", "list_dir", "find_files", "grep"];
+
 /// Default turn ceiling of a child run when its file names none.
 const DEFAULT_CHILD_MAX_TURNS: u32 = 30;
 
@@ -264,7 +267,7 @@ fn child(
     let tools: Vec<ToolSpec<WorkspaceDeps>> = match &def.tools {
         None => all
             .into_iter()
-            .filter(|t| !builtin::is_mutating(t.name()))
+            .filter(|t| READ_ONLY_TOOLS.contains(&t.name()))
             .collect(),
         Some(names) => {
             for name in names {

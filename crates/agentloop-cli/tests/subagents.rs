@@ -226,7 +226,7 @@ fn the_built_in_explore_agent_needs_no_file_and_gets_read_only_tools() {
         child_tools.contains(&"read_file".to_owned()),
         "{child_tools:?}"
     );
-    for mutating in ["write_file", "edit_file", "shell", "task"] {
+    for mutating in ["write_file", "edit_file", "shell", "job_kill", "task"] {
         assert!(
             !child_tools.contains(&mutating.to_owned()),
             "{child_tools:?}"
