@@ -240,6 +240,9 @@ pub struct Parent {
     pub workspace: Workspace,
     /// The parent's shell options (sandbox).
     pub shell: ShellOptions,
+    /// The parent may not change anything (plan mode): nor may its children, whatever their
+    /// files say.
+    pub read_only: bool,
 }
 
 /// How strict a sandbox mode is (higher: stricter).
@@ -262,7 +265,14 @@ fn child(
             shell = shell.sandbox(mode);
         }
     }
-    let all = builtin::tools_with::<WorkspaceDeps>(&parent.workspace, &shell);
+    if parent.read_only {
+        shell = shell.sandbox(SandboxMode::ReadOnly);
+    }
+    let mut all = builtin::tools_with::<WorkspaceDeps>(&parent.workspace, &shell);
+    if parent.read_only {
+        // As in the parent's plan mode: no file writes, the shell only in its read-only sandbox.
+        all.retain(|t| t.name() == "shell" || !builtin::is_mutating(t.name()));
+    }
     let mut warnings = Vec::new();
     let tools: Vec<ToolSpec<WorkspaceDeps>> = match &def.tools {
         None => all
@@ -271,7 +281,7 @@ fn child(
             .collect(),
         Some(names) => {
             for name in names {
-                if !all.iter().any(|t| t.name() == name) {
+                if !all.iter().any(|t| t.name() == name) && !parent.read_only {
                     warnings.push(format!("agent {}: unknown tool {name:?} ignored", def.name));
                 }
             }

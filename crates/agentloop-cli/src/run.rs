@@ -266,6 +266,7 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
             deps: deps.clone(),
             workspace: setup.workspace.clone(),
             shell: setup.shell.clone(),
+            read_only: setup.plan_mode,
         },
     )?;
     for warning in warnings {

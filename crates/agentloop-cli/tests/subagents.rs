@@ -280,3 +280,30 @@ fn the_human_output_shows_a_childs_tool_calls_indented_under_its_agent() {
         "{line}"
     );
 }
+
+#[test]
+fn in_plan_mode_an_agent_cannot_write_whatever_its_file_lists() {
+    let scratch = Scratch::new();
+    scratch.agent_file(
+        ".agentloop",
+        "writer",
+        "---\ndescription: Writes files\ntools: write_file, read_file\n---\nWrite what you are asked.\n",
+    );
+    let server = server(json!({"mode": "sequential", "turns": [
+        {"tool_calls": [{"id": "call_task", "name": "task",
+                         "arguments": {"agent": "writer", "prompt": "Write out.txt."}}]},
+        {"tool_calls": [{"id": "call_write", "name": "write_file",
+                         "arguments": {"path": "out.txt", "content": "x"}}]},
+        {"text": "I could not write."},
+        {"text": "Done."}
+    ]}));
+    let out = scratch.run(
+        &server,
+        &["--json", "--trust-project", "--mode", "plan"],
+        "Delegate it.",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!scratch.ws().join("out.txt").exists());
+    let child_tools = tool_names(&server, 1);
+    assert_eq!(child_tools, ["read_file"]);
+}
