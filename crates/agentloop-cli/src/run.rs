@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use agentloop::agent::{
-    AbortSignal, AgentLoop, AgentLoopConfig, MessageQueue, ParkedRun, RunOutcome, RunStop,
-    TelemetryConfig, UsageLimits,
+    AbortSignal, AgentEvent, AgentLoop, AgentLoopConfig, MessageQueue, ParkedRun, RunOutcome,
+    RunStop, TelemetryConfig, UsageLimits,
 };
 use agentloop::builtin::{
     self, ApprovalPolicy, SandboxMode, ShellOptions, Workspace, WorkspaceDeps,
@@ -20,7 +20,7 @@ use agentloop::builtin::{
 use agentloop::model::{Model, ReasoningLevel};
 use agentloop::output::{Output, OutputError};
 use agentloop::session::{NewSession, SessionInfo, SessionRecorder, SessionStore, load_parked};
-use agentloop::tooling::Approval;
+use agentloop::tooling::{Approval, ToolSpec};
 use agentloop::transcript::{ImagePart, Message, Part, ToolCallPart};
 use serde_json::Value;
 
@@ -126,6 +126,84 @@ pub fn default_system_prompt(root: &Path) -> String {
 pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
     let stderr_tty = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let spinner = Spinner::new(!setup.json && stderr_tty);
+    let renderer = renderer_for(&setup, spinner.clone(), stderr_tty);
+    warn_about_sandbox(&setup.shell);
+    let hooks = crate::hooks::for_run(
+        &setup.extensions.hooks,
+        &setup.session.id,
+        setup.workspace.root(),
+        setup.json,
+    );
+    let mut system_prompt = system_prompt_with_skills(&mut setup);
+    let resumed = setup.resume.is_some() || !setup.context.is_empty();
+    let exit_signals = kill_on_exit_signals();
+
+    let (toolset, mcp_tools) = crate::mcp::connect(setup.mcp.clone()).await?;
+    let toolset = Arc::new(toolset);
+    let mut prompt = crate::mcp::expand_prompt(&toolset, std::mem::take(&mut setup.prompt)).await?;
+    // After the expansion: the hooks see the prompt the model will get.
+    if let Err(refused) = crate::hooks::before_run(&hooks, resumed, &mut system_prompt, &mut prompt)
+    {
+        toolset.shutdown().await;
+        return Err(refused);
+    }
+    let (deps, denied_no_terminal) = workspace_deps(&setup, &toolset, spinner);
+    let config = loop_config(&setup, system_prompt);
+    let recorder = SessionRecorder::new(setup.store.clone(), &setup.session.id);
+    let abort = AbortSignal::new();
+    let emit = event_sink(&setup, &recorder, &renderer, &abort);
+    let task = task_tool(&setup, &deps)?;
+    let agent = AgentLoop::with_deps(config, setup.model.clone(), Arc::new(deps));
+    let (workspace, skills) = (&setup.workspace, &setup.extensions.skills);
+    let mut agent = with_workspace_tools(agent, workspace, &setup.shell, skills, setup.plan_mode)?
+        .with_tools([task])
+        .map_err(|e| Failure::new(format!("cannot register the task tool: {e}")))?
+        .with_emit(emit)
+        .with_session_label(&setup.session.id)
+        .with_abort_signal(abort.clone());
+    if let Some(queue) = setup.steering.clone() {
+        agent = agent.with_steering_queue(queue);
+    }
+    let follow_ups = agent.follow_up_queue().clone();
+    agent = agent.with_extension(hooks.extension(follow_ups));
+    let agent = crate::mcp::attach(agent, toolset.clone(), mcp_tools)?;
+
+    crate::jobs::announce(setup.shell.job_table(), setup.json);
+    let (interrupted, ctrl_c) = abort_on_ctrl_c(abort);
+    let prompts = vec![prompt_message(prompt, &setup.images)];
+    let (outcome, output) = drive(&agent, &mut setup, prompts).await;
+    ctrl_c.abort();
+    exit_signals.abort();
+    // A normal end: nothing a shell command started outlives the run (the jobs first, so
+    // their `job_finished` lines are out before the process can exit).
+    let jobs = setup.shell.job_table();
+    if !jobs.keeps_after_run() {
+        jobs.kill_all().await;
+    }
+    builtin::kill_shell_processes();
+    toolset.shutdown().await;
+
+    let stop = stop_of(&renderer.totals(), &outcome);
+    crate::hooks::after_run(&hooks, &stop);
+    Ok(RunReport {
+        stop,
+        interrupted: interrupted.load(Ordering::SeqCst),
+        totals: renderer.totals(),
+        outcome,
+        output,
+        store_error: store_error(&recorder, &setup.session.id),
+        renderer,
+        denied_no_terminal: std::mem::take(
+            &mut *denied_no_terminal
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+        ),
+    })
+}
+
+/// The renderer for this run: JSON lines, or text (on stderr for a typed run, whose stdout is
+/// the output; Markdown when a person reads stdout).
+fn renderer_for(setup: &RunSetup, spinner: Arc<Spinner>, stderr_tty: bool) -> Arc<Renderer> {
     let typed = setup.output.is_some();
     let mode = if setup.json {
         OutputMode::Json
@@ -138,7 +216,7 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
             color: stdout_color(),
         }
     };
-    let mut renderer = Renderer::new(mode, spinner.clone());
+    let mut renderer = Renderer::new(mode, spinner);
     if typed && !setup.json {
         renderer = renderer.on_stderr();
     }
@@ -149,51 +227,101 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
         // A person reads stdout: Markdown as chat shows it (plain text when piped).
         renderer = renderer.markdown();
     }
-    let renderer = Arc::new(renderer);
-    let sandbox = setup.shell.sandbox_mode();
+    Arc::new(renderer)
+}
+
+/// Says once, before any command runs, that the shell sandbox cannot be applied here — never
+/// silently.
+fn warn_about_sandbox(shell: &ShellOptions) {
+    let sandbox = shell.sandbox_mode();
     if sandbox != SandboxMode::FullAccess {
-        // Said once, before any command runs, never silently.
         if let Err(missing) = builtin::sandbox_support(sandbox) {
             eprintln!("agentloop: warning: shell sandbox ({sandbox}): {missing}");
         }
     }
-    let hooks = crate::hooks::for_run(
-        &setup.extensions.hooks,
-        &setup.session.id,
-        setup.workspace.root(),
-        setup.json,
-    );
-    let mut system_prompt = setup
+}
+
+/// The run's system prompt (given, or the default) with the skills section appended, and the
+/// plan-mode instructions in plan mode.
+fn system_prompt_with_skills(setup: &mut RunSetup) -> String {
+    let system_prompt = setup
         .system_prompt
         .take()
         .unwrap_or_else(|| default_system_prompt(setup.workspace.root()));
-    let skills = setup.extensions.skills.prompt_section();
-    if !skills.is_empty() {
-        system_prompt.push_str("\n\n");
-        system_prompt.push_str(&skills);
-    }
+    let mut system_prompt = with_skills_section(system_prompt, &setup.extensions.skills);
     if setup.plan_mode {
         system_prompt.push_str("\n\n");
         system_prompt.push_str(crate::plan::PLAN_MODE_PROMPT);
     }
-    let resumed = setup.resume.is_some() || !setup.context.is_empty();
-    let exit_signals = kill_on_exit_signals();
+    system_prompt
+}
 
-    let (toolset, mcp_tools) = crate::mcp::connect(setup.mcp.clone()).await?;
-    let toolset = Arc::new(toolset);
-    let mut prompt = crate::mcp::expand_prompt(&toolset, setup.prompt).await?;
-    // After the expansion: the hooks see the prompt the model will get.
-    if let Err(refused) = crate::hooks::before_run(&hooks, resumed, &mut system_prompt, &mut prompt)
-    {
-        toolset.shutdown().await;
-        return Err(refused);
+/// `system_prompt` with the skills section appended, so the model knows which skills exist.
+pub fn with_skills_section(mut system_prompt: String, skills: &builtin::Skills) -> String {
+    let section = skills.prompt_section();
+    if !section.is_empty() {
+        system_prompt.push_str("\n\n");
+        system_prompt.push_str(&section);
     }
+    system_prompt
+}
+
+/// `agent` with the built-in coding tools on `workspace` (only the read-only ones in plan
+/// mode), the `skill` tool when there are skills, and `update_plan`.
+pub fn with_workspace_tools(
+    agent: AgentLoop<WorkspaceDeps>,
+    workspace: &Workspace,
+    shell: &ShellOptions,
+    skills: &builtin::Skills,
+    plan_mode: bool,
+) -> Result<AgentLoop<WorkspaceDeps>, Failure> {
+    let tools = if plan_mode {
+        crate::plan::plan_mode_tools(workspace, shell)
+    } else {
+        builtin::tools_with::<WorkspaceDeps>(workspace, shell)
+    };
+    let plan = builtin::plan_tool::<WorkspaceDeps>()
+        .map_err(|e| Failure::new(format!("cannot build the update_plan tool: {e}")))?;
+    agent
+        .with_tools(tools)
+        .map_err(|e| Failure::new(format!("cannot register the built-in tools: {e}")))?
+        .with_tools(crate::skills::tool(skills)?)
+        .map_err(|e| Failure::new(format!("cannot register the skill tool: {e}")))?
+        .with_tools([plan])
+        .map_err(|e| Failure::new(format!("cannot register the update_plan tool: {e}")))
+}
+
+/// The `task` tool over this run's agents (read-only children in plan mode); unusable agent
+/// files are one warning line each on stderr.
+fn task_tool(setup: &RunSetup, deps: &WorkspaceDeps) -> Result<ToolSpec<WorkspaceDeps>, Failure> {
+    let parent = crate::agents::Parent {
+        model: setup.model.clone(),
+        model_name: setup.model_name.clone(),
+        deps: deps.clone(),
+        workspace: setup.workspace.clone(),
+        shell: setup.shell.clone(),
+        read_only: setup.plan_mode,
+    };
+    let (task, warnings) = crate::agents::task_tool(&setup.extensions.agents, &parent)?;
+    for warning in warnings {
+        eprintln!("agentloop: warning: {}", visible_line(&warning));
+    }
+    Ok(task)
+}
+
+/// The tools' dependencies: workspace, approval policy (asking on the terminal, or denying and
+/// remembering what was denied when there is none), MCP tools' classifier, permission rules.
+fn workspace_deps(
+    setup: &RunSetup,
+    toolset: &agentloop_mcp::McpToolset,
+    spinner: Arc<Spinner>,
+) -> (WorkspaceDeps, Arc<Mutex<Vec<String>>>) {
     let mut deps = WorkspaceDeps::new(setup.workspace.clone(), setup.policy)
         .with_tool_classifier(toolset.approval_classifier())
         .with_permissions(setup.extensions.permissions.clone());
     let denied_no_terminal = Arc::new(Mutex::new(Vec::new()));
     if setup.policy == ApprovalPolicy::Mutating {
-        match terminal_asker(spinner.clone(), setup.workspace.clone()) {
+        match terminal_asker(spinner, setup.workspace.clone()) {
             Some(asker) => deps = deps.with_asker(asker),
             None => {
                 // Deny as the library would without an asker, but remember what was denied:
@@ -209,8 +337,12 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
             }
         }
     }
+    (deps, denied_no_terminal)
+}
 
-    let config = AgentLoopConfig {
+/// The loop's configuration from the run's settings.
+fn loop_config(setup: &RunSetup, system_prompt: String) -> AgentLoopConfig {
+    AgentLoopConfig {
         model: Some(setup.model_name.clone()),
         system_prompt: Some(system_prompt),
         reasoning: setup.reasoning,
@@ -221,92 +353,57 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
             conversation_id: Some(setup.session.id.clone()),
             capture_content: setup.trace_content,
         },
-        compaction: setup.compaction,
+        compaction: setup.compaction.clone(),
         // The session groups its requests in OpenAI's prompt cache (ignored with
         // --no-prompt-cache, which turns caching off in the adapter).
         prompt_cache_key: Some(setup.session.id.clone()),
         ..AgentLoopConfig::default()
-    };
+    }
+}
 
-    let recorder = SessionRecorder::new(setup.store.clone(), &setup.session.id);
-    let abort = AbortSignal::new();
-    let store_failed = Arc::new(AtomicBool::new(false));
-    let emit = {
-        let recorder = recorder.clone();
-        let renderer = renderer.clone();
-        let abort = abort.clone();
-        let store_failed = store_failed.clone();
-        // Record first: the transcript is durable before anything is shown.
-        let json = setup.json;
-        let session_id = setup.session.id.clone();
-        move |event: &agentloop::agent::AgentEvent| {
-            recorder.on_event(event);
-            // A run that cannot be recorded stops: its work could not be resumed or reviewed.
-            if recorder.failures() > 0 && !store_failed.swap(true, Ordering::SeqCst) {
-                abort.abort();
-            }
-            if json && matches!(event, agentloop::agent::AgentEvent::AgentStart) {
-                crate::render::out(&format!("{}\n", scripting::agent_start_line(&session_id)));
-            } else {
-                renderer.on_event(event);
-            }
-            crate::plan::announce(event, json);
-            if !json {
-                if let Some(note) = crate::compact::note(event) {
-                    eprintln!("agentloop: {note}");
-                }
+/// Where the run's events go: recorded first (the transcript is durable before anything is
+/// shown), then rendered; a run whose messages cannot be recorded is stopped, since its work
+/// could not be resumed or reviewed.
+fn event_sink(
+    setup: &RunSetup,
+    recorder: &SessionRecorder,
+    renderer: &Arc<Renderer>,
+    abort: &AbortSignal,
+) -> impl Fn(&AgentEvent) + Send + Sync + 'static {
+    let (recorder, renderer, abort) = (recorder.clone(), renderer.clone(), abort.clone());
+    let store_failed = AtomicBool::new(false);
+    let json = setup.json;
+    let session_id = setup.session.id.clone();
+    move |event: &AgentEvent| {
+        recorder.on_event(event);
+        if recorder.failures() > 0 && !store_failed.swap(true, Ordering::SeqCst) {
+            abort.abort();
+        }
+        if json && matches!(event, AgentEvent::AgentStart) {
+            crate::render::out(&format!("{}\n", scripting::agent_start_line(&session_id)));
+        } else {
+            renderer.on_event(event);
+        }
+        crate::plan::announce(event, json);
+        if !json {
+            if let Some(note) = crate::compact::note(event) {
+                eprintln!("agentloop: {note}");
             }
         }
-    };
-    let (task_tool, warnings) = crate::agents::task_tool(
-        &setup.extensions.agents,
-        &crate::agents::Parent {
-            model: setup.model.clone(),
-            model_name: setup.model_name.clone(),
-            deps: deps.clone(),
-            workspace: setup.workspace.clone(),
-            shell: setup.shell.clone(),
-            read_only: setup.plan_mode,
-        },
-    )?;
-    for warning in warnings {
-        eprintln!("agentloop: warning: {}", visible_line(&warning));
     }
-    let mut agent = AgentLoop::with_deps(config, setup.model, Arc::new(deps))
-        .with_tools(if setup.plan_mode {
-            crate::plan::plan_mode_tools(&setup.workspace, &setup.shell)
-        } else {
-            builtin::tools_with::<WorkspaceDeps>(&setup.workspace, &setup.shell)
-        })
-        .map_err(|e| Failure::new(format!("cannot register the built-in tools: {e}")))?
-        .with_tools(crate::skills::tool(&setup.extensions.skills)?)
-        .map_err(|e| Failure::new(format!("cannot register the skill tool: {e}")))?
-        .with_tools(vec![builtin::plan_tool::<WorkspaceDeps>().map_err(
-            |e| Failure::new(format!("cannot build the update_plan tool: {e}")),
-        )?])
-        .map_err(|e| Failure::new(format!("cannot register the update_plan tool: {e}")))?
-        .with_tools([task_tool])
-        .map_err(|e| Failure::new(format!("cannot register the task tool: {e}")))?
-        .with_emit(emit)
-        .with_session_label(&setup.session.id)
-        .with_abort_signal(abort.clone());
-    if let Some(queue) = setup.steering.clone() {
-        agent = agent.with_steering_queue(queue);
-    }
-    let follow_ups = agent.follow_up_queue().clone();
-    agent = agent.with_extension(hooks.extension(follow_ups));
-    let agent = crate::mcp::attach(agent, toolset.clone(), mcp_tools)?;
+}
 
-    crate::jobs::announce(setup.shell.job_table(), setup.json);
+/// Ctrl-C aborts the run (the returned flag records it); a second Ctrl-C exits at once, with
+/// no command left behind (exported spans still flushed). The task is aborted when the run
+/// ends.
+fn abort_on_ctrl_c(abort: AbortSignal) -> (Arc<AtomicBool>, tokio::task::JoinHandle<()>) {
     let interrupted = Arc::new(AtomicBool::new(false));
     let mut interrupts = Interrupts::listen();
-    let ctrl_c = tokio::spawn({
+    let task = tokio::spawn({
         let interrupted = interrupted.clone();
         async move {
             while interrupts.next().await {
                 if interrupted.swap(true, Ordering::SeqCst) {
-                    // A second Ctrl-C: the person wants out now, with no command left behind
-                    // (exported spans still flushed).
                     builtin::kill_shell_processes();
                     crate::otel::shutdown();
                     std::process::exit(i32::from(EXIT_INTERRUPTED));
@@ -315,70 +412,57 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
             }
         }
     });
+    (interrupted, task)
+}
 
-    let prompts = vec![prompt_message(prompt, &setup.images)];
-    let (outcome, output) = match (setup.resume, &setup.output) {
+/// Runs the agent: resumes the parked run, or runs the prompts (typed when an output schema
+/// was asked for). Returns the outcome and the typed output.
+async fn drive<D: agentloop::tooling::ToolDeps>(
+    agent: &AgentLoop<D>,
+    setup: &mut RunSetup,
+    prompts: Vec<Message>,
+) -> (Result<RunOutcome, OutputError>, Option<Value>) {
+    let context = std::mem::take(&mut setup.context);
+    match (setup.resume.take(), &setup.output) {
         (Some(parked), _) => (
             agent
-                .resume_parked(setup.context, parked)
+                .resume_parked(context, parked)
                 .await
                 .map_err(OutputError::Run),
             None,
         ),
         (None, None) => (
-            agent
-                .run(prompts, setup.context)
-                .await
-                .map_err(OutputError::Run),
+            agent.run(prompts, context).await.map_err(OutputError::Run),
             None,
         ),
-        (None, Some(output)) => match agent.run_output(output, prompts, setup.context).await {
+        (None, Some(output)) => match agent.run_output(output, prompts, context).await {
             Ok(typed) => (Ok(typed.outcome), Some(typed.json)),
             Err(e) => (Err(e), None),
         },
-    };
-    ctrl_c.abort();
-    exit_signals.abort();
-    // A normal end: nothing a shell command started outlives the run (the jobs first, so
-    // their `job_finished` lines are out before the process can exit).
-    let jobs = setup.shell.job_table();
-    if !jobs.keeps_after_run() {
-        jobs.kill_all().await;
     }
-    builtin::kill_shell_processes();
-    toolset.shutdown().await;
+}
 
-    let store_error = recorder.take_error().map(|error| {
-        format!(
-            "the session store failed, so the run was stopped: {} message(s) could not be \
-             recorded in session {}: {}",
-            recorder.failures(),
-            visible_line(&setup.session.id),
-            visible_line(&error.to_string())
-        )
-    });
-    let totals = renderer.totals();
-    let stop = match (&totals.stop, &outcome) {
+/// Why the run ended: from its `AgentEnd` event, or the error when it never got that far.
+fn stop_of(totals: &Totals, outcome: &Result<RunOutcome, OutputError>) -> RunStop {
+    match (&totals.stop, outcome) {
         (Some(stop), _) => stop.clone(),
         (None, Ok(o)) => o.stop.clone(),
         (None, Err(e)) => RunStop::Internal {
             message: e.to_string(),
         },
-    };
-    crate::hooks::after_run(&hooks, &stop);
-    Ok(RunReport {
-        stop,
-        interrupted: interrupted.load(Ordering::SeqCst),
-        totals,
-        outcome,
-        output,
-        renderer,
-        store_error,
-        denied_no_terminal: std::mem::take(
-            &mut *denied_no_terminal
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner),
-        ),
+    }
+}
+
+/// The one-line report of a store that failed during the run, if it did.
+fn store_error(recorder: &SessionRecorder, session_id: &str) -> Option<String> {
+    recorder.take_error().map(|error| {
+        format!(
+            "the session store failed, so the run was stopped: {} message(s) could not be \
+             recorded in session {}: {}",
+            recorder.failures(),
+            visible_line(session_id),
+            visible_line(&error.to_string())
+        )
     })
 }
 
@@ -582,27 +666,7 @@ pub fn system_prompt_for(args: &RunArgs, workspace: &Workspace) -> Option<String
 
 /// `agentloop run`.
 pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
-    let needs_prompt = || {
-        Failure::usage(
-            "agentloop run needs a prompt: an argument, or text piped on standard input; for \
-             a conversation, use `agentloop chat`",
-        )
-    };
-    let prompt = match &args.prompt {
-        Some(argument) => scripting::combined_prompt(argument)?,
-        // `echo "fix it" | agentloop run`: piped input is the prompt, as `-` would say.
-        None if !std::io::IsTerminal::is_terminal(&std::io::stdin()) => {
-            let piped = scripting::combined_prompt("-")?;
-            if piped.trim().is_empty() {
-                return Err(needs_prompt());
-            }
-            piped
-        }
-        None => return Err(needs_prompt()),
-    };
-    if prompt.trim().is_empty() {
-        return Err(Failure::usage("the prompt is empty"));
-    }
+    let prompt = read_prompt(&args)?;
     let images = load_images(&args.images)?;
     // Checked before anything is created: a bad schema file leaves no empty session behind.
     let output = match &args.output_schema {
@@ -667,79 +731,21 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
     }
     let extensions = Arc::new(extensions);
 
-    // One writer per session: the lock is taken before the context is loaded, and held until
-    // the run ends.
-    let lock = |id: &str| store.lock_session(id, SESSION_LOCK_WAIT);
-    let new_session = |id: Option<&String>| {
+    let new_session = || {
         let mut new = NewSession::new()
             .model(&spec.name)
             .settings(settings.clone());
         if let Some(title) = &args.title {
             new = new.title(title);
         }
-        if let Some(id) = id {
-            new = new.id(id);
-        }
         new
     };
-    let mut resume = None;
-    // A session parked for approval resumes (decided calls first); the new prompt is queued
-    // as a steering message, delivered before the next model call.
-    let mut load = |info: &SessionInfo| -> Result<Vec<Message>, Failure> {
-        let (context, parked) = load_parked(&*store, &info.id)?;
-        resume = parked.map(|mut p: ParkedRun| {
-            p.steering.push(prompt_message(prompt.clone(), &images));
-            p
-        });
-        // What the model sees: a compacted session's summary and the turns after it.
-        Ok(effective_context(&context))
-    };
-    // Under the lock: the session as the previous writer left it (a chosen id may have been
-    // created meanwhile by another run, which is then continued).
-    let (held, existing) = match &target {
-        SessionTarget::Resume(info) => {
-            let held = lock(&info.id)?;
-            (Some(held), Some(store.info(&info.id)?))
-        }
-        SessionTarget::New(Some(id)) => {
-            let held = lock(id)?;
-            match store.info(id) {
-                Ok(info) => (Some(held), Some(info)),
-                Err(e) if e.is_not_found() => (Some(held), None),
-                Err(e) => return Err(e.into()),
-            }
-        }
-        SessionTarget::New(None) => (None, None),
-    };
-    let created = existing.is_none();
-    let (session, context, _lock) = match existing {
-        Some(mut info) => {
-            store_if_changed(&*store, &mut info, settings.clone())?;
-            let context = load(&info)?;
-            (info, context, held)
-        }
-        None => {
-            let id = match &target {
-                SessionTarget::New(id) => id.as_ref(),
-                SessionTarget::Resume(_) => None,
-            };
-            let info = store.create(new_session(id))?;
-            if id.is_some() {
-                eprintln!("agentloop: new session {}", visible_line(&info.id));
-            }
-            let held = match held {
-                Some(held) => Some(held),
-                None => Some(lock(&info.id)?),
-            };
-            (info, Vec::new(), held)
-        }
-    };
-
+    let steering = prompt_message(prompt.clone(), &images);
+    let opened = open_session(&*store, &target, &settings, new_session, steering)?;
     if let Some(note) = args.approve.deprecation() {
         eprintln!("agentloop: note: {note}");
     }
-    let session_id = session.id.clone();
-    let recorded_in = store.clone();
+    let session_id = opened.session.id.clone();
     let report = execute(RunSetup {
         model,
         model_name: spec.name.clone(),
@@ -757,24 +763,151 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
         },
         trace_content: args.trace_content,
         json: args.json.is_some(),
-        store,
-        session,
-        context,
+        store: store.clone(),
+        session: opened.session,
+        context: opened.context,
         prompt,
         images,
         steering: None,
         interactive: None,
         shell: shell_options(&args),
         output,
-        resume,
+        resume: opened.resume,
         mcp,
         compaction: crate::compact::config(&args),
         extensions,
         plan_mode: args.mode == crate::plan::Mode::Plan,
     })
     .await?;
-    report.renderer.print_summary(Some(&session_id));
-    crate::approvals::print_pending(&report, &session_id, args.json.is_some(), &root);
+    print_report(&report, &args, &session_id, &root)?;
+    if opened.created {
+        discard_if_unanswered(&*store, &session_id);
+    }
+    exit_status(&report).map_err(|failure| match (model_error(&report), &endpoint) {
+        (Some(error), Some(endpoint)) => Failure {
+            message: crate::hints::explain(error, endpoint),
+            ..failure
+        },
+        _ => failure,
+    })
+}
+
+/// The prompt: the argument (`-` and `@file` parts combined), or text piped on standard input.
+fn read_prompt(args: &RunArgs) -> Result<String, Failure> {
+    let needs_prompt = || {
+        Failure::usage(
+            "agentloop run needs a prompt: an argument, or text piped on standard input; for \
+             a conversation, use `agentloop chat`",
+        )
+    };
+    let prompt = match &args.prompt {
+        Some(argument) => scripting::combined_prompt(argument)?,
+        // `echo "fix it" | agentloop run`: piped input is the prompt, as `-` would say.
+        None if !std::io::IsTerminal::is_terminal(&std::io::stdin()) => {
+            let piped = scripting::combined_prompt("-")?;
+            if piped.trim().is_empty() {
+                return Err(needs_prompt());
+            }
+            piped
+        }
+        None => return Err(needs_prompt()),
+    };
+    if prompt.trim().is_empty() {
+        return Err(Failure::usage("the prompt is empty"));
+    }
+    Ok(prompt)
+}
+
+/// The session a run writes, opened under its lock (held until the run ends).
+pub struct OpenedSession {
+    /// The session as the previous writer left it, or the one just created.
+    pub session: SessionInfo,
+    /// What the model sees of its history (a compacted session: the summary and later turns).
+    pub context: Vec<Message>,
+    /// The session's parked run, when it was waiting for approval.
+    pub resume: Option<ParkedRun>,
+    /// The session was created by this run.
+    pub created: bool,
+    /// The writer's lock.
+    _lock: Option<agentloop::session::SessionLock>,
+}
+
+/// Opens the run's session: one writer per session, so the lock is taken before the context is
+/// loaded. A chosen id may have been created meanwhile by another run, which is then continued.
+/// A session parked for approval resumes (decided calls first), with `steering` (the new prompt)
+/// queued before its next model call.
+pub fn open_session(
+    store: &dyn SessionStore,
+    target: &SessionTarget,
+    settings: &agentloop::session::SessionSettings,
+    new_session: impl Fn() -> NewSession,
+    steering: Message,
+) -> Result<OpenedSession, Failure> {
+    let lock = |id: &str| store.lock_session(id, SESSION_LOCK_WAIT);
+    let (held, existing) = match target {
+        SessionTarget::Resume(info) => {
+            let held = lock(&info.id)?;
+            (Some(held), Some(store.info(&info.id)?))
+        }
+        SessionTarget::New(Some(id)) => {
+            let held = lock(id)?;
+            match store.info(id) {
+                Ok(info) => (Some(held), Some(info)),
+                Err(e) if e.is_not_found() => (Some(held), None),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        SessionTarget::New(None) => (None, None),
+    };
+    if let Some(mut info) = existing {
+        store_if_changed(store, &mut info, settings.clone())?;
+        let (context, parked) = load_parked(store, &info.id)?;
+        return Ok(OpenedSession {
+            resume: parked.map(|mut p: ParkedRun| {
+                p.steering.push(steering);
+                p
+            }),
+            context: effective_context(&context),
+            session: info,
+            created: false,
+            _lock: held,
+        });
+    }
+    let chosen = match target {
+        SessionTarget::New(id) => id.as_ref(),
+        SessionTarget::Resume(_) => None,
+    };
+    let new = match chosen {
+        Some(id) => new_session().id(id),
+        None => new_session(),
+    };
+    let info = store.create(new)?;
+    if chosen.is_some() {
+        eprintln!("agentloop: new session {}", visible_line(&info.id));
+    }
+    let held = match held {
+        Some(held) => held,
+        None => lock(&info.id)?,
+    };
+    Ok(OpenedSession {
+        session: info,
+        context: Vec::new(),
+        resume: None,
+        created: true,
+        _lock: Some(held),
+    })
+}
+
+/// What a finished run prints besides its events: the summary, pending approvals, the typed
+/// output, the `--json` result line, `--output-last-message`, the `--quiet` answer.
+fn print_report(
+    report: &RunReport,
+    args: &RunArgs,
+    session_id: &str,
+    root: &Path,
+) -> Result<(), Failure> {
+    report.renderer.print_summary(Some(session_id));
+    crate::approvals::print_pending(report, session_id, args.json.is_some(), root);
     if let Some(output) = &report.output {
         // The validated output is stdout's only content (or, with --json, its last line).
         let line = if args.json.is_some() {
@@ -785,29 +918,15 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
         crate::render::out(&format!("{line}\n"));
     }
     if args.json.is_some() {
-        crate::render::out(&format!(
-            "{}\n",
-            scripting::result_line(&report, &session_id)
-        ));
+        crate::render::out(&format!("{}\n", scripting::result_line(report, session_id)));
     }
     if let Some(path) = &args.output_last_message {
-        scripting::write_last_message(path, &report)?;
+        scripting::write_last_message(path, report)?;
     }
     if args.quiet {
-        print_final_answer(&crate::render::final_answer(&scripting::final_text(
-            &report,
-        )));
+        print_final_answer(&crate::render::final_answer(&scripting::final_text(report)));
     }
-    if created {
-        discard_if_unanswered(&*recorded_in, &session_id);
-    }
-    exit_status(&report).map_err(|failure| match (model_error(&report), &endpoint) {
-        (Some(error), Some(endpoint)) => Failure {
-            message: crate::hints::explain(error, endpoint),
-            ..failure
-        },
-        _ => failure,
-    })
+    Ok(())
 }
 
 /// The model error that ended a run, if one did.
