@@ -183,12 +183,13 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
     builtin::kill_shell_processes();
     toolset.shutdown().await;
 
-    let stop = stop_of(&renderer.totals(), &outcome);
+    let totals = renderer.totals();
+    let stop = stop_of(&totals, &outcome);
     crate::hooks::after_run(&hooks, &stop);
     Ok(RunReport {
         stop,
         interrupted: interrupted.load(Ordering::SeqCst),
-        totals: renderer.totals(),
+        totals,
         outcome,
         output,
         store_error: store_error(&recorder, &setup.session.id),
