@@ -12,7 +12,7 @@ use agentloop::agent::compaction::effective_context;
 use agentloop::agent::{
     AbortSignal, AgentLoop, AgentLoopConfig, RunStop, TelemetryConfig, UsageLimits,
 };
-use agentloop::builtin::{self, WorkspaceDeps};
+use agentloop::builtin::WorkspaceDeps;
 use agentloop::session::{SessionRecorder, load_parked};
 use agentloop::transcript::Message;
 
@@ -55,15 +55,11 @@ pub async fn run(
     let toolset = Arc::new(toolset);
     prompt.text = crate::mcp::expand_prompt(&toolset, prompt.text).await?;
     let hooks = crate::hooks::for_run(&extensions.hooks, &session.id, &root, false);
-    let mut system_prompt = session
+    let system_prompt = session
         .system_prompt
         .clone()
         .unwrap_or_else(|| crate::run::default_system_prompt(&root));
-    let skills = extensions.skills.prompt_section();
-    if !skills.is_empty() {
-        system_prompt.push_str("\n\n");
-        system_prompt.push_str(&skills);
-    }
+    let mut system_prompt = crate::run::with_skills_section(system_prompt, &extensions.skills);
     if let Err(refused) = crate::hooks::before_run(
         &hooks,
         !context.is_empty(),
@@ -103,17 +99,13 @@ pub async fn run(
         config(server, session, system_prompt),
         server.model.clone(),
         Arc::new(deps),
-    )
-    .with_tools(builtin::tools_with::<WorkspaceDeps>(
-        &session.workspace,
-        &crate::run::shell_options(&server.args),
-    ))
-    .map_err(|e| Failure::new(format!("cannot register the built-in tools: {e}")))?
-    .with_tools(crate::skills::tool(&extensions.skills)?)
-    .map_err(|e| Failure::new(format!("cannot register the skill tool: {e}")))?
-    .with_emit(emit)
-    .with_session_label(&session.id)
-    .with_abort_signal(abort);
+    );
+    let shell = crate::run::shell_options(&server.args);
+    let (workspace, skills) = (&session.workspace, &extensions.skills);
+    let agent = crate::run::with_workspace_tools(agent, workspace, &shell, skills, false)?
+        .with_emit(emit)
+        .with_session_label(&session.id)
+        .with_abort_signal(abort);
     let follow_ups = agent.follow_up_queue().clone();
     let agent = agent.with_extension(hooks.extension(follow_ups));
     let agent = crate::mcp::attach(agent, toolset.clone(), mcp_tools)?;
