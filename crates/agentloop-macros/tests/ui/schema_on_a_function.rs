@@ -1,0 +1,5 @@
+/// Not a type.
+#[agentloop::schema]
+fn not_a_type() {}
+
+fn main() {}

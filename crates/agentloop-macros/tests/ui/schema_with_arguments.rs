@@ -1,0 +1,7 @@
+#[agentloop::schema(crate = "schemars")]
+#[derive(serde::Deserialize)]
+struct Args {
+    text: String,
+}
+
+fn main() {}
