@@ -405,122 +405,23 @@ impl Chat {
             .map_or((command, ""), |(n, r)| (n, r.trim()));
         match name {
             "exit" | "quit" => return Ok(false),
-            "help" => {
-                println!("{HELP}");
-                let (commands, _) = self.custom_commands();
-                for line in crate::commands::help_lines(&commands) {
-                    println!("{line}");
-                }
-            }
+            "help" => self.help(),
             "jobs" => crate::render::out(&crate::jobs::listing(&self.jobs)),
-            "plan" => {
-                self.args.mode = if rest == "off" {
-                    crate::plan::Mode::Normal
-                } else {
-                    crate::plan::Mode::Plan
-                };
-                let plan = self.args.mode == crate::plan::Mode::Plan;
-                println!("mode: {}", if plan { "plan" } else { "normal" });
-            }
+            "plan" => self.set_plan_mode(rest != "off"),
             "skills" => {
                 let trusted = self.args.trust.applies_to(self.workspace.root());
                 let (skills, _) = crate::skills::load(self.workspace.root(), trusted);
                 crate::render::out(&crate::skills::listing(&skills));
             }
             "model" if rest.is_empty() => println!("model: {}", visible_line(&self.args.model)),
-            "model" => match ModelSpec::parse(rest)
-                .and_then(|spec| Ok((build_model(&spec, self.args.base_url.as_deref())?, spec)))
-            {
-                Ok((model, spec)) => {
-                    self.model = model;
-                    self.spec = spec;
-                    self.args.model = rest.to_owned();
-                    // The session now runs with it: stored for its next `--continue`.
-                    let settings = self.settings();
-                    store_if_changed(&*self.store, &mut self.session, settings)?;
-                    println!("model: {}", visible_line(rest));
-                }
-                Err(e) => println!("{}", self.style.red(&e.to_string())),
-            },
+            "model" => self.switch_model(rest)?,
             "approve" if rest.is_empty() => println!("approve: {}", approve_name(self.approve)),
-            "approve" => match <ApproveArg as clap::ValueEnum>::from_str(rest, true) {
-                Ok(ApproveArg::Defer) | Err(_) => println!(
-                    "{}",
-                    self.style
-                        .red("use /approve ask, /approve deny or /approve allow")
-                ),
-                Ok(policy) => {
-                    self.approve = policy;
-                    println!("approve: {}", approve_name(policy));
-                }
-            },
-            "thinking" => match rest {
-                "on" => {
-                    self.expand_thinking = true;
-                    println!("thinking: shown in full");
-                }
-                "off" => {
-                    self.expand_thinking = false;
-                    println!("thinking: collapsed to one line");
-                }
-                _ if self.last_thinking.is_empty() => println!("(no thinking yet)"),
-                _ => println!(
-                    "{}",
-                    self.style
-                        .dim(crate::safe_text::visible(&self.last_thinking).as_ref())
-                ),
-            },
+            "approve" => self.set_approval(rest),
+            "thinking" => self.thinking(rest),
             "cost" => self.cost()?,
-            "compact" => {
-                let line = crate::compact::compact_session(
-                    &*self.store,
-                    &self.session.id,
-                    self.model.as_ref(),
-                    &self.spec.name,
-                    self.args.keep_turns,
-                )
-                .await?;
-                println!(
-                    "{}",
-                    line.as_deref()
-                        .unwrap_or("nothing to compact: the session is still short")
-                );
-            }
-            "clear" => {
-                let (info, lock) = new_session(&*self.store, self.settings(), None)?;
-                self.leave_session();
-                self.session = info;
-                self._lock = lock;
-                self.created = true;
-                println!("new session {}", visible_line(&self.session.id));
-            }
-            "sessions" => {
-                let mut filter = SessionFilter::new().limit(15);
-                if rest != "all" {
-                    filter = filter.workspace(self.workspace.root().to_string_lossy());
-                }
-                let sessions = self.store.list_where(&filter)?;
-                if sessions.is_empty() {
-                    println!("(no sessions here yet; `/sessions all` lists every workspace's)");
-                }
-                for info in sessions {
-                    println!(
-                        "{}  {}  {:>3} turns  {}  {}",
-                        visible_line(&info.id),
-                        format_time(info.updated_ms),
-                        info.stats.turns,
-                        crate::render::one_line(
-                            info.settings
-                                .model
-                                .as_deref()
-                                .or(info.model.as_deref())
-                                .unwrap_or("-"),
-                            24
-                        ),
-                        crate::render::one_line(info.title.as_deref().unwrap_or("(untitled)"), 60)
-                    );
-                }
-            }
+            "compact" => self.compact().await?,
+            "clear" => self.clear()?,
+            "sessions" => self.list_sessions(rest == "all")?,
             "resume" if rest.is_empty() => println!("{}", self.style.red("/resume ID")),
             "resume" => {
                 if let Err(e) = self.resume(rest) {
@@ -545,6 +446,132 @@ impl Chat {
             },
         }
         Ok(true)
+    }
+
+    /// `/help`: the built-in commands, then the custom ones.
+    fn help(&self) {
+        println!("{HELP}");
+        let (commands, _) = self.custom_commands();
+        for line in crate::commands::help_lines(&commands) {
+            println!("{line}");
+        }
+    }
+
+    /// `/plan` (on) and `/plan off`.
+    fn set_plan_mode(&mut self, on: bool) {
+        self.args.mode = if on {
+            crate::plan::Mode::Plan
+        } else {
+            crate::plan::Mode::Normal
+        };
+        println!("mode: {}", if on { "plan" } else { "normal" });
+    }
+
+    /// `/model ID`: later turns use that model, and the session records it for its next
+    /// `--continue`.
+    fn switch_model(&mut self, id: &str) -> Result<(), Failure> {
+        let built = ModelSpec::parse(id)
+            .and_then(|spec| Ok((build_model(&spec, self.args.base_url.as_deref())?, spec)));
+        match built {
+            Ok((model, spec)) => {
+                self.model = model;
+                self.spec = spec;
+                self.args.model = id.to_owned();
+                let settings = self.settings();
+                store_if_changed(&*self.store, &mut self.session, settings)?;
+                println!("model: {}", visible_line(id));
+            }
+            Err(e) => println!("{}", self.style.red(&e.to_string())),
+        }
+        Ok(())
+    }
+
+    /// `/approve ask|deny|allow`.
+    fn set_approval(&mut self, name: &str) {
+        match <ApproveArg as clap::ValueEnum>::from_str(name, true) {
+            Ok(ApproveArg::Defer) | Err(_) => println!(
+                "{}",
+                self.style
+                    .red("use /approve ask, /approve deny or /approve allow")
+            ),
+            Ok(policy) => {
+                self.approve = policy;
+                println!("approve: {}", approve_name(policy));
+            }
+        }
+    }
+
+    /// `/thinking on|off`, or the last reply's thinking.
+    fn thinking(&mut self, setting: &str) {
+        match setting {
+            "on" => {
+                self.expand_thinking = true;
+                println!("thinking: shown in full");
+            }
+            "off" => {
+                self.expand_thinking = false;
+                println!("thinking: collapsed to one line");
+            }
+            _ if self.last_thinking.is_empty() => println!("(no thinking yet)"),
+            _ => println!(
+                "{}",
+                self.style
+                    .dim(crate::safe_text::visible(&self.last_thinking).as_ref())
+            ),
+        }
+    }
+
+    /// `/compact`: summarises the older turns of the session now.
+    async fn compact(&mut self) -> Result<(), Failure> {
+        let line = crate::compact::compact_session(
+            &*self.store,
+            &self.session.id,
+            self.model.as_ref(),
+            &self.spec.name,
+            self.args.keep_turns,
+        )
+        .await?;
+        println!(
+            "{}",
+            line.as_deref()
+                .unwrap_or("nothing to compact: the session is still short")
+        );
+        Ok(())
+    }
+
+    /// `/clear`: a new session (the one left is discarded when the model never answered).
+    fn clear(&mut self) -> Result<(), Failure> {
+        let (info, lock) = new_session(&*self.store, self.settings(), None)?;
+        self.leave_session();
+        self.session = info;
+        self._lock = lock;
+        self.created = true;
+        println!("new session {}", visible_line(&self.session.id));
+        Ok(())
+    }
+
+    /// `/sessions [all]`: this workspace's recent sessions, or every workspace's.
+    fn list_sessions(&self, all: bool) -> Result<(), Failure> {
+        let mut filter = SessionFilter::new().limit(15);
+        if !all {
+            filter = filter.workspace(self.workspace.root().to_string_lossy());
+        }
+        let sessions = self.store.list_where(&filter)?;
+        if sessions.is_empty() {
+            println!("(no sessions here yet; `/sessions all` lists every workspace's)");
+        }
+        for info in sessions {
+            let model = info.settings.model.as_deref().or(info.model.as_deref());
+            println!(
+                "{}  {}  {:>3} turns  {}  {}",
+                visible_line(&info.id),
+                format_time(info.updated_ms),
+                info.stats.turns,
+                crate::render::one_line(model.unwrap_or("-"), 24),
+                crate::render::one_line(info.title.as_deref().unwrap_or("(untitled)"), 60)
+            );
+        }
+        Ok(())
     }
 
     /// Leaving the current session (for another one, or at the end): one this conversation

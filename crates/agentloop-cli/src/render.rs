@@ -520,60 +520,9 @@ impl Renderer {
             AgentEvent::MessageStart { message } if message.role == Role::Assistant => {
                 state.streamed = false;
             }
-            AgentEvent::MessageUpdate { delta, .. } => match delta {
-                ModelDelta::Text { delta } if !delta.is_empty() => {
-                    self.spinner.hide();
-                    self.answer_text(state, delta);
-                    state.streamed = true;
-                }
-                ModelDelta::Thinking { delta } => {
-                    if self.interactive.is_some() {
-                        state.thinking.push_str(delta);
-                    }
-                    if !state.streamed {
-                        self.spin(state, "thinking".into());
-                    }
-                }
-                ModelDelta::ToolCallStart { name, .. } => {
-                    self.flush_thinking(state);
-                    self.spin(state, format!("preparing {}", visible_line(name)));
-                }
-                _ => {}
-            },
+            AgentEvent::MessageUpdate { delta, .. } => self.human_delta(state, delta),
             AgentEvent::MessageEnd { message } if message.role == Role::Assistant => {
-                let text = message.text();
-                if self.interactive.is_some() && state.thinking.is_empty() && !state.streamed {
-                    // A provider that does not stream its reasoning still has it here.
-                    state.thinking = message
-                        .content
-                        .iter()
-                        .filter_map(|p| match p {
-                            Part::Thinking(t) => Some(t.thinking.as_str()),
-                            _ => None,
-                        })
-                        .collect();
-                }
-                if !state.streamed && !text.trim().is_empty() {
-                    self.spinner.hide();
-                    self.answer_text(state, &text);
-                }
-                self.release_held(state, message);
-                self.flush_thinking(state);
-                self.finish_text(state);
-                self.close_line(state);
-                if message.stop_reason == Some(StopReason::Length) {
-                    self.print_lines(
-                        state,
-                        &format!(
-                            "{}\n",
-                            self.style
-                                .yellow("(the reply was cut off at the output-token limit)")
-                        ),
-                    );
-                }
-                if message.tool_calls().next().is_none() {
-                    self.spinner.hide();
-                }
+                self.human_reply_end(state, message);
             }
             AgentEvent::ToolExecutionStart { call } => {
                 state.running_tools += 1;
@@ -599,21 +548,7 @@ impl Renderer {
                 call,
                 result,
                 blocked,
-            } => {
-                // A blocked call never started, so it was never counted as running.
-                if !blocked {
-                    state.running_tools = state.running_tools.saturating_sub(1);
-                }
-                let mut text = format_tool(self.style, call, Some(result));
-                if self.interactive.is_some() && !result.is_error {
-                    text.push_str(&self.edit_view(call));
-                }
-                self.print_lines(state, &text);
-                state.gap = true;
-                if state.running_tools == 0 {
-                    self.spinner.hide();
-                }
-            }
+            } => self.human_tool_end(state, call, result, *blocked),
             // A deferred call never started: nothing runs for it in this run.
             AgentEvent::ApprovalRequested { .. } if state.running_tools == 0 => {
                 self.spinner.hide();
@@ -628,9 +563,7 @@ impl Renderer {
                     one_line(reason, 100),
                     *delay_ms as f64 / 1000.0
                 );
-                self.close_line(state);
-                self.spinner
-                    .suspend(|| eprint!("{}", self.style.yellow(&line)));
+                self.warn_line(state, &line);
             }
             AgentEvent::ModelFallback { from, to, reason } => {
                 let line = format!(
@@ -639,9 +572,7 @@ impl Renderer {
                     one_line(reason, 100),
                     one_line(to, 60)
                 );
-                self.close_line(state);
-                self.spinner
-                    .suspend(|| eprint!("{}", self.style.yellow(&line)));
+                self.warn_line(state, &line);
             }
             AgentEvent::AgentEnd { .. } => {
                 self.spinner.hide();
@@ -649,6 +580,93 @@ impl Renderer {
             }
             _ => {}
         }
+    }
+
+    /// A streamed piece of the reply: text is shown as it comes, thinking is kept (interactive)
+    /// and named on the spinner, a starting tool call is named on the spinner.
+    fn human_delta(&self, state: &mut State, delta: &ModelDelta) {
+        match delta {
+            ModelDelta::Text { delta } if !delta.is_empty() => {
+                self.spinner.hide();
+                self.answer_text(state, delta);
+                state.streamed = true;
+            }
+            ModelDelta::Thinking { delta } => {
+                if self.interactive.is_some() {
+                    state.thinking.push_str(delta);
+                }
+                if !state.streamed {
+                    self.spin(state, "thinking".into());
+                }
+            }
+            ModelDelta::ToolCallStart { name, .. } => {
+                self.flush_thinking(state);
+                self.spin(state, format!("preparing {}", visible_line(name)));
+            }
+            _ => {}
+        }
+    }
+
+    /// The complete reply: its text when nothing was streamed, its thinking, and a note when
+    /// the output-token limit cut it off.
+    fn human_reply_end(&self, state: &mut State, message: &Message) {
+        let text = message.text();
+        if self.interactive.is_some() && state.thinking.is_empty() && !state.streamed {
+            // A provider that does not stream its reasoning still has it here.
+            state.thinking = message
+                .content
+                .iter()
+                .filter_map(|p| match p {
+                    Part::Thinking(t) => Some(t.thinking.as_str()),
+                    _ => None,
+                })
+                .collect();
+        }
+        if !state.streamed && !text.trim().is_empty() {
+            self.spinner.hide();
+            self.answer_text(state, &text);
+        }
+        self.release_held(state, message);
+        self.flush_thinking(state);
+        self.finish_text(state);
+        self.close_line(state);
+        if message.stop_reason == Some(StopReason::Length) {
+            let note = "(the reply was cut off at the output-token limit)";
+            self.print_lines(state, &format!("{}\n", self.style.yellow(note)));
+        }
+        if message.tool_calls().next().is_none() {
+            self.spinner.hide();
+        }
+    }
+
+    /// A finished (or blocked) tool call: its line, and in interactive mode the edit it made.
+    fn human_tool_end(
+        &self,
+        state: &mut State,
+        call: &ToolCallPart,
+        result: &ToolResultPart,
+        blocked: bool,
+    ) {
+        // A blocked call never started, so it was never counted as running.
+        if !blocked {
+            state.running_tools = state.running_tools.saturating_sub(1);
+        }
+        let mut text = format_tool(self.style, call, Some(result));
+        if self.interactive.is_some() && !result.is_error {
+            text.push_str(&self.edit_view(call));
+        }
+        self.print_lines(state, &text);
+        state.gap = true;
+        if state.running_tools == 0 {
+            self.spinner.hide();
+        }
+    }
+
+    /// A warning about the model call (a retry, a fallback) on stderr, in yellow.
+    fn warn_line(&self, state: &mut State, line: &str) {
+        self.close_line(state);
+        self.spinner
+            .suspend(|| eprint!("{}", self.style.yellow(line)));
     }
 
     /// A sub-agent's tool call: one indented line under the call that runs the sub-agent.

@@ -108,7 +108,7 @@ fn lines_file(n: usize) -> String {
 // Definitions
 
 #[test]
-fn the_seven_tools_have_the_documented_argument_names() {
+fn the_built_in_tools_have_the_documented_argument_names() {
     let dir = tempfile::tempdir().unwrap();
     let ws = Workspace::new(dir.path()).unwrap();
     let specs = builtin::tools::<Deps>(&ws);
@@ -123,7 +123,13 @@ fn the_seven_tools_have_the_documented_argument_names() {
         ("list_dir", &["path"], &[]),
         ("find_files", &["path", "pattern"], &["pattern"]),
         ("grep", &["glob", "path", "pattern"], &["pattern"]),
-        ("shell", &["command", "timeout_secs"], &["command"]),
+        (
+            "shell",
+            &["background", "command", "timeout_secs"],
+            &["command"],
+        ),
+        ("job_output", &["job", "tail_lines"], &["job"]),
+        ("job_kill", &["job"], &["job"]),
     ];
     assert_eq!(specs.len(), expected.len());
     for (spec, (name, props, required)) in specs.iter().zip(expected) {
