@@ -126,7 +126,7 @@ fn mcp_list_shows_servers_their_state_and_tools() {
     assert!(out.status.success(), "{}", text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
-        stdout.contains("tools: running, 7 tool(s)"),
+        stdout.contains("tools: running, 9 tool(s)"),
         "{}",
         text(&out)
     );
