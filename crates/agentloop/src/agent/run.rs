@@ -194,21 +194,7 @@ impl<D: ToolDeps> AgentLoop<D> {
         output: Option<OutputRun>,
     ) -> (Result<RunOutcome, AgentError>, Option<OutputRun>) {
         emitter.emit(AgentEvent::AgentStart);
-        let invalid_limits = self.config.usage_limits.validate().err();
-        let precondition = match (&prompts, context.last()) {
-            // A parked batch may end with its assistant message (every call deferred).
-            _ if resume.is_some() && self.config.max_turns != Some(0) => None,
-            _ if self.config.max_turns == Some(0) => Some(AgentError::Config(
-                "max_turns must be at least 1 (use None for no ceiling)".into(),
-            )),
-            _ if invalid_limits.is_some() => invalid_limits.map(AgentError::Config),
-            (None, None) => Some(AgentError::EmptyContext),
-            (None, Some(last)) if last.role == Role::Assistant => {
-                Some(AgentError::ContinueFromAssistant)
-            }
-            _ => None,
-        };
-        if let Some(err) = precondition {
+        if let Some(err) = self.precondition_error(&prompts, &context, resume.is_some()) {
             emitter.emit(AgentEvent::AgentEnd {
                 messages: Vec::new(),
                 stop: RunStop::Internal {
@@ -253,37 +239,8 @@ impl<D: ToolDeps> AgentLoop<D> {
         // The abort that ended this run (if any) is used up: the next run starts clean. (A run
         // whose future is dropped releases it the same way, when the guard drops.)
         drop(run_abort);
-        let (stop, returned, partial) = match result {
-            Ok(Ok(stop)) => (stop, Ok(()), None),
-            Ok(Err((error, partial))) => {
-                let stop = RunStop::ModelError {
-                    message: error.to_string(),
-                };
-                (stop, Err(error), Some(partial))
-            }
-            Err(payload) => {
-                let message = panic_message(&*payload);
-                tracing::error!(panic = %message, "the agent loop panicked");
-                (
-                    RunStop::Internal {
-                        message: message.clone(),
-                    },
-                    Err(ModelError::stream(
-                        crate::model::StreamErrorKind::Other,
-                        message,
-                    )),
-                    None,
-                )
-            }
-        };
-        let error_type = match &stop {
-            RunStop::ModelError { .. } => match &returned {
-                Err(error) => Some(crate::model::spans::model_error_type(error)),
-                Ok(()) => None,
-            },
-            RunStop::Internal { .. } => Some("internal".to_owned()),
-            _ => None,
-        };
+        let (stop, returned, partial) = settle(result);
+        let error_type = run_error_type(&stop, &returned);
         crate::telemetry::record_run_end(&span, &state.usage, error_type.as_deref());
         drop(span);
         emitter.emit_with(|| {
@@ -295,33 +252,31 @@ impl<D: ToolDeps> AgentLoop<D> {
             }
         });
         let output = state.output.take();
-        let result = match returned {
-            Ok(()) => Ok(RunOutcome {
-                new_from: state.new_from,
-                context: state.context,
-                stop,
-                turns: state.turns,
-                usage: state.usage,
-            }),
-            Err(error) => {
-                let completed = state.new_messages().to_vec();
-                Err(match (stop, partial) {
-                    (RunStop::Internal { message }, _) => {
-                        AgentError::Internal { message, completed }
-                    }
-                    (_, Some(partial)) => AgentError::Model {
-                        error,
-                        partial: Box::new(partial),
-                        completed,
-                    },
-                    (_, None) => AgentError::Internal {
-                        message: error.to_string(),
-                        completed,
-                    },
-                })
+        (outcome(state, stop, returned, partial), output)
+    }
+
+    /// Why a run cannot start: a zero turn limit, invalid usage limits, nothing to answer, or a
+    /// context that already ends with the assistant's answer (a parked batch may end with its
+    /// assistant message: every call deferred).
+    fn precondition_error(
+        &self,
+        prompts: &Option<Vec<Message>>,
+        context: &[Message],
+        resuming: bool,
+    ) -> Option<AgentError> {
+        let invalid_limits = self.config.usage_limits.validate().err();
+        match (prompts, context.last()) {
+            _ if resuming && self.config.max_turns != Some(0) => None,
+            _ if self.config.max_turns == Some(0) => Some(AgentError::Config(
+                "max_turns must be at least 1 (use None for no ceiling)".into(),
+            )),
+            _ if invalid_limits.is_some() => invalid_limits.map(AgentError::Config),
+            (None, None) => Some(AgentError::EmptyContext),
+            (None, Some(last)) if last.role == Role::Assistant => {
+                Some(AgentError::ContinueFromAssistant)
             }
-        };
-        (result, output)
+            _ => None,
+        }
     }
 
     /// Compacts the context when it is over the threshold (or always, after an overflow
@@ -922,5 +877,72 @@ impl<D: ToolDeps> AgentLoop<D> {
             })
             .collect();
         (results, turn)
+    }
+}
+
+/// How the turn cycle ended: the stop, the model error (or the panic, as an error) to return,
+/// and the partial assistant message of a failed model call.
+fn settle(
+    result: std::thread::Result<Result<RunStop, (ModelError, Message)>>,
+) -> (RunStop, Result<(), ModelError>, Option<Message>) {
+    match result {
+        Ok(Ok(stop)) => (stop, Ok(()), None),
+        Ok(Err((error, partial))) => {
+            let stop = RunStop::ModelError {
+                message: error.to_string(),
+            };
+            (stop, Err(error), Some(partial))
+        }
+        Err(payload) => {
+            let message = panic_message(&*payload);
+            tracing::error!(panic = %message, "the agent loop panicked");
+            let error = ModelError::stream(crate::model::StreamErrorKind::Other, message.clone());
+            (RunStop::Internal { message }, Err(error), None)
+        }
+    }
+}
+
+/// The `error.type` of the run's span, when it ended in an error.
+fn run_error_type(stop: &RunStop, returned: &Result<(), ModelError>) -> Option<String> {
+    match stop {
+        RunStop::ModelError { .. } => match returned {
+            Err(error) => Some(crate::model::spans::model_error_type(error)),
+            Ok(()) => None,
+        },
+        RunStop::Internal { .. } => Some("internal".to_owned()),
+        _ => None,
+    }
+}
+
+/// What the run returns: its outcome, or the error with the messages it completed.
+fn outcome(
+    state: RunState,
+    stop: RunStop,
+    returned: Result<(), ModelError>,
+    partial: Option<Message>,
+) -> Result<RunOutcome, AgentError> {
+    match returned {
+        Ok(()) => Ok(RunOutcome {
+            new_from: state.new_from,
+            context: state.context,
+            stop,
+            turns: state.turns,
+            usage: state.usage,
+        }),
+        Err(error) => {
+            let completed = state.new_messages().to_vec();
+            Err(match (stop, partial) {
+                (RunStop::Internal { message }, _) => AgentError::Internal { message, completed },
+                (_, Some(partial)) => AgentError::Model {
+                    error,
+                    partial: Box::new(partial),
+                    completed,
+                },
+                (_, None) => AgentError::Internal {
+                    message: error.to_string(),
+                    completed,
+                },
+            })
+        }
     }
 }
