@@ -133,36 +133,16 @@ pub async fn run(db: Option<&str>, args: DemoArgs) -> Result<(), Failure> {
     let violations = server.violations();
     server.shutdown();
 
-    let mut summary = format!("\n{}\n", style.bold("── transcript summary ──"));
     let messages = store.load_raw(&session_id).unwrap_or_default();
-    summary.push_str(&tools_used(&messages));
-    summary.push_str(&changes(workspace.root(), style));
-    let totals = &report.totals;
-    summary.push_str(&format!(
-        "model calls: {} · tool calls: {} · {} messages recorded · tokens {} in / {} out (scripted)\n",
-        totals.turns,
-        totals.tool_calls,
-        messages.len(),
-        thousands(totals.usage.input_tokens),
-        thousands(totals.usage.output_tokens),
-    ));
-    if args.keep_session {
-        summary.push_str(&format!(
-            "session: {session_id} (title \"demo\"; see `agentloop sessions show {session_id}`)\n"
-        ));
-    } else {
-        summary.push_str(
-            "session: recorded in a temporary database, deleted now (use --keep-session to keep it)\n",
-        );
-    }
-    if !violations.is_empty() {
-        summary.push_str(&style.red(&format!(
-            "the mock server saw {} invalid request(s): {}\n",
-            violations.len(),
-            violations.join("; ")
-        )));
-    }
-    summary.push_str(&style.dim(&format!("({LABEL})\n")));
+    let summary = summary(
+        &report,
+        &messages,
+        &workspace,
+        &session_id,
+        &violations,
+        &args,
+        style,
+    );
     say(&summary);
     if args.json {
         // As `run --json`: the last line sums the run up.
@@ -292,4 +272,47 @@ mod tests {
         assert_eq!(d, vec![('-', "b"), ('+', "B"), ('+', "d")]);
         assert!(line_diff("x\n", "x\n").is_empty());
     }
+}
+
+/// The transcript summary printed after the demo run: tools used, changed files, counts, where
+/// the session is, and any invalid request the mock server saw.
+fn summary(
+    report: &crate::run::RunReport,
+    messages: &[Message],
+    workspace: &Workspace,
+    session_id: &str,
+    violations: &[String],
+    args: &DemoArgs,
+    style: Style,
+) -> String {
+    let mut summary = format!("\n{}\n", style.bold("── transcript summary ──"));
+    summary.push_str(&tools_used(messages));
+    summary.push_str(&changes(workspace.root(), style));
+    let totals = &report.totals;
+    summary.push_str(&format!(
+        "model calls: {} · tool calls: {} · {} messages recorded · tokens {} in / {} out (scripted)\n",
+        totals.turns,
+        totals.tool_calls,
+        messages.len(),
+        thousands(totals.usage.input_tokens),
+        thousands(totals.usage.output_tokens),
+    ));
+    if args.keep_session {
+        summary.push_str(&format!(
+            "session: {session_id} (title \"demo\"; see `agentloop sessions show {session_id}`)\n"
+        ));
+    } else {
+        summary.push_str(
+            "session: recorded in a temporary database, deleted now (use --keep-session to keep it)\n",
+        );
+    }
+    if !violations.is_empty() {
+        summary.push_str(&style.red(&format!(
+            "the mock server saw {} invalid request(s): {}\n",
+            violations.len(),
+            violations.join("; ")
+        )));
+    }
+    summary.push_str(&style.dim(&format!("({LABEL})\n")));
+    summary
 }

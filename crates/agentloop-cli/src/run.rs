@@ -694,21 +694,7 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
     // Which session: resumed ones bring back their model, provider, base URL and reasoning
     // (flags given on this invocation win).
     let target = session_target(&*store, &args, workspace.root())?;
-    let mut choice = Choice {
-        model: args.model.clone(),
-        base_url: args.base_url.clone(),
-        reasoning: args.reasoning,
-    };
-    if let SessionTarget::Resume(info) = &target {
-        if let Some(note) = restore(&info.settings, args.explicit, &mut choice) {
-            eprintln!("agentloop: note: {note}");
-        }
-    }
-    if let Some(model) = command.as_ref().and_then(|c| c.model.clone()) {
-        if !args.explicit.model {
-            choice.model = model;
-        }
-    }
+    let choice = model_choice(&args, &target, command.as_ref());
     let (spec, model) = choice.build(&args)?;
     let settings = recorded(
         &spec,
@@ -791,6 +777,32 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
         },
         _ => failure,
     })
+}
+
+/// The model, base URL and reasoning of this run: the flags, then what a resumed session
+/// recorded (flags given on this invocation win), then a custom command's model (unless
+/// `--model` was given).
+fn model_choice(
+    args: &RunArgs,
+    target: &SessionTarget,
+    command: Option<&crate::commands::Expanded>,
+) -> Choice {
+    let mut choice = Choice {
+        model: args.model.clone(),
+        base_url: args.base_url.clone(),
+        reasoning: args.reasoning,
+    };
+    if let SessionTarget::Resume(info) = target {
+        if let Some(note) = restore(&info.settings, args.explicit, &mut choice) {
+            eprintln!("agentloop: note: {note}");
+        }
+    }
+    if let Some(model) = command.and_then(|c| c.model.clone()) {
+        if !args.explicit.model {
+            choice.model = model;
+        }
+    }
+    choice
 }
 
 /// The prompt: the argument (`-` and `@file` parts combined), or text piped on standard input.
