@@ -241,39 +241,6 @@ fn line_diff<'a>(old: &'a str, new: &'a str) -> Vec<(char, &'a str)> {
     out
 }
 
-#[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used)]
-    use super::*;
-
-    #[test]
-    fn the_script_parses_and_its_edit_applies_to_the_sample() {
-        let script = Script::from_json(SCRIPT).unwrap();
-        let edit = script
-            .turns
-            .iter()
-            .flat_map(|t| &t.tool_calls)
-            .find(|c| c.name == "edit_file")
-            .unwrap();
-        let args: serde_json::Value =
-            serde_json::from_str(&edit.arguments.to_wire_string()).unwrap();
-        let lib = SAMPLE.iter().find(|(p, _)| *p == "src/lib.rs").unwrap().1;
-        let old = args["old_text"].as_str().unwrap();
-        assert_eq!(
-            lib.matches(old).count(),
-            1,
-            "old_text must occur exactly once"
-        );
-    }
-
-    #[test]
-    fn diffs_list_changed_lines() {
-        let d = line_diff("a\nb\nc\n", "a\nB\nc\nd\n");
-        assert_eq!(d, vec![('-', "b"), ('+', "B"), ('+', "d")]);
-        assert!(line_diff("x\n", "x\n").is_empty());
-    }
-}
-
 /// The transcript summary printed after the demo run: tools used, changed files, counts, where
 /// the session is, and any invalid request the mock server saw.
 fn summary(
@@ -315,4 +282,37 @@ fn summary(
     }
     summary.push_str(&style.dim(&format!("({LABEL})\n")));
     summary
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn the_script_parses_and_its_edit_applies_to_the_sample() {
+        let script = Script::from_json(SCRIPT).unwrap();
+        let edit = script
+            .turns
+            .iter()
+            .flat_map(|t| &t.tool_calls)
+            .find(|c| c.name == "edit_file")
+            .unwrap();
+        let args: serde_json::Value =
+            serde_json::from_str(&edit.arguments.to_wire_string()).unwrap();
+        let lib = SAMPLE.iter().find(|(p, _)| *p == "src/lib.rs").unwrap().1;
+        let old = args["old_text"].as_str().unwrap();
+        assert_eq!(
+            lib.matches(old).count(),
+            1,
+            "old_text must occur exactly once"
+        );
+    }
+
+    #[test]
+    fn diffs_list_changed_lines() {
+        let d = line_diff("a\nb\nc\n", "a\nB\nc\nd\n");
+        assert_eq!(d, vec![('-', "b"), ('+', "B"), ('+', "d")]);
+        assert!(line_diff("x\n", "x\n").is_empty());
+    }
 }
