@@ -639,41 +639,7 @@ impl<D: ToolDeps> AgentLoop<D> {
                 .get(&call.tool_name)
                 .is_some_and(|spec| spec.deferred() && !loaded.contains(&call.tool_name))
         };
-        let observer: Option<Arc<dyn ToolObserver>> = emitter
-            .enabled()
-            .then(|| Arc::new(EventObserver(emitter.clone())) as Arc<dyn ToolObserver>);
-        let finalize: Option<Finalizer> = self.hooks.has(HookKind::ToolResult).then(|| {
-            let hooks = self.hooks.clone();
-            Arc::new(
-                move |call: &ToolCallPart, outcome: &mut crate::tooling::ToolOutcome| {
-                    let mut finalized = FinalizedToolCall {
-                        id: call.id.clone(),
-                        tool_name: call.tool_name.clone(),
-                        arguments: match &call.arguments {
-                            ToolArguments::Json(v) => v.clone(),
-                            ToolArguments::Unparsed(t) => serde_json::Value::String(t.clone()),
-                        },
-                        is_error: outcome.result.is_error,
-                        result: outcome.result.clone(),
-                    };
-                    hooks.tool_result(&mut finalized);
-                    outcome.result = finalized.result;
-                },
-            ) as Finalizer
-        });
-        let options = ExecOptions {
-            observer,
-            cancel: cancel.clone(),
-            max_parallel: MAX_PARALLEL_TOOLS,
-            sequential: self.config.tool_execution_mode == ToolExecutionMode::Sequential,
-            default_timeout: self.config.default_tool_timeout,
-            max_retries: self.config.max_retries,
-            retry_backoff: self.config.tool_retry_backoff,
-            finalize,
-            capture_content: self.config.telemetry.capture_content,
-            skip_approval: false,
-            session_id: self.session_id.clone(),
-        };
+        let options = self.exec_options(emitter, cancel);
 
         if !self.hooks.has(HookKind::ToolCall) && !calls.iter().any(hidden) {
             return run_tools_with(calls, &registry, &self.deps, &options)
@@ -757,6 +723,46 @@ impl<D: ToolDeps> AgentLoop<D> {
                 })
             })
             .collect()
+    }
+
+    /// How the executor runs this turn's calls: events to the run's listeners, the loop's
+    /// limits and retries, and `tool_result` hooks applied to every outcome.
+    fn exec_options(&self, emitter: &Emitter, cancel: &CancellationToken) -> ExecOptions {
+        let observer: Option<Arc<dyn ToolObserver>> = emitter
+            .enabled()
+            .then(|| Arc::new(EventObserver(emitter.clone())) as Arc<dyn ToolObserver>);
+        let finalize: Option<Finalizer> = self.hooks.has(HookKind::ToolResult).then(|| {
+            let hooks = self.hooks.clone();
+            Arc::new(
+                move |call: &ToolCallPart, outcome: &mut crate::tooling::ToolOutcome| {
+                    let mut finalized = FinalizedToolCall {
+                        id: call.id.clone(),
+                        tool_name: call.tool_name.clone(),
+                        arguments: match &call.arguments {
+                            ToolArguments::Json(v) => v.clone(),
+                            ToolArguments::Unparsed(t) => serde_json::Value::String(t.clone()),
+                        },
+                        is_error: outcome.result.is_error,
+                        result: outcome.result.clone(),
+                    };
+                    hooks.tool_result(&mut finalized);
+                    outcome.result = finalized.result;
+                },
+            ) as Finalizer
+        });
+        ExecOptions {
+            observer,
+            cancel: cancel.clone(),
+            max_parallel: MAX_PARALLEL_TOOLS,
+            sequential: self.config.tool_execution_mode == ToolExecutionMode::Sequential,
+            default_timeout: self.config.default_tool_timeout,
+            max_retries: self.config.max_retries,
+            retry_backoff: self.config.tool_retry_backoff,
+            finalize,
+            capture_content: self.config.telemetry.capture_content,
+            skip_approval: false,
+            session_id: self.session_id.clone(),
+        }
     }
 
     /// Answers a turn that calls a final-result tool (typed output, tool strategy). The first
