@@ -152,7 +152,15 @@ fn the_agents_environment_is_unreadable_to_its_commands() {
         eprintln!("skipping: needs root to run its inner half as another user");
         return;
     }
-    let out = std::process::Command::new(std::env::current_exe().unwrap())
+    // The checkout (and so this binary) may sit under a directory `nobody` cannot enter, such
+    // as root's home: run a copy from a directory everyone may read.
+    let copy_dir = tempfile::tempdir().unwrap();
+    let binary = copy_dir.path().join("tools-test");
+    std::fs::copy(std::env::current_exe().unwrap(), &binary).unwrap();
+    for (path, mode) in [(copy_dir.path(), 0o755), (binary.as_path(), 0o755)] {
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
+    }
+    let out = std::process::Command::new(&binary)
         .args([
             "--exact",
             &crate::test_name(module_path!(), "inner_environ_is_unreadable"),
