@@ -523,12 +523,24 @@ impl Chat {
 
     /// `/compact`: summarises the older turns of the session now.
     async fn compact(&mut self) -> Result<(), Failure> {
+        let hooks = crate::extensions::Extensions::load(
+            self.workspace.root(),
+            self.args.trust.applies_to(self.workspace.root()),
+        )?
+        .hooks;
+        let compactor =
+            crate::hooks::for_run(&hooks, &self.session.id, self.workspace.root(), false)
+                .compactor(
+                    Arc::new(agentloop::agent::compaction::ModelCompactor),
+                    agentloop::agent::command_hooks::CompactionTrigger::Manual,
+                );
         let line = crate::compact::compact_session(
             &*self.store,
             &self.session.id,
             self.model.as_ref(),
             &self.spec.name,
             self.args.keep_turns,
+            compactor.as_ref(),
         )
         .await?;
         println!(

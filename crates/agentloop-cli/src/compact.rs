@@ -7,7 +7,10 @@
 //! (`agentloop::agent::compaction::effective_context`).
 
 use agentloop::agent::AgentEvent;
-use agentloop::agent::compaction::{self, CompactionConfig, ModelCompactor};
+use std::sync::Arc;
+
+use agentloop::agent::command_hooks::CompactionTrigger;
+use agentloop::agent::compaction::{self, CompactionConfig, Compactor, ModelCompactor};
 use agentloop::model::Model;
 use agentloop::session::SessionStore;
 
@@ -52,7 +55,8 @@ pub fn note(event: &AgentEvent) -> Option<String> {
     }
 }
 
-/// `agentloop compact SESSION`.
+/// `agentloop compact SESSION` (the `pre_compact` hooks that apply in the current directory
+/// run first).
 pub async fn run(db: Option<&str>, args: CompactArgs) -> Result<(), Failure> {
     let store = open_store(db)?;
     let id = resolve_id(&*store, &args.session)?;
@@ -73,11 +77,33 @@ pub async fn run(db: Option<&str>, args: CompactArgs) -> Result<(), Failure> {
     }
     let spec = ModelSpec::parse(&choice.model)?;
     let model = build_model(&spec, choice.base_url.as_deref())?;
-    match compact_session(&*store, &id, model.as_ref(), &spec.name, args.keep_turns).await? {
+    let compactor = manual_compactor(&id)?;
+    match compact_session(
+        &*store,
+        &id,
+        model.as_ref(),
+        &spec.name,
+        args.keep_turns,
+        compactor.as_ref(),
+    )
+    .await?
+    {
         Some(line) => println!("{line}"),
         None => eprintln!("agentloop: nothing to compact in session {id} (it is already short)"),
     }
     Ok(())
+}
+
+/// The summariser of a compaction a person asked for: the session's model, after the
+/// `pre_compact` hooks of the user's config and, when this directory is a trusted workspace,
+/// of its project config (told `trigger: "manual"`).
+pub fn manual_compactor(session_id: &str) -> Result<Arc<dyn Compactor>, Failure> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| Failure::new(format!("cannot read the current directory: {e}")))?;
+    let trusted = crate::trust::Trust::evaluate(&cwd, false)?.is_trusted();
+    let hooks = crate::hooks::load(&cwd, trusted)?;
+    let hooks = crate::hooks::for_run(&hooks, session_id, &cwd, false);
+    Ok(hooks.compactor(Arc::new(ModelCompactor), CompactionTrigger::Manual))
 }
 
 /// Summarises session `id`'s older turns with `model`, keeping the last `keep_turns` verbatim,
@@ -89,17 +115,12 @@ pub async fn compact_session(
     model: &dyn Model,
     model_name: &str,
     keep_turns: usize,
+    compactor: &dyn Compactor,
 ) -> Result<Option<String>, Failure> {
     let context = compaction::effective_context(&store.load(id)?);
-    let compacted = compaction::compact(
-        &context,
-        keep_turns,
-        &ModelCompactor,
-        model,
-        Some(model_name),
-    )
-    .await
-    .map_err(|e| Failure::new(format!("the summary call failed: {e}")))?;
+    let compacted = compaction::compact(&context, keep_turns, compactor, model, Some(model_name))
+        .await
+        .map_err(|e| Failure::new(format!("the summary call failed: {e}")))?;
     let Some(compacted) = compacted else {
         return Ok(None);
     };

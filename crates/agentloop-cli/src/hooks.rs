@@ -212,8 +212,27 @@ pub fn before_run(
     Ok(())
 }
 
-/// After a run: `session_end`, told why the run stopped.
+/// After a run: a `turn_finished` notification, then `session_end`, both told why the run
+/// stopped.
 pub fn after_run(hooks: &CommandHooks, stop: &RunStop) {
+    if hooks.has(HookEvent::Notification) {
+        let mut extra = Map::new();
+        extra.insert(
+            "reason".into(),
+            serde_json::to_value(stop).unwrap_or_default(),
+        );
+        let message = match stop {
+            RunStop::Done => "agentloop finished its turn".to_owned(),
+            other => format!(
+                "agentloop stopped: {}",
+                serde_json::to_value(other)
+                    .ok()
+                    .and_then(|v| v.get("reason").and_then(|r| r.as_str()).map(str::to_owned))
+                    .unwrap_or_else(|| "see the run's output".to_owned())
+            ),
+        };
+        hooks.notify("turn_finished", &message, extra);
+    }
     if hooks.has(HookEvent::SessionEnd) {
         let mut fields = Map::new();
         fields.insert(

@@ -81,6 +81,44 @@ pub fn load(workspace: &Path, trusted: bool) -> Result<PermissionRules, Failure>
     Ok(rules)
 }
 
+/// Adds `rules` to the `[permissions] allow` list of the config file at `path` (created, with
+/// its directory, when missing), keeping everything else in the file as it was — comments and
+/// layout included. Rules already in the list are not added twice.
+pub fn save_allow_rules(path: &Path, rules: &[String]) -> Result<(), Failure> {
+    let failed = |e: &dyn std::fmt::Display| {
+        Failure::new(format!("cannot save the rule to {}: {e}", path.display()))
+    };
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(failed(&e)),
+    };
+    let mut doc: toml_edit::DocumentMut = text.parse().map_err(|e| failed(&e))?;
+    let table = doc
+        .entry("permissions")
+        .or_insert_with(|| toml_edit::Item::Table(toml_edit::Table::new()))
+        .as_table_like_mut()
+        .ok_or_else(|| failed(&"`permissions` is not a table"))?;
+    let allow = table
+        .entry("allow")
+        .or_insert(toml_edit::Item::Value(toml_edit::Array::new().into()))
+        .as_array_mut()
+        .ok_or_else(|| failed(&"`permissions.allow` is not a list"))?;
+    for rule in rules {
+        if !allow.iter().any(|v| v.as_str() == Some(rule.as_str())) {
+            allow.push(rule.as_str());
+        }
+    }
+    // The result must still be a valid config file before it replaces the old one.
+    ConfigFile::parse(&doc.to_string(), &path.display().to_string())?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| failed(&e))?;
+    }
+    let temp = path.with_extension("toml.saving");
+    std::fs::write(&temp, doc.to_string()).map_err(|e| failed(&e))?;
+    std::fs::rename(&temp, path).map_err(|e| failed(&e))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -110,5 +148,32 @@ mod tests {
         assert!(rules.allow().is_empty());
         assert_eq!(rules.deny().len(), 1);
         assert_eq!(file.permissions.rules(true).allow().len(), 1);
+    }
+
+    #[test]
+    fn saved_rules_join_the_allow_list_and_keep_the_rest_of_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agentloop").join("config.toml");
+        save_allow_rules(&path, &["shell(cargo test)".into()]).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            ConfigFile::parse(&text, "f").unwrap().permissions.allow,
+            ["shell(cargo test)"]
+        );
+        let original = "# my settings\nmodel = \"openai:gpt-4o\" # pinned\n\n[permissions]\nallow = [\"shell(ls)\"]\ndeny = [\"shell(rm -rf*)\"]\n";
+        std::fs::write(&path, original).unwrap();
+        save_allow_rules(&path, &["shell(ls)".into(), "write_file".into()]).unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            text.starts_with("# my settings\nmodel = \"openai:gpt-4o\" # pinned"),
+            "{text}"
+        );
+        let file = ConfigFile::parse(&text, "f").unwrap();
+        assert_eq!(file.permissions.allow, ["shell(ls)", "write_file"]);
+        assert_eq!(file.permissions.deny, ["shell(rm -rf*)"]);
+        std::fs::write(&path, "permissions = 3\n").unwrap();
+        let err = save_allow_rules(&path, &["shell(ls)".into()]).unwrap_err();
+        assert!(err.message.contains("not a table"), "{}", err.message);
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "permissions = 3\n");
     }
 }

@@ -29,14 +29,18 @@
 //! with a reason the model sees (see `run::execute`). The prompt runs on Tokio's blocking pool
 //! (`WorkspaceDeps::with_asker`), one question at a time.
 
+mod save_rule;
 mod screen;
 mod tty;
+
+pub use save_rule::RuleTargets;
 
 use std::collections::HashSet;
 use std::io::IsTerminal;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use agentloop::agent::command_hooks::CommandHooks;
 use agentloop::builtin::Workspace;
 use agentloop::tooling::Approval;
 use agentloop::transcript::{ToolArguments, ToolCallPart};
@@ -355,24 +359,16 @@ enum Decision {
 }
 
 /// A blocking asker for [`WorkspaceDeps::with_asker`](agentloop::builtin::WorkspaceDeps), or
-/// `None` when there is no terminal to ask on.
+/// `None` when there is no terminal to ask on. Each question is announced to the
+/// `notification` hooks first (`approval_needed`); "always" may be saved as a rule in one of
+/// `targets` ([`save_rule`]).
 pub fn terminal_asker(
     spinner: Arc<Spinner>,
     workspace: Workspace,
+    hooks: CommandHooks,
+    targets: RuleTargets,
 ) -> Option<impl Fn(&ToolCallPart) -> Approval + Send + Sync + 'static> {
-    let stdin_tty = std::io::stdin().is_terminal();
-    if !stdin_tty && !std::io::stderr().is_terminal() {
-        return None;
-    }
-    #[cfg(unix)]
-    let channel = if tty::open_tty().is_ok() {
-        Some(Channel::DevTty)
-    } else {
-        stdin_tty.then_some(Channel::Stdio)
-    };
-    #[cfg(not(unix))]
-    let channel = stdin_tty.then_some(Channel::Stdio);
-    let channel = channel?;
+    let channel = question_channel()?;
     let style =
         Style::new(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none());
     // Also serializes the questions: one at a time.
@@ -383,11 +379,18 @@ pub fn terminal_asker(
         if always.contains(&key) {
             return Approval::Allow;
         }
+        announce(&hooks, call);
         spinner.hide();
         let view = describe_call(call, Some(&workspace), width());
         spinner.set_question_open(true);
         ASKING.store(true, std::sync::atomic::Ordering::SeqCst);
-        let decision = Term::open(channel).and_then(|term| converse(&term, &view, style));
+        let decision = Term::open(channel).and_then(|term| {
+            let decision = converse(&term, &view, style)?;
+            if decision == Decision::Always {
+                save_rule::offer(&term, call, &targets, workspace.root(), style);
+            }
+            Ok(decision)
+        });
         ASKING.store(false, std::sync::atomic::Ordering::SeqCst);
         spinner.set_question_open(false);
         match decision {
@@ -410,6 +413,35 @@ pub fn terminal_asker(
             Err(_) => Approval::deny(NO_ANSWER),
         }
     })
+}
+
+/// Where questions are asked: the controlling terminal, else stdin/stderr when stdin is one.
+fn question_channel() -> Option<Channel> {
+    let stdin_tty = std::io::stdin().is_terminal();
+    if !stdin_tty && !std::io::stderr().is_terminal() {
+        return None;
+    }
+    #[cfg(unix)]
+    let channel = if tty::open_tty().is_ok() {
+        Some(Channel::DevTty)
+    } else {
+        stdin_tty.then_some(Channel::Stdio)
+    };
+    #[cfg(not(unix))]
+    let channel = stdin_tty.then_some(Channel::Stdio);
+    channel
+}
+
+/// Tells the `notification` hooks that a person is asked to approve `call`.
+fn announce(hooks: &CommandHooks, call: &ToolCallPart) {
+    let mut extra = serde_json::Map::new();
+    extra.insert("tool_name".into(), Value::String(call.tool_name.clone()));
+    extra.insert("tool_call_id".into(), Value::String(call.id.clone()));
+    let message = format!(
+        "agentloop needs your approval to run {}",
+        visible_line(&call.tool_name)
+    );
+    hooks.notify("approval_needed", &message, extra);
 }
 
 /// The question line: what the keys do, the default (no) first among the denials.

@@ -34,6 +34,7 @@ use crate::safe_text::visible_line;
 use crate::scripting;
 use crate::session_settings::{Choice, recorded, restore, store_if_changed};
 use crate::sessions::open_store;
+use agentloop::agent::command_hooks::CommandHooks;
 use agentloop::agent::compaction::effective_context;
 
 /// How long a run waits for another process to finish with the session it wants to continue.
@@ -147,8 +148,15 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
         toolset.shutdown().await;
         return Err(refused);
     }
-    let (deps, denied_no_terminal) = workspace_deps(&setup, &toolset, spinner);
-    let config = loop_config(&setup, system_prompt);
+    let (deps, denied_no_terminal) = workspace_deps(&setup, &toolset, spinner, &hooks);
+    let mut config = loop_config(&setup, system_prompt);
+    if let Some(compaction) = &mut config.compaction {
+        let inner = compaction.compactor.take();
+        compaction.compactor = Some(hooks.compactor(
+            inner.unwrap_or_else(|| Arc::new(agentloop::agent::compaction::ModelCompactor)),
+            agentloop::agent::command_hooks::CompactionTrigger::Auto,
+        ));
+    }
     let recorder = SessionRecorder::new(setup.store.clone(), &setup.session.id);
     let abort = AbortSignal::new();
     let emit = event_sink(&setup, &recorder, &renderer, &abort);
@@ -316,13 +324,15 @@ fn workspace_deps(
     setup: &RunSetup,
     toolset: &agentloop_mcp::McpToolset,
     spinner: Arc<Spinner>,
+    hooks: &CommandHooks,
 ) -> (WorkspaceDeps, Arc<Mutex<Vec<String>>>) {
     let mut deps = WorkspaceDeps::new(setup.workspace.clone(), setup.policy)
         .with_tool_classifier(toolset.approval_classifier())
         .with_permissions(setup.extensions.permissions.clone());
     let denied_no_terminal = Arc::new(Mutex::new(Vec::new()));
     if setup.policy == ApprovalPolicy::Mutating {
-        match terminal_asker(spinner, setup.workspace.clone()) {
+        let targets = crate::prompt::RuleTargets::for_workspace(setup.workspace.root());
+        match terminal_asker(spinner, setup.workspace.clone(), hooks.clone(), targets) {
             Some(asker) => deps = deps.with_asker(asker),
             None => {
                 // Deny as the library would without an asker, but remember what was denied:

@@ -499,6 +499,88 @@ fn session_start_context_reaches_the_model_and_session_end_sees_the_stop() {
     assert_eq!(hook_lines(&out)[0]["outcome"], "error");
 }
 
+fn list_call(id: &str, input_tokens: u64) -> Value {
+    json!({"tool_calls": [{"id": id, "name": "list_dir", "arguments": {"path": "."}}],
+           "usage": {"input_tokens": input_tokens, "output_tokens": 5}})
+}
+
+/// Two tool turns whose second passes half of a 1,000-token window: the loop compacts before
+/// the third model call (the summary is the third scripted reply) unless a hook skips it.
+fn compacting_run(scratch: &Scratch) -> (MockServer, Output) {
+    let server = server(json!({"mode": "sequential", "turns": [
+        list_call("c1", 100),
+        list_call("c2", 900),
+        {"text": "SUMMARY-OF-EARLY-WORK"},
+        {"text": "Finished."}
+    ]}));
+    let args = [
+        "--context-window",
+        "1000",
+        "--compact-at",
+        "0.5",
+        "--keep-turns",
+        "1",
+    ];
+    let out = scratch.run(&server, &args, "list twice");
+    (server, out)
+}
+
+#[test]
+fn pre_compact_hooks_can_pin_context_into_the_summary_or_skip_the_compaction() {
+    let scratch = Scratch::new();
+    let input = scratch.path("input.json");
+    let pin = scratch.script(
+        "pin.sh",
+        &format!(
+            "cat > {}\necho '{{\"additional_context\": \"PINNED: keep the API key rotation plan\"}}'",
+            input.display()
+        ),
+    );
+    scratch.user_config(&hook_config("pre_compact", "", &pin));
+    let (server, out) = compacting_run(&scratch);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    let last = requests[3].body["messages"].to_string();
+    assert!(
+        last.contains("SUMMARY-OF-EARLY-WORK") && last.contains("PINNED: keep the API key"),
+        "{last}"
+    );
+    let input: Value = serde_json::from_str(&std::fs::read_to_string(&input).unwrap()).unwrap();
+    assert_eq!(input["hook_event_name"], "pre_compact");
+    assert_eq!(input["trigger"], "auto");
+    assert!(input["message_count"].as_u64().unwrap() >= 1, "{input}");
+
+    // exit 2: this compaction is skipped; the run goes on with the whole context.
+    let skip = scratch.script(
+        "skip.sh",
+        "echo 'keep everything for the audit' >&2; exit 2",
+    );
+    scratch.user_config(&hook_config("pre_compact", "", &skip));
+    let (server, out) = compacting_run(&scratch);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "no summary call was made");
+    assert!(requests[2].body["messages"].to_string().contains("c1"));
+    assert_eq!(hook_lines(&out)[0]["outcome"], "block");
+}
+
+#[test]
+fn notification_hooks_hear_that_a_turn_finished() {
+    let scratch = Scratch::new();
+    let heard = scratch.path("heard.json");
+    let hook = scratch.script("notify.sh", &format!("cat > {}", heard.display()));
+    scratch.user_config(&hook_config("notification", "", &hook));
+    let server = server(json!({"turns": [{"text": "ok"}]}));
+    let out = scratch.run(&server, &[], "hello");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let heard: Value = serde_json::from_str(&std::fs::read_to_string(&heard).unwrap()).unwrap();
+    assert_eq!(heard["hook_event_name"], "notification");
+    assert_eq!(heard["notification_type"], "turn_finished");
+    assert_eq!(heard["reason"]["reason"], "done");
+    assert!(heard["message"].as_str().is_some_and(|m| !m.is_empty()));
+}
+
 #[test]
 fn a_stop_hook_sends_the_agent_back_to_work_a_bounded_number_of_times() {
     let scratch = Scratch::new();

@@ -5,7 +5,9 @@
 //! - a long shell command is shown whole (its dangerous tail is on the screen);
 //! - escape sequences in a command and in streamed model text arrive as visible escapes, never
 //!   raw (no window title, clipboard write or clear screen reaches the terminal);
-//! - "always" covers the same file tool or the exact same command, not every later call;
+//! - "always" covers the same file tool or the exact same command, not every later call, and
+//!   can be saved as an exact permission rule in the user's config (after a `notification`
+//!   hook heard that approval was needed);
 //! - a call longer than the screen shows its head and tail with the count of hidden lines, and
 //!   "always" waits until the whole call was viewed (`v`, in `$PAGER`);
 //! - keys typed before the question appeared never answer it;
@@ -46,6 +48,7 @@ impl Pty {
         }
         cmd.env("OPENAI_API_KEY", "dummy")
             .env("XDG_DATA_HOME", dir.path().join("data"))
+            .env("XDG_CONFIG_HOME", dir.path().join("config"))
             .env("NO_COLOR", "1")
             .env("COLUMNS", "80")
             .arg("--db")
@@ -190,7 +193,11 @@ fn always_covers_only_that_tool_or_that_exact_command() {
         shown.contains("│ +A"),
         "the diff of what will be written: {shown}"
     );
-    pty.answer("a");
+    pty.keys("a");
+    // Saving "always" as a rule is offered; the default keeps it for this session only.
+    let shown = pty.expect("as a permission rule?");
+    assert!(shown.contains("`write_file`"), "{shown}");
+    pty.keys("n");
     // write_file b.txt is allowed by "always"; the shell is NOT: it asks.
     let shown = pty.expect("[a]lways");
     assert!(shown.contains("echo one >> log.txt"), "{shown}");
@@ -549,4 +556,92 @@ fn one_key_answers_and_other_keys_ask_again_with_help() {
     assert!(all.contains("interrupted"), "{all}");
     assert!(!dir.path().join("ws").join("three.txt").exists(), "{all}");
     assert!(!all.contains("panicked"), "{all}");
+}
+
+#[test]
+fn always_can_be_saved_as_an_exact_rule_that_later_runs_honour() {
+    let _pty = one_at_a_time();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config").join("agentloop");
+    std::fs::create_dir_all(&config).unwrap();
+    let heard = dir.path().join("heard.jsonl");
+    std::fs::write(
+        config.join("config.toml"),
+        format!(
+            "[[hooks.notification]]\ncommand = \"cat >> '{}'; echo >> '{}'\"\n",
+            heard.display(),
+            heard.display()
+        ),
+    )
+    .unwrap();
+    let server = server(
+        json!({"turns": [shell_turn("s1", "echo saved-rule && echo twice"), {"text": "Done."}]}),
+    );
+    let mut pty = Pty::spawn(&server, &dir, "run it");
+    pty.expect("[a]lways");
+    pty.keys("a");
+    let shown = pty.expect("as a permission rule?");
+    assert!(
+        shown.contains("`shell(echo saved-rule)`, `shell(echo twice)`"),
+        "{shown}"
+    );
+    pty.keys("u");
+    pty.expect("saved to");
+    pty.expect("Done.");
+    pty.finish();
+    let saved = std::fs::read_to_string(config.join("config.toml")).unwrap();
+    assert!(saved.starts_with("[[hooks.notification]]"), "{saved}");
+    assert!(
+        saved.contains("\"shell(echo saved-rule)\"") && saved.contains("\"shell(echo twice)\""),
+        "{saved}"
+    );
+    let heard: Vec<Value> = std::fs::read_to_string(&heard)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        heard[0]["notification_type"], "approval_needed",
+        "{heard:?}"
+    );
+    assert_eq!(heard[0]["tool_name"], "shell");
+    assert_eq!(heard[0]["tool_call_id"], "s1");
+    assert_eq!(heard.last().unwrap()["notification_type"], "turn_finished");
+
+    // A later run, with no terminal to ask on, runs the same line under the saved rules; a
+    // line with another command is still denied.
+    let server = self::server(json!({"turns": [
+        shell_turn("s2", "echo saved-rule && echo twice"),
+        shell_turn("s3", "echo saved-rule && echo other"),
+        {"text": "Done."}
+    ]}));
+    let out = Command::new(env!("CARGO_BIN_EXE_agentloop"))
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("AGENTLOOP_DB")
+        .env_remove("AGENTLOOP_MODEL")
+        .env("OPENAI_API_KEY", "dummy")
+        .env("XDG_DATA_HOME", dir.path().join("data"))
+        .env("XDG_CONFIG_HOME", dir.path().join("config"))
+        .arg("--db")
+        .arg(dir.path().join("sessions.db"))
+        .args(["run", "--json", "--model", "openai:mock", "--base-url"])
+        .arg(server.openai_base_url())
+        .arg("--workspace")
+        .arg(dir.path().join("ws"))
+        .arg("again")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let results: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "tool_execution_end")
+        .map(|e| e["result"].clone())
+        .collect();
+    assert_eq!(results.len(), 2, "{stdout}");
+    assert_eq!(results[0]["is_error"], false, "{stdout}");
+    assert!(results[0]["content"].as_str().unwrap().contains("twice"));
+    assert_eq!(results[1]["is_error"], true, "{stdout}");
 }

@@ -319,6 +319,38 @@ impl PermissionRules {
         }
     }
 
+    /// The allow rules that would let this very call run without asking, and as little else as
+    /// the rule language allows: the tool alone for `write_file` and `edit_file` (a person's
+    /// "always" at the prompt covers every path of them), one exact `shell(…)` rule per
+    /// command of a line made only of plain commands, `None` for anything a rule cannot say
+    /// exactly (a line with substitutions or redirections, a `*` in a command — it would
+    /// become a wildcard —, other tools' arguments). The rules are checked to allow the call.
+    pub fn exact_allow_rules(tool: &str, arguments: &Value, root: &Path) -> Option<Vec<String>> {
+        let rules: Vec<String> = match tool {
+            "write_file" | "edit_file" => vec![tool.to_owned()],
+            "shell" => {
+                let line = arguments.get("command")?.as_str()?;
+                let commands = shell_line::plain_commands(line)?;
+                let mut rules = Vec::new();
+                for words in commands {
+                    let joined = words.join(" ");
+                    if joined.is_empty() || joined.contains('*') || joined.contains('\n') {
+                        return None;
+                    }
+                    let rule = format!("shell({joined})");
+                    if !rules.contains(&rule) {
+                        rules.push(rule);
+                    }
+                }
+                rules
+            }
+            _ => return None,
+        };
+        let check = PermissionRules::new(&rules, &[] as &[String]).ok()?;
+        (!rules.is_empty() && check.check(tool, arguments, root) == RuleVerdict::Allow)
+            .then_some(rules)
+    }
+
     fn allows(&self, tool: &str, target: &Target) -> bool {
         let rules: Vec<&PermissionRule> =
             self.allow.iter().filter(|r| r.names_tool(tool)).collect();
@@ -506,6 +538,43 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn exact_allow_rules_say_exactly_what_was_approved_or_nothing() {
+        let root = Path::new("/ws");
+        let rules = |tool: &str, args: Value| PermissionRules::exact_allow_rules(tool, &args, root);
+        let shell = |cmd: &str| rules("shell", json!({ "command": cmd }));
+        assert_eq!(
+            shell("cargo test"),
+            Some(vec!["shell(cargo test)".to_owned()])
+        );
+        assert_eq!(
+            shell("cargo build && cargo test --all | tail -n 5"),
+            Some(vec![
+                "shell(cargo build)".to_owned(),
+                "shell(cargo test --all)".to_owned(),
+                "shell(tail -n 5)".to_owned()
+            ])
+        );
+        assert_eq!(shell("ls; ls"), Some(vec!["shell(ls)".to_owned()]));
+        for unsayable in [
+            "rm *.txt",
+            "echo $(id)",
+            "echo x > out.txt",
+            "eval \"$X\"",
+            "echo 'a  b'",
+            "",
+            "(cd a && make)",
+        ] {
+            assert_eq!(shell(unsayable), None, "{unsayable}");
+        }
+        assert_eq!(
+            rules("write_file", json!({"path": "a", "content": ""})),
+            Some(vec!["write_file".to_owned()])
+        );
+        assert_eq!(rules("mcp__github__create_issue", json!({})), None);
+        assert_eq!(rules("shell", json!({"cmd": "ls"})), None);
+    }
 
     #[test]
     fn bad_rules_are_errors_naming_the_rule() {

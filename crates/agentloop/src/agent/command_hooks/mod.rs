@@ -29,6 +29,9 @@ use std::time::{Duration, Instant};
 use regex::Regex;
 use serde_json::{Map, Value, json};
 
+mod lifecycle;
+pub use lifecycle::CompactionTrigger;
+
 use super::{Extension, FinalizedToolCall, MessageQueue, PreparedToolCall, ResultRewrite};
 use super::{ToolCallDecision, TurnSummary};
 use crate::transcript::Message;
@@ -57,11 +60,13 @@ pub enum HookEvent {
     PostToolUse,
     /// The agent is about to stop; a block gives it another turn with the reason.
     Stop,
-    /// A subagent is about to stop (reserved: nothing runs it yet).
+    /// A sub-agent is about to give its answer to its parent; a block sends it back to work.
     SubagentStop,
-    /// The context is about to be compacted.
+    /// Older turns are about to be summarised; a block skips that compaction,
+    /// `additional_context` is appended to the summary ([`CommandHooks::compactor`]).
     PreCompact,
-    /// The application shows the user a notification (for example an approval question).
+    /// The application tells the person something (an approval is needed, a turn finished;
+    /// [`CommandHooks::notify`]).
     Notification,
     /// The session ends.
     SessionEnd,
