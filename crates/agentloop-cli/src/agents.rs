@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use agentloop::agent::command_hooks::{CommandHooks, MAX_STOP_CONTINUATIONS};
 use agentloop::agent::{AgentLoop, AgentLoopConfig, SubAgent};
 use agentloop::builtin::{self, SandboxMode, ShellOptions, Workspace, WorkspaceDeps};
 use agentloop::model::Model;
@@ -243,6 +244,8 @@ pub struct Parent {
     /// The parent may not change anything (plan mode): nor may its children, whatever their
     /// files say.
     pub read_only: bool,
+    /// The run's command hooks (`subagent_stop` runs on each child's answer).
+    pub hooks: Option<CommandHooks>,
 }
 
 /// How strict a sandbox mode is (higher: stricter).
@@ -378,6 +381,7 @@ pub fn task_tool(
     );
     let names: Vec<String> = children.keys().cloned().collect();
     let children = Arc::new(children);
+    let hooks = parent.hooks.clone();
     let spec = ToolSpec::<WorkspaceDeps>::builder(TASK_TOOL, description)
         .parameters(json!({
             "type": "object",
@@ -390,6 +394,7 @@ pub fn task_tool(
         }))
         .handler(move |ctx: ToolContext<WorkspaceDeps>, args: TaskArgs| {
             let children = children.clone();
+            let hooks = hooks.clone();
             let call_id = ctx.call_id().to_owned();
             async move {
                 let Some(child) = children.get(&args.agent) else {
@@ -400,12 +405,43 @@ pub fn task_tool(
                         known.join(", ")
                     )));
                 };
-                child.run_call(&call_id, args.prompt).await
+                match hooks {
+                    Some(hooks) => answer_past_stop_hooks(child, &hooks, &call_id, args).await,
+                    None => child.run_call(&call_id, args.prompt).await,
+                }
             }
         })
         .build()
         .map_err(|e| Failure::new(format!("cannot build the task tool: {e}")))?;
     Ok((spec, warnings))
+}
+
+/// Runs `child` on the task; while a `subagent_stop` hook blocks its answer (at most
+/// [`MAX_STOP_CONTINUATIONS`] times), runs it again on the task, its answer and the hook's
+/// reason. The child starts afresh each time, so the prompt carries what it needs.
+async fn answer_past_stop_hooks(
+    child: &SubAgent<WorkspaceDeps>,
+    hooks: &CommandHooks,
+    call_id: &str,
+    task: TaskArgs,
+) -> Result<String, ToolError> {
+    let mut prompt = task.prompt.clone();
+    let mut continued = 0;
+    loop {
+        let answer = child.run_call(call_id, prompt).await?;
+        let blocked = hooks.subagent_stop(&task.agent, call_id, &answer, continued > 0);
+        match blocked {
+            Some(reason) if continued < MAX_STOP_CONTINUATIONS => {
+                continued += 1;
+                prompt = format!(
+                    "{}\n\nYou already answered this task with:\n{answer}\n\nThat answer was \
+                     not accepted: {reason}\nContinue the work and answer again.",
+                    task.prompt
+                );
+            }
+            _ => return Ok(answer),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -272,9 +272,20 @@ impl Chat {
     /// One prompt: a run of the loop on the session so far. Lines typed too late to steer it
     /// (after its last model call) become the next prompt instead of being lost.
     async fn turn(&mut self, prompt: String) -> Result<(), Failure> {
+        self.turn_as(prompt, None).await
+    }
+
+    /// [`turn`](Self::turn) for the prompt of a custom command, whose `model` and
+    /// `allowed_tools` apply to that prompt only (not to what was typed while it ran).
+    async fn turn_as(
+        &mut self,
+        prompt: String,
+        command: Option<&crate::commands::Expanded>,
+    ) -> Result<(), Failure> {
         let mut next = Some(prompt);
+        let mut command = command;
         while let Some(prompt) = next.take() {
-            let leftover = self.one_turn(prompt).await?;
+            let leftover = self.one_turn(prompt, command.take()).await?;
             let texts: Vec<String> = leftover.iter().map(Message::text).collect();
             if !texts.is_empty() {
                 let joined = texts.join("\n");
@@ -292,7 +303,19 @@ impl Chat {
     }
 
     /// Runs one prompt; returns the steering messages that arrived too late to be delivered.
-    async fn one_turn(&mut self, prompt: String) -> Result<Vec<Message>, Failure> {
+    async fn one_turn(
+        &mut self,
+        prompt: String,
+        command: Option<&crate::commands::Expanded>,
+    ) -> Result<Vec<Message>, Failure> {
+        let (model, model_name) = self.model_for(command)?;
+        let mut extensions = crate::extensions::Extensions::load(
+            self.workspace.root(),
+            self.args.trust.applies_to(self.workspace.root()),
+        )?;
+        if let Some(command) = command {
+            extensions.allow_for_prompt(&command.allowed_tools)?;
+        }
         let (history, parked) = load_parked(&*self.store, &self.session.id)?;
         let store: Arc<dyn SessionStore> = self.store.clone();
         let steering = MessageQueue::new();
@@ -302,8 +325,8 @@ impl Chat {
             p
         });
         let result = execute(RunSetup {
-            model: self.model.clone(),
-            model_name: self.spec.name.clone(),
+            model,
+            model_name,
             workspace: self.workspace.clone(),
             policy: ApprovalPolicy::from(self.approve),
             system_prompt: self.system_prompt.clone(),
@@ -334,10 +357,7 @@ impl Chat {
                 self.args.elicitation_defaults,
             ),
             compaction: crate::compact::config(&self.args),
-            extensions: Arc::new(crate::extensions::Extensions::load(
-                self.workspace.root(),
-                self.args.trust.applies_to(self.workspace.root()),
-            )?),
+            extensions: Arc::new(extensions),
             plan_mode: self.args.mode == crate::plan::Mode::Plan,
         })
         .await;
@@ -366,6 +386,28 @@ impl Chat {
             self.session = info;
         }
         Ok(steering.take(QueueMode::All))
+    }
+
+    /// The model of one prompt: a custom command's `model` (unless `--model` was given; noted
+    /// on the screen, since the chat's model is not changed by it), else the chat's.
+    fn model_for(
+        &self,
+        command: Option<&crate::commands::Expanded>,
+    ) -> Result<(Arc<dyn Model>, String), Failure> {
+        let wanted = command.and_then(|c| c.model.as_deref());
+        match wanted {
+            Some(id) if !self.args.explicit.model => {
+                let spec = ModelSpec::parse(id)?;
+                let model = build_model(&spec, self.args.base_url.as_deref())?;
+                println!(
+                    "{}",
+                    self.style
+                        .dim(&format!("model for this command: {}", visible_line(id)))
+                );
+                Ok((model, spec.name))
+            }
+            _ => Ok((self.model.clone(), self.spec.name.clone())),
+        }
     }
 
     /// In plan mode, after a turn that set a plan: asks whether to accept it; yes switches
@@ -434,16 +476,22 @@ impl Chat {
                     println!("{}", self.style.red(&e.to_string()));
                 }
             }
-            other => match crate::commands::expand(&self.custom_commands().0, command) {
-                Some(expanded) => self.turn(expanded.prompt).await?,
-                None => println!(
-                    "{}",
-                    self.style.red(&format!(
-                        "unknown command /{}; /help lists them",
-                        visible_line(other)
-                    ))
-                ),
-            },
+            // `command` is the line without its slash; `expand` reads `/NAME ARGS`.
+            other => {
+                match crate::commands::expand(&self.custom_commands().0, &format!("/{command}")) {
+                    Some(expanded) => {
+                        self.turn_as(expanded.prompt.clone(), Some(&expanded))
+                            .await?
+                    }
+                    None => println!(
+                        "{}",
+                        self.style.red(&format!(
+                            "unknown command /{}; /help lists them",
+                            visible_line(other)
+                        ))
+                    ),
+                }
+            }
         }
         Ok(true)
     }

@@ -1,5 +1,6 @@
 //! Custom slash commands: Markdown prompt files in `~/.config/agentloop/commands/` and, in a
-//! trusted workspace, `.agentloop/commands/`. `/NAME ARGS` (in chat, or as the prompt of
+//! trusted workspace, `.agentloop/commands/` (Claude Code's `~/.claude/commands/` and
+//! `.claude/commands/` are read too). `/NAME ARGS` (in chat, or as the prompt of
 //! `agentloop run`) becomes the file's text with `$ARGUMENTS` replaced by ARGS and `$1`…`$9`
 //! by its words. Front matter may set `description` (shown in `/help`), `model` (used when no
 //! model was chosen on the command line) and `allowed_tools` (permission rules allowed for that
@@ -44,14 +45,20 @@ pub struct Expanded {
     pub allowed_tools: Vec<String>,
 }
 
-/// The command directories for `workspace`, most specific first.
+/// The command directories for `workspace`, most specific first: the workspace's (when
+/// trusted), then the user's; Claude Code's `.claude/commands/` after ours at each level, so
+/// existing command files work as they are.
 fn roots(workspace: &Path, trusted: bool) -> Vec<PathBuf> {
     let mut roots = Vec::new();
     if trusted {
         roots.push(workspace.join(".agentloop").join("commands"));
+        roots.push(workspace.join(".claude").join("commands"));
     }
     if let Some(config) = user_config_path() {
         roots.push(config.with_file_name("commands"));
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        roots.push(PathBuf::from(home).join(".claude").join("commands"));
     }
     roots
 }

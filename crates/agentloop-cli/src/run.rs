@@ -160,7 +160,7 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
     let recorder = SessionRecorder::new(setup.store.clone(), &setup.session.id);
     let abort = AbortSignal::new();
     let emit = event_sink(&setup, &recorder, &renderer, &abort);
-    let task = task_tool(&setup, &deps)?;
+    let task = task_tool(&setup, &deps, &hooks)?;
     let agent = AgentLoop::with_deps(config, setup.model.clone(), Arc::new(deps));
     let (workspace, skills) = (&setup.workspace, &setup.extensions.skills);
     let mut agent = with_workspace_tools(agent, workspace, &setup.shell, skills, setup.plan_mode)?
@@ -302,8 +302,13 @@ pub fn with_workspace_tools(
 
 /// The `task` tool over this run's agents (read-only children in plan mode); unusable agent
 /// files are one warning line each on stderr.
-fn task_tool(setup: &RunSetup, deps: &WorkspaceDeps) -> Result<ToolSpec<WorkspaceDeps>, Failure> {
+fn task_tool(
+    setup: &RunSetup,
+    deps: &WorkspaceDeps,
+    hooks: &CommandHooks,
+) -> Result<ToolSpec<WorkspaceDeps>, Failure> {
     let parent = crate::agents::Parent {
+        hooks: Some(hooks.clone()),
         model: setup.model.clone(),
         model_name: setup.model_name.clone(),
         deps: deps.clone(),

@@ -475,6 +475,75 @@ fn a_prompt_first_on_a_terminal_opens_a_chat_that_answers_it() {
     assert!(last_messages(&server).contains("hello from the shell"));
 }
 
+/// A custom command in chat: its `model` and `allowed_tools` apply to its own prompt (the
+/// shell call it allows runs without a question), and the next typed prompt is back on the
+/// chat's model.
+#[cfg(unix)]
+#[test]
+fn a_custom_command_in_chat_uses_its_model_and_allowed_tools_for_its_prompt_only() {
+    let scratch = Scratch::new();
+    let config = scratch.dir.path().join("config").join("agentloop");
+    std::fs::create_dir_all(config.join("commands")).unwrap();
+    std::fs::write(config.join("config.toml"), "model = \"openai:mock\"\n").unwrap();
+    std::fs::write(
+        config.join("commands").join("ship.md"),
+        "---\ndescription: Ship it\nmodel: openai:ship-model\nallowed_tools: shell(echo shipped)\n---\nShip $ARGUMENTS now.\n",
+    )
+    .unwrap();
+    let server = server(json!({"mode": "sequential", "turns": [
+        {"tool_calls": [{"id": "s1", "name": "shell", "arguments": {"command": "echo shipped"}}]},
+        {"text": "shipped it"},
+        {"text": "plain answer"}
+    ]}));
+    let mut cmd = scratch.tty_cmd();
+    cmd.env("COLUMNS", "80")
+        .args(["chat", "--base-url"])
+        .arg(server.openai_base_url())
+        .arg("-w")
+        .arg(scratch.ws());
+    let mut session = expectrl::Session::spawn(cmd).unwrap();
+    session.set_expect_timeout(Some(Duration::from_secs(60)));
+    session.expect("› ").unwrap();
+    session.set_expect_timeout(Some(Duration::from_secs(15)));
+    session.send_line("/ship the release").unwrap();
+    let shown = session.expect("shipped it").unwrap_or_else(|e| {
+        let mut rest = vec![0u8; 65536];
+        let n = std::io::Read::read(&mut session, &mut rest).unwrap_or(0);
+        panic!("{e}: {}", String::from_utf8_lossy(&rest[..n]))
+    });
+    let shown = String::from_utf8_lossy(shown.before()).into_owned();
+    assert!(
+        shown.contains("model for this command: openai:ship-model"),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains("allow?"),
+        "the allowed call was asked about: {shown}"
+    );
+    session.expect("› ").unwrap();
+    session.send_line("and now?").unwrap();
+    session.expect("plain answer").unwrap();
+    session.expect("› ").unwrap();
+    session.send_line("/exit").unwrap();
+    session.expect(expectrl::Eof).unwrap();
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[0].body["model"], "ship-model");
+    assert!(
+        requests[0].body["messages"]
+            .to_string()
+            .contains("Ship the release now.")
+    );
+    assert!(
+        requests[1].body["messages"]
+            .to_string()
+            .contains("shipped\\n"),
+        "{}",
+        requests[1].body["messages"]
+    );
+    assert_eq!(requests[2].body["model"], "mock");
+}
+
 #[cfg(unix)]
 #[test]
 fn a_chat_left_without_a_reply_or_cleared_leaves_no_session() {

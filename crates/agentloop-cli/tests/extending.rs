@@ -81,6 +81,25 @@ impl Scratch {
     }
 }
 
+/// Reads a hook's recorded input and checks it against its documented schema
+/// (`docs/hook-schemas/EVENT.input.json`).
+fn hook_input(path: &Path) -> Value {
+    let input: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let event = input["hook_event_name"].as_str().unwrap().to_owned();
+    let schema_path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs/hook-schemas")
+        .join(format!("{event}.input.json"));
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(schema_path).unwrap()).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&input)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{input}: {}", errors.join("; "));
+    input
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -288,7 +307,7 @@ fn pre_tool_use_exit_2_blocks_the_call_with_stderr_as_the_reason() {
     assert_eq!(hooks[0]["hook_event_name"], "pre_tool_use");
     assert_eq!(hooks[0]["exit_code"], 2);
     // The input: one JSON object with the documented fields.
-    let input: Value = serde_json::from_str(&std::fs::read_to_string(&input).unwrap()).unwrap();
+    let input = hook_input(&input);
     assert_eq!(input["hook_event_name"], "pre_tool_use");
     assert_eq!(input["tool_name"], "write_file");
     assert_eq!(input["tool_call_id"], "call_1");
@@ -432,7 +451,7 @@ fn post_tool_use_adds_context_to_the_result_the_model_sees() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(scratch.ws().join("out.txt").exists());
     assert!(last_request(&server).contains("remember to run the linter"));
-    let input: Value = serde_json::from_str(&std::fs::read_to_string(&input).unwrap()).unwrap();
+    let input = hook_input(&input);
     assert_eq!(input["hook_event_name"], "post_tool_use");
     assert_eq!(input["tool_response"]["is_error"], false);
 
@@ -487,7 +506,7 @@ fn session_start_context_reaches_the_model_and_session_end_sees_the_stop() {
     let out = scratch.run(&server, &[], "hello");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(last_request(&server).contains("the build uses make"));
-    let end: Value = serde_json::from_str(&std::fs::read_to_string(&end).unwrap()).unwrap();
+    let end = hook_input(&end);
     assert_eq!(end["hook_event_name"], "session_end");
     assert_eq!(end["reason"]["reason"], "done", "{end}");
     // A failing hook of these events is a warning; the run goes on.
@@ -546,7 +565,7 @@ fn pre_compact_hooks_can_pin_context_into_the_summary_or_skip_the_compaction() {
         last.contains("SUMMARY-OF-EARLY-WORK") && last.contains("PINNED: keep the API key"),
         "{last}"
     );
-    let input: Value = serde_json::from_str(&std::fs::read_to_string(&input).unwrap()).unwrap();
+    let input = hook_input(&input);
     assert_eq!(input["hook_event_name"], "pre_compact");
     assert_eq!(input["trigger"], "auto");
     assert!(input["message_count"].as_u64().unwrap() >= 1, "{input}");
@@ -574,11 +593,52 @@ fn notification_hooks_hear_that_a_turn_finished() {
     let server = server(json!({"turns": [{"text": "ok"}]}));
     let out = scratch.run(&server, &[], "hello");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let heard: Value = serde_json::from_str(&std::fs::read_to_string(&heard).unwrap()).unwrap();
+    let heard = hook_input(&heard);
     assert_eq!(heard["hook_event_name"], "notification");
     assert_eq!(heard["notification_type"], "turn_finished");
     assert_eq!(heard["reason"]["reason"], "done");
     assert!(heard["message"].as_str().is_some_and(|m| !m.is_empty()));
+}
+
+#[test]
+fn a_subagent_stop_hook_sends_the_sub_agent_back_to_work_with_its_reason() {
+    let scratch = Scratch::new();
+    let input = scratch.path("subagent-input.json");
+    let seen = scratch.path("seen-once");
+    let hook = scratch.script(
+        "check.sh",
+        &format!(
+            "cat > {input}\nif [ -e {seen} ]; then exit 0; fi\ntouch {seen}\necho 'cite the file you read' >&2\nexit 2",
+            input = input.display(),
+            seen = seen.display()
+        ),
+    );
+    scratch.user_config(&hook_config("subagent_stop", "", &hook));
+    let server = server(json!({"mode": "sequential", "turns": [
+        {"tool_calls": [{"id": "t1", "name": "task", "arguments": {"agent": "explore", "prompt": "find the entry point"}}]},
+        {"text": "FIRST-ANSWER"},
+        {"text": "SECOND-ANSWER in main.rs"},
+        {"text": "Done."}
+    ]}));
+    let out = scratch.run(&server, &[], "delegate");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let result = &results(&out, "task")[0];
+    assert_eq!(result["is_error"], false, "{result}");
+    assert_eq!(result["content"], "SECOND-ANSWER in main.rs");
+    let retry = server.requests()[2].body["messages"].to_string();
+    assert!(
+        retry.contains("find the entry point")
+            && retry.contains("FIRST-ANSWER")
+            && retry.contains("cite the file you read"),
+        "{retry}"
+    );
+    // The second run's input: the answer it accepted, marked as a continuation.
+    let input = hook_input(&input);
+    assert_eq!(input["hook_event_name"], "subagent_stop");
+    assert_eq!(input["agent"], "explore");
+    assert_eq!(input["tool_call_id"], "t1");
+    assert_eq!(input["last_assistant_message"], "SECOND-ANSWER in main.rs");
+    assert_eq!(input["stop_hook_active"], true);
 }
 
 #[test]
@@ -806,6 +866,35 @@ fn a_trusted_workspace_brings_its_own_rules_hooks_skills_and_commands() {
     let first = server.requests()[0].body.to_string();
     assert!(
         first.contains("Ship v2 now.") && first.contains("Deploy to staging"),
+        "{first}"
+    );
+    // Claude Code's command directory works as it is, with its hyphenated keys; ours wins
+    // for a name both have.
+    let claude = scratch.ws().join(".claude").join("commands");
+    std::fs::create_dir_all(&claude).unwrap();
+    std::fs::write(
+        claude.join("review.md"),
+        "---\nallowed-tools: Write(out.txt)\nargument-hint: [file]\n---\nReview $1 carefully.",
+    )
+    .unwrap();
+    std::fs::write(claude.join("ship.md"), "CLAUDE SHIP").unwrap();
+    std::fs::remove_file(scratch.ws().join("out.txt")).unwrap();
+    std::fs::write(project.join("config.toml"), "").unwrap();
+    let server = self::server(write_call("out.txt"));
+    let out = scratch.run(&server, &["--trust-project"], "/review main.rs");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        scratch.ws().join("out.txt").exists(),
+        "allowed-tools applied"
+    );
+    let first = server.requests()[0].body.to_string();
+    assert!(first.contains("Review main.rs carefully."), "{first}");
+    let server = self::server(json!({"turns": [{"text": "ok"}]}));
+    let out = scratch.run(&server, &["--trust-project"], "/ship v3");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let first = server.requests()[0].body.to_string();
+    assert!(
+        first.contains("Ship v3 now.") && !first.contains("CLAUDE SHIP"),
         "{first}"
     );
 }

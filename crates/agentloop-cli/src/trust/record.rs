@@ -28,6 +28,7 @@ pub const AUTHORITY_PATHS: &[&str] = &[
     ".agentloop/commands",
     ".claude/agents",
     ".claude/skills",
+    ".claude/commands",
 ];
 
 /// The record's file name in the data directory.

@@ -1,6 +1,7 @@
-//! The hook events around the loop rather than inside one turn: `pre_compact` (a compactor is
-//! about to summarise older turns) and `notification` (the application tells the person
-//! something: an approval is needed, a turn finished).
+//! The hook events around the loop rather than inside one turn: `subagent_stop` (a sub-agent
+//! is about to give its answer), `pre_compact` (a compactor is about to summarise older turns)
+//! and `notification` (the application tells the person something: an approval is needed, a
+//! turn finished).
 //!
 //! Neither is a guard, so a failing hook is a warning. A `pre_compact` block is honoured — that
 //! compaction is skipped and the context stays whole — because a person may have reasons to
@@ -87,6 +88,29 @@ impl CommandHooks {
             inner,
             trigger,
         })
+    }
+
+    /// Runs the `subagent_stop` hooks for the answer `answer` that sub-agent `agent` is about to
+    /// give for the parent's call `tool_call_id`; `continued` says it is already redoing its
+    /// work because of such a hook. Returns the reason when a hook blocked: the application
+    /// then sends the sub-agent back to work with it (a bounded number of times, as for
+    /// `stop`: [`MAX_STOP_CONTINUATIONS`](super::MAX_STOP_CONTINUATIONS)).
+    pub fn subagent_stop(
+        &self,
+        agent: &str,
+        tool_call_id: &str,
+        answer: &str,
+        continued: bool,
+    ) -> Option<String> {
+        if !self.has(HookEvent::SubagentStop) {
+            return None;
+        }
+        let mut fields = Map::new();
+        fields.insert("agent".into(), json!(agent));
+        fields.insert("tool_call_id".into(), json!(tool_call_id));
+        fields.insert("last_assistant_message".into(), json!(answer));
+        fields.insert("stop_hook_active".into(), json!(continued));
+        self.run(HookEvent::SubagentStop, None, fields).block
     }
 
     /// Runs the `notification` hooks with `notification_type` (e.g. `"approval_needed"`,
