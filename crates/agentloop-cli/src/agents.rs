@@ -9,16 +9,23 @@
 //! description lists the agents; a call runs the named agent as a child loop (the library's
 //! [`SubAgent`]) with the parent's model, approval policy and sandbox, which a file may only
 //! narrow. See `docs/EXTENDING.md`.
+//!
+//! Each child run is a session of its own in the parent's store, linked to the parent session
+//! and the `task` call ([`SubAgent::record_in`]). When the process dies in the middle of a
+//! child, resuming the parent ([`park_interrupted_children`]) runs that `task` call again,
+//! and the call continues the child's session where it stopped.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use agentloop::agent::command_hooks::{CommandHooks, MAX_STOP_CONTINUATIONS};
-use agentloop::agent::{AgentLoop, AgentLoopConfig, SubAgent};
+use agentloop::agent::{AgentLoop, AgentLoopConfig, PendingApproval, PendingStatus, SubAgent};
 use agentloop::builtin::{self, SandboxMode, ShellOptions, Workspace, WorkspaceDeps};
 use agentloop::model::Model;
+use agentloop::session::{SessionError, SessionSettings, SessionStore};
 use agentloop::tooling::{ToolContext, ToolError, ToolSpec};
+use agentloop::transcript::{Message, Role, StopReason, ToolArguments};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -49,6 +56,9 @@ pub struct AgentDef {
     pub max_turns: Option<u32>,
     /// `sandbox`: the child's shell sandbox (only narrower than the parent's takes effect).
     pub sandbox: Option<SandboxMode>,
+    /// `isolation`: `worktree` runs each call in an isolated workspace of its own (see
+    /// [`crate::worktrees`]); `none` (the default) shares the parent's.
+    pub isolated: bool,
     /// The body: the child's instructions.
     pub instructions: String,
     /// The file it came from (`None`: built in).
@@ -66,6 +76,7 @@ fn explore() -> AgentDef {
         model: None,
         max_turns: None,
         sandbox: Some(SandboxMode::ReadOnly),
+        isolated: false,
         instructions: "You explore a code workspace to answer one question. Use the read-only \
                        tools to find and read what matters; change nothing. Finish with a short, \
                        factual report: what you found and where (paths and line numbers)."
@@ -157,11 +168,15 @@ pub fn parse(text: &str, stem: &str) -> Result<AgentDef, String> {
         Some(v) => Some(v.parse::<SandboxMode>().map_err(|e| e.to_string())?),
         None => None,
     };
-    if let Some(isolation) = get("isolation").filter(|v| v != "none") {
-        return Err(format!(
-            "isolation {isolation:?} is not supported (children share the workspace; use none)"
-        ));
-    }
+    let isolated = match get("isolation").as_deref() {
+        None | Some("none" | "") => false,
+        Some("worktree") => true,
+        Some(other) => {
+            return Err(format!(
+                "isolation {other:?} is not supported (use worktree or none)"
+            ));
+        }
+    };
     Ok(AgentDef {
         name,
         description,
@@ -169,6 +184,7 @@ pub fn parse(text: &str, stem: &str) -> Result<AgentDef, String> {
         model: get("model").filter(|m| !m.is_empty() && m != "inherit"),
         max_turns,
         sandbox,
+        isolated,
         instructions: body.trim().to_owned(),
         path: None,
     })
@@ -230,6 +246,7 @@ fn unquote(value: &str) -> &str {
 }
 
 /// What a child inherits from the parent run.
+#[derive(Clone)]
 pub struct Parent {
     /// The parent's model adapter.
     pub model: Arc<dyn Model>,
@@ -246,6 +263,9 @@ pub struct Parent {
     pub read_only: bool,
     /// The run's command hooks (`subagent_stop` runs on each child's answer).
     pub hooks: Option<CommandHooks>,
+    /// Where the children's runs are recorded (the parent's store) and the settings their
+    /// sessions start from (the parent's); `None`: not recorded.
+    pub sessions: Option<(Arc<dyn SessionStore>, SessionSettings)>,
 }
 
 /// How strict a sandbox mode is (higher: stricter).
@@ -262,7 +282,18 @@ fn child(
     def: &AgentDef,
     parent: &Parent,
 ) -> Result<(AgentLoop<WorkspaceDeps>, Vec<String>), Failure> {
-    let mut shell = parent.shell.clone();
+    child_in(def, parent, &parent.workspace, parent.shell.clone(), true)
+}
+
+/// [`child`] working in `workspace` with the shell options `shell` (before the agent's own
+/// narrowing); without `shell_allowed` it gets no shell tool.
+fn child_in(
+    def: &AgentDef,
+    parent: &Parent,
+    workspace: &Workspace,
+    mut shell: ShellOptions,
+    shell_allowed: bool,
+) -> Result<(AgentLoop<WorkspaceDeps>, Vec<String>), Failure> {
     if let Some(mode) = def.sandbox {
         if strictness(mode) > strictness(shell.sandbox_mode()) {
             shell = shell.sandbox(mode);
@@ -271,7 +302,10 @@ fn child(
     if parent.read_only {
         shell = shell.sandbox(SandboxMode::ReadOnly);
     }
-    let mut all = builtin::tools_with::<WorkspaceDeps>(&parent.workspace, &shell);
+    let mut all = builtin::tools_with::<WorkspaceDeps>(workspace, &shell);
+    if !shell_allowed {
+        all.retain(|t| t.name() != "shell");
+    }
     if parent.read_only {
         // As in the parent's plan mode: no file writes, the shell only in its read-only sandbox.
         all.retain(|t| t.name() == "shell" || !builtin::is_mutating(t.name()));
@@ -284,7 +318,8 @@ fn child(
             .collect(),
         Some(names) => {
             for name in names {
-                if !all.iter().any(|t| t.name() == name) && !parent.read_only {
+                let known = all.iter().any(|t| t.name() == name) || name == "shell";
+                if !known && !parent.read_only {
                     warnings.push(format!("agent {}: unknown tool {name:?} ignored", def.name));
                 }
             }
@@ -300,7 +335,7 @@ fn child(
             "{}\n\nYou work in the directory {}; paths are relative to it. Your final answer is \
              returned to the agent that gave you this task.",
             def.instructions,
-            parent.workspace.root().display()
+            workspace.root().display()
         )),
         max_turns: Some(def.max_turns.unwrap_or(DEFAULT_CHILD_MAX_TURNS)),
         ..AgentLoopConfig::default()
@@ -358,21 +393,20 @@ pub fn task_tool(
     agents: &[AgentDef],
     parent: &Parent,
 ) -> Result<(ToolSpec<WorkspaceDeps>, Vec<String>), Failure> {
-    let mut children: BTreeMap<String, Arc<SubAgent<WorkspaceDeps>>> = BTreeMap::new();
+    let mut children: BTreeMap<String, Child> = BTreeMap::new();
     let mut warnings = Vec::new();
     let mut listing = String::new();
+    let shared_parent = Arc::new(parent.clone());
     for def in agents {
         let (agent, warned) = child(def, parent)?;
         warnings.extend(warned);
         listing.push_str(&format!("\n- {}: {}", def.name, def.description));
-        children.insert(
-            def.name.clone(),
-            Arc::new(SubAgent::new(
-                agent,
-                def.name.clone(),
-                def.description.clone(),
-            )),
-        );
+        let entry = if def.isolated {
+            Child::Isolated(Arc::new(def.clone()), shared_parent.clone())
+        } else {
+            Child::Shared(Arc::new(sub_agent(def, agent, parent, None)))
+        };
+        children.insert(def.name.clone(), entry);
     }
     let description = format!(
         "Delegates a self-contained task to a sub-agent, which works on its own (it sees nothing \
@@ -405,9 +439,13 @@ pub fn task_tool(
                         known.join(", ")
                     )));
                 };
-                match hooks {
-                    Some(hooks) => answer_past_stop_hooks(child, &hooks, &call_id, args).await,
-                    None => child.run_call(&call_id, args.prompt).await,
+                match child {
+                    Child::Shared(sub) => {
+                        answer_past_stop_hooks(sub, hooks.as_ref(), &call_id, args).await
+                    }
+                    Child::Isolated(def, parent) => {
+                        run_isolated(def.clone(), parent.clone(), &call_id, args).await
+                    }
                 }
             }
         })
@@ -418,17 +456,25 @@ pub fn task_tool(
 
 /// Runs `child` on the task; while a `subagent_stop` hook blocks its answer (at most
 /// [`MAX_STOP_CONTINUATIONS`] times), runs it again on the task, its answer and the hook's
-/// reason. The child starts afresh each time, so the prompt carries what it needs.
+/// reason. A recorded child continues its session with that prompt; one that is not recorded
+/// starts afresh, so the prompt carries what it needs.
 async fn answer_past_stop_hooks(
     child: &SubAgent<WorkspaceDeps>,
-    hooks: &CommandHooks,
+    hooks: Option<&CommandHooks>,
     call_id: &str,
     task: TaskArgs,
 ) -> Result<String, ToolError> {
+    let Some(hooks) = hooks else {
+        return child.run_call(call_id, task.prompt).await;
+    };
     let mut prompt = task.prompt.clone();
     let mut continued = 0;
     loop {
-        let answer = child.run_call(call_id, prompt).await?;
+        let answer = if continued == 0 {
+            child.run_call(call_id, prompt).await?
+        } else {
+            child.continue_call(call_id, prompt).await?
+        };
         let blocked = hooks.subagent_stop(&task.agent, call_id, &answer, continued > 0);
         match blocked {
             Some(reason) if continued < MAX_STOP_CONTINUATIONS => {
@@ -442,6 +488,171 @@ async fn answer_past_stop_hooks(
             _ => return Ok(answer),
         }
     }
+}
+
+/// One agent the `task` tool runs: built once (sharing the parent's workspace), or per call
+/// in an isolated workspace of its own.
+enum Child {
+    Shared(Arc<SubAgent<WorkspaceDeps>>),
+    Isolated(Arc<AgentDef>, Arc<Parent>),
+}
+
+/// The sub-agent for `def` running `agent`, recorded in the parent's store (its sessions
+/// recording `workdir` as their workspace, when given).
+fn sub_agent(
+    def: &AgentDef,
+    agent: AgentLoop<WorkspaceDeps>,
+    parent: &Parent,
+    workdir: Option<&Path>,
+) -> SubAgent<WorkspaceDeps> {
+    let model = agent.config().model.clone();
+    let mut sub = SubAgent::new(agent, def.name.clone(), def.description.clone());
+    if let Some((store, settings)) = &parent.sessions {
+        let mut settings = settings.clone();
+        settings.model = model.or(settings.model);
+        if let Some(dir) = workdir {
+            settings = settings.workspace(dir);
+        }
+        sub = sub.record_in(store.clone(), settings);
+    }
+    sub
+}
+
+/// Runs one call of an isolated agent: in a worktree (or copy) of its own, its file tools and
+/// shell confined there; the result ends with where the work is and its diff stat.
+async fn run_isolated(
+    def: Arc<AgentDef>,
+    parent: Arc<Parent>,
+    call_id: &str,
+    task: TaskArgs,
+) -> Result<String, ToolError> {
+    let prompt = task.prompt.clone();
+    let source = parent.workspace.root().to_owned();
+    let name = def.name.clone();
+    let record = tokio::task::spawn_blocking(move || crate::worktrees::create(&source, &name))
+        .await
+        .map_err(|e| ToolError::new(format!("cannot isolate the sub-agent: {e}")))?
+        .map_err(|e| {
+            ToolError::new(format!(
+                "Sub-agent \"{}\" was not run: cannot create its isolated workspace: {e}",
+                def.name
+            ))
+        })?;
+    let answer = run_in(&def, &parent, &record, call_id, task).await;
+    let mut record = record;
+    let summary =
+        tokio::task::spawn_blocking(move || crate::worktrees::finish(&mut record, &prompt))
+            .await
+            .unwrap_or_else(|e| format!("(the isolated workspace could not be closed: {e})"));
+    match answer {
+        Ok(text) => Ok(format!("{text}\n\n{summary}")),
+        Err(e) => Err(ToolError::new(format!("{}\n\n{summary}", e.message()))),
+    }
+}
+
+/// The isolated child's run in `record`'s directory: the file tools confined there; the shell
+/// sandboxed to it (at least `workspace-write`, no extra writable roots, a private temporary
+/// directory) — and left out where the kernel cannot enforce that sandbox.
+async fn run_in(
+    def: &AgentDef,
+    parent: &Parent,
+    record: &crate::worktrees::Record,
+    call_id: &str,
+    task: TaskArgs,
+) -> Result<String, ToolError> {
+    let unusable =
+        |e: String| ToolError::new(format!("Sub-agent \"{}\" was not run: {e}", def.name));
+    let workspace = Workspace::new(&record.workdir).map_err(|e| unusable(e.to_string()))?;
+    let mut shell = parent
+        .shell
+        .clone()
+        .without_writable_roots()
+        .temp_dir(crate::worktrees::temp_dir(record).map_err(unusable)?);
+    if strictness(shell.sandbox_mode()) < strictness(SandboxMode::WorkspaceWrite) {
+        shell = shell.sandbox(SandboxMode::WorkspaceWrite);
+    }
+    let enforced = builtin::sandbox_support(shell.sandbox_mode()).is_ok();
+    let (agent, _) =
+        child_in(def, parent, &workspace, shell, enforced).map_err(|e| unusable(e.to_string()))?;
+    let sub = sub_agent(def, agent, parent, Some(&record.workdir));
+    answer_past_stop_hooks(&sub, parent.hooks.as_ref(), call_id, task).await
+}
+
+/// Prepares session `id` to continue the `task` calls a dead process left running: each
+/// unanswered `task` call of its last tool batch that has a child session is stored as an
+/// approved pending call (the other unanswered calls of that batch as interrupted), so the
+/// resume runs it again — and the call continues its child session where it stopped. Leaves a
+/// session that waits for a person's approval decisions as it is. Returns how many calls will
+/// resume.
+pub fn park_interrupted_children(
+    store: &dyn SessionStore,
+    id: &str,
+) -> Result<usize, SessionError> {
+    let parked = store.parked(id)?;
+    if parked
+        .as_ref()
+        .is_some_and(|p| p.pending.iter().any(|c| c.status != PendingStatus::Started))
+    {
+        return Ok(0);
+    }
+    let messages = store.load_raw(id)?;
+    let Some(at) = messages.iter().rposition(|m| {
+        m.role == Role::Assistant
+            && m.stop_reason != Some(StopReason::Error)
+            && m.tool_calls().next().is_some()
+    }) else {
+        return Ok(0);
+    };
+    let tail = &messages[at + 1..];
+    if tail.iter().any(|m| m.role != Role::ToolResult) {
+        return Ok(0); // the batch is not the last thing: the conversation went on after it
+    }
+    let answered: Vec<&str> = tail
+        .iter()
+        .filter_map(Message::tool_result_part)
+        .map(|r| r.call_id.as_str())
+        .collect();
+    let children = store.children(id)?;
+    let has_child = |call: &str| {
+        children
+            .iter()
+            .any(|c| c.parent.as_ref().is_some_and(|p| p.call_id == call))
+    };
+    let mut pending = Vec::new();
+    let mut resumed = 0;
+    for call in messages[at].tool_calls() {
+        if answered.contains(&call.id.as_str())
+            || pending
+                .iter()
+                .any(|p: &PendingApproval| p.call_id == call.id)
+        {
+            continue;
+        }
+        let resumes = call.tool_name == TASK_TOOL && has_child(&call.id);
+        resumed += usize::from(resumes);
+        pending.push(PendingApproval {
+            call_id: call.id.clone(),
+            tool_name: call.tool_name.clone(),
+            arguments: match &call.arguments {
+                ToolArguments::Json(v) => v.clone(),
+                ToolArguments::Unparsed(t) => serde_json::Value::String(t.clone()),
+            },
+            reason: "the run stopped while this call ran".into(),
+            status: if resumes {
+                PendingStatus::Approved
+            } else {
+                PendingStatus::Started
+            },
+        });
+    }
+    if resumed == 0 {
+        return Ok(0);
+    }
+    let mut again = parked.unwrap_or_default();
+    again.pending = pending;
+    store.clear_parked(id)?;
+    store.save_parked(id, &again)?;
+    Ok(resumed)
 }
 
 #[cfg(test)]
@@ -479,7 +690,7 @@ mod tests {
             ("no front matter", "front matter"),
             ("---\nname: x\n---\n", "description"),
             (
-                "---\ndescription: d\nisolation: worktree\n---\n",
+                "---\ndescription: d\nisolation: sideways\n---\n",
                 "isolation",
             ),
             ("---\ndescription: d\nsandbox: wide-open\n---\n", "sandbox"),

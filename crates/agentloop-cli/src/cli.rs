@@ -134,6 +134,29 @@ pub enum Command {
     /// Skills (directories with a SKILL.md) the agent can load: `agentloop skills list`.
     #[command(subcommand)]
     Skills(SkillsCommand),
+    /// The isolated workspaces of sub-agents whose file says `isolation: worktree` (git
+    /// worktrees, or copies outside git, under the data directory): `agentloop worktrees list`,
+    /// `agentloop worktrees prune [--older-than 7d]`.
+    #[command(subcommand)]
+    Worktrees(WorktreesCommand),
+}
+
+/// `agentloop worktrees …`.
+#[derive(Subcommand, Debug)]
+pub enum WorktreesCommand {
+    /// List them, oldest first: id, creation time (UTC), state, branch, directory.
+    List {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove those whose sub-agent has ended (their branches stay: they hold the work).
+    Prune {
+        /// Only those created longer ago than this (`90m`, `12h`, `7d`; a bare number is
+        /// seconds).
+        #[arg(long, value_name = "DURATION", value_parser = crate::worktrees::parse_age)]
+        older_than: Option<Duration>,
+    },
 }
 
 /// `agentloop skills …`.
@@ -672,7 +695,8 @@ impl From<ApproveArg> for ApprovalPolicy {
 pub enum SessionsCommand {
     /// List sessions, most recently updated first: id (abbreviated to a unique prefix), last
     /// update (UTC), workspace, model, model replies, tokens, cost and title. Every session by
-    /// default; `-w` alone: only this directory's.
+    /// default; `-w` alone: only this directory's. A sub-agent's child session is listed
+    /// indented under its parent session (`--all`: as a row of its own).
     List {
         /// Only the sessions recorded in DIR (`-w` without a value: the current directory).
         /// Sessions recorded before workspaces were stored have none and never match.
@@ -687,6 +711,10 @@ pub enum SessionsCommand {
         /// One JSON object (the session's metadata, settings and running totals) per line.
         #[arg(long)]
         json: bool,
+        /// Every session as a row of its own, sub-agents' child sessions included (flat, most
+        /// recently updated first) instead of nested under their parents.
+        #[arg(long)]
+        all: bool,
     },
     /// Print a session's transcript.
     Show {

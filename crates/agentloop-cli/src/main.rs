@@ -62,6 +62,7 @@ mod settings;
 mod shell;
 mod skills;
 mod trust;
+mod worktrees;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -134,6 +135,10 @@ fn main() -> ExitCode {
             Command::Man => shell::man(),
             Command::Skills(cli::SkillsCommand::List { workspace, json }) => {
                 skills::list(workspace, json, trust_project)
+            }
+            Command::Worktrees(cli::WorktreesCommand::List { json }) => worktrees::list(json),
+            Command::Worktrees(cli::WorktreesCommand::Prune { older_than }) => {
+                worktrees::prune(older_than)
             }
         }
     });

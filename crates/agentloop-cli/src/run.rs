@@ -315,6 +315,7 @@ fn task_tool(
         workspace: setup.workspace.clone(),
         shell: setup.shell.clone(),
         read_only: setup.plan_mode,
+        sessions: Some((setup.store.clone(), setup.session.settings.clone())),
     };
     let (task, warnings) = crate::agents::task_tool(&setup.extensions.agents, &parent)?;
     for warning in warnings {
@@ -889,6 +890,10 @@ pub fn open_session(
     };
     if let Some(mut info) = existing {
         store_if_changed(store, &mut info, settings.clone())?;
+        let children = crate::agents::park_interrupted_children(store, &info.id)?;
+        if children > 0 {
+            eprintln!("agentloop: resuming {children} interrupted sub-agent run(s)");
+        }
         let (context, parked) = load_parked(store, &info.id)?;
         return Ok(OpenedSession {
             resume: parked.map(|mut p: ParkedRun| {

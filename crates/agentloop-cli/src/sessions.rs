@@ -139,14 +139,18 @@ fn looks_like_an_id(text: &str) -> bool {
 }
 
 /// The session `--continue` picks in `workspace` (the text of its canonical path): the most
-/// recently updated one recorded there with a model reply, as [`SessionStore::last_in`] — but
-/// never an imported session that has not been run on this machine since (its recorded
+/// recently updated top-level one recorded there with a model reply, as
+/// [`SessionStore::last_in`] — never a sub-agent's child session (its parent is continued),
+/// and never an imported session that has not been run on this machine since (its recorded
 /// workspace was written elsewhere; resume it by id with `--session`).
 pub fn last_local_in(
     store: &dyn SessionStore,
     workspace: &str,
 ) -> Result<Option<SessionInfo>, Failure> {
-    let filter = SessionFilter::new().workspace(workspace).with_reply(true);
+    let filter = SessionFilter::new()
+        .workspace(workspace)
+        .with_reply(true)
+        .top_level(true);
     Ok(store
         .list_where(&filter)?
         .into_iter()
@@ -200,9 +204,13 @@ pub fn workspace_key(dir: &Path) -> Result<String, Failure> {
 pub fn run(db: Option<&str>, command: SessionsCommand) -> Result<(), Failure> {
     let store = open_store(db)?;
     match command {
-        SessionsCommand::List { workspace, json } => {
+        SessionsCommand::List {
+            workspace,
+            json,
+            all,
+        } => {
             let workspace = workspace.as_deref().map(workspace_key).transpose()?;
-            list(&*store, workspace.as_deref(), json)
+            list(&*store, workspace.as_deref(), json, all)
         }
         SessionsCommand::Follow {
             id,
@@ -233,8 +241,9 @@ pub fn run(db: Option<&str>, command: SessionsCommand) -> Result<(), Failure> {
                 store.load_raw(&id)?
             };
             out(&format!(
-                "{}\n\n{}",
+                "{}{}\n\n{}",
                 style.dim(&describe(&info)),
+                style.dim(&family(&*store, &info)?),
                 format_transcript(style, &messages)
             ));
             if let Some(plan) = agentloop::builtin::Plan::latest(&messages) {
@@ -270,37 +279,169 @@ pub fn run(db: Option<&str>, command: SessionsCommand) -> Result<(), Failure> {
         }
         SessionsCommand::Rm { id } => {
             let id = resolve_id(&*store, &id)?;
+            // A sub-agent's run belongs to its parent: its child sessions go with it.
+            let children = descendants(&*store, &id)?;
             store.delete(&id)?;
-            out(&format!("deleted {}\n", visible_line(&id)));
+            for child in &children {
+                store.delete(child)?;
+            }
+            match children.len() {
+                0 => out(&format!("deleted {}\n", visible_line(&id))),
+                n => out(&format!(
+                    "deleted {} and its {n} child session(s)\n",
+                    visible_line(&id)
+                )),
+            }
             Ok(())
         }
     }
 }
 
-fn list(store: &dyn SessionStore, workspace: Option<&str>, json: bool) -> Result<(), Failure> {
+/// The ids of `id`'s child sessions, their children, and so on.
+fn descendants(store: &dyn SessionStore, id: &str) -> Result<Vec<String>, Failure> {
+    let mut found = Vec::new();
+    let mut next = vec![id.to_owned()];
+    while let Some(parent) = next.pop() {
+        for child in store.children(&parent)? {
+            // A link cycle (an edited database) must not loop forever.
+            if child.id != id && !found.contains(&child.id) {
+                next.push(child.id.clone());
+                found.push(child.id);
+            }
+        }
+    }
+    Ok(found)
+}
+
+/// The lines of `sessions show` that link a session to its family: its parent (for a
+/// sub-agent's child session) and each of its child sessions (id, agent, the call that ran it).
+fn family(store: &dyn SessionStore, info: &SessionInfo) -> Result<String, Failure> {
+    let mut text = String::new();
+    if let Some(parent) = &info.parent {
+        text.push_str(&format!(
+            "\nchild session of {} · agent {} · call {}",
+            visible_line(&parent.session_id),
+            visible_line(&parent.agent),
+            visible_line(&parent.call_id)
+        ));
+    }
+    let mut children = store.children(&info.id)?;
+    children.sort_by_key(|c| c.created_ms);
+    for child in children {
+        let (agent, call) = child
+            .parent
+            .as_ref()
+            .map_or(("-", "-"), |p| (p.agent.as_str(), p.call_id.as_str()));
+        text.push_str(&format!(
+            "\nchild session {} · agent {} · call {} · {} messages",
+            visible_line(&child.id),
+            visible_line(agent),
+            visible_line(call),
+            child.message_count
+        ));
+    }
+    Ok(text)
+}
+
+/// The sessions in listing order with their nesting depth: every session flat (`all`), or the
+/// top-level ones, each followed by its child sessions (and theirs), indented. A child whose
+/// parent is not in the store any more is listed as top-level, so nothing is hidden.
+fn in_list_order(sessions: Vec<SessionInfo>, all: bool) -> Vec<(usize, SessionInfo)> {
+    if all {
+        return sessions.into_iter().map(|s| (0, s)).collect();
+    }
+    let ids: std::collections::HashSet<String> = sessions.iter().map(|s| s.id.clone()).collect();
+    let mut children: std::collections::HashMap<String, Vec<SessionInfo>> = Default::default();
+    let mut top = Vec::new();
+    for info in sessions {
+        match info.parent.as_ref().map(|p| p.session_id.clone()) {
+            Some(parent) if ids.contains(&parent) && parent != info.id => {
+                children.entry(parent).or_default().push(info);
+            }
+            _ => top.push(info),
+        }
+    }
+    let mut ordered = Vec::new();
+    let mut stack: Vec<(usize, SessionInfo)> = top.into_iter().rev().map(|s| (0, s)).collect();
+    while let Some((depth, info)) = stack.pop() {
+        if let Some(mut kids) = children.remove(&info.id) {
+            // Children in the order they were started, under their parent.
+            kids.sort_by_key(|k| std::cmp::Reverse(k.created_ms));
+            stack.extend(kids.into_iter().map(|k| (depth + 1, k)));
+        }
+        ordered.push((depth, info));
+    }
+    ordered
+}
+
+fn list(
+    store: &dyn SessionStore,
+    workspace: Option<&str>,
+    json: bool,
+    all: bool,
+) -> Result<(), Failure> {
     let mut filter = SessionFilter::new();
     if let Some(workspace) = workspace {
         filter = filter.workspace(workspace);
     }
-    let sessions = store.list_where(&filter)?;
+    let sessions = if workspace.is_some() && !all {
+        // A child session recorded in another directory (its own worktree) is still listed
+        // under its parent.
+        with_children(store, store.list_where(&filter)?)?
+    } else {
+        store.list_where(&filter)?
+    };
+    let ordered = in_list_order(sessions, all);
     if json {
-        let mut text = String::new();
-        for info in &sessions {
-            let mut value = serde_json::to_value(info)
-                .map_err(|e| Failure::new(format!("cannot serialize a session: {e}")))?;
-            if let serde_json::Value::Object(map) = &mut value {
-                // Kept from before `stats` existed: the summed usage.
-                let usage = serde_json::to_value(info.stats.usage)
-                    .map_err(|e| Failure::new(format!("cannot serialize a session: {e}")))?;
-                map.insert("usage".into(), usage);
-            }
-            text.push_str(&value.to_string());
-            text.push('\n');
-        }
-        out(&text);
-        return Ok(());
+        let sessions: Vec<SessionInfo> = ordered.iter().map(|(_, s)| s.clone()).collect();
+        return list_json(&sessions);
     }
-    if sessions.is_empty() {
+    list_table(store, workspace, &ordered)
+}
+
+/// `sessions` and the descendants of each that are not among them.
+fn with_children(
+    store: &dyn SessionStore,
+    mut sessions: Vec<SessionInfo>,
+) -> Result<Vec<SessionInfo>, Failure> {
+    let mut i = 0;
+    while i < sessions.len() {
+        for child in store.children(&sessions[i].id)? {
+            if !sessions.iter().any(|s| s.id == child.id) {
+                sessions.push(child);
+            }
+        }
+        i += 1;
+    }
+    Ok(sessions)
+}
+
+/// `sessions list --json`: one object per session, in listing order.
+fn list_json(sessions: &[SessionInfo]) -> Result<(), Failure> {
+    let mut text = String::new();
+    for info in sessions {
+        let mut value = serde_json::to_value(info)
+            .map_err(|e| Failure::new(format!("cannot serialize a session: {e}")))?;
+        if let serde_json::Value::Object(map) = &mut value {
+            // Kept from before `stats` existed: the summed usage.
+            let usage = serde_json::to_value(info.stats.usage)
+                .map_err(|e| Failure::new(format!("cannot serialize a session: {e}")))?;
+            map.insert("usage".into(), usage);
+        }
+        text.push_str(&value.to_string());
+        text.push('\n');
+    }
+    out(&text);
+    Ok(())
+}
+
+/// The `sessions list` table; a child session's id is indented under its parent.
+fn list_table(
+    store: &dyn SessionStore,
+    workspace: Option<&str>,
+    ordered: &[(usize, SessionInfo)],
+) -> Result<(), Failure> {
+    if ordered.is_empty() {
         match workspace {
             Some(dir) => eprintln!("no sessions in {}", visible_line(dir)),
             None => eprintln!("no sessions yet"),
@@ -311,20 +452,28 @@ fn list(store: &dyn SessionStore, workspace: Option<&str>, json: bool) -> Result
     // id shown works as an argument.
     let all_ids: Vec<String> = match workspace {
         Some(_) => store.list()?.into_iter().map(|s| s.id).collect(),
-        None => sessions.iter().map(|s| s.id.clone()).collect(),
+        None => ordered.iter().map(|(_, s)| s.id.clone()).collect(),
     };
     let short = unique_prefixes(&all_ids, SHORT_ID);
     let home = std::env::var_os("HOME").map(PathBuf::from);
-    let rows: Vec<[String; 8]> = sessions
+    let rows: Vec<[String; 8]> = ordered
         .iter()
-        .map(|info| {
+        .map(|(depth, info)| {
             let id = short
                 .get(info.id.as_str())
                 .copied()
                 .unwrap_or(info.id.as_str());
             let model = info.settings.model.as_deref().or(info.model.as_deref());
+            let title = match &info.parent {
+                Some(parent) => format!(
+                    "[{}] {}",
+                    parent.agent,
+                    info.title.as_deref().unwrap_or("(untitled)")
+                ),
+                None => info.title.as_deref().unwrap_or("(untitled)").to_owned(),
+            };
             [
-                visible_line(id),
+                format!("{}{}", "  ".repeat(*depth), visible_line(id)),
                 format_time(info.updated_ms),
                 info.settings
                     .workspace
@@ -337,7 +486,7 @@ fn list(store: &dyn SessionStore, workspace: Option<&str>, json: bool) -> Result
                     .usage
                     .cost_usd
                     .map_or_else(|| "-".to_owned(), |c| format!("${c:.4}")),
-                one_line(info.title.as_deref().unwrap_or("(untitled)"), 60),
+                one_line(&title, 60),
             ]
         })
         .collect();

@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
+use agentloop::session::{SessionStore, SqliteStore};
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 
@@ -38,6 +39,30 @@ impl Scratch {
         std::fs::write(dir.join(format!("{name}.md")), text).unwrap();
     }
     fn run(&self, server: &MockServer, args: &[&str], prompt: &str) -> Output {
+        self.run_command(server, args, prompt)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+    /// `agentloop --db … ARGS` (not a run: `sessions …`, `worktrees …`).
+    fn cli(&self, args: &[&str]) -> Output {
+        let out = self
+            .base_command()
+            .arg("--db")
+            .arg(self.path("sessions.db"))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        out
+    }
+    fn base_command(&self) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
         for var in [
             "OPENAI_BASE_URL",
@@ -51,17 +76,26 @@ impl Scratch {
             .env("XDG_DATA_HOME", self.path("data"))
             .env("XDG_CONFIG_HOME", self.path("config"))
             .env("NO_COLOR", "1")
-            .arg("--db")
+            .env("GIT_AUTHOR_NAME", "Test")
+            .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+            .env("GIT_COMMITTER_NAME", "Test")
+            .env("GIT_COMMITTER_EMAIL", "test@example.invalid");
+        cmd
+    }
+    fn store(&self) -> SqliteStore {
+        SqliteStore::open(self.path("sessions.db")).unwrap()
+    }
+    fn run_command(&self, server: &MockServer, args: &[&str], prompt: &str) -> Command {
+        let mut cmd = self.base_command();
+        cmd.arg("--db")
             .arg(self.path("sessions.db"))
             .args(["run", "--model", "openai:mock", "--base-url"])
             .arg(server.openai_base_url())
             .arg("--workspace")
             .arg(self.ws())
             .args(args)
-            .arg(prompt)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+            .arg(prompt);
+        cmd
     }
 }
 
@@ -306,4 +340,365 @@ fn in_plan_mode_an_agent_cannot_write_whatever_its_file_lists() {
     assert!(!scratch.ws().join("out.txt").exists());
     let child_tools = tool_names(&server, 1);
     assert_eq!(child_tools, ["read_file"]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Child sessions
+
+/// The stored sessions: the one top-level session and its one child.
+fn parent_and_child(
+    store: &SqliteStore,
+) -> (
+    agentloop::session::SessionInfo,
+    agentloop::session::SessionInfo,
+) {
+    let all = store.list().unwrap();
+    assert_eq!(all.len(), 2, "{all:?}");
+    let child = all.iter().find(|s| s.parent.is_some()).unwrap().clone();
+    let parent = all.iter().find(|s| s.parent.is_none()).unwrap().clone();
+    (parent, child)
+}
+
+#[test]
+fn a_childs_run_is_a_session_listed_under_its_parent_and_continue_picks_the_parent() {
+    let scratch = Scratch::new();
+    let server = server(delegation("explore"));
+    let out = scratch.run(&server, &["--json"], "Explore.");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let store = scratch.store();
+    let (parent, child) = parent_and_child(&store);
+    let link = child.parent.clone().unwrap();
+    assert_eq!(
+        (
+            link.session_id.as_str(),
+            link.call_id.as_str(),
+            link.agent.as_str()
+        ),
+        (parent.id.as_str(), "call_task", "explore")
+    );
+    // The child's own conversation: its prompt, its read_file call and result, its answer.
+    let messages = store.load_raw(&child.id).unwrap();
+    assert_eq!(messages.len(), 4);
+    assert_eq!(messages[0].text(), "What does notes.txt say?");
+    assert_eq!(messages[3].text(), "notes.txt says the answer is 42.");
+    assert_eq!(store.info(&parent.id).unwrap().message_count, 4);
+
+    // Listed indented under its parent; `--all`: a row of its own.
+    let listed = text(&scratch.cli(&["sessions", "list"]).stdout);
+    let rows: Vec<&str> = listed.lines().skip(1).collect();
+    assert_eq!(rows.len(), 2, "{listed}");
+    assert!(rows[0].starts_with(&parent.id[..8]), "{listed}");
+    assert!(
+        rows[1].starts_with(&format!("  {}", &child.id[..8])),
+        "{listed}"
+    );
+    assert!(rows[1].contains("[explore]"), "{listed}");
+    let flat = text(&scratch.cli(&["sessions", "list", "--all"]).stdout);
+    assert!(
+        flat.lines().skip(1).all(|l| !l.starts_with(' ')) && flat.lines().count() == 3,
+        "{flat}"
+    );
+    let json = text(&scratch.cli(&["sessions", "list", "--json"]).stdout);
+    let objects: Vec<Value> = json
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(objects[1]["parent"]["call_id"], "call_task", "{json}");
+    // `show` of the parent names the child; `show` of the child names its parent.
+    let shown = text(&scratch.cli(&["sessions", "show", &parent.id]).stdout);
+    assert!(
+        shown.contains(&format!(
+            "child session {} · agent explore · call call_task",
+            child.id
+        )),
+        "{shown}"
+    );
+    let shown = text(&scratch.cli(&["sessions", "show", &child.id]).stdout);
+    assert!(
+        shown.contains(&format!("child session of {}", parent.id)),
+        "{shown}"
+    );
+
+    // The child is now the most recently updated session of the workspace: `--continue`
+    // still continues the parent.
+    store.rename(&child.id, "touched last").unwrap();
+    assert_eq!(store.list().unwrap()[0].id, child.id);
+    let next = self::server(json!({"mode": "sequential", "turns": [{"text": "Continued."}]}));
+    let out = scratch.run(&next, &["--json", "--continue"], "And now?");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let sent = next.requests()[0].body.to_string();
+    assert!(
+        sent.contains("Explore.") && sent.contains("And now?"),
+        "{sent}"
+    );
+    assert_eq!(store.info(&parent.id).unwrap().message_count, 6);
+    assert_eq!(store.info(&child.id).unwrap().message_count, 4);
+
+    // Removing the parent removes its child session too.
+    scratch.cli(&["sessions", "rm", &parent.id]);
+    assert!(store.list().unwrap().is_empty());
+}
+
+/// Kills `child` when dropped (a test that fails midway leaves no process behind).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_child_killed_mid_run_resumes_where_it_stopped_when_the_parent_continues() {
+    let scratch = Scratch::new();
+    // The child's second model call never answers: the process is killed while it waits.
+    let server = server(json!({"mode": "sequential", "turns": [
+        {"tool_calls": [{"id": "call_task", "name": "task",
+                         "arguments": {"agent": "explore", "prompt": "What does notes.txt say?"}}]},
+        {"tool_calls": [{"id": "call_read", "name": "read_file", "arguments": {"path": "notes.txt"}}]},
+        {"text": "never sent", "first_byte_delay_ms": 600_000}
+    ]}));
+    let mut running = KillOnDrop(
+        scratch
+            .run_command(&server, &["--json"], "Delegate it.")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // The third request is sent only after the child's read_file result was stored.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while server.requests().len() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child never made its second call"
+        );
+        assert!(
+            running.0.try_wait().unwrap().is_none(),
+            "the run ended early"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    running.0.kill().unwrap();
+    running.0.wait().unwrap();
+    let store = scratch.store();
+    let (parent, child) = parent_and_child(&store);
+    assert_eq!(store.load_raw(&parent.id).unwrap().len(), 2);
+    assert_eq!(store.load_raw(&child.id).unwrap().len(), 3);
+
+    let resumed = self::server(json!({"mode": "sequential", "turns": [
+        {"text": "notes.txt says the answer is 42."},
+        {"text": "Done."}
+    ]}));
+    let out = scratch.run(&resumed, &["--json", "--continue"], "Go on.");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("resuming 1 interrupted sub-agent run"),
+        "{}",
+        text(&out.stderr)
+    );
+    let lines = events(&out);
+    let result = task_result(&lines);
+    assert_eq!(result["is_error"], false, "{result}");
+    assert_eq!(result["content"], "notes.txt says the answer is 42.");
+    // The child went on from its stored conversation: its prompt once, its read result, and
+    // no new prompt.
+    let child_request = resumed.requests()[0].body.to_string();
+    assert_eq!(
+        child_request.matches("What does notes.txt say?").count(),
+        1,
+        "{child_request}"
+    );
+    assert!(
+        child_request.contains("the answer is 42"),
+        "{child_request}"
+    );
+    assert!(!child_request.contains("Go on."), "{child_request}");
+    let parent_request = resumed.requests()[1].body.to_string();
+    assert!(parent_request.contains("Go on."), "{parent_request}");
+    // Still one child session, now finished.
+    let (_, child) = parent_and_child(&store);
+    let messages = store.load_raw(&child.id).unwrap();
+    assert_eq!(
+        messages.last().unwrap().text(),
+        "notes.txt says the answer is 42."
+    );
+    assert_eq!(store.info(&parent.id).unwrap().parent, None);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Isolation: `isolation: worktree`
+
+const BUILDER: &str = "---\nname: builder\ndescription: Builds things\ntools: write_file, read_file, shell\nisolation: worktree\n---\nBuild what you are asked.\n";
+
+/// `git ARGS` in `dir` (a test identity: CI has none); its stdout.
+fn git(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "Test")
+        .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
+        .env("GIT_COMMITTER_NAME", "Test")
+        .env("GIT_COMMITTER_EMAIL", "test@example.invalid")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", text(&out.stderr));
+    text(&out.stdout)
+}
+
+/// Every file under `dir` but `.git`, with its bytes.
+fn snapshot(dir: &std::path::Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(next) = stack.pop() {
+        for entry in std::fs::read_dir(&next).unwrap() {
+            let path = entry.unwrap().path();
+            if path.file_name().is_some_and(|n| n == ".git") {
+                continue;
+            }
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files.push((path.clone(), std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// The isolated child tries to write the parent's checkout with both tools, then writes in
+/// its own workspace with both.
+fn breakout_script(parent_file: &std::path::Path) -> Value {
+    let target = parent_file.to_string_lossy().into_owned();
+    json!({"mode": "sequential", "turns": [
+        {"tool_calls": [{"id": "call_task", "name": "task",
+                         "arguments": {"agent": "builder", "prompt": "Build it."}}]},
+        {"tool_calls": [
+            {"id": "w_out", "name": "write_file", "arguments": {"path": target, "content": "HACKED\n"}},
+            {"id": "s_out", "name": "shell", "arguments": {"command": format!("echo x > '{target}'")}},
+            {"id": "w_in", "name": "write_file", "arguments": {"path": "new.txt", "content": "made in the worktree\n"}},
+            {"id": "s_in", "name": "shell", "arguments": {"command": "echo shell-made > shell.txt"}}
+        ]},
+        {"text": "Built."},
+        {"text": "Done."}
+    ]})
+}
+
+fn child_result<'a>(lines: &'a [Value], call: &str) -> &'a Value {
+    &lines
+        .iter()
+        .find(|e| e["type"] == "tool_execution_end" && e["call"]["id"] == call)
+        .unwrap_or_else(|| panic!("no result for {call}"))["result"]
+}
+
+#[test]
+fn a_worktree_isolated_child_cannot_write_the_parents_checkout_and_its_result_names_its_branch() {
+    let scratch = Scratch::new();
+    scratch.agent_file(".agentloop", "builder", BUILDER);
+    let ws = scratch.ws();
+    git(&ws, &["init", "-q"]);
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-q", "-m", "init"]);
+    let before = snapshot(&ws);
+    let notes = std::fs::canonicalize(ws.join("notes.txt")).unwrap();
+    let server = server(breakout_script(&notes));
+    let out = scratch.run(
+        &server,
+        &["--json", "--trust-project", "--approve", "allow"],
+        "Delegate it.",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let lines = events(&out);
+
+    // Both write attempts failed, and the parent's checkout is byte for byte as it was.
+    assert_eq!(snapshot(&ws), before);
+    assert_eq!(child_result(&lines, "w_out")["is_error"], true);
+    let shell_out = child_result(&lines, "s_out")["content"].to_string();
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "the answer is 42\n",
+        "{shell_out}"
+    );
+    // Inside its worktree it could write.
+    assert_eq!(child_result(&lines, "w_in")["is_error"], false);
+
+    // The result names the branch and the diff stat; the work is committed on that branch.
+    let result = task_result(&lines);
+    assert_eq!(result["is_error"], false, "{result}");
+    let content = result["content"].as_str().unwrap();
+    assert!(content.starts_with("Built."), "{content}");
+    let branch = content
+        .split_whitespace()
+        .find(|w| w.starts_with("agentloop/builder-"))
+        .unwrap_or_else(|| panic!("no branch in {content}"));
+    assert!(content.contains("new.txt"), "{content}");
+    assert_eq!(
+        git(&ws, &["show", &format!("{branch}:new.txt")]),
+        "made in the worktree\n"
+    );
+    let shell_can_run =
+        agentloop::builtin::sandbox_support(agentloop::builtin::SandboxMode::WorkspaceWrite)
+            .is_ok();
+    if shell_can_run {
+        assert_eq!(
+            git(&ws, &["show", &format!("{branch}:shell.txt")]),
+            "shell-made\n"
+        );
+    }
+    // The worktree is under the data directory, not in the repository, and is kept.
+    let root = scratch.path("data").join("agentloop").join("worktrees");
+    let listed = text(&scratch.cli(&["worktrees", "list"]).stdout);
+    assert!(
+        listed.contains(branch) && listed.contains("finished"),
+        "{listed}"
+    );
+    let dir = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.is_dir() && !p.to_string_lossy().ends_with(".tmp"))
+        .expect("the worktree");
+    assert!(dir.join("new.txt").exists());
+    // Pruning only what is older than a day keeps it; pruning removes it, the branch stays.
+    scratch.cli(&["worktrees", "prune", "--older-than", "1d"]);
+    assert!(dir.exists());
+    let pruned = text(&scratch.cli(&["worktrees", "prune"]).stdout);
+    assert!(pruned.contains("removed"), "{pruned}");
+    assert!(!dir.exists());
+    assert!(git(&ws, &["branch", "--list", branch]).contains(branch));
+    assert!(!git(&ws, &["worktree", "list"]).contains(&*dir.to_string_lossy()));
+}
+
+#[test]
+fn outside_git_an_isolated_child_works_on_a_copy_of_the_workspace() {
+    let scratch = Scratch::new();
+    scratch.agent_file(".agentloop", "builder", BUILDER);
+    let ws = scratch.ws();
+    let before = snapshot(&ws);
+    let notes = std::fs::canonicalize(ws.join("notes.txt")).unwrap();
+    let server = server(breakout_script(&notes));
+    let out = scratch.run(
+        &server,
+        &["--json", "--trust-project", "--approve", "allow"],
+        "Delegate it.",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let lines = events(&out);
+    assert_eq!(snapshot(&ws), before);
+    let content = task_result(&lines)["content"].as_str().unwrap().to_owned();
+    assert!(
+        content.contains("[isolated copy]") && content.contains("new.txt"),
+        "{content}"
+    );
+    let copy = content
+        .split_whitespace()
+        .find(|w| w.contains("/agentloop/worktrees/"))
+        .unwrap();
+    assert_eq!(
+        std::fs::read_to_string(PathBuf::from(copy).join("new.txt")).unwrap(),
+        "made in the worktree\n"
+    );
 }

@@ -226,7 +226,7 @@ impl<D: ToolDeps> AgentLoop<D> {
             self.config.model.as_deref(),
         );
         // Sub-agent tools find this run (its emitter, depth, children's usage) through the scope.
-        let scope = super::subagent::RunScope::for_run(&emitter);
+        let scope = super::subagent::RunScope::for_run(&emitter, self.session_id.clone());
         let execute = self.execute(&mut state, prompts, resume, &emitter, &cancel);
         let result = scope
             .clone()

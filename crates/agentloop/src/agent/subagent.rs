@@ -28,6 +28,17 @@
 //!
 //! A child cannot park for approval: a child that stops awaiting approval answers the parent's
 //! call with an error saying so.
+//!
+//! **Child sessions** ([`SubAgent::record_in`]): when the parent run belongs to a session (its
+//! agent has [`with_session`](AgentLoop::with_session) or
+//! [`with_session_label`](AgentLoop::with_session_label)), each call records the child's run
+//! as a session of its own, linked to the parent session and the call
+//! ([`ParentLink`](crate::session::ParentLink)), under the child session's writer lock. A call
+//! whose child session already exists — the same call run again after the process died in the
+//! middle of the child, e.g. by a resume that re-runs the interrupted call — continues that
+//! session where it stopped (loaded with the same repair as any session) instead of starting
+//! over, and a child that had already given its final answer answers with it without a model
+//! call.
 
 use std::cell::Cell;
 use std::future::Future;
@@ -40,8 +51,11 @@ use serde_json::json;
 use super::events::{AgentEvent, EmitFn, Emitter, RunStop};
 use super::output::{Output, OutputError, OutputPlan, OutputRun};
 use super::{AgentError, AgentLoop, RunOutcome};
+use crate::session::{
+    NewSession, ParentLink, SessionLock, SessionRecorder, SessionSettings, SessionStore,
+};
 use crate::tooling::{SpecError, ToolContext, ToolDeps, ToolError, ToolSpec};
-use crate::transcript::{Message, Role, ToolCallPart, ToolResultPart, Usage};
+use crate::transcript::{Message, Role, StopReason, ToolCallPart, ToolResultPart, Usage};
 
 /// The default [`SubAgent::max_depth`]: children, but no grandchildren.
 pub const DEFAULT_MAX_SUBAGENT_DEPTH: u32 = 1;
@@ -68,6 +82,8 @@ pub(crate) struct RunScope {
 
 struct ScopeInner {
     emitter: Emitter,
+    /// The session the run belongs to (its agent's session label), if any.
+    session_id: Option<Arc<str>>,
     depth: u32,
     /// The deepest level any descendant may run at (`u32::MAX`: only the tools' own limits).
     max_depth: u32,
@@ -80,11 +96,12 @@ struct ScopeInner {
 impl RunScope {
     /// The scope of a run starting now: a child run takes the depth its sub-agent call handed
     /// it; any other run is a top-level one.
-    pub(crate) fn for_run(emitter: &Emitter) -> RunScope {
+    pub(crate) fn for_run(emitter: &Emitter, session_id: Option<Arc<str>>) -> RunScope {
         let start = CHILD_START.try_with(Cell::take).ok().flatten();
         RunScope {
             inner: Arc::new(ScopeInner {
                 emitter: emitter.clone(),
+                session_id,
                 depth: start.map_or(0, |s| s.depth),
                 max_depth: start.map_or(u32::MAX, |s| s.max_depth),
                 child_usage: Mutex::new(Usage::default()),
@@ -158,7 +175,19 @@ pub struct SubAgent<D: ToolDeps> {
     max_depth: u32,
     /// The typed output the child must give (its JSON is the call's result), if any.
     output: Option<Arc<OutputPlan>>,
+    /// Where each call's child run is recorded as a session of its own, if anywhere.
+    sessions: Option<ChildSessions>,
 }
+
+/// The store a sub-agent's runs are recorded in, and the settings their sessions get.
+#[derive(Clone)]
+struct ChildSessions {
+    store: Arc<dyn SessionStore>,
+    settings: SessionSettings,
+}
+
+/// How long a call waits for its child session's writer lock (held by another process).
+const CHILD_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl<D: ToolDeps> std::fmt::Debug for SubAgent<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -185,7 +214,17 @@ impl<D: ToolDeps> SubAgent<D> {
             description: description.into(),
             max_depth: DEFAULT_MAX_SUBAGENT_DEPTH,
             output: None,
+            sessions: None,
         }
+    }
+
+    /// Records each call's child run in `store` as a session of its own, linked to the parent's
+    /// session and call, with `settings` (workspace, model, …). Only calls from a parent run
+    /// that belongs to a session are recorded; see the [module docs](self) for how a call
+    /// continues a child session that already exists.
+    pub fn record_in(mut self, store: Arc<dyn SessionStore>, settings: SessionSettings) -> Self {
+        self.sessions = Some(ChildSessions { store, settings });
+        self
     }
 
     /// Makes the child answer with a validated typed output (see [`crate::agent::output`]):
@@ -226,7 +265,7 @@ impl<D: ToolDeps> SubAgent<D> {
             .handler(move |ctx: ToolContext<P>, args: PromptArgs| {
                 let shared = shared.clone();
                 let call_id = ctx.call_id().to_owned();
-                async move { shared.call(call_id, args.prompt).await }
+                async move { shared.call(call_id, args.prompt, false).await }
             })
             .build()
     }
@@ -246,11 +285,25 @@ impl<D: ToolDeps> SubAgent<D> {
     /// usage and depth rules as the tool built by [`into_tool`](Self::into_tool). Returns the
     /// child's answer, or the error the call should end with.
     pub async fn run_call(&self, call_id: &str, prompt: String) -> Result<String, ToolError> {
-        self.call(call_id.to_owned(), prompt).await
+        self.call(call_id.to_owned(), prompt, false).await
+    }
+
+    /// Runs the child again for the same call `call_id` on a further `prompt` (e.g. why its
+    /// answer was not accepted). A child recorded in a session ([`record_in`](Self::record_in))
+    /// continues that session with `prompt` as a new message, keeping what it did; otherwise
+    /// this is [`run_call`](Self::run_call).
+    pub async fn continue_call(&self, call_id: &str, prompt: String) -> Result<String, ToolError> {
+        self.call(call_id.to_owned(), prompt, true).await
     }
 
     /// Runs the child on `prompt` for the parent's call `call_id`.
-    async fn call(&self, call_id: String, prompt: String) -> Result<String, ToolError> {
+    /// `continuing`: a further prompt for a child that already ran for this call.
+    async fn call(
+        &self,
+        call_id: String,
+        prompt: String,
+        continuing: bool,
+    ) -> Result<String, ToolError> {
         let parent = RunScope::current();
         let depth = parent.as_ref().map_or(0, |p| p.inner.depth) + 1;
         let max_depth = parent
@@ -275,23 +328,101 @@ impl<D: ToolDeps> SubAgent<D> {
             relay: relay.clone(),
             finished: false,
         };
+        // Held until the child's run ends (declared before the run so it outlives it).
+        let _child_lock: Option<SessionLock>;
+        let parent_session = parent.as_ref().and_then(|p| p.inner.session_id.clone());
+        let child = match (&self.sessions, parent_session) {
+            (Some(sessions), Some(parent_id)) => {
+                Some(self.child_session(sessions, &parent_id, &relay.call_id)?)
+            }
+            _ => None,
+        };
         let forward = relay.clone();
         let callback: EmitFn = Arc::new(move |event: &AgentEvent| forward.on_event(event));
-        let emitter = Emitter::new(Arc::new([callback]), None);
+        let mut listeners = Vec::new();
+        let (prompts, context) = match child {
+            Some(child) => {
+                let finished = child
+                    .finished
+                    .filter(|_| self.output.is_none() && !continuing);
+                if let Some(answer) = finished {
+                    guard.finished = true;
+                    relay.state_ended();
+                    return Ok(answer);
+                }
+                let recorder = child.recorder;
+                listeners.push(Arc::new(move |e: &AgentEvent| recorder.on_event(e)) as EmitFn);
+                _child_lock = child.lock;
+                match child.context {
+                    context if context.is_empty() || continuing => {
+                        (vec![Message::user(prompt)], context)
+                    }
+                    context => (Vec::new(), context),
+                }
+            }
+            None => (vec![Message::user(prompt)], Vec::new()),
+        };
+        listeners.push(callback);
+        let emitter = Emitter::new(Arc::from(listeners), None);
         let start = Cell::new(Some(ChildStart { depth, max_depth }));
         let output = self.output.clone().map(OutputRun::new);
-        let run = self.agent.drive_with_output(
-            Some(vec![Message::user(prompt)]),
-            Vec::new(),
-            emitter,
-            output,
-        );
+        let run = self
+            .agent
+            .drive_with_output(Some(prompts), context, emitter, output);
         let (result, output) = CHILD_START.scope(start, run).await;
         guard.finished = true;
         match output {
             Some(output) => self.answer_output(result, output),
             None => self.answer(result),
         }
+    }
+
+    /// The child session of call `call_id` of session `parent_id`: the existing one (the call is
+    /// run again after an interruption) with its repaired context, or a new one. Locked.
+    fn child_session(
+        &self,
+        sessions: &ChildSessions,
+        parent_id: &str,
+        call_id: &str,
+    ) -> Result<ChildSession, ToolError> {
+        let store = &sessions.store;
+        let failed = |e: crate::session::SessionError| {
+            ToolError::new(format!(
+                "Sub-agent \"{}\" was not run: its session could not be recorded: {e}",
+                self.name
+            ))
+        };
+        let existing = store
+            .children(parent_id)
+            .map_err(failed)?
+            .into_iter()
+            .find(|c| c.parent.as_ref().is_some_and(|p| p.call_id == call_id));
+        let id = match existing {
+            Some(info) => info.id,
+            None => {
+                let link = ParentLink::new(parent_id, call_id, self.name.clone());
+                let new = NewSession::new()
+                    .settings(sessions.settings.clone())
+                    .parent(link);
+                store.create(new).map_err(failed)?.id
+            }
+        };
+        let lock = store.lock_session(&id, CHILD_LOCK_WAIT).map_err(failed)?;
+        let context = store.load(&id).map_err(failed)?;
+        let finished = context
+            .last()
+            .filter(|m| {
+                m.role == Role::Assistant
+                    && m.tool_calls().next().is_none()
+                    && !matches!(m.stop_reason, Some(StopReason::Error | StopReason::Aborted))
+            })
+            .map(Message::text);
+        Ok(ChildSession {
+            recorder: SessionRecorder::new(store.clone(), &id),
+            context,
+            finished,
+            lock: Some(lock),
+        })
     }
 
     /// The tool result for a child that had to give a typed output: the output's JSON.
@@ -352,6 +483,16 @@ impl<D: ToolDeps> AgentLoop<D> {
     }
 }
 
+/// A call's child session, opened.
+struct ChildSession {
+    recorder: SessionRecorder,
+    /// Its stored conversation (repaired); empty for a new session.
+    context: Vec<Message>,
+    /// Its final answer, when the child had already finished.
+    finished: Option<String>,
+    lock: Option<SessionLock>,
+}
+
 #[derive(Deserialize)]
 struct PromptArgs {
     prompt: String,
@@ -404,6 +545,11 @@ impl Relay {
                 event: Box::new(event.clone()),
             });
         }
+    }
+
+    /// Marks the child's stream as ended without a run (its answer was already stored).
+    fn state_ended(&self) {
+        lock(&self.state).ended = true;
     }
 
     /// Gives the child's usage to the parent run (once; later calls add what came since).

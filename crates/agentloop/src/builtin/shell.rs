@@ -58,6 +58,7 @@ pub struct ShellOptions {
     env_allow: Vec<String>,
     env_hide: Vec<String>,
     writable_roots: Vec<PathBuf>,
+    temp_dir: Option<PathBuf>,
     jobs: Jobs,
 }
 
@@ -100,6 +101,21 @@ impl ShellOptions {
     /// Another directory commands may write below in `workspace-write` mode (e.g. a build cache).
     pub fn writable_root(mut self, dir: impl Into<PathBuf>) -> Self {
         self.writable_roots.push(dir.into());
+        self
+    }
+
+    /// Forgets every [`writable_root`](Self::writable_root): in `workspace-write` mode commands
+    /// may then write only in the workspace and the temporary directory.
+    pub fn without_writable_roots(mut self) -> Self {
+        self.writable_roots.clear();
+        self
+    }
+
+    /// The temporary directory of the commands (their `TMPDIR`, and the one they may write in
+    /// `workspace-write` mode) instead of the process's. An isolated workspace uses a private
+    /// one, so that a checkout under the system's temporary directory stays out of reach.
+    pub fn temp_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.temp_dir = Some(dir.into());
         self
     }
 }
@@ -367,7 +383,11 @@ pub(super) async fn start(
             command.stdout(Stdio::from(file)).stderr(Stdio::from(copy))
         }
     };
-    let mut writable = vec![std::env::temp_dir()];
+    let temp = options.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
+    if options.temp_dir.is_some() {
+        command.env("TMPDIR", &temp);
+    }
+    let mut writable = vec![temp];
     writable.extend(options.writable_roots.iter().cloned());
     let plan =
         SandboxPlan {

@@ -1,5 +1,6 @@
 //! [`SessionFilter`]: which sessions [`SessionStore::list_where`](super::SessionStore::list_where)
-//! returns (a workspace, an id prefix, only sessions with a reply, at most N).
+//! returns (a workspace, an id prefix, only sessions with a reply, top-level sessions or one
+//! session's children, at most N).
 
 use super::SessionInfo;
 
@@ -30,6 +31,11 @@ pub struct SessionFilter {
     /// Only sessions in which the model replied at least once
     /// ([`SessionStats::has_reply`](super::SessionStats::has_reply)).
     pub with_reply: bool,
+    /// Only top-level sessions: none that is a sub-agent's child session
+    /// ([`SessionInfo::parent`](super::SessionInfo::parent)).
+    pub top_level: bool,
+    /// Only the child sessions of this session.
+    pub parent: Option<String>,
     /// At most this many (the most recently updated).
     pub limit: Option<usize>,
 }
@@ -58,6 +64,18 @@ impl SessionFilter {
         self
     }
 
+    /// Sets [`top_level`](Self::top_level).
+    pub fn top_level(mut self, yes: bool) -> Self {
+        self.top_level = yes;
+        self
+    }
+
+    /// Sets [`parent`](Self::parent).
+    pub fn parent(mut self, id: impl Into<String>) -> Self {
+        self.parent = Some(id.into());
+        self
+    }
+
     /// Sets [`limit`](Self::limit).
     pub fn limit(mut self, n: usize) -> Self {
         self.limit = Some(n);
@@ -74,6 +92,14 @@ impl SessionFilter {
         }
         if let Some(prefix) = &self.id_prefix {
             if prefix.is_empty() || !info.id.starts_with(prefix.as_str()) {
+                return false;
+            }
+        }
+        if self.top_level && info.parent.is_some() {
+            return false;
+        }
+        if let Some(parent) = &self.parent {
+            if info.parent.as_ref().map(|p| p.session_id.as_str()) != Some(parent.as_str()) {
                 return false;
             }
         }

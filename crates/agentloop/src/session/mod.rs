@@ -167,6 +167,37 @@ pub struct SessionInfo {
     /// Running totals over the stored messages (replies, tokens, cost).
     #[serde(default)]
     pub stats: SessionStats,
+    /// The session and call that ran this one, when it is a sub-agent's run (a *child*
+    /// session); `None` for a top-level session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<ParentLink>,
+}
+
+/// What links a child session (a sub-agent's run) to the run that started it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct ParentLink {
+    /// The parent session.
+    pub session_id: String,
+    /// The parent's tool call that ran the child.
+    pub call_id: String,
+    /// The sub-agent's name.
+    pub agent: String,
+}
+
+impl ParentLink {
+    /// A link to call `call_id` of session `session_id`, which ran sub-agent `agent`.
+    pub fn new(
+        session_id: impl Into<String>,
+        call_id: impl Into<String>,
+        agent: impl Into<String>,
+    ) -> Self {
+        ParentLink {
+            session_id: session_id.into(),
+            call_id: call_id.into(),
+            agent: agent.into(),
+        }
+    }
 }
 
 /// Where a forked session came from.
@@ -190,6 +221,8 @@ pub struct NewSession {
     pub model: Option<String>,
     /// What the session runs with (stored as given, less any credentials in the base URL).
     pub settings: SessionSettings,
+    /// The parent session and call, for a sub-agent's run (`None`: a top-level session).
+    pub parent: Option<ParentLink>,
 }
 
 impl NewSession {
@@ -219,6 +252,12 @@ impl NewSession {
     /// Records what the session runs with (workspace, provider, model, base URL, reasoning).
     pub fn settings(mut self, settings: SessionSettings) -> Self {
         self.settings = settings;
+        self
+    }
+
+    /// Makes it a child session of `link`'s session (a sub-agent's run).
+    pub fn parent(mut self, link: ParentLink) -> Self {
+        self.parent = Some(link);
         self
     }
 }
@@ -322,6 +361,11 @@ pub trait SessionStore: Send + Sync {
         Ok(SessionLock::none())
     }
 
+    /// The child sessions of session `id` (its sub-agents' runs), most recently updated first.
+    fn children(&self, id: &str) -> Result<Vec<SessionInfo>, SessionError> {
+        self.list_where(&SessionFilter::new().parent(id))
+    }
+
     /// Creates an empty session.
     fn create(&self, new: NewSession) -> Result<SessionInfo, SessionError> {
         self.create_with(new, &[])
@@ -345,14 +389,16 @@ pub trait SessionStore: Send + Sync {
             .collect())
     }
 
-    /// The session to continue in `workspace` (`--continue`): the most recently updated one
-    /// whose recorded workspace is exactly `workspace` and in which the model replied at least
-    /// once. A session whose runs all failed before a reply (a rejected key, an unreachable
-    /// server) is skipped, and so is one without a recorded workspace.
+    /// The session to continue in `workspace` (`--continue`): the most recently updated
+    /// top-level one (never a sub-agent's child session) whose recorded workspace is exactly
+    /// `workspace` and in which the model replied at least once. A session whose runs all failed
+    /// before a reply (a rejected key, an unreachable server) is skipped, and so is one without a
+    /// recorded workspace.
     fn last_in(&self, workspace: &str) -> Result<Option<SessionInfo>, SessionError> {
         let filter = SessionFilter::new()
             .workspace(workspace)
             .with_reply(true)
+            .top_level(true)
             .limit(1);
         Ok(self.list_where(&filter)?.into_iter().next())
     }

@@ -12,8 +12,8 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehav
 use super::columns::{lenient_json, settings_columns, stats_json, storable_json};
 use super::error::sqlite_busy;
 use super::{
-    Durability, ForkOrigin, NewSession, SessionError, SessionFilter, SessionInfo, SessionSettings,
-    SessionStats, SessionStore, StoredMessage, derive_title,
+    Durability, ForkOrigin, NewSession, ParentLink, SessionError, SessionFilter, SessionInfo,
+    SessionSettings, SessionStats, SessionStore, StoredMessage, derive_title,
 };
 use crate::agent::{ParkedRun, PendingApproval, PendingStatus};
 use crate::transcript::{Message, Role, now_ms};
@@ -84,13 +84,15 @@ impl SqliteOptions {
 /// One connection per `SqliteStore`, behind a mutex: share the store (`Arc`) within a process;
 /// several processes may open the same file at once.
 ///
-/// # Schema (version 3, kept in `PRAGMA user_version`)
+/// # Schema (version 4, kept in `PRAGMA user_version`)
 ///
 /// Version 1 is the two tables below; version 2 adds the pending-approval tables
 /// (`pending_approvals`, `parked_queues`; see [`load_parked`](super::load_parked)); version 3
-/// adds the session's settings and running totals (the last three columns of `sessions`).
+/// adds the session's settings and running totals (`workspace`, `settings`, `stats`); version 4
+/// adds the link of a sub-agent's child session to its parent (the `parent_…` columns).
 /// Opening an older file migrates it in place, in one transaction (version 3 computes the
-/// totals of the sessions already stored; their settings stay empty).
+/// totals of the sessions already stored; their settings stay empty; version 4 leaves every
+/// existing session top-level).
 ///
 /// The settings are a JSON object ([`SessionSettings`]'s serde shape) except the workspace,
 /// which has its own indexed column: `--continue` looks sessions up by workspace, and new
@@ -112,10 +114,14 @@ impl SqliteOptions {
 ///     forked_at_seq INTEGER,
 ///     workspace     TEXT,              -- canonical path; NULL when not recorded
 ///     settings      TEXT,              -- JSON SessionSettings without the workspace
-///     stats         TEXT NOT NULL DEFAULT '{}'  -- JSON SessionStats
+///     stats         TEXT NOT NULL DEFAULT '{}', -- JSON SessionStats
+///     parent_id     TEXT,              -- the parent session of a sub-agent's run, else NULL
+///     parent_call   TEXT,              -- the parent's call that ran it
+///     parent_agent  TEXT               -- the sub-agent's name
 /// );
 /// CREATE INDEX sessions_by_touched ON sessions (touched);
 /// CREATE INDEX sessions_by_workspace ON sessions (workspace, touched);
+/// CREATE INDEX sessions_by_parent ON sessions (parent_id, touched);
 /// CREATE TABLE messages (
 ///     session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
 ///     seq        INTEGER NOT NULL,     -- 1, 2, 3, … per session
@@ -160,7 +166,7 @@ impl std::fmt::Debug for SqliteStore {
 }
 
 /// The schema version this build writes and reads.
-pub(crate) const SCHEMA_VERSION: i64 = 3;
+pub(crate) const SCHEMA_VERSION: i64 = 4;
 
 const SCHEMA: &str = "
 CREATE TABLE sessions (
@@ -187,7 +193,18 @@ CREATE TABLE messages (
 ";
 
 const SESSION_COLUMNS: &str = "id, title, model, created_ms, updated_ms, message_count, \
-                               last_seq, forked_from, forked_at_seq, workspace, settings, stats";
+                               last_seq, forked_from, forked_at_seq, workspace, settings, stats, \
+                               parent_id, parent_call, parent_agent";
+
+/// Version 4: the link of a sub-agent's child session to its parent session and call.
+fn migrate_v4(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    tx.execute_batch(
+        "ALTER TABLE sessions ADD COLUMN parent_id TEXT;
+         ALTER TABLE sessions ADD COLUMN parent_call TEXT;
+         ALTER TABLE sessions ADD COLUMN parent_agent TEXT;
+         CREATE INDEX sessions_by_parent ON sessions (parent_id, touched);",
+    )
+}
 
 /// Version 3: the session's settings and running totals. The totals of the sessions already
 /// stored are computed from their messages (a message that no longer parses is not counted).
@@ -243,6 +260,15 @@ fn to_u64(n: i64) -> u64 {
 fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionInfo> {
     let forked_from: Option<String> = row.get(7)?;
     let forked_at: Option<i64> = row.get(8)?;
+    let parent: Option<String> = row.get(12)?;
+    let parent = match parent {
+        Some(session_id) => Some(ParentLink {
+            session_id,
+            call_id: row.get::<_, Option<String>>(13)?.unwrap_or_default(),
+            agent: row.get::<_, Option<String>>(14)?.unwrap_or_default(),
+        }),
+        None => None,
+    };
     Ok(SessionInfo {
         id: row.get(0)?,
         title: row.get(1)?,
@@ -260,6 +286,7 @@ fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionInfo> {
             ..lenient_json(row.get(10)?)
         },
         stats: lenient_json(row.get(11)?),
+        parent,
     })
 }
 
@@ -415,6 +442,9 @@ impl SqliteStore {
             if version < 3 {
                 migrate_v3(&tx)?;
             }
+            if version < 4 {
+                migrate_v4(&tx)?;
+            }
             if version < SCHEMA_VERSION {
                 tx.pragma_update(None, "user_version", SCHEMA_VERSION)?;
             }
@@ -531,6 +561,7 @@ impl SessionStore for SqliteStore {
         let title = new.title.as_deref().map(clean_title).transpose()?;
         let model = new.model.or_else(|| new.settings.model.clone());
         let (workspace, settings) = settings_columns(&new.settings)?;
+        let parent = new.parent;
         self.write(|tx| {
             let exists: Option<i64> = tx
                 .query_row("SELECT 1 FROM sessions WHERE id = ?1", [&id], |row| {
@@ -544,9 +575,20 @@ impl SessionStore for SqliteStore {
             tx.execute(
                 &format!(
                     "INSERT INTO sessions (id, title, model, created_ms, updated_ms, touched, \
-                     workspace, settings) VALUES (?1, ?2, ?3, ?4, ?4, {NEXT_TOUCH}, ?5, ?6)"
+                     workspace, settings, parent_id, parent_call, parent_agent) \
+                     VALUES (?1, ?2, ?3, ?4, ?4, {NEXT_TOUCH}, ?5, ?6, ?7, ?8, ?9)"
                 ),
-                params![id, title, model, now, workspace, settings],
+                params![
+                    id,
+                    title,
+                    model,
+                    now,
+                    workspace,
+                    settings,
+                    parent.as_ref().map(|p| &p.session_id),
+                    parent.as_ref().map(|p| &p.call_id),
+                    parent.as_ref().map(|p| &p.agent),
+                ],
             )?;
             for message in messages {
                 append_in(tx, &id, message)?;
@@ -599,6 +641,13 @@ impl SessionStore for SqliteStore {
         }
         if filter.with_reply {
             sql.push_str(" AND json_extract(stats, '$.turns') > 0");
+        }
+        if filter.top_level {
+            sql.push_str(" AND parent_id IS NULL");
+        }
+        if let Some(parent) = &filter.parent {
+            args.push(parent.clone());
+            sql.push_str(&format!(" AND parent_id = ?{}", args.len()));
         }
         sql.push_str(" ORDER BY touched DESC");
         if let Some(limit) = filter.limit {

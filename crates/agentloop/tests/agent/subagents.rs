@@ -572,3 +572,137 @@ async fn the_child_keeps_its_own_turn_limit_apart_from_the_parents() {
     assert_eq!(tool_result(out.new_messages(), "p-1").content, "AB");
     assert_eq!(child_model.remaining(), 0);
 }
+
+/// A parent recorded in session `parent_id` of `store` whose model calls `researcher` with
+/// call `p-1`, then answers; the child (`child_model`) is recorded in the same store.
+fn recorded_parent(
+    store: &Arc<agentloop::session::SqliteStore>,
+    parent_id: &str,
+    child_model: Arc<ScriptedModel>,
+) -> agentloop::agent::AgentLoop<Deps> {
+    use agentloop::session::{SessionSettings, SessionStore};
+    let child = agent(child_model, vec![upper_tool()]);
+    let store_dyn: Arc<dyn SessionStore> = store.clone();
+    let tool = SubAgent::new(child, "researcher", "Answers questions.")
+        .record_in(
+            store_dyn.clone(),
+            SessionSettings::new().model("child-model"),
+        )
+        .into_tool()
+        .unwrap();
+    let parent_model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::new().tool_call("p-1", "researcher", json!({"prompt": "Capital of France?"})),
+        ScriptedTurn::text("Done."),
+    ]));
+    agent(parent_model, vec![tool])
+        .with_session(store_dyn, parent_id)
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_recorded_childs_run_is_a_session_linked_to_its_parent_and_call() {
+    use agentloop::session::{ParentLink, SessionFilter, SessionStore, SqliteStore};
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    let child_model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::new().tool_call("c-1", "upper", json!({"text": "paris"})),
+        ScriptedTurn::text("The capital is PARIS."),
+    ]));
+    let parent = recorded_parent(&store, "parent", child_model);
+    let out = within(parent.run_in_session(vec![Message::user("Ask.")]))
+        .await
+        .unwrap();
+    assert_eq!(
+        tool_result(out.new_messages(), "p-1").content,
+        "The capital is PARIS."
+    );
+    let children = store.children("parent").unwrap();
+    assert_eq!(children.len(), 1);
+    let child = &children[0];
+    assert_eq!(
+        child.parent,
+        Some(ParentLink::new("parent", "p-1", "researcher"))
+    );
+    assert_eq!(child.settings.model.as_deref(), Some("child-model"));
+    let roles: Vec<Role> = store
+        .load_raw(&child.id)
+        .unwrap()
+        .iter()
+        .map(|m| m.role)
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            Role::User,
+            Role::Assistant,
+            Role::ToolResult,
+            Role::Assistant
+        ]
+    );
+    // The parent's own transcript holds only its messages; listing keeps the two apart.
+    assert_eq!(store.info("parent").unwrap().message_count, 4);
+    let top = store
+        .list_where(&SessionFilter::new().top_level(true))
+        .unwrap();
+    assert_eq!(top.len(), 1);
+    assert_eq!(top[0].id, "parent");
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_same_call_run_again_continues_its_interrupted_child_session() {
+    use agentloop::session::{NewSession, ParentLink, SessionStore, SqliteStore};
+    use agentloop::transcript::{Part, StopReason, ToolCallPart};
+    let store = Arc::new(SqliteStore::open_in_memory().unwrap());
+    // What a process killed in the middle of the child left: the child asked for a tool, and
+    // the process died before its result.
+    let asked = Message::assistant(
+        vec![Part::ToolCall(ToolCallPart::new(
+            "c-1",
+            "upper",
+            json!({"text": "x"}),
+        ))],
+        StopReason::ToolUse,
+    );
+    store
+        .create_with(
+            NewSession::new()
+                .id("child-1")
+                .parent(ParentLink::new("parent", "p-1", "researcher")),
+            &[Message::user("Capital of France?"), asked],
+        )
+        .unwrap();
+    store.create(NewSession::new().id("parent")).unwrap();
+    let child_model = Arc::new(ScriptedModel::new([ScriptedTurn::text(
+        "Recovered: PARIS.",
+    )]));
+    let parent = recorded_parent(&store, "parent", child_model.clone());
+    let out = within(parent.run_in_session(vec![Message::user("Ask.")]))
+        .await
+        .unwrap();
+    assert_eq!(
+        tool_result(out.new_messages(), "p-1").content,
+        "Recovered: PARIS."
+    );
+    // No second child session: the stored one went on, from its repaired context.
+    assert_eq!(store.children("parent").unwrap().len(), 1);
+    let request = &child_model.requests()[0];
+    let sent = serde_json::to_string(&request.messages).unwrap();
+    assert_eq!(sent.matches("Capital of France?").count(), 1, "{sent}");
+    assert!(
+        sent.contains("was interrupted before it finished"),
+        "{sent}"
+    );
+    let stored = store.load("child-1").unwrap();
+    assert_eq!(stored.last().unwrap().text(), "Recovered: PARIS.");
+
+    // Run once more: the finished child answers with its stored answer, without a model call.
+    let again_model = Arc::new(ScriptedModel::new([]));
+    let parent = recorded_parent(&store, "parent", again_model.clone());
+    let out = within(parent.run_in_session(vec![Message::user("Again.")]))
+        .await
+        .unwrap();
+    assert_eq!(
+        tool_result(out.new_messages(), "p-1").content,
+        "Recovered: PARIS."
+    );
+    assert!(again_model.requests().is_empty());
+}

@@ -237,11 +237,59 @@ fn a_version_2_database_upgrades_with_totals_computed_and_no_settings() {
     let version: i64 = conn
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .unwrap();
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
     drop(conn);
     // Reopening a migrated database changes nothing.
     let store = open(&dir);
     assert_eq!(store.info("old").unwrap().stats.turns, 3);
+}
+
+#[test]
+fn a_version_3_database_upgrades_with_every_session_top_level() {
+    use agentloop::session::ParentLink;
+    let dir = TempDir::new("v3");
+    {
+        let conn = rusqlite::Connection::open(dir.db()).unwrap();
+        conn.execute_batch(SCHEMA_V2).unwrap();
+        // Version 3 exactly as it added the settings and the running totals.
+        conn.execute_batch(
+            "ALTER TABLE sessions ADD COLUMN workspace TEXT;
+             ALTER TABLE sessions ADD COLUMN settings TEXT;
+             ALTER TABLE sessions ADD COLUMN stats TEXT NOT NULL DEFAULT '{}';
+             CREATE INDEX sessions_by_workspace ON sessions (workspace, touched);
+             PRAGMA user_version = 3;",
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO sessions (id, title, created_ms, updated_ms, touched, workspace, stats) \
+             VALUES ('old', 'old prompt', 1, 1, 1, '/w', '{\"turns\":1}')",
+            [],
+        )
+        .unwrap();
+    }
+    let store = open(&dir);
+    let old = store.info("old").unwrap();
+    assert_eq!(old.parent, None);
+    assert_eq!(old.stats.turns, 1);
+    assert_eq!(store.last_in("/w").unwrap().unwrap().id, "old");
+    // Child sessions can be recorded now, and never become the one to continue.
+    let link = ParentLink::new("old", "call-1", "explore");
+    let child = store
+        .create_with(
+            NewSession::new()
+                .parent(link.clone())
+                .settings(SessionSettings::new().workspace("/w")),
+            &[Message::user("q"), reply("r", 1, 1, None)],
+        )
+        .unwrap();
+    assert_eq!(store.info(&child.id).unwrap().parent, Some(link));
+    assert_eq!(store.last_in("/w").unwrap().unwrap().id, "old");
+    drop(store);
+    let conn = rusqlite::Connection::open(dir.db()).unwrap();
+    let version: i64 = conn
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(version, 4);
 }
 
 /// `sessions list` on 200 sessions of 200 messages: reading the kept totals against computing

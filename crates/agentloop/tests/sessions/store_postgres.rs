@@ -164,7 +164,7 @@ mod postgres {
             Err(SessionError::SchemaTooNew {
                 found: 99,
                 supported,
-            }) => assert_eq!(supported, 1),
+            }) => assert_eq!(supported, 2),
             other => panic!("expected SchemaTooNew, got {other:?}"),
         }
     }
@@ -193,7 +193,38 @@ mod postgres {
         let versions = format!(
             "SELECT count(*)::text || ':' || max(version)::text FROM {schema}.schema_version"
         );
-        assert_eq!(query_text(&url, &versions), "1:1");
+        assert_eq!(query_text(&url, &versions), "1:2");
+    }
+
+    #[test]
+    fn a_version_1_schema_upgrades_with_every_session_top_level() {
+        use agentloop::session::ParentLink;
+        let Some((store, url, schema, _cleanup)) = fresh() else {
+            return;
+        };
+        store.create(NewSession::new().id("old")).unwrap();
+        drop(store);
+        // Back to version 1: the tables as they were before child sessions.
+        sql(
+            &url,
+            &format!(
+                "DROP INDEX {schema}.sessions_by_parent; \
+                 ALTER TABLE {schema}.sessions DROP COLUMN parent_id, DROP COLUMN parent_call, \
+                 DROP COLUMN parent_agent; UPDATE {schema}.schema_version SET version = 1"
+            ),
+        );
+        let store =
+            PostgresStore::open_with(&url, PostgresOptions::default().schema(&schema)).unwrap();
+        assert_eq!(store.info("old").unwrap().parent, None);
+        let link = ParentLink::new("old", "call-1", "explore");
+        store
+            .create(NewSession::new().id("child").parent(link.clone()))
+            .unwrap();
+        assert_eq!(store.info("child").unwrap().parent, Some(link));
+        let versions = format!(
+            "SELECT count(*)::text || ':' || max(version)::text FROM {schema}.schema_version"
+        );
+        assert_eq!(query_text(&url, &versions), "1:2");
     }
 
     #[test]

@@ -106,6 +106,7 @@ macro_rules! conformance_suite {
             running_totals_follow_every_append_as_the_shared_function_counts_them,
             last_in_picks_this_workspace_and_skips_sessions_without_a_reply,
             the_stores_filters_agree_with_the_reference_filter,
+            child_sessions_link_to_their_parent_and_are_never_the_last_session,
         );
 
         /// Child side of the cross-process behaviours; a no-op in a normal test run.
@@ -1788,4 +1789,75 @@ pub fn the_stores_filters_agree_with_the_reference_filter<B: Backend>() {
         .list_where(&SessionFilter::new().id_prefix("ab%"))
         .unwrap();
     assert_eq!(ids(&found), ["ab%_3"], "wildcards are literal");
+}
+
+pub fn child_sessions_link_to_their_parent_and_are_never_the_last_session<B: Backend>() {
+    use agentloop::session::ParentLink;
+    let Some(fx) = B::fresh() else { return };
+    let store = &*fx.store;
+    let here = || NewSession::new().settings(SessionSettings::new().workspace("/w"));
+    let talk = [Message::user("q"), reply("r", 1, 1, None)];
+    let parent = store.create_with(here().id("parent"), &talk).unwrap();
+    let link = ParentLink::new(&parent.id, "call-1", "explore");
+    let child = store
+        .create_with(here().id("child").parent(link.clone()), &talk)
+        .unwrap();
+    assert_eq!(child.parent.as_ref(), Some(&link));
+    assert_eq!(store.info("child").unwrap().parent, Some(link.clone()));
+    assert_eq!(store.info("parent").unwrap().parent, None);
+    let grandchild = ParentLink::new("child", "call-2", "helper");
+    store
+        .create(NewSession::new().id("grandchild").parent(grandchild))
+        .unwrap();
+    store.create_with(here().id("other"), &talk).unwrap();
+    // The child is the most recently updated session of the workspace, and still never the
+    // one to continue.
+    store.append("child", &reply("more", 1, 1, None)).unwrap();
+    assert_eq!(store.list().unwrap()[0].id, "child");
+    assert_eq!(store.last_in("/w").unwrap().unwrap().id, "other");
+    assert_eq!(ids(&store.children("parent").unwrap()), ["child"]);
+    assert_eq!(ids(&store.children("child").unwrap()), ["grandchild"]);
+    assert!(store.children("other").unwrap().is_empty());
+    // The filters agree with the reference filter.
+    let all = store.list().unwrap();
+    for filter in [
+        SessionFilter::new().top_level(true),
+        SessionFilter::new()
+            .top_level(true)
+            .workspace("/w")
+            .limit(1),
+        SessionFilter::new().parent("parent"),
+        SessionFilter::new().parent("nobody"),
+        SessionFilter::new().parent("child").top_level(true),
+        SessionFilter::new().parent("parent").with_reply(true),
+    ] {
+        let expected: Vec<SessionInfo> = all
+            .iter()
+            .filter(|s| filter.matches(s))
+            .take(filter.limit.unwrap_or(usize::MAX))
+            .cloned()
+            .collect();
+        assert_eq!(
+            ids(&store.list_where(&filter).unwrap()),
+            ids(&expected),
+            "{filter:?}"
+        );
+    }
+    // A fork of a child is a session of its own; exports carry the link.
+    let fork = store.fork("child", 1).unwrap();
+    assert_eq!(fork.parent, None);
+    assert!(
+        export(store, "child")
+            .lines()
+            .next()
+            .unwrap()
+            .contains("\"call-1\"")
+    );
+    assert!(
+        !export(store, "parent")
+            .lines()
+            .next()
+            .unwrap()
+            .contains("\"parent\":")
+    );
 }

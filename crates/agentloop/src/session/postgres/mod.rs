@@ -22,8 +22,9 @@ use self::bridge::Bridge;
 use super::columns::{lenient_json, settings_columns, stats_json, storable_json};
 use super::stats::Counted;
 use super::{
-    ChangeSignal, Durability, ForkOrigin, NewSession, SessionError, SessionFilter, SessionInfo,
-    SessionLock, SessionSettings, SessionStats, SessionStore, StoredMessage, derive_title, redact,
+    ChangeSignal, Durability, ForkOrigin, NewSession, ParentLink, SessionError, SessionFilter,
+    SessionInfo, SessionLock, SessionSettings, SessionStats, SessionStore, StoredMessage,
+    derive_title, redact,
 };
 use crate::agent::{ParkedRun, PendingApproval, PendingStatus};
 use crate::transcript::{Message, Role, now_ms};
@@ -98,12 +99,13 @@ impl PostgresOptions {
 /// The methods block the calling thread like [`SqliteStore`](super::SqliteStore)'s do, and
 /// may be called from inside a Tokio runtime (the work runs on the store's own runtime thread).
 ///
-/// # Schema (version 1, kept in table `schema_version`)
+/// # Schema (version 2, kept in table `schema_version`)
 ///
 /// The tables and columns of the SQLite schema — `sessions`, `messages` (the message JSON as
 /// `TEXT`, so exports stay byte-identical), `pending_approvals`, `parked_queues`; rows go away
 /// with their session (`ON DELETE CASCADE`), the session's `workspace`, `settings` and running
-/// totals (`stats`) — plus the sequence `sessions_touched` (the "most recently updated" order) and a trigger
+/// totals (`stats`), the `parent_id`, `parent_call` and `parent_agent` of a sub-agent's child
+/// session (version 2) — plus the sequence `sessions_touched` (the "most recently updated" order) and a trigger
 /// that sends `NOTIFY agentloop_messages, '<schema>/<session id>'` for each stored message,
 /// in the appending transaction. Migrations run under a transaction-level advisory lock, so
 /// several processes may open a new database at once.
@@ -235,12 +237,21 @@ pub(super) fn lock_key(schema: &str, name: &str) -> i64 {
 const MIGRATION_LOCK: &str = "\0migrate";
 
 const SESSION_COLUMNS: &str = "id, title, model, created_ms, updated_ms, message_count, \
-                               last_seq, forked_from, forked_at_seq, workspace, settings, stats";
+                               last_seq, forked_from, forked_at_seq, workspace, settings, stats, \
+                               parent_id, parent_call, parent_agent";
 
 fn session_from_row(row: &Row) -> Result<SessionInfo, SessionError> {
     let get = || -> Result<SessionInfo, tokio_postgres::Error> {
         let forked_from: Option<String> = row.try_get(7)?;
         let forked_at: Option<i64> = row.try_get(8)?;
+        let parent = match row.try_get::<_, Option<String>>(12)? {
+            Some(session_id) => Some(ParentLink {
+                session_id,
+                call_id: row.try_get::<_, Option<String>>(13)?.unwrap_or_default(),
+                agent: row.try_get::<_, Option<String>>(14)?.unwrap_or_default(),
+            }),
+            None => None,
+        };
         Ok(SessionInfo {
             id: row.try_get(0)?,
             title: row.try_get(1)?,
@@ -258,6 +269,7 @@ fn session_from_row(row: &Row) -> Result<SessionInfo, SessionError> {
                 ..lenient_json(row.try_get(10)?)
             },
             stats: lenient_json(row.try_get(11)?),
+            parent,
         })
     };
     get().map_err(query_error)
@@ -645,6 +657,17 @@ impl SessionStore for PostgresStore {
             .map(pg_text);
         let (workspace, settings) = settings_columns(&new.settings)?;
         let workspace = workspace.as_deref().map(pg_text);
+        let parent = new.parent.map(|p| {
+            (
+                pg_text(&p.session_id),
+                pg_text(&p.call_id),
+                pg_text(&p.agent),
+            )
+        });
+        let (parent_id, parent_call, parent_agent) = match parent {
+            Some((id, call, agent)) => (Some(id), Some(call), Some(agent)),
+            None => (None, None, None),
+        };
         let batch = if messages.is_empty() {
             None
         } else {
@@ -657,10 +680,20 @@ impl SessionStore for PostgresStore {
             let created = tx
                 .query_opt(
                     "INSERT INTO sessions (id, title, model, created_ms, updated_ms, touched, \
-                     workspace, settings) \
-                     VALUES ($1, $2, $3, $4, $4, nextval('sessions_touched'), $5, $6) \
-                     ON CONFLICT (id) DO NOTHING RETURNING 1",
-                    &[&id, &title, &model, &now(), &workspace, &settings],
+                     workspace, settings, parent_id, parent_call, parent_agent) \
+                     VALUES ($1, $2, $3, $4, $4, nextval('sessions_touched'), $5, $6, $7, $8, \
+                     $9) ON CONFLICT (id) DO NOTHING RETURNING 1",
+                    &[
+                        &id,
+                        &title,
+                        &model,
+                        &now(),
+                        &workspace,
+                        &settings,
+                        &parent_id,
+                        &parent_call,
+                        &parent_agent,
+                    ],
                 )
                 .await
                 .map_err(query_error)?;
@@ -732,7 +765,10 @@ impl SessionStore for PostgresStore {
         }
         // NUL cannot be stored, so a condition holding one matches nothing.
         let unstorable = |text: &Option<String>| text.as_deref().is_some_and(|t| t.contains('\0'));
-        if unstorable(&filter.workspace) || unstorable(&filter.id_prefix) {
+        if unstorable(&filter.workspace)
+            || unstorable(&filter.id_prefix)
+            || unstorable(&filter.parent)
+        {
             return Ok(Vec::new());
         }
         // Every condition is always in the statement (NULL turns it off), so there is one
@@ -740,6 +776,8 @@ impl SessionStore for PostgresStore {
         let workspace = filter.workspace.clone();
         let prefix = filter.id_prefix.clone();
         let with_reply = filter.with_reply;
+        let top_level = filter.top_level;
+        let parent = filter.parent.clone();
         let limit = filter.limit.map(|n| to_i64(n as u64));
         self.run(move |db| async move {
             let client = db.client().await?;
@@ -749,12 +787,24 @@ impl SessionStore for PostgresStore {
                      WHERE ($1::text IS NULL OR workspace = $1) \
                      AND ($2::text IS NULL OR starts_with(id, $2)) \
                      AND (NOT $3 OR (stats::jsonb ->> 'turns')::numeric > 0) \
+                     AND (NOT $5 OR parent_id IS NULL) \
+                     AND ($6::text IS NULL OR parent_id = $6) \
                      ORDER BY touched DESC LIMIT $4"
                 ))
                 .await
                 .map_err(query_error)?;
             let rows = client
-                .query(&statement, &[&workspace, &prefix, &with_reply, &limit])
+                .query(
+                    &statement,
+                    &[
+                        &workspace,
+                        &prefix,
+                        &with_reply,
+                        &limit,
+                        &top_level,
+                        &parent,
+                    ],
+                )
                 .await
                 .map_err(query_error)?;
             rows.iter().map(session_from_row).collect()

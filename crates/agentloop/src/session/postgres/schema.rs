@@ -12,10 +12,10 @@ use super::pg_error;
 use crate::session::SessionError;
 
 /// The schema version this build writes and reads.
-pub(crate) const SCHEMA_VERSION: i32 = 1;
+pub(crate) const SCHEMA_VERSION: i32 = 2;
 
 /// Migration steps: `STEPS[n]` brings version `n` to `n + 1`.
-const STEPS: [&str; 1] = [V1];
+const STEPS: [&str; 2] = [V1, V2];
 
 /// Version 1: the tables of SQLite's schema version 3 — with the session's workspace, settings
 /// (a JSON object, so new settings need no migration) and running totals (a JSON object) — and
@@ -75,6 +75,15 @@ END
 $$;
 CREATE TRIGGER messages_notify AFTER INSERT ON messages
     FOR EACH ROW EXECUTE FUNCTION agentloop_notify_message();
+";
+
+/// Version 2 (SQLite's version 4): the link of a sub-agent's child session to its parent
+/// session and call; every existing session stays top-level.
+const V2: &str = "
+ALTER TABLE sessions ADD COLUMN parent_id TEXT;
+ALTER TABLE sessions ADD COLUMN parent_call TEXT;
+ALTER TABLE sessions ADD COLUMN parent_agent TEXT;
+CREATE INDEX sessions_by_parent ON sessions (parent_id, touched);
 ";
 
 /// The `NOTIFY` channel of new messages; the payload is `<schema>/<session id, first 1000

@@ -1,0 +1,148 @@
+//! What a sub-agent call costs: one parent run whose model delegates one task and then answers,
+//! with the task done (a) by a plain tool returning the answer and (b) by a sub-agent whose
+//! child loop answers in one turn (the `task` path: [`SubAgent`]), plus (c) that child agent run
+//! on its own. (b) − (a) is what the child's loop adds to the parent's run; set against (c),
+//! what running it as a child (the event relay, the run scope, the usage roll-up) adds to an
+//! agent run's own overhead. Each variant's cost is this thread's CPU time per run (the
+//! current-thread runtime and the zero-delay model keep all the work on it); the variants are
+//! measured interleaved, round after round, and the medians over the rounds are compared, so
+//! the ratio comes from one run on a shared machine.
+//!
+//! Run: `cargo bench -p agentloop --bench subagents`
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use agentloop::agent::{AgentLoop, AgentLoopConfig, SubAgent};
+use agentloop::model::{FnModel, ScriptedTurn};
+use agentloop::tooling::{Deps, ToolContext, ToolSpec};
+use agentloop::transcript::Message;
+use serde_json::{Value, json};
+
+/// Runs per variant per round, and rounds.
+const RUNS: u32 = 200;
+const ROUNDS: usize = 25;
+
+/// A parent model that calls `tool` once and then answers (stateless across runs).
+fn parent_model(tool: &'static str) -> FnModel {
+    let counter = Arc::new(AtomicUsize::new(0));
+    FnModel::new(move |_req| {
+        if counter.fetch_add(1, Ordering::Relaxed) % 2 == 0 {
+            ScriptedTurn::new().tool_call("call-1", tool, json!({"prompt": "Capital of France?"}))
+        } else {
+            ScriptedTurn::text("Done.")
+        }
+    })
+}
+
+/// The child: one turn, its answer.
+fn child() -> AgentLoop<Deps> {
+    AgentLoop::new(
+        AgentLoopConfig {
+            system_prompt: Some("Answer the question.".into()),
+            ..AgentLoopConfig::default()
+        },
+        FnModel::new(|_req| ScriptedTurn::text("Paris.")),
+    )
+}
+
+/// The same work as a plain tool.
+fn plain_tool() -> ToolSpec<Deps> {
+    ToolSpec::<Deps>::builder("answer", "Answers a question.")
+        .parameters(json!({
+            "type": "object",
+            "properties": {"prompt": {"type": "string"}},
+            "required": ["prompt"],
+            "additionalProperties": false
+        }))
+        .handler(|_c: ToolContext<Deps>, _a: Value| async move { "Paris.".to_owned() })
+        .build()
+        .unwrap()
+}
+
+fn thread_cpu_ns() -> u128 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as u128 * 1_000_000_000 + t.tv_nsec as u128
+}
+
+/// CPU µs per run of `agent` on `prompt`, over [`RUNS`] runs.
+fn per_run(rt: &tokio::runtime::Runtime, agent: &AgentLoop<Deps>) -> f64 {
+    let start = thread_cpu_ns();
+    for _ in 0..RUNS {
+        let out = rt
+            .block_on(agent.run(vec![Message::user("go")], Vec::new()))
+            .unwrap();
+        assert_eq!(out.stop, agentloop::agent::RunStop::Done);
+    }
+    (thread_cpu_ns() - start) as f64 / 1000.0 / f64::from(RUNS)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn with_listener(agent: AgentLoop<Deps>) -> AgentLoop<Deps> {
+    let events = Arc::new(AtomicUsize::new(0));
+    agent.with_emit(move |_e| {
+        events.fetch_add(1, Ordering::Relaxed);
+    })
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let build = |listener: bool| {
+        let plain = AgentLoop::new(AgentLoopConfig::default(), parent_model("answer"))
+            .with_tools([plain_tool()])
+            .unwrap();
+        let task = AgentLoop::new(AgentLoopConfig::default(), parent_model("helper"))
+            .with_tools([SubAgent::new(child(), "helper", "Answers questions.")
+                .into_tool()
+                .unwrap()])
+            .unwrap();
+        let alone = child();
+        if listener {
+            [
+                with_listener(plain),
+                with_listener(task),
+                with_listener(alone),
+            ]
+        } else {
+            [plain, task, alone]
+        }
+    };
+    println!(
+        "sub-agent call cost: CPU µs per run, median of {ROUNDS} interleaved rounds of {RUNS} runs"
+    );
+    for listener in [false, true] {
+        let agents = build(listener);
+        // Warm-up: allocator, schema caches.
+        for agent in &agents {
+            per_run(&rt, agent);
+        }
+        let mut samples = [Vec::new(), Vec::new(), Vec::new()];
+        for _ in 0..ROUNDS {
+            for (agent, sample) in agents.iter().zip(samples.iter_mut()) {
+                sample.push(per_run(&rt, agent));
+            }
+        }
+        let [plain, task, alone] = samples.map(median);
+        let added = task - plain;
+        println!(
+            "{}: plain tool call {plain:.1} µs | task call, one-turn child {task:.1} µs | \
+             child run alone {alone:.1} µs | added by the child {added:.1} µs = {:.3} × the \
+             child run alone (nesting overhead {:+.1} %)",
+            if listener {
+                "with a listener"
+            } else {
+                "no listener"
+            },
+            added / alone,
+            (added / alone - 1.0) * 100.0
+        );
+    }
+}
