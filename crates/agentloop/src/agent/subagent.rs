@@ -219,9 +219,13 @@ impl<D: ToolDeps> SubAgent<D> {
     }
 
     /// Records each call's child run in `store` as a session of its own, linked to the parent's
-    /// session and call, with `settings` (workspace, model, …). Only calls from a parent run
-    /// that belongs to a session are recorded; see the [module docs](self) for how a call
-    /// continues a child session that already exists.
+    /// session and call ([`ParentLink`](crate::session::ParentLink)), with `settings`
+    /// (workspace, model, …), under the child session's writer lock. Only calls from a parent
+    /// run that belongs to a session (its agent has a session label) are recorded. A call whose
+    /// child session already exists — the same call run again after the process died in the
+    /// middle of the child — continues that session where it stopped (loaded with the same
+    /// repair as any session); a child that had already given its final answer answers with it
+    /// without a model call.
     pub fn record_in(mut self, store: Arc<dyn SessionStore>, settings: SessionSettings) -> Self {
         self.sessions = Some(ChildSessions { store, settings });
         self
