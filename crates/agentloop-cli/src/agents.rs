@@ -266,6 +266,8 @@ pub struct Parent {
     /// Where the children's runs are recorded (the parent's store) and the settings their
     /// sessions start from (the parent's); `None`: not recorded.
     pub sessions: Option<(Arc<dyn SessionStore>, SessionSettings)>,
+    /// The parent's session id (an isolated call run again finds its child's worktree).
+    pub session_id: Option<String>,
 }
 
 /// How strict a sandbox mode is (higher: stricter).
@@ -529,15 +531,21 @@ async fn run_isolated(
     let prompt = task.prompt.clone();
     let source = parent.workspace.root().to_owned();
     let name = def.name.clone();
-    let record = tokio::task::spawn_blocking(move || crate::worktrees::create(&source, &name))
-        .await
-        .map_err(|e| ToolError::new(format!("cannot isolate the sub-agent: {e}")))?
-        .map_err(|e| {
-            ToolError::new(format!(
-                "Sub-agent \"{}\" was not run: cannot create its isolated workspace: {e}",
-                def.name
-            ))
-        })?;
+    let earlier = earlier_workdir(&parent, call_id);
+    let record = tokio::task::spawn_blocking(move || {
+        match earlier.as_deref().and_then(crate::worktrees::reopen) {
+            Some(record) => Ok(record),
+            None => crate::worktrees::create(&source, &name),
+        }
+    })
+    .await
+    .map_err(|e| ToolError::new(format!("cannot isolate the sub-agent: {e}")))?
+    .map_err(|e| {
+        ToolError::new(format!(
+            "Sub-agent \"{}\" was not run: cannot create its isolated workspace: {e}",
+            def.name
+        ))
+    })?;
     let answer = run_in(&def, &parent, &record, call_id, task).await;
     let mut record = record;
     let summary =
@@ -548,6 +556,16 @@ async fn run_isolated(
         Ok(text) => Ok(format!("{text}\n\n{summary}")),
         Err(e) => Err(ToolError::new(format!("{}\n\n{summary}", e.message()))),
     }
+}
+
+/// The directory an earlier run of call `call_id` worked in (its child session's workspace).
+fn earlier_workdir(parent: &Parent, call_id: &str) -> Option<PathBuf> {
+    let (store, _) = parent.sessions.as_ref()?;
+    let children = store.children(parent.session_id.as_deref()?).ok()?;
+    let child = children
+        .into_iter()
+        .find(|c| c.parent.as_ref().is_some_and(|p| p.call_id == call_id))?;
+    child.settings.workspace.map(PathBuf::from)
 }
 
 /// The isolated child's run in `record`'s directory: the file tools confined there; the shell

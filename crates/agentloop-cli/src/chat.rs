@@ -316,6 +316,8 @@ impl Chat {
         if let Some(command) = command {
             extensions.allow_for_prompt(&command.allowed_tools)?;
         }
+        // A sub-agent cut short by a dead process continues with this turn.
+        crate::agents::park_interrupted_children(&*self.store, &self.session.id)?;
         let (history, parked) = load_parked(&*self.store, &self.session.id)?;
         let store: Arc<dyn SessionStore> = self.store.clone();
         let steering = MessageQueue::new();

@@ -316,6 +316,7 @@ fn task_tool(
         shell: setup.shell.clone(),
         read_only: setup.plan_mode,
         sessions: Some((setup.store.clone(), setup.session.settings.clone())),
+        session_id: Some(setup.session.id.clone()),
     };
     let (task, warnings) = crate::agents::task_tool(&setup.extensions.agents, &parent)?;
     for warning in warnings {

@@ -134,6 +134,20 @@ fn getrandom(bytes: &mut [u8]) -> std::io::Result<()> {
     std::fs::File::open("/dev/urandom")?.read_exact(bytes)
 }
 
+/// The isolated workspace whose child works in `workdir`, when it still exists: a call run again
+/// after its process died goes on in the worktree the first run left.
+pub fn reopen(workdir: &Path) -> Option<Record> {
+    let dir = root().ok()?;
+    let mut record = records()
+        .ok()?
+        .into_iter()
+        .find(|r| r.workdir == workdir && r.path.is_dir())?;
+    record.finished = false;
+    record.pid = std::process::id();
+    record.save(&dir).ok()?;
+    Some(record)
+}
+
 /// Creates the isolated workspace of one call of sub-agent `agent`, for the parent's
 /// workspace `source`: a git worktree on a new branch, or a plain copy outside git.
 pub fn create(source: &Path, agent: &str) -> Result<Record, String> {

@@ -702,3 +702,82 @@ fn outside_git_an_isolated_child_works_on_a_copy_of_the_workspace() {
         "made in the worktree\n"
     );
 }
+
+#[test]
+fn an_isolated_child_killed_mid_run_goes_on_in_the_same_worktree() {
+    let scratch = Scratch::new();
+    scratch.agent_file(".agentloop", "builder", BUILDER);
+    let ws = scratch.ws();
+    git(&ws, &["init", "-q"]);
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-q", "-m", "init"]);
+    let server = server(json!({"mode": "sequential", "turns": [
+        {"tool_calls": [{"id": "call_task", "name": "task",
+                         "arguments": {"agent": "builder", "prompt": "Build it."}}]},
+        {"tool_calls": [{"id": "w1", "name": "write_file",
+                         "arguments": {"path": "one.txt", "content": "first run\n"}}]},
+        {"text": "never sent", "first_byte_delay_ms": 600_000}
+    ]}));
+    let args = ["--json", "--trust-project", "--approve", "allow"];
+    let mut running = KillOnDrop(
+        scratch
+            .run_command(&server, &args, "Delegate it.")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while server.requests().len() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child never made its second call"
+        );
+        assert!(
+            running.0.try_wait().unwrap().is_none(),
+            "the run ended early"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    running.0.kill().unwrap();
+    running.0.wait().unwrap();
+
+    let resumed = self::server(json!({"mode": "sequential", "turns": [
+        {"tool_calls": [{"id": "w2", "name": "write_file",
+                         "arguments": {"path": "two.txt", "content": "second run\n"}}]},
+        {"text": "Built."},
+        {"text": "Done."}
+    ]}));
+    let out = scratch.run(
+        &resumed,
+        &[
+            "--json",
+            "--trust-project",
+            "--approve",
+            "allow",
+            "--continue",
+        ],
+        "Go on.",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let content = task_result(&events(&out))["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let branch = content
+        .split_whitespace()
+        .find(|w| w.starts_with("agentloop/builder-"))
+        .unwrap_or_else(|| panic!("no branch in {content}"));
+    // The first run's file is on the branch too: the second run went on in its worktree.
+    assert_eq!(
+        git(&ws, &["show", &format!("{branch}:one.txt")]),
+        "first run\n"
+    );
+    assert_eq!(
+        git(&ws, &["show", &format!("{branch}:two.txt")]),
+        "second run\n"
+    );
+    let listed = text(&scratch.cli(&["worktrees", "list"]).stdout);
+    assert_eq!(listed.lines().count(), 1, "{listed}");
+}

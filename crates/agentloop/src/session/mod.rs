@@ -371,10 +371,11 @@ pub trait SessionStore: Send + Sync {
         self.create_with(new, &[])
     }
 
-    /// The most recently updated session of any workspace, if any — including one in which the
-    /// model never replied. To continue a conversation use [`last_in`](Self::last_in).
+    /// The most recently updated top-level session of any workspace (never a sub-agent's child
+    /// session), if any — including one in which the model never replied. To continue a
+    /// conversation use [`last_in`](Self::last_in).
     fn last(&self) -> Result<Option<SessionInfo>, SessionError> {
-        Ok(self.list()?.into_iter().next())
+        Ok(self.list()?.into_iter().find(|s| s.parent.is_none()))
     }
 
     /// The sessions `filter` selects, most recently updated first. The default filters

@@ -663,7 +663,8 @@ impl SessionStore for SqliteStore {
         let conn = self.conn();
         Ok(conn
             .prepare_cached(&format!(
-                "SELECT {SESSION_COLUMNS} FROM sessions ORDER BY touched DESC LIMIT 1"
+                "SELECT {SESSION_COLUMNS} FROM sessions WHERE parent_id IS NULL \
+                 ORDER BY touched DESC LIMIT 1"
             ))?
             .query_row([], session_from_row)
             .optional()?)

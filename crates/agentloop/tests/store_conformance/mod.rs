@@ -1815,6 +1815,7 @@ pub fn child_sessions_link_to_their_parent_and_are_never_the_last_session<B: Bac
     store.append("child", &reply("more", 1, 1, None)).unwrap();
     assert_eq!(store.list().unwrap()[0].id, "child");
     assert_eq!(store.last_in("/w").unwrap().unwrap().id, "other");
+    assert_eq!(store.last().unwrap().unwrap().id, "other");
     assert_eq!(ids(&store.children("parent").unwrap()), ["child"]);
     assert_eq!(ids(&store.children("child").unwrap()), ["grandchild"]);
     assert!(store.children("other").unwrap().is_empty());

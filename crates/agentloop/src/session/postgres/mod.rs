@@ -817,7 +817,8 @@ impl SessionStore for PostgresStore {
             let row = client
                 .query_opt(
                     &format!(
-                        "SELECT {SESSION_COLUMNS} FROM sessions ORDER BY touched DESC LIMIT 1"
+                        "SELECT {SESSION_COLUMNS} FROM sessions WHERE parent_id IS NULL \
+                         ORDER BY touched DESC LIMIT 1"
                     ),
                     &[],
                 )
