@@ -336,3 +336,65 @@ async fn each_provider_reports_its_response_id() {
         assert_eq!(recorded, ids, "{wire}");
     }
 }
+
+/// Command hooks are spans of the run: `hook pre_tool_use` per hook run, with the event, the
+/// command, the tool, the exit code and the outcome; a failing hook is an error span.
+#[cfg(unix)]
+#[tokio::test]
+async fn each_command_hook_run_is_a_span_with_its_outcome() {
+    use agentloop::agent::command_hooks::{CommandHook, CommandHooks, HookEvent, OnError};
+    let dir = tempfile::tempdir().unwrap();
+    let mut failing = CommandHook::new(HookEvent::PreToolUse, "exit 7");
+    failing.on_error = OnError::Allow;
+    let hooks = CommandHooks::new(
+        vec![
+            CommandHook::new(HookEvent::PreToolUse, "cat >/dev/null"),
+            failing,
+        ],
+        "session-1",
+        dir.path().to_path_buf(),
+    );
+    let agent = AgentLoop::new(config(false), two_turn_model())
+        .with_tools([echo_tool()])
+        .unwrap();
+    let queue = agent.follow_up_queue().clone();
+    let agent = agent.with_extension(hooks.extension(queue));
+    let (out, spans) = traced(agent).await;
+    assert_eq!(out.stop, RunStop::Done);
+    let hooks: Vec<_> = spans
+        .iter()
+        .filter(|s| s.name == "hook pre_tool_use")
+        .collect();
+    // Two hooks for the one valid call (the invalid one never reaches pre_tool_use).
+    assert_eq!(
+        hooks.len(),
+        2,
+        "{:?}",
+        spans.iter().map(|s| &s.name).collect::<Vec<_>>()
+    );
+    let text = |s: &SpanData, key: &str| attr(s, key).map(|v| v.to_string());
+    let ok = hooks
+        .iter()
+        .find(|s| text(s, "agentloop.hook.command").as_deref() == Some("cat >/dev/null"))
+        .unwrap();
+    assert_eq!(
+        text(ok, "agentloop.hook.outcome").as_deref(),
+        Some("continue")
+    );
+    assert_eq!(text(ok, "agentloop.hook.exit_code").as_deref(), Some("0"));
+    assert_eq!(text(ok, "gen_ai.tool.name").as_deref(), Some("echo"));
+    assert_eq!(
+        text(ok, "agentloop.hook.event").as_deref(),
+        Some("pre_tool_use")
+    );
+    let bad = hooks
+        .iter()
+        .find(|s| text(s, "agentloop.hook.command").as_deref() == Some("exit 7"))
+        .unwrap();
+    assert_eq!(
+        text(bad, "agentloop.hook.outcome").as_deref(),
+        Some("error")
+    );
+    assert_eq!(text(bad, "error.type").as_deref(), Some("hook_error"));
+    assert!(matches!(bad.status, Status::Error { .. }));
+}

@@ -15,6 +15,10 @@
 //! group; its output is capped, and on timeout the whole group is killed, so a hook that hangs,
 //! floods its output or forks a daemon costs at most its timeout and leaves nothing behind.
 //!
+//! Each hook run is a `hook {event}` span (with the event, the command, the tool, the exit code
+//! and the outcome as attributes), exported with the run's
+//! other spans when OpenTelemetry is on.
+//!
 //! Hooks run synchronously (the loop's hooks are synchronous): on a multi-threaded Tokio runtime
 //! the worker is handed over with `block_in_place`; on a current-thread runtime the loop waits
 //! for the hook, at most its timeout.
@@ -30,6 +34,7 @@ use regex::Regex;
 use serde_json::{Map, Value, json};
 
 mod lifecycle;
+mod span;
 pub use lifecycle::CompactionTrigger;
 
 use super::{Extension, FinalizedToolCall, MessageQueue, PreparedToolCall, ResultRewrite};
@@ -252,8 +257,11 @@ impl CommandHooks {
         input.insert("hook_event_name".into(), json!(event.as_str()));
         for hook in self.hooks.iter().filter(|h| h.matches(event, tool)) {
             let stdin = Value::Object(input.clone()).to_string();
-            let ran = blocking(|| run_one(hook, &stdin, &self.cwd));
+            let span = span::hook_span(hook, tool);
+            let ran = span.in_scope(|| blocking(|| run_one(hook, &stdin, &self.cwd)));
             let (verdict, report) = judge(hook, tool, ran);
+            span::record_report(&span, &report);
+            drop(span);
             if let Some(observer) = &self.observer {
                 observer(&report);
             }
