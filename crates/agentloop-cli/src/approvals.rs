@@ -283,6 +283,7 @@ pub async fn resume(db: Option<&str>, args: ResumeArgs) -> Result<(), Failure> {
             crate::trust::Trust::evaluate(&root, false)?.applies_to(&root),
         )?),
         plan_mode: false,
+        checkpoints: true,
     })
     .await?;
     report.renderer.print_summary(Some(&id));

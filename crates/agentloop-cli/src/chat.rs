@@ -60,6 +60,9 @@ const HELP: &str = "\
 /plan                  plan mode: read-only tools, the model proposes a plan you accept
                        (`/plan off` leaves it)
 /jobs                  background jobs: id, running or how it ended, command
+/diff                  what this session changed in the workspace so far
+/rewind                pick a checkpoint: files back to before that tool call, and the
+                       conversation continues from there (`/rewind ID` skips the picker)
 /help                  this list (custom commands follow it)
 /exit                  leave (Ctrl-D works too)
 A line ending in \\ continues on the next. Ctrl-C cancels the running turn.
@@ -361,6 +364,7 @@ impl Chat {
             compaction: crate::compact::config(&self.args),
             extensions: Arc::new(extensions),
             plan_mode: self.args.mode == crate::plan::Mode::Plan,
+            checkpoints: !self.args.no_checkpoints,
         })
         .await;
         reader.stop();
@@ -463,6 +467,12 @@ impl Chat {
             "approve" => self.set_approval(rest),
             "thinking" => self.thinking(rest),
             "cost" => self.cost()?,
+            "diff" => self.diff(),
+            "rewind" => {
+                if let Err(e) = self.rewind(rest).await {
+                    println!("{}", self.style.red(&e.to_string()));
+                }
+            }
             "compact" => self.compact().await?,
             "clear" => self.clear()?,
             "sessions" => self.list_sessions(rest == "all")?,
@@ -691,6 +701,54 @@ impl Chat {
             self.session.message_count,
             visible_line(&self.args.model)
         );
+        Ok(())
+    }
+
+    /// `/diff`: what this session changed in the workspace, from its checkpoints.
+    fn diff(&self) {
+        let shown = crate::checkpoints::store()
+            .and_then(|store| crate::checkpoints::session_diff(&store, &self.session.id));
+        match shown {
+            Ok(text) if text.is_empty() => println!("(no changes recorded in this session)"),
+            Ok(text) => crate::render::out(&text),
+            Err(e) => println!("{}", self.style.red(&e.to_string())),
+        }
+    }
+
+    /// `/rewind [ID]`: without an id, lists the checkpoints and asks for one; then puts the
+    /// files back and continues in a fork of the conversation from before that call.
+    async fn rewind(&mut self, given: &str) -> Result<(), Failure> {
+        let mut wanted = given.to_owned();
+        if wanted.is_empty() {
+            let listing = crate::checkpoints::listing(&self.session.id)?;
+            if listing.is_empty() {
+                println!("(no checkpoints in this session yet)");
+                return Ok(());
+            }
+            crate::render::out(&listing);
+            print!("Rewind to which checkpoint? (id; Enter cancels) ");
+            let _ = std::io::Write::flush(&mut std::io::stdout());
+            let answer = tokio::task::spawn_blocking(|| {
+                let mut line = String::new();
+                std::io::stdin().read_line(&mut line).map(|_| line)
+            })
+            .await;
+            wanted = match answer {
+                Ok(Ok(line)) => line.trim().to_owned(),
+                _ => String::new(),
+            };
+            if wanted.is_empty() {
+                println!("nothing rewound");
+                return Ok(());
+            }
+        }
+        let fork = crate::checkpoints::rewind_session(&*self.store, &self.session, &wanted)?;
+        let lock = self.store.lock_session(&fork.id, SESSION_LOCK_WAIT)?;
+        self.leave_session();
+        self.session = fork;
+        self._lock = lock;
+        self.created = false;
+        println!("now in session {}", visible_line(&self.session.id));
         Ok(())
     }
 

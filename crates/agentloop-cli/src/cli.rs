@@ -105,6 +105,15 @@ pub enum Command {
     /// Summarise a session's older turns now (context compaction); the full history stays
     /// stored and resuming uses the summary.
     Compact(CompactArgs),
+    /// The workspace checkpoints of a session (default: this directory's last session): one
+    /// per mutating tool call, with the files it changed.
+    Checkpoints(crate::checkpoints::CheckpointsArgs),
+    /// Put the workspace files back as they were before a checkpoint and fork the conversation
+    /// there. Files changed since by anyone but the agent are skipped unless `--force`.
+    Rewind(crate::checkpoints::RewindArgs),
+    /// What a session (default: this directory's last session) changed in the workspace, from
+    /// its checkpoints: a unified diff of text files, one line per binary or large one.
+    Diff(crate::checkpoints::DiffArgs),
     /// Serve a mock model script over HTTP (OpenAI Chat, OpenAI Responses and Anthropic
     /// wires) until Ctrl-C.
     #[cfg(feature = "demo")]
@@ -370,6 +379,11 @@ pub struct RunArgs {
     /// ends it, and in chat later turns can still read it.
     #[arg(long)]
     pub keep_jobs: bool,
+
+    /// Do not record workspace checkpoints (by default every mutating tool call is preceded by
+    /// one, for `agentloop rewind` and `diff`).
+    #[arg(long)]
+    pub no_checkpoints: bool,
 
     /// `plan`: only read-only tools are offered (plus `update_plan`), shell commands run in the
     /// `read-only` sandbox, and the model is asked for a plan instead of changes; `run` ends

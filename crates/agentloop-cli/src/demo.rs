@@ -127,6 +127,8 @@ pub async fn run(db: Option<&str>, args: DemoArgs) -> Result<(), Failure> {
         compaction: None,
         extensions: Default::default(),
         plan_mode: false,
+        // A temporary sample project: nothing to rewind.
+        checkpoints: false,
     })
     .await?;
 

@@ -11,6 +11,8 @@
 //! - `agentloop acp`: an Agent Client Protocol agent on stdin/stdout for editors.
 //! - `agentloop demo`: the real loop and tools against a scripted mock model (no key needed).
 //! - `agentloop mock-server --script FILE`: the mock model server on its own.
+//! - `agentloop checkpoints`, `rewind --to ID`, `diff`: the workspace checkpoints taken before
+//!   each mutating tool call, putting files back, and what a session changed.
 //! - `agentloop approvals list`, `approve`, `deny`, `resume`: runs parked by `--approve defer`.
 //! - `agentloop config show`: the effective settings and where each comes from.
 //! - `agentloop trust [DIR]`, `--revoke`, `--list`: which workspaces' own configuration applies.
@@ -28,6 +30,7 @@ mod acp;
 mod agents;
 mod approvals;
 mod chat;
+mod checkpoints;
 mod cli;
 mod commands;
 mod compact;
@@ -120,6 +123,9 @@ fn main() -> ExitCode {
             #[cfg(feature = "demo")]
             Command::Demo(args) => demo::run(db, args).await,
             Command::Compact(args) => compact::run(db, args).await,
+            Command::Checkpoints(args) => checkpoints::list(db, args),
+            Command::Rewind(args) => checkpoints::rewind(db, args),
+            Command::Diff(args) => checkpoints::diff(db, args),
             #[cfg(feature = "demo")]
             Command::MockServer(args) => mock::run(args).await,
             Command::Approvals(args) => approvals::command(db, args),

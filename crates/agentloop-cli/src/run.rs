@@ -90,6 +90,9 @@ pub struct RunSetup {
     pub extensions: Arc<crate::extensions::Extensions>,
     /// `--mode plan`: read-only tools and a plan instead of changes.
     pub plan_mode: bool,
+    /// Record workspace checkpoints before mutating calls (off with `--no-checkpoints`, and
+    /// in plan mode, which changes nothing).
+    pub checkpoints: bool,
 }
 
 /// How a run went.
@@ -158,8 +161,13 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
         ));
     }
     let recorder = SessionRecorder::new(setup.store.clone(), &setup.session.id);
+    let checkpoints = (setup.checkpoints && !setup.plan_mode)
+        .then(|| {
+            crate::checkpoints::recorder(&*setup.store, &setup.session.id, setup.workspace.root())
+        })
+        .flatten();
     let abort = AbortSignal::new();
-    let emit = event_sink(&setup, &recorder, &renderer, &abort);
+    let emit = event_sink(&setup, &recorder, &renderer, &abort, checkpoints.clone());
     let task = task_tool(&setup, &deps, &hooks)?;
     let agent = AgentLoop::with_deps(config, setup.model.clone(), Arc::new(deps));
     let (workspace, skills) = (&setup.workspace, &setup.extensions.skills);
@@ -174,7 +182,12 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
     }
     let follow_ups = agent.follow_up_queue().clone();
     agent = agent.with_extension(hooks.extension(follow_ups));
-    let agent = crate::mcp::attach(agent, toolset.clone(), mcp_tools)?;
+    let mut agent = crate::mcp::attach(agent, toolset.clone(), mcp_tools)?;
+    if let Some(checkpoints) = &checkpoints {
+        // Last, so a call another extension blocks leaves no checkpoint.
+        let mutating = crate::checkpoints::is_mutating(toolset.approval_classifier());
+        agent = agent.with_extension(checkpoints.extension(mutating));
+    }
 
     crate::jobs::announce(setup.shell.job_table(), setup.json);
     let (interrupted, ctrl_c) = abort_on_ctrl_c(abort);
@@ -190,6 +203,10 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
     }
     builtin::kill_shell_processes();
     toolset.shutdown().await;
+    // After the jobs are gone: what they changed belongs to the run's last checkpoint.
+    if let Some(checkpoints) = &checkpoints {
+        crate::checkpoints::seal(checkpoints);
+    }
 
     let totals = renderer.totals();
     let stop = stop_of(&totals, &outcome);
@@ -387,12 +404,21 @@ fn event_sink(
     recorder: &SessionRecorder,
     renderer: &Arc<Renderer>,
     abort: &AbortSignal,
+    checkpoints: Option<Arc<agentloop::checkpoint::Recorder>>,
 ) -> impl Fn(&AgentEvent) + Send + Sync + 'static {
     let (recorder, renderer, abort) = (recorder.clone(), renderer.clone(), abort.clone());
+    let turns_before = setup
+        .store
+        .info(&setup.session.id)
+        .map_or(0, |i| i.stats.turns + i.stats.failed_turns);
+    let turns_before = u32::try_from(turns_before).unwrap_or(u32::MAX);
     let store_failed = AtomicBool::new(false);
     let json = setup.json;
     let session_id = setup.session.id.clone();
     move |event: &AgentEvent| {
+        if let Some(checkpoints) = &checkpoints {
+            crate::checkpoints::on_turn(checkpoints, turns_before, event);
+        }
         recorder.on_event(event);
         if recorder.failures() > 0 && !store_failed.swap(true, Ordering::SeqCst) {
             abort.abort();
@@ -781,6 +807,7 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
         compaction: crate::compact::config(&args),
         extensions,
         plan_mode: args.mode == crate::plan::Mode::Plan,
+        checkpoints: !args.no_checkpoints,
     })
     .await?;
     print_report(&report, &args, &session_id, &root)?;

@@ -19,8 +19,8 @@ const LAYERS: &[&[&str]] = &[
     &["providers", "builtin"],
     // The loop itself (with typed output and compaction).
     &["agent"],
-    // What is built on the loop: durable sessions, the synchronous view.
-    &["session", "blocking"],
+    // What is built on the loop: durable sessions, the synchronous view, workspace checkpoints.
+    &["session", "blocking", "checkpoint"],
     // The fuzz targets' entry points and the prelude reach into everything.
     &["fuzzing", "prelude"],
 ];

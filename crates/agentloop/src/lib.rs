@@ -25,7 +25,8 @@
 //!    value);
 //! 5. built on the loop: [`session`] (durable sessions on SQLite, or PostgreSQL with the
 //!    `postgres` feature: resume, fork, live follow, export and import, pending approvals) and
-//!    `blocking` (feature `blocking`: a synchronous view over the async API).
+//!    `blocking` (feature `blocking`: a synchronous view over the async API) and `checkpoint`
+//!    (feature `builtin-tools`: workspace snapshots before mutating tool calls, and rewind).
 //!
 //! The `#[tool]` attribute (re-exported from `agentloop-macros`) turns a function into a typed
 //! tool. `#[agentloop::schema]` derives the JSON Schema of your own argument and output types
@@ -56,6 +57,8 @@ pub mod agent;
 pub mod blocking;
 #[cfg(feature = "builtin-tools")]
 pub mod builtin;
+#[cfg(feature = "builtin-tools")]
+pub mod checkpoint;
 pub mod cost;
 // The fuzz targets' entry points panic on a broken invariant: only the `fuzzing` feature builds them.
 #[cfg(feature = "fuzzing")]

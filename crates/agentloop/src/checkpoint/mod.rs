@@ -1,0 +1,282 @@
+//! Workspace checkpoints: what a workspace looked like before each mutating tool call, so that
+//! the files can be put back (`rewind`) and the session's changes shown (`diff`).
+//!
+//! The design follows git's index. A [`Recorder`] snapshots the workspace before and after
+//! every mutating call (`write_file`, `edit_file`, `shell`, mutating MCP tools — plugged in as
+//! an [`Extension`](crate::agent::Extension) through [`Recorder::extension`]) and once more when
+//! the run ends ([`Recorder::seal`]), so changes made by a command's children and background
+//! jobs are seen too. A snapshot walks the tree (`.gitignore` respected, `.git` skipped) and
+//! `lstat`s each entry; an entry whose size, mtime, ctime, inode and mode match the previous
+//! snapshot keeps its recorded content hash, so an unchanged tree costs one stat walk and only
+//! changed files are read. File contents go into a content-addressed blob store (SHA-256,
+//! shared by every workspace and session of the store, so a content is kept once).
+//!
+//! Each checkpoint records, per path the call changed, the entry before and after (file with
+//! its hash and mode, symbolic link with its target, directory with its mode). Files over
+//! [`CheckpointOptions::max_file_size`] are recorded as not restorable instead of copied.
+//! Rewinding ([`CheckpointStore::rewind`]) puts every path changed by that checkpoint and the
+//! later ones back to its state before the checkpoint — unless the file changed since the
+//! agent's last recorded state of it (someone else's work): that path is skipped unless
+//! [`RewindOptions::force`].
+//!
+//! Layout of a store directory: `blobs/xx/<sha256>`, `index/<hash of the root>.json` (the stat
+//! cache of a workspace, written when a run ends) and `sessions/<session>.jsonl` (one record
+//! per line: a checkpoint, the changes attributed to it, a rewind's result).
+
+mod blobs;
+mod log;
+mod recorder;
+mod restore;
+mod snapshot;
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+pub use recorder::{Recorder, SnapshotReport};
+pub use restore::{RewindOptions, RewindReport, Skipped};
+
+/// Default of [`CheckpointOptions::max_file_size`]: 8 MiB.
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 8 * 1024 * 1024;
+
+/// What went wrong reading or writing checkpoints.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckpointError {
+    /// A file of the store or the workspace could not be read or written.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done, with the path.
+        what: String,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A record of the store is not what this version writes.
+    #[error("{path}: corrupt checkpoint record: {detail}")]
+    Corrupt {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The session has no checkpoint with this id.
+    #[error("session {session} has no checkpoint {id} (`agentloop checkpoints` lists them)")]
+    UnknownCheckpoint {
+        /// The session.
+        session: String,
+        /// The id asked for.
+        id: String,
+    },
+    /// The workspace walk failed.
+    #[error("cannot walk the workspace: {0}")]
+    Walk(String),
+}
+
+impl CheckpointError {
+    /// Whether the checkpoint asked for does not exist.
+    pub fn is_unknown_checkpoint(&self) -> bool {
+        matches!(self, CheckpointError::UnknownCheckpoint { .. })
+    }
+
+    /// Whether a stored record could not be parsed.
+    pub fn is_corrupt(&self) -> bool {
+        matches!(self, CheckpointError::Corrupt { .. })
+    }
+
+    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        CheckpointError::Io {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+/// What kind of entry a path is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EntryKind {
+    /// A regular file whose content is in the blob store.
+    File,
+    /// A symbolic link (its target is recorded, never followed).
+    Symlink,
+    /// A directory.
+    Dir,
+    /// A regular file too large to copy: changes are seen, the content cannot be restored.
+    Unrestorable,
+}
+
+/// The state of one path in a snapshot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// File, symbolic link, directory or unrestorable file.
+    pub kind: EntryKind,
+    /// SHA-256 of a file's content (hex).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash: Option<String>,
+    /// A symbolic link's target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// Size in bytes (files).
+    #[serde(default)]
+    pub size: u64,
+    /// Permission bits (`st_mode & 0o7777`).
+    #[serde(default)]
+    pub mode: u32,
+    /// Modification time, nanoseconds since the epoch (stat cache only).
+    #[serde(default)]
+    pub mtime: i64,
+    /// Status-change time, nanoseconds since the epoch (stat cache only).
+    #[serde(default)]
+    pub ctime: i64,
+    /// Inode number (stat cache only).
+    #[serde(default)]
+    pub ino: u64,
+}
+
+impl Entry {
+    /// Whether two entries hold the same thing: kind, content, link target and mode (the stat
+    /// fields are only a cache, except for an unrestorable file, which has nothing else).
+    pub fn same_content(&self, other: &Entry) -> bool {
+        self.kind == other.kind
+            && self.hash == other.hash
+            && self.target == other.target
+            && self.mode == other.mode
+            && (self.kind != EntryKind::Unrestorable
+                || (self.size == other.size && self.mtime == other.mtime))
+    }
+}
+
+/// One path's change: its entry before and after (`None`: absent).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Change {
+    /// Relative to the workspace root, `/`-separated.
+    pub path: String,
+    /// Before the change.
+    pub before: Option<Entry>,
+    /// After it.
+    pub after: Option<Entry>,
+}
+
+/// One checkpoint: the state before a mutating call, and what the call changed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
+pub struct Checkpoint {
+    /// Its id within the session (1, 2, …).
+    pub id: u64,
+    /// The session's model turn that made the call.
+    pub turn: u32,
+    /// The tool called.
+    pub tool: String,
+    /// The call's id.
+    pub call_id: String,
+    /// The workspace root.
+    pub workspace: String,
+    /// Milliseconds since the epoch when it was taken.
+    pub created_ms: u64,
+    /// The paths the call changed (with what a background job it started changed later), by path.
+    pub changes: Vec<Change>,
+}
+
+impl Checkpoint {
+    /// The changed paths.
+    pub fn files(&self) -> Vec<&str> {
+        self.changes.iter().map(|c| c.path.as_str()).collect()
+    }
+}
+
+/// How snapshots are taken.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct CheckpointOptions {
+    /// Files larger than this are recorded as not restorable instead of copied.
+    pub max_file_size: u64,
+}
+
+impl Default for CheckpointOptions {
+    fn default() -> Self {
+        CheckpointOptions {
+            max_file_size: DEFAULT_MAX_FILE_SIZE,
+        }
+    }
+}
+
+impl CheckpointOptions {
+    /// Sets [`max_file_size`](Self::max_file_size).
+    pub fn max_file_size(mut self, bytes: u64) -> Self {
+        self.max_file_size = bytes;
+        self
+    }
+}
+
+/// A checkpoint store: a directory outside any workspace (see the module docs for its layout).
+#[derive(Clone, Debug)]
+pub struct CheckpointStore {
+    dir: PathBuf,
+}
+
+impl CheckpointStore {
+    /// The store in `dir`, created when missing.
+    pub fn open(dir: impl Into<PathBuf>) -> Result<Self, CheckpointError> {
+        let dir = dir.into();
+        for sub in ["blobs", "index", "sessions"] {
+            let path = dir.join(sub);
+            std::fs::create_dir_all(&path)
+                .map_err(|e| CheckpointError::io(format!("cannot create {}", path.display()), e))?;
+        }
+        Ok(CheckpointStore { dir })
+    }
+
+    /// Its directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Starts recording the checkpoints of `session` in the workspace `root`.
+    pub fn recorder(
+        &self,
+        root: &Path,
+        session: &str,
+        options: CheckpointOptions,
+    ) -> Result<Recorder, CheckpointError> {
+        Recorder::new(self.clone(), root, session, options)
+    }
+
+    /// The checkpoints of `session`, oldest first (empty when it has none).
+    pub fn list(&self, session: &str) -> Result<Vec<Checkpoint>, CheckpointError> {
+        Ok(log::SessionLog::new(&self.dir, session).read()?.checkpoints)
+    }
+
+    /// What the session changed so far: per path, its state before the first checkpoint that
+    /// changed it and after the last one, by path; paths back as they were are left out.
+    pub fn session_changes(&self, session: &str) -> Result<Vec<Change>, CheckpointError> {
+        let folded = log::SessionLog::new(&self.dir, session).read()?;
+        Ok(restore::net_changes(&folded.checkpoints))
+    }
+
+    /// The content of a file entry's blob.
+    pub fn read_blob(&self, hash: &str) -> Result<Vec<u8>, CheckpointError> {
+        blobs::BlobStore::new(&self.dir).read(hash)
+    }
+
+    /// Restores the files of `session`'s workspace to their state before checkpoint `id` (see
+    /// the module docs and [`RewindOptions`]).
+    pub fn rewind(
+        &self,
+        session: &str,
+        id: u64,
+        options: &RewindOptions,
+    ) -> Result<RewindReport, CheckpointError> {
+        restore::rewind(self, session, id, options)
+    }
+
+    /// Copies the checkpoints of `from` older than `before` into the log of `to` (a session
+    /// forked from `from` at that checkpoint, so it can rewind further back).
+    pub fn copy_before(&self, from: &str, to: &str, before: u64) -> Result<(), CheckpointError> {
+        log::SessionLog::new(&self.dir, from).copy_before(&log::SessionLog::new(&self.dir, to), before)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,166 @@
+//! The store's own behaviour: blobs deduplicated, the stat cache trusted only when nothing
+//! changed, `.gitignore` respected, large files recorded as not restorable, and a recorder's
+//! checkpoints rewound.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use super::snapshot::{Scanner, Snapshot};
+use super::*;
+
+struct Dirs {
+    _tmp: tempfile::TempDir,
+    ws: PathBuf,
+    store: CheckpointStore,
+}
+
+fn dirs() -> Dirs {
+    let tmp = tempfile::tempdir().unwrap();
+    let ws = tmp.path().join("ws");
+    std::fs::create_dir(&ws).unwrap();
+    let ws = std::fs::canonicalize(ws).unwrap();
+    let store = CheckpointStore::open(tmp.path().join("store")).unwrap();
+    Dirs {
+        _tmp: tmp,
+        ws,
+        store,
+    }
+}
+
+/// Writes `path` with an mtime an hour ago, out of the stat cache's racy window.
+fn write_old(path: &Path, bytes: &[u8]) {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    std::fs::write(path, bytes).unwrap();
+    let file = std::fs::File::options().write(true).open(path).unwrap();
+    file.set_modified(SystemTime::now() - Duration::from_secs(3600))
+        .unwrap();
+}
+
+fn blob_count(store: &CheckpointStore) -> usize {
+    let mut n = 0;
+    for dir in std::fs::read_dir(store.dir().join("blobs")).unwrap() {
+        n += std::fs::read_dir(dir.unwrap().path()).unwrap().count();
+    }
+    n
+}
+
+#[test]
+fn equal_contents_are_stored_once() {
+    let d = dirs();
+    write_old(&d.ws.join("a.txt"), b"same bytes\n");
+    write_old(&d.ws.join("sub/b.txt"), b"same bytes\n");
+    write_old(&d.ws.join("c.txt"), b"other\n");
+    let scanner = Scanner::new(&d.ws, d.store.dir(), DEFAULT_MAX_FILE_SIZE);
+    let snap = scanner.scan(&Snapshot::default()).unwrap();
+    assert_eq!(snap.entries["a.txt"].hash, snap.entries["sub/b.txt"].hash);
+    assert_eq!(blob_count(&d.store), 2);
+    let hash = snap.entries["a.txt"].hash.clone().unwrap();
+    assert_eq!(d.store.read_blob(&hash).unwrap(), b"same bytes\n");
+}
+
+#[test]
+fn an_unchanged_file_is_not_read_again_and_a_changed_one_is() {
+    let d = dirs();
+    for i in 0..20 {
+        write_old(&d.ws.join(format!("f{i}.txt")), format!("{i}\n").as_bytes());
+    }
+    let scanner = Scanner::new(&d.ws, d.store.dir(), DEFAULT_MAX_FILE_SIZE);
+    let first = scanner.scan(&Snapshot::default()).unwrap();
+    assert_eq!(first.hashed, 20);
+    let second = scanner.scan(&first).unwrap();
+    assert_eq!(second.hashed, 0, "the stat cache missed");
+    assert_eq!(second.entries, first.entries);
+    // Same size, rewritten: the stat fields differ, so it is read again.
+    write_old(&d.ws.join("f3.txt"), b"x\n");
+    let third = scanner.scan(&second).unwrap();
+    assert_eq!(third.hashed, 1);
+    let changes = super::snapshot::diff(&second, &third, &d.ws);
+    assert_eq!(changes.len(), 1);
+    assert_eq!(changes[0].path, "f3.txt");
+}
+
+#[test]
+fn a_file_written_just_before_a_snapshot_is_read_again_next_time() {
+    let d = dirs();
+    std::fs::write(d.ws.join("fresh.txt"), b"1\n").unwrap();
+    let scanner = Scanner::new(&d.ws, d.store.dir(), DEFAULT_MAX_FILE_SIZE);
+    let first = scanner.scan(&Snapshot::default()).unwrap();
+    let second = scanner.scan(&first).unwrap();
+    assert_eq!(second.hashed, 1, "a racy entry was trusted");
+}
+
+#[test]
+fn gitignored_paths_and_the_git_directory_are_not_recorded() {
+    let d = dirs();
+    write_old(&d.ws.join(".gitignore"), b"target/\n*.log\n");
+    write_old(&d.ws.join("target/big.bin"), b"artifact");
+    write_old(&d.ws.join("run.log"), b"log");
+    write_old(&d.ws.join(".git/HEAD"), b"ref: refs/heads/main\n");
+    write_old(&d.ws.join("src/main.rs"), b"fn main() {}\n");
+    let scanner = Scanner::new(&d.ws, d.store.dir(), DEFAULT_MAX_FILE_SIZE);
+    let snap = scanner.scan(&Snapshot::default()).unwrap();
+    let paths: Vec<&str> = snap.entries.keys().map(String::as_str).collect();
+    assert_eq!(paths, [".gitignore", "src", "src/main.rs"]);
+}
+
+#[test]
+fn a_file_over_the_size_limit_is_recorded_as_not_restorable() {
+    let d = dirs();
+    write_old(&d.ws.join("small.txt"), b"tiny");
+    write_old(&d.ws.join("large.bin"), &[7u8; 100]);
+    let scanner = Scanner::new(&d.ws, d.store.dir(), 10);
+    let snap = scanner.scan(&Snapshot::default()).unwrap();
+    assert_eq!(snap.entries["large.bin"].kind, EntryKind::Unrestorable);
+    assert_eq!(snap.entries["large.bin"].hash, None);
+    assert_eq!(snap.entries["small.txt"].kind, EntryKind::File);
+    assert_eq!(blob_count(&d.store), 1, "the large file was copied");
+}
+
+#[test]
+fn a_recorded_call_is_rewound_and_someone_elses_edit_is_kept() {
+    let d = dirs();
+    write_old(&d.ws.join("keep.txt"), b"original\n");
+    write_old(&d.ws.join("mine.txt"), b"agent will change me\n");
+    let recorder = d
+        .store
+        .recorder(&d.ws, "s1", CheckpointOptions::default())
+        .unwrap();
+    recorder.begin("c1", "shell");
+    std::fs::write(d.ws.join("keep.txt"), b"agent edit\n").unwrap();
+    std::fs::write(d.ws.join("mine.txt"), b"agent edit\n").unwrap();
+    std::fs::create_dir_all(d.ws.join("new/dir")).unwrap();
+    std::fs::write(d.ws.join("new/dir/f"), b"new").unwrap();
+    recorder.finish("c1");
+    recorder.seal();
+    assert!(recorder.take_errors().is_empty());
+    let list = d.store.list("s1").unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(
+        list[0].files(),
+        ["keep.txt", "mine.txt", "new", "new/dir", "new/dir/f"]
+    );
+    // The user edits keep.txt after the agent.
+    std::fs::write(d.ws.join("keep.txt"), b"user edit\n").unwrap();
+    let report = d.store.rewind("s1", 1, &RewindOptions::default()).unwrap();
+    assert_eq!(report.skipped.len(), 1);
+    assert_eq!(report.skipped[0].path, "keep.txt");
+    assert_eq!(std::fs::read(d.ws.join("mine.txt")).unwrap(), b"agent will change me\n");
+    assert!(!d.ws.join("new").exists());
+    assert_eq!(std::fs::read(d.ws.join("keep.txt")).unwrap(), b"user edit\n");
+    let forced = d
+        .store
+        .rewind("s1", 1, &RewindOptions::default().force(true))
+        .unwrap();
+    assert_eq!(forced.restored, ["keep.txt"]);
+    assert_eq!(std::fs::read(d.ws.join("keep.txt")).unwrap(), b"original\n");
+}
+
+#[test]
+fn an_unknown_checkpoint_is_an_error_that_says_so() {
+    let d = dirs();
+    let error = d.store.rewind("nobody", 3, &RewindOptions::default()).unwrap_err();
+    assert!(error.is_unknown_checkpoint(), "{error}");
+}
