@@ -85,9 +85,8 @@ pub fn is_mutating(
     classifier: agentloop::builtin::ToolClassifier,
 ) -> impl Fn(&str) -> bool + Send + Sync + 'static {
     move |tool: &str| {
-        classifier(tool).unwrap_or_else(|| {
-            agentloop::builtin::MUTATING_TOOLS.contains(&tool) || tool == "task"
-        })
+        classifier(tool)
+            .unwrap_or_else(|| agentloop::builtin::MUTATING_TOOLS.contains(&tool) || tool == "task")
     }
 }
 
@@ -322,7 +321,11 @@ pub fn print_rewind(report: &RewindReport, forced: bool) {
         text.push_str(&format!("restored {}\n", visible_line(path)));
     }
     for skipped in &report.skipped {
-        let hint = if forced { "" } else { " (--force restores it anyway)" };
+        let hint = if forced {
+            ""
+        } else {
+            " (--force restores it anyway)"
+        };
         eprintln!(
             "agentloop: warning: skipped {}: {}{hint}",
             visible_line(&skipped.path),
@@ -425,8 +428,16 @@ fn describe_change(checkpoints: &CheckpointStore, change: &Change) -> Result<Str
         (plain(before), plain(after), text_of(&old), text_of(&new))
     {
         let (a, b) = (
-            if before.is_some() { format!("a/{path}") } else { "/dev/null".into() },
-            if after.is_some() { format!("b/{path}") } else { "/dev/null".into() },
+            if before.is_some() {
+                format!("a/{path}")
+            } else {
+                "/dev/null".into()
+            },
+            if after.is_some() {
+                format!("b/{path}")
+            } else {
+                "/dev/null".into()
+            },
         );
         let diff = similar::TextDiff::from_lines(&old_text, &new_text);
         out.push_str(&diff.unified_diff().header(&a, &b).to_string());

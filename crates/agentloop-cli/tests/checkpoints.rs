@@ -66,7 +66,11 @@ fn tree(root: &Path) -> BTreeMap<String, String> {
 fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, String>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
-        let rel = path.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+        let rel = path
+            .strip_prefix(root)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
         let meta = std::fs::symlink_metadata(&path).unwrap();
         let mode = meta.permissions().mode() & 0o7777;
         if meta.file_type().is_symlink() {
@@ -103,8 +107,7 @@ fn populated() -> Scratch {
     std::fs::create_dir_all(ws.join("dir/sub")).unwrap();
     std::fs::write(ws.join("dir/sub/keep.txt"), "deep\n").unwrap();
     std::fs::write(ws.join("script.sh"), "#!/bin/sh\necho hi\n").unwrap();
-    std::fs::set_permissions(ws.join("script.sh"), std::fs::Permissions::from_mode(0o755))
-        .unwrap();
+    std::fs::set_permissions(ws.join("script.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
     std::os::unix::fs::symlink("a.txt", ws.join("link")).unwrap();
     scratch
 }
@@ -142,7 +145,17 @@ fn rewind_puts_back_every_file_the_run_changed_and_forks_the_conversation() {
 
     let list = checkpoints_json(&scratch);
     let tools: Vec<&str> = list.iter().map(|c| c["tool"].as_str().unwrap()).collect();
-    assert_eq!(tools, ["write_file", "write_file", "edit_file", "shell", "shell", "shell"]);
+    assert_eq!(
+        tools,
+        [
+            "write_file",
+            "write_file",
+            "edit_file",
+            "shell",
+            "shell",
+            "shell"
+        ]
+    );
     assert_eq!(list[0]["call_id"], "c_write");
     assert_eq!(list[0]["files"], json!(["a.txt"]));
     assert_eq!(list[0]["turn"], 1);
@@ -159,7 +172,11 @@ fn rewind_puts_back_every_file_the_run_changed_and_forks_the_conversation() {
     let first = list[0]["id"].to_string();
     let out = ok(in_ws(&scratch, &["rewind", "--to", &first]));
     assert_eq!(tree(&scratch.ws()), before, "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("forked the conversation"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("forked the conversation"),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 #[test]
@@ -169,16 +186,34 @@ fn rewinding_to_a_later_checkpoint_keeps_the_earlier_changes() {
     ok(run(&scratch, &server, &[]));
     let list = checkpoints_json(&scratch);
     let shell = list.iter().find(|c| c["call_id"] == "c_shell").unwrap();
-    ok(in_ws(&scratch, &["rewind", "--to", &shell["id"].to_string(), "--files-only"]));
+    ok(in_ws(
+        &scratch,
+        &["rewind", "--to", &shell["id"].to_string(), "--files-only"],
+    ));
     let ws = scratch.ws();
-    assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "changed\n");
-    assert_eq!(std::fs::read_to_string(ws.join("b.txt")).unwrap(), "one TWO\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("a.txt")).unwrap(),
+        "changed\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join("b.txt")).unwrap(),
+        "one TWO\n"
+    );
     assert_eq!(std::fs::read_to_string(ws.join("c.txt")).unwrap(), "one\n");
-    assert_eq!(std::fs::read_to_string(ws.join("dir/sub/keep.txt")).unwrap(), "deep\n");
+    assert_eq!(
+        std::fs::read_to_string(ws.join("dir/sub/keep.txt")).unwrap(),
+        "deep\n"
+    );
     assert!(!ws.join("made").exists() && !ws.join("bg.txt").exists());
-    let mode = std::fs::metadata(ws.join("script.sh")).unwrap().permissions().mode();
+    let mode = std::fs::metadata(ws.join("script.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(mode & 0o777, 0o755);
-    assert_eq!(std::fs::read_link(ws.join("link")).unwrap(), Path::new("a.txt"));
+    assert_eq!(
+        std::fs::read_link(ws.join("link")).unwrap(),
+        Path::new("a.txt")
+    );
 }
 
 #[test]
@@ -194,12 +229,24 @@ fn a_file_someone_else_changed_is_skipped_unless_forced() {
     std::fs::write(&notes, "the user's own edit\n").unwrap();
 
     let out = ok(in_ws(&scratch, &["rewind", "--to", "1", "--files-only"]));
-    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "the user's own edit\n");
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "the user's own edit\n"
+    );
     let stderr = text(&out.stderr);
-    assert!(stderr.contains("skipped notes.txt") && stderr.contains("--force"), "{stderr}");
+    assert!(
+        stderr.contains("skipped notes.txt") && stderr.contains("--force"),
+        "{stderr}"
+    );
 
-    ok(in_ws(&scratch, &["rewind", "--to", "1", "--files-only", "--force"]));
-    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "remember the milk\n");
+    ok(in_ws(
+        &scratch,
+        &["rewind", "--to", "1", "--files-only", "--force"],
+    ));
+    assert_eq!(
+        std::fs::read_to_string(&notes).unwrap(),
+        "remember the milk\n"
+    );
 }
 
 #[test]
@@ -211,9 +258,9 @@ fn no_checkpoints_records_nothing() {
         {"text": "done"}
     ]));
     ok(run(&scratch, &server, &["--no-checkpoints"]));
-    assert!(checkpoints_json(&scratch).is_empty());
     let store = scratch.path("data/agentloop/checkpoints");
     assert!(!store.exists(), "the store was created");
+    assert!(checkpoints_json(&scratch).is_empty());
 }
 
 #[test]
@@ -234,7 +281,10 @@ fn diff_shows_text_changes_as_a_unified_diff_and_binary_ones_as_a_line() {
         "link: symbolic link to a.txt → symbolic link to b.txt\n",
         "mode of script.sh: 755 → 644\n",
     ] {
-        assert!(diff.contains(expected), "{expected:?} missing from:\n{diff}");
+        assert!(
+            diff.contains(expected),
+            "{expected:?} missing from:\n{diff}"
+        );
     }
     // After a rewind of everything, nothing is left to show.
     ok(in_ws(&scratch, &["rewind", "--to", "1", "--files-only"]));
@@ -249,7 +299,10 @@ fn conversation_only_forks_without_touching_files() {
         {"text": "done"}
     ]));
     ok(run(&scratch, &server, &[]));
-    let out = ok(in_ws(&scratch, &["rewind", "--to", "1", "--conversation-only"]));
+    let out = ok(in_ws(
+        &scratch,
+        &["rewind", "--to", "1", "--conversation-only"],
+    ));
     assert_eq!(
         std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
         "agent\n"
@@ -267,6 +320,70 @@ fn conversation_only_forks_without_touching_files() {
         .collect();
     // The header and the prompt: the fork ends before the reply that wrote the file.
     assert_eq!(lines.len(), 2, "{lines:?}");
+}
+
+/// Chat on a pseudo-terminal: `/diff` shows the turn's change, `/rewind` lists the checkpoints,
+/// takes an id, puts the file back and continues in the fork.
+#[test]
+fn chat_diff_and_rewind_picker() {
+    use expectrl::Session;
+    let scratch = Scratch::with_notes();
+    let server = server(json!([
+        {"tool_calls": [{"id": "c1", "name": "write_file",
+                         "arguments": {"path": "notes.txt", "content": "written by the agent\n"}}]},
+        {"text": "All written."}
+    ]));
+    let mut cmd = std::process::Command::new(support::BIN);
+    for var in [
+        "OPENAI_BASE_URL",
+        "AGENTLOOP_DB",
+        "AGENTLOOP_MODEL",
+        "AGENTLOOP_PROFILE",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("OPENAI_API_KEY", "dummy")
+        .env("XDG_DATA_HOME", scratch.path("data"))
+        .env("XDG_CONFIG_HOME", scratch.path("config"))
+        .env("NO_COLOR", "1")
+        .env("COLUMNS", "100")
+        .arg("--db")
+        .arg(scratch.db())
+        .args([
+            "chat",
+            "--model",
+            "openai:mock",
+            "--approve",
+            "allow",
+            "--base-url",
+        ])
+        .arg(server.openai_base_url())
+        .arg("--workspace")
+        .arg(scratch.ws());
+    let mut pty = Session::spawn(cmd).unwrap();
+    pty.set_expect_timeout(Some(std::time::Duration::from_secs(60)));
+    pty.expect("/help for commands").unwrap();
+    pty.send_line("rewrite the notes").unwrap();
+    pty.expect("All written.").unwrap();
+    // A line typed while the turn runs steers it: wait for the prompt.
+    pty.expect("› ").unwrap();
+    pty.send_line("/diff").unwrap();
+    pty.expect("-remember the milk").unwrap();
+    pty.expect("+written by the agent").unwrap();
+    pty.expect("› ").unwrap();
+    pty.send_line("/rewind").unwrap();
+    pty.expect("write_file").unwrap();
+    pty.expect("Rewind to which checkpoint?").unwrap();
+    pty.send_line("1").unwrap();
+    pty.expect("restored notes.txt").unwrap();
+    pty.expect("now in session").unwrap();
+    pty.expect("› ").unwrap();
+    pty.send_line("/exit").unwrap();
+    pty.expect(expectrl::Eof).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
+        "remember the milk\n"
+    );
 }
 
 #[test]

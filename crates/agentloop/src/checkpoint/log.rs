@@ -47,7 +47,9 @@ fn file_name(session: &str) -> String {
     let plain = !session.is_empty()
         && session.len() <= 100
         && !session.starts_with('.')
-        && session.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+        && session
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
     if plain {
         format!("{session}.jsonl")
     } else {

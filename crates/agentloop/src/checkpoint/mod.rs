@@ -39,6 +39,12 @@ pub use restore::{RewindOptions, RewindReport, Skipped};
 /// Default of [`CheckpointOptions::max_file_size`]: 8 MiB.
 pub const DEFAULT_MAX_FILE_SIZE: u64 = 8 * 1024 * 1024;
 
+/// Default of [`CheckpointOptions::max_entries`].
+pub const DEFAULT_MAX_ENTRIES: usize = 250_000;
+
+/// Default of [`CheckpointOptions::max_total_bytes`]: 2 GiB.
+pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+
 /// What went wrong reading or writing checkpoints.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -68,15 +74,21 @@ pub enum CheckpointError {
         /// The id asked for.
         id: String,
     },
-    /// The workspace walk failed.
-    #[error("cannot walk the workspace: {0}")]
-    Walk(String),
+    /// The workspace is over [`CheckpointOptions::max_entries`] or
+    /// [`CheckpointOptions::max_total_bytes`] (a home directory, a disk): no snapshot is taken.
+    #[error("the workspace is too large to checkpoint: {0}")]
+    TooLarge(String),
 }
 
 impl CheckpointError {
     /// Whether the checkpoint asked for does not exist.
     pub fn is_unknown_checkpoint(&self) -> bool {
         matches!(self, CheckpointError::UnknownCheckpoint { .. })
+    }
+
+    /// Whether the workspace is over the limits of [`CheckpointOptions`].
+    pub fn is_too_large(&self) -> bool {
+        matches!(self, CheckpointError::TooLarge(_))
     }
 
     /// Whether a stored record could not be parsed.
@@ -192,12 +204,19 @@ impl Checkpoint {
 pub struct CheckpointOptions {
     /// Files larger than this are recorded as not restorable instead of copied.
     pub max_file_size: u64,
+    /// A workspace with more entries than this is not checkpointed (the run goes on without).
+    pub max_entries: usize,
+    /// Nor one whose copyable files (those up to `max_file_size`) hold more bytes than this:
+    /// the first snapshot copies them all into the store.
+    pub max_total_bytes: u64,
 }
 
 impl Default for CheckpointOptions {
     fn default() -> Self {
         CheckpointOptions {
             max_file_size: DEFAULT_MAX_FILE_SIZE,
+            max_entries: DEFAULT_MAX_ENTRIES,
+            max_total_bytes: DEFAULT_MAX_TOTAL_BYTES,
         }
     }
 }
@@ -206,6 +225,18 @@ impl CheckpointOptions {
     /// Sets [`max_file_size`](Self::max_file_size).
     pub fn max_file_size(mut self, bytes: u64) -> Self {
         self.max_file_size = bytes;
+        self
+    }
+
+    /// Sets [`max_entries`](Self::max_entries).
+    pub fn max_entries(mut self, entries: usize) -> Self {
+        self.max_entries = entries;
+        self
+    }
+
+    /// Sets [`max_total_bytes`](Self::max_total_bytes).
+    pub fn max_total_bytes(mut self, bytes: u64) -> Self {
+        self.max_total_bytes = bytes;
         self
     }
 }
@@ -225,6 +256,8 @@ impl CheckpointStore {
             std::fs::create_dir_all(&path)
                 .map_err(|e| CheckpointError::io(format!("cannot create {}", path.display()), e))?;
         }
+        // Canonical, so a store inside a workspace is recognised (and skipped) by its walk.
+        let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
         Ok(CheckpointStore { dir })
     }
 
@@ -274,7 +307,8 @@ impl CheckpointStore {
     /// Copies the checkpoints of `from` older than `before` into the log of `to` (a session
     /// forked from `from` at that checkpoint, so it can rewind further back).
     pub fn copy_before(&self, from: &str, to: &str, before: u64) -> Result<(), CheckpointError> {
-        log::SessionLog::new(&self.dir, from).copy_before(&log::SessionLog::new(&self.dir, to), before)
+        log::SessionLog::new(&self.dir, from)
+            .copy_before(&log::SessionLog::new(&self.dir, to), before)
     }
 }
 

@@ -47,6 +47,8 @@ struct State {
     open: HashMap<String, u64>,
     /// The run's latest checkpoint.
     latest: Option<u64>,
+    /// The workspace is too large: nothing more is recorded in this run.
+    off: bool,
     errors: Vec<String>,
 }
 
@@ -65,7 +67,7 @@ impl Recorder {
     ) -> Result<Self, CheckpointError> {
         let root = std::fs::canonicalize(root)
             .map_err(|e| CheckpointError::io(format!("cannot use {}", root.display()), e))?;
-        let scanner = Scanner::new(&root, store.dir(), options.max_file_size);
+        let scanner = Scanner::new(&root, store.dir(), options);
         let log = SessionLog::new(store.dir(), session);
         let folded = log.read()?;
         let next_id = folded.checkpoints.iter().map(|c| c.id).max().unwrap_or(0) + 1;
@@ -118,6 +120,9 @@ impl Recorder {
         let mut state = self.state();
         let latest = state.latest;
         self.snapshot_into(&mut state, latest);
+        if state.off {
+            return None;
+        }
         let id = state.next_id;
         let record = Record::Checkpoint {
             id,
@@ -150,7 +155,7 @@ impl Recorder {
     /// to the run's latest checkpoint, and the stat cache saved for the next run.
     pub fn seal(&self) {
         let mut state = self.state();
-        let Some(latest) = state.latest else {
+        let (Some(latest), false) = (state.latest, state.off) else {
             return; // no mutating call: nothing to attribute, nothing walked
         };
         self.snapshot_into(&mut state, Some(latest));
@@ -187,6 +192,9 @@ impl Recorder {
     /// Snapshots; the differences from the run's previous snapshot go to checkpoint `to` (none
     /// before the run's first snapshot: there is nothing to compare with).
     fn snapshot_into(&self, state: &mut State, to: Option<u64>) {
+        if state.off {
+            return;
+        }
         let first = state.last.is_none();
         let base = match state.last.take() {
             Some(last) => last,
@@ -196,6 +204,8 @@ impl Recorder {
             Ok(next) => next,
             Err(e) => {
                 tracing::warn!(error = %e, "checkpoint snapshot failed");
+                // Too large stays too large: no more walks in this run.
+                state.off = e.is_too_large();
                 state.errors.push(e.to_string());
                 state.last = (!first).then_some(base);
                 return;

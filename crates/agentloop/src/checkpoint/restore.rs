@@ -10,7 +10,9 @@ use std::path::{Path, PathBuf};
 use super::blobs::{BlobStore, write_atomically};
 use super::log::{Record, SessionLog};
 use super::snapshot::Scanner;
-use super::{Change, Checkpoint, CheckpointError, CheckpointStore, Entry, EntryKind};
+use super::{
+    Change, Checkpoint, CheckpointError, CheckpointOptions, CheckpointStore, Entry, EntryKind,
+};
 
 /// How to rewind.
 #[derive(Clone, Debug, Default)]
@@ -105,7 +107,11 @@ pub(crate) fn rewind(
         });
     };
     let root = PathBuf::from(&folded.checkpoints[pos].workspace);
-    let scanner = Scanner::new(&root, store.dir(), u64::MAX);
+    let scanner = Scanner::new(
+        &root,
+        store.dir(),
+        CheckpointOptions::default().max_file_size(u64::MAX),
+    );
     let mut report = RewindReport {
         workspace: folded.checkpoints[pos].workspace.clone(),
         ..RewindReport::default()
@@ -115,13 +121,26 @@ pub(crate) fn rewind(
         let last = folded.last_known.get(&path).cloned().flatten();
         let current = current_like(&scanner, &path, last.as_ref().or(target.as_ref()));
         if !options.force && !same(current.as_ref(), last.as_ref()) {
-            report.skipped.push(skipped(&path, "changed since the agent's last change to it"));
+            report.skipped.push(skipped(
+                &path,
+                "changed since the agent's last change to it",
+            ));
         } else if same(current.as_ref(), target.as_ref()) {
             continue; // already as it was
-        } else if target.as_ref().is_some_and(|t| t.kind == EntryKind::Unrestorable) {
-            report.skipped.push(skipped(&path, "too large to have been copied; not restorable"));
+        } else if target
+            .as_ref()
+            .is_some_and(|t| t.kind == EntryKind::Unrestorable)
+        {
+            report.skipped.push(skipped(
+                &path,
+                "too large to have been copied; not restorable",
+            ));
         } else {
-            steps.push(Step { path, target, current });
+            steps.push(Step {
+                path,
+                target,
+                current,
+            });
         }
     }
     apply(&root, &BlobStore::new(store.dir()), steps, &mut report);
@@ -140,8 +159,7 @@ fn skipped(path: &str, reason: &str) -> Skipped {
 /// its stat fields only (it was never hashed).
 fn current_like(scanner: &Scanner, path: &str, like: Option<&Entry>) -> Option<Entry> {
     let mut current = scanner.current(path)?;
-    if like.is_some_and(|l| l.kind == EntryKind::Unrestorable) && current.kind == EntryKind::File
-    {
+    if like.is_some_and(|l| l.kind == EntryKind::Unrestorable) && current.kind == EntryKind::File {
         current.kind = EntryKind::Unrestorable;
         current.hash = None;
     }
@@ -154,10 +172,16 @@ fn depth(path: &str) -> usize {
 
 /// Removes what must go (deepest first), then creates and writes (shallowest first).
 fn apply(root: &Path, blobs: &BlobStore, mut steps: Vec<Step>, report: &mut RewindReport) {
-    steps.sort_by(|a, b| depth(b.path.as_str()).cmp(&depth(&a.path)).then(b.path.cmp(&a.path)));
+    steps.sort_by(|a, b| {
+        depth(b.path.as_str())
+            .cmp(&depth(&a.path))
+            .then(b.path.cmp(&a.path))
+    });
     let mut failed = std::collections::BTreeSet::new();
     for step in &steps {
-        let Some(current) = &step.current else { continue };
+        let Some(current) = &step.current else {
+            continue;
+        };
         let replace = match &step.target {
             None => true,
             Some(t) => t.kind != current.kind || t.kind == EntryKind::Symlink,
@@ -200,7 +224,9 @@ fn safe_parent(root: &Path, rel: &str) -> Result<PathBuf, String> {
         match std::fs::symlink_metadata(&dir) {
             Ok(meta) if meta.file_type().is_dir() => {}
             Ok(_) => return Err(format!("{part} on its path is not a directory")),
-            Err(_) => std::fs::create_dir(&dir).map_err(|e| format!("cannot create {part}: {e}"))?,
+            Err(_) => {
+                std::fs::create_dir(&dir).map_err(|e| format!("cannot create {part}: {e}"))?
+            }
         }
     }
     Ok(dir)

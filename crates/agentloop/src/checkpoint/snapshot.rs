@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::blobs::{BlobStore, hash_of, write_atomically};
-use super::{Change, CheckpointError, Entry, EntryKind};
+use super::{Change, CheckpointError, CheckpointOptions, Entry, EntryKind};
 
 /// Every recorded path of a workspace, by `/`-separated relative path.
 pub(crate) type Tree = BTreeMap<String, Entry>;
@@ -40,7 +40,7 @@ pub(crate) struct Scanner {
     root: PathBuf,
     /// The store directory, skipped when it lies inside the workspace.
     skip: PathBuf,
-    max_file_size: u64,
+    limits: CheckpointOptions,
     blobs: BlobStore,
 }
 
@@ -51,11 +51,11 @@ pub(crate) fn now_ns() -> i64 {
 }
 
 impl Scanner {
-    pub(crate) fn new(root: &Path, store: &Path, max_file_size: u64) -> Self {
+    pub(crate) fn new(root: &Path, store: &Path, limits: CheckpointOptions) -> Self {
         Scanner {
             root: root.to_path_buf(),
             skip: store.to_path_buf(),
-            max_file_size,
+            limits,
             blobs: BlobStore::new(store),
         }
     }
@@ -67,8 +67,25 @@ impl Scanner {
     /// Walks the workspace; entries unchanged since `cache` keep their hash.
     pub(crate) fn scan(&self, cache: &Snapshot) -> Result<Snapshot, CheckpointError> {
         let started = now_ns();
-        let mut entries = Tree::new();
-        let mut hashed = 0;
+        let (mut entries, mut hashed) = (Tree::new(), 0);
+        for (rel, path, meta) in self.stat_walk()? {
+            let cached = cache.entries.get(&rel);
+            if let Some((entry, read)) = self.entry_for(&path, &meta, cached, cache.started)? {
+                hashed += usize::from(read);
+                entries.insert(rel, entry);
+            }
+        }
+        Ok(Snapshot {
+            root: self.root.to_string_lossy().into_owned(),
+            started,
+            entries,
+            hashed,
+        })
+    }
+
+    /// Every path to record with its `lstat`, checked against the limits before anything is
+    /// read or copied. Unreadable directories are left out (their contents are not recorded).
+    fn stat_walk(&self) -> Result<Vec<(String, PathBuf, Metadata)>, CheckpointError> {
         let skip = self.skip.clone();
         let walk = ignore::WalkBuilder::new(&self.root)
             .hidden(false)
@@ -80,8 +97,8 @@ impl Scanner {
             .follow_links(false)
             .filter_entry(move |e| e.file_name() != ".git" && e.path() != skip)
             .build();
-        for item in walk {
-            let item = item.map_err(|e| CheckpointError::Walk(e.to_string()))?;
+        let (mut out, mut bytes) = (Vec::new(), 0u64);
+        for item in walk.flatten() {
             if item.depth() == 0 {
                 continue;
             }
@@ -91,18 +108,29 @@ impl Scanner {
             let Ok(meta) = std::fs::symlink_metadata(item.path()) else {
                 continue; // gone since it was listed
             };
-            let cached = cache.entries.get(&rel);
-            if let Some((entry, read)) = self.entry_for(item.path(), &meta, cached, cache.started)? {
-                hashed += usize::from(read);
-                entries.insert(rel, entry);
+            if meta.is_file() && meta.len() <= self.limits.max_file_size {
+                bytes = bytes.saturating_add(meta.len());
             }
+            out.push((rel, item.into_path(), meta));
+            self.check_limits(out.len(), bytes)?;
         }
-        Ok(Snapshot {
-            root: self.root.to_string_lossy().into_owned(),
-            started,
-            entries,
-            hashed,
-        })
+        Ok(out)
+    }
+
+    fn check_limits(&self, entries: usize, bytes: u64) -> Result<(), CheckpointError> {
+        if entries > self.limits.max_entries {
+            return Err(CheckpointError::TooLarge(format!(
+                "more than {} files and directories",
+                self.limits.max_entries
+            )));
+        }
+        if bytes > self.limits.max_total_bytes {
+            return Err(CheckpointError::TooLarge(format!(
+                "more than {} bytes of files",
+                self.limits.max_total_bytes
+            )));
+        }
+        Ok(())
     }
 
     /// The entry of one path and whether its content was read (`None` for what is not
@@ -136,7 +164,7 @@ impl Scanner {
         if let Some(cached) = cached.filter(|c| stat_matches(c, &entry, cache_started)) {
             return Ok(Some((cached.clone(), false)));
         }
-        if entry.size > self.max_file_size {
+        if entry.size > self.limits.max_file_size {
             entry.kind = EntryKind::Unrestorable;
             return Ok(Some((entry, false)));
         }
@@ -164,7 +192,7 @@ impl Scanner {
         } else if kind.is_dir() {
             entry.kind = EntryKind::Dir;
             entry.size = 0;
-        } else if entry.size > self.max_file_size {
+        } else if entry.size > self.limits.max_file_size {
             entry.kind = EntryKind::Unrestorable;
         } else if let Ok(bytes) = std::fs::read(&path) {
             entry.hash = Some(hash_of(&bytes));
@@ -192,7 +220,11 @@ impl Scanner {
     }
 
     /// Persists `snapshot` as the stat cache of this workspace.
-    pub(crate) fn save_cache(&self, store: &Path, snapshot: &Snapshot) -> Result<(), CheckpointError> {
+    pub(crate) fn save_cache(
+        &self,
+        store: &Path,
+        snapshot: &Snapshot,
+    ) -> Result<(), CheckpointError> {
         let bytes = serde_json::to_vec(snapshot).map_err(|e| CheckpointError::Corrupt {
             path: self.index_path(store).display().to_string(),
             detail: e.to_string(),
@@ -227,8 +259,14 @@ fn stat_entry(meta: &Metadata) -> Entry {
         target: None,
         size: meta.size(),
         mode: meta.mode() & 0o7777,
-        mtime: meta.mtime().saturating_mul(1_000_000_000).saturating_add(meta.mtime_nsec()),
-        ctime: meta.ctime().saturating_mul(1_000_000_000).saturating_add(meta.ctime_nsec()),
+        mtime: meta
+            .mtime()
+            .saturating_mul(1_000_000_000)
+            .saturating_add(meta.mtime_nsec()),
+        ctime: meta
+            .ctime()
+            .saturating_mul(1_000_000_000)
+            .saturating_add(meta.ctime_nsec()),
         ino: meta.ino(),
     }
 }
@@ -245,7 +283,11 @@ fn stat_entry(meta: &Metadata) -> Entry {
         hash: None,
         target: None,
         size: meta.len(),
-        mode: if meta.permissions().readonly() { 0o444 } else { 0o644 },
+        mode: if meta.permissions().readonly() {
+            0o444
+        } else {
+            0o644
+        },
         mtime,
         ctime: mtime,
         ino: 0,

@@ -53,7 +53,7 @@ fn equal_contents_are_stored_once() {
     write_old(&d.ws.join("a.txt"), b"same bytes\n");
     write_old(&d.ws.join("sub/b.txt"), b"same bytes\n");
     write_old(&d.ws.join("c.txt"), b"other\n");
-    let scanner = Scanner::new(&d.ws, d.store.dir(), DEFAULT_MAX_FILE_SIZE);
+    let scanner = Scanner::new(&d.ws, d.store.dir(), CheckpointOptions::default());
     let snap = scanner.scan(&Snapshot::default()).unwrap();
     assert_eq!(snap.entries["a.txt"].hash, snap.entries["sub/b.txt"].hash);
     assert_eq!(blob_count(&d.store), 2);
@@ -67,7 +67,7 @@ fn an_unchanged_file_is_not_read_again_and_a_changed_one_is() {
     for i in 0..20 {
         write_old(&d.ws.join(format!("f{i}.txt")), format!("{i}\n").as_bytes());
     }
-    let scanner = Scanner::new(&d.ws, d.store.dir(), DEFAULT_MAX_FILE_SIZE);
+    let scanner = Scanner::new(&d.ws, d.store.dir(), CheckpointOptions::default());
     let first = scanner.scan(&Snapshot::default()).unwrap();
     assert_eq!(first.hashed, 20);
     let second = scanner.scan(&first).unwrap();
@@ -86,7 +86,7 @@ fn an_unchanged_file_is_not_read_again_and_a_changed_one_is() {
 fn a_file_written_just_before_a_snapshot_is_read_again_next_time() {
     let d = dirs();
     std::fs::write(d.ws.join("fresh.txt"), b"1\n").unwrap();
-    let scanner = Scanner::new(&d.ws, d.store.dir(), DEFAULT_MAX_FILE_SIZE);
+    let scanner = Scanner::new(&d.ws, d.store.dir(), CheckpointOptions::default());
     let first = scanner.scan(&Snapshot::default()).unwrap();
     let second = scanner.scan(&first).unwrap();
     assert_eq!(second.hashed, 1, "a racy entry was trusted");
@@ -100,7 +100,7 @@ fn gitignored_paths_and_the_git_directory_are_not_recorded() {
     write_old(&d.ws.join("run.log"), b"log");
     write_old(&d.ws.join(".git/HEAD"), b"ref: refs/heads/main\n");
     write_old(&d.ws.join("src/main.rs"), b"fn main() {}\n");
-    let scanner = Scanner::new(&d.ws, d.store.dir(), DEFAULT_MAX_FILE_SIZE);
+    let scanner = Scanner::new(&d.ws, d.store.dir(), CheckpointOptions::default());
     let snap = scanner.scan(&Snapshot::default()).unwrap();
     let paths: Vec<&str> = snap.entries.keys().map(String::as_str).collect();
     assert_eq!(paths, [".gitignore", "src", "src/main.rs"]);
@@ -111,7 +111,11 @@ fn a_file_over_the_size_limit_is_recorded_as_not_restorable() {
     let d = dirs();
     write_old(&d.ws.join("small.txt"), b"tiny");
     write_old(&d.ws.join("large.bin"), &[7u8; 100]);
-    let scanner = Scanner::new(&d.ws, d.store.dir(), 10);
+    let scanner = Scanner::new(
+        &d.ws,
+        d.store.dir(),
+        CheckpointOptions::default().max_file_size(10),
+    );
     let snap = scanner.scan(&Snapshot::default()).unwrap();
     assert_eq!(snap.entries["large.bin"].kind, EntryKind::Unrestorable);
     assert_eq!(snap.entries["large.bin"].hash, None);
@@ -147,9 +151,15 @@ fn a_recorded_call_is_rewound_and_someone_elses_edit_is_kept() {
     let report = d.store.rewind("s1", 1, &RewindOptions::default()).unwrap();
     assert_eq!(report.skipped.len(), 1);
     assert_eq!(report.skipped[0].path, "keep.txt");
-    assert_eq!(std::fs::read(d.ws.join("mine.txt")).unwrap(), b"agent will change me\n");
+    assert_eq!(
+        std::fs::read(d.ws.join("mine.txt")).unwrap(),
+        b"agent will change me\n"
+    );
     assert!(!d.ws.join("new").exists());
-    assert_eq!(std::fs::read(d.ws.join("keep.txt")).unwrap(), b"user edit\n");
+    assert_eq!(
+        std::fs::read(d.ws.join("keep.txt")).unwrap(),
+        b"user edit\n"
+    );
     let forced = d
         .store
         .rewind("s1", 1, &RewindOptions::default().force(true))
@@ -159,8 +169,29 @@ fn a_recorded_call_is_rewound_and_someone_elses_edit_is_kept() {
 }
 
 #[test]
+fn a_workspace_over_the_limits_turns_the_recorder_off_and_leaves_no_checkpoint() {
+    let d = dirs();
+    for i in 0..5 {
+        write_old(&d.ws.join(format!("f{i}")), b"x");
+    }
+    let options = CheckpointOptions::default().max_entries(3);
+    let recorder = d.store.recorder(&d.ws, "big", options).unwrap();
+    assert_eq!(recorder.begin("c1", "shell"), None);
+    recorder.finish("c1");
+    recorder.seal();
+    let errors = recorder.take_errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].contains("too large"), "{errors:?}");
+    assert!(d.store.list("big").unwrap().is_empty());
+    assert_eq!(blob_count(&d.store), 0);
+}
+
+#[test]
 fn an_unknown_checkpoint_is_an_error_that_says_so() {
     let d = dirs();
-    let error = d.store.rewind("nobody", 3, &RewindOptions::default()).unwrap_err();
+    let error = d
+        .store
+        .rewind("nobody", 3, &RewindOptions::default())
+        .unwrap_err();
     assert!(error.is_unknown_checkpoint(), "{error}");
 }
