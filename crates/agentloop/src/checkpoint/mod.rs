@@ -248,12 +248,18 @@ pub struct CheckpointStore {
 }
 
 impl CheckpointStore {
-    /// The store in `dir`, created when missing.
+    /// The store in `dir`, created when missing — private to its owner (mode 0700 on Unix):
+    /// it holds copies of workspace files, some of which may be private.
     pub fn open(dir: impl Into<PathBuf>) -> Result<Self, CheckpointError> {
         let dir = dir.into();
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
         for sub in ["blobs", "index", "sessions"] {
             let path = dir.join(sub);
-            std::fs::create_dir_all(&path)
+            builder
+                .create(&path)
                 .map_err(|e| CheckpointError::io(format!("cannot create {}", path.display()), e))?;
         }
         // Canonical, so a store inside a workspace is recognised (and skipped) by its walk.

@@ -186,6 +186,47 @@ fn a_workspace_over_the_limits_turns_the_recorder_off_and_leaves_no_checkpoint()
     assert_eq!(blob_count(&d.store), 0);
 }
 
+#[cfg(unix)]
+#[test]
+fn a_rewind_never_writes_through_a_symbolic_link_in_a_parent() {
+    let d = dirs();
+    let outside = d._tmp.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    write_old(&d.ws.join("sub/file.txt"), b"before\n");
+    let recorder = d
+        .store
+        .recorder(&d.ws, "s", CheckpointOptions::default())
+        .unwrap();
+    recorder.begin("c1", "shell");
+    std::fs::write(d.ws.join("sub/file.txt"), b"after\n").unwrap();
+    recorder.finish("c1");
+    recorder.seal();
+    // Someone swaps the directory for a link to a directory outside the workspace.
+    std::fs::rename(d.ws.join("sub"), d._tmp.path().join("moved")).unwrap();
+    std::os::unix::fs::symlink(&outside, d.ws.join("sub")).unwrap();
+    let report = d
+        .store
+        .rewind("s", 1, &RewindOptions::default().force(true))
+        .unwrap();
+    assert!(report.restored.is_empty(), "{report:?}");
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        0,
+        "wrote outside"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn the_store_is_private_to_its_owner() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = dirs();
+    for dir in [d.store.dir().to_path_buf(), d.store.dir().join("blobs")] {
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o700, "{}", dir.display());
+    }
+}
+
 #[test]
 fn an_unknown_checkpoint_is_an_error_that_says_so() {
     let d = dirs();
