@@ -1,9 +1,10 @@
 //! [`ProviderConfig`]: the connection settings every adapter shares (base URL, key, headers,
-//! timeouts, retries, HTTP version and pool), and the HTTP client built from them.
+//! timeouts, retries, HTTP version, pool, proxy and TLS roots).
 
 use std::time::Duration;
 
 use super::RetryPolicy;
+use super::core::Proxy;
 use super::sse;
 use crate::model::ApiKey;
 
@@ -23,13 +24,8 @@ pub const DEFAULT_MAX_TOOL_CALLS: usize = 1024;
 /// this many + 1 requests, and is not retried).
 pub(crate) const MAX_REDIRECTS: usize = 10;
 
-/// Whether two URLs share scheme, host and port: the only redirects followed, so headers that
-/// carry credentials (`authorization`, `x-api-key`, configured headers) never reach another host.
-fn same_origin(a: &reqwest::Url, b: &reqwest::Url) -> bool {
-    a.scheme() == b.scheme()
-        && a.host_str() == b.host_str()
-        && a.port_or_known_default() == b.port_or_known_default()
-}
+/// The default of [`ProviderConfig::pool_idle_timeout`]: 90 seconds.
+pub const DEFAULT_POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
 
 /// Connection settings shared by every adapter.
 #[derive(Clone, Debug)]
@@ -79,6 +75,16 @@ pub struct ProviderConfig {
     /// Over HTTP/2: most connections to the provider (default 256); beyond
     /// `streams × connections` concurrent requests, requests queue on the least busy one.
     pub http2_max_connections: usize,
+    /// How long an unused connection stays open for the next request (default
+    /// [`DEFAULT_POOL_IDLE_TIMEOUT`], 90 s): an idle HTTP/1.1 connection, or an HTTP/2 one
+    /// without a stream, is closed after it.
+    pub pool_idle_timeout: Duration,
+    /// The proxy requests go through (default [`Proxy::FromEnvironment`]: `HTTPS_PROXY`,
+    /// `HTTP_PROXY`, `ALL_PROXY` and `NO_PROXY`, upper- or lower-case).
+    pub proxy: Proxy,
+    /// Root certificates trusted besides the system's (PEM text; each may hold several). The
+    /// system's store honours `SSL_CERT_FILE` and `SSL_CERT_DIR`.
+    pub root_certificates: Vec<String>,
     /// Use the provider's prompt cache (default `true`): Anthropic gets cache breakpoints on
     /// the system prompt, the tool list and the newest user turn; OpenAI gets the request's
     /// `prompt_cache_key`. `false` sends neither.
@@ -123,6 +129,9 @@ impl ProviderConfig {
             http_version: HttpVersion::Auto,
             http2_streams_per_connection: 100,
             http2_max_connections: 256,
+            pool_idle_timeout: DEFAULT_POOL_IDLE_TIMEOUT,
+            proxy: Proxy::FromEnvironment,
+            root_certificates: Vec::new(),
             prompt_cache: true,
         }
     }
@@ -196,6 +205,25 @@ impl ProviderConfig {
         self
     }
 
+    /// Sets how long an unused connection stays open (see
+    /// [`ProviderConfig::pool_idle_timeout`]).
+    pub fn pool_idle_timeout(mut self, timeout: Duration) -> Self {
+        self.pool_idle_timeout = timeout;
+        self
+    }
+
+    /// Sets the proxy (see [`ProviderConfig::proxy`]).
+    pub fn proxy(mut self, proxy: Proxy) -> Self {
+        self.proxy = proxy;
+        self
+    }
+
+    /// Trusts the root certificates in `pem` (PEM text) besides the system's.
+    pub fn add_root_certificate_pem(mut self, pem: impl Into<String>) -> Self {
+        self.root_certificates.push(pem.into());
+        self
+    }
+
     /// Whether this configuration can speak HTTP/2 (prior knowledge, or negotiated over TLS).
     pub(crate) fn may_use_http2(&self) -> bool {
         match self.http_version {
@@ -231,35 +259,6 @@ impl ProviderConfig {
             Some(key) => config.api_key(key),
             None => config,
         }
-    }
-
-    /// The HTTP client every adapter uses (one per adapter, connections pooled).
-    pub(crate) fn http_client(&self) -> Result<reqwest::Client, reqwest::Error> {
-        // reqwest drops `authorization` on a cross-host redirect but not `x-api-key` or a
-        // configured header: follow redirects only within the origin the user configured; a
-        // redirect elsewhere is returned as is and reported (see the transport).
-        let redirects = reqwest::redirect::Policy::custom(|attempt| {
-            let leaves = attempt
-                .previous()
-                .first()
-                .is_some_and(|first| !same_origin(first, attempt.url()));
-            if leaves {
-                attempt.stop()
-            } else if attempt.previous().len() > MAX_REDIRECTS {
-                attempt.error("too many redirects")
-            } else {
-                attempt.follow()
-            }
-        });
-        let builder = reqwest::Client::builder()
-            .connect_timeout(self.connect_timeout)
-            .redirect(redirects);
-        let builder = match self.http_version {
-            HttpVersion::Auto => builder,
-            HttpVersion::Http1Only => builder.http1_only(),
-            HttpVersion::Http2PriorKnowledge => builder.http2_prior_knowledge(),
-        };
-        builder.build()
     }
 }
 

@@ -21,7 +21,7 @@
 //!
 //! # Features
 //!
-//! The core and the settings need feature `http` (reqwest); each adapter has its own feature
+//! The core and the settings need feature `http` (hyper with rustls); each adapter has its own feature
 //! (`openai-chat`, `openai-responses`, `anthropic`, `gemini`, each turning `http` on). The
 //! stream-level helpers ([`sse`], [`partial_json`], [`replay`]) are always there.
 
@@ -44,6 +44,8 @@ pub mod sse;
 
 #[cfg(feature = "http")]
 pub use self::core::{Adapter, RetryPolicy};
+#[cfg(feature = "http")]
+pub use self::core::{Proxy, ProxyRules};
 #[cfg(feature = "anthropic")]
 pub use anthropic::Anthropic;
 #[cfg(feature = "gemini")]
@@ -52,8 +54,8 @@ pub(crate) use config::env_var;
 pub(crate) use config::openai_reasoning_effort;
 #[cfg(feature = "http")]
 pub use config::{
-    DEFAULT_MAX_TOOL_ARGUMENT_BYTES, DEFAULT_MAX_TOOL_CALLS, DEFAULT_REQUEST_TIMEOUT, HttpVersion,
-    ProviderConfig,
+    DEFAULT_MAX_TOOL_ARGUMENT_BYTES, DEFAULT_MAX_TOOL_CALLS, DEFAULT_POOL_IDLE_TIMEOUT,
+    DEFAULT_REQUEST_TIMEOUT, HttpVersion, ProviderConfig,
 };
 #[cfg(feature = "gemini")]
 pub use gemini::Gemini;

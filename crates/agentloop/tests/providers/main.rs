@@ -32,3 +32,4 @@ mod openai_responses_request;
 mod provider_data;
 mod provider_faults;
 mod reply_limits;
+mod transport;

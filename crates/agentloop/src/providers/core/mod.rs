@@ -103,7 +103,7 @@
 
 mod adapter;
 mod errors;
-pub(crate) mod pool;
+pub(crate) mod http;
 pub(crate) mod transport;
 mod usage;
 
@@ -111,6 +111,7 @@ use serde_json::Value;
 
 pub use adapter::Adapter;
 pub use errors::{error_code, error_message, stream_error, unreadable};
+pub use http::proxy::{Proxy, ProxyRules};
 pub use usage::usage_with_cached_input;
 
 pub use super::sse::SseEvent;

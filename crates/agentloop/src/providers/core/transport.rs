@@ -33,10 +33,13 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use hyper::body::Bytes;
+use hyper::http::Uri;
+use hyper::http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
 use super::StreamParser;
 use super::errors::{error_code, error_message};
+use super::http::{Client, HttpError, Response};
 use crate::model::{ErrorSource, ModelError, ModelEvent, ModelStream, StreamErrorKind};
 use crate::providers::sse::{SseDecoder, SseEvent};
 use crate::transcript::Message;
@@ -98,8 +101,7 @@ fn random_fraction() -> f64 {
 /// is not a valid HTTP header) is kept and reported by every request instead of panicking.
 #[derive(Clone, Debug)]
 pub(crate) struct Endpoint {
-    clients: std::sync::Arc<super::pool::ClientPool>,
-    target: Result<(reqwest::Url, HeaderMap), String>,
+    target: Result<std::sync::Arc<Target>, String>,
     retry: RetryPolicy,
     idle: Duration,
     request_timeout: Option<Duration>,
@@ -113,28 +115,67 @@ pub(crate) struct Endpoint {
 /// A request that ended with a server error: (hash of its body, status, message).
 type FailedRequest = (u64, u16, String);
 
+/// What every request of an adapter shares, built once.
+#[derive(Debug)]
+struct Target {
+    client: Client,
+    /// The URL, for requests that append a path segment.
+    url: url::Url,
+    /// The same URL as the wire takes it.
+    uri: Uri,
+    headers: HeaderMap,
+    /// The URI of the last appended segment (Gemini names the model in the path: the same
+    /// one, request after request).
+    last_segment: std::sync::Mutex<Option<(String, Uri)>>,
+}
+
+impl Target {
+    /// The URI with `segment` appended as one more path segment (percent-encoded where
+    /// needed), the query kept.
+    fn uri_with(&self, segment: &str) -> Result<Uri, String> {
+        let mut last = self
+            .last_segment
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((seen, uri)) = last.as_ref()
+            && seen == segment
+        {
+            return Ok(uri.clone());
+        }
+        let mut url = self.url.clone();
+        // An http(s) URL always has path segments; the error case cannot happen.
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.pop_if_empty().push(segment);
+        }
+        let uri: Uri = url
+            .as_str()
+            .parse()
+            .map_err(|e| format!("the request URL cannot be used: {e}"))?;
+        *last = Some((segment.to_owned(), uri.clone()));
+        Ok(uri)
+    }
+}
+
 impl Endpoint {
     /// `{base_url}/{path}` with `content-type: application/json` and the configured extra headers.
     pub(crate) fn new(config: &crate::providers::ProviderConfig, path: &str) -> Self {
-        // The client is built on the first request (see `ClientPool`); one that cannot be
-        // built fails that request, never replaced by a default one that would silently drop
-        // the configured settings.
-        let build = {
-            let config = config.clone();
-            move || config.http_client()
-        };
-        let clients = if config.may_use_http2() {
-            super::pool::ClientPool::growing(
-                build,
-                config.http2_streams_per_connection,
-                config.http2_max_connections,
-            )
-        } else {
-            super::pool::ClientPool::single(build)
-        };
-        let target = target(config, path);
+        // Nothing is connected, no TLS root loaded and no proxy variable read before the first
+        // request (see `http::Client`); a client that cannot work fails every request with its
+        // reason, never replaced by a default one that would silently drop the settings.
+        let target = target(config, path).and_then(|(url, headers)| {
+            let uri: Uri = url
+                .as_str()
+                .parse()
+                .map_err(|e| format!("the provider URL cannot be used: {e}"))?;
+            Ok(std::sync::Arc::new(Target {
+                client: Client::new(&uri, config)?,
+                url,
+                uri,
+                headers,
+                last_segment: std::sync::Mutex::new(None),
+            }))
+        });
         Endpoint {
-            clients: std::sync::Arc::new(clients),
             target,
             retry: config.retry,
             idle: config.idle_timeout,
@@ -184,8 +225,6 @@ impl Endpoint {
         // awaited so they do not size the future every in-flight request holds (928 bytes
         // instead of 1,632 when measured).
         let exchange = Box::new(Exchange {
-            clients: std::sync::Arc::clone(&self.clients),
-            lease: None,
             request,
             parser: parser.clone(),
             fresh: parser,
@@ -217,16 +256,13 @@ impl Endpoint {
         segment: Option<&str>,
         extra: Vec<(&'static str, String)>,
         body: Vec<u8>,
-    ) -> Result<reqwest::Request, String> {
-        let (url, base_headers) = self.target.as_ref().map_err(Clone::clone)?;
-        let mut url = url.clone();
-        if let Some(segment) = segment {
-            // An http(s) URL always has path segments; the error case cannot happen.
-            if let Ok(mut segments) = url.path_segments_mut() {
-                segments.pop_if_empty().push(segment);
-            }
-        }
-        let mut headers = base_headers.clone();
+    ) -> Result<Prepared, String> {
+        let target = self.target.as_ref().map_err(Clone::clone)?;
+        let uri = match segment {
+            Some(segment) => target.uri_with(segment)?,
+            None => target.uri.clone(),
+        };
+        let mut headers = target.headers.clone();
         for (name, value) in extra {
             // Parsed, not `from_static`: a provider written outside this crate may name a header
             // in capitals, which must be an error, never a panic.
@@ -239,20 +275,32 @@ impl Endpoint {
             value.set_sensitive(true);
             headers.insert(name, value);
         }
-        let mut request = reqwest::Request::new(reqwest::Method::POST, url);
-        *request.headers_mut() = headers;
-        *request.body_mut() = Some(reqwest::Body::from(body));
-        Ok(request)
+        Ok(Prepared {
+            target: std::sync::Arc::clone(target),
+            uri,
+            headers,
+            // Owned, not copied: each attempt shares these bytes.
+            body: Bytes::from(body),
+        })
     }
+}
+
+/// One request as built: each attempt sends a cheap clone (shared URI, header values and body
+/// bytes).
+struct Prepared {
+    target: std::sync::Arc<Target>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
 }
 
 fn target(
     config: &crate::providers::ProviderConfig,
     path: &str,
-) -> Result<(reqwest::Url, HeaderMap), String> {
+) -> Result<(url::Url, HeaderMap), String> {
     let shown = crate::providers::redact_url(&config.base_url);
     let url = config.url(path);
-    let mut url = reqwest::Url::parse(&url)
+    let mut url = url::Url::parse(&url)
         .map_err(|e| format!("the provider base URL {shown:?} is not a valid URL: {e}"))?;
     if !matches!(url.scheme(), "http" | "https") {
         return Err(format!(
@@ -271,12 +319,12 @@ fn target(
         let mut value = HeaderValue::try_from(format!("Basic {token}"))
             .map_err(|_| format!("the credentials in the base URL {shown:?} are not usable"))?;
         value.set_sensitive(true);
-        headers.insert(reqwest::header::AUTHORIZATION, value);
+        headers.insert(header::AUTHORIZATION, value);
         let _ = url.set_username("");
         let _ = url.set_password(None);
     }
     headers.insert(
-        reqwest::header::CONTENT_TYPE,
+        header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
     for (name, value) in &config.headers {
@@ -290,6 +338,10 @@ fn target(
         })?;
         headers.append(name, value);
     }
+    // `accept: */*`, as the provider SDKs' HTTP clients send it (and this crate always has).
+    headers
+        .entry(header::ACCEPT)
+        .or_insert(HeaderValue::from_static("*/*"));
     Ok((url, headers))
 }
 
@@ -384,7 +436,7 @@ enum Phase {
     Wait(Duration),
     /// Reading the response body.
     Body {
-        response: reqwest::Response,
+        response: Response,
         decoder: SseDecoder,
         /// Whether a delta has been handed out (a broken stream is then not retried).
         delivered: bool,
@@ -398,11 +450,8 @@ enum Phase {
 /// One request with its retries, driven by whoever polls the stream: no task and no channel
 /// per request (both cost CPU per event and several KiB per in-flight request).
 struct Exchange<P> {
-    clients: std::sync::Arc<super::pool::ClientPool>,
-    /// The client of the current attempt, counted in flight until the exchange ends.
-    lease: Option<super::pool::Lease>,
     /// The request as first built; each attempt sends a cheap clone (the body is shared bytes).
-    request: reqwest::Request,
+    request: Prepared,
     parser: P,
     /// A parser that has seen nothing: each retry starts from a clone of it.
     fresh: P,
@@ -536,24 +585,15 @@ where
     }
 
     /// Sends one attempt and waits for a successful status.
-    async fn send(&mut self) -> Result<reqwest::Response, Failure> {
-        let Some(request) = self.request.try_clone() else {
-            return Err(Failure::last(ModelError::connection(
-                "the request body cannot be re-sent",
-            )));
-        };
+    async fn send(&mut self) -> Result<Response, Failure> {
         let idle_end = Instant::now() + self.idle;
         let until = self.deadline.map_or(idle_end, |d| d.min(idle_end));
-        self.lease = None;
-        let lease = self.clients.lease().map_err(|e| {
-            Failure::last(ModelError::InvalidRequest(format!(
-                "the HTTP client cannot be built: {}",
-                describe(e)
-            )))
-        })?;
-        let client = lease.client.clone();
-        self.lease = Some(lease);
-        let response = match tokio::time::timeout_at(until, client.execute(request)).await {
+        let request = &self.request;
+        let sent = request
+            .target
+            .client
+            .post(&request.uri, &request.headers, &request.body);
+        let response = match tokio::time::timeout_at(until, sent).await {
             Err(_) if until < idle_end => return Err(self.deadline_failure()),
             Err(_) => {
                 return Err(Failure::of(ModelError::stream(
@@ -564,14 +604,14 @@ where
             Ok(Err(e)) => return Err(connection_failure(e)),
             Ok(Ok(r)) => r,
         };
-        let status = response.status().as_u16();
-        if response.status().is_success() {
+        let status = response.status.as_u16();
+        if response.status.is_success() {
             return Ok(response);
         }
-        if response.status().is_redirection() {
+        if response.status.is_redirection() {
             return Err(redirect_failure(&response, status));
         }
-        let wait = retry_after(response.headers());
+        let wait = retry_after(&response.headers);
         let body = match Box::pin(tokio::time::timeout(self.idle, response.text())).await {
             Ok(Ok(text)) => text,
             _ => String::new(),
@@ -614,7 +654,7 @@ where
     /// queued.
     async fn read(
         &mut self,
-        response: &mut reqwest::Response,
+        response: &mut Response,
         decoder: &mut SseDecoder,
         delivered: &mut bool,
         last_data: &mut Instant,
@@ -658,7 +698,7 @@ where
                 return Err(stream_failure(
                     *delivered,
                     StreamErrorKind::Broken,
-                    format!("the connection broke mid-stream: {}", describe(e)),
+                    format!("the connection broke mid-stream: {}", describe(&e)),
                 ));
             }
             Ok(Ok(Some(bytes))) => bytes,
@@ -732,23 +772,23 @@ where
 
 /// A redirect that was not followed because it leads to another origin (see the client's
 /// redirect policy): reported with its target, credentials redacted. Not retried.
-fn redirect_failure(response: &reqwest::Response, status: u16) -> Failure {
+fn redirect_failure(response: &Response, status: u16) -> Failure {
     let target = response
-        .headers()
-        .get(reqwest::header::LOCATION)
+        .headers
+        .get(header::LOCATION)
         .and_then(|v| v.to_str().ok())
         .map(|location| {
             let location = crate::providers::redact_url(location);
             format!("{:.300}", location.as_ref())
         })
         .unwrap_or_else(|| "(no Location header)".to_owned());
-    let from = response.url();
+    let from = &response.url;
     let origin = format!(
         "{}://{}",
-        from.scheme(),
-        from.host_str().unwrap_or_default()
+        from.scheme_str().unwrap_or("http"),
+        from.host().unwrap_or_default()
     );
-    let origin = match from.port() {
+    let origin = match from.port_u16() {
         Some(port) => format!("{origin}:{port}"),
         None => origin,
     };
@@ -763,14 +803,10 @@ fn redirect_failure(response: &reqwest::Response, status: u16) -> Failure {
 }
 
 /// A hash of a request's body (computed only when an attempt failed with a 500).
-fn body_hash(request: &reqwest::Request) -> u64 {
+fn body_hash(request: &Prepared) -> u64 {
     use std::hash::Hash;
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    request
-        .body()
-        .and_then(reqwest::Body::as_bytes)
-        .unwrap_or_default()
-        .hash(&mut hasher);
+    request.body.as_ref().hash(&mut hasher);
     hasher.finish()
 }
 
@@ -800,7 +836,7 @@ const RETRY_AFTER_CAP: Duration = Duration::from_secs(7 * 24 * 3600);
 /// The wait the server asked for, from `retry-after-ms` or `retry-after` (seconds). A value
 /// that is malformed, negative or NaN is ignored (the normal backoff applies); a huge or
 /// infinite one is clamped to [`RETRY_AFTER_CAP`]. Never panics.
-fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let get = |name: &str| {
         headers
             .get(name)
@@ -838,15 +874,10 @@ fn retry_after_in_body(body: &str) -> Option<Duration> {
     wait_of(delay.trim().strip_suffix('s')?.parse::<f64>().ok()?)
 }
 
-/// An HTTP error with its causes ("error sending request: connection refused"): reqwest's own
-/// message alone ("error decoding response body") rarely says what went wrong. The URL is left
-/// out: it is noise here and could in principle carry secrets.
-fn describe(err: reqwest::Error) -> String {
-    describe_ref(&err.without_url())
-}
-
-/// [`describe`] for an error whose URL was already removed.
-fn describe_ref(err: &reqwest::Error) -> String {
+/// An HTTP error with its causes ("error connecting: Connection refused"): the outer message
+/// alone rarely says what went wrong. The client's errors never carry the URL (it is noise
+/// here and could carry secrets).
+fn describe(err: &HttpError) -> String {
     let mut text = err.to_string();
     let mut source = std::error::Error::source(err);
     while let Some(cause) = source {
@@ -860,10 +891,8 @@ fn describe_ref(err: &reqwest::Error) -> String {
     text
 }
 
-fn connection_failure(err: reqwest::Error) -> Failure {
-    // Drop the URL from the message: it is noise here and could in principle carry secrets.
-    let err = err.without_url();
-    if err.is_redirect() {
+fn connection_failure(err: HttpError) -> Failure {
+    if err.is_redirect_loop() {
         // Too many redirects (a loop): the server answers the same way to the same request,
         // so the whole chain is not sent again.
         return Failure::last(ModelError::Connection {
@@ -871,13 +900,20 @@ fn connection_failure(err: reqwest::Error) -> Failure {
                 "the provider redirected the request more than {} times (a redirect loop?); \
                  not retried: {}",
                 crate::providers::config::MAX_REDIRECTS,
-                describe_ref(&err)
+                describe(&err)
             ),
             source: Some(ErrorSource::new(err)),
         });
     }
+    if err.is_config() {
+        // TLS roots or a proxy setting that cannot work: another attempt would fail the same.
+        return Failure::last(ModelError::InvalidRequest(format!(
+            "the HTTP client cannot be built: {}",
+            describe(&err)
+        )));
+    }
     Failure::of(ModelError::Connection {
-        message: describe_ref(&err),
+        message: describe(&err),
         source: Some(ErrorSource::new(err)),
     })
 }
@@ -906,7 +942,7 @@ const DRAIN_LIMIT: Duration = Duration::from_millis(200);
 /// awaited without a timer (arming a timer that fires before every other one wakes the driver:
 /// a syscall per request); only then for up to [`DRAIN_LIMIT`]. Anything still arriving after
 /// that is dropped with the connection.
-async fn drain(mut response: reqwest::Response) {
+async fn drain(mut response: Response) {
     use futures::FutureExt;
     let mut ended = false;
     for _ in 0..3 {
@@ -962,16 +998,10 @@ mod tests {
 
     #[test]
     fn retry_after_headers_are_read() {
-        let mut h = reqwest::header::HeaderMap::new();
-        h.insert(
-            "retry-after",
-            reqwest::header::HeaderValue::from_static("2"),
-        );
+        let mut h = HeaderMap::new();
+        h.insert("retry-after", HeaderValue::from_static("2"));
         assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
-        h.insert(
-            "retry-after-ms",
-            reqwest::header::HeaderValue::from_static("250"),
-        );
+        h.insert("retry-after-ms", HeaderValue::from_static("250"));
         assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
     }
 
@@ -1003,8 +1033,8 @@ mod tests {
     #[test]
     fn hostile_retry_after_values_never_panic() {
         let with = |name: &'static str, value: &'static str| {
-            let mut h = reqwest::header::HeaderMap::new();
-            h.insert(name, reqwest::header::HeaderValue::from_static(value));
+            let mut h = HeaderMap::new();
+            h.insert(name, HeaderValue::from_static(value));
             retry_after(&h)
         };
         for name in ["retry-after", "retry-after-ms"] {
@@ -1031,7 +1061,7 @@ mod tests {
             crate::providers::ProviderConfig::new("http://us%40er:p%3Aw@gw.example:8080/v1");
         let (url, headers) = target(&config, "chat/completions").unwrap();
         assert_eq!(url.as_str(), "http://gw.example:8080/v1/chat/completions");
-        let auth = headers.get(reqwest::header::AUTHORIZATION).unwrap();
+        let auth = headers.get(header::AUTHORIZATION).unwrap();
         assert!(auth.is_sensitive());
         // base64("us@er:p:w")
         assert_eq!(auth.to_str().unwrap(), "Basic dXNAZXI6cDp3");
