@@ -165,21 +165,13 @@ impl Pool {
         &self.shared.connector
     }
 
-    /// Connections the pool holds: idle HTTP/1.1 ones and HTTP/2 ones (set up or being set up).
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        let state = self.shared.lock();
-        state.idle.len() + state.h2.len()
-    }
-
     /// A connection for one request.
     pub(crate) async fn lease(&self) -> Result<Lease, HttpError> {
         let shared = &self.shared;
         if shared.h2 && !shared.lock().http1_learned {
-            match self.lease_http2().await? {
-                Some(lease) => return Ok(lease),
-                // The server speaks HTTP/1.1 only: fall through.
-                None => {}
+            // `None`: the server speaks HTTP/1.1 only.
+            if let Some(lease) = self.lease_http2().await? {
+                return Ok(lease);
             }
         }
         self.lease_http1().await
