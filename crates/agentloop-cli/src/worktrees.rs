@@ -92,6 +92,9 @@ fn process_alive(pid: u32) -> bool {
     }
 }
 
+/// Serializes this process's repository-changing git commands (see [`create`]).
+static GIT_TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Runs `git ARGS` in `dir`; its trimmed stdout, or the first line of its error.
 fn git(dir: &Path, args: &[&str]) -> Result<String, String> {
     let out = Command::new("git")
@@ -151,6 +154,11 @@ pub fn reopen(workdir: &Path) -> Option<Record> {
 /// Creates the isolated workspace of one call of sub-agent `agent`, for the parent's
 /// workspace `source`: a git worktree on a new branch, or a plain copy outside git.
 pub fn create(source: &Path, agent: &str) -> Result<Record, String> {
+    // Parallel calls in one repository: git's own locks (refs, the worktree list) would make
+    // one of two simultaneous `worktree add`s fail; take turns instead.
+    let _turn = GIT_TURN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let dir = root()?;
     create_private_dir(&dir)?;
     let source = std::fs::canonicalize(source).map_err(|e| e.to_string())?;
@@ -280,6 +288,9 @@ pub fn finish(record: &mut Record, task: &str) -> String {
 /// Commits everything the child changed in its worktree (no hooks run; a default identity
 /// when git has none).
 fn commit(path: &Path, agent: &str, task: &str) -> Result<(), String> {
+    let _turn = GIT_TURN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     git(path, &["add", "-A"])?;
     if git(path, &["status", "--porcelain"])?.is_empty() {
         return Ok(());

@@ -781,3 +781,54 @@ fn an_isolated_child_killed_mid_run_goes_on_in_the_same_worktree() {
     let listed = text(&scratch.cli(&["worktrees", "list"]).stdout);
     assert_eq!(listed.lines().count(), 1, "{listed}");
 }
+
+#[test]
+fn an_isolated_child_cannot_write_another_childs_worktree() {
+    let scratch = Scratch::new();
+    scratch.agent_file(".agentloop", "builder", BUILDER);
+    let ws = scratch.ws();
+    git(&ws, &["init", "-q"]);
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-q", "-m", "init"]);
+    // The second child tries to overwrite notes.txt in every sibling worktree.
+    let server = server(json!({"mode": "sequential", "turns": [
+        {"tool_calls": [{"id": "t1", "name": "task", "arguments": {"agent": "builder", "prompt": "First."}}]},
+        {"text": "First done."},
+        {"tool_calls": [{"id": "t2", "name": "task", "arguments": {"agent": "builder", "prompt": "Second."}}]},
+        {"tool_calls": [{"id": "s", "name": "shell", "arguments": {
+            "command": "for f in ../*/notes.txt; do [ \"$f\" -ef notes.txt ] || echo x > \"$f\"; done"}}]},
+        {"text": "Second done."},
+        {"text": "Done."}
+    ]}));
+    let out = scratch.run(
+        &server,
+        &["--json", "--trust-project", "--approve", "allow"],
+        "Delegate twice.",
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let root = scratch.path("data").join("agentloop").join("worktrees");
+    let trees: Vec<PathBuf> = std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() && !p.to_string_lossy().ends_with(".tmp"))
+        .collect();
+    assert_eq!(trees.len(), 2, "{trees:?}");
+    for tree in &trees {
+        assert_eq!(
+            std::fs::read_to_string(tree.join("notes.txt")).unwrap(),
+            "the answer is 42\n",
+            "{}",
+            tree.display()
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(ws.join("notes.txt")).unwrap(),
+        "the answer is 42\n"
+    );
+    // Where the sandbox is enforced the attempt was made, and refused.
+    if agentloop::builtin::sandbox_support(agentloop::builtin::SandboxMode::WorkspaceWrite).is_ok()
+    {
+        let tried = child_result(&events(&out), "s")["content"].to_string();
+        assert!(tried.contains("Permission denied"), "{tried}");
+    }
+}
