@@ -224,7 +224,7 @@ pub fn deny(db: Option<&str>, args: DenyArgs) -> Result<(), Failure> {
 /// `agentloop resume SESSION`.
 pub async fn resume(db: Option<&str>, args: ResumeArgs) -> Result<(), Failure> {
     let store: Arc<dyn SessionStore> = open_store(db)?;
-    let id = resolve_id(&*store, &args.session)?;
+    let id = resolve_id(&*store, args.session.as_deref().unwrap_or_default())?;
     let (context, parked) = load_parked(&*store, &id)?;
     let Some(parked) = parked else {
         return Err(Failure::new(format!(

@@ -11,6 +11,8 @@
 //! delivered after the current tool batch (Unix: the terminal is polled between turns' events,
 //! and left alone while an approval question waits for its answer).
 
+mod earlier;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -134,7 +136,7 @@ struct Chat {
 }
 
 /// Runs `agentloop chat`.
-pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
+pub async fn run(db: Option<&str>, mut args: RunArgs) -> Result<(), Failure> {
     use std::io::IsTerminal;
     if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
         return Err(Failure::usage(
@@ -146,6 +148,9 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
             "--json, --quiet and --output-schema are for `agentloop run`, not chat",
         ));
     }
+    if !crate::picker::chat_resume_flag(db, &mut args)? {
+        return Ok(()); // the person quit the list of sessions
+    }
     let mut chat = Chat::open(db, args)?;
     let mut editor: Editor<Lines, rustyline::history::DefaultHistory> =
         Editor::with_config(Config::builder().auto_add_history(true).build())
@@ -156,6 +161,9 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
         let _ = editor.load_history(path);
     }
     chat.banner();
+    if !chat.created {
+        chat.show_earlier();
+    }
     if let Some(first) = chat.args.prompt.take() {
         chat.turn(first).await?;
     }
@@ -193,6 +201,7 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
     if let Some(path) = &history {
         let _ = editor.save_history(path);
     }
+    chat.farewell();
     Ok(())
 }
 
@@ -270,6 +279,31 @@ impl Chat {
                 visible_line(&self.session.id)
             ))
         );
+    }
+
+    /// A resumed session's last exchanges (see [`earlier`]).
+    fn show_earlier(&self) {
+        if let Ok(messages) = self.store.load_raw(&self.session.id) {
+            print!(
+                "{}",
+                earlier::render(self.style, &messages, earlier::EXCHANGES)
+            );
+        }
+    }
+
+    /// Leaving the chat: the command that comes back to this conversation (none when it is
+    /// discarded, the model never having answered in it).
+    fn farewell(&mut self) {
+        self.leave_session();
+        if self.store.info(&self.session.id).is_ok() {
+            let id = visible_line(&self.session.id);
+            println!(
+                "{}",
+                self.style.dim(&format!(
+                    "resume this conversation: agentloop chat --session {id} (or agentloop resume {id})"
+                ))
+            );
+        }
     }
 
     /// One prompt: a run of the loop on the session so far. Lines typed too late to steer it
@@ -701,6 +735,7 @@ impl Chat {
             self.session.message_count,
             visible_line(&self.args.model)
         );
+        self.show_earlier();
         Ok(())
     }
 

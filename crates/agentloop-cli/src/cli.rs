@@ -99,8 +99,9 @@ pub enum Command {
     Approve(ApproveArgs),
     /// Deny a pending tool call of a session; the model sees the reason.
     Deny(DenyArgs),
-    /// Continue a session that stopped awaiting approval: run the approved calls, answer the
-    /// denied ones, and let the agent go on.
+    /// Continue a session: one that stopped awaiting approval runs the approved calls, answers
+    /// the denied ones and lets the agent go on; any other (on a terminal) continues in chat.
+    /// No id, on a terminal: pick one of this workspace's sessions.
     Resume(ResumeArgs),
     /// Summarise a session's older turns now (context compaction); the full history stays
     /// stored and resuming uses the summary.
@@ -321,6 +322,16 @@ pub struct RunArgs {
     /// is stored without its `user:password@`, so give such a URL again with `--base-url`.
     #[arg(long = "continue", short = 'c')]
     pub continue_last: bool,
+
+    /// Resume a session: with ID, as `--session ID`; alone (on a terminal), pick one of this
+    /// workspace's sessions from a list, most recent first (`agentloop --resume`).
+    #[arg(
+        long,
+        value_name = "ID",
+        num_args = 0..=1,
+        conflicts_with_all = ["session", "continue_last"]
+    )]
+    pub resume: Option<Option<String>>,
 
     /// Title of a new session (default: derived from the prompt).
     #[arg(long, value_name = "TEXT")]
@@ -843,8 +854,9 @@ pub struct DenyArgs {
 /// `agentloop resume`.
 #[derive(Args, Debug)]
 pub struct ResumeArgs {
-    /// Session id (or a unique prefix).
-    pub session: String,
+    /// Session id (or a unique prefix). None, on a terminal: pick one of this workspace's
+    /// sessions from a list.
+    pub session: Option<String>,
     /// The directory the tools may read and change (default: the current directory).
     #[arg(long, short = 'w', value_name = "DIR")]
     pub workspace: Option<PathBuf>,

@@ -53,6 +53,7 @@ mod model;
 mod models;
 mod otel;
 mod permissions;
+mod picker;
 mod plan;
 mod prompt;
 mod render;
@@ -116,7 +117,7 @@ fn main() -> ExitCode {
         };
         match command {
             Command::Chat(args) => chat::run(db, args).await,
-            Command::Run(args) => run::run(db, args).await,
+            Command::Run(args) => run::run(db, picker::run_resume_flag(args)?).await,
             #[cfg(feature = "acp")]
             Command::Acp(args) => acp::serve(db, args).await,
             Command::Sessions(command) => sessions::run(db, command),
@@ -131,7 +132,7 @@ fn main() -> ExitCode {
             Command::Approvals(args) => approvals::command(db, args),
             Command::Approve(args) => approvals::approve(db, args),
             Command::Deny(args) => approvals::deny(db, args),
-            Command::Resume(args) => approvals::resume(db, args).await,
+            Command::Resume(args) => picker::command(db, args).await,
             Command::Mcp(command) => mcp::run(command).await,
             Command::McpServer(args) => mcp::serve(args).await,
             Command::Models(args) => models::run(args).await,

@@ -31,7 +31,7 @@
 
 mod save_rule;
 mod screen;
-mod tty;
+pub mod tty;
 
 pub use save_rule::RuleTargets;
 
