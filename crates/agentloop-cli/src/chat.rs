@@ -3,14 +3,20 @@
 //! Each prompt is one run of the loop on the session so far ([`execute`], the same pipeline as
 //! `agentloop run`), rendered for a person: Markdown a line at a time, thinking collapsed to a
 //! line, edits as diffs. Input is read with `rustyline` (line editing, history in the data
-//! directory, a line ending in `\` continues on the next). Ctrl-C during a turn cancels that
-//! turn (the loop records an "aborted" result for every unfinished call, so the session stays
-//! valid) and returns to the prompt; at the prompt it clears the line; Ctrl-D exits.
+//! directory, a line ending in `\` continues on the next, Tab completes commands and `@path`s:
+//! [`complete`]); a prompt's `@path` mentions attach those files ([`crate::mentions`]),
+//! `!command` runs a shell command for the person ([`bang`]), `/image` attaches an image to the
+//! next prompt, and a resumed session shows its last exchanges first ([`earlier`]). Ctrl-C
+//! during a turn cancels that turn (the loop records an "aborted" result for every unfinished
+//! call, so the session stays valid) and returns to the prompt; at the prompt it clears the
+//! line; Ctrl-D exits.
 //!
 //! While the agent works, a line typed and ended with Enter is queued as a steering message,
 //! delivered after the current tool batch (Unix: the terminal is polled between turns' events,
 //! and left alone while an approval question waits for its answer).
 
+mod bang;
+mod complete;
 mod earlier;
 
 use std::path::PathBuf;
@@ -26,10 +32,10 @@ use agentloop::session::{
     NewSession, SessionFilter, SessionInfo, SessionLock, SessionSettings, SessionStore, StoreSpec,
     load_parked,
 };
+use agentloop::transcript::ImagePart;
 use agentloop::transcript::Message;
 use rustyline::error::ReadlineError;
-use rustyline::validate::{ValidationContext, ValidationResult, Validator};
-use rustyline::{Config, Editor, Helper};
+use rustyline::{CompletionType, Config, Editor};
 
 use crate::cli::{ApproveArg, RunArgs};
 use crate::error::Failure;
@@ -65,31 +71,17 @@ const HELP: &str = "\
 /diff                  what this session changed in the workspace so far
 /rewind                pick a checkpoint: files back to before that tool call, and the
                        conversation continues from there (`/rewind ID` skips the picker)
+/image PATH            attach an image (PNG, JPEG, GIF, WebP) to the next prompt
 /help                  this list (custom commands follow it)
 /exit                  leave (Ctrl-D works too)
-A line ending in \\ continues on the next. Ctrl-C cancels the running turn.
-While the agent works, type a line and press Enter to steer it.";
+@PATH                  in a prompt: attach that workspace file (Tab completes it)
+!COMMAND               run a shell command yourself (sandboxed like the agent's); its
+                       output is shown and goes to the model with your next prompt
+A line ending in \\ continues on the next; Tab completes commands and @paths.
+Ctrl-C cancels the running turn. While the agent works, type a line and press Enter to
+steer it.";
 
-/// The line editor's helper: only multi-line input (a trailing `\`).
-struct Lines;
-
-impl Validator for Lines {
-    fn validate(&self, ctx: &mut ValidationContext<'_>) -> rustyline::Result<ValidationResult> {
-        Ok(if ctx.input().ends_with('\\') {
-            ValidationResult::Incomplete
-        } else {
-            ValidationResult::Valid(None)
-        })
-    }
-}
-impl rustyline::completion::Completer for Lines {
-    type Candidate = String;
-}
-impl rustyline::hint::Hinter for Lines {
-    type Hint = String;
-}
-impl rustyline::highlight::Highlighter for Lines {}
-impl Helper for Lines {}
+use complete::Lines;
 
 /// The text of a (possibly multi-line) input: continuation backslashes removed.
 fn joined(input: &str) -> String {
@@ -133,6 +125,9 @@ struct Chat {
     style: Style,
     /// Background jobs of the whole conversation (`/jobs`).
     jobs: agentloop::builtin::Jobs,
+    /// Images (`/image`) and `!command` outputs that go with the next prompt.
+    pending_images: Vec<ImagePart>,
+    pending_context: Vec<String>,
 }
 
 /// Runs `agentloop chat`.
@@ -152,10 +147,17 @@ pub async fn run(db: Option<&str>, mut args: RunArgs) -> Result<(), Failure> {
         return Ok(()); // the person quit the list of sessions
     }
     let mut chat = Chat::open(db, args)?;
-    let mut editor: Editor<Lines, rustyline::history::DefaultHistory> =
-        Editor::with_config(Config::builder().auto_add_history(true).build())
-            .map_err(|e| Failure::new(format!("cannot open the line editor: {e}")))?;
-    editor.set_helper(Some(Lines));
+    let config = Config::builder()
+        .auto_add_history(true)
+        .completion_type(CompletionType::List)
+        .build();
+    let mut editor: Editor<Lines, rustyline::history::DefaultHistory> = Editor::with_config(config)
+        .map_err(|e| Failure::new(format!("cannot open the line editor: {e}")))?;
+    editor.set_helper(Some(Lines {
+        root: chat.workspace.root().to_path_buf(),
+        trusted: chat.args.trust.applies_to(chat.workspace.root()),
+        builtin: complete::command_names(HELP),
+    }));
     let history = history_path(db);
     if let Some(path) = &history {
         let _ = editor.load_history(path);
@@ -187,6 +189,8 @@ pub async fn run(db: Option<&str>, mut args: RunArgs) -> Result<(), Failure> {
                     if !chat.command(command).await? {
                         break;
                     }
+                } else if let Some(command) = text.strip_prefix('!') {
+                    chat.bang(command.trim()).await;
                 } else {
                     chat.turn(text.to_owned()).await?;
                 }
@@ -266,6 +270,8 @@ impl Chat {
             last_thinking: String::new(),
             style: Style::new(color),
             jobs,
+            pending_images: Vec::new(),
+            pending_context: Vec::new(),
         })
     }
 
@@ -279,6 +285,72 @@ impl Chat {
                 visible_line(&self.session.id)
             ))
         );
+    }
+
+    /// `!command`: runs it with the agent's shell tool, shows the output and keeps it for the
+    /// next prompt (see [`bang`]).
+    async fn bang(&mut self, command: &str) {
+        if command.is_empty() {
+            println!("{}", self.style.red("!COMMAND runs a shell command"));
+            return;
+        }
+        let options = shell_options(&self.args).jobs(self.jobs.clone());
+        let ran = bang::run(&self.workspace, &options, command).await;
+        crate::render::out(&format!(
+            "{}\n",
+            crate::safe_text::visible(ran.output.trim_end())
+        ));
+        println!(
+            "{}",
+            self.style
+                .dim("(this output goes to the model with your next prompt)")
+        );
+        self.pending_context.push(ran.context());
+    }
+
+    /// `/image PATH`: the image goes with the next prompt.
+    fn attach_image(&mut self, path: &str) {
+        if path.is_empty() {
+            println!("{}", self.style.red("/image PATH"));
+            return;
+        }
+        match crate::run::load_image(std::path::Path::new(path), "/image") {
+            Ok(image) => {
+                self.pending_images.push(image);
+                println!(
+                    "{}",
+                    self.style.dim(&format!(
+                        "image {} goes with your next prompt",
+                        visible_line(path)
+                    ))
+                );
+            }
+            Err(e) => println!("{}", self.style.red(&e.to_string())),
+        }
+    }
+
+    /// A typed prompt as the model gets it: the `!command` outputs kept for it first, then
+    /// the prompt, then the `@path` files it mentions (see [`crate::mentions`]). A slash
+    /// command's prompt (an MCP prompt) is left alone.
+    fn with_attachments(&mut self, prompt: String) -> String {
+        if prompt.starts_with('/') {
+            return prompt;
+        }
+        let (mut prompt, outcomes) = crate::mentions::expand(&prompt, self.workspace.root());
+        for outcome in outcomes {
+            let line = visible_line(&outcome.line());
+            if outcome.is_refusal() {
+                println!("{}", self.style.red(&line));
+            } else {
+                println!("{}", self.style.dim(&line));
+            }
+        }
+        if !self.pending_context.is_empty() {
+            let mut context = std::mem::take(&mut self.pending_context).join("\n\n");
+            context.push_str("\n\n");
+            prompt.insert_str(0, &context);
+        }
+        prompt
     }
 
     /// A resumed session's last exchanges (see [`earlier`]).
@@ -319,7 +391,7 @@ impl Chat {
         prompt: String,
         command: Option<&crate::commands::Expanded>,
     ) -> Result<(), Failure> {
-        let mut next = Some(prompt);
+        let mut next = Some(self.with_attachments(prompt));
         let mut command = command;
         while let Some(prompt) = next.take() {
             let leftover = self.one_turn(prompt, command.take()).await?;
@@ -384,7 +456,7 @@ impl Chat {
             session: self.session.clone(),
             context: effective_context(&history),
             prompt,
-            images: Vec::new(),
+            images: std::mem::take(&mut self.pending_images),
             steering: Some(steering.clone()),
             interactive: Some(self.expand_thinking),
             shell: shell_options(&self.args).jobs(self.jobs.clone()),
@@ -510,6 +582,7 @@ impl Chat {
             "compact" => self.compact().await?,
             "clear" => self.clear()?,
             "sessions" => self.list_sessions(rest == "all")?,
+            "image" => self.attach_image(rest),
             "resume" if rest.is_empty() => println!("{}", self.style.red("/resume ID")),
             "resume" => {
                 if let Err(e) = self.resume(rest) {

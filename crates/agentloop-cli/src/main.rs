@@ -47,6 +47,7 @@ mod invocation;
 mod jobs;
 mod markdown;
 mod mcp;
+mod mentions;
 #[cfg(feature = "demo")]
 mod mock;
 mod model;

@@ -670,25 +670,28 @@ const MAX_IMAGE_BYTES: u64 = 5 * 1024 * 1024;
 fn load_images(paths: &[std::path::PathBuf]) -> Result<Vec<ImagePart>, Failure> {
     paths
         .iter()
-        .map(|path| {
-            let shown = path.display();
-            let size = std::fs::metadata(path)
-                .map_err(|e| Failure::usage(format!("cannot read --image {shown}: {e}")))?
-                .len();
-            if size > MAX_IMAGE_BYTES {
-                return Err(Failure::usage(format!(
-                    "--image {shown} has {size} bytes; at most {MAX_IMAGE_BYTES} are accepted"
-                )));
-            }
-            let bytes = std::fs::read(path)
-                .map_err(|e| Failure::usage(format!("cannot read --image {shown}: {e}")))?;
-            ImagePart::from_bytes(&bytes).ok_or_else(|| {
-                Failure::usage(format!(
-                    "--image {shown} is not a PNG, JPEG, GIF or WebP image"
-                ))
-            })
-        })
+        .map(|path| load_image(path, "--image"))
         .collect()
+}
+
+/// Reads one image file (`what` names where it was given: `--image`, `/image`).
+pub fn load_image(path: &std::path::Path, what: &str) -> Result<ImagePart, Failure> {
+    let shown = path.display();
+    let size = std::fs::metadata(path)
+        .map_err(|e| Failure::usage(format!("cannot read {what} {shown}: {e}")))?
+        .len();
+    if size > MAX_IMAGE_BYTES {
+        return Err(Failure::usage(format!(
+            "{what} {shown} has {size} bytes; at most {MAX_IMAGE_BYTES} are accepted"
+        )));
+    }
+    let bytes = std::fs::read(path)
+        .map_err(|e| Failure::usage(format!("cannot read {what} {shown}: {e}")))?;
+    ImagePart::from_bytes(&bytes).ok_or_else(|| {
+        Failure::usage(format!(
+            "{what} {shown} is not a PNG, JPEG, GIF or WebP image"
+        ))
+    })
 }
 
 /// The system prompt of a run: `--system` or the default, plus the project instructions

@@ -3,7 +3,10 @@
 //!
 //! - resuming: `agentloop --resume` and `agentloop resume` list this workspace's top-level
 //!   sessions and open the chosen one, showing its earlier conversation; leaving a chat prints
-//!   the command that comes back to it; without a terminal, a one-line usage error.
+//!   the command that comes back to it; without a terminal, a one-line usage error;
+//! - input: Tab completes slash commands and `@path` mentions, an `@file` mention attaches the
+//!   file (one outside the workspace is refused), `!command` runs a shell command whose output
+//!   goes with the next prompt, `/image PATH` attaches an image.
 
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -131,6 +134,10 @@ impl Pty {
     }
     fn line(&mut self, line: &str) {
         self.session.send_line(line).unwrap();
+    }
+    /// Keys without Enter.
+    fn keys(&mut self, keys: &str) {
+        self.session.send(keys).unwrap();
     }
     /// Reads to the end of the program; returns what it showed since the last expectation.
     fn finish(mut self) -> String {
@@ -275,4 +282,134 @@ fn resume_without_an_id_lists_on_a_terminal_and_is_a_usage_error_without_one() {
     pty.line("q");
     let end = pty.finish();
     assert!(!end.contains("agentloop chat ·"), "{end}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Input conveniences.
+
+/// A chat on the scratch workspace, at its first prompt.
+fn chat(scratch: &Scratch, server: &MockServer) -> Pty {
+    let mut pty = scratch.pty(server, &["chat"]);
+    pty.expect("› ");
+    pty
+}
+
+#[test]
+fn tab_completes_commands_and_workspace_paths_and_a_mention_attaches_the_file() {
+    let _pty = one_at_a_time();
+    let scratch = Scratch::new();
+    std::fs::create_dir(scratch.ws().join("src")).unwrap();
+    std::fs::write(scratch.ws().join("src/lib.rs"), "pub fn forty_two() {}\n").unwrap();
+    let server = server(json!({"turns": [{"text": "seen it"}], "repeat": true}));
+    let mut pty = chat(&scratch, &server);
+    pty.keys("/he\t");
+    pty.expect("/help");
+    pty.keys("\r");
+    pty.expect("/image PATH");
+    pty.expect("› ");
+    pty.keys("explain @sr\t");
+    pty.expect("@src/");
+    pty.keys("lib.rs please\r");
+    let shown = pty.expect("seen it");
+    assert!(shown.contains("attached @src/lib.rs"), "{shown}");
+    let sent = last_messages(&server);
+    assert!(sent.contains("explain @src/lib.rs please"), "{sent}");
+    assert!(
+        sent.contains("pub fn forty_two()"),
+        "the file's contents: {sent}"
+    );
+    pty.expect("› ");
+    pty.line("/exit");
+    pty.finish();
+}
+
+#[test]
+fn a_mention_outside_the_workspace_is_refused() {
+    let _pty = one_at_a_time();
+    let scratch = Scratch::new();
+    std::fs::write(scratch.dir.path().join("outside.txt"), "top secret\n").unwrap();
+    std::os::unix::fs::symlink(
+        scratch.dir.path().join("outside.txt"),
+        scratch.ws().join("inside.txt"),
+    )
+    .unwrap();
+    let server = server(json!({"turns": [{"text": "ok then"}], "repeat": true}));
+    let mut pty = chat(&scratch, &server);
+    pty.line("read @../outside.txt and @inside.txt");
+    let shown = pty.expect("ok then");
+    assert!(
+        shown.contains("@../outside.txt is outside the workspace: not attached"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("@inside.txt is outside the workspace"),
+        "a link out: {shown}"
+    );
+    assert!(!last_messages(&server).contains("top secret"));
+    pty.expect("› ");
+    pty.line("/exit");
+    pty.finish();
+}
+
+#[test]
+fn a_bang_command_shows_its_output_and_the_next_prompt_carries_it() {
+    let _pty = one_at_a_time();
+    let scratch = Scratch::new();
+    let server = server(json!({"turns": [{"text": "noted"}], "repeat": true}));
+    let mut pty = chat(&scratch, &server);
+    pty.line("!echo hi from the shell");
+    let shown = pty.expect("goes to the model with your next prompt");
+    assert!(shown.contains("hi from the shell"), "{shown}");
+    assert!(server.requests().is_empty(), "a model call for !command");
+    pty.expect("› ");
+    pty.line("what did it say?");
+    pty.expect("noted");
+    let sent = last_messages(&server);
+    assert!(
+        sent.contains("The user ran `echo hi from the shell`"),
+        "{sent}"
+    );
+    assert!(sent.contains("what did it say?"), "{sent}");
+    pty.expect("› ");
+    // Only the next prompt carries it.
+    pty.line("and now?");
+    pty.expect("noted");
+    let sent = server.requests().last().unwrap().body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(!sent.contains("The user ran"), "{sent}");
+    pty.expect("› ");
+    pty.line("/exit");
+    pty.finish();
+}
+
+#[test]
+fn image_attaches_an_image_to_the_next_prompt() {
+    let _pty = one_at_a_time();
+    let scratch = Scratch::new();
+    let png = scratch.ws().join("shot.png");
+    std::fs::write(&png, b"\x89PNG\r\n\x1a\n0000IHDR").unwrap();
+    std::fs::write(scratch.ws().join("notes.txt"), "not an image").unwrap();
+    let server = server(json!({"turns": [{"text": "a picture"}], "repeat": true}));
+    let mut pty = chat(&scratch, &server);
+    pty.line(&format!(
+        "/image {}",
+        scratch.ws().join("notes.txt").display()
+    ));
+    pty.expect("is not a PNG, JPEG, GIF or WebP image");
+    pty.expect("› ");
+    pty.line(&format!("/image {}", png.display()));
+    pty.expect("goes with your next prompt");
+    pty.expect("› ");
+    pty.line("what is in it?");
+    pty.expect("a picture");
+    let sent = last_messages(&server);
+    assert!(sent.contains("data:image/png;base64,"), "{sent}");
+    assert!(sent.contains("what is in it?"), "{sent}");
+    pty.expect("› ");
+    pty.line("/exit");
+    pty.finish();
 }

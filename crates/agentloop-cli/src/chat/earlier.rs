@@ -52,10 +52,12 @@ pub fn render(style: Style, messages: &[Message], exchanges: usize) -> String {
     out
 }
 
-/// A prompt as it was typed after `› ` (an attached image named).
+/// A prompt as it was typed after `› `: the files its `@path` mentions attached are left out
+/// (see `crate::mentions`), an attached image is named.
 fn prompt(style: Style, message: &Message, out: &mut String) {
     let text = message.text();
-    for (i, line) in text.trim_end().lines().enumerate() {
+    let typed = crate::mentions::typed_part(&text);
+    for (i, line) in typed.trim_end().lines().enumerate() {
         let lead = if i == 0 { "› " } else { "  " };
         out.push_str(&style.bold(&format!("{lead}{}", visible_line(line))));
         out.push('\n');
