@@ -33,8 +33,8 @@ pub(crate) enum Connection {
     Http2(http2::SendRequest<Body>),
 }
 
-/// How often TCP keep-alive probes an idle connection (as reqwest does by default), so that a
-/// pooled connection a middlebox dropped is noticed.
+/// When TCP keep-alive starts probing an idle connection, and how often (reqwest's defaults,
+/// with 3 probes), so that a pooled connection a middlebox dropped is noticed.
 const TCP_KEEPALIVE: Duration = Duration::from_secs(15);
 
 /// Everything needed to open connections to one origin.
@@ -197,6 +197,8 @@ async fn tcp_connect(host: &str, port: u16) -> Result<TcpStream, HttpError> {
                 // Small requests and SSE events must not wait for Nagle's algorithm.
                 let _ = tcp.set_nodelay(true);
                 let keepalive = socket2::TcpKeepalive::new().with_time(TCP_KEEPALIVE);
+                #[cfg(any(target_os = "linux", target_os = "android", target_os = "macos"))]
+                let keepalive = keepalive.with_interval(TCP_KEEPALIVE).with_retries(3);
                 let _ = socket2::SockRef::from(&tcp).set_tcp_keepalive(&keepalive);
                 return Ok(tcp);
             }
