@@ -21,7 +21,9 @@ use super::hooks::HookKind;
 use super::pending::{Answer, ParkedRun};
 use super::{AgentError, AgentLoop, RunOutcome, ToolExecutionMode};
 use crate::agent::output::{OutputPlan, OutputRun, PartialOutput};
-use crate::model::{MessageAssembler, ModelError, ModelEvent, ModelRequest, messages_for_model};
+use crate::model::{
+    MessageAssembler, ModelDelta, ModelError, ModelEvent, ModelRequest, messages_for_model,
+};
 use crate::tooling::{
     ExecOptions, Finalizer, LoadedTools, MAX_PARALLEL_TOOLS, ToolDeps, ToolObserver, ToolSchema,
     check_call, panic_message, render_guidance, run_tools_with, search_result_names,
@@ -141,6 +143,147 @@ fn empty_assistant() -> Message {
     let mut m = Message::assistant(Vec::new(), StopReason::Stop);
     m.stop_reason = None;
     m
+}
+
+/// One assistant reply being streamed: what was assembled so far, and the events that open
+/// and close it, so that every way a reply ends emits exactly one `MessageStart`/`MessageEnd`.
+struct ReplyBuilder<'a> {
+    emitter: &'a Emitter,
+    model_id: Option<String>,
+    provider: &'a str,
+    assembler: MessageAssembler,
+    partial_output: PartialOutput,
+    started: bool,
+}
+
+impl<'a> ReplyBuilder<'a> {
+    fn new(model_id: Option<String>, provider: &'a str, emitter: &'a Emitter) -> Self {
+        Self {
+            emitter,
+            model_id,
+            provider,
+            assembler: MessageAssembler::new(),
+            partial_output: PartialOutput::default(),
+            started: false,
+        }
+    }
+
+    /// Emits `MessageStart` once, before the reply's first event reaches listeners.
+    fn start(&mut self) {
+        if !self.started {
+            self.started = true;
+            self.emitter.emit_with(|| AgentEvent::MessageStart {
+                message: empty_assistant(),
+            });
+        }
+    }
+
+    /// Fills in what the provider left out (model, provider, time, cost) on the final message.
+    fn stamp(&self, mut m: Message) -> Message {
+        if m.model.is_none() {
+            m.model = self.model_id.clone();
+        }
+        if m.provider.is_none() {
+            m.provider = Some(self.provider.to_owned());
+        }
+        m.timestamp_ms = now_ms();
+        crate::cost::fill_cost(&mut m);
+        m
+    }
+
+    /// Closes the reply: stamps it and emits its `MessageEnd`.
+    fn end(&mut self, message: Message) -> Message {
+        self.start();
+        let message = self.stamp(message);
+        self.emitter.emit_with(|| AgentEvent::MessageEnd {
+            message: message.clone(),
+        });
+        message
+    }
+
+    /// Forwards one streamed delta, with the typed output so far when someone listens.
+    fn delta(&mut self, delta: ModelDelta, output: Option<&OutputPlan>) {
+        self.start();
+        self.assembler.push(&delta);
+        let output = match output {
+            Some(plan) if self.emitter.enabled() => self.partial_output.on_delta(plan, &delta),
+            _ => None,
+        };
+        self.emitter
+            .emit_with(|| AgentEvent::MessageUpdate { delta, output });
+    }
+
+    /// The run was cancelled: keeps what was streamed so far.
+    fn aborted(&mut self) -> Reply {
+        let partial = self.assembler.to_message(StopReason::Aborted);
+        Reply::Aborted(self.end(partial))
+    }
+
+    /// The model finished its reply.
+    fn done(&mut self, message: Message) -> Reply {
+        Reply::Done(self.end(completed_reply(message)))
+    }
+
+    /// The model call failed; the message carries what the provider had.
+    fn failed(&mut self, message: Message, error: ModelError) -> Reply {
+        Reply::Failed(self.end(failed_reply(message, &error)), error)
+    }
+
+    /// The stream ended without a terminal event: what was streamed, as an error.
+    fn cut(&mut self) -> Reply {
+        let error = ModelError::stream(
+            crate::model::StreamErrorKind::Cut,
+            "the model stream ended without a terminal event",
+        );
+        let mut partial = self.assembler.to_message(StopReason::Error);
+        partial.error_message = Some(error.to_string());
+        Reply::Failed(self.end(partial), error)
+    }
+}
+
+/// A finished reply is an assistant message that says why it stopped (tool use when it calls
+/// tools), even when the provider did not.
+fn completed_reply(mut message: Message) -> Message {
+    message.role = Role::Assistant;
+    if message.stop_reason.is_none() {
+        message.stop_reason = Some(if message.tool_calls().next().is_some() {
+            StopReason::ToolUse
+        } else {
+            StopReason::Stop
+        });
+    }
+    message
+}
+
+/// A failed reply is an assistant message stopped by an error (an abort stays an abort) that
+/// carries the error's text unless the provider gave one.
+fn failed_reply(mut message: Message, error: &ModelError) -> Message {
+    message.role = Role::Assistant;
+    if message.stop_reason != Some(StopReason::Aborted) {
+        message.stop_reason = Some(StopReason::Error);
+    }
+    if message.error_message.is_none() {
+        message.error_message = Some(error.to_string());
+    }
+    message
+}
+
+/// One answer per call, in call order; a slot left empty (which the executor never does) is
+/// answered with an internal error rather than dropped, so the model still sees every call.
+fn answers_in_call_order(slots: Vec<Option<Answer>>, calls: &[ToolCallPart]) -> Vec<Answer> {
+    slots
+        .into_iter()
+        .zip(calls)
+        .map(|(slot, call)| {
+            slot.unwrap_or_else(|| {
+                Answer::Result(ToolResultPart::error(
+                    &call.id,
+                    &call.tool_name,
+                    "internal error: no result",
+                ))
+            })
+        })
+        .collect()
 }
 
 impl<D: ToolDeps> AgentLoop<D> {
@@ -487,51 +630,16 @@ impl<D: ToolDeps> AgentLoop<D> {
         cancel: &CancellationToken,
         output: Option<&OutputPlan>,
     ) -> Reply {
-        let model_id = request.model.clone();
-        let mut partial_output = PartialOutput::default();
+        let mut reply = ReplyBuilder::new(request.model.clone(), self.model.provider(), emitter);
         let mut stream = self.model.stream(request);
-        let mut assembler = MessageAssembler::new();
-        let mut started = false;
-        let start = |started: &mut bool| {
-            if !*started {
-                *started = true;
-                emitter.emit_with(|| AgentEvent::MessageStart {
-                    message: empty_assistant(),
-                });
-            }
-        };
-        let stamp = |mut m: Message| {
-            if m.model.is_none() {
-                m.model = model_id.clone();
-            }
-            if m.provider.is_none() {
-                m.provider = Some(self.model.provider().to_owned());
-            }
-            m.timestamp_ms = now_ms();
-            crate::cost::fill_cost(&mut m);
-            m
-        };
         loop {
             let event = tokio::select! {
                 biased;
-                _ = cancel.cancelled() => {
-                    start(&mut started);
-                    let partial = stamp(assembler.to_message(StopReason::Aborted));
-                    emitter.emit_with(|| AgentEvent::MessageEnd { message: partial.clone() });
-                    return Reply::Aborted(partial);
-                }
+                _ = cancel.cancelled() => return reply.aborted(),
                 event = stream.next() => event,
             };
             match event {
-                Some(ModelEvent::Delta(delta)) => {
-                    start(&mut started);
-                    assembler.push(&delta);
-                    let output = match output {
-                        Some(plan) if emitter.enabled() => partial_output.on_delta(plan, &delta),
-                        _ => None,
-                    };
-                    emitter.emit_with(|| AgentEvent::MessageUpdate { delta, output });
-                }
+                Some(ModelEvent::Delta(delta)) => reply.delta(delta, output),
                 Some(ModelEvent::Retry {
                     attempt,
                     delay,
@@ -546,57 +654,16 @@ impl<D: ToolDeps> AgentLoop<D> {
                 }
                 Some(ModelEvent::Fallback { from, to, error }) => {
                     // Nothing of the failed reply was streamed: the next model starts afresh.
-                    assembler = MessageAssembler::new();
+                    reply.assembler = MessageAssembler::new();
                     emitter.emit_with(|| AgentEvent::ModelFallback {
                         from,
                         to,
                         reason: error.to_string(),
                     })
                 }
-                Some(ModelEvent::Done(message)) => {
-                    start(&mut started);
-                    let mut message = stamp(message);
-                    message.role = Role::Assistant;
-                    if message.stop_reason.is_none() {
-                        message.stop_reason = Some(if message.tool_calls().next().is_some() {
-                            StopReason::ToolUse
-                        } else {
-                            StopReason::Stop
-                        });
-                    }
-                    emitter.emit_with(|| AgentEvent::MessageEnd {
-                        message: message.clone(),
-                    });
-                    return Reply::Done(message);
-                }
-                Some(ModelEvent::Error { message, error }) => {
-                    start(&mut started);
-                    let mut message = stamp(message);
-                    message.role = Role::Assistant;
-                    if message.stop_reason != Some(StopReason::Aborted) {
-                        message.stop_reason = Some(StopReason::Error);
-                    }
-                    if message.error_message.is_none() {
-                        message.error_message = Some(error.to_string());
-                    }
-                    emitter.emit_with(|| AgentEvent::MessageEnd {
-                        message: message.clone(),
-                    });
-                    return Reply::Failed(message, error);
-                }
-                None => {
-                    start(&mut started);
-                    let error = ModelError::stream(
-                        crate::model::StreamErrorKind::Cut,
-                        "the model stream ended without a terminal event",
-                    );
-                    let mut partial = stamp(assembler.to_message(StopReason::Error));
-                    partial.error_message = Some(error.to_string());
-                    emitter.emit_with(|| AgentEvent::MessageEnd {
-                        message: partial.clone(),
-                    });
-                    return Reply::Failed(partial, error);
-                }
+                Some(ModelEvent::Done(message)) => return reply.done(message),
+                Some(ModelEvent::Error { message, error }) => return reply.failed(message, error),
+                None => return reply.cut(),
             }
         }
     }
@@ -654,55 +721,14 @@ impl<D: ToolDeps> AgentLoop<D> {
             std::iter::repeat_with(|| None).take(calls.len()).collect();
         let mut to_run: Vec<(usize, ToolCallPart)> = Vec::with_capacity(calls.len());
         for (i, call) in calls.iter().enumerate() {
-            if hidden(call) {
-                let search = registry
-                    .tool_search()
-                    .map(|s| s.name().to_owned())
-                    .unwrap_or_else(|| "the tool search".to_owned());
-                let result = ToolResultPart::error(
-                    &call.id,
-                    &call.tool_name,
-                    format!(
-                        "Tool \"{}\" is not loaded yet: call {search} to find and load it first.",
-                        call.tool_name
-                    ),
-                );
-                crate::tooling::spans::answered_tool_call(call, "not_loaded");
-                emitter.emit_blocked(call, &result);
-                slots[i] = Some(Answer::Result(result));
-                continue;
-            }
-            // Calls that fail lookup or validation go to the executor unchanged: it answers
-            // them with the same error text as without hooks, and hooks never see them.
-            let Ok((_, arguments)) = check_call(call, &registry) else {
-                to_run.push((i, call.clone()));
-                continue;
+            let screened = if hidden(call) {
+                Err(self.refuse_not_loaded(call, &registry, emitter))
+            } else {
+                self.screen_call(call, &registry, emitter)
             };
-            let prepared = PreparedToolCall {
-                id: call.id.clone(),
-                tool_name: call.tool_name.clone(),
-                arguments,
-            };
-            match self.hooks.tool_call(&prepared) {
-                Ok(None) => to_run.push((i, call.clone())),
-                Ok(Some(arguments)) => to_run.push((
-                    i,
-                    ToolCallPart {
-                        arguments: ToolArguments::Json(arguments),
-                        ..call.clone()
-                    },
-                )),
-                Err((blocked_by_extension, error)) => {
-                    let blocked = BlockedCall {
-                        call: prepared,
-                        error,
-                        blocked_by_extension,
-                    };
-                    let result = ToolResultPart::error(&call.id, &call.tool_name, blocked.render());
-                    crate::tooling::spans::answered_tool_call(call, "denied");
-                    emitter.emit_blocked(call, &result);
-                    slots[i] = Some(Answer::Result(result));
-                }
+            match screened {
+                Ok(call) => to_run.push((i, call)),
+                Err(result) => slots[i] = Some(Answer::Result(result)),
             }
         }
         let runnable: Vec<ToolCallPart> = to_run.iter().map(|(_, c)| c.clone()).collect();
@@ -710,19 +736,70 @@ impl<D: ToolDeps> AgentLoop<D> {
         for ((i, call), outcome) in to_run.into_iter().zip(outcomes) {
             slots[i] = Some(Answer::from_outcome(&call, outcome));
         }
-        slots
-            .into_iter()
-            .zip(calls)
-            .map(|(slot, call)| {
-                slot.unwrap_or_else(|| {
-                    Answer::Result(ToolResultPart::error(
-                        &call.id,
-                        &call.tool_name,
-                        "internal error: no result",
-                    ))
-                })
-            })
-            .collect()
+        answers_in_call_order(slots, calls)
+    }
+
+    /// Answers a call of a deferred tool no search has loaded yet, pointing the model at the
+    /// search that would load it.
+    fn refuse_not_loaded(
+        &self,
+        call: &ToolCallPart,
+        registry: &crate::tooling::Registry<D>,
+        emitter: &Emitter,
+    ) -> ToolResultPart {
+        let search = registry
+            .tool_search()
+            .map(|s| s.name().to_owned())
+            .unwrap_or_else(|| "the tool search".to_owned());
+        let result = ToolResultPart::error(
+            &call.id,
+            &call.tool_name,
+            format!(
+                "Tool \"{}\" is not loaded yet: call {search} to find and load it first.",
+                call.tool_name
+            ),
+        );
+        crate::tooling::spans::answered_tool_call(call, "not_loaded");
+        emitter.emit_blocked(call, &result);
+        result
+    }
+
+    /// Runs the `tool_call` hooks on one call: the call to run (rewritten when a hook changed
+    /// its arguments), or the result of a call a hook blocked.
+    fn screen_call(
+        &self,
+        call: &ToolCallPart,
+        registry: &crate::tooling::Registry<D>,
+        emitter: &Emitter,
+    ) -> Result<ToolCallPart, ToolResultPart> {
+        // Calls that fail lookup or validation go to the executor unchanged: it answers
+        // them with the same error text as without hooks, and hooks never see them.
+        let Ok((_, arguments)) = check_call(call, registry) else {
+            return Ok(call.clone());
+        };
+        let prepared = PreparedToolCall {
+            id: call.id.clone(),
+            tool_name: call.tool_name.clone(),
+            arguments,
+        };
+        match self.hooks.tool_call(&prepared) {
+            Ok(None) => Ok(call.clone()),
+            Ok(Some(arguments)) => Ok(ToolCallPart {
+                arguments: ToolArguments::Json(arguments),
+                ..call.clone()
+            }),
+            Err((blocked_by_extension, error)) => {
+                let blocked = BlockedCall {
+                    call: prepared,
+                    error,
+                    blocked_by_extension,
+                };
+                let result = ToolResultPart::error(&call.id, &call.tool_name, blocked.render());
+                crate::tooling::spans::answered_tool_call(call, "denied");
+                emitter.emit_blocked(call, &result);
+                Err(result)
+            }
+        }
     }
 
     /// How the executor runs this turn's calls: events to the run's listeners, the loop's
@@ -781,109 +858,160 @@ impl<D: ToolDeps> AgentLoop<D> {
             .iter()
             .position(|c| output.plan.final_tool(&c.tool_name).is_some())
             .unwrap_or(0);
-        let chosen = &calls[first];
-        let mut slots: Vec<Option<ToolResultPart>> = vec![None; calls.len()];
-        let turn = match output.plan.check_call(chosen) {
+        let (slots, turn) = match output.plan.check_call(&calls[first]) {
             Ok(accepted) => {
                 output.accepted = Some(accepted);
-                for (i, call) in calls.iter().enumerate() {
-                    slots[i] = Some(if i == first {
-                        ToolResultPart::success(&call.id, &call.tool_name, "Final result accepted.")
-                    } else {
-                        ToolResultPart::error(
-                            &call.id,
-                            &call.tool_name,
-                            format!(
-                                "Tool call \"{}\" was not run: the run ended with the final result \
-                                 of call {}.",
-                                call.tool_name, chosen.id
-                            ),
-                        )
-                    });
-                }
-                OutputTurn::Accepted
+                (accepted_final_slots(calls, first), OutputTurn::Accepted)
             }
-            Err(violations) => {
-                let raw = chosen.arguments.to_json_string();
-                let more = output.fail(raw, violations);
-                slots[first] = Some(ToolResultPart::error(
-                    &chosen.id,
-                    &chosen.tool_name,
-                    output.repair_call_text(&chosen.tool_name),
-                ));
-                for (i, call) in calls.iter().enumerate() {
-                    if i != first && output.plan.final_tool(&call.tool_name).is_some() {
-                        slots[i] = Some(ToolResultPart::error(
-                            &call.id,
-                            &call.tool_name,
-                            "Only one final result may be given per answer; this call was ignored.",
-                        ));
-                    }
-                }
-                if more {
-                    OutputTurn::Continue
-                } else {
-                    OutputTurn::Exhausted
-                }
-            }
+            Err(violations) => rejected_final_slots(calls, first, output, violations),
         };
         // Answered here: events like the executor's, so a UI sees every call end.
         if emitter.enabled() {
-            for (call, slot) in calls.iter().zip(&slots) {
-                if let Some(result) = slot {
-                    emitter.emit(AgentEvent::ToolExecutionStart { call: call.clone() });
-                    emitter.emit(AgentEvent::ToolExecutionEnd {
-                        call: call.clone(),
-                        result: result.clone(),
-                        blocked: false,
-                    });
-                }
-            }
+            emit_answered(emitter, calls, &slots);
         }
+        let ran = if matches!(turn, OutputTurn::Exhausted) {
+            Vec::new()
+        } else {
+            self.execute_unanswered(calls, &slots, loaded, emitter, cancel)
+                .await
+        };
+        (merge_final_results(slots, ran, calls), turn)
+    }
+
+    /// Runs the calls of a typed-output turn that the final-result check left unanswered.
+    async fn execute_unanswered(
+        &self,
+        calls: &[ToolCallPart],
+        slots: &[Option<ToolResultPart>],
+        loaded: &LoadedTools,
+        emitter: &Emitter,
+        cancel: &CancellationToken,
+    ) -> Vec<ToolResultPart> {
         let others: Vec<ToolCallPart> = calls
             .iter()
-            .zip(&slots)
+            .zip(slots)
             .filter(|(_, slot)| slot.is_none())
             .map(|(c, _)| c.clone())
             .collect();
-        let mut ran = if others.is_empty() || matches!(turn, OutputTurn::Exhausted) {
-            Vec::new()
-        } else {
-            // A call deferred for approval cannot park a typed-output turn (the final result is
-            // in the same batch): it is answered as not run, and the model may call it again.
-            self.execute_tools(&others, loaded, emitter, cancel)
-                .await
-                .into_iter()
-                .map(|answer| match answer {
-                    super::pending::Answer::Result(result) => result,
-                    super::pending::Answer::Deferred(pending) => ToolResultPart::error(
-                        &pending.call_id,
-                        &pending.tool_name,
-                        format!(
-                            "Tool call was not run: it needs approval ({}), and a final result \
-                             was given in the same answer.",
-                            pending.reason
-                        ),
-                    ),
-                })
-                .collect()
+        if others.is_empty() {
+            return Vec::new();
         }
-        .into_iter();
-        let results = slots
+        // A call deferred for approval cannot park a typed-output turn (the final result is
+        // in the same batch): it is answered as not run, and the model may call it again.
+        self.execute_tools(&others, loaded, emitter, cancel)
+            .await
             .into_iter()
-            .zip(calls)
-            .map(|(slot, call)| {
-                slot.or_else(|| ran.next()).unwrap_or_else(|| {
-                    ToolResultPart::error(
-                        &call.id,
-                        &call.tool_name,
-                        "Tool call was not run: the run ended without a valid final result.",
-                    )
-                })
+            .map(|answer| match answer {
+                super::pending::Answer::Result(result) => result,
+                super::pending::Answer::Deferred(pending) => ToolResultPart::error(
+                    &pending.call_id,
+                    &pending.tool_name,
+                    format!(
+                        "Tool call was not run: it needs approval ({}), and a final result \
+                         was given in the same answer.",
+                        pending.reason
+                    ),
+                ),
             })
-            .collect();
-        (results, turn)
+            .collect()
     }
+}
+
+/// The answers of a turn whose final call (at `first`) was accepted: that call succeeds and
+/// every other call is reported not run, since the run ends here.
+fn accepted_final_slots(calls: &[ToolCallPart], first: usize) -> Vec<Option<ToolResultPart>> {
+    let chosen = &calls[first];
+    calls
+        .iter()
+        .enumerate()
+        .map(|(i, call)| {
+            Some(if i == first {
+                ToolResultPart::success(&call.id, &call.tool_name, "Final result accepted.")
+            } else {
+                ToolResultPart::error(
+                    &call.id,
+                    &call.tool_name,
+                    format!(
+                        "Tool call \"{}\" was not run: the run ended with the final result \
+                         of call {}.",
+                        call.tool_name, chosen.id
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
+/// The answers of a turn whose final call (at `first`) was invalid: that call gets the
+/// violations to repair, other final calls are ignored, and the remaining calls are left
+/// unanswered to run as usual. The turn continues while repair attempts remain.
+fn rejected_final_slots(
+    calls: &[ToolCallPart],
+    first: usize,
+    output: &mut OutputRun,
+    violations: Vec<String>,
+) -> (Vec<Option<ToolResultPart>>, OutputTurn) {
+    let chosen = &calls[first];
+    let mut slots: Vec<Option<ToolResultPart>> = vec![None; calls.len()];
+    let raw = chosen.arguments.to_json_string();
+    let more = output.fail(raw, violations);
+    slots[first] = Some(ToolResultPart::error(
+        &chosen.id,
+        &chosen.tool_name,
+        output.repair_call_text(&chosen.tool_name),
+    ));
+    for (i, call) in calls.iter().enumerate() {
+        if i != first && output.plan.final_tool(&call.tool_name).is_some() {
+            slots[i] = Some(ToolResultPart::error(
+                &call.id,
+                &call.tool_name,
+                "Only one final result may be given per answer; this call was ignored.",
+            ));
+        }
+    }
+    let turn = if more {
+        OutputTurn::Continue
+    } else {
+        OutputTurn::Exhausted
+    };
+    (slots, turn)
+}
+
+/// Emits start and end events for the calls answered without the executor.
+fn emit_answered(emitter: &Emitter, calls: &[ToolCallPart], slots: &[Option<ToolResultPart>]) {
+    for (call, slot) in calls.iter().zip(slots) {
+        if let Some(result) = slot {
+            emitter.emit(AgentEvent::ToolExecutionStart { call: call.clone() });
+            emitter.emit(AgentEvent::ToolExecutionEnd {
+                call: call.clone(),
+                result: result.clone(),
+                blocked: false,
+            });
+        }
+    }
+}
+
+/// Fills the unanswered slots, in order, with the results of the calls that ran; a call left
+/// without either is reported not run.
+fn merge_final_results(
+    slots: Vec<Option<ToolResultPart>>,
+    ran: Vec<ToolResultPart>,
+    calls: &[ToolCallPart],
+) -> Vec<ToolResultPart> {
+    let mut ran = ran.into_iter();
+    slots
+        .into_iter()
+        .zip(calls)
+        .map(|(slot, call)| {
+            slot.or_else(|| ran.next()).unwrap_or_else(|| {
+                ToolResultPart::error(
+                    &call.id,
+                    &call.tool_name,
+                    "Tool call was not run: the run ended without a valid final result.",
+                )
+            })
+        })
+        .collect()
 }
 
 /// How the turn cycle ended: the stop, the model error (or the panic, as an error) to return,
@@ -950,5 +1078,96 @@ fn outcome(
                 },
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::StreamErrorKind;
+    use crate::transcript::Part;
+
+    fn call(id: &str, tool: &str) -> ToolCallPart {
+        ToolCallPart::new(id, tool, serde_json::json!({}))
+    }
+
+    #[test]
+    fn a_completed_reply_says_why_it_stopped() {
+        let text = completed_reply(empty_assistant());
+        assert_eq!(text.role, Role::Assistant);
+        assert_eq!(text.stop_reason, Some(StopReason::Stop));
+
+        let mut calling = empty_assistant();
+        calling.content = vec![Part::ToolCall(call("c1", "echo"))];
+        assert_eq!(
+            completed_reply(calling).stop_reason,
+            Some(StopReason::ToolUse)
+        );
+
+        let mut given = empty_assistant();
+        given.stop_reason = Some(StopReason::Length);
+        assert_eq!(completed_reply(given).stop_reason, Some(StopReason::Length));
+    }
+
+    #[test]
+    fn a_failed_reply_is_an_error_unless_aborted_and_keeps_the_provider_text() {
+        let error = ModelError::stream(StreamErrorKind::Cut, "cut short");
+        let failed = failed_reply(empty_assistant(), &error);
+        assert_eq!(failed.role, Role::Assistant);
+        assert_eq!(failed.stop_reason, Some(StopReason::Error));
+        assert_eq!(failed.error_message, Some(error.to_string()));
+
+        let mut aborted = empty_assistant();
+        aborted.stop_reason = Some(StopReason::Aborted);
+        aborted.error_message = Some("provider said".to_owned());
+        let aborted = failed_reply(aborted, &error);
+        assert_eq!(aborted.stop_reason, Some(StopReason::Aborted));
+        assert_eq!(aborted.error_message.as_deref(), Some("provider said"));
+    }
+
+    #[test]
+    fn an_empty_slot_is_answered_with_an_internal_error() {
+        let calls = [call("a", "x"), call("b", "y")];
+        let given = ToolResultPart::success("a", "x", "ok");
+        let answers = answers_in_call_order(vec![Some(Answer::Result(given)), None], &calls);
+        let results: Vec<&ToolResultPart> = answers
+            .iter()
+            .map(|a| match a {
+                Answer::Result(r) => r,
+                Answer::Deferred(_) => panic!("no deferral expected"),
+            })
+            .collect();
+        assert_eq!(results[0].content, "ok");
+        assert!(!results[0].is_error);
+        assert_eq!(results[1].call_id, "b");
+        assert!(results[1].is_error);
+        assert_eq!(results[1].content, "internal error: no result");
+    }
+
+    #[test]
+    fn an_accepted_final_call_ends_the_turn_for_every_other_call() {
+        let calls = [call("a", "search"), call("f", "final"), call("c", "read")];
+        let slots = accepted_final_slots(&calls, 1);
+        let slots: Vec<ToolResultPart> = slots.into_iter().map(Option::unwrap).collect();
+        assert!(!slots[1].is_error);
+        assert_eq!(slots[1].content, "Final result accepted.");
+        for i in [0, 2] {
+            assert!(slots[i].is_error);
+            assert_eq!(slots[i].call_id, calls[i].id);
+            assert!(slots[i].content.contains("final result of call f"));
+        }
+    }
+
+    #[test]
+    fn results_of_calls_that_ran_fill_the_open_slots_in_order() {
+        let calls = [call("a", "x"), call("b", "y"), call("c", "z")];
+        let slots = vec![None, Some(ToolResultPart::success("b", "y", "kept")), None];
+        let ran = vec![ToolResultPart::success("a", "x", "first")];
+        let results = merge_final_results(slots, ran, &calls);
+        assert_eq!(results[0].content, "first");
+        assert_eq!(results[1].content, "kept");
+        assert!(results[2].is_error);
+        assert_eq!(results[2].call_id, "c");
+        assert!(results[2].content.contains("without a valid final result"));
     }
 }
