@@ -325,6 +325,8 @@ pub(crate) fn check_call<'r, D>(
     Ok((tool, args))
 }
 
+/// Checks, binds, admits and runs one call (with its retries): the handler's result and how
+/// many times it ran (0 when the call was refused before its handler started).
 async fn execute<D: ToolDeps>(
     call: &ToolCallPart,
     registry: &Registry<D>,
@@ -336,79 +338,134 @@ async fn execute<D: ToolDeps>(
         Ok(found) => found,
         Err(e) => return (Err(e), 0),
     };
-    let call_id: Arc<str> = Arc::from(call.id.as_str());
-    let tool_name: Arc<str> = Arc::from(call.tool_name.as_str());
-    let progress = options.observer.as_ref().map(|observer| ProgressSink {
-        observer: observer.clone(),
-        finished: finished.clone(),
-    });
-    let make_ctx = |cancel: CancellationToken| {
-        ToolContext::new(
-            deps.clone(),
-            call_id.clone(),
-            tool_name.clone(),
-            cancel,
-            progress.clone(),
-        )
-        .with_session(options.session_id.clone())
-    };
+    let binding = CallBinding::new(call, tool, args, deps, options, finished);
 
     // Bind before asking for approval: a person should never approve a call that cannot run.
     let first_cancel = options.cancel.child_token();
-    let mut invocation = match bind_invocation(
-        &tool.spec.handler,
-        &call.tool_name,
-        make_ctx(first_cancel.clone()),
-        args.clone(),
-    ) {
+    let invocation = match binding.bind(first_cancel.clone()) {
         Ok(inv) => inv,
         Err(e) => return (Err(e), 0),
     };
-
-    if !options.skip_approval {
-        let request = ApprovalRequest::new(call, tool.spec.requires_approval);
-        if let Err(e) = approve(deps, request, &options.cancel).await {
-            return (Err(e), 0);
-        }
-    }
-
-    if options.cancel.is_cancelled() {
-        return (Err(ToolError::aborted(&call.tool_name)), 0);
+    if let Err(e) = admit(call, tool.spec.requires_approval, deps, options).await {
+        return (Err(e), 0);
     }
     // Every check passed: the handler starts now, and only now is the call reported started.
     if let Some(observer) = &options.observer {
         guarded(|| observer.call_started(call));
     }
-    let limit = tool.spec.timeout.or(options.default_timeout);
-    let mut attempts = 0u32;
-    let mut cancel = first_cancel;
-    loop {
-        attempts += 1;
-        let result =
-            run_invocation(invocation, &call.tool_name, limit, &cancel, &options.cancel).await;
-        match result {
-            Err(e) if e.is_retryable() && attempts <= options.max_retries => {
-                let delay = options
-                    .retry_backoff
-                    .saturating_mul(1u32 << (attempts - 1).min(16));
-                tokio::select! {
-                    _ = tokio::time::sleep(delay) => {}
-                    _ = options.cancel.cancelled() => {
-                        return (Err(ToolError::aborted(&call.tool_name)), attempts);
+    binding.run_with_retries(invocation, first_cancel).await
+}
+
+/// The checks between binding a call and running it: the approval hook (unless a person
+/// already approved the call) and the batch's abort.
+async fn admit<D: ToolDeps>(
+    call: &ToolCallPart,
+    requires_approval: bool,
+    deps: &Arc<D>,
+    options: &ExecOptions,
+) -> Result<(), ToolError> {
+    if !options.skip_approval {
+        let request = ApprovalRequest::new(call, requires_approval);
+        approve(deps, request, &options.cancel).await?;
+    }
+    if options.cancel.is_cancelled() {
+        return Err(ToolError::aborted(&call.tool_name));
+    }
+    Ok(())
+}
+
+/// The delay before retry number `attempts` (1-based): the backoff, doubled for each further
+/// retry (capped so that the shift cannot overflow).
+fn retry_delay(backoff: Duration, attempts: u32) -> Duration {
+    backoff.saturating_mul(1u32 << attempts.saturating_sub(1).min(16))
+}
+
+/// What binding a call's handler needs, kept so that every retry binds a fresh invocation
+/// with its own cancellation token.
+struct CallBinding<'a, D> {
+    call: &'a ToolCallPart,
+    tool: &'a RegisteredTool<D>,
+    args: Value,
+    deps: &'a Arc<D>,
+    options: &'a ExecOptions,
+    call_id: Arc<str>,
+    tool_name: Arc<str>,
+    progress: Option<ProgressSink>,
+}
+
+impl<'a, D: ToolDeps> CallBinding<'a, D> {
+    fn new(
+        call: &'a ToolCallPart,
+        tool: &'a RegisteredTool<D>,
+        args: Value,
+        deps: &'a Arc<D>,
+        options: &'a ExecOptions,
+        finished: &Arc<AtomicBool>,
+    ) -> Self {
+        let progress = options.observer.as_ref().map(|observer| ProgressSink {
+            observer: observer.clone(),
+            finished: finished.clone(),
+        });
+        CallBinding {
+            call,
+            tool,
+            args,
+            deps,
+            options,
+            call_id: Arc::from(call.id.as_str()),
+            tool_name: Arc::from(call.tool_name.as_str()),
+            progress,
+        }
+    }
+
+    /// Binds the handler to a fresh context whose cancellation is `cancel`.
+    fn bind(&self, cancel: CancellationToken) -> Result<Invocation, ToolError> {
+        let ctx = ToolContext::new(
+            self.deps.clone(),
+            self.call_id.clone(),
+            self.tool_name.clone(),
+            cancel,
+            self.progress.clone(),
+        )
+        .with_session(self.options.session_id.clone());
+        bind_invocation(
+            &self.tool.spec.handler,
+            &self.call.tool_name,
+            ctx,
+            self.args.clone(),
+        )
+    }
+
+    /// Runs the bound invocation, re-running it after a retryable error (with backoff) while
+    /// retries remain: the last result and the number of handler runs.
+    async fn run_with_retries(
+        &self,
+        mut invocation: Invocation,
+        mut cancel: CancellationToken,
+    ) -> (Result<ToolOutput, ToolError>, u32) {
+        let options = self.options;
+        let name = &self.call.tool_name;
+        let limit = self.tool.spec.timeout.or(options.default_timeout);
+        let mut attempts = 0u32;
+        loop {
+            attempts += 1;
+            let result = run_invocation(invocation, name, limit, &cancel, &options.cancel).await;
+            match result {
+                Err(e) if e.is_retryable() && attempts <= options.max_retries => {
+                    tokio::select! {
+                        _ = tokio::time::sleep(retry_delay(options.retry_backoff, attempts)) => {}
+                        _ = options.cancel.cancelled() => {
+                            return (Err(ToolError::aborted(name)), attempts);
+                        }
                     }
+                    cancel = options.cancel.child_token();
+                    invocation = match self.bind(cancel.clone()) {
+                        Ok(inv) => inv,
+                        Err(e) => return (Err(e), attempts),
+                    };
                 }
-                cancel = options.cancel.child_token();
-                invocation = match bind_invocation(
-                    &tool.spec.handler,
-                    &call.tool_name,
-                    make_ctx(cancel.clone()),
-                    args.clone(),
-                ) {
-                    Ok(inv) => inv,
-                    Err(e) => return (Err(e), attempts),
-                };
+                other => return (other, attempts),
             }
-            other => return (other, attempts),
         }
     }
 }
@@ -504,4 +561,21 @@ async fn run_invocation(
         call_cancel.cancel();
     }
     outcome
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_back_off_exponentially_without_overflow() {
+        let base = Duration::from_millis(100);
+        assert_eq!(retry_delay(base, 1), base);
+        assert_eq!(retry_delay(base, 2), Duration::from_millis(200));
+        assert_eq!(retry_delay(base, 4), Duration::from_millis(800));
+        // The shift is capped: a very late retry waits 2^16 backoffs, and saturates.
+        assert_eq!(retry_delay(base, 40), base * (1 << 16));
+        assert_eq!(retry_delay(Duration::MAX, 3), Duration::MAX);
+        assert_eq!(retry_delay(Duration::ZERO, 5), Duration::ZERO);
+    }
 }
