@@ -1,6 +1,7 @@
 //! The Responses SSE parser: output items into deltas and the assistant message, with encrypted
 //! reasoning, item ids and client tool-search calls kept (see the module docs of [`super`]).
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde_json::{Value, json};
@@ -78,6 +79,62 @@ fn str_of<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
 /// `code` (or `type`) and `message` of an error object (`error` event or `response.error`).
 fn provider_error(err: &Value, default_code: &str) -> ModelError {
     stream_error(err, &["code", "type"], default_code)
+}
+
+/// The full summary of a done reasoning item, its parts separated by blank lines; `None` when
+/// it has no text parts.
+fn summary_text(item: &Value) -> Option<String> {
+    let full: Vec<&str> = item["summary"]
+        .as_array()
+        .map(|parts| parts.iter().filter_map(|p| str_of(p, "text")).collect())
+        .unwrap_or_default();
+    (!full.is_empty()).then(|| full.join("\n\n"))
+}
+
+/// The `key` texts of a message's content parts of type `kind`, concatenated.
+fn content_of_type(parts: &[Value], kind: &str, key: &str) -> String {
+    parts
+        .iter()
+        .filter(|p| str_of(p, "type") == Some(kind))
+        .filter_map(|p| str_of(p, key))
+        .collect()
+}
+
+/// A client tool search's arguments as a JSON value (sent as a value or as JSON text; text
+/// that is not JSON stays a string).
+fn search_arguments(item: &Value) -> Value {
+    match item.get("arguments").cloned().unwrap_or(json!({})) {
+        Value::String(text) => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        other => other,
+    }
+}
+
+/// A done function call's full arguments as text (some gateways send a JSON value).
+fn call_arguments_text(item: &Value) -> Option<Cow<'_, str>> {
+    match item.get("arguments") {
+        Some(Value::String(full)) => Some(Cow::Borrowed(full)),
+        Some(v @ (Value::Object(_) | Value::Array(_))) => Some(Cow::Owned(v.to_string())),
+        _ => None,
+    }
+}
+
+/// Why an incomplete response stopped (`content_filter`, `max_output_tokens`...).
+fn incomplete_reason(response: &Value) -> Option<String> {
+    response
+        .pointer("/incomplete_details/reason")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// The error of a failed response: its error object, or a generic failure.
+fn failure_of(response: &Value) -> ModelError {
+    match response.get("error").filter(|e| e.is_object()) {
+        Some(err) => provider_error(err, "failed"),
+        None => ModelError::Provider {
+            code: "failed".to_owned(),
+            message: "the response failed".to_owned(),
+        },
+    }
 }
 
 impl ResponsesParser {
@@ -298,27 +355,51 @@ impl ResponsesParser {
         }
     }
 
+    /// Completes an item from its `output_item.done` (or its restatement in the terminal
+    /// response): the full text, summary, arguments or id the deltas may have missed.
     fn on_item_done(&mut self, item: &Value, output_index: Option<u64>, out: &mut Vec<ModelEvent>) {
+        let at = self.find_done_item(item, output_index, out);
+        if !self.mark_done(at, item) {
+            return;
+        }
+        match self.items[at].body {
+            Body::Reasoning { part, .. } => self.finish_reasoning(at, part, item, out),
+            Body::Message { part, .. } => self.finish_message(at, part, item, out),
+            Body::Call { index, searched } => self.finish_call(at, index, searched, item, out),
+            Body::Ignored => {}
+        }
+        self.sync(at);
+    }
+
+    /// The item a done event refers to; one never announced is opened now (as
+    /// `output_item.added` would have), its arguments left to the done event's fix-up.
+    fn find_done_item(
+        &mut self,
+        item: &Value,
+        output_index: Option<u64>,
+        out: &mut Vec<ModelEvent>,
+    ) -> usize {
         let probe = json!({
             "output_index": output_index,
             "item_id": str_of(item, "id").unwrap_or_default(),
         });
-        let at = match self.find(&probe) {
-            Some(at) => at,
-            None => {
-                // Never announced: open it now (as `output_item.added` would have); its
-                // arguments are applied below, as a fix-up.
-                let mut fresh = item.clone();
-                if let Some(obj) = fresh.as_object_mut() {
-                    obj.remove("arguments");
-                }
-                let added = json!({"output_index": output_index, "item": fresh});
-                self.on_item_added(&added, out);
-                self.items.len() - 1
-            }
-        };
+        if let Some(at) = self.find(&probe) {
+            return at;
+        }
+        let mut fresh = item.clone();
+        if let Some(obj) = fresh.as_object_mut() {
+            obj.remove("arguments");
+        }
+        let added = json!({"output_index": output_index, "item": fresh});
+        self.on_item_added(&added, out);
+        self.items.len() - 1
+    }
+
+    /// Marks item `at` done, taking the done event's id when the item had none. False when it
+    /// was done already: a repeated done event changes nothing.
+    fn mark_done(&mut self, at: usize, item: &Value) -> bool {
         if self.items[at].done {
-            return;
+            return false;
         }
         self.items[at].done = true;
         if self.items[at].id.is_empty() {
@@ -327,84 +408,77 @@ impl ResponsesParser {
                 self.index_id(at, id);
             }
         }
-        match &mut self.items[at].body {
-            Body::Reasoning {
-                part, encrypted, ..
-            } => {
-                if let Some(e) = str_of(item, "encrypted_content") {
-                    *encrypted = Some(e.to_owned());
-                }
-                let part = *part;
-                let full: Vec<&str> = item["summary"]
-                    .as_array()
-                    .map(|parts| parts.iter().filter_map(|p| str_of(p, "text")).collect())
-                    .unwrap_or_default();
-                if !full.is_empty() {
-                    self.message
-                        .complete_thinking(part, &full.join("\n\n"), out);
-                }
+        true
+    }
+
+    /// A done reasoning item: its encrypted content, and the full summary text.
+    fn finish_reasoning(
+        &mut self,
+        at: usize,
+        part: PartId,
+        item: &Value,
+        out: &mut Vec<ModelEvent>,
+    ) {
+        if let Some(e) = str_of(item, "encrypted_content") {
+            if let Body::Reasoning { encrypted, .. } = &mut self.items[at].body {
+                *encrypted = Some(e.to_owned());
             }
-            Body::Message { part, refusal } => {
-                let part = *part;
-                let parts = item["content"].as_array().cloned().unwrap_or_default();
-                let of_type = |kind: &str, key: &str| -> String {
-                    parts
-                        .iter()
-                        .filter(|p| str_of(p, "type") == Some(kind))
-                        .filter_map(|p| str_of(p, key))
-                        .collect()
-                };
-                let full_refusal = of_type("refusal", "refusal");
-                let refused = !full_refusal.is_empty();
-                if refused {
-                    *refusal = full_refusal;
-                }
-                let full_text = of_type("output_text", "text");
-                if !full_text.is_empty() {
-                    self.message.complete_text(part, &full_text, out);
-                }
-                if refused {
-                    self.sync_refusal();
-                }
-            }
-            Body::Call { index, searched } => {
-                let index = *index;
-                if let (Some(name), Some(call)) =
-                    (str_of(item, "name"), self.message.call_mut(index))
-                {
-                    if call.tool_name.is_empty() {
-                        name.clone_into(&mut call.tool_name);
-                    }
-                }
-                if str_of(item, "type") == Some("tool_search_call") {
-                    let args = match item.get("arguments").cloned().unwrap_or(json!({})) {
-                        Value::String(text) => {
-                            serde_json::from_str(&text).unwrap_or(Value::String(text))
-                        }
-                        other => other,
-                    };
-                    if *searched {
-                        self.message.set_call_value(index, args);
-                    } else {
-                        *searched = true;
-                        self.message.call_value(index, args, out);
-                    }
-                } else {
-                    let full = match item.get("arguments") {
-                        Some(Value::String(full)) => Some(full.clone()),
-                        // Sent as a JSON value (some gateways).
-                        Some(v @ (Value::Object(_) | Value::Array(_))) => Some(v.to_string()),
-                        _ => None,
-                    };
-                    if let Some(full) = full {
-                        self.finish_arguments(at, &full, out);
-                    }
-                }
-                self.message.end_call(index, out);
-            }
-            Body::Ignored => {}
         }
-        self.sync(at);
+        if let Some(full) = summary_text(item) {
+            self.message.complete_thinking(part, &full, out);
+        }
+    }
+
+    /// A done message item: its full refusal and text.
+    fn finish_message(&mut self, at: usize, part: PartId, item: &Value, out: &mut Vec<ModelEvent>) {
+        let parts = item["content"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let full_refusal = content_of_type(parts, "refusal", "refusal");
+        let refused = !full_refusal.is_empty();
+        if refused {
+            if let Body::Message { refusal, .. } = &mut self.items[at].body {
+                *refusal = full_refusal;
+            }
+        }
+        let full_text = content_of_type(parts, "output_text", "text");
+        if !full_text.is_empty() {
+            self.message.complete_text(part, &full_text, out);
+        }
+        if refused {
+            self.sync_refusal();
+        }
+    }
+
+    /// A done call item: its name when the deltas gave none, its full arguments, and its end.
+    fn finish_call(
+        &mut self,
+        at: usize,
+        index: usize,
+        searched: bool,
+        item: &Value,
+        out: &mut Vec<ModelEvent>,
+    ) {
+        if let (Some(name), Some(call)) = (str_of(item, "name"), self.message.call_mut(index)) {
+            if call.tool_name.is_empty() {
+                name.clone_into(&mut call.tool_name);
+            }
+        }
+        if str_of(item, "type") == Some("tool_search_call") {
+            let args = search_arguments(item);
+            if searched {
+                self.message.set_call_value(index, args);
+            } else {
+                if let Body::Call { searched, .. } = &mut self.items[at].body {
+                    *searched = true;
+                }
+                self.message.call_value(index, args, out);
+            }
+        } else if let Some(full) = call_arguments_text(item) {
+            self.finish_arguments(at, &full, out);
+        }
+        self.message.end_call(index, out);
     }
 
     fn on_terminal(&mut self, response: &Value, out: &mut Vec<ModelEvent>) {
@@ -432,55 +506,10 @@ impl ResponsesParser {
                 let oi = v.get("output_index").and_then(Value::as_u64);
                 self.on_item_done(&v["item"], oi, out);
             }
-            "response.output_text.delta" => {
-                let delta = str_of(v, "delta").unwrap_or_default();
-                if !delta.is_empty() {
-                    let at = self.find_or_open(v, Implied::Message, out);
-                    if let Body::Message { part, .. } = self.items[at].body {
-                        let first = !self.message.has_text_in(part);
-                        self.message.append_text(part, delta, out);
-                        if first {
-                            self.sync(at); // the item id goes on the text, now that it has some
-                        }
-                    }
-                }
-            }
-            "response.refusal.delta" => {
-                let delta = str_of(v, "delta").unwrap_or_default();
-                let at = self.find_or_open(v, Implied::Message, out);
-                if let Body::Message { refusal, .. } = &mut self.items[at].body {
-                    refusal.push_str(delta);
-                    self.sync_refusal();
-                }
-            }
+            "response.output_text.delta" => self.on_text_delta(v, out),
+            "response.refusal.delta" => self.on_refusal_delta(v, out),
             "response.reasoning_summary_text.delta" | "response.reasoning_text.delta" => {
-                let delta = str_of(v, "delta").unwrap_or_default();
-                if !delta.is_empty() {
-                    let index = v
-                        .get("summary_index")
-                        .or_else(|| v.get("content_index"))
-                        .and_then(Value::as_u64);
-                    let at = self.find_or_open(v, Implied::Reasoning, out);
-                    if let Body::Reasoning {
-                        part,
-                        summary_index,
-                        ..
-                    } = &mut self.items[at].body
-                    {
-                        let part = *part;
-                        let started = matches!(
-                            self.message.part(part),
-                            Some(Part::Thinking(t)) if !t.thinking.is_empty()
-                        );
-                        let mut piece = String::new();
-                        if started && index != *summary_index {
-                            piece.push_str("\n\n"); // a new summary part
-                        }
-                        *summary_index = index;
-                        piece.push_str(delta);
-                        self.message.append_thinking(part, &piece, out);
-                    }
-                }
+                self.on_reasoning_delta(v, out)
             }
             "response.function_call_arguments.delta" => {
                 let delta = str_of(v, "delta").unwrap_or_default();
@@ -495,31 +524,17 @@ impl ResponsesParser {
             }
             "response.completed" => {
                 self.on_terminal(&v["response"], out);
-                self.terminal = Some(Terminal::Completed);
-                return Ok(true);
+                return self.end(Terminal::Completed);
             }
             "response.incomplete" => {
                 let response = &v["response"];
                 self.on_terminal(response, out);
-                let reason = response
-                    .pointer("/incomplete_details/reason")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned);
-                self.terminal = Some(Terminal::Incomplete(reason));
-                return Ok(true);
+                return self.end(Terminal::Incomplete(incomplete_reason(response)));
             }
             "response.failed" => {
                 let response = &v["response"];
                 self.apply_usage(&response["usage"]);
-                let error = match response.get("error").filter(|e| e.is_object()) {
-                    Some(err) => provider_error(err, "failed"),
-                    None => ModelError::Provider {
-                        code: "failed".to_owned(),
-                        message: "the response failed".to_owned(),
-                    },
-                };
-                self.terminal = Some(Terminal::Failed(error));
-                return Ok(true);
+                return self.end(Terminal::Failed(failure_of(response)));
             }
             "error" => {
                 let err = v.get("error").filter(|e| e.is_object()).unwrap_or(v);
@@ -528,6 +543,71 @@ impl ResponsesParser {
             _ => {}
         }
         Ok(false)
+    }
+
+    /// Records how the response ended; the stream is over.
+    fn end(&mut self, terminal: Terminal) -> Result<bool, ModelError> {
+        self.terminal = Some(terminal);
+        Ok(true)
+    }
+
+    /// A text delta, on its message item (opened when the server skipped announcing it).
+    fn on_text_delta(&mut self, v: &Value, out: &mut Vec<ModelEvent>) {
+        let delta = str_of(v, "delta").unwrap_or_default();
+        if delta.is_empty() {
+            return;
+        }
+        let at = self.find_or_open(v, Implied::Message, out);
+        if let Body::Message { part, .. } = self.items[at].body {
+            let first = !self.message.has_text_in(part);
+            self.message.append_text(part, delta, out);
+            if first {
+                self.sync(at); // the item id goes on the text, now that it has some
+            }
+        }
+    }
+
+    /// A refusal delta: the item's refusal grows, and with it the message's.
+    fn on_refusal_delta(&mut self, v: &Value, out: &mut Vec<ModelEvent>) {
+        let delta = str_of(v, "delta").unwrap_or_default();
+        let at = self.find_or_open(v, Implied::Message, out);
+        if let Body::Message { refusal, .. } = &mut self.items[at].body {
+            refusal.push_str(delta);
+            self.sync_refusal();
+        }
+    }
+
+    /// A reasoning (summary) delta; a new summary part is separated from the previous one by
+    /// a blank line.
+    fn on_reasoning_delta(&mut self, v: &Value, out: &mut Vec<ModelEvent>) {
+        let delta = str_of(v, "delta").unwrap_or_default();
+        if delta.is_empty() {
+            return;
+        }
+        let index = v
+            .get("summary_index")
+            .or_else(|| v.get("content_index"))
+            .and_then(Value::as_u64);
+        let at = self.find_or_open(v, Implied::Reasoning, out);
+        if let Body::Reasoning {
+            part,
+            summary_index,
+            ..
+        } = &mut self.items[at].body
+        {
+            let part = *part;
+            let started = matches!(
+                self.message.part(part),
+                Some(Part::Thinking(t)) if !t.thinking.is_empty()
+            );
+            let mut piece = String::new();
+            if started && index != *summary_index {
+                piece.push_str("\n\n"); // a new summary part
+            }
+            *summary_index = index;
+            piece.push_str(delta);
+            self.message.append_thinking(part, &piece, out);
+        }
     }
 }
 
@@ -566,5 +646,82 @@ impl StreamParser for ResponsesParser {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_summary_joins_its_text_parts_with_blank_lines() {
+        let item = json!({"summary": [{"text": "one"}, {"type": "x"}, {"text": "two"}]});
+        assert_eq!(summary_text(&item).as_deref(), Some("one\n\ntwo"));
+        // Text parts that are empty still count: the summary is known, and empty.
+        assert_eq!(
+            summary_text(&json!({"summary": [{"text": ""}]})).as_deref(),
+            Some("")
+        );
+        assert_eq!(summary_text(&json!({"summary": []})), None);
+        assert_eq!(summary_text(&json!({})), None);
+    }
+
+    #[test]
+    fn content_of_one_type_is_concatenated_in_order() {
+        let parts = [
+            json!({"type": "output_text", "text": "Hel"}),
+            json!({"type": "refusal", "refusal": "No."}),
+            json!({"type": "output_text", "text": "lo"}),
+            json!({"type": "output_text"}),
+        ];
+        assert_eq!(content_of_type(&parts, "output_text", "text"), "Hello");
+        assert_eq!(content_of_type(&parts, "refusal", "refusal"), "No.");
+        assert_eq!(content_of_type(&[], "refusal", "refusal"), "");
+    }
+
+    #[test]
+    fn search_arguments_are_a_json_value_however_they_were_sent() {
+        let value = json!({"arguments": {"query": "weather"}});
+        assert_eq!(search_arguments(&value), json!({"query": "weather"}));
+        let text = json!({"arguments": "{\"query\":\"weather\"}"});
+        assert_eq!(search_arguments(&text), json!({"query": "weather"}));
+        let not_json = json!({"arguments": "weather"});
+        assert_eq!(search_arguments(&not_json), json!("weather"));
+        assert_eq!(search_arguments(&json!({})), json!({}));
+    }
+
+    #[test]
+    fn call_arguments_are_text_however_they_were_sent() {
+        let text = json!({"arguments": "{\"a\":1}"});
+        assert_eq!(call_arguments_text(&text).as_deref(), Some("{\"a\":1}"));
+        let value = json!({"arguments": {"a": 1}});
+        assert_eq!(call_arguments_text(&value).as_deref(), Some("{\"a\":1}"));
+        assert_eq!(call_arguments_text(&json!({"arguments": 3})), None);
+        assert_eq!(call_arguments_text(&json!({})), None);
+    }
+
+    #[test]
+    fn a_failed_response_gives_its_error_or_a_generic_one() {
+        let given = json!({"error": {"code": "server_error", "message": "boom"}});
+        match failure_of(&given) {
+            ModelError::Provider { code, message } => {
+                assert_eq!(code, "server_error");
+                assert_eq!(message, "boom");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!(
+            failure_of(&json!({"error": null})),
+            ModelError::Provider {
+                code: "failed".to_owned(),
+                message: "the response failed".to_owned(),
+            }
+        );
+        let incomplete = json!({"incomplete_details": {"reason": "content_filter"}});
+        assert_eq!(
+            incomplete_reason(&incomplete).as_deref(),
+            Some("content_filter")
+        );
+        assert_eq!(incomplete_reason(&json!({})), None);
     }
 }
