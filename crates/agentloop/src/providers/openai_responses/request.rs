@@ -14,7 +14,9 @@ use crate::providers::ProviderConfig;
 use crate::providers::core::wire_f32;
 use crate::providers::replay::{self, ReplayTarget};
 use crate::tooling::ToolSchema;
-use crate::transcript::{ImagePart, Message, Part, Role, ThinkingPart, ToolResultPart};
+use crate::transcript::{
+    ImagePart, Message, Part, Role, ThinkingPart, ToolCallPart, ToolResultPart,
+};
 
 fn input_image(image: &ImagePart) -> Value {
     json!({
@@ -54,6 +56,8 @@ pub(super) fn reasoning_item(thinking: &ThinkingPart) -> Option<Value> {
     }))
 }
 
+/// The input items of one assistant message: its text as message items, its replayable
+/// reasoning, and its calls.
 fn assistant_items(
     m: &Message,
     search: Option<&SearchPlan<'_>>,
@@ -66,23 +70,6 @@ fn assistant_items(
     // encrypted reasoning with the item that followed it.
     let mut text: Vec<Value> = Vec::new();
     let mut text_id: Option<&str> = None;
-    let flush = |text: &mut Vec<Value>, text_id: Option<&str>, input: &mut Vec<Value>| {
-        if text.is_empty() {
-            return;
-        }
-        let mut item = Map::new();
-        item.insert("type".into(), json!("message"));
-        item.insert("role".into(), json!("assistant"));
-        if let Some(id) = text_id {
-            for t in text.iter_mut().filter_map(Value::as_object_mut) {
-                t.insert("annotations".into(), json!([]));
-            }
-            item.insert("id".into(), json!(id));
-            item.insert("status".into(), json!("completed"));
-        }
-        item.insert("content".into(), Value::Array(std::mem::take(text)));
-        input.push(Value::Object(item));
-    };
     for part in &m.content {
         match part {
             Part::Text {
@@ -91,54 +78,84 @@ fn assistant_items(
             } if !t.is_empty() => {
                 let id = item_id(provider_data.as_ref(), "message");
                 if id != text_id {
-                    flush(&mut text, text_id, input);
+                    flush_text(&mut text, text_id, input);
                     text_id = id;
                 }
                 text.push(json!({"type": "output_text", "text": t}));
             }
             Part::Thinking(t) => {
-                flush(&mut text, text_id, input);
+                flush_text(&mut text, text_id, input);
                 // Only same-source thinking is left after `replay::prepare`.
                 if let Some(item) = reasoning_item(t) {
                     input.push(item);
                 }
             }
             Part::ToolCall(c) => {
-                flush(&mut text, text_id, input);
-                let mut item = match search {
-                    Some(plan) if c.tool_name == plan.tool.name => {
-                        search_calls.insert(c.id.clone());
-                        let arguments = replay::object_arguments(&c.arguments);
-                        json!({
-                            "type": "tool_search_call",
-                            "call_id": c.id,
-                            "execution": "client",
-                            "status": "completed",
-                            "arguments": arguments,
-                        })
-                    }
-                    _ => json!({
-                        "type": "function_call",
-                        "call_id": c.id,
-                        "name": c.tool_name,
-                        // Only an object is accepted (see `replay`); the transcript keeps
-                        // the raw text.
-                        "arguments": replay::wire_arguments(&c.arguments),
-                    }),
-                };
-                let kind = item["type"].as_str().unwrap_or_default().to_owned();
-                if let (Some(id), Some(object)) = (
-                    item_id(c.provider_data.as_ref(), &kind),
-                    item.as_object_mut(),
-                ) {
-                    object.insert("id".into(), json!(id));
-                }
-                input.push(item);
+                flush_text(&mut text, text_id, input);
+                input.push(call_item(c, search, search_calls));
             }
             _ => {}
         }
     }
-    flush(&mut text, text_id, input);
+    flush_text(&mut text, text_id, input);
+}
+
+/// Closes the text gathered so far into one assistant message item (with its item id, when
+/// it was recorded with one); nothing when no text is pending.
+fn flush_text(text: &mut Vec<Value>, text_id: Option<&str>, input: &mut Vec<Value>) {
+    if text.is_empty() {
+        return;
+    }
+    let mut item = Map::new();
+    item.insert("type".into(), json!("message"));
+    item.insert("role".into(), json!("assistant"));
+    if let Some(id) = text_id {
+        for t in text.iter_mut().filter_map(Value::as_object_mut) {
+            t.insert("annotations".into(), json!([]));
+        }
+        item.insert("id".into(), json!(id));
+        item.insert("status".into(), json!("completed"));
+    }
+    item.insert("content".into(), Value::Array(std::mem::take(text)));
+    input.push(Value::Object(item));
+}
+
+/// The input item of one call: a client tool search call (remembered in `search_calls`, so
+/// that its result goes back as a search output) or a function call, with its item id.
+fn call_item(
+    c: &ToolCallPart,
+    search: Option<&SearchPlan<'_>>,
+    search_calls: &mut HashSet<String>,
+) -> Value {
+    let mut item = match search {
+        Some(plan) if c.tool_name == plan.tool.name => {
+            search_calls.insert(c.id.clone());
+            let arguments = replay::object_arguments(&c.arguments);
+            json!({
+                "type": "tool_search_call",
+                "call_id": c.id,
+                "execution": "client",
+                "status": "completed",
+                "arguments": arguments,
+            })
+        }
+        _ => json!({
+            "type": "function_call",
+            "call_id": c.id,
+            "name": c.tool_name,
+            // Only an object is accepted (see `replay`); the transcript keeps
+            // the raw text.
+            "arguments": replay::wire_arguments(&c.arguments),
+        }),
+    };
+    let kind = item["type"].as_str().unwrap_or_default().to_owned();
+    if let (Some(id), Some(object)) = (
+        item_id(c.provider_data.as_ref(), &kind),
+        item.as_object_mut(),
+    ) {
+        object.insert("id".into(), json!(id));
+    }
+    item
 }
 
 pub(super) fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
@@ -294,4 +311,44 @@ fn responses_text_format(format: &OutputFormat) -> Value {
     f.insert("schema".into(), format.schema.clone());
     f.insert("strict".into(), json!(format.strict));
     json!({"format": f})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pending_text_becomes_one_message_item_with_its_id() {
+        let mut input = Vec::new();
+        let mut text = vec![
+            json!({"type": "output_text", "text": "a"}),
+            json!({"type": "output_text", "text": "b"}),
+        ];
+        flush_text(&mut text, Some("msg_1"), &mut input);
+        assert!(text.is_empty());
+        assert_eq!(
+            input,
+            [json!({
+                "type": "message",
+                "role": "assistant",
+                "id": "msg_1",
+                "status": "completed",
+                "content": [
+                    {"type": "output_text", "text": "a", "annotations": []},
+                    {"type": "output_text", "text": "b", "annotations": []},
+                ],
+            })]
+        );
+
+        let mut text = vec![json!({"type": "output_text", "text": "c"})];
+        flush_text(&mut text, None, &mut input);
+        assert_eq!(
+            input[1],
+            json!({"type": "message", "role": "assistant",
+                   "content": [{"type": "output_text", "text": "c"}]})
+        );
+        // Nothing pending: no item.
+        flush_text(&mut Vec::new(), Some("msg_2"), &mut input);
+        assert_eq!(input.len(), 2);
+    }
 }
