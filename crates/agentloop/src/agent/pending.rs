@@ -308,79 +308,62 @@ impl<D: ToolDeps> AgentLoop<D> {
         for m in parked.follow_ups {
             self.follow_ups.push(m);
         }
-        let answered: HashSet<String> = context
+        let triage = triage_pending(parked.pending, context);
+        let mut results: Vec<ToolResultPart> = triage
+            .unrun
             .iter()
-            .filter_map(Message::tool_result_part)
-            .map(|r| r.call_id.clone())
+            .map(|p| self.answer_unrun(p, emitter))
             .collect();
-        let mut results: Vec<ToolResultPart> = Vec::new();
-        let mut to_run: Vec<PendingApproval> = Vec::new();
-        let mut remaining: Vec<PendingApproval> = Vec::new();
-        for p in parked.pending {
-            if answered.contains(&p.call_id) {
-                // Already answered (e.g. the process died after recording the result but
-                // before clearing the pending entry): never run it again.
-                continue;
-            }
-            match &p.status {
-                PendingStatus::Awaiting => remaining.push(p),
-                PendingStatus::Approved => to_run.push(p),
-                PendingStatus::Denied { reason } => {
-                    emitter.emit_with(|| AgentEvent::ApprovalResolved {
-                        call_id: p.call_id.clone(),
-                        tool_name: p.tool_name.clone(),
-                        status: p.status.clone(),
-                    });
-                    let result = denied_result(&p, reason);
-                    self.announce_unrun(&p.call(), &result, emitter);
-                    results.push(result);
-                }
-                PendingStatus::Started => {
-                    emitter.emit_with(|| AgentEvent::ApprovalResolved {
-                        call_id: p.call_id.clone(),
-                        tool_name: p.tool_name.clone(),
-                        status: p.status.clone(),
-                    });
-                    let result = interrupted_result(&p.call());
-                    self.announce_unrun(&p.call(), &result, emitter);
-                    results.push(result);
-                }
-            }
-        }
-        if !to_run.is_empty() {
-            // Reported (and recorded as started) before any handler runs: a crash from here on
-            // leaves "started" behind, which the next resume answers as interrupted.
-            for p in &to_run {
-                emitter.emit(AgentEvent::ApprovalResolved {
-                    call_id: p.call_id.clone(),
-                    tool_name: p.tool_name.clone(),
-                    status: PendingStatus::Started,
-                });
-            }
-            let calls: Vec<ToolCallPart> = to_run.iter().map(PendingApproval::call).collect();
-            let options = self.resume_options(emitter, cancel);
-            let outcomes =
-                run_tools_with(&calls, &self.turn_registry(), &self.deps, &options).await;
-            results.extend(outcomes.into_iter().map(|o| o.result));
+        if !triage.to_run.is_empty() {
+            results.extend(self.run_approved(&triage.to_run, emitter, cancel).await);
         }
         for result in results {
-            let message = Message::tool_result(result);
-            if emitter.enabled() {
-                emitter.emit(AgentEvent::MessageStart {
-                    message: message.clone(),
-                });
-                emitter.emit(AgentEvent::MessageEnd {
-                    message: message.clone(),
-                });
-            }
-            context.push(message);
+            push_result(context, result, emitter);
         }
         sort_last_batch(context, new_from);
-        if remaining.is_empty() {
+        if triage.remaining.is_empty() {
             None
         } else {
-            Some(self.park(remaining, emitter))
+            Some(self.park(triage.remaining, emitter))
         }
+    }
+
+    /// Answers a call that will not run: denied (with the reason), or started by an earlier
+    /// resume that never recorded its result (interrupted, never run twice).
+    fn answer_unrun(&self, p: &PendingApproval, emitter: &Emitter) -> ToolResultPart {
+        emitter.emit_with(|| AgentEvent::ApprovalResolved {
+            call_id: p.call_id.clone(),
+            tool_name: p.tool_name.clone(),
+            status: p.status.clone(),
+        });
+        let result = match &p.status {
+            PendingStatus::Denied { reason } => denied_result(p, reason),
+            _ => interrupted_result(&p.call()),
+        };
+        self.announce_unrun(&p.call(), &result, emitter);
+        result
+    }
+
+    /// Runs the approved calls (without asking the approval hook again), results in call order.
+    async fn run_approved(
+        &self,
+        to_run: &[PendingApproval],
+        emitter: &Emitter,
+        cancel: &CancellationToken,
+    ) -> Vec<ToolResultPart> {
+        // Reported (and recorded as started) before any handler runs: a crash from here on
+        // leaves "started" behind, which the next resume answers as interrupted.
+        for p in to_run {
+            emitter.emit(AgentEvent::ApprovalResolved {
+                call_id: p.call_id.clone(),
+                tool_name: p.tool_name.clone(),
+                status: PendingStatus::Started,
+            });
+        }
+        let calls: Vec<ToolCallPart> = to_run.iter().map(PendingApproval::call).collect();
+        let options = self.resume_options(emitter, cancel);
+        let outcomes = run_tools_with(&calls, &self.turn_registry(), &self.deps, &options).await;
+        outcomes.into_iter().map(|o| o.result).collect()
     }
 
     fn announce_unrun(&self, call: &ToolCallPart, result: &ToolResultPart, emitter: &Emitter) {
@@ -427,6 +410,54 @@ impl<D: ToolDeps> AgentLoop<D> {
     }
 }
 
+/// The parked calls sorted by what resuming does with them, each list in call order.
+#[derive(Debug, Default, PartialEq)]
+struct Triage {
+    /// Denied, or started without a result: answered without running.
+    unrun: Vec<PendingApproval>,
+    /// Approved: run now.
+    to_run: Vec<PendingApproval>,
+    /// Still awaiting a decision: the run parks again.
+    remaining: Vec<PendingApproval>,
+}
+
+/// Sorts the parked calls by status, dropping those `context` already answers.
+fn triage_pending(pending: Vec<PendingApproval>, context: &[Message]) -> Triage {
+    let answered: HashSet<&str> = context
+        .iter()
+        .filter_map(Message::tool_result_part)
+        .map(|r| r.call_id.as_str())
+        .collect();
+    let mut triage = Triage::default();
+    for p in pending {
+        if answered.contains(p.call_id.as_str()) {
+            // Already answered (e.g. the process died after recording the result but
+            // before clearing the pending entry): never run it again.
+            continue;
+        }
+        match &p.status {
+            PendingStatus::Awaiting => triage.remaining.push(p),
+            PendingStatus::Approved => triage.to_run.push(p),
+            PendingStatus::Denied { .. } | PendingStatus::Started => triage.unrun.push(p),
+        }
+    }
+    triage
+}
+
+/// Appends one tool result to the context, emitting its message events when someone listens.
+fn push_result(context: &mut Vec<Message>, result: ToolResultPart, emitter: &Emitter) {
+    let message = Message::tool_result(result);
+    if emitter.enabled() {
+        emitter.emit(AgentEvent::MessageStart {
+            message: message.clone(),
+        });
+        emitter.emit(AgentEvent::MessageEnd {
+            message: message.clone(),
+        });
+    }
+    context.push(message);
+}
+
 /// Puts the tool results after the last assistant message with calls in call order (results
 /// answering no call of it keep their order after the others). Moves `new_from` back to the
 /// batch's start when the order changed across it.
@@ -455,5 +486,46 @@ fn sort_last_batch(context: &mut [Message], new_from: &mut usize) {
     batch.sort_by_key(key);
     if *new_from > start && *new_from < end {
         *new_from = start;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(id: &str, status: PendingStatus) -> PendingApproval {
+        PendingApproval {
+            call_id: id.to_owned(),
+            tool_name: "shell".to_owned(),
+            arguments: serde_json::json!({}),
+            reason: "asks".to_owned(),
+            status,
+        }
+    }
+
+    #[test]
+    fn triage_sorts_by_status_and_never_reruns_an_answered_call() {
+        let denied = PendingStatus::Denied {
+            reason: "no".to_owned(),
+        };
+        let parked = vec![
+            pending("a", PendingStatus::Approved),
+            pending("b", denied.clone()),
+            pending("c", PendingStatus::Awaiting),
+            pending("d", PendingStatus::Started),
+            pending("e", PendingStatus::Approved),
+            pending("done", PendingStatus::Approved),
+        ];
+        let context = vec![Message::tool_result(ToolResultPart::success(
+            "done", "shell", "ran",
+        ))];
+        let triage = triage_pending(parked, &context);
+        let ids = |list: &[PendingApproval]| -> Vec<String> {
+            list.iter().map(|p| p.call_id.clone()).collect()
+        };
+        assert_eq!(ids(&triage.to_run), ["a", "e"]);
+        assert_eq!(ids(&triage.unrun), ["b", "d"]);
+        assert_eq!(ids(&triage.remaining), ["c"]);
+        assert_eq!(triage.unrun[0].status, denied);
     }
 }
