@@ -31,7 +31,9 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-use crate::transcript::{Message, Part, Role, StopReason, ToolArguments, ToolResultPart};
+use crate::transcript::{
+    Message, Part, Role, StopReason, ToolArguments, ToolCallPart, ToolResultPart,
+};
 
 /// Who the transcript is being replayed to.
 #[derive(Clone, Debug)]
@@ -205,105 +207,148 @@ pub fn prepare<'a>(messages: &'a [Message], target: &ReplayTarget) -> Cow<'a, [M
     if !needs_work(messages, target) {
         return Cow::Borrowed(messages);
     }
-    let mut out: Vec<Message> = Vec::with_capacity(messages.len());
-    let mut dropped_calls: HashSet<String> = HashSet::new();
-    let mut id_map: HashMap<String, String> = HashMap::new();
-    let mut taken: HashSet<String> = HashSet::new();
-    // Calls of the last kept assistant message still waiting for a result: (wire id, name).
-    let mut open: Vec<(String, String)> = Vec::new();
-
-    let close_open = |out: &mut Vec<Message>, open: &mut Vec<(String, String)>| {
-        for (id, name) in open.drain(..) {
-            out.push(Message::tool_result(ToolResultPart::error(
-                id, name, NO_RESULT,
-            )));
-        }
-    };
-
+    let mut rewrite = Rewrite::new(target, messages.len());
     for m in messages {
         match m.role {
-            Role::Assistant => {
-                close_open(&mut out, &mut open);
-                if matches!(m.stop_reason, Some(StopReason::Error | StopReason::Aborted)) {
-                    dropped_calls.extend(m.tool_calls().map(|c| c.id.clone()));
-                    continue;
-                }
-                let foreign = !target.same_source(m);
-                let mut copy = m.clone();
-                copy.content = m
-                    .content
-                    .iter()
-                    .filter_map(|p| match p {
-                        Part::Thinking(t) if foreign => {
-                            if t.redacted || t.thinking.trim().is_empty() {
-                                None
-                            } else {
-                                Some(Part::text(t.thinking.clone()))
-                            }
-                        }
-                        Part::Text {
-                            text,
-                            provider_data: Some(_),
-                        } if foreign => Some(Part::text(text.clone())),
-                        Part::ToolCall(c) => {
-                            let mut c = c.clone();
-                            if foreign {
-                                c.provider_data = None;
-                            }
-                            let new_id =
-                                if valid_id(&c.id, target.max_id_len) && !taken.contains(&c.id) {
-                                    c.id.clone()
-                                } else {
-                                    sanitize_id(&c.id, &taken, target.max_id_len)
-                                };
-                            if !replayable_arguments(&c.arguments) {
-                                c.arguments =
-                                    ToolArguments::Json(Value::Object(Default::default()));
-                            }
-                            if !valid_id(&c.tool_name, MAX_ID_LEN) {
-                                c.tool_name = sanitize_name(&c.tool_name);
-                            }
-                            taken.insert(new_id.clone());
-                            id_map.insert(c.id.clone(), new_id.clone());
-                            open.push((new_id.clone(), c.tool_name.clone()));
-                            c.id = new_id;
-                            Some(Part::ToolCall(c))
-                        }
-                        other => Some(other.clone()),
-                    })
-                    .collect();
-                out.push(copy);
-            }
-            Role::ToolResult => {
-                let Some(r) = m.tool_result_part() else {
-                    continue;
-                };
-                if dropped_calls.contains(&r.call_id) {
-                    continue;
-                }
-                let Some(new_id) = id_map.get(&r.call_id).cloned() else {
-                    continue; // a result for a call we never saw: providers reject it
-                };
-                let Some(at) = open.iter().position(|(id, _)| *id == new_id) else {
-                    continue; // duplicate result
-                };
-                open.remove(at);
-                let mut copy = m.clone();
-                for p in copy.content.iter_mut() {
-                    if let Part::ToolResult(r) = p {
-                        r.call_id = new_id.clone();
-                    }
-                }
-                out.push(copy);
-            }
+            Role::Assistant => rewrite.assistant(m),
+            Role::ToolResult => rewrite.tool_result(m),
             _ => {
-                close_open(&mut out, &mut open);
-                out.push(m.clone());
+                rewrite.close_open();
+                rewrite.out.push(m.clone());
             }
         }
     }
-    close_open(&mut out, &mut open);
-    Cow::Owned(out)
+    rewrite.close_open();
+    Cow::Owned(rewrite.out)
+}
+
+/// A transcript being rewritten for a target: the messages so far and what pairs calls with
+/// their results across messages.
+struct Rewrite<'t> {
+    target: &'t ReplayTarget,
+    out: Vec<Message>,
+    /// Calls of dropped (failed or aborted) assistant messages: their results go too.
+    dropped_calls: HashSet<String>,
+    /// Call id in the transcript → id on the wire.
+    id_map: HashMap<String, String>,
+    /// Wire ids given out so far (they must be unique).
+    taken: HashSet<String>,
+    /// Calls of the last kept assistant message still waiting for a result: (wire id, name).
+    open: Vec<(String, String)>,
+}
+
+impl<'t> Rewrite<'t> {
+    fn new(target: &'t ReplayTarget, len: usize) -> Self {
+        Rewrite {
+            target,
+            out: Vec::with_capacity(len),
+            dropped_calls: HashSet::new(),
+            id_map: HashMap::new(),
+            taken: HashSet::new(),
+            open: Vec::new(),
+        }
+    }
+
+    /// Answers the calls still waiting for a result (providers reject a call without one).
+    fn close_open(&mut self) {
+        for (id, name) in self.open.drain(..) {
+            self.out.push(Message::tool_result(ToolResultPart::error(
+                id, name, NO_RESULT,
+            )));
+        }
+    }
+
+    /// Keeps an assistant message, rewritten for the target; a failed or aborted one is
+    /// dropped with its calls.
+    fn assistant(&mut self, m: &Message) {
+        self.close_open();
+        if matches!(m.stop_reason, Some(StopReason::Error | StopReason::Aborted)) {
+            self.dropped_calls
+                .extend(m.tool_calls().map(|c| c.id.clone()));
+            return;
+        }
+        let foreign = !self.target.same_source(m);
+        let mut copy = m.clone();
+        copy.content = m
+            .content
+            .iter()
+            .filter_map(|p| match p {
+                Part::ToolCall(c) => Some(Part::ToolCall(self.call(c, foreign))),
+                other if foreign => foreign_part(other),
+                other => Some(other.clone()),
+            })
+            .collect();
+        self.out.push(copy);
+    }
+
+    /// A call as the target accepts it: a valid, unique id (remembered for its result),
+    /// object arguments, a valid name, and no other provider's data.
+    fn call(&mut self, c: &ToolCallPart, foreign: bool) -> ToolCallPart {
+        let mut c = c.clone();
+        if foreign {
+            c.provider_data = None;
+        }
+        let new_id = if valid_id(&c.id, self.target.max_id_len) && !self.taken.contains(&c.id) {
+            c.id.clone()
+        } else {
+            sanitize_id(&c.id, &self.taken, self.target.max_id_len)
+        };
+        if !replayable_arguments(&c.arguments) {
+            c.arguments = ToolArguments::Json(Value::Object(Default::default()));
+        }
+        if !valid_id(&c.tool_name, MAX_ID_LEN) {
+            c.tool_name = sanitize_name(&c.tool_name);
+        }
+        self.taken.insert(new_id.clone());
+        self.id_map.insert(c.id.clone(), new_id.clone());
+        self.open.push((new_id.clone(), c.tool_name.clone()));
+        c.id = new_id;
+        c
+    }
+
+    /// Keeps a tool result that answers an open call, under the call's wire id; orphan and
+    /// duplicate results, and those of dropped calls, go.
+    fn tool_result(&mut self, m: &Message) {
+        let Some(r) = m.tool_result_part() else {
+            return;
+        };
+        if self.dropped_calls.contains(&r.call_id) {
+            return;
+        }
+        let Some(new_id) = self.id_map.get(&r.call_id).cloned() else {
+            return; // a result for a call we never saw: providers reject it
+        };
+        let Some(at) = self.open.iter().position(|(id, _)| *id == new_id) else {
+            return; // duplicate result
+        };
+        self.open.remove(at);
+        let mut copy = m.clone();
+        for p in copy.content.iter_mut() {
+            if let Part::ToolResult(r) = p {
+                r.call_id = new_id.clone();
+            }
+        }
+        self.out.push(copy);
+    }
+}
+
+/// A non-call part of another source's message: its reasoning becomes plain text (or goes,
+/// when redacted or empty) and its text loses the other provider's data.
+fn foreign_part(part: &Part) -> Option<Part> {
+    match part {
+        Part::Thinking(t) => {
+            if t.redacted || t.thinking.trim().is_empty() {
+                None
+            } else {
+                Some(Part::text(t.thinking.clone()))
+            }
+        }
+        Part::Text {
+            text,
+            provider_data: Some(_),
+        } => Some(Part::text(text.clone())),
+        other => Some(other.clone()),
+    }
 }
 
 #[cfg(test)]
@@ -317,6 +362,35 @@ mod tests {
         m.provider = Some(provider.into());
         m.model = Some("m1".into());
         m
+    }
+
+    #[test]
+    fn foreign_parts_keep_their_text_and_lose_provider_data() {
+        let thinking = |text: &str, redacted: bool| {
+            Part::Thinking(ThinkingPart {
+                thinking: text.into(),
+                redacted,
+                ..ThinkingPart::default()
+            })
+        };
+        assert_eq!(
+            foreign_part(&thinking("plan", false)),
+            Some(Part::text("plan"))
+        );
+        assert_eq!(foreign_part(&thinking("  ", false)), None);
+        assert_eq!(foreign_part(&thinking("secret", true)), None);
+        let with_data = Part::Text {
+            text: "hi".into(),
+            provider_data: Some(crate::transcript::ProviderData::new(
+                "p",
+                json!({"id": "x"}),
+            )),
+        };
+        assert_eq!(foreign_part(&with_data), Some(Part::text("hi")));
+        assert_eq!(
+            foreign_part(&Part::text("plain")),
+            Some(Part::text("plain"))
+        );
     }
 
     #[test]
