@@ -11,6 +11,7 @@ use crate::model::{ModelRequest, ReasoningLevel};
 use crate::providers::ProviderConfig;
 use crate::providers::core::wire_f32;
 use crate::providers::replay::{self, ReplayTarget};
+use crate::tooling::ToolSchema;
 use crate::transcript::{ImagePart, Message, Part, Role, ToolResultPart};
 
 /// The wire key of a thought signature.
@@ -197,49 +198,8 @@ pub(super) fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) ->
     let target = ReplayTarget::openai(PROVIDER, &model);
     let messages = replay::prepare(&request.messages, &target);
 
-    let mut contents: Vec<Value> = Vec::with_capacity(messages.len());
-    let mut calls: HashMap<&str, CallInfo<'_>> = HashMap::new();
-    // The function responses of the current tool batch (one user content), then its images.
-    let mut responses: Vec<Value> = Vec::new();
-    let mut images: Vec<Value> = Vec::new();
-    let flush = |contents: &mut Vec<Value>, responses: &mut Vec<Value>, images: &mut Vec<Value>| {
-        if !responses.is_empty() || !images.is_empty() {
-            let mut parts = std::mem::take(responses);
-            parts.append(images);
-            contents.push(json!({"role": "user", "parts": parts}));
-        }
-    };
-    for m in messages.iter() {
-        match m.role {
-            Role::ToolResult => {
-                for r in m.content.iter().filter_map(|p| match p {
-                    Part::ToolResult(r) => Some(r),
-                    _ => None,
-                }) {
-                    responses.push(function_response(r, calls.get(r.call_id.as_str())));
-                    images.extend(r.images.iter().map(inline_data));
-                }
-            }
-            Role::Assistant => {
-                flush(&mut contents, &mut responses, &mut images);
-                let parts = model_parts(m, &mut calls);
-                if !parts.is_empty() {
-                    contents.push(json!({"role": "model", "parts": parts}));
-                }
-            }
-            _ => {
-                flush(&mut contents, &mut responses, &mut images);
-                let parts = user_parts(m);
-                if !parts.is_empty() {
-                    contents.push(json!({"role": "user", "parts": parts}));
-                }
-            }
-        }
-    }
-    flush(&mut contents, &mut responses, &mut images);
-
     let mut body = Map::new();
-    body.insert("contents".into(), Value::Array(contents));
+    body.insert("contents".into(), Value::Array(contents(&messages)));
     if let Some(system) = request
         .system_prompt
         .as_deref()
@@ -251,22 +211,81 @@ pub(super) fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) ->
         );
     }
     if !request.tools.is_empty() {
-        let declarations: Vec<Value> = request
-            .tools
-            .iter()
-            .map(|t| {
-                json!({
-                    "name": t.name,
-                    "description": t.description,
-                    "parametersJsonSchema": t.parameters,
-                })
-            })
-            .collect();
-        body.insert(
-            "tools".into(),
-            json!([{"functionDeclarations": declarations}]),
-        );
+        body.insert("tools".into(), function_declarations(&request.tools));
     }
+    let generation = generation_config(request, &model);
+    if !generation.is_empty() {
+        body.insert("generationConfig".into(), Value::Object(generation));
+    }
+    (model, Value::Object(body))
+}
+
+/// The conversation as Gemini contents: model turns, user turns, and each tool batch's
+/// function responses gathered into one user content (its images after them).
+fn contents(messages: &[Message]) -> Vec<Value> {
+    let mut contents: Vec<Value> = Vec::with_capacity(messages.len());
+    let mut calls: HashMap<&str, CallInfo<'_>> = HashMap::new();
+    // The function responses of the current tool batch (one user content), then its images.
+    let mut responses: Vec<Value> = Vec::new();
+    let mut images: Vec<Value> = Vec::new();
+    for m in messages {
+        match m.role {
+            Role::ToolResult => {
+                for r in m.content.iter().filter_map(|p| match p {
+                    Part::ToolResult(r) => Some(r),
+                    _ => None,
+                }) {
+                    responses.push(function_response(r, calls.get(r.call_id.as_str())));
+                    images.extend(r.images.iter().map(inline_data));
+                }
+            }
+            Role::Assistant => {
+                flush_batch(&mut contents, &mut responses, &mut images);
+                let parts = model_parts(m, &mut calls);
+                if !parts.is_empty() {
+                    contents.push(json!({"role": "model", "parts": parts}));
+                }
+            }
+            _ => {
+                flush_batch(&mut contents, &mut responses, &mut images);
+                let parts = user_parts(m);
+                if !parts.is_empty() {
+                    contents.push(json!({"role": "user", "parts": parts}));
+                }
+            }
+        }
+    }
+    flush_batch(&mut contents, &mut responses, &mut images);
+    contents
+}
+
+/// Closes the current tool batch into one user content: its function responses, then its
+/// images (nothing when the batch is empty).
+fn flush_batch(contents: &mut Vec<Value>, responses: &mut Vec<Value>, images: &mut Vec<Value>) {
+    if !responses.is_empty() || !images.is_empty() {
+        let mut parts = std::mem::take(responses);
+        parts.append(images);
+        contents.push(json!({"role": "user", "parts": parts}));
+    }
+}
+
+/// The `tools` entry: every tool as a function declaration (full JSON Schema parameters).
+fn function_declarations(tools: &[ToolSchema]) -> Value {
+    let declarations: Vec<Value> = tools
+        .iter()
+        .map(|t| {
+            json!({
+                "name": t.name,
+                "description": t.description,
+                "parametersJsonSchema": t.parameters,
+            })
+        })
+        .collect();
+    json!([{"functionDeclarations": declarations}])
+}
+
+/// The `generationConfig` entries the request asks for (empty when it asks for none).
+fn generation_config(request: &ModelRequest<'_>, model: &str) -> Map<String, Value> {
     let mut generation = Map::new();
     if let Some(t) = request.temperature {
         generation.insert("temperature".into(), json!(wire_f32(t)));
@@ -275,15 +294,12 @@ pub(super) fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) ->
         generation.insert("maxOutputTokens".into(), json!(n));
     }
     if let Some(level) = request.reasoning {
-        generation.insert("thinkingConfig".into(), thinking_config(&model, level));
+        generation.insert("thinkingConfig".into(), thinking_config(model, level));
     }
     if let Some(format) = &request.output {
         add_output_format(&mut generation, format);
     }
-    if !generation.is_empty() {
-        body.insert("generationConfig".into(), Value::Object(generation));
-    }
-    (model, Value::Object(body))
+    generation
 }
 
 /// Native structured output: JSON that matches the schema (`responseJsonSchema` takes full JSON
@@ -291,4 +307,36 @@ pub(super) fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) ->
 fn add_output_format(generation: &mut Map<String, Value>, format: &OutputFormat) {
     generation.insert("responseMimeType".into(), json!("application/json"));
     generation.insert("responseJsonSchema".into(), format.schema.clone());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_batch_is_one_user_content_with_images_last() {
+        let mut contents = Vec::new();
+        let mut responses = vec![json!({"functionResponse": {"name": "a"}})];
+        let mut images = vec![json!({"inlineData": {}})];
+        flush_batch(&mut contents, &mut responses, &mut images);
+        assert!(responses.is_empty() && images.is_empty());
+        assert_eq!(
+            contents,
+            [json!({"role": "user", "parts": [
+                {"functionResponse": {"name": "a"}},
+                {"inlineData": {}},
+            ]})]
+        );
+        flush_batch(&mut contents, &mut Vec::new(), &mut Vec::new());
+        assert_eq!(contents.len(), 1, "an empty batch adds no content");
+    }
+
+    #[test]
+    fn generation_config_holds_only_what_was_asked() {
+        let mut request = ModelRequest::new(Vec::<Message>::new());
+        assert!(generation_config(&request, "gemini-2.5-flash").is_empty());
+        request.max_output_tokens = Some(64);
+        let generation = generation_config(&request, "gemini-2.5-flash");
+        assert_eq!(Value::Object(generation), json!({"maxOutputTokens": 64}));
+    }
 }
