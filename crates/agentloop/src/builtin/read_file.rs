@@ -5,7 +5,7 @@
 //! returned as an image part the providers send to vision models, up to [`MAX_IMAGE_BYTES`].
 //! Refuses directories and other binary files. Never writes anything.
 
-use std::io::{BufReader, Read};
+use std::io::{BufRead, BufReader, Read};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -98,6 +98,7 @@ fn read_image(
     .with_image(image))
 }
 
+/// Runs `read_file`: the file's image, or its numbered lines in the asked range.
 pub(super) fn run(workspace: &Workspace, args: Args) -> Result<ToolOutput, ToolError> {
     let path = workspace.resolve(&args.path)?;
     let shown = workspace.display(&path);
@@ -121,71 +122,166 @@ pub(super) fn run(workspace: &Workspace, args: Args) -> Result<ToolOutput, ToolE
              text. Use shell tools such as `file` or `xxd` if you need to inspect it"
         )));
     }
-    let mut reader = BufReader::new(sniff.as_slice().chain(reader));
+    let reader = BufReader::new(sniff.as_slice().chain(reader));
+    let (offset, limit) = line_range(&args);
+    Listing::read(reader, offset, limit, &shown)?.finish(offset, &shown)
+}
 
+/// The 1-based first line and the number of lines to show (both at least 1; huge values
+/// saturate instead of failing on 32-bit targets).
+fn line_range(args: &Args) -> (usize, usize) {
     let offset = usize::try_from(args.offset.unwrap_or(1).max(1)).unwrap_or(usize::MAX);
     let limit = usize::try_from(args.limit.unwrap_or(DEFAULT_LINE_LIMIT as u64).max(1))
         .unwrap_or(usize::MAX);
+    (offset, limit)
+}
 
-    let mut out = String::new();
-    let mut line = Vec::new();
-    let mut number = 0usize;
-    let mut shown_lines = 0usize;
-    let mut next_unshown: Option<usize> = None;
-    // Hold at most a little more than what is shown of one line, however long it is.
-    while let Some(full) = read_line_capped(&mut reader, &mut line, HELD_LINE_BYTES)
-        .map_err(|e| io_error("read", &shown, &e))?
-    {
-        number += 1;
-        if number < offset {
-            continue;
-        }
-        if next_unshown.is_some() {
-            continue; // only counting the remaining lines
-        }
-        if shown_lines >= limit {
-            next_unshown = Some(number);
-            continue;
-        }
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim_end_matches(['\n', '\r']);
-        let clipped = clip(text, MAX_LINE_BYTES);
-        let mut entry = format!("{number:>6}\t{clipped}");
-        let full = if line.len() < full {
-            full // cut while reading
-        } else {
-            text.len()
-        };
-        if clipped.len() < full {
-            entry.push_str(&format!(
-                " [... line cut: {} of {} bytes shown]",
-                thousands(clipped.len()),
-                thousands(full)
-            ));
-        }
-        entry.push('\n');
-        if out.len() + entry.len() > MAX_BYTES {
-            next_unshown = Some(number);
-            continue;
-        }
-        out.push_str(&entry);
-        shown_lines += 1;
-    }
-
-    if number == 0 {
-        return Ok(ToolOutput::text(format!("(`{shown}` is empty)")));
-    }
-    if offset > number {
-        return Err(ToolError::new(format!(
-            "offset {offset} is past the end of `{shown}`, which has {number} lines"
-        )));
-    }
-    if let Some(next) = next_unshown {
-        let remaining = number - next + 1;
-        out.push_str(&format!(
-            "[... {} more lines; use offset={next} to continue]\n",
-            thousands(remaining)
+/// One shown line: its number, its text (cut at [`MAX_LINE_BYTES`], with a note giving the
+/// line's full length `full`) and a newline.
+fn numbered_line(number: usize, text: &str, full: usize) -> String {
+    let clipped = clip(text, MAX_LINE_BYTES);
+    let mut entry = format!("{number:>6}\t{clipped}");
+    if clipped.len() < full {
+        entry.push_str(&format!(
+            " [... line cut: {} of {} bytes shown]",
+            thousands(clipped.len()),
+            thousands(full)
         ));
     }
-    Ok(ToolOutput::text(out))
+    entry.push('\n');
+    entry
+}
+
+/// The numbered lines of a text file shown so far, and where the listing stopped.
+struct Listing {
+    out: String,
+    /// Lines in the file (all are read, to say how many remain).
+    number: usize,
+    /// The first line in range not shown (line or byte budget spent).
+    next_unshown: Option<usize>,
+}
+
+impl Listing {
+    /// Reads every line, numbering those from `offset` until `limit` lines or [`MAX_BYTES`]
+    /// are shown, and counting the rest.
+    fn read(
+        mut reader: impl BufRead,
+        offset: usize,
+        limit: usize,
+        shown: &str,
+    ) -> Result<Self, ToolError> {
+        let mut listing = Listing {
+            out: String::new(),
+            number: 0,
+            next_unshown: None,
+        };
+        let mut line = Vec::new();
+        let mut shown_lines = 0usize;
+        // Hold at most a little more than what is shown of one line, however long it is.
+        while let Some(full) = read_line_capped(&mut reader, &mut line, HELD_LINE_BYTES)
+            .map_err(|e| io_error("read", shown, &e))?
+        {
+            listing.number += 1;
+            let number = listing.number;
+            if number < offset {
+                continue;
+            }
+            if listing.next_unshown.is_some() {
+                continue; // only counting the remaining lines
+            }
+            if shown_lines >= limit {
+                listing.next_unshown = Some(number);
+                continue;
+            }
+            let text = String::from_utf8_lossy(&line);
+            let text = text.trim_end_matches(['\n', '\r']);
+            let full = if line.len() < full {
+                full // cut while reading
+            } else {
+                text.len()
+            };
+            let entry = numbered_line(number, text, full);
+            if listing.out.len() + entry.len() > MAX_BYTES {
+                listing.next_unshown = Some(number);
+                continue;
+            }
+            listing.out.push_str(&entry);
+            shown_lines += 1;
+        }
+        Ok(listing)
+    }
+
+    /// The tool's answer: the lines with a note on how to continue, or why none are shown.
+    fn finish(mut self, offset: usize, shown: &str) -> Result<ToolOutput, ToolError> {
+        let number = self.number;
+        if number == 0 {
+            return Ok(ToolOutput::text(format!("(`{shown}` is empty)")));
+        }
+        if offset > number {
+            return Err(ToolError::new(format!(
+                "offset {offset} is past the end of `{shown}`, which has {number} lines"
+            )));
+        }
+        if let Some(next) = self.next_unshown {
+            let remaining = number - next + 1;
+            self.out.push_str(&format!(
+                "[... {} more lines; use offset={next} to continue]\n",
+                thousands(remaining)
+            ));
+        }
+        Ok(ToolOutput::text(self.out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn args(offset: Option<u64>, limit: Option<u64>) -> Args {
+        Args {
+            path: "f".into(),
+            offset,
+            limit,
+        }
+    }
+
+    #[test]
+    fn the_range_defaults_and_never_starts_before_line_one() {
+        assert_eq!(line_range(&args(None, None)), (1, DEFAULT_LINE_LIMIT));
+        assert_eq!(line_range(&args(Some(0), Some(0))), (1, 1));
+        assert_eq!(line_range(&args(Some(7), Some(3))), (7, 3));
+    }
+
+    #[test]
+    fn a_long_line_is_cut_with_a_note_of_its_length() {
+        assert_eq!(numbered_line(12, "short", 5), "    12\tshort\n");
+        let long = "x".repeat(MAX_LINE_BYTES + 10);
+        let entry = numbered_line(3, &long, 5000);
+        assert!(entry.starts_with("     3\txxx"));
+        assert!(
+            entry.ends_with(" [... line cut: 2,000 of 5,000 bytes shown]\n"),
+            "{entry}"
+        );
+    }
+
+    #[test]
+    fn a_listing_stops_at_its_limit_and_says_how_to_continue() {
+        let text = "a\nb\nc\nd\n";
+        let listing = Listing::read(text.as_bytes(), 2, 2, "f").unwrap();
+        assert_eq!(listing.number, 4);
+        assert_eq!(listing.next_unshown, Some(4));
+        let out = listing.finish(2, "f").unwrap();
+        assert_eq!(
+            out.content,
+            "     2\tb\n     3\tc\n[... 1 more lines; use offset=4 to continue]\n"
+        );
+        let past = Listing::read(text.as_bytes(), 9, 2, "f").unwrap();
+        let error = past.finish(9, "f").unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("offset 9 is past the end of `f`, which has 4 lines")
+        );
+    }
 }
