@@ -253,68 +253,23 @@ pub fn install_from_env() -> Result<Option<OtelGuard>, OtelError> {
         return Ok(None);
     }
     let traces = OtlpProtocol::from_env("TRACES")?;
-    let wants_metrics =
-        env_set("OTEL_EXPORTER_OTLP_ENDPOINT") || env_set("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT");
-    let metrics = if wants_metrics {
-        Some(OtlpProtocol::from_env("METRICS")?)
-    } else {
-        None
-    };
+    let metrics = metrics_protocol()?;
     // tonic's channel lives on a Tokio runtime: a private one, entered while the exporters are
     // built so their background tasks are spawned on it.
-    let runtime = if traces == OtlpProtocol::Grpc || metrics == Some(OtlpProtocol::Grpc) {
-        Some(
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .thread_name("agentloop-otlp")
-                .enable_all()
-                .build()
-                .map_err(|e| OtelError::Exporter(format!("cannot start the gRPC runtime: {e}")))?,
-        )
-    } else {
-        None
-    };
+    let runtime =
+        grpc_runtime(traces == OtlpProtocol::Grpc || metrics == Some(OtlpProtocol::Grpc))?;
     let entered = runtime.as_ref().map(|r| r.enter());
-    let mut resource = Resource::builder();
-    if !env_set("OTEL_SERVICE_NAME") {
-        resource = resource.with_service_name(DEFAULT_SERVICE_NAME);
-    }
-    let resource = resource.build();
-
-    let spans = match traces {
-        OtlpProtocol::Grpc => SpanExporter::builder().with_tonic().build(),
-        OtlpProtocol::HttpProtobuf => SpanExporter::builder()
-            .with_http()
-            .with_protocol(Protocol::HttpBinary)
-            .with_http_client(LazyHttpClient::new("TRACES"))
-            .build(),
-    }
-    .map_err(|e| OtelError::Exporter(e.to_string()))?;
+    let resource = service_resource();
     let tracer_provider = SdkTracerProvider::builder()
-        .with_batch_exporter(spans)
+        .with_batch_exporter(span_exporter(traces)?)
         .with_resource(resource.clone())
         .build();
-    let meter_provider = if let Some(protocol) = metrics {
-        let metrics = match protocol {
-            OtlpProtocol::Grpc => MetricExporter::builder().with_tonic().build(),
-            OtlpProtocol::HttpProtobuf => MetricExporter::builder()
-                .with_http()
-                .with_protocol(Protocol::HttpBinary)
-                .with_http_client(LazyHttpClient::new("METRICS"))
-                .build(),
-        }
-        .map_err(|e| OtelError::Exporter(e.to_string()))?;
-        Some(
-            SdkMeterProvider::builder()
-                .with_periodic_exporter(metrics)
-                .with_resource(resource)
-                .build(),
-        )
-    } else {
-        None
+    let meter_provider = match metrics {
+        Some(protocol) => Some(meter_provider(protocol, resource)?),
+        None => None,
     };
-
     drop(entered);
+
     let guard = OtelGuard {
         tracer: Some(tracer_provider.clone()),
         meter: meter_provider.clone(),
@@ -330,6 +285,75 @@ pub fn install_from_env() -> Result<Option<OtelGuard>, OtelError> {
         opentelemetry::global::set_meter_provider(meter);
     }
     Ok(Some(guard))
+}
+
+/// The metrics exporter's protocol, when metrics are exported at all: only a general or
+/// metrics-specific endpoint turns them on (a service name alone exports traces only).
+fn metrics_protocol() -> Result<Option<OtlpProtocol>, OtelError> {
+    let wants_metrics =
+        env_set("OTEL_EXPORTER_OTLP_ENDPOINT") || env_set("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT");
+    if wants_metrics {
+        OtlpProtocol::from_env("METRICS").map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// The private runtime gRPC exporters need (one worker thread), when one is `needed`.
+fn grpc_runtime(needed: bool) -> Result<Option<tokio::runtime::Runtime>, OtelError> {
+    if !needed {
+        return Ok(None);
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("agentloop-otlp")
+        .enable_all()
+        .build()
+        .map(Some)
+        .map_err(|e| OtelError::Exporter(format!("cannot start the gRPC runtime: {e}")))
+}
+
+/// The exported resource: the environment's attributes, with this library's service name
+/// when `OTEL_SERVICE_NAME` does not give one.
+fn service_resource() -> Resource {
+    let mut resource = Resource::builder();
+    if !env_set("OTEL_SERVICE_NAME") {
+        resource = resource.with_service_name(DEFAULT_SERVICE_NAME);
+    }
+    resource.build()
+}
+
+/// The span exporter for `protocol` (HTTP with a client built on first export).
+fn span_exporter(protocol: OtlpProtocol) -> Result<SpanExporter, OtelError> {
+    match protocol {
+        OtlpProtocol::Grpc => SpanExporter::builder().with_tonic().build(),
+        OtlpProtocol::HttpProtobuf => SpanExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpBinary)
+            .with_http_client(LazyHttpClient::new("TRACES"))
+            .build(),
+    }
+    .map_err(|e| OtelError::Exporter(e.to_string()))
+}
+
+/// The meter provider exporting periodically over `protocol`.
+fn meter_provider(
+    protocol: OtlpProtocol,
+    resource: Resource,
+) -> Result<SdkMeterProvider, OtelError> {
+    let metrics = match protocol {
+        OtlpProtocol::Grpc => MetricExporter::builder().with_tonic().build(),
+        OtlpProtocol::HttpProtobuf => MetricExporter::builder()
+            .with_http()
+            .with_protocol(Protocol::HttpBinary)
+            .with_http_client(LazyHttpClient::new("METRICS"))
+            .build(),
+    }
+    .map_err(|e| OtelError::Exporter(e.to_string()))?;
+    Ok(SdkMeterProvider::builder()
+        .with_periodic_exporter(metrics)
+        .with_resource(resource)
+        .build())
 }
 
 /// The OTLP/HTTP exporters' client, built on the first export — on the exporter's own thread —
