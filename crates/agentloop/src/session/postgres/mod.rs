@@ -476,6 +476,102 @@ fn clean_title(title: &str) -> Result<String, SessionError> {
     Ok(pg_text(title))
 }
 
+/// The connection settings of `url` with the store's own: the schema as `search_path`, the
+/// durability, and a connect timeout and application name unless the URL gives them.
+fn connection_config(
+    url: &str,
+    shown: &str,
+    options: &PostgresOptions,
+) -> Result<tokio_postgres::Config, SessionError> {
+    let parsed: Result<tokio_postgres::Config, _> = url.parse();
+    let mut config = parsed.map_err(|e: tokio_postgres::Error| SessionError::Invalid {
+        what: "PostgreSQL URL",
+        reason: format!("{shown}: {}", redact(&e.to_string())),
+    })?;
+    let mut settings = config.get_options().unwrap_or("").to_owned();
+    if let Some(schema) = &options.schema {
+        check_schema(schema)?;
+        settings.push_str(&format!(" -c search_path={schema}"));
+    }
+    if options.durability == Durability::ProcessCrash {
+        settings.push_str(" -c synchronous_commit=off");
+    }
+    let settings = settings.trim().to_owned();
+    if !settings.is_empty() {
+        config.options(&settings);
+    }
+    if config.get_connect_timeout().is_none() {
+        config.connect_timeout(options.timeout);
+    }
+    if config.get_application_name().is_none() {
+        config.application_name("agentloop");
+    }
+    Ok(config)
+}
+
+/// The store's connection pool: at least one connection, every wait bounded by the timeout.
+fn connection_pool(
+    config: &tokio_postgres::Config,
+    options: &PostgresOptions,
+) -> Result<Pool, SessionError> {
+    let manager = Manager::from_config(
+        config.clone(),
+        NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    let timeout = options.timeout;
+    Pool::builder(manager)
+        .max_size(options.pool_size.max(1))
+        .runtime(deadpool_postgres::Runtime::Tokio1)
+        .wait_timeout(Some(timeout))
+        .create_timeout(Some(timeout))
+        .recycle_timeout(Some(timeout))
+        .build()
+        .map_err(|e| pg_error("cannot build the connection pool", e))
+}
+
+/// Creates the chosen schema if missing, under the migration lock: two processes may open
+/// at once.
+async fn create_schema(
+    client: &mut deadpool_postgres::Object,
+    schema: String,
+) -> Result<String, SessionError> {
+    let tx = client.transaction().await.map_err(query_error)?;
+    tx.execute(
+        "SELECT pg_advisory_xact_lock($1)",
+        &[&lock_key(&schema, MIGRATION_LOCK)],
+    )
+    .await
+    .map_err(query_error)?;
+    tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+        .await
+        .map_err(query_error)?;
+    tx.commit().await.map_err(query_error)?;
+    Ok(schema)
+}
+
+/// The connection's current schema, where the tables go when no schema was chosen.
+async fn current_schema(
+    client: &deadpool_postgres::Object,
+    where_: &str,
+) -> Result<String, SessionError> {
+    client
+        .query_one("SELECT current_schema()", &[])
+        .await
+        .map_err(query_error)?
+        .try_get::<_, Option<String>>(0)
+        .map_err(query_error)?
+        .ok_or_else(|| SessionError::Postgres {
+            message: format!(
+                "{where_}: no schema to create the tables in (the search_path names \
+                 none that exists)"
+            ),
+            source: None,
+        })
+}
+
 impl PostgresStore {
     /// Connects to the database at `url` with the default options, creating or migrating the
     /// schema.
@@ -487,46 +583,9 @@ impl PostgresStore {
     /// contain the URL's password.
     pub fn open_with(url: &str, options: PostgresOptions) -> Result<PostgresStore, SessionError> {
         let shown = redact(url);
-        let parsed: Result<tokio_postgres::Config, _> = url.parse();
-        let mut config = parsed.map_err(|e: tokio_postgres::Error| SessionError::Invalid {
-            what: "PostgreSQL URL",
-            reason: format!("{shown}: {}", redact(&e.to_string())),
-        })?;
-        let mut settings = config.get_options().unwrap_or("").to_owned();
-        if let Some(schema) = &options.schema {
-            check_schema(schema)?;
-            settings.push_str(&format!(" -c search_path={schema}"));
-        }
-        if options.durability == Durability::ProcessCrash {
-            settings.push_str(" -c synchronous_commit=off");
-        }
-        let settings = settings.trim().to_owned();
-        if !settings.is_empty() {
-            config.options(&settings);
-        }
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(options.timeout);
-        }
-        if config.get_application_name().is_none() {
-            config.application_name("agentloop");
-        }
+        let config = connection_config(url, &shown, &options)?;
         let bridge = Arc::new(Bridge::start()?);
-        let manager = Manager::from_config(
-            config.clone(),
-            NoTls,
-            ManagerConfig {
-                recycling_method: RecyclingMethod::Fast,
-            },
-        );
-        let timeout = options.timeout;
-        let pool = Pool::builder(manager)
-            .max_size(options.pool_size.max(1))
-            .runtime(deadpool_postgres::Runtime::Tokio1)
-            .wait_timeout(Some(timeout))
-            .create_timeout(Some(timeout))
-            .recycle_timeout(Some(timeout))
-            .build()
-            .map_err(|e| pg_error("cannot build the connection pool", e))?;
+        let pool = connection_pool(&config, &options)?;
         let chosen = options.schema.clone();
         let opened = pool.clone();
         let where_ = shown.clone();
@@ -536,34 +595,8 @@ impl PostgresStore {
                 .await
                 .map_err(|e| pg_error(&format!("cannot connect to {where_}"), e))?;
             let schema = match chosen {
-                Some(schema) => {
-                    // Created under the migration lock: two processes may open at once.
-                    let tx = client.transaction().await.map_err(query_error)?;
-                    tx.execute(
-                        "SELECT pg_advisory_xact_lock($1)",
-                        &[&lock_key(&schema, MIGRATION_LOCK)],
-                    )
-                    .await
-                    .map_err(query_error)?;
-                    tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
-                        .await
-                        .map_err(query_error)?;
-                    tx.commit().await.map_err(query_error)?;
-                    schema
-                }
-                None => client
-                    .query_one("SELECT current_schema()", &[])
-                    .await
-                    .map_err(query_error)?
-                    .try_get::<_, Option<String>>(0)
-                    .map_err(query_error)?
-                    .ok_or_else(|| SessionError::Postgres {
-                        message: format!(
-                            "{where_}: no schema to create the tables in (the search_path names \
-                             none that exists)"
-                        ),
-                        source: None,
-                    })?,
+                Some(schema) => create_schema(&mut client, schema).await?,
+                None => current_schema(&client, &where_).await?,
             };
             schema::migrate(&mut client, lock_key(&schema, MIGRATION_LOCK)).await?;
             Ok(schema)
@@ -1130,6 +1163,7 @@ impl SessionStore for PostgresStore {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -1145,6 +1179,35 @@ mod tests {
         assert_ne!(lock_key("a", "s"), lock_key("b", "s"));
         assert_ne!(lock_key("a", "s"), lock_key("a", "t"));
         assert_eq!(lock_key("a", "s"), lock_key("a", "s"));
+    }
+
+    #[test]
+    fn the_connection_settings_add_the_store_options_to_the_url() {
+        let options = PostgresOptions {
+            schema: Some("agents".into()),
+            durability: Durability::ProcessCrash,
+            ..PostgresOptions::default()
+        };
+        let url = "postgres://me@localhost/db?options=-c%20work_mem%3D4MB";
+        let config = connection_config(url, url, &options).unwrap();
+        assert_eq!(
+            config.get_options(),
+            Some("-c work_mem=4MB -c search_path=agents -c synchronous_commit=off")
+        );
+        assert_eq!(config.get_connect_timeout(), Some(&options.timeout));
+        assert_eq!(config.get_application_name(), Some("agentloop"));
+
+        let given = "postgres://me@localhost/db?connect_timeout=3&application_name=mine";
+        let config = connection_config(given, given, &PostgresOptions::default()).unwrap();
+        assert_eq!(config.get_options(), None);
+        assert_eq!(config.get_connect_timeout(), Some(&Duration::from_secs(3)));
+        assert_eq!(config.get_application_name(), Some("mine"));
+
+        let bad_schema = PostgresOptions {
+            schema: Some("Bad-Name".into()),
+            ..PostgresOptions::default()
+        };
+        assert!(connection_config(given, given, &bad_schema).is_err());
     }
 
     #[test]
