@@ -12,16 +12,16 @@
 //! line; Ctrl-D exits.
 //!
 //! While the agent works, a line typed and ended with Enter is queued as a steering message,
-//! delivered after the current tool batch (Unix: the terminal is polled between turns' events,
-//! and left alone while an approval question waits for its answer).
+//! delivered after the current tool batch; what is typed shows on a line of its own under the
+//! spinner ([`steering`]).
 
 mod bang;
 mod complete;
 mod earlier;
+mod steering;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use agentloop::agent::UsageLimits;
 use agentloop::agent::compaction::effective_context;
@@ -82,6 +82,7 @@ Ctrl-C cancels the running turn. While the agent works, type a line and press En
 steer it.";
 
 use complete::Lines;
+use steering::SteeringReader;
 
 /// The text of a (possibly multi-line) input: continuation backslashes removed.
 fn joined(input: &str) -> String {
@@ -128,6 +129,8 @@ struct Chat {
     /// Images (`/image`) and `!command` outputs that go with the next prompt.
     pending_images: Vec<ImagePart>,
     pending_context: Vec<String>,
+    /// A line typed during the last turn and not sent: the start of the next prompt.
+    typed_ahead: String,
 }
 
 /// Runs `agentloop chat`.
@@ -171,8 +174,9 @@ pub async fn run(db: Option<&str>, mut args: RunArgs) -> Result<(), Failure> {
     }
     loop {
         let prompt = chat.style.bold("› ");
+        let typed = std::mem::take(&mut chat.typed_ahead);
         let (back, line) = tokio::task::spawn_blocking(move || {
-            let line = editor.readline(&prompt);
+            let line = editor.readline_with_initial(&prompt, (&typed, ""));
             (editor, line)
         })
         .await
@@ -272,6 +276,7 @@ impl Chat {
             jobs,
             pending_images: Vec::new(),
             pending_context: Vec::new(),
+            typed_ahead: String::new(),
         })
     }
 
@@ -473,7 +478,7 @@ impl Chat {
             checkpoints: !self.args.no_checkpoints,
         })
         .await;
-        reader.stop();
+        self.typed_ahead = reader.stop();
         let report = result?;
         let thinking = report.renderer.last_thinking();
         if !thinking.is_empty() {
@@ -910,114 +915,4 @@ fn new_session(
     }
     let lock = store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
     Ok((info, lock))
-}
-
-/// Reads lines typed while a turn runs and queues them as steering messages.
-struct SteeringReader {
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-    /// The terminal mode to restore when the turn ends.
-    #[cfg(unix)]
-    saved: Option<rustix::termios::Termios>,
-}
-
-/// Puts the terminal in its normal line mode for the turn — the line editor may have left it
-/// raw — so a typed line arrives whole, Enter ends it, and Ctrl-C raises SIGINT (which cancels
-/// the turn). Returns the mode to restore.
-#[cfg(unix)]
-fn cooked_terminal() -> Option<rustix::termios::Termios> {
-    use rustix::termios::{
-        InputModes, LocalModes, OptionalActions, OutputModes, tcgetattr, tcsetattr,
-    };
-    let stdin = std::io::stdin();
-    let saved = tcgetattr(&stdin).ok()?;
-    let mut cooked = saved.clone();
-    cooked.local_modes |= LocalModes::ICANON | LocalModes::ECHO | LocalModes::ISIG;
-    cooked.input_modes |= InputModes::ICRNL;
-    cooked.output_modes |= OutputModes::OPOST | OutputModes::ONLCR;
-    tcsetattr(&stdin, OptionalActions::Now, &cooked).ok()?;
-    Some(saved)
-}
-
-impl SteeringReader {
-    #[cfg(unix)]
-    fn start(queue: MessageQueue, style: Style) -> SteeringReader {
-        let saved = cooked_terminal();
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread = std::thread::spawn({
-            let stop = stop.clone();
-            move || read_steering(&stop, &queue, style)
-        });
-        SteeringReader {
-            stop,
-            thread: Some(thread),
-            saved,
-        }
-    }
-
-    #[cfg(not(unix))]
-    fn start(_queue: MessageQueue, _style: Style) -> SteeringReader {
-        SteeringReader {
-            stop: Arc::new(AtomicBool::new(true)),
-            thread: None,
-        }
-    }
-
-    fn stop(mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        #[cfg(unix)]
-        if let Some(saved) = self.saved.take() {
-            let _ = rustix::termios::tcsetattr(
-                std::io::stdin(),
-                rustix::termios::OptionalActions::Now,
-                &saved,
-            );
-        }
-    }
-}
-
-/// The terminal is in its normal (line) mode during a turn, so stdin becomes readable only
-/// when a whole line was typed; it is polled, so the thread ends promptly when the turn does
-/// and never holds a half-typed line.
-#[cfg(unix)]
-fn read_steering(stop: &AtomicBool, queue: &MessageQueue, style: Style) {
-    use rustix::event::{PollFd, PollFlags, poll};
-    use std::io::BufRead;
-    let stdin = std::io::stdin();
-    while !stop.load(Ordering::SeqCst) {
-        if crate::prompt::ASKING.load(Ordering::SeqCst) {
-            std::thread::sleep(std::time::Duration::from_millis(50));
-            continue;
-        }
-        let mut fds = [PollFd::new(&stdin, PollFlags::IN)];
-        let timeout = rustix::event::Timespec {
-            tv_sec: 0,
-            tv_nsec: 100_000_000,
-        };
-        match poll(&mut fds, Some(&timeout)) {
-            Ok(0) => continue,
-            Ok(_) => {}
-            Err(_) => return,
-        }
-        if stop.load(Ordering::SeqCst) || crate::prompt::ASKING.load(Ordering::SeqCst) {
-            continue;
-        }
-        let mut line = String::new();
-        match stdin.lock().read_line(&mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        let text = line.trim();
-        if text.is_empty() {
-            continue;
-        }
-        queue.push(Message::user(text));
-        eprintln!(
-            "{}",
-            style.dim(&format!("↳ queued for the agent: {}", visible_line(text)))
-        );
-    }
 }

@@ -151,6 +151,47 @@ impl Style {
     }
 }
 
+/// What the person is typing while the agent works (chat's steering line, see
+/// `chat::steering`): drawn on a line of its own under the spinner, so the spinner's redraws
+/// never erase it and the typed keys never land on the spinner's line.
+static TYPED: Mutex<String> = Mutex::new(String::new());
+
+/// The spinner's bar while one is on the screen: lines printed from another thread (the
+/// steering reader's) go above it.
+static ACTIVE: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+/// Sets the line being typed (see [`TYPED`]; empty: none) and redraws the spinner with it.
+pub fn set_typed(text: &str) {
+    *lock(&TYPED) = text.to_owned();
+    let bar = lock(&ACTIVE).clone();
+    if let Some(bar) = bar {
+        bar.tick();
+    }
+}
+
+/// Prints `line` on stderr above the spinner (which is cleared, then drawn again under it).
+pub fn print_above_spinner(line: &str) {
+    let bar = lock(&ACTIVE).clone();
+    match bar {
+        Some(bar) => bar.suspend(|| eprintln!("{line}")),
+        None => eprintln!("{line}"),
+    }
+}
+
+/// The spinner's `{typed}` key: a new line holding the end of the typed text that fits.
+fn typed_key(_: &indicatif::ProgressState, out: &mut dyn std::fmt::Write) {
+    let typed = lock(&TYPED);
+    if typed.is_empty() {
+        return;
+    }
+    let room = crate::prompt::width().saturating_sub(3);
+    let shown = visible_line(&typed);
+    let skip = shown.chars().count().saturating_sub(room);
+    let tail: String = shown.chars().skip(skip).collect();
+    let _ = out.write_str("\n› ");
+    let _ = out.write_str(&tail);
+}
+
 /// A spinner on stderr, shared by the renderer and the approval prompt. Disabled, every method
 /// does nothing.
 #[derive(Debug)]
@@ -194,12 +235,15 @@ impl Spinner {
             Some(b) => b.set_message(message),
             None => {
                 let b = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-                let style =
-                    ProgressStyle::with_template("{spinner:.cyan} {msg:.dim} {elapsed:.dim}")
-                        .unwrap_or_else(|_| ProgressStyle::default_spinner());
+                let style = ProgressStyle::with_template(
+                    "{spinner:.cyan} {msg:.dim} {elapsed:.dim}{typed}",
+                )
+                .map(|style| style.with_key("typed", typed_key))
+                .unwrap_or_else(|_| ProgressStyle::default_spinner());
                 b.set_style(style);
                 b.set_message(message);
                 b.enable_steady_tick(Duration::from_millis(90));
+                *lock(&ACTIVE) = Some(b.clone());
                 *bar = Some(b);
             }
         }
@@ -208,6 +252,7 @@ impl Spinner {
     /// Removes the spinner from the screen.
     pub fn hide(&self) {
         if let Some(b) = lock(&self.bar).take() {
+            lock(&ACTIVE).take();
             b.finish_and_clear();
         }
     }

@@ -6,7 +6,9 @@
 //!   the command that comes back to it; without a terminal, a one-line usage error;
 //! - input: Tab completes slash commands and `@path` mentions, an `@file` mention attaches the
 //!   file (one outside the workspace is refused), `!command` runs a shell command whose output
-//!   goes with the next prompt, `/image PATH` attaches an image.
+//!   goes with the next prompt, `/image PATH` attaches an image;
+//! - typing while the agent works: the typed text is on a line of its own under the spinner,
+//!   and no spinner line is left on the screen (checked on the screen a terminal would show).
 
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -121,16 +123,21 @@ struct Pty {
 impl Pty {
     /// Waits for `needle`; returns the text shown up to and including it.
     fn expect(&mut self, needle: &str) -> String {
-        let found = self.session.expect(needle).unwrap_or_else(|e| {
-            panic!(
-                "{needle:?} did not appear ({e}); the terminal showed:\n{}",
-                String::from_utf8_lossy(&self.seen)
-            )
-        });
-        let mut text = String::from_utf8_lossy(found.before()).into_owned();
-        text.push_str(&String::from_utf8_lossy(found.as_bytes()));
-        self.seen.extend_from_slice(text.as_bytes());
-        text
+        let found = match self.session.expect(needle) {
+            Ok(found) => found,
+            Err(e) => {
+                let mut rest = vec![0u8; 1 << 16];
+                let n = std::io::Read::read(&mut self.session, &mut rest).unwrap_or(0);
+                panic!(
+                    "{needle:?} did not appear ({e}); the terminal showed:\n{}\nthen:\n{:?}",
+                    String::from_utf8_lossy(&self.seen),
+                    String::from_utf8_lossy(&rest[..n])
+                )
+            }
+        };
+        // `as_bytes` is everything read up to the end of the match.
+        self.seen.extend_from_slice(found.as_bytes());
+        String::from_utf8_lossy(found.as_bytes()).into_owned()
     }
     fn line(&mut self, line: &str) {
         self.session.send_line(line).unwrap();
@@ -142,11 +149,7 @@ impl Pty {
     /// Reads to the end of the program; returns what it showed since the last expectation.
     fn finish(mut self) -> String {
         match self.session.expect(Eof) {
-            Ok(found) => {
-                let mut text = String::from_utf8_lossy(found.before()).into_owned();
-                text.push_str(&String::from_utf8_lossy(found.as_bytes()));
-                text
-            }
+            Ok(found) => String::from_utf8_lossy(found.as_bytes()).into_owned(),
             Err(e) => panic!(
                 "the program did not end ({e}); it showed:\n{}",
                 String::from_utf8_lossy(&self.seen)
@@ -412,4 +415,141 @@ fn image_attaches_an_image_to_the_next_prompt() {
     pty.expect("› ");
     pty.line("/exit");
     pty.finish();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Typing while the agent works.
+
+/// The pseudo-terminal's width (the spinner pads its lines to it and lets them wrap).
+const WIDTH: usize = 80;
+
+/// The screen a terminal `WIDTH` columns wide would show after `output`: printable characters
+/// at the cursor (wrapping after the last column), carriage return, newline, backspace, and the
+/// CSI sequences that move the cursor or erase (others ignored). It never scrolls off.
+fn screen(output: &str) -> Vec<String> {
+    let mut rows: Vec<Vec<char>> = vec![Vec::new()];
+    let (mut row, mut col) = (0usize, 0usize);
+    let mut chars = output.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\r' => col = 0,
+            '\n' => row += 1,
+            '\x08' => col = col.saturating_sub(1),
+            '\x1b' => {
+                if chars.peek() != Some(&'[') {
+                    chars.next();
+                    continue;
+                }
+                chars.next();
+                let mut params = String::new();
+                let mut last = ' ';
+                for p in chars.by_ref() {
+                    if ('\x40'..='\x7e').contains(&p) {
+                        last = p;
+                        break;
+                    }
+                    params.push(p);
+                }
+                let n: usize = params.parse().unwrap_or(0);
+                while rows.len() <= row {
+                    rows.push(Vec::new());
+                }
+                let line = &mut rows[row];
+                match last {
+                    'A' => row = row.saturating_sub(n.max(1)),
+                    'B' => row += n.max(1),
+                    'C' => col += n.max(1),
+                    'D' => col = col.saturating_sub(n.max(1)),
+                    'G' => col = n.saturating_sub(1),
+                    'K' if n == 0 => line.truncate(col),
+                    'K' if n == 2 => line.clear(),
+                    'J' if n == 0 => {
+                        line.truncate(col);
+                        rows.truncate(row + 1);
+                    }
+                    _ => {}
+                }
+            }
+            c if c.is_control() => {}
+            c => {
+                if col >= WIDTH {
+                    row += 1;
+                    col = 0;
+                }
+                while rows.len() <= row {
+                    rows.push(Vec::new());
+                }
+                let line = &mut rows[row];
+                while line.len() < col {
+                    line.push(' ');
+                }
+                if col < line.len() {
+                    line[col] = c;
+                } else {
+                    line.push(c);
+                }
+                col += 1;
+            }
+        }
+    }
+    rows.into_iter()
+        .map(|r| r.into_iter().collect::<String>().trim_end().to_owned())
+        .collect()
+}
+
+#[test]
+fn the_screen_emulation_moves_and_erases() {
+    assert_eq!(
+        screen("spin 1\r\x1b[2Kspin 2\n› typed\r\x1b[1A\x1b[2K\x1b[1B\x1b[2K\r\x1b[1Adone\n"),
+        ["done", ""]
+    );
+    let padded = format!("{:WIDTH$}next", "spin");
+    assert_eq!(screen(&padded), ["spin", "next"]);
+}
+
+#[test]
+fn text_typed_during_a_turn_is_on_its_own_line_and_no_spinner_line_stays() {
+    let _pty = one_at_a_time();
+    let scratch = Scratch::new();
+    let server = server(json!({"mode": "sequential", "turns": [
+        {"tool_calls": [{"id": "w1", "name": "shell", "arguments": {
+            "command": "while [ ! -e go ]; do sleep 0.05; done; echo released"}}]},
+        {"text": "all done"}
+    ]}));
+    let mut pty = scratch.pty(&server, &["chat", "--approve", "allow"]);
+    pty.expect("› ");
+    pty.line("start the work");
+    pty.expect("running shell");
+    pty.keys("steer this way");
+    // Drawn by the spinner on its next line (the spinner's lines are padded to the width and
+    // wrap), not echoed by the terminal onto the spinner's own line.
+    pty.expect("› steer this way");
+    pty.keys("\r");
+    pty.expect("↳ queued for the agent: steer this way");
+    std::fs::write(scratch.ws().join("go"), "").unwrap();
+    pty.expect("all done");
+    pty.expect("› ");
+    let sent = last_messages(&server);
+    assert!(sent.contains("steer this way"), "{sent}");
+    pty.line("/exit");
+    let seen = String::from_utf8_lossy(&pty.seen.clone()).into_owned();
+    let end = pty.finish();
+    let lines = screen(&format!("{seen}{end}"));
+    let shown = lines.join("\n");
+    let typed: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("steer this way"))
+        .collect();
+    assert_eq!(
+        typed,
+        ["↳ queued for the agent: steer this way"],
+        "the screen:\n{shown}"
+    );
+    for stale in ["running shell", "waiting for the model"] {
+        assert!(
+            !shown.contains(stale),
+            "a spinner line stayed: {stale:?}\n{shown}"
+        );
+    }
+    assert!(shown.contains("→ shell"), "{shown}");
 }

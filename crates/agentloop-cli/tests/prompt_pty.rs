@@ -391,6 +391,9 @@ fn chat_continue_and_resume_restore_the_session_s_model() {
     let banner = pty.expect("/help for commands");
     assert!(banner.contains("anthropic:stored-model"), "{banner}");
     assert!(banner.contains("session stored-one"), "{banner}");
+    // The earlier conversation first, then the prompt.
+    pty.expect("› first prompt");
+    pty.expect("Answer.");
     pty.expect("› ");
     pty.answer("second prompt");
     pty.expect("Answer.");
@@ -412,6 +415,8 @@ fn chat_continue_and_resume_restore_the_session_s_model() {
     pty.answer("/resume stored");
     let shown = pty.expect("model anthropic:stored-model");
     assert!(shown.contains("resumed stored-one"), "{shown}");
+    pty.expect("› second prompt");
+    pty.expect("Answer.");
     pty.expect("› ");
     pty.answer("third prompt");
     pty.expect("Answer.");

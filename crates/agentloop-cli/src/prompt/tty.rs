@@ -163,6 +163,10 @@ impl Term {
     /// pending input flushed before the question is written; `None` at the end of input.
     pub fn ask_line(&self, question: &str) -> std::io::Result<Option<String>> {
         self.flush_input();
+        // The chat's turn reads keys unechoed (see `chat::steering`): the line mode comes
+        // back for this answer.
+        #[cfg(unix)]
+        let _line = RawMode::line(self.input_fd());
         self.write(question)?;
         self.read_line_raw()
     }
@@ -236,8 +240,9 @@ fn key_of_char(c: char) -> Key {
     Key::Char(c.to_ascii_lowercase())
 }
 
-/// The terminal in raw mode (no line editing, no echo, Ctrl-C as a byte) until dropped, which
-/// restores the settings it found: on every return, on an error and on a panic.
+/// The terminal in raw mode (no line editing, no echo, Ctrl-C as a byte) — or in line mode —
+/// until dropped, which restores the settings it found: on every return, on an error and on a
+/// panic.
 #[cfg(unix)]
 struct RawMode<'a> {
     fd: BorrowedFd<'a>,
@@ -258,6 +263,20 @@ impl<'a> RawMode<'a> {
         raw.special_codes[SpecialCodeIndex::VMIN] = 1;
         raw.special_codes[SpecialCodeIndex::VTIME] = 0;
         tcsetattr(fd, OptionalActions::Now, &raw).ok()?;
+        Some(RawMode { fd, saved })
+    }
+}
+
+#[cfg(unix)]
+impl<'a> RawMode<'a> {
+    /// The terminal's normal line mode (echo, line editing, Ctrl-C as a signal) until dropped;
+    /// `None` when `fd` is not a terminal or its settings cannot be changed.
+    fn line(fd: BorrowedFd<'a>) -> Option<RawMode<'a>> {
+        use rustix::termios::{LocalModes, OptionalActions, tcgetattr, tcsetattr};
+        let saved = tcgetattr(fd).ok()?;
+        let mut line = saved.clone();
+        line.local_modes |= LocalModes::ICANON | LocalModes::ECHO | LocalModes::ISIG;
+        tcsetattr(fd, OptionalActions::Now, &line).ok()?;
         Some(RawMode { fd, saved })
     }
 }
