@@ -303,8 +303,15 @@ fn tab_completes_commands_and_workspace_paths_and_a_mention_attaches_the_file() 
     let scratch = Scratch::new();
     std::fs::create_dir(scratch.ws().join("src")).unwrap();
     std::fs::write(scratch.ws().join("src/lib.rs"), "pub fn forty_two() {}\n").unwrap();
+    let commands = scratch.dir.path().join("config/agentloop/commands");
+    std::fs::create_dir_all(&commands).unwrap();
+    std::fs::write(commands.join("shipit.md"), "Ship $ARGUMENTS now.\n").unwrap();
     let server = server(json!({"turns": [{"text": "seen it"}], "repeat": true}));
     let mut pty = chat(&scratch, &server);
+    // A custom command completes like a built-in one (Ctrl-U then clears the line).
+    pty.keys("/shi\t");
+    pty.expect("/shipit");
+    pty.keys("\x15");
     pty.keys("/he\t");
     pty.expect("/help");
     pty.keys("\r");
@@ -552,4 +559,37 @@ fn text_typed_during_a_turn_is_on_its_own_line_and_no_spinner_line_stays() {
         );
     }
     assert!(shown.contains("→ shell"), "{shown}");
+}
+
+#[test]
+fn a_line_left_unfinished_when_the_turn_ends_starts_the_next_prompt() {
+    let _pty = one_at_a_time();
+    let scratch = Scratch::new();
+    let server = server(json!({"mode": "sequential", "turns": [
+        {"tool_calls": [{"id": "w1", "name": "shell", "arguments": {
+            "command": "while [ ! -e go ]; do sleep 0.05; done"}}]},
+        {"text": "first done"},
+        {"text": "second done"}
+    ]}));
+    let mut pty = scratch.pty(&server, &["chat", "--approve", "allow"]);
+    pty.expect("› ");
+    pty.line("start");
+    pty.expect("running shell");
+    pty.keys("half typed");
+    pty.expect("› half typed");
+    std::fs::write(scratch.ws().join("go"), "").unwrap();
+    pty.expect("first done");
+    pty.expect("› half typed");
+    pty.keys(" and finished\r");
+    pty.expect("second done");
+    let sent = server.requests().last().unwrap().body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(sent.contains("half typed and finished"), "{sent}");
+    pty.expect("› ");
+    pty.line("/exit");
+    pty.finish();
 }
