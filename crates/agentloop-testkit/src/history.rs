@@ -386,36 +386,11 @@ fn responses(body: &Value) -> History {
 /// `thoughtSignature`.
 fn gemini(body: &Value) -> History {
     let contents = array_field(body, "contents");
-    let parts_of = |c: &Value| -> Vec<Value> {
-        c.get("parts")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-    };
     let mut turn_index = 0;
     let mut in_model_run = false;
     let mut first_user = None;
-    let mut problems = Vec::new();
-    // Calls of the previous model content still waiting for their responses: (name, id).
-    let mut pending: Vec<(String, Option<String>)> = Vec::new();
-    // Where the current turn starts: after the last user content with a part that is not a
-    // function response.
-    let current_turn = contents
-        .iter()
-        .rposition(|c| {
-            str_field(c, "role") != Some("model")
-                && parts_of(c)
-                    .iter()
-                    .any(|p| p.get("functionResponse").is_none())
-        })
-        .map_or(0, |at| at + 1);
-    let unanswered = |pending: &mut Vec<(String, Option<String>)>, problems: &mut Vec<String>| {
-        for (name, _) in pending.drain(..) {
-            problems.push(format!(
-                "functionCall `{name}` has no functionResponse in the next content"
-            ));
-        }
-    };
+    let mut check = GeminiCheck::default();
+    let current_turn = gemini_current_turn(contents);
     for (at, content) in contents.iter().enumerate() {
         let parts = parts_of(content);
         if str_field(content, "role") == Some("model") {
@@ -423,34 +398,8 @@ fn gemini(body: &Value) -> History {
                 turn_index += 1;
             }
             in_model_run = true;
-            unanswered(&mut pending, &mut problems);
-            let mut first = true;
-            for (position, part) in parts.iter().enumerate() {
-                let Some(call) = part.get("functionCall") else {
-                    continue;
-                };
-                let name = str_field(call, "name").unwrap_or("").to_string();
-                match call.get("args") {
-                    None | Some(Value::Object(_)) => {}
-                    Some(other) => problems.push(format!(
-                        "Failed to parse tool call arguments as JSON: the args of functionCall                          `{name}` are not a JSON object: {other}"
-                    )),
-                }
-                let signature = str_field(part, "thoughtSignature").unwrap_or("");
-                if first && at >= current_turn && signature.is_empty() {
-                    problems.push(format!(
-                        "Function call is missing a thought_signature in functionCall parts. \
-                         This is required for tools to work correctly, and missing \
-                         thought_signature may lead to degraded model performance. Additional \
-                         data, function call `default_api:{name}` , position {}. Please refer \
-                         to https://ai.google.dev/gemini-api/docs/thought-signatures for more \
-                         details.",
-                        position + 1
-                    ));
-                }
-                first = false;
-                pending.push((name, str_field(call, "id").map(str::to_string)));
-            }
+            check.unanswered();
+            check.model_calls(parts, at >= current_turn);
             continue;
         }
         in_model_run = false;
@@ -462,9 +411,95 @@ fn gemini(body: &Value) -> History {
             .filter_map(|p| p.get("functionResponse"))
             .collect();
         if responses.is_empty() {
-            unanswered(&mut pending, &mut problems);
+            check.unanswered();
             continue;
         }
+        check.responses(&responses);
+    }
+    check.unanswered();
+    History::new(turn_index, first_user, check.problems)
+}
+
+/// A Gemini content's parts (none when it has no `parts` array).
+fn parts_of(content: &Value) -> &[Value] {
+    content
+        .get("parts")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+}
+
+/// Where the current turn starts: after the last user content with a part that is not a
+/// function response (only the current turn's calls must be signed).
+fn gemini_current_turn(contents: &[Value]) -> usize {
+    contents
+        .iter()
+        .rposition(|c| {
+            str_field(c, "role") != Some("model")
+                && parts_of(c)
+                    .iter()
+                    .any(|p| p.get("functionResponse").is_none())
+        })
+        .map_or(0, |at| at + 1)
+}
+
+/// The Gemini pairing check in progress: problems found so far, and the calls of the
+/// previous model content still waiting for their responses.
+#[derive(Default)]
+struct GeminiCheck {
+    problems: Vec<String>,
+    /// (name, id) of each unanswered call, in order.
+    pending: Vec<(String, Option<String>)>,
+}
+
+impl GeminiCheck {
+    /// Reports every call still pending: the next content did not answer it.
+    fn unanswered(&mut self) {
+        for (name, _) in self.pending.drain(..) {
+            self.problems.push(format!(
+                "functionCall `{name}` has no functionResponse in the next content"
+            ));
+        }
+    }
+
+    /// Checks a model content's calls (object args; a signature on the first call of a
+    /// content in the current turn) and records them as pending.
+    fn model_calls(&mut self, parts: &[Value], in_current_turn: bool) {
+        let problems = &mut self.problems;
+        let mut first = true;
+        for (position, part) in parts.iter().enumerate() {
+            let Some(call) = part.get("functionCall") else {
+                continue;
+            };
+            let name = str_field(call, "name").unwrap_or("").to_string();
+            match call.get("args") {
+                None | Some(Value::Object(_)) => {}
+                Some(other) => problems.push(format!(
+                        "Failed to parse tool call arguments as JSON: the args of functionCall                          `{name}` are not a JSON object: {other}"
+                    )),
+            }
+            let signature = str_field(part, "thoughtSignature").unwrap_or("");
+            if first && in_current_turn && signature.is_empty() {
+                problems.push(format!(
+                    "Function call is missing a thought_signature in functionCall parts. \
+                         This is required for tools to work correctly, and missing \
+                         thought_signature may lead to degraded model performance. Additional \
+                         data, function call `default_api:{name}` , position {}. Please refer \
+                         to https://ai.google.dev/gemini-api/docs/thought-signatures for more \
+                         details.",
+                    position + 1
+                ));
+            }
+            first = false;
+            self.pending
+                .push((name, str_field(call, "id").map(str::to_string)));
+        }
+    }
+
+    /// Checks a user content's function responses against the pending calls (count, order,
+    /// names, ids, object responses); every pending call counts as answered afterwards.
+    fn responses(&mut self, responses: &[&Value]) {
+        let (pending, problems) = (&mut self.pending, &mut self.problems);
         if responses.len() != pending.len() {
             problems.push(format!(
                 "Please ensure that the number of function response parts is equal to the \
@@ -496,8 +531,6 @@ fn gemini(body: &Value) -> History {
         }
         pending.clear();
     }
-    unanswered(&mut pending, &mut problems);
-    History::new(turn_index, first_user, problems)
 }
 
 #[cfg(test)]
