@@ -750,9 +750,8 @@ fn handle_with_model(
     path_model: Option<&str>,
 ) -> Response {
     let n = s.request_count.fetch_add(1, Ordering::SeqCst) + 1;
-    let path = uri.path().to_string();
-    let mut rec = RecordedRequest {
-        path: path.clone(),
+    let rec = RecordedRequest {
+        path: uri.path().to_string(),
         format,
         headers: if s.record {
             recorded_headers(headers)
@@ -764,11 +763,8 @@ fn handle_with_model(
         attempt: None,
         fault: None,
     };
-    let (body, turn_idx, attempt) = match admit(s, format, n, &raw, rec) {
-        Ok((body, turn_idx, attempt, admitted)) => {
-            rec = admitted;
-            (body, turn_idx, attempt)
-        }
+    let (body, turn_idx, attempt, mut rec) = match admit(s, format, n, &raw, rec) {
+        Ok(admitted) => admitted,
         Err(response) => return *response,
     };
     let Some(turn) = s.script.turns.get(turn_idx) else {
@@ -778,15 +774,8 @@ fn handle_with_model(
         );
     };
     let fault = turn.faults.get(attempt as usize - 1).cloned();
-    let usage = turn.usage.unwrap_or_else(|| Usage {
-        input_tokens: (raw.len() as u64 / 4).max(1),
-        output_tokens: wire::estimated_output_tokens(turn),
-        ..Usage::default()
-    });
-    let model = path_model
-        .or_else(|| body.get("model").and_then(Value::as_str))
-        .unwrap_or("mock-model")
-        .to_string();
+    let usage = turn_usage(turn, raw.len());
+    let model = reply_model(path_model, &body);
     let include_usage = body
         .pointer("/stream_options/include_usage")
         .and_then(Value::as_bool)
@@ -817,7 +806,29 @@ fn handle_with_model(
         usage,
     };
     let rendered = wire::render(format, &ctx);
-    let steps = plan(format, turn, rendered, fault.as_ref());
+    event_stream(plan(format, turn, rendered, fault.as_ref()))
+}
+
+/// The usage a turn reports: the script's, else an estimate (a token per 4 request bytes,
+/// at least one, and the output's estimate).
+fn turn_usage(turn: &Turn, request_bytes: usize) -> Usage {
+    turn.usage.unwrap_or_else(|| Usage {
+        input_tokens: (request_bytes as u64 / 4).max(1),
+        output_tokens: wire::estimated_output_tokens(turn),
+        ..Usage::default()
+    })
+}
+
+/// The model a reply names: the one in the path (Gemini), else the body's, else a default.
+fn reply_model(path_model: Option<&str>, body: &Value) -> String {
+    path_model
+        .or_else(|| body.get("model").and_then(Value::as_str))
+        .unwrap_or("mock-model")
+        .to_string()
+}
+
+/// The streamed (server-sent events) response playing `steps`.
+fn event_stream(steps: Vec<Step>) -> Response {
     Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")
@@ -954,82 +965,110 @@ fn plan(
     rendered: wire::Rendered,
     fault: Option<&Fault>,
 ) -> Vec<Step> {
+    if let Some(Fault::HugeLineBytes(n)) = fault {
+        return huge_line_steps(*n);
+    }
     let mut frames = rendered.frames;
     if matches!(fault, Some(Fault::EofWithoutTerminal)) {
         frames.truncate(frames.len().saturating_sub(rendered.terminal));
     }
-    let mut tail = None;
+    let tail = fault.and_then(|fault| apply_fault(format, &mut frames, fault));
+    paced_steps(turn, frames, tail)
+}
+
+/// A single `data:` line of `n` bytes and no end, sent from shared static pieces: the
+/// server holds no copy of the line.
+fn huge_line_steps(n: usize) -> Vec<Step> {
+    static PIECE: [u8; 64 * 1024] = [b'a'; 64 * 1024];
+    let mut steps = vec![Step::Data(Bytes::from_static(b"data: "))];
+    let mut left = n;
+    while left > 0 {
+        let len = left.min(PIECE.len());
+        steps.push(Step::Data(Bytes::from_static(&PIECE[..len])));
+        left -= len;
+    }
+    steps
+}
+
+/// Applies a body fault to the frames; the step that ends the body instead of its close,
+/// when the fault has one.
+fn apply_fault(format: WireFormat, frames: &mut Vec<Bytes>, fault: &Fault) -> Option<Step> {
     match fault {
-        Some(Fault::HugeLineBytes(n)) => {
-            // Shared static pieces: the server holds no copy of the line.
-            static PIECE: [u8; 64 * 1024] = [b'a'; 64 * 1024];
-            let mut steps = vec![Step::Data(Bytes::from_static(b"data: "))];
-            let mut left = *n;
-            while left > 0 {
-                let len = left.min(PIECE.len());
-                steps.push(Step::Data(Bytes::from_static(&PIECE[..len])));
-                left -= len;
+        Fault::ReplaceInBody { find, with } => {
+            for f in frames.iter_mut() {
+                let text = String::from_utf8_lossy(f).replace(find.as_str(), with);
+                *f = Bytes::from(text);
             }
-            return steps;
+            None
         }
-        Some(Fault::ReplaceInBody { find, with }) => {
-            frames = frames
-                .into_iter()
-                .map(|f| {
-                    let text = String::from_utf8_lossy(&f).replace(find.as_str(), with);
-                    Bytes::from(text)
-                })
-                .collect();
-        }
-        Some(Fault::KeepAliveAfterBytes(k)) => {
+        Fault::KeepAliveAfterBytes(k) => {
             // Whole events only: the comments must start on a line of their own.
-            let mut off = 0usize;
-            let keep = frames
-                .iter()
-                .take_while(|f| {
-                    let fits = off < *k;
-                    off += f.len();
-                    fits
-                })
-                .count();
-            frames.truncate(keep);
-            tail = Some(Step::KeepAlive);
+            frames.truncate(frames_started_before(frames, *k));
+            Some(Step::KeepAlive)
         }
-        Some(Fault::ResetAfterBytes(k)) | Some(Fault::StallAfterBytes(k)) => {
-            let mut kept = Vec::new();
-            let mut off = 0usize;
-            for f in frames {
-                if off + f.len() <= *k {
-                    off += f.len();
-                    kept.push(f);
-                } else {
-                    if *k > off {
-                        kept.push(f.slice(..*k - off));
-                    }
-                    break;
-                }
-            }
-            frames = kept;
-            tail = Some(if matches!(fault, Some(Fault::ResetAfterBytes(_))) {
+        Fault::ResetAfterBytes(k) | Fault::StallAfterBytes(k) => {
+            *frames = cut_after(std::mem::take(frames), *k);
+            Some(if matches!(fault, Fault::ResetAfterBytes(_)) {
                 Step::Reset
             } else {
                 Step::Stall
-            });
+            })
         }
-        Some(Fault::MalformedAfterBytes(k)) => {
-            let mut off = 0usize;
-            let mut at = frames.len();
-            for (i, f) in frames.iter().enumerate() {
-                if off >= *k {
-                    at = i;
-                    break;
-                }
-                off += f.len();
-            }
+        Fault::MalformedAfterBytes(k) => {
+            let at = first_frame_at(frames, *k);
             frames.insert(at, wire::garbage_frame(format));
+            None
         }
-        _ => {}
+        _ => None,
     }
+}
+
+/// How many frames start before byte `k` of the body.
+fn frames_started_before(frames: &[Bytes], k: usize) -> usize {
+    let mut off = 0usize;
+    frames
+        .iter()
+        .take_while(|f| {
+            let fits = off < k;
+            off += f.len();
+            fits
+        })
+        .count()
+}
+
+/// The body's first `k` bytes, as frames (the last one cut mid-frame when `k` falls in it).
+fn cut_after(frames: Vec<Bytes>, k: usize) -> Vec<Bytes> {
+    let mut kept = Vec::new();
+    let mut off = 0usize;
+    for f in frames {
+        if off + f.len() <= k {
+            off += f.len();
+            kept.push(f);
+        } else {
+            if k > off {
+                kept.push(f.slice(..k - off));
+            }
+            break;
+        }
+    }
+    kept
+}
+
+/// The index of the first frame starting at or after byte `k` (the end when none does).
+fn first_frame_at(frames: &[Bytes], k: usize) -> usize {
+    let mut off = 0usize;
+    for (i, f) in frames.iter().enumerate() {
+        if off >= k {
+            return i;
+        }
+        off += f.len();
+    }
+    frames.len()
+}
+
+/// The body steps: the first-byte delay, then the frames (one write when unpaced, else one
+/// per frame with the chunk delay between), then the fault's ending step.
+fn paced_steps(turn: &Turn, frames: Vec<Bytes>, tail: Option<Step>) -> Vec<Step> {
     let mut steps = Vec::with_capacity(frames.len() * 2 + 2);
     if turn.first_byte_delay_ms > 0 {
         steps.push(Step::Sleep(Duration::from_millis(turn.first_byte_delay_ms)));
@@ -1142,5 +1181,64 @@ mod tests {
         assert_eq!(m0, [&garbage[..], b"aaaabbbbEND!"].concat());
         let paced = plan(f, &t.clone().with_delays(5, 1), frames(), None);
         assert_eq!(paced.len(), 6);
+    }
+
+    #[test]
+    fn replies_name_the_path_model_then_the_body_model() {
+        let body = serde_json::json!({"model": "from-body"});
+        assert_eq!(reply_model(Some("from-path"), &body), "from-path");
+        assert_eq!(reply_model(None, &body), "from-body");
+        assert_eq!(reply_model(None, &Value::Null), "mock-model");
+    }
+
+    #[test]
+    fn usage_is_the_script_s_or_an_estimate_of_at_least_one_input_token() {
+        let turn = Turn::default();
+        assert_eq!(turn_usage(&turn, 0).input_tokens, 1);
+        assert_eq!(turn_usage(&turn, 400).input_tokens, 100);
+        let given = Usage {
+            input_tokens: 7,
+            ..Usage::default()
+        };
+        let scripted = Turn {
+            usage: Some(given),
+            ..Turn::default()
+        };
+        assert_eq!(turn_usage(&scripted, 400), given);
+    }
+
+    #[test]
+    fn byte_offsets_pick_frames() {
+        let fs = frames().frames;
+        assert_eq!(frames_started_before(&fs, 0), 0);
+        assert_eq!(frames_started_before(&fs, 1), 1);
+        assert_eq!(frames_started_before(&fs, 4), 1);
+        assert_eq!(frames_started_before(&fs, 5), 2);
+        assert_eq!(frames_started_before(&fs, 100), 3);
+        assert_eq!(first_frame_at(&fs, 0), 0);
+        assert_eq!(first_frame_at(&fs, 4), 1);
+        assert_eq!(first_frame_at(&fs, 5), 2);
+        assert_eq!(first_frame_at(&fs, 100), 3);
+        assert_eq!(cut_after(fs.clone(), 0), Vec::<Bytes>::new());
+        assert_eq!(cut_after(fs.clone(), 8), fs[..2].to_vec());
+        assert_eq!(
+            cut_after(fs.clone(), 9),
+            [&fs[..2], &[Bytes::from_static(b"E")]].concat()
+        );
+        let keep_alive = plan(
+            WireFormat::OpenAiChat,
+            &Turn::default(),
+            frames(),
+            Some(&Fault::KeepAliveAfterBytes(5)),
+        );
+        assert_eq!(data(&keep_alive), b"aaaabbbb");
+        assert!(matches!(keep_alive.last(), Some(Step::KeepAlive)));
+        let huge = plan(
+            WireFormat::OpenAiChat,
+            &Turn::default(),
+            frames(),
+            Some(&Fault::HugeLineBytes(70_000)),
+        );
+        assert_eq!(data(&huge).len(), 6 + 70_000);
     }
 }
