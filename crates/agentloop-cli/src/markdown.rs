@@ -159,62 +159,70 @@ impl MarkdownStream {
         }
     }
 
+    /// Renders one whole line: inside a code block, a fence, or a block element.
     fn render_line(&mut self, raw: &str, out: &mut String) {
         let line = visible(raw);
         let trimmed = line.trim_start();
-        // Inside a fence: the closing marker, or a line of code.
-        if let Some(fence) = &mut self.fence {
-            if trimmed.starts_with(fence.marker.as_str())
-                && trimmed.trim_end().chars().all(|c| c == '`' || c == '~')
-            {
-                let closing = self.paint("2", &line);
-                out.push_str(&closing);
-                self.fence = None;
-                return;
-            }
-            let highlighted = fence.highlighter.as_mut().and_then(|h| {
-                let with_newline = format!("{line}\n");
-                h.highlight_line(&with_newline, &syntaxes().0)
-                    .ok()
-                    .map(|ranges| as_24_bit_terminal_escaped(&ranges, false))
-            });
-            match highlighted {
-                Some(text) => {
-                    out.push_str(text.trim_end_matches('\n'));
-                    out.push_str(RESET);
-                }
-                None => out.push_str(&line),
-            }
+        if self.fence.is_some() {
+            self.render_code_line(&line, trimmed, out);
             return;
         }
-        // An opening fence: ``` or ~~~, with an optional language.
-        let marker_len = trimmed
-            .chars()
-            .take_while(|&c| c == '`' || c == '~')
-            .count();
-        if marker_len >= 3 {
-            let marker: String = trimmed.chars().take(marker_len).collect();
-            if marker.chars().all(|c| c == marker.as_bytes()[0] as char) {
-                let language = trimmed[marker_len..]
-                    .split_whitespace()
-                    .next()
-                    .unwrap_or("");
-                let highlighter = (self.color && !language.is_empty())
-                    .then(|| {
-                        let (set, theme) = syntaxes();
-                        set.find_syntax_by_token(language)
-                            .map(|syntax| HighlightLines::new(syntax, theme))
-                    })
-                    .flatten();
-                let opening = self.paint("2", &line);
-                out.push_str(&opening);
-                self.fence = Some(Fence {
-                    marker,
-                    highlighter,
-                });
-                return;
-            }
+        if let Some((marker, language)) = fence_opening(trimmed) {
+            self.open_fence(&line, marker, language, out);
+            return;
         }
+        self.render_block(&line, trimmed, out);
+    }
+
+    /// A line inside a fence: the closing marker (dimmed; it ends the block), or a line of
+    /// code, highlighted when the block's language is known.
+    fn render_code_line(&mut self, line: &str, trimmed: &str, out: &mut String) {
+        let Some(fence) = &mut self.fence else {
+            return;
+        };
+        if trimmed.starts_with(fence.marker.as_str())
+            && trimmed.trim_end().chars().all(|c| c == '`' || c == '~')
+        {
+            let closing = self.paint("2", line);
+            out.push_str(&closing);
+            self.fence = None;
+            return;
+        }
+        let highlighted = fence.highlighter.as_mut().and_then(|h| {
+            let with_newline = format!("{line}\n");
+            h.highlight_line(&with_newline, &syntaxes().0)
+                .ok()
+                .map(|ranges| as_24_bit_terminal_escaped(&ranges, false))
+        });
+        match highlighted {
+            Some(text) => {
+                out.push_str(text.trim_end_matches('\n'));
+                out.push_str(RESET);
+            }
+            None => out.push_str(line),
+        }
+    }
+
+    /// Opens a code block (the fence line dimmed), with a highlighter for its language when
+    /// colour is on and the language is known.
+    fn open_fence(&mut self, line: &str, marker: String, language: &str, out: &mut String) {
+        let highlighter = (self.color && !language.is_empty())
+            .then(|| {
+                let (set, theme) = syntaxes();
+                set.find_syntax_by_token(language)
+                    .map(|syntax| HighlightLines::new(syntax, theme))
+            })
+            .flatten();
+        let opening = self.paint("2", line);
+        out.push_str(&opening);
+        self.fence = Some(Fence {
+            marker,
+            highlighter,
+        });
+    }
+
+    /// A line outside code blocks: a heading, quote, bullet, horizontal rule or paragraph.
+    fn render_block(&self, line: &str, trimmed: &str, out: &mut String) {
         let indent = &line[..line.len() - trimmed.len()];
         // Headings.
         let hashes = trimmed.chars().take_while(|&c| c == '#').count();
@@ -251,7 +259,7 @@ impl MarkdownStream {
             out.push_str(&self.paint("2", "────────────────────────────────────────"));
             return;
         }
-        out.push_str(&self.inline(&line));
+        out.push_str(&self.inline(line));
     }
 
     /// Inline `code` and **bold** (an unmatched marker stays as typed).
@@ -290,10 +298,44 @@ impl MarkdownStream {
     }
 }
 
+/// An opening fence: three or more of one of ``` ` ``` or `~`, then an optional language.
+/// Its marker and language (empty when none).
+fn fence_opening(trimmed: &str) -> Option<(String, &str)> {
+    let marker_len = trimmed
+        .chars()
+        .take_while(|&c| c == '`' || c == '~')
+        .count();
+    if marker_len < 3 {
+        return None;
+    }
+    let marker: String = trimmed.chars().take(marker_len).collect();
+    if !marker.chars().all(|c| c == marker.as_bytes()[0] as char) {
+        return None;
+    }
+    let language = trimmed[marker_len..]
+        .split_whitespace()
+        .next()
+        .unwrap_or("");
+    Some((marker, language))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn fences_open_with_three_of_one_marker_and_an_optional_language() {
+        assert_eq!(fence_opening("```rust"), Some(("```".to_owned(), "rust")));
+        assert_eq!(
+            fence_opening("~~~~ py extra"),
+            Some(("~~~~".to_owned(), "py"))
+        );
+        assert_eq!(fence_opening("```"), Some(("```".to_owned(), "")));
+        assert_eq!(fence_opening("``"), None);
+        assert_eq!(fence_opening("`~`"), None);
+        assert_eq!(fence_opening("text ```"), None);
+    }
 
     fn render(color: bool, pieces: &[&str]) -> String {
         let mut md = MarkdownStream::new(color);
