@@ -262,63 +262,11 @@ pub fn describe_call(call: &ToolCallPart, workspace: Option<&Workspace>, width: 
             always_scope = "this exact command".into();
         }
         ("write_file", Some(map)) if str_arg(map, "path").is_some() => {
-            let path = str_arg(map, "path").unwrap_or_default();
-            let content = str_arg(map, "content").unwrap_or_default();
-            match current_text(workspace, path) {
-                Ok(Some(old)) => {
-                    body.push_str(&format!("write_file: replace {}:\n", visible_line(path)));
-                    push_diff(&mut body, path, &old, content, width, None);
-                }
-                Ok(None) => {
-                    body.push_str(&format!("write_file: create {}:\n", visible_line(path)));
-                    push_diff(&mut body, path, "", content, width, None);
-                }
-                Err(why) => {
-                    body.push_str(&format!(
-                        "write_file: write {} (its current content cannot be read: {}), new \
-                         content:\n",
-                        visible_line(path),
-                        visible_line(&why)
-                    ));
-                    push_diff(&mut body, path, "", content, width, None);
-                }
-            }
-            push_other_args(&mut body, map, &["path", "content"], width);
+            describe_write(&mut body, map, workspace, width);
             always_scope = "write_file, for any file".into();
         }
         ("edit_file", Some(map)) if str_arg(map, "path").is_some() => {
-            let path = str_arg(map, "path").unwrap_or_default();
-            let old_text = str_arg(map, "old_text").unwrap_or_default();
-            let new_text = str_arg(map, "new_text").unwrap_or_default();
-            let current = current_text(workspace, path);
-            let occurrences = match &current {
-                Ok(Some(text)) if !old_text.is_empty() => text.matches(old_text).count(),
-                _ => 0,
-            };
-            match current {
-                Ok(Some(text)) if occurrences == 1 => {
-                    body.push_str(&format!("edit_file: change {}:\n", visible_line(path)));
-                    let new = text.replacen(old_text, new_text, 1);
-                    push_diff(&mut body, path, &text, &new, width, None);
-                }
-                other => {
-                    let why = match other {
-                        Ok(Some(_)) => format!(
-                            "old_text occurs {occurrences} times in the file, so the tool will \
-                             refuse"
-                        ),
-                        Ok(None) => "the file does not exist, so the tool will refuse".into(),
-                        Err(e) => format!("the file cannot be read: {e}"),
-                    };
-                    body.push_str(&format!(
-                        "edit_file: replace text in {} ({}):\n",
-                        visible_line(path),
-                        visible_line(&why)
-                    ));
-                    push_diff(&mut body, path, old_text, new_text, width, None);
-                }
-            }
-            push_other_args(&mut body, map, &["path", "old_text", "new_text"], width);
+            describe_edit(&mut body, map, workspace, width);
             always_scope = "edit_file, for any file".into();
         }
         (_, Some(map)) => {
@@ -333,19 +281,98 @@ pub fn describe_call(call: &ToolCallPart, workspace: Option<&Workspace>, width: 
     let showable =
         body.chars().count() <= MAX_SHOWN_CHARS && body.lines().count() <= MAX_SHOWN_LINES;
     if !showable {
-        let chars = arguments_text(&call.arguments).chars().count();
-        let head: String = body.lines().take(20).map(|l| format!("{l}\n")).collect();
-        body = format!(
-            "{head}  … this call is too large to review here ({chars} characters of arguments, \
-             more than {MAX_SHOWN_LINES} lines or {MAX_SHOWN_CHARS} characters to show); it can \
-             only be denied. Rerun with --approve allow if you trust it unseen.\n"
-        );
+        body = too_large(&body, call);
     }
     CallView {
         body,
         showable,
         always_scope,
     }
+}
+
+/// A `write_file` call: the diff from the file's current content (or its creation, or the
+/// new content alone when the current one cannot be read).
+fn describe_write(
+    body: &mut String,
+    map: &serde_json::Map<String, Value>,
+    workspace: Option<&Workspace>,
+    width: usize,
+) {
+    let path = str_arg(map, "path").unwrap_or_default();
+    let content = str_arg(map, "content").unwrap_or_default();
+    match current_text(workspace, path) {
+        Ok(Some(old)) => {
+            body.push_str(&format!("write_file: replace {}:\n", visible_line(path)));
+            push_diff(body, path, &old, content, width, None);
+        }
+        Ok(None) => {
+            body.push_str(&format!("write_file: create {}:\n", visible_line(path)));
+            push_diff(body, path, "", content, width, None);
+        }
+        Err(why) => {
+            body.push_str(&format!(
+                "write_file: write {} (its current content cannot be read: {}), new \
+                     content:\n",
+                visible_line(path),
+                visible_line(&why)
+            ));
+            push_diff(body, path, "", content, width, None);
+        }
+    }
+    push_other_args(body, map, &["path", "content"], width);
+}
+
+/// An `edit_file` call: the diff it makes to the file, or, when the tool will refuse it (the
+/// text is not there exactly once, or the file cannot be read), the replacement and why.
+fn describe_edit(
+    body: &mut String,
+    map: &serde_json::Map<String, Value>,
+    workspace: Option<&Workspace>,
+    width: usize,
+) {
+    let path = str_arg(map, "path").unwrap_or_default();
+    let old_text = str_arg(map, "old_text").unwrap_or_default();
+    let new_text = str_arg(map, "new_text").unwrap_or_default();
+    let current = current_text(workspace, path);
+    let occurrences = match &current {
+        Ok(Some(text)) if !old_text.is_empty() => text.matches(old_text).count(),
+        _ => 0,
+    };
+    match current {
+        Ok(Some(text)) if occurrences == 1 => {
+            body.push_str(&format!("edit_file: change {}:\n", visible_line(path)));
+            let new = text.replacen(old_text, new_text, 1);
+            push_diff(body, path, &text, &new, width, None);
+        }
+        other => {
+            let why = match other {
+                Ok(Some(_)) => format!(
+                    "old_text occurs {occurrences} times in the file, so the tool will \
+                         refuse"
+                ),
+                Ok(None) => "the file does not exist, so the tool will refuse".into(),
+                Err(e) => format!("the file cannot be read: {e}"),
+            };
+            body.push_str(&format!(
+                "edit_file: replace text in {} ({}):\n",
+                visible_line(path),
+                visible_line(&why)
+            ));
+            push_diff(body, path, old_text, new_text, width, None);
+        }
+    }
+    push_other_args(body, map, &["path", "old_text", "new_text"], width);
+}
+
+/// The start of a call too large to review, and why it can only be denied.
+fn too_large(body: &str, call: &ToolCallPart) -> String {
+    let chars = arguments_text(&call.arguments).chars().count();
+    let head: String = body.lines().take(20).map(|l| format!("{l}\n")).collect();
+    format!(
+        "{head}  … this call is too large to review here ({chars} characters of arguments, \
+         more than {MAX_SHOWN_LINES} lines or {MAX_SHOWN_CHARS} characters to show); it can \
+         only be denied. Rerun with --approve allow if you trust it unseen.\n"
+    )
 }
 
 /// How a question was answered.
