@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use agentloop::builtin::{ApprovalPolicy, Workspace};
 use agentloop::providers::{OpenAiChat, ProviderConfig};
-use agentloop::session::{NewSession, SessionStore, SqliteStore};
+use agentloop::session::{NewSession, SessionInfo, SessionStore, SqliteStore};
 use agentloop::transcript::{Message, Role};
 use agentloop_testkit::{MockServer, Script};
 
@@ -63,20 +63,9 @@ pub async fn run(db: Option<&str>, args: DemoArgs) -> Result<(), Failure> {
         }
     };
 
-    let script = Script::from_json(SCRIPT)
-        .map_err(|e| Failure::new(format!("the built-in demo script is invalid: {e}")))?;
-    let server = MockServer::builder(script)
-        .worker_threads(1)
-        .start()
-        .map_err(|e| Failure::new(format!("cannot start the mock model server: {e}")))?;
-
-    let dir = tempfile::Builder::new()
-        .prefix("agentloop-demo-")
-        .tempdir()
-        .map_err(|e| Failure::new(format!("cannot create a temporary directory: {e}")))?;
-    write_sample(dir.path())?;
-    let workspace = Workspace::new(dir.path()).map_err(|e| Failure::new(e.to_string()))?;
-
+    let server = start_server()?;
+    // The copy lives until the summary has read what the run changed.
+    let (_dir, workspace) = sample_workspace()?;
     let db_dir = tempfile::tempdir()
         .map_err(|e| Failure::new(format!("cannot create a temporary directory: {e}")))?;
     let store: Arc<dyn SessionStore> = if args.keep_session {
@@ -87,50 +76,10 @@ pub async fn run(db: Option<&str>, args: DemoArgs) -> Result<(), Failure> {
     let session = store.create(NewSession::new().title("demo").model("mock"))?;
     let session_id = session.id.clone();
 
-    say(&format!(
-        "{}\n{}\n{}\n\n{}\n",
-        style.yellow(&style.bold(&format!("agentloop demo — {LABEL}"))),
-        style.dim(&format!(
-            "model:     mock, served at {} (OpenAI Chat Completions wire, real HTTP + SSE)",
-            server.openai_base_url()
-        )),
-        style.dim(&format!(
-            "workspace: {} (a temporary copy of a small sample project)",
-            workspace.root().display()
-        )),
-        style.bold(&format!("> {PROMPT}")),
-    ));
-
+    say(&banner(style, &server, &workspace));
     let model = OpenAiChat::new(ProviderConfig::new(server.openai_base_url()).model("mock"));
-    let report = execute(RunSetup {
-        model: Arc::new(model),
-        model_name: "mock".into(),
-        workspace: workspace.clone(),
-        policy: ApprovalPolicy::Always,
-        system_prompt: None,
-        reasoning: None,
-        max_turns: Some(10),
-        limits: Default::default(),
-        trace_content: false,
-        json: args.json,
-        store: store.clone(),
-        session,
-        context: Vec::new(),
-        prompt: PROMPT.into(),
-        images: Vec::new(),
-        steering: None,
-        interactive: None,
-        shell: Default::default(),
-        output: None,
-        resume: None,
-        mcp: Vec::new(),
-        compaction: None,
-        extensions: Default::default(),
-        plan_mode: false,
-        // A temporary sample project: nothing to rewind.
-        checkpoints: false,
-    })
-    .await?;
+    let setup = demo_setup(model, &workspace, store.clone(), session, args.json);
+    let report = execute(setup).await?;
 
     let violations = server.violations();
     server.shutdown();
@@ -158,6 +107,84 @@ pub async fn run(db: Option<&str>, args: DemoArgs) -> Result<(), Failure> {
         ));
     }
     Ok(())
+}
+
+/// The mock model server replaying the built-in script.
+fn start_server() -> Result<MockServer, Failure> {
+    let script = Script::from_json(SCRIPT)
+        .map_err(|e| Failure::new(format!("the built-in demo script is invalid: {e}")))?;
+    MockServer::builder(script)
+        .worker_threads(1)
+        .start()
+        .map_err(|e| Failure::new(format!("cannot start the mock model server: {e}")))
+}
+
+/// A temporary copy of the sample project (deleted when the directory is dropped) and the
+/// workspace over it.
+fn sample_workspace() -> Result<(tempfile::TempDir, Workspace), Failure> {
+    let dir = tempfile::Builder::new()
+        .prefix("agentloop-demo-")
+        .tempdir()
+        .map_err(|e| Failure::new(format!("cannot create a temporary directory: {e}")))?;
+    write_sample(dir.path())?;
+    let workspace = Workspace::new(dir.path()).map_err(|e| Failure::new(e.to_string()))?;
+    Ok((dir, workspace))
+}
+
+/// What the demo says it runs against, before it starts.
+fn banner(style: Style, server: &MockServer, workspace: &Workspace) -> String {
+    format!(
+        "{}\n{}\n{}\n\n{}\n",
+        style.yellow(&style.bold(&format!("agentloop demo — {LABEL}"))),
+        style.dim(&format!(
+            "model:     mock, served at {} (OpenAI Chat Completions wire, real HTTP + SSE)",
+            server.openai_base_url()
+        )),
+        style.dim(&format!(
+            "workspace: {} (a temporary copy of a small sample project)",
+            workspace.root().display()
+        )),
+        style.bold(&format!("> {PROMPT}")),
+    )
+}
+
+/// The demo's run: the scripted prompt, every tool allowed (only the copy is touched), at
+/// most 10 turns.
+fn demo_setup(
+    model: OpenAiChat,
+    workspace: &Workspace,
+    store: Arc<dyn SessionStore>,
+    session: SessionInfo,
+    json: bool,
+) -> RunSetup {
+    RunSetup {
+        model: Arc::new(model),
+        model_name: "mock".into(),
+        workspace: workspace.clone(),
+        policy: ApprovalPolicy::Always,
+        system_prompt: None,
+        reasoning: None,
+        max_turns: Some(10),
+        limits: Default::default(),
+        trace_content: false,
+        json,
+        store,
+        session,
+        context: Vec::new(),
+        prompt: PROMPT.into(),
+        images: Vec::new(),
+        steering: None,
+        interactive: None,
+        shell: Default::default(),
+        output: None,
+        resume: None,
+        mcp: Vec::new(),
+        compaction: None,
+        extensions: Default::default(),
+        plan_mode: false,
+        // A temporary sample project: nothing to rewind.
+        checkpoints: false,
+    }
 }
 
 /// `tools used: list_dir, read_file ×3, grep, edit_file`
