@@ -96,7 +96,7 @@ pub use hooks::{Extension, HookKind, ResultRewrite, ToolCallDecision, TurnSummar
 pub use pending::{ParkedRun, PendingApproval, PendingStatus};
 pub use queue::{MessageQueue, QueueMode};
 pub use stream::AgentEventStream;
-pub use subagent::{DEFAULT_MAX_SUBAGENT_DEPTH, SubAgent};
+pub use subagent::{ChildRecords, DEFAULT_MAX_SUBAGENT_DEPTH, OpenedChild, SubAgent};
 
 use crate::model::Model;
 use crate::tooling::{

@@ -29,11 +29,12 @@
 //! A child cannot park for approval: a child that stops awaiting approval answers the parent's
 //! call with an error saying so.
 //!
-//! **Child sessions** ([`SubAgent::record_in`]): when the parent run belongs to a session (its
-//! agent has [`with_session`](AgentLoop::with_session) or
+//! **Child sessions** ([`SubAgent::recorded_by`], and `SubAgent::record_in` for a session
+//! store): when the parent run belongs to a session (its agent has
+//! [`with_session`](AgentLoop::with_session) or
 //! [`with_session_label`](AgentLoop::with_session_label)), each call records the child's run
-//! as a session of its own, linked to the parent session and the call
-//! ([`ParentLink`](crate::session::ParentLink)), under the child session's writer lock. A call
+//! as a session of its own, linked to the parent session and the call, under the child
+//! session's writer lock. A call
 //! whose child session already exists — the same call run again after the process died in the
 //! middle of the child, e.g. by a resume that re-runs the interrupted call — continues that
 //! session where it stopped (loaded with the same repair as any session) instead of starting
@@ -51,11 +52,8 @@ use serde_json::json;
 use super::events::{AgentEvent, EmitFn, Emitter, RunStop};
 use super::output::{Output, OutputError, OutputPlan, OutputRun};
 use super::{AgentError, AgentLoop, RunOutcome};
-use crate::session::{
-    NewSession, ParentLink, SessionLock, SessionRecorder, SessionSettings, SessionStore,
-};
 use crate::tooling::{SpecError, ToolContext, ToolDeps, ToolError, ToolSpec};
-use crate::transcript::{Message, Role, StopReason, ToolCallPart, ToolResultPart, Usage};
+use crate::transcript::{Message, Role, ToolCallPart, ToolResultPart, Usage};
 
 /// The default [`SubAgent::max_depth`]: children, but no grandchildren.
 pub const DEFAULT_MAX_SUBAGENT_DEPTH: u32 = 1;
@@ -175,19 +173,50 @@ pub struct SubAgent<D: ToolDeps> {
     max_depth: u32,
     /// The typed output the child must give (its JSON is the call's result), if any.
     output: Option<Arc<OutputPlan>>,
-    /// Where each call's child run is recorded as a session of its own, if anywhere.
-    sessions: Option<ChildSessions>,
+    /// Where each call's child run is recorded, if anywhere.
+    records: Option<Arc<dyn ChildRecords>>,
 }
 
-/// The store a sub-agent's runs are recorded in, and the settings their sessions get.
-#[derive(Clone)]
-struct ChildSessions {
-    store: Arc<dyn SessionStore>,
-    settings: SessionSettings,
+/// Where a sub-agent's runs are recorded: each call's child run as a record of its own, linked
+/// to the parent's session and call. The session layer implements it on a session store
+/// (`SubAgent::record_in`); the loop only needs what this trait gives.
+pub trait ChildRecords: Send + Sync {
+    /// Opens the record of the child run serving call `call_id` of session `parent_session`
+    /// for sub-agent `agent`: the existing one (the call runs again after an interruption),
+    /// or a new one. The error is one line saying why it could not be recorded.
+    fn open(&self, parent_session: &str, call_id: &str, agent: &str)
+    -> Result<OpenedChild, String>;
 }
 
-/// How long a call waits for its child session's writer lock (held by another process).
-const CHILD_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// A child run's record, opened by [`ChildRecords::open`].
+#[non_exhaustive]
+pub struct OpenedChild {
+    /// Its stored conversation (repaired); empty for a new record.
+    pub context: Vec<Message>,
+    /// Its final answer, when the child had already finished.
+    pub finished: Option<String>,
+    /// Records the child's events.
+    pub listener: EmitFn,
+    /// Held while the child runs (e.g. the record's writer lock).
+    pub guard: Box<dyn std::any::Any + Send>,
+}
+
+impl OpenedChild {
+    /// An opened record.
+    pub fn new(
+        context: Vec<Message>,
+        finished: Option<String>,
+        listener: EmitFn,
+        guard: Box<dyn std::any::Any + Send>,
+    ) -> Self {
+        OpenedChild {
+            context,
+            finished,
+            listener,
+            guard,
+        }
+    }
+}
 
 impl<D: ToolDeps> std::fmt::Debug for SubAgent<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -214,20 +243,18 @@ impl<D: ToolDeps> SubAgent<D> {
             description: description.into(),
             max_depth: DEFAULT_MAX_SUBAGENT_DEPTH,
             output: None,
-            sessions: None,
+            records: None,
         }
     }
 
-    /// Records each call's child run in `store` as a session of its own, linked to the parent's
-    /// session and call ([`ParentLink`](crate::session::ParentLink)), with `settings`
-    /// (workspace, model, …), under the child session's writer lock. Only calls from a parent
-    /// run that belongs to a session (its agent has a session label) are recorded. A call whose
-    /// child session already exists — the same call run again after the process died in the
-    /// middle of the child — continues that session where it stopped (loaded with the same
-    /// repair as any session); a child that had already given its final answer answers with it
-    /// without a model call.
-    pub fn record_in(mut self, store: Arc<dyn SessionStore>, settings: SessionSettings) -> Self {
-        self.sessions = Some(ChildSessions { store, settings });
+    /// Records each call's child run through `records` (see [`ChildRecords`]; a session
+    /// store records them as sessions with `record_in`). Only calls from a parent run that
+    /// belongs to a session (its agent has a session label) are recorded. A call whose record
+    /// already exists — the same call run again after the process died in the middle of the
+    /// child — continues it where it stopped; a child that had already given its final answer
+    /// answers with it without a model call.
+    pub fn recorded_by(mut self, records: Arc<dyn ChildRecords>) -> Self {
+        self.records = Some(records);
         self
     }
 
@@ -293,7 +320,7 @@ impl<D: ToolDeps> SubAgent<D> {
     }
 
     /// Runs the child again for the same call `call_id` on a further `prompt` (e.g. why its
-    /// answer was not accepted). A child recorded in a session ([`record_in`](Self::record_in))
+    /// answer was not accepted). A child recorded in a session ([`recorded_by`](Self::recorded_by))
     /// continues that session with `prompt` as a new message, keeping what it did; otherwise
     /// this is [`run_call`](Self::run_call).
     pub async fn continue_call(&self, call_id: &str, prompt: String) -> Result<String, ToolError> {
@@ -333,12 +360,19 @@ impl<D: ToolDeps> SubAgent<D> {
             finished: false,
         };
         // Held until the child's run ends (declared before the run so it outlives it).
-        let _child_lock: Option<SessionLock>;
+        let _child_guard: Box<dyn std::any::Any + Send>;
         let parent_session = parent.as_ref().and_then(|p| p.inner.session_id.clone());
-        let child = match (&self.sessions, parent_session) {
-            (Some(sessions), Some(parent_id)) => {
-                Some(self.child_session(sessions, &parent_id, &relay.call_id)?)
-            }
+        let child = match (&self.records, parent_session) {
+            (Some(records), Some(parent_id)) => Some(
+                records
+                    .open(&parent_id, &relay.call_id, &self.name)
+                    .map_err(|e| {
+                        ToolError::new(format!(
+                            "Sub-agent \"{}\" was not run: its session could not be recorded: {e}",
+                            self.name
+                        ))
+                    })?,
+            ),
             _ => None,
         };
         let forward = relay.clone();
@@ -354,9 +388,8 @@ impl<D: ToolDeps> SubAgent<D> {
                     relay.state_ended();
                     return Ok(answer);
                 }
-                let recorder = child.recorder;
-                listeners.push(Arc::new(move |e: &AgentEvent| recorder.on_event(e)) as EmitFn);
-                _child_lock = child.lock;
+                listeners.push(child.listener);
+                _child_guard = child.guard;
                 match child.context {
                     context if context.is_empty() || continuing => {
                         (vec![Message::user(prompt)], context)
@@ -379,54 +412,6 @@ impl<D: ToolDeps> SubAgent<D> {
             Some(output) => self.answer_output(result, output),
             None => self.answer(result),
         }
-    }
-
-    /// The child session of call `call_id` of session `parent_id`: the existing one (the call is
-    /// run again after an interruption) with its repaired context, or a new one. Locked.
-    fn child_session(
-        &self,
-        sessions: &ChildSessions,
-        parent_id: &str,
-        call_id: &str,
-    ) -> Result<ChildSession, ToolError> {
-        let store = &sessions.store;
-        let failed = |e: crate::session::SessionError| {
-            ToolError::new(format!(
-                "Sub-agent \"{}\" was not run: its session could not be recorded: {e}",
-                self.name
-            ))
-        };
-        let existing = store
-            .children(parent_id)
-            .map_err(failed)?
-            .into_iter()
-            .find(|c| c.parent.as_ref().is_some_and(|p| p.call_id == call_id));
-        let id = match existing {
-            Some(info) => info.id,
-            None => {
-                let link = ParentLink::new(parent_id, call_id, self.name.clone());
-                let new = NewSession::new()
-                    .settings(sessions.settings.clone())
-                    .parent(link);
-                store.create(new).map_err(failed)?.id
-            }
-        };
-        let lock = store.lock_session(&id, CHILD_LOCK_WAIT).map_err(failed)?;
-        let context = store.load(&id).map_err(failed)?;
-        let finished = context
-            .last()
-            .filter(|m| {
-                m.role == Role::Assistant
-                    && m.tool_calls().next().is_none()
-                    && !matches!(m.stop_reason, Some(StopReason::Error | StopReason::Aborted))
-            })
-            .map(Message::text);
-        Ok(ChildSession {
-            recorder: SessionRecorder::new(store.clone(), &id),
-            context,
-            finished,
-            lock: Some(lock),
-        })
     }
 
     /// The tool result for a child that had to give a typed output: the output's JSON.
@@ -485,16 +470,6 @@ impl<D: ToolDeps> AgentLoop<D> {
     ) -> Result<ToolSpec<P>, SpecError> {
         SubAgent::new(self, name, description).into_tool()
     }
-}
-
-/// A call's child session, opened.
-struct ChildSession {
-    recorder: SessionRecorder,
-    /// Its stored conversation (repaired); empty for a new session.
-    context: Vec<Message>,
-    /// Its final answer, when the child had already finished.
-    finished: Option<String>,
-    lock: Option<SessionLock>,
 }
 
 #[derive(Deserialize)]

@@ -85,6 +85,7 @@
 mod approvals;
 // `AgentLoop::with_session` and `run_in_session`: a store attached to an agent in one call.
 mod attach;
+mod child_records;
 mod columns;
 mod durability;
 mod error;
