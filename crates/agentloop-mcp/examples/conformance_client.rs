@@ -7,6 +7,12 @@
 //! HTTP, lists the tools, and calls the tool the scenario's server checks for. It exits 0 when
 //! every step worked and 1 with a one-line reason otherwise; the suite judges the traffic.
 //!
+//! For the `auth/*` scenarios the server carries OAuth settings as the CLI's do (tokens in a
+//! file, here a temporary one), with an authorizer standing in for the person at the browser:
+//! the suite's authorization server approves at once, so the authorizer fetches the
+//! authorization URL and takes the redirect it answers. Pre-registered client credentials come
+//! from `MCP_CONFORMANCE_CONTEXT`.
+//!
 //! ```text
 //! cargo run -p agentloop-mcp --example conformance_client -- http://localhost:3000/mcp
 //! ```
@@ -15,7 +21,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use agentloop::tooling::Deps;
-use agentloop_mcp::{ElicitationMode, McpServerConfig, McpToolset, ServerState};
+use agentloop_mcp::{
+    Authorizer, ElicitationMode, McpServerConfig, McpToolset, OAuthSettings, ServerState,
+};
 use serde_json::{Value, json};
 
 /// The server name the toolset gives the suite's server (tools are `mcp__conformance__…`).
@@ -35,10 +43,57 @@ fn tool_for(scenario: &str) -> Result<Option<(&'static str, Value)>, String> {
     })
 }
 
+/// Where the suite's authorization server redirects (nothing listens: the redirect is read
+/// from its `Location` header).
+const REDIRECT_URI: &str = "http://127.0.0.1:3000/callback";
+
+/// The Client ID Metadata Document URL the suite's CIMD scenario expects.
+const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
+
+/// Approves by fetching the authorization URL and answering the redirect's target.
+fn follow_redirect() -> Authorizer {
+    Authorizer::new(REDIRECT_URI, |url| {
+        Box::pin(async move {
+            let client = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .map_err(|e| e.to_string())?;
+            let response = client.get(&url).send().await.map_err(|e| e.to_string())?;
+            response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+                .ok_or_else(|| format!("no redirect from the authorization URL ({})", response.status()))
+        })
+    })
+}
+
+/// OAuth settings for an auth scenario: tokens in `dir`, the context's client when it names
+/// one.
+fn oauth(dir: &std::path::Path) -> OAuthSettings {
+    let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|c| serde_json::from_str(&c).ok())
+        .unwrap_or_default();
+    let mut settings = OAuthSettings::new(Some(dir.join("tokens.json")))
+        .with_client_metadata_url(CLIENT_METADATA_URL)
+        .with_authorizer(follow_redirect());
+    if let Some(id) = context["client_id"].as_str() {
+        let secret = context["client_secret"].as_str().map(str::to_owned);
+        settings = settings.with_client(id, secret);
+    }
+    settings
+}
+
 async fn run(url: &str, scenario: &str) -> Result<(), String> {
     let call = tool_for(scenario)?;
     // Nobody to ask: requests for input are answered with the form's defaults.
-    let config = McpServerConfig::http(SERVER, url).with_elicitation(ElicitationMode::Defaults);
+    let mut config = McpServerConfig::http(SERVER, url).with_elicitation(ElicitationMode::Defaults);
+    let tokens = tempfile::tempdir().map_err(|e| e.to_string())?;
+    if scenario.starts_with("auth/") {
+        config = config.with_oauth(oauth(tokens.path()));
+    }
     let toolset = McpToolset::connect([config])
         .await
         .map_err(|e| e.to_string())?;
@@ -48,8 +103,14 @@ async fn run(url: &str, scenario: &str) -> Result<(), String> {
 }
 
 async fn exercise(toolset: &McpToolset, call: Option<(&str, Value)>) -> Result<(), String> {
-    if let Some((name, ServerState::Down(why))) = toolset.servers().into_iter().next() {
-        return Err(format!("server `{name}` is down: {why}"));
+    match toolset.servers().into_iter().next() {
+        Some((name, ServerState::Down(why))) => {
+            return Err(format!("server `{name}` is down: {why}"));
+        }
+        Some((name, ServerState::NeedsLogin(why))) => {
+            return Err(format!("server `{name}` needs login: {why}"));
+        }
+        _ => {}
     }
     let tools = toolset.tools::<Deps>().await.map_err(|e| e.to_string())?;
     let Some((tool, args)) = call else {

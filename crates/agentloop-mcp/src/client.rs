@@ -184,6 +184,9 @@ pub enum ServerState {
     },
     /// Not connected; the message says why.
     Down(String),
+    /// The server asks for an authorization it was not given (no tokens, tokens revoked and
+    /// not refreshable, or more scope needed); the message is its challenge's description.
+    NeedsLogin(String),
 }
 
 /// One server's connection manager, shared by its tools.
@@ -256,7 +259,16 @@ impl ServerHandle {
 
     async fn start_locked(&self, slot: &mut Option<Arc<Live>>) -> Result<Arc<Live>, McpError> {
         *slot = None;
-        match tokio::time::timeout(self.config.startup_timeout, self.connect()).await {
+        let connected = async {
+            match self.connect().await {
+                Err(McpError::NeedsLogin { challenge, .. }) if self.authorizer().is_some() => {
+                    self.authorize(challenge).await?;
+                    self.connect().await
+                }
+                other => other,
+            }
+        };
+        match tokio::time::timeout(self.config.startup_timeout, connected).await {
             Ok(Ok((live, tools))) => {
                 let live = Arc::new(live);
                 let count = tools.len();
@@ -281,7 +293,10 @@ impl ServerHandle {
 
     fn failed(&self, e: McpError) -> McpError {
         tracing::warn!(server = %self.name(), "MCP server unavailable: {e}");
-        self.set_state(ServerState::Down(e.to_string()));
+        self.set_state(match &e {
+            McpError::NeedsLogin { challenge, .. } => ServerState::NeedsLogin(challenge.clone()),
+            other => ServerState::Down(other.to_string()),
+        });
         self.events.emit(McpEvent::Failed {
             server: self.name().to_owned(),
             error: e.to_string(),
@@ -352,11 +367,23 @@ impl ServerHandle {
                 let config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str())
                     .custom_headers(headers)
                     .reinit_on_expired_session(true);
-                let transport = StreamableHttpClientTransport::from_config(config);
-                let service = handler
-                    .serve(transport)
-                    .await
-                    .map_err(|e| err(format!("initialize failed: {e}")))?;
+                let served = match &http.oauth {
+                    Some(oauth) => {
+                        let client = crate::auth::auth_client(&server, http, oauth).await?;
+                        let transport =
+                            StreamableHttpClientTransport::with_client(client, config);
+                        handler.serve(transport).await
+                    }
+                    None => {
+                        handler
+                            .serve(StreamableHttpClientTransport::from_config(config))
+                            .await
+                    }
+                };
+                let service = served.map_err(|e| match e.auth_challenge() {
+                    Some(challenge) => self.needs_login(challenge),
+                    None => err(format!("initialize failed: {e}")),
+                })?;
                 self.accept_version(&service)?;
                 (service, None)
             }
@@ -448,9 +475,12 @@ impl ServerHandle {
             .peer()
             .list_all_tools()
             .await
-            .map_err(|e| McpError::Connect {
-                server: self.name().to_owned(),
-                message: format!("tools/list failed: {e}"),
+            .map_err(|e| match e.auth_challenge() {
+                Some(challenge) => self.needs_login(challenge),
+                None => McpError::Connect {
+                    server: self.name().to_owned(),
+                    message: format!("tools/list failed: {e}"),
+                },
             })?;
         Ok(tools
             .into_iter()
@@ -499,6 +529,7 @@ impl ServerHandle {
         if used >= self.config.max_restarts {
             let reason = match self.state() {
                 ServerState::Down(r) => r,
+                ServerState::NeedsLogin(r) => format!("needs login: {r}"),
                 ServerState::Running { .. } => "it stopped".into(),
             };
             *slot = None;
@@ -524,7 +555,10 @@ impl ServerHandle {
         }
     }
 
-    /// Calls `tool` (its server-side name) with `args`.
+    /// Calls `tool` (its server-side name) with `args`. A call the server refuses for want of
+    /// authorization (a revoked token, or a 403 asking for more scope) is authorized again
+    /// and retried once when the server's OAuth settings carry an authorizer; otherwise the
+    /// server is marked as needing login.
     pub(crate) async fn call(
         &self,
         tool: &str,
@@ -532,6 +566,80 @@ impl ServerHandle {
         cancel: CancellationToken,
         progress: Option<ProgressFn>,
     ) -> Result<ToolOutput, ToolError> {
+        match self
+            .call_once(tool, args.clone(), cancel.clone(), progress.clone())
+            .await
+        {
+            Err(CallFailure::NeedsLogin(challenge)) if self.authorizer().is_some() => {
+                if let Err(e) = self.authorize(challenge).await {
+                    return Err(ToolError::new(e.to_string()));
+                }
+                self.reconnect().await?;
+                match self.call_once(tool, args, cancel, progress).await {
+                    Err(CallFailure::NeedsLogin(challenge)) => Err(self.login_needed(challenge)),
+                    Err(CallFailure::Tool(e)) => Err(e),
+                    Ok(out) => Ok(out),
+                }
+            }
+            Err(CallFailure::NeedsLogin(challenge)) => Err(self.login_needed(challenge)),
+            Err(CallFailure::Tool(e)) => Err(e),
+            Ok(out) => Ok(out),
+        }
+    }
+
+    /// The authorizer of the server's OAuth settings, when it has one.
+    fn authorizer(&self) -> Option<crate::Authorizer> {
+        match &self.config.transport {
+            McpTransport::Http(http) => http.oauth.as_ref()?.authorizer.clone(),
+            McpTransport::Stdio(_) => None,
+        }
+    }
+
+    /// Runs the login flow through the server's authorizer, answering `challenge`.
+    async fn authorize(&self, challenge: String) -> Result<(), McpError> {
+        let (McpTransport::Http(http), Some(authorizer)) =
+            (&self.config.transport, self.authorizer())
+        else {
+            return Err(self.needs_login(&challenge));
+        };
+        crate::auth::login(self.name(), http, Some(challenge), &authorizer).await
+    }
+
+    /// Drops the connection and starts a new one (which reads the new tokens).
+    async fn reconnect(&self) -> Result<(), ToolError> {
+        let mut slot = self.live.lock().await;
+        self.start_locked(&mut slot)
+            .await
+            .map(|_| ())
+            .map_err(|e| ToolError::new(e.to_string()))
+    }
+
+    /// The error for a server that asks for authorization: recorded as its state.
+    fn needs_login(&self, challenge: &str) -> McpError {
+        McpError::NeedsLogin {
+            server: self.name().to_owned(),
+            challenge: challenge_text(challenge),
+        }
+    }
+
+    /// A call refused for want of authorization: the server needs login from now on.
+    fn login_needed(&self, challenge: String) -> ToolError {
+        let e = self.needs_login(&challenge);
+        let why = match &e {
+            McpError::NeedsLogin { challenge, .. } => challenge.clone(),
+            _ => String::new(),
+        };
+        self.set_state(ServerState::NeedsLogin(why));
+        ToolError::new(format!("{e}; its tools are unavailable until then"))
+    }
+
+    async fn call_once(
+        &self,
+        tool: &str,
+        args: Value,
+        cancel: CancellationToken,
+        progress: Option<ProgressFn>,
+    ) -> Result<ToolOutput, CallFailure> {
         let live = self.connection().await?;
         let arguments = match args {
             Value::Object(map) => Some(map),
@@ -540,7 +648,8 @@ impl ServerHandle {
                 return Err(ToolError::with_kind(
                     ToolErrorKind::MalformedArguments,
                     format!("arguments must be a JSON object, got {other}"),
-                ));
+                )
+                .into());
             }
         };
         let mut params = CallToolRequestParams::new(tool.to_owned());
@@ -553,7 +662,7 @@ impl ServerHandle {
         let peer = live.peer();
         let handle = match peer.send_request_with_option(request, options).await {
             Ok(handle) => handle,
-            Err(e) => return Err(self.call_failed(tool, e)),
+            Err(e) => return Err(self.call_failure(tool, e)),
         };
         let _progress = progress
             .map(|f| ProgressRegistration::new(&self.progress, handle.progress_token.clone(), f));
@@ -568,18 +677,28 @@ impl ServerHandle {
                 return Err(ToolError::with_kind(
                     ToolErrorKind::Aborted,
                     format!("the call to `{tool}` was cancelled"),
-                ));
+                )
+                .into());
             }
         };
         guard.id = None;
         match result {
-            Ok(ServerResult::CallToolResult(result)) => map_result(result),
+            Ok(ServerResult::CallToolResult(result)) => Ok(map_result(result)?),
             Ok(other) => Err(ToolError::new(format!(
                 "MCP server `{}` answered tools/call with an unexpected result: {}",
                 self.name(),
                 serde_json::to_string(&other).unwrap_or_default()
-            ))),
-            Err(e) => Err(self.call_failed(tool, e)),
+            ))
+            .into()),
+            Err(e) => Err(self.call_failure(tool, e)),
+        }
+    }
+
+    /// A failed call's error, telling a refusal for want of authorization apart.
+    fn call_failure(&self, tool: &str, e: ServiceError) -> CallFailure {
+        match e.auth_challenge() {
+            Some(challenge) => CallFailure::NeedsLogin(challenge.to_owned()),
+            None => CallFailure::Tool(self.call_failed(tool, e)),
         }
     }
 
@@ -631,6 +750,31 @@ impl ServerHandle {
         }
         self.set_state(ServerState::Down("shut down".into()));
     }
+}
+
+/// Why one call attempt failed.
+enum CallFailure {
+    /// The server refused it for want of authorization; its `WWW-Authenticate` challenge.
+    NeedsLogin(String),
+    /// Any other failure, as the model sees it.
+    Tool(ToolError),
+}
+
+impl From<ToolError> for CallFailure {
+    fn from(e: ToolError) -> Self {
+        CallFailure::Tool(e)
+    }
+}
+
+/// A challenge as one line for people: its `error_description`, else its `error`, else
+/// "authorization required".
+fn challenge_text(challenge: &str) -> String {
+    let base = url::Url::parse("http://localhost/").ok();
+    let params = base.map(|b| rmcp::transport::auth::WWWAuthenticateParams::parse(challenge, &b));
+    let text = params
+        .and_then(|p| p.error_description.or(p.error))
+        .unwrap_or_else(|| "authorization required".into());
+    text.chars().filter(|c| !c.is_control()).collect()
 }
 
 /// Kills a process group unless forgotten (used while a child is initializing).

@@ -37,6 +37,9 @@ pub struct HttpServer {
     pub url: String,
     /// Headers sent with every request (e.g. `Authorization`).
     pub headers: BTreeMap<String, String>,
+    /// OAuth: how the client is identified and where its tokens live. `None` sends requests
+    /// without tokens (a server answering 401 is then reported as needing login).
+    pub oauth: Option<crate::OAuthSettings>,
 }
 
 /// How to reach a server.
@@ -179,7 +182,7 @@ impl McpServerConfig {
             name,
             McpTransport::Http(HttpServer {
                 url: url.into(),
-                headers: BTreeMap::new(),
+                ..HttpServer::default()
             }),
         )
     }
@@ -258,6 +261,14 @@ impl McpServerConfig {
     pub fn with_header(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
         if let McpTransport::Http(h) = &mut self.transport {
             h.headers.insert(key.into(), value.into());
+        }
+        self
+    }
+
+    /// Sets the OAuth settings of an HTTP server (ignored for stdio).
+    pub fn with_oauth(mut self, oauth: crate::OAuthSettings) -> Self {
+        if let McpTransport::Http(h) = &mut self.transport {
+            h.oauth = Some(oauth);
         }
         self
     }

@@ -23,6 +23,23 @@ pub enum McpError {
         /// The timeout that passed.
         timeout: Duration,
     },
+    /// The server asks for authorization (401, or 403 for more scope) that was not given.
+    #[error("MCP server `{server}` needs login")]
+    NeedsLogin {
+        /// The server's name.
+        server: String,
+        /// The server's `WWW-Authenticate` challenge.
+        challenge: String,
+    },
+    /// An OAuth step (discovery, registration, authorization, token exchange, the token
+    /// store) failed.
+    #[error("MCP server `{server}`: OAuth failed: {message}")]
+    Auth {
+        /// The server's name.
+        server: String,
+        /// What failed.
+        message: String,
+    },
     /// The server is not running.
     #[error("MCP server `{server}` is down: {reason}")]
     Down {
@@ -74,6 +91,16 @@ impl McpError {
     /// Whether this is a name collision between tools.
     pub fn is_collision(&self) -> bool {
         matches!(self, McpError::NameCollision { .. })
+    }
+
+    /// Whether the server needs a login (`agentloop mcp login NAME` in the CLI).
+    pub fn is_needs_login(&self) -> bool {
+        matches!(self, McpError::NeedsLogin { .. })
+    }
+
+    /// Whether an OAuth step failed.
+    pub fn is_auth(&self) -> bool {
+        matches!(self, McpError::Auth { .. })
     }
 
     /// Whether a prompt command could not be expanded.

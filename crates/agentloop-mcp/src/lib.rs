@@ -12,7 +12,11 @@
 //!   ([`McpToolset::expand_prompt_command`]).
 //! - [`serve_builtin_tools`] serves agentloop's built-in tools over MCP (stdio), and
 //!   [`serve_builtin_tools_http`] over streamable HTTP (Host/Origin checks, optional bearer token).
+//! - OAuth 2.1 for streamable-HTTP servers: [`OAuthSettings`] on an [`HttpServer`], [`login`]
+//!   and [`logout`]; a server that needs authorization it was not given is
+//!   [`ServerState::NeedsLogin`].
 
+mod auth;
 mod client;
 mod config;
 mod elicitation;
@@ -26,6 +30,7 @@ mod server;
 mod toolset;
 mod version;
 
+pub use auth::{AuthorizeFuture, Authorizer, OAuthSettings, login, logout};
 pub use client::{ServerState, map_result};
 pub use config::{
     ApprovalMode, DEFAULT_MAX_RESTARTS, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, HttpServer,

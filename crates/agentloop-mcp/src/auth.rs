@@ -1,0 +1,438 @@
+//! OAuth 2.1 for streamable-HTTP servers (the MCP authorization spec), on rmcp's `auth`
+//! support: [`OAuthSettings`] says how a server's client is identified and where its tokens
+//! live, [`login`] runs the authorization-code flow with PKCE, [`logout`] forgets the tokens.
+//!
+//! rmcp does the protocol work: protected-resource metadata and authorization-server metadata
+//! discovery (with the 2025-03-26 fallbacks: metadata at the server's root, then `/authorize`,
+//! `/token`, `/register`), dynamic client registration, Client ID Metadata Documents, scope
+//! selection from the `WWW-Authenticate` challenge or `scopes_supported`, the RFC 8707
+//! `resource` parameter, and refreshing an expired access token. This module adds the parts
+//! rmcp leaves to the application: a token file written with owner-only rights, probing a
+//! server for its challenge, and the choice of scopes when stepping up after
+//! `insufficient_scope`.
+//!
+//! Who approves the authorization is an [`Authorizer`]: the CLI prints the URL, opens a browser
+//! and waits on a loopback listener; a test or an auto-approving server can follow the
+//! redirect without a person.
+
+use std::fmt;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+
+use rmcp::transport::auth::{
+    AuthError, AuthorizationManager, AuthorizationRequest, AuthorizationSession, CredentialStore,
+    OAuthClientConfig, StoredCredentials, WWWAuthenticateParams,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::config::HttpServer;
+use crate::error::McpError;
+
+/// The future an [`Authorizer`] returns: the full redirect URL the authorization server sent
+/// the browser to (with `code` and `state`), or why there is none.
+pub type AuthorizeFuture = Pin<Box<dyn Future<Output = Result<String, String>> + Send>>;
+
+/// Gets an authorization URL approved: called with the URL, answers the redirect URL that
+/// carries the code; its redirect URI is where that redirect lands. Compared by identity.
+#[derive(Clone)]
+pub struct Authorizer {
+    redirect_uri: String,
+    approve: Arc<dyn Fn(String) -> AuthorizeFuture + Send + Sync>,
+}
+
+impl Authorizer {
+    /// An authorizer whose redirects land on `redirect_uri`, approving with `approve` (a
+    /// function of the authorization URL).
+    pub fn new(
+        redirect_uri: impl Into<String>,
+        approve: impl Fn(String) -> AuthorizeFuture + Send + Sync + 'static,
+    ) -> Self {
+        Authorizer {
+            redirect_uri: redirect_uri.into(),
+            approve: Arc::new(approve),
+        }
+    }
+
+    /// Where the authorization server's redirect must land.
+    pub fn redirect_uri(&self) -> &str {
+        &self.redirect_uri
+    }
+
+    /// Asks for approval of `url`.
+    pub fn authorize(&self, url: String) -> AuthorizeFuture {
+        (self.approve)(url)
+    }
+}
+
+impl fmt::Debug for Authorizer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Authorizer(..)")
+    }
+}
+
+impl PartialEq for Authorizer {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.approve, &other.approve) && self.redirect_uri == other.redirect_uri
+    }
+}
+
+impl Eq for Authorizer {}
+
+/// How an HTTP server's OAuth client is identified and where its tokens are kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct OAuthSettings {
+    /// A client registered with the authorization server beforehand; dynamic registration
+    /// (or a Client ID Metadata Document) when `None`.
+    pub client_id: Option<String>,
+    /// The pre-registered client's secret (a confidential client).
+    pub client_secret: Option<String>,
+    /// Scopes to ask for; chosen from the server's challenge or metadata when empty.
+    pub scopes: Vec<String>,
+    /// The HTTPS URL of this client's metadata document, used as its client id by servers
+    /// that support Client ID Metadata Documents.
+    pub client_metadata_url: Option<String>,
+    /// The file holding the tokens; tokens live only in memory when `None`.
+    pub token_file: Option<PathBuf>,
+    /// Approves authorizations while connecting or calling (a 401, or a 403 asking for more
+    /// scope); without one, such a server is reported as needing login.
+    pub authorizer: Option<Authorizer>,
+}
+
+impl OAuthSettings {
+    /// Settings keeping tokens in `token_file`.
+    pub fn new(token_file: Option<PathBuf>) -> Self {
+        OAuthSettings {
+            token_file,
+            ..OAuthSettings::default()
+        }
+    }
+
+    /// Uses a pre-registered client.
+    pub fn with_client(mut self, client_id: impl Into<String>, secret: Option<String>) -> Self {
+        self.client_id = Some(client_id.into());
+        self.client_secret = secret;
+        self
+    }
+
+    /// Asks for these scopes.
+    pub fn with_scopes<I, S>(mut self, scopes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.scopes = scopes.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Offers a Client ID Metadata Document URL.
+    pub fn with_client_metadata_url(mut self, url: impl Into<String>) -> Self {
+        self.client_metadata_url = Some(url.into());
+        self
+    }
+
+    /// Approves authorizations inline with `authorizer`.
+    pub fn with_authorizer(mut self, authorizer: Authorizer) -> Self {
+        self.authorizer = Some(authorizer);
+        self
+    }
+}
+
+/// What a token file holds: the server it belongs to and rmcp's credentials.
+#[derive(Serialize, Deserialize)]
+struct TokenFileContents {
+    server_url: String,
+    credentials: StoredCredentials,
+}
+
+/// rmcp's credential store on one file, bound to one server URL: tokens of another URL (the
+/// config changed) are not used. Written whole through a temporary file with mode 0600.
+#[derive(Clone, Debug)]
+pub(crate) struct TokenFile {
+    path: PathBuf,
+    server_url: String,
+}
+
+impl TokenFile {
+    pub(crate) fn new(path: &Path, server_url: &str) -> Self {
+        TokenFile {
+            path: path.to_owned(),
+            server_url: server_url.to_owned(),
+        }
+    }
+
+    fn read(&self) -> Result<Option<StoredCredentials>, AuthError> {
+        let text = match std::fs::read_to_string(&self.path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(store_error(&self.path, e)),
+        };
+        let contents: TokenFileContents = serde_json::from_str(&text)
+            .map_err(|e| AuthError::CredentialStoreError(format!("{}: {e}", self.path.display())))?;
+        Ok((contents.server_url == self.server_url).then_some(contents.credentials))
+    }
+
+    fn write(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
+        let contents = TokenFileContents {
+            server_url: self.server_url.clone(),
+            credentials,
+        };
+        let text = serde_json::to_vec_pretty(&contents)
+            .map_err(|e| AuthError::CredentialStoreError(e.to_string()))?;
+        write_private(&self.path, &text).map_err(|e| store_error(&self.path, e))
+    }
+}
+
+fn store_error(path: &Path, e: std::io::Error) -> AuthError {
+    AuthError::CredentialStoreError(format!("{}: {e}", path.display()))
+}
+
+/// Writes `bytes` to `path` readable by its owner only: the directory is created 0700, the
+/// data goes to a 0600 temporary file renamed over `path`, so no reader sees half a file and
+/// no moment exists where the tokens are readable by others.
+pub(crate) fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let mut file = options.open(&tmp)?;
+    let written = file.write_all(bytes).and_then(|()| file.sync_all());
+    if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    Ok(())
+}
+
+#[async_trait::async_trait]
+impl CredentialStore for TokenFile {
+    async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
+        self.read()
+    }
+
+    async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
+        self.write(credentials)
+    }
+
+    async fn clear(&self) -> Result<(), AuthError> {
+        match std::fs::remove_file(&self.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(store_error(&self.path, e)),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn auth_failed(server: &str, e: impl fmt::Display) -> McpError {
+    McpError::Auth {
+        server: server.to_owned(),
+        message: e.to_string(),
+    }
+}
+
+/// The `WWW-Authenticate` challenge the server answers an unauthenticated `initialize` with,
+/// when it asks for authorization (401, or 403); `None` when it does not.
+async fn probe_challenge(url: &str) -> Option<String> {
+    let body = serde_json::json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {
+            "protocolVersion": crate::version::PROPOSED_PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "agentloop", "version": env!("CARGO_PKG_VERSION")}
+        }
+    });
+    let response = reqwest::Client::new()
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .json(&body)
+        .send()
+        .await
+        .ok()?;
+    if !matches!(response.status().as_u16(), 401 | 403) {
+        return None;
+    }
+    response
+        .headers()
+        .get(reqwest::header::WWW_AUTHENTICATE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+/// Scopes granted before, kept when stepping up so the new token still covers them.
+async fn granted_scopes(store: Option<&TokenFile>) -> Vec<String> {
+    match store {
+        Some(store) => store
+            .load()
+            .await
+            .ok()
+            .flatten()
+            .map(|c| c.granted_scopes)
+            .unwrap_or_default(),
+        None => Vec::new(),
+    }
+}
+
+/// The scopes to ask for: the configured ones, and when the challenge says `insufficient_scope`
+/// its scopes plus those granted before; empty lets rmcp choose (challenge, then
+/// `scopes_supported`, else none).
+async fn scopes_for(
+    settings: &OAuthSettings,
+    challenge: Option<&str>,
+    url: &url::Url,
+    store: Option<&TokenFile>,
+) -> Vec<String> {
+    let mut scopes = settings.scopes.clone();
+    if let Some(params) = challenge.map(|c| WWWAuthenticateParams::parse(c, url))
+        && params.is_insufficient_scope()
+    {
+        scopes.extend(granted_scopes(store).await);
+        scopes.extend(
+            params
+                .scope
+                .iter()
+                .flat_map(|s| s.split_whitespace().map(str::to_owned)),
+        );
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    scopes.retain(|s| seen.insert(s.clone()));
+    scopes
+}
+
+/// Runs the authorization-code flow with PKCE for server `name` at `http`: discovery (seeded
+/// with `challenge`, else with the server's answer to an unauthenticated request), client
+/// registration (pre-registered, metadata document, or dynamic), the authorization URL handed
+/// to `authorizer`, and the code exchanged for tokens saved in the settings' token file.
+pub async fn login(
+    name: &str,
+    http: &HttpServer,
+    challenge: Option<String>,
+    authorizer: &Authorizer,
+) -> Result<(), McpError> {
+    let settings = http.oauth.clone().unwrap_or_default();
+    let challenge = match challenge {
+        Some(c) => Some(c),
+        None => probe_challenge(&http.url).await,
+    };
+    let mut manager = AuthorizationManager::new(http.url.as_str())
+        .await
+        .map_err(|e| auth_failed(name, e))?;
+    let store = settings
+        .token_file
+        .as_deref()
+        .map(|path| TokenFile::new(path, &http.url));
+    let url = url::Url::parse(&http.url).map_err(|e| auth_failed(name, e))?;
+    let scopes = scopes_for(&settings, challenge.as_deref(), &url, store.as_ref()).await;
+    if let Some(store) = &store {
+        manager.set_credential_store(store.clone());
+    }
+    let resolution = manager
+        .resolve_metadata_from_challenge(challenge.as_deref())
+        .await
+        .map_err(|e| auth_failed(name, format!("discovery failed: {e}")))?;
+    manager.set_metadata(resolution.metadata);
+    let mut request = AuthorizationRequest::new(authorizer.redirect_uri())
+        .with_client_name("agentloop")
+        .with_scopes(scopes);
+    if let Some(id) = &settings.client_id {
+        request = request.with_preregistered_client(id);
+        if let Some(secret) = &settings.client_secret {
+            request = request.with_client_secret(secret);
+        }
+    }
+    if let Some(cimd) = &settings.client_metadata_url {
+        request = request.with_client_metadata_url(cimd);
+    }
+    let session = AuthorizationSession::new(manager, request)
+        .await
+        .map_err(|(_, e)| auth_failed(name, e))?;
+    let callback = authorizer
+        .authorize(session.get_authorization_url().to_owned())
+        .await
+        .map_err(|e| auth_failed(name, format!("authorization not completed: {e}")))?;
+    session
+        .handle_callback_url(&callback)
+        .await
+        .map_err(|e| auth_failed(name, e))?;
+    Ok(())
+}
+
+/// Forgets server `http`'s tokens (deletes its token file). Whether there were any.
+pub fn logout(http: &HttpServer) -> Result<bool, std::io::Error> {
+    let Some(path) = http.oauth.as_ref().and_then(|o| o.token_file.as_deref()) else {
+        return Ok(false);
+    };
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The HTTP client a connection to `http` uses: requests carry the stored access token (when
+/// there is one), refreshed when it expired or the server rejected it once; without tokens
+/// requests go out unauthenticated, so a server that needs none still works.
+pub(crate) async fn auth_client(
+    name: &str,
+    http: &HttpServer,
+    settings: &OAuthSettings,
+) -> Result<rmcp::transport::AuthClient<reqwest::Client>, McpError> {
+    let mut manager = AuthorizationManager::new(http.url.as_str())
+        .await
+        .map_err(|e| auth_failed(name, e))?;
+    if let Some(path) = &settings.token_file {
+        let store = TokenFile::new(path, &http.url);
+        let stored = store.read().map_err(|e| auth_failed(name, e))?;
+        manager.set_credential_store(store);
+        if let Some(stored) = stored.filter(|s| s.token_response.is_some()) {
+            configure_stored_client(name, &mut manager, settings, &stored).await?;
+        }
+    }
+    Ok(rmcp::transport::AuthClient::new(
+        reqwest::Client::new(),
+        manager,
+    ))
+}
+
+/// Readies `manager` to refresh the stored tokens: metadata discovered again, and the client
+/// that obtained them configured (with its secret when it is the pre-registered one).
+async fn configure_stored_client(
+    name: &str,
+    manager: &mut AuthorizationManager,
+    settings: &OAuthSettings,
+    stored: &StoredCredentials,
+) -> Result<(), McpError> {
+    let configured = match settings.client_id.as_deref() {
+        Some(id) if id == stored.client_id => {
+            if !manager
+                .initialize_from_store()
+                .await
+                .map_err(|e| auth_failed(name, e))?
+            {
+                return Ok(());
+            }
+            let mut config = OAuthClientConfig::new(id, http_redirect_placeholder());
+            if let Some(secret) = &settings.client_secret {
+                config = config.with_client_secret(secret);
+            }
+            manager.configure_client(config)
+        }
+        _ => manager.initialize_from_store().await.map(|_| ()),
+    };
+    configured.map_err(|e| auth_failed(name, e))
+}
+
+/// A redirect URI for a client configured only to refresh tokens (refresh sends none).
+fn http_redirect_placeholder() -> &'static str {
+    "http://127.0.0.1/callback"
+}
