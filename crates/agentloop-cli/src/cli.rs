@@ -543,6 +543,46 @@ fn parse_cost(text: &str) -> Result<f64, String> {
 pub enum McpCommand {
     /// Show each configured MCP server, whether it starts, and its tools.
     List(McpListArgs),
+    /// Authorize agentloop with a streamable-HTTP server that asks for OAuth: prints the
+    /// authorization URL (and opens a browser), receives the code on 127.0.0.1, stores the
+    /// tokens (mode 0600) under the data directory's `agentloop/mcp-tokens/`.
+    Login(McpLoginArgs),
+    /// Forget the tokens stored for a server.
+    Logout(McpLogoutArgs),
+}
+
+/// `agentloop mcp login NAME`.
+#[derive(Args, Debug)]
+pub struct McpLoginArgs {
+    /// The server, as named in `[mcp_servers.NAME]`.
+    pub name: String,
+
+    /// Only print the authorization URL; do not try to open a browser.
+    #[arg(long)]
+    pub no_browser: bool,
+
+    /// The workspace whose `.agentloop/config.toml` is read (default: the current directory).
+    #[arg(long, short = 'w', value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+
+    /// Whether the workspace's own files apply (decided while parsing).
+    #[arg(skip)]
+    pub trust: crate::trust::Trust,
+}
+
+/// `agentloop mcp logout NAME`.
+#[derive(Args, Debug)]
+pub struct McpLogoutArgs {
+    /// The server, as named in `[mcp_servers.NAME]`.
+    pub name: String,
+
+    /// The workspace whose `.agentloop/config.toml` is read (default: the current directory).
+    #[arg(long, short = 'w', value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+
+    /// Whether the workspace's own files apply (decided while parsing).
+    #[arg(skip)]
+    pub trust: crate::trust::Trust,
 }
 
 /// `agentloop mcp list`.

@@ -171,6 +171,13 @@ pub struct McpServerEntry {
     /// Load the tools through tool search instead of sending them every turn.
     #[serde(default)]
     pub deferred: bool,
+    /// HTTP OAuth: a client id registered with the authorization server beforehand (dynamic
+    /// registration when unset).
+    pub oauth_client_id: Option<String>,
+    /// HTTP OAuth: the environment variable holding that client's secret.
+    pub oauth_client_secret_env: Option<String>,
+    /// HTTP OAuth: the scopes to ask for (from the server's challenge or metadata when unset).
+    pub oauth_scopes: Option<Vec<String>>,
 }
 
 impl ConfigFile {
@@ -363,10 +370,19 @@ impl McpServerEntry {
                 env: self.env,
                 cwd: self.cwd.map(|c| workspace.join(c)),
             }),
-            (None, Some(url)) => McpTransport::Http(HttpServer {
-                url,
-                headers: self.headers,
-            }),
+            (None, Some(url)) => {
+                let oauth = crate::mcp_auth::oauth_settings(
+                    name,
+                    self.oauth_client_id,
+                    self.oauth_client_secret_env,
+                    self.oauth_scopes,
+                )?;
+                McpTransport::Http(HttpServer {
+                    url,
+                    headers: self.headers,
+                    oauth: Some(oauth),
+                })
+            }
             (Some(_), Some(_)) => {
                 return Err(Failure::usage(format!(
                     "mcp_servers.{name} has both `command` and `url`; use one"

@@ -47,6 +47,7 @@ mod invocation;
 mod jobs;
 mod markdown;
 mod mcp;
+mod mcp_auth;
 mod mentions;
 #[cfg(feature = "demo")]
 mod mock;

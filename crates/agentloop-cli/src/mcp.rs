@@ -2,7 +2,9 @@
 //! (`agentloop mcp list`) and serving the built-in tools (`agentloop mcp-server`).
 //!
 //! Server lifecycle notices (started, failed, died, restarted) go to stderr as one line each;
-//! a server that fails to start never stops a run, its tools are just absent. The toolset is
+//! a server that fails to start never stops a run, its tools are just absent. A server that
+//! asks for OAuth it was not given says "needs login: agentloop mcp login NAME" (see
+//! `mcp_auth`). The toolset is
 //! the agent's tool source, so a server's `tools/list_changed` reaches the next model call.
 
 use std::sync::Arc;
@@ -76,10 +78,12 @@ pub async fn connect(
             server.log_level = level;
         }
     }
-    let on_event: agentloop_mcp::McpEventFn = Arc::new(|event: &McpEvent| {
-        if !matches!(event, McpEvent::Started { .. }) {
-            eprintln!("agentloop: {event}");
-        }
+    let on_event: agentloop_mcp::McpEventFn = Arc::new(|event: &McpEvent| match event {
+        McpEvent::Started { .. } => {}
+        McpEvent::NeedsLogin { server, .. } => eprintln!(
+            "agentloop: warning: MCP server `{server}` needs login: agentloop mcp login {server}"
+        ),
+        _ => eprintln!("agentloop: {event}"),
     });
     let toolset = McpToolset::connect_with_events(servers, Some(on_event))
         .await
@@ -127,6 +131,8 @@ pub fn attach(
 pub async fn run(command: McpCommand) -> Result<(), Failure> {
     match command {
         McpCommand::List(args) => list(args).await,
+        McpCommand::Login(args) => crate::mcp_auth::login(args).await,
+        McpCommand::Logout(args) => crate::mcp_auth::logout(args).await,
     }
 }
 
@@ -163,6 +169,10 @@ async fn list(args: McpListArgs) -> Result<(), Failure> {
                 println!("{}: running, {tools} tool(s){protocol}", server.name);
             }
             ServerState::Down(why) => println!("{}: failed to start: {why}", server.name),
+            ServerState::NeedsLogin(_) => println!(
+                "{}: needs login: agentloop mcp login {}",
+                server.name, server.name
+            ),
             _ => println!("{}: unknown state", server.name),
         }
         for tool in &server.tools {

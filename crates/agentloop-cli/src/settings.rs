@@ -338,6 +338,8 @@ fn finish(mut cli: Cli, explicit: Explicit, trust: Option<Trust>) -> Result<Cli,
         }
         Some(Command::Resume(args)) => args.explicit = explicit,
         Some(Command::Config(ConfigCommand::Show(args))) => args.trust = decide(&args.workspace)?,
+        Some(Command::Mcp(McpCommand::Login(args))) => args.trust = decide(&args.workspace)?,
+        Some(Command::Mcp(McpCommand::Logout(args))) => args.trust = decide(&args.workspace)?,
         Some(Command::Mcp(McpCommand::List(args))) => {
             args.trust = decide(&args.workspace)?;
             let workspace = args.workspace.clone().map_or_else(current_dir, Ok)?;

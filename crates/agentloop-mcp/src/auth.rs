@@ -309,6 +309,62 @@ async fn scopes_for(
     scopes
 }
 
+/// Discovers the authorization server's metadata into `manager`, seeded with `challenge`.
+///
+/// A 2025-03-26 server publishes the metadata at its own root, where it may name an issuer
+/// under a path of that origin (`http://host/oauth`), which RFC 8414's check rejects; such
+/// metadata is accepted from the server's own origin, as that revision of the spec did.
+async fn discover(
+    name: &str,
+    manager: &mut AuthorizationManager,
+    url: &url::Url,
+    challenge: Option<&str>,
+) -> Result<(), McpError> {
+    match manager.resolve_metadata_from_challenge(challenge).await {
+        Ok(resolution) => manager.set_metadata(resolution.metadata),
+        Err(AuthError::AuthorizationServerMismatch {
+            received_issuer, ..
+        }) if same_origin(&received_issuer, url) => {
+            let metadata = root_metadata(url)
+                .await
+                .map_err(|e| auth_failed(name, format!("discovery failed: {e}")))?;
+            manager.set_metadata(metadata);
+        }
+        Err(e) => return Err(auth_failed(name, format!("discovery failed: {e}"))),
+    }
+    Ok(())
+}
+
+fn same_origin(other: &str, url: &url::Url) -> bool {
+    url::Url::parse(other).is_ok_and(|o| o.origin() == url.origin())
+}
+
+/// The metadata at `/.well-known/oauth-authorization-server` of the server's origin, when its
+/// endpoints are on that origin too.
+async fn root_metadata(
+    url: &url::Url,
+) -> Result<rmcp::transport::auth::AuthorizationMetadata, String> {
+    let mut well_known = url.clone();
+    well_known.set_path("/.well-known/oauth-authorization-server");
+    well_known.set_query(None);
+    let response = reqwest::get(well_known.as_str())
+        .await
+        .and_then(|r| r.error_for_status())
+        .map_err(|e| e.to_string())?;
+    let metadata: rmcp::transport::auth::AuthorizationMetadata =
+        response.json().await.map_err(|e| e.to_string())?;
+    let endpoints = [
+        Some(&metadata.authorization_endpoint),
+        Some(&metadata.token_endpoint),
+        metadata.registration_endpoint.as_ref(),
+    ];
+    if endpoints.into_iter().flatten().all(|e| same_origin(e, url)) {
+        Ok(metadata)
+    } else {
+        Err("the server's metadata names endpoints on another origin".into())
+    }
+}
+
 /// Runs the authorization-code flow with PKCE for server `name` at `http`: discovery (seeded
 /// with `challenge`, else with the server's answer to an unauthenticated request), client
 /// registration (pre-registered, metadata document, or dynamic), the authorization URL handed
@@ -336,11 +392,7 @@ pub async fn login(
     if let Some(store) = &store {
         manager.set_credential_store(store.clone());
     }
-    let resolution = manager
-        .resolve_metadata_from_challenge(challenge.as_deref())
-        .await
-        .map_err(|e| auth_failed(name, format!("discovery failed: {e}")))?;
-    manager.set_metadata(resolution.metadata);
+    discover(name, &mut manager, &url, challenge.as_deref()).await?;
     let mut request = AuthorizationRequest::new(authorizer.redirect_uri())
         .with_client_name("agentloop")
         .with_scopes(scopes);
@@ -395,6 +447,8 @@ pub(crate) async fn auth_client(
         let stored = store.read().map_err(|e| auth_failed(name, e))?;
         manager.set_credential_store(store);
         if let Some(stored) = stored.filter(|s| s.token_response.is_some()) {
+            let url = url::Url::parse(&http.url).map_err(|e| auth_failed(name, e))?;
+            discover(name, &mut manager, &url, None).await?;
             configure_stored_client(name, &mut manager, settings, &stored).await?;
         }
     }
@@ -435,4 +489,59 @@ async fn configure_stored_client(
 /// A redirect URI for a client configured only to refresh tokens (refresh sends none).
 fn http_redirect_placeholder() -> &'static str {
     "http://127.0.0.1/callback"
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn credentials(scopes: &[&str]) -> StoredCredentials {
+        let scopes = scopes.iter().map(|s| (*s).to_owned()).collect();
+        StoredCredentials::new("client".into(), None, scopes, None)
+    }
+
+    #[tokio::test]
+    async fn the_token_file_is_private_and_bound_to_its_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens/srv.json");
+        let store = TokenFile::new(&path, "http://a.example/mcp");
+        assert!(store.load().await.unwrap().is_none());
+        store.save(credentials(&["read"])).await.unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(&path), 0o600);
+            assert_eq!(mode(path.parent().unwrap()), 0o700);
+        }
+        let loaded = store.load().await.unwrap().unwrap();
+        assert_eq!(loaded.client_id, "client");
+        // The same file read for another URL holds nothing for it.
+        let other = TokenFile::new(&path, "http://b.example/mcp");
+        assert!(other.load().await.unwrap().is_none());
+        store.clear().await.unwrap();
+        assert!(!path.exists());
+        store.clear().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn stepping_up_keeps_the_granted_scopes_and_adds_the_asked_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = url::Url::parse("http://a.example/mcp").unwrap();
+        let store = TokenFile::new(&dir.path().join("t.json"), url.as_str());
+        store.save(credentials(&["read"])).await.unwrap();
+        let settings = OAuthSettings::default();
+        let step_up = r#"Bearer error="insufficient_scope", scope="read write""#;
+        let scopes = scopes_for(&settings, Some(step_up), &url, Some(&store)).await;
+        assert_eq!(scopes, ["read", "write"]);
+        // A plain 401 leaves the choice to discovery (challenge, then scopes_supported).
+        let plain = r#"Bearer error="invalid_token", scope="read""#;
+        assert!(scopes_for(&settings, Some(plain), &url, Some(&store)).await.is_empty());
+        let configured = OAuthSettings::default().with_scopes(["admin"]);
+        assert_eq!(
+            scopes_for(&configured, Some(step_up), &url, Some(&store)).await,
+            ["admin", "read", "write"]
+        );
+    }
 }

@@ -293,10 +293,16 @@ impl ServerHandle {
 
     fn failed(&self, e: McpError) -> McpError {
         tracing::warn!(server = %self.name(), "MCP server unavailable: {e}");
-        self.set_state(match &e {
-            McpError::NeedsLogin { challenge, .. } => ServerState::NeedsLogin(challenge.clone()),
-            other => ServerState::Down(other.to_string()),
-        });
+        if let McpError::NeedsLogin { challenge, .. } = &e {
+            let reason = challenge_text(challenge);
+            self.set_state(ServerState::NeedsLogin(reason.clone()));
+            self.events.emit(McpEvent::NeedsLogin {
+                server: self.name().to_owned(),
+                reason,
+            });
+            return e;
+        }
+        self.set_state(ServerState::Down(e.to_string()));
         self.events.emit(McpEvent::Failed {
             server: self.name().to_owned(),
             error: e.to_string(),
@@ -618,18 +624,14 @@ impl ServerHandle {
     fn needs_login(&self, challenge: &str) -> McpError {
         McpError::NeedsLogin {
             server: self.name().to_owned(),
-            challenge: challenge_text(challenge),
+            challenge: challenge.to_owned(),
         }
     }
 
     /// A call refused for want of authorization: the server needs login from now on.
     fn login_needed(&self, challenge: String) -> ToolError {
         let e = self.needs_login(&challenge);
-        let why = match &e {
-            McpError::NeedsLogin { challenge, .. } => challenge.clone(),
-            _ => String::new(),
-        };
-        self.set_state(ServerState::NeedsLogin(why));
+        self.set_state(ServerState::NeedsLogin(challenge_text(&challenge)));
         ToolError::new(format!("{e}; its tools are unavailable until then"))
     }
 

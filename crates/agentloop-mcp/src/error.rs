@@ -28,7 +28,7 @@ pub enum McpError {
     NeedsLogin {
         /// The server's name.
         server: String,
-        /// The server's `WWW-Authenticate` challenge.
+        /// The server's `WWW-Authenticate` challenge, as it sent it.
         challenge: String,
     },
     /// An OAuth step (discovery, registration, authorization, token exchange, the token

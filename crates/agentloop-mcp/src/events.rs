@@ -21,6 +21,14 @@ pub enum McpEvent {
         /// Why.
         error: String,
     },
+    /// The server asks for an authorization it was not given (no tokens, or tokens it no
+    /// longer accepts); its tools are absent until someone logs in.
+    NeedsLogin {
+        /// The server's name.
+        server: String,
+        /// The server's reason, as one line.
+        reason: String,
+    },
     /// The server's connection closed (crash, exit).
     Died {
         /// The server's name.
@@ -58,6 +66,9 @@ impl std::fmt::Display for McpEvent {
             }
             McpEvent::Failed { server, error } => {
                 write!(f, "MCP server `{server}` unavailable: {error}")
+            }
+            McpEvent::NeedsLogin { server, reason } => {
+                write!(f, "MCP server `{server}` needs login ({reason})")
             }
             McpEvent::Died { server } => write!(f, "MCP server `{server}` stopped"),
             McpEvent::Restarted { server } => write!(f, "MCP server `{server}` restarted"),

@@ -218,6 +218,19 @@ fn narrow_server(server: &mut McpServerEntry, wanted: &McpServerEntry) -> Vec<&'
             wanted.prefix.is_some() && wanted.prefix != server.prefix,
         ),
         ("deferred", wanted.deferred && !server.deferred),
+        (
+            "oauth_client_id",
+            wanted.oauth_client_id.is_some() && wanted.oauth_client_id != server.oauth_client_id,
+        ),
+        (
+            "oauth_client_secret_env",
+            wanted.oauth_client_secret_env.is_some()
+                && wanted.oauth_client_secret_env != server.oauth_client_secret_env,
+        ),
+        (
+            "oauth_scopes",
+            wanted.oauth_scopes.is_some() && wanted.oauth_scopes != server.oauth_scopes,
+        ),
     ];
     ignored.extend(widening.iter().filter(|(_, w)| *w).map(|(key, _)| *key));
     ignored

@@ -1,0 +1,399 @@
+//! OAuth for a streamable-HTTP MCP server through the `agentloop` binary, against a local
+//! OAuth-protected server written here (protected-resource and authorization-server metadata,
+//! dynamic registration, an authorization endpoint that approves at once, a token endpoint
+//! with refresh, and the built-in tools behind a bearer check): before login the server
+//! "needs login" in `mcp list` and in a run's warning (the run still succeeds); `mcp login
+//! --no-browser` prints the URL, the redirect reaches its loopback listener, the tokens land in
+//! the data directory with mode 0600; an access token the server declares expired is
+//! refreshed; a revoked grant makes the server "need login" again; `mcp logout` removes them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::process::{Output, Stdio};
+use std::sync::{Arc, Mutex};
+
+use agentloop_testkit::{MockServer, Script};
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{StatusCode, Uri, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::{Value, json};
+
+use support::Scratch;
+
+/// What the authorization server knows: live access and refresh tokens, and what happened.
+#[derive(Default)]
+struct AuthState {
+    base: String,
+    access: BTreeSet<String>,
+    refresh: BTreeSet<String>,
+    issued: u32,
+    /// Grant types the token endpoint was asked for, in order.
+    grants: Vec<String>,
+    /// The `resource` parameter of each token request.
+    resources: Vec<String>,
+}
+
+type Shared = Arc<Mutex<AuthState>>;
+
+/// A JSON answer.
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// `a=1&b=2` (form body or query), decoded.
+fn pairs(text: &str) -> BTreeMap<String, String> {
+    let decode = |s: &str| {
+        let s = s.replace('+', " ");
+        let bytes = s.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] == b'%'
+                && i + 2 < bytes.len()
+                && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+            {
+                out.push(b);
+                i += 3;
+            } else {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    };
+    text.split('&')
+        .filter_map(|p| p.split_once('='))
+        .map(|(k, v)| (decode(k), decode(v)))
+        .collect()
+}
+
+fn issue(state: &mut AuthState) -> Value {
+    state.issued += 1;
+    let (access, refresh) = (
+        format!("access-{}", state.issued),
+        format!("refresh-{}", state.issued),
+    );
+    state.access.insert(access.clone());
+    state.refresh.insert(refresh.clone());
+    json!({"access_token": access, "token_type": "Bearer", "expires_in": 3600,
+           "refresh_token": refresh, "scope": "tools"})
+}
+
+async fn token(State(s): State<Shared>, body: String) -> Response {
+    let form = pairs(&body);
+    let mut state = s.lock().unwrap();
+    let grant = form.get("grant_type").cloned().unwrap_or_default();
+    state.grants.push(grant.clone());
+    state
+        .resources
+        .push(form.get("resource").cloned().unwrap_or_default());
+    let ok = match grant.as_str() {
+        "authorization_code" => form.get("code").is_some_and(|c| c == "the-code"),
+        "refresh_token" => form
+            .get("refresh_token")
+            .is_some_and(|r| state.refresh.remove(r)),
+        _ => false,
+    };
+    if !ok {
+        return json_response(StatusCode::BAD_REQUEST, &json!({"error": "invalid_grant"}));
+    }
+    json_response(StatusCode::OK, &issue(&mut state))
+}
+
+async fn authorize(uri: Uri) -> Response {
+    let q = pairs(uri.query().unwrap_or_default());
+    assert_eq!(q.get("code_challenge_method").map(String::as_str), Some("S256"));
+    let redirect = format!(
+        "{}?code=the-code&state={}",
+        q["redirect_uri"],
+        q.get("state").cloned().unwrap_or_default()
+    );
+    (StatusCode::FOUND, [(header::LOCATION, redirect)]).into_response()
+}
+
+async fn bearer(State(s): State<Shared>, req: Request, next: Next) -> Response {
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or_default()
+        .to_owned();
+    let (known, base) = {
+        let state = s.lock().unwrap();
+        (state.access.contains(&given), state.base.clone())
+    };
+    if known {
+        return next.run(req).await;
+    }
+    let challenge = format!(
+        "Bearer error=\"invalid_token\", error_description=\"token expired or revoked\", \
+         resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\""
+    );
+    (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, challenge)]).into_response()
+}
+
+/// Starts the OAuth-protected MCP server on its own runtime thread; its base URL and state.
+fn start_server(served: &std::path::Path) -> (String, Shared) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let state: Shared = Arc::new(Mutex::new(AuthState {
+        base: base.clone(),
+        ..AuthState::default()
+    }));
+    let workspace = agentloop::builtin::Workspace::new(served).unwrap();
+    let tools = agentloop_mcp::BuiltinToolsServer::new(
+        workspace,
+        agentloop::builtin::ApprovalPolicy::Never,
+    )
+    .unwrap();
+    let mcp = agentloop_mcp::builtin_tools_router(tools, &agentloop_mcp::HttpServeOptions::default())
+        .layer(axum::middleware::from_fn_with_state(state.clone(), bearer));
+    let b = base.clone();
+    let prm = json!({"resource": format!("{b}/mcp"), "authorization_servers": [b.clone()]});
+    let asm = json!({
+        "issuer": b, "authorization_endpoint": format!("{b}/authorize"),
+        "token_endpoint": format!("{b}/token"), "registration_endpoint": format!("{b}/register"),
+        "response_types_supported": ["code"], "code_challenge_methods_supported": ["S256"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "token_endpoint_auth_methods_supported": ["none"]
+    });
+    let oauth = Router::new()
+        .route(
+            "/.well-known/oauth-protected-resource/mcp",
+            get(move || async move { json_response(StatusCode::OK, &prm) }),
+        )
+        .route(
+            "/.well-known/oauth-authorization-server",
+            get(move || async move { json_response(StatusCode::OK, &asm) }),
+        )
+        .route(
+            "/register",
+            post(|body: String| async move {
+                let body: Value = serde_json::from_str(&body).unwrap_or_default();
+                let uris = body["redirect_uris"].clone();
+                let answer = json!({"client_id": "agentloop-test", "redirect_uris": uris,
+                                    "token_endpoint_auth_method": "none"});
+                json_response(StatusCode::CREATED, &answer)
+            }),
+        )
+        .route("/authorize", get(authorize))
+        .route("/token", post(token))
+        .with_state(state.clone());
+    let app = mcp.merge(oauth);
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            axum::serve(listener, app).await.unwrap();
+        });
+    });
+    (base, state)
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn setup() -> (Scratch, String, Shared) {
+    let s = Scratch::new();
+    std::fs::create_dir_all(s.path("config/agentloop")).unwrap();
+    std::fs::create_dir_all(s.path("served")).unwrap();
+    std::fs::write(s.path("served/remote.txt"), "served file\n").unwrap();
+    let (base, state) = start_server(&s.path("served"));
+    std::fs::write(
+        s.path("config/agentloop/config.toml"),
+        format!("[mcp_servers.remote]\nurl = \"{base}/mcp\"\n"),
+    )
+    .unwrap();
+    (s, base, state)
+}
+
+fn mcp_list(s: &Scratch) -> String {
+    let out = s
+        .cmd()
+        .args(["mcp", "list", "--workspace"])
+        .arg(s.ws())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `mcp login remote --no-browser`, with the test as the browser: reads the printed URL and
+/// follows the authorization server's redirect to the login's loopback listener.
+fn login(s: &Scratch) -> String {
+    let mut child = s
+        .cmd()
+        .args(["mcp", "login", "remote", "--no-browser", "--workspace"])
+        .arg(s.ws())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut printed = String::new();
+    let url = loop {
+        let Some(Ok(line)) = lines.next() else {
+            let out = child.wait_with_output().unwrap();
+            panic!("no authorization URL in:\n{printed}\n{}", text(&out));
+        };
+        printed.push_str(&line);
+        printed.push('\n');
+        if let Some(url) = line.trim().strip_prefix("http") {
+            break format!("http{url}");
+        }
+    };
+    let answer = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(async { reqwest::get(&url).await?.text().await });
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let out = child.wait_with_output().unwrap();
+    let page = answer.unwrap();
+    assert!(page.contains("authorization received"), "{page}");
+    assert!(out.status.success(), "{printed}{}\n{}", rest.join("\n"), text(&out));
+    printed + &rest.join("\n")
+}
+
+#[test]
+fn login_refresh_revocation_and_logout_of_an_oauth_server() {
+    let (s, base, state) = setup();
+
+    // No tokens: the server needs login, and a run warns in one line and still succeeds.
+    let listed = mcp_list(&s);
+    assert!(
+        listed.contains("remote: needs login: agentloop mcp login remote"),
+        "{listed}"
+    );
+    let model = MockServer::start(Script::from_value(json!({"turns": [{"text": "done"}]})).unwrap());
+    let out = s.run_cmd(&model).arg("hello").output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("remote")).collect();
+    assert_eq!(
+        warnings,
+        ["agentloop: warning: MCP server `remote` needs login: agentloop mcp login remote"],
+        "{}",
+        text(&out)
+    );
+
+    // Login: URL printed, code received on the loopback listener, tokens stored 0600.
+    let printed = login(&s);
+    assert!(printed.contains("logged in to MCP server `remote`"), "{printed}");
+    let file = s.path("data/agentloop/mcp-tokens/remote.json");
+    let stored = std::fs::read_to_string(&file).unwrap();
+    assert!(stored.contains("access-1") && stored.contains(&base), "{stored}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "token file mode {mode:o}");
+        let dir = std::fs::metadata(file.parent().unwrap()).unwrap();
+        assert_eq!(dir.permissions().mode() & 0o777, 0o700);
+    }
+    assert!(!s.ws().join(".agentloop").exists(), "nothing written to the workspace");
+    {
+        let st = state.lock().unwrap();
+        assert_eq!(st.grants, ["authorization_code"]);
+        assert_eq!(st.resources, [format!("{base}/mcp")], "the resource parameter");
+    }
+    let listed = mcp_list(&s);
+    assert!(listed.contains("remote: running,"), "{listed}");
+
+    // The server declares the access token expired: the client refreshes and goes on.
+    state.lock().unwrap().access.clear();
+    let listed = mcp_list(&s);
+    assert!(listed.contains("remote: running,"), "{listed}");
+    assert_eq!(
+        state.lock().unwrap().grants,
+        ["authorization_code", "refresh_token"]
+    );
+    let stored = std::fs::read_to_string(&file).unwrap();
+    assert!(stored.contains("access-2") && !stored.contains("access-1"), "{stored}");
+
+    // Revoked (access and refresh): needs login again, in the list and as the run's warning.
+    {
+        let mut st = state.lock().unwrap();
+        st.access.clear();
+        st.refresh.clear();
+    }
+    let listed = mcp_list(&s);
+    assert!(
+        listed.contains("remote: needs login: agentloop mcp login remote"),
+        "{listed}"
+    );
+    let out = s.run_cmd(&model).arg("hello").output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("MCP server `remote` needs login: agentloop mcp login remote"),
+        "{}",
+        text(&out)
+    );
+
+    // Logout removes the tokens; a second logout has nothing to remove.
+    let out = s
+        .cmd()
+        .args(["mcp", "logout", "remote", "--workspace"])
+        .arg(s.ws())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("logged out"), "{}", text(&out));
+    assert!(!file.exists());
+    let out = s
+        .cmd()
+        .args(["mcp", "logout", "remote", "--workspace"])
+        .arg(s.ws())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no tokens"), "{}", text(&out));
+}
+
+#[test]
+fn login_names_an_unknown_or_stdio_server_in_one_line() {
+    let s = Scratch::new();
+    std::fs::create_dir_all(s.path("config/agentloop")).unwrap();
+    std::fs::write(
+        s.path("config/agentloop/config.toml"),
+        "[mcp_servers.local]\ncommand = \"true\"\n",
+    )
+    .unwrap();
+    for (name, expected) in [
+        ("nope", "no MCP server named `nope`"),
+        ("local", "not a streamable-HTTP server"),
+    ] {
+        let out = s
+            .cmd()
+            .args(["mcp", "login", name, "--no-browser", "--workspace"])
+            .arg(s.ws())
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(expected), "{}", text(&out));
+        assert_eq!(stderr.trim().lines().count(), 1, "{}", text(&out));
+    }
+}
