@@ -377,10 +377,16 @@ impl McpServerEntry {
                     self.oauth_client_secret_env,
                     self.oauth_scopes,
                 )?;
+                // A configured `Authorization` header is the server's credential; OAuth
+                // tokens would compete with it.
+                let own_token = self
+                    .headers
+                    .keys()
+                    .any(|k| k.eq_ignore_ascii_case("authorization"));
                 McpTransport::Http(HttpServer {
                     url,
                     headers: self.headers,
-                    oauth: Some(oauth),
+                    oauth: (!own_token).then_some(oauth),
                 })
             }
             (Some(_), Some(_)) => {

@@ -192,7 +192,9 @@ async fn receive_redirect(listener: TcpListener) -> Result<String, String> {
             .to_owned();
         if !target.starts_with("/callback") {
             let _ = stream
-                .write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                .write_all(
+                    b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                )
                 .await;
             continue;
         }

@@ -114,7 +114,10 @@ async fn token(State(s): State<Shared>, body: String) -> Response {
 
 async fn authorize(uri: Uri) -> Response {
     let q = pairs(uri.query().unwrap_or_default());
-    assert_eq!(q.get("code_challenge_method").map(String::as_str), Some("S256"));
+    assert_eq!(
+        q.get("code_challenge_method").map(String::as_str),
+        Some("S256")
+    );
     let redirect = format!(
         "{}?code=the-code&state={}",
         q["redirect_uri"],
@@ -142,7 +145,11 @@ async fn bearer(State(s): State<Shared>, req: Request, next: Next) -> Response {
         "Bearer error=\"invalid_token\", error_description=\"token expired or revoked\", \
          resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\""
     );
-    (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, challenge)]).into_response()
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, challenge)],
+    )
+        .into_response()
 }
 
 /// Starts the OAuth-protected MCP server on its own runtime thread; its base URL and state.
@@ -160,8 +167,9 @@ fn start_server(served: &std::path::Path) -> (String, Shared) {
         agentloop::builtin::ApprovalPolicy::Never,
     )
     .unwrap();
-    let mcp = agentloop_mcp::builtin_tools_router(tools, &agentloop_mcp::HttpServeOptions::default())
-        .layer(axum::middleware::from_fn_with_state(state.clone(), bearer));
+    let mcp =
+        agentloop_mcp::builtin_tools_router(tools, &agentloop_mcp::HttpServeOptions::default())
+            .layer(axum::middleware::from_fn_with_state(state.clone(), bearer));
     let b = base.clone();
     let prm = json!({"resource": format!("{b}/mcp"), "authorization_servers": [b.clone()]});
     let asm = json!({
@@ -273,7 +281,12 @@ fn login(s: &Scratch) -> String {
     let out = child.wait_with_output().unwrap();
     let page = answer.unwrap();
     assert!(page.contains("authorization received"), "{page}");
-    assert!(out.status.success(), "{printed}{}\n{}", rest.join("\n"), text(&out));
+    assert!(
+        out.status.success(),
+        "{printed}{}\n{}",
+        rest.join("\n"),
+        text(&out)
+    );
     printed + &rest.join("\n")
 }
 
@@ -287,7 +300,8 @@ fn login_refresh_revocation_and_logout_of_an_oauth_server() {
         listed.contains("remote: needs login: agentloop mcp login remote"),
         "{listed}"
     );
-    let model = MockServer::start(Script::from_value(json!({"turns": [{"text": "done"}]})).unwrap());
+    let model =
+        MockServer::start(Script::from_value(json!({"turns": [{"text": "done"}]})).unwrap());
     let out = s.run_cmd(&model).arg("hello").output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -301,10 +315,16 @@ fn login_refresh_revocation_and_logout_of_an_oauth_server() {
 
     // Login: URL printed, code received on the loopback listener, tokens stored 0600.
     let printed = login(&s);
-    assert!(printed.contains("logged in to MCP server `remote`"), "{printed}");
+    assert!(
+        printed.contains("logged in to MCP server `remote`"),
+        "{printed}"
+    );
     let file = s.path("data/agentloop/mcp-tokens/remote.json");
     let stored = std::fs::read_to_string(&file).unwrap();
-    assert!(stored.contains("access-1") && stored.contains(&base), "{stored}");
+    assert!(
+        stored.contains("access-1") && stored.contains(&base),
+        "{stored}"
+    );
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
@@ -313,11 +333,18 @@ fn login_refresh_revocation_and_logout_of_an_oauth_server() {
         let dir = std::fs::metadata(file.parent().unwrap()).unwrap();
         assert_eq!(dir.permissions().mode() & 0o777, 0o700);
     }
-    assert!(!s.ws().join(".agentloop").exists(), "nothing written to the workspace");
+    assert!(
+        !s.ws().join(".agentloop").exists(),
+        "nothing written to the workspace"
+    );
     {
         let st = state.lock().unwrap();
         assert_eq!(st.grants, ["authorization_code"]);
-        assert_eq!(st.resources, [format!("{base}/mcp")], "the resource parameter");
+        assert_eq!(
+            st.resources,
+            [format!("{base}/mcp")],
+            "the resource parameter"
+        );
     }
     let listed = mcp_list(&s);
     assert!(listed.contains("remote: running,"), "{listed}");
@@ -331,7 +358,10 @@ fn login_refresh_revocation_and_logout_of_an_oauth_server() {
         ["authorization_code", "refresh_token"]
     );
     let stored = std::fs::read_to_string(&file).unwrap();
-    assert!(stored.contains("access-2") && !stored.contains("access-1"), "{stored}");
+    assert!(
+        stored.contains("access-2") && !stored.contains("access-1"),
+        "{stored}"
+    );
 
     // Revoked (access and refresh): needs login again, in the list and as the run's warning.
     {
@@ -361,7 +391,11 @@ fn login_refresh_revocation_and_logout_of_an_oauth_server() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", text(&out));
-    assert!(String::from_utf8_lossy(&out.stdout).contains("logged out"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("logged out"),
+        "{}",
+        text(&out)
+    );
     assert!(!file.exists());
     let out = s
         .cmd()
@@ -369,7 +403,11 @@ fn login_refresh_revocation_and_logout_of_an_oauth_server() {
         .arg(s.ws())
         .output()
         .unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("no tokens"), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("no tokens"),
+        "{}",
+        text(&out)
+    );
 }
 
 #[test]

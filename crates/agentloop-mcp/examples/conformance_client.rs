@@ -64,7 +64,12 @@ fn follow_redirect() -> Authorizer {
                 .get(reqwest::header::LOCATION)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned)
-                .ok_or_else(|| format!("no redirect from the authorization URL ({})", response.status()))
+                .ok_or_else(|| {
+                    format!(
+                        "no redirect from the authorization URL ({})",
+                        response.status()
+                    )
+                })
         })
     })
 }

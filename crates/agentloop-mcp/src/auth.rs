@@ -169,8 +169,9 @@ impl TokenFile {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(store_error(&self.path, e)),
         };
-        let contents: TokenFileContents = serde_json::from_str(&text)
-            .map_err(|e| AuthError::CredentialStoreError(format!("{}: {e}", self.path.display())))?;
+        let contents: TokenFileContents = serde_json::from_str(&text).map_err(|e| {
+            AuthError::CredentialStoreError(format!("{}: {e}", self.path.display()))
+        })?;
         Ok((contents.server_url == self.server_url).then_some(contents.credentials))
     }
 
@@ -537,7 +538,11 @@ mod tests {
         assert_eq!(scopes, ["read", "write"]);
         // A plain 401 leaves the choice to discovery (challenge, then scopes_supported).
         let plain = r#"Bearer error="invalid_token", scope="read""#;
-        assert!(scopes_for(&settings, Some(plain), &url, Some(&store)).await.is_empty());
+        assert!(
+            scopes_for(&settings, Some(plain), &url, Some(&store))
+                .await
+                .is_empty()
+        );
         let configured = OAuthSettings::default().with_scopes(["admin"]);
         assert_eq!(
             scopes_for(&configured, Some(step_up), &url, Some(&store)).await,

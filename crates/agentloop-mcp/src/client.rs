@@ -376,8 +376,7 @@ impl ServerHandle {
                 let served = match &http.oauth {
                     Some(oauth) => {
                         let client = crate::auth::auth_client(&server, http, oauth).await?;
-                        let transport =
-                            StreamableHttpClientTransport::with_client(client, config);
+                        let transport = StreamableHttpClientTransport::with_client(client, config);
                         handler.serve(transport).await
                     }
                     None => {
