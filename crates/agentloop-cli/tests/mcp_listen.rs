@@ -95,11 +95,11 @@ async fn the_builtin_tools_over_http_with_a_bearer_token_and_origin_checks() {
     );
     toolset.shutdown().await;
 
-    // No token: the server stays down for this client.
+    // No token: the server's 401 leaves it needing login for this client, its tools absent.
     let refused = McpToolset::connect([McpServerConfig::http("al", &url)])
         .await
         .unwrap();
-    assert!(matches!(refused.servers()[0].1, ServerState::Down(_)));
+    assert!(matches!(refused.servers()[0].1, ServerState::NeedsLogin(_)));
 
     // A hostile page: refused even with the token.
     let status = reqwest::Client::new()
