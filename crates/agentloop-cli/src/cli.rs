@@ -108,13 +108,13 @@ pub enum Command {
     Compact(CompactArgs),
     /// The workspace checkpoints of a session (default: this directory's last session): one
     /// per mutating tool call, with the files it changed.
-    Checkpoints(crate::checkpoints::CheckpointsArgs),
+    Checkpoints(crate::commands::checkpoints::CheckpointsArgs),
     /// Put the workspace files back as they were before a checkpoint and fork the conversation
     /// there. Files changed since by anyone but the agent are skipped unless `--force`.
-    Rewind(crate::checkpoints::RewindArgs),
+    Rewind(crate::commands::checkpoints::RewindArgs),
     /// What a session (default: this directory's last session) changed in the workspace, from
     /// its checkpoints: a unified diff of text files, one line per binary or large one.
-    Diff(crate::checkpoints::DiffArgs),
+    Diff(crate::commands::checkpoints::DiffArgs),
     /// Serve a mock model script over HTTP (OpenAI Chat, OpenAI Responses and Anthropic
     /// wires) until Ctrl-C.
     #[cfg(feature = "demo")]
@@ -133,7 +133,7 @@ pub enum Command {
     /// servers and other project files then take full effect. Until then they may only narrow
     /// your own settings. Recorded with a hash of those files: when they change, the directory
     /// must be trusted again. `--revoke` withdraws the trust, `--list` shows every trusted one.
-    Trust(crate::trust::TrustArgs),
+    Trust(crate::config::trust::TrustArgs),
     /// Print a completion script for a shell. Bash: `agentloop completions bash >
     /// ~/.local/share/bash-completion/completions/agentloop`; zsh: into a directory of
     /// `$fpath` as `_agentloop`; fish: `~/.config/fish/completions/agentloop.fish`.
@@ -164,7 +164,7 @@ pub enum WorktreesCommand {
     Prune {
         /// Only those created longer ago than this (`90m`, `12h`, `7d`; a bare number is
         /// seconds).
-        #[arg(long, value_name = "DURATION", value_parser = crate::worktrees::parse_age)]
+        #[arg(long, value_name = "DURATION", value_parser = crate::commands::worktrees::parse_age)]
         older_than: Option<Duration>,
     },
 }
@@ -212,7 +212,7 @@ pub struct ConfigShowArgs {
 
     /// Whether the workspace's own files apply (decided while parsing).
     #[arg(skip)]
-    pub trust: crate::trust::Trust,
+    pub trust: crate::config::trust::Trust,
 }
 
 /// `agentloop run`.
@@ -471,13 +471,13 @@ pub struct RunArgs {
     pub keep_turns: usize,
 
     /// Which of the settings a session stores were given explicitly (filled in by
-    /// `settings::parse`, not a flag).
+    /// `config::layers::parse`, not a flag).
     #[arg(skip)]
     pub explicit: Explicit,
 
-    /// Whether the workspace's own files apply (decided by `settings::parse`, not a flag).
+    /// Whether the workspace's own files apply (decided by `config::layers::parse`, not a flag).
     #[arg(skip)]
-    pub trust: crate::trust::Trust,
+    pub trust: crate::config::trust::Trust,
 }
 
 /// Which session-stored settings the user gave on this invocation — typed as a flag, through
@@ -567,7 +567,7 @@ pub struct McpLoginArgs {
 
     /// Whether the workspace's own files apply (decided while parsing).
     #[arg(skip)]
-    pub trust: crate::trust::Trust,
+    pub trust: crate::config::trust::Trust,
 }
 
 /// `agentloop mcp logout NAME`.
@@ -582,7 +582,7 @@ pub struct McpLogoutArgs {
 
     /// Whether the workspace's own files apply (decided while parsing).
     #[arg(skip)]
-    pub trust: crate::trust::Trust,
+    pub trust: crate::config::trust::Trust,
 }
 
 /// `agentloop mcp list`.
@@ -598,7 +598,7 @@ pub struct McpListArgs {
 
     /// Whether the workspace's own files apply (decided while parsing).
     #[arg(skip)]
-    pub trust: crate::trust::Trust,
+    pub trust: crate::config::trust::Trust,
 }
 
 /// `agentloop mcp-server`.

@@ -56,7 +56,7 @@ impl fmt::Display for Failure {
         // One line, whatever the source error looked like, and no raw terminal controls (the
         // message may quote a model's or a file's text).
         let line: Vec<&str> = self.message.split_whitespace().collect();
-        f.write_str(&crate::safe_text::visible_line(&line.join(" ")))
+        f.write_str(&crate::ui::safe_text::visible_line(&line.join(" ")))
     }
 }
 

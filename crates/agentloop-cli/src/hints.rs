@@ -8,8 +8,8 @@
 
 use agentloop::model::ModelError;
 
-use crate::model::Provider;
-use crate::safe_text::visible_line;
+use crate::provider::Provider;
+use crate::ui::safe_text::visible_line;
 
 /// Where a model's requests went, as the flags and the environment chose it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,7 +33,7 @@ fn env_set(name: &str) -> bool {
 
 impl Endpoint {
     /// The endpoint of `provider` with `base_url` from `--base-url` (if given), read the way
-    /// [`crate::model`] reads it.
+    /// [`crate::provider`] reads it.
     pub fn of(provider: Provider, base_url: Option<&str>) -> Endpoint {
         let (prefix, keys, path): (&str, &[&'static str], &'static str) = match provider {
             Provider::OpenAi => ("OPENAI", &["OPENAI_API_KEY"], "chat/completions"),
@@ -149,7 +149,7 @@ pub fn explain(error: &ModelError, endpoint: &Endpoint) -> String {
 
 /// `": MESSAGE"` for a provider's message worth quoting (empty for none), cut to one short line.
 fn short(message: &str) -> String {
-    let line = crate::render::one_line(message, 160);
+    let line = crate::ui::render::one_line(message, 160);
     if line.trim().is_empty() {
         String::new()
     } else {
@@ -160,7 +160,7 @@ fn short(message: &str) -> String {
 /// The innermost cause of a connection error chain (`Connection refused (os error 111)`).
 fn last_cause(message: &str) -> String {
     let last = message.rsplit(": ").next().unwrap_or(message);
-    crate::render::one_line(last, 120)
+    crate::ui::render::one_line(last, 120)
 }
 
 #[cfg(test)]

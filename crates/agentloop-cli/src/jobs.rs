@@ -7,7 +7,7 @@
 use agentloop::builtin::{JobEvent, JobInfo, JobStatus, Jobs};
 use serde_json::{Value, json};
 
-use crate::safe_text::visible_line;
+use crate::ui::safe_text::visible_line;
 
 /// The job table for one `run` or one whole `chat` conversation.
 pub fn table(keep: bool) -> Jobs {
@@ -19,7 +19,7 @@ pub fn announce(jobs: &Jobs, json: bool) {
     jobs.on_event(move |event| {
         if json {
             if let Some(line) = event_line(event) {
-                crate::render::out(&format!("{line}\n"));
+                crate::ui::render::out(&format!("{line}\n"));
             }
             return;
         }
@@ -35,7 +35,7 @@ pub fn announce(jobs: &Jobs, json: bool) {
 }
 
 fn command(job: &JobInfo) -> String {
-    crate::render::one_line(&visible_line(&job.command), 80)
+    crate::ui::render::one_line(&visible_line(&job.command), 80)
 }
 
 /// The `--json` line of a job event (see `schema/events.schema.json`).

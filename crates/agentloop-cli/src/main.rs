@@ -25,50 +25,22 @@
 //! (including an invalid config file), 4 mutating calls denied for lack of a terminal,
 //! 3 the run stopped awaiting approval (`--approve defer`), 130 interrupted by Ctrl-C. Diagnostics go to stderr as one line.
 
-#[cfg(feature = "acp")]
-mod acp;
-mod agents;
-mod approvals;
-mod chat;
-mod checkpoints;
 mod cli;
 mod commands;
-mod compact;
 mod config;
-#[cfg(feature = "demo")]
-mod demo;
 mod error;
-mod extensions;
 mod help;
 mod hints;
-mod hooks;
-mod instructions;
 mod invocation;
 mod jobs;
-mod markdown;
 mod mcp;
 mod mcp_auth;
-mod mentions;
-#[cfg(feature = "demo")]
-mod mock;
-mod model;
-mod models;
 mod otel;
-mod permissions;
-mod picker;
 mod plan;
-mod prompt;
-mod render;
-mod run;
-mod safe_text;
+mod provider;
 mod scripting;
-mod session_settings;
-mod sessions;
-mod settings;
 mod shell;
-mod skills;
-mod trust;
-mod worktrees;
+mod ui;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -87,8 +59,8 @@ fn main() -> ExitCode {
         std::env::args_os().collect(),
         invocation::Terminal::detect(),
     );
-    // Config files fill in the `run` flags the user did not give (see settings.rs).
-    let cli = match settings::parse(argv) {
+    // Config files fill in the `run` flags the user did not give (see config/layers.rs).
+    let cli = match config::layers::parse(argv) {
         Ok(cli) => cli,
         Err(failure) => return report(&failure),
     };
@@ -118,36 +90,38 @@ fn main() -> ExitCode {
             ));
         };
         match command {
-            Command::Chat(args) => chat::run(db, args).await,
-            Command::Run(args) => run::run(db, picker::run_resume_flag(args)?).await,
+            Command::Chat(args) => commands::chat::run(db, args).await,
+            Command::Run(args) => commands::run::run(db, ui::picker::run_resume_flag(args)?).await,
             #[cfg(feature = "acp")]
-            Command::Acp(args) => acp::serve(db, args).await,
-            Command::Sessions(command) => sessions::run(db, command),
+            Command::Acp(args) => commands::acp::serve(db, args).await,
+            Command::Sessions(command) => commands::sessions::run(db, command),
             #[cfg(feature = "demo")]
-            Command::Demo(args) => demo::run(db, args).await,
-            Command::Compact(args) => compact::run(db, args).await,
-            Command::Checkpoints(args) => checkpoints::list(db, args),
-            Command::Rewind(args) => checkpoints::rewind(db, args),
-            Command::Diff(args) => checkpoints::diff(db, args),
+            Command::Demo(args) => commands::demo::run(db, args).await,
+            Command::Compact(args) => commands::compact::run(db, args).await,
+            Command::Checkpoints(args) => commands::checkpoints::list(db, args),
+            Command::Rewind(args) => commands::checkpoints::rewind(db, args),
+            Command::Diff(args) => commands::checkpoints::diff(db, args),
             #[cfg(feature = "demo")]
-            Command::MockServer(args) => mock::run(args).await,
-            Command::Approvals(args) => approvals::command(db, args),
-            Command::Approve(args) => approvals::approve(db, args),
-            Command::Deny(args) => approvals::deny(db, args),
-            Command::Resume(args) => picker::command(db, args).await,
+            Command::MockServer(args) => commands::mock::run(args).await,
+            Command::Approvals(args) => commands::approvals::command(db, args),
+            Command::Approve(args) => commands::approvals::approve(db, args),
+            Command::Deny(args) => commands::approvals::deny(db, args),
+            Command::Resume(args) => ui::picker::command(db, args).await,
             Command::Mcp(command) => mcp::run(command).await,
             Command::McpServer(args) => mcp::serve(args).await,
-            Command::Models(args) => models::run(args).await,
-            Command::Config(ConfigCommand::Show(args)) => settings::show(args),
-            Command::Trust(args) => trust::command(args),
+            Command::Models(args) => commands::models::run(args).await,
+            Command::Config(ConfigCommand::Show(args)) => config::layers::show(args),
+            Command::Trust(args) => config::trust::command(args),
             Command::Completions(args) => shell::completions(args),
             Command::Man => shell::man(),
             Command::Skills(cli::SkillsCommand::List { workspace, json }) => {
-                skills::list(workspace, json, trust_project)
+                config::skills::list(workspace, json, trust_project)
             }
-            Command::Worktrees(cli::WorktreesCommand::List { json }) => worktrees::list(json),
+            Command::Worktrees(cli::WorktreesCommand::List { json }) => {
+                commands::worktrees::list(json)
+            }
             Command::Worktrees(cli::WorktreesCommand::Prune { older_than }) => {
-                worktrees::prune(older_than)
+                commands::worktrees::prune(older_than)
             }
         }
     });

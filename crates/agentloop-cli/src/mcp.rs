@@ -15,7 +15,7 @@ use agentloop::tooling::{Registry, ToolSpec, bm25_tool_search};
 use agentloop_mcp::{McpEvent, McpLogLevel, McpServerConfig, McpToolset, ServerState};
 
 use crate::cli::{McpCommand, McpListArgs, McpServerArgs};
-use crate::config::ConfigFile;
+use crate::config::files::ConfigFile;
 use crate::error::Failure;
 
 /// Tools a tool search returns per query.
@@ -63,7 +63,7 @@ pub fn progress_text(update: &serde_json::Value) -> Option<String> {
     };
     if let Some(message) = update.get("message").and_then(serde_json::Value::as_str) {
         text.push(' ');
-        text.push_str(&crate::safe_text::visible_line(message));
+        text.push_str(&crate::ui::safe_text::visible_line(message));
     }
     Some(text)
 }
@@ -145,7 +145,7 @@ async fn list(args: McpListArgs) -> Result<(), Failure> {
     if servers.is_empty() {
         println!(
             "no MCP servers configured (add [mcp_servers.NAME] to {} or .agentloop/config.toml, or pass --mcp)",
-            crate::config::user_config_path()
+            crate::config::files::user_config_path()
                 .map(|p| p.display().to_string())
                 .unwrap_or_else(|| "~/.config/agentloop/config.toml".into())
         );

@@ -16,7 +16,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::cli::{McpLoginArgs, McpLogoutArgs};
-use crate::config::ConfigFile;
+use crate::config::files::ConfigFile;
 use crate::error::Failure;
 
 /// How long login waits for the browser to come back.
@@ -80,7 +80,7 @@ pub fn oauth_settings(
 fn http_server(
     name: &str,
     workspace: &Option<PathBuf>,
-    trust: &crate::trust::Trust,
+    trust: &crate::config::trust::Trust,
 ) -> Result<HttpServer, Failure> {
     let root = match workspace {
         Some(dir) => dir.clone(),
@@ -210,7 +210,7 @@ async fn receive_redirect(listener: TcpListener) -> Result<String, String> {
             .filter_map(|pair| pair.split_once('='))
             .find(|(k, _)| *k == "error")
         {
-            let error = crate::safe_text::visible_line(error);
+            let error = crate::ui::safe_text::visible_line(error);
             return Err(format!("the authorization server refused: {error}"));
         }
         return Ok(format!("{base}{target}"));

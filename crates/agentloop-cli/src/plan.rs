@@ -13,8 +13,8 @@ use agentloop::tooling::ToolSpec;
 use agentloop::transcript::ToolArguments;
 use serde_json::{Value, json};
 
-use crate::render::Style;
-use crate::safe_text::visible;
+use crate::ui::render::Style;
+use crate::ui::safe_text::visible;
 
 /// How a run works on the workspace (`--mode`).
 #[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -93,10 +93,10 @@ pub fn announce(event: &AgentEvent, json: bool) {
         return;
     };
     if json {
-        crate::render::out(&format!("{}\n", json_line(&plan)));
+        crate::ui::render::out(&format!("{}\n", json_line(&plan)));
     } else {
-        let style = Style::new(crate::render::stdout_color());
-        crate::render::out(&shown(style, &plan));
+        let style = Style::new(crate::ui::render::stdout_color());
+        crate::ui::render::out(&shown(style, &plan));
     }
 }
 

@@ -12,8 +12,8 @@ use agentloop::agent::{AgentEvent, RunStop};
 use agentloop::transcript::{Message, Role};
 use serde_json::{Value, json};
 
+use crate::commands::run::RunReport;
 use crate::error::Failure;
-use crate::run::RunReport;
 
 /// Largest piped standard input accepted as context (bytes); more is an error rather than a
 /// silently truncated prompt.

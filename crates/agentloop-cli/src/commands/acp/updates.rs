@@ -1,0 +1,214 @@
+//! Agent events as ACP `session/update` notifications: text and thinking deltas become
+//! message and thought chunks, tool calls become `tool_call` / `tool_call_update` with a kind,
+//! the paths they touch, and for file edits a diff (the whole file before and after).
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use agent_client_protocol::{
+    ContentBlock, ContentChunk, Diff, SessionUpdate, TextContent, ToolCall, ToolCallContent,
+    ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+};
+use agentloop::agent::AgentEvent;
+use agentloop::model::ModelDelta;
+use agentloop::transcript::{ToolArguments, ToolCallPart, ToolResultPart};
+use serde_json::Value;
+
+use super::outbound::Queue;
+
+/// The most characters of a tool result shown in the editor (the model gets it whole).
+const MAX_RESULT_CHARS: usize = 20_000;
+
+/// Turns one session's events into updates; shared by the event callback and the approval
+/// asker, which must announce a call before asking about it.
+#[derive(Clone)]
+pub struct Updates {
+    session_id: String,
+    root: PathBuf,
+    queue: Queue,
+    announced: Arc<Mutex<HashSet<String>>>,
+}
+
+impl Updates {
+    /// Updates for `session_id`, whose workspace is `root`.
+    pub fn new(session_id: &str, root: &Path, queue: Queue) -> Updates {
+        Updates {
+            session_id: session_id.to_owned(),
+            root: root.to_path_buf(),
+            queue,
+            announced: Arc::default(),
+        }
+    }
+
+    /// Sends `update`.
+    pub fn send(&self, update: SessionUpdate) {
+        self.queue.update(&self.session_id, update);
+    }
+
+    /// The updates of one agent event.
+    pub fn on_event(&self, event: &AgentEvent) {
+        match event {
+            AgentEvent::MessageUpdate { delta, .. } => match delta {
+                ModelDelta::Text { delta } => {
+                    self.send(SessionUpdate::AgentMessageChunk(chunk(delta)))
+                }
+                ModelDelta::Thinking { delta } => {
+                    self.send(SessionUpdate::AgentThoughtChunk(chunk(delta)));
+                }
+                _ => {}
+            },
+            AgentEvent::ToolExecutionStart { call } => self.started(call),
+            AgentEvent::ToolExecutionEnd { call, result, .. } => {
+                self.announce(call, ToolCallStatus::InProgress);
+                self.send(SessionUpdate::ToolCallUpdate(finished(result)));
+            }
+            _ => {}
+        }
+    }
+
+    /// A call starts running: announced now, or (asked about before) marked in progress.
+    fn started(&self, call: &ToolCallPart) {
+        if !self.announce(call, ToolCallStatus::InProgress) {
+            self.send(SessionUpdate::ToolCallUpdate(ToolCallUpdate::new(
+                call.id.clone(),
+                ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
+            )));
+        }
+    }
+
+    /// Sends the `tool_call` of `call` with `status` unless it was sent already; true when it
+    /// was sent now.
+    pub fn announce(&self, call: &ToolCallPart, status: ToolCallStatus) -> bool {
+        let fresh = self
+            .announced
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(call.id.clone());
+        if fresh {
+            self.send(SessionUpdate::ToolCall(
+                describe(call, &self.root).status(status),
+            ));
+        }
+        fresh
+    }
+}
+
+/// A text chunk.
+pub fn chunk(text: &str) -> ContentChunk {
+    ContentChunk::new(ContentBlock::Text(TextContent::new(text)))
+}
+
+/// The `tool_call` of `call`: title, kind, locations, raw input and (edits) the diff.
+pub fn describe(call: &ToolCallPart, root: &Path) -> ToolCall {
+    let args = arguments(call);
+    let path = args
+        .get("path")
+        .and_then(Value::as_str)
+        .map(|p| resolve(root, p));
+    let mut tool = ToolCall::new(call.id.clone(), title(call, &args))
+        .kind(kind(&call.tool_name))
+        .raw_input(args.clone());
+    if let Some(path) = &path {
+        tool = tool.locations(vec![ToolCallLocation::new(path.clone())]);
+        if let Some(diff) = diff(&call.tool_name, &args, path) {
+            tool = tool.content(vec![ToolCallContent::Diff(diff)]);
+        }
+    }
+    tool
+}
+
+/// The fields of `describe`, for a permission request's tool call.
+pub fn fields(call: &ToolCallPart, root: &Path) -> ToolCallUpdateFields {
+    let tool = describe(call, root);
+    ToolCallUpdateFields::new()
+        .title(tool.title)
+        .kind(tool.kind)
+        .status(ToolCallStatus::Pending)
+        .locations(tool.locations)
+        .content(tool.content)
+        .raw_input(tool.raw_input)
+}
+
+/// The `tool_call_update` that closes a call: completed or failed, with its result text.
+pub fn finished(result: &ToolResultPart) -> ToolCallUpdate {
+    let status = if result.is_error {
+        ToolCallStatus::Failed
+    } else {
+        ToolCallStatus::Completed
+    };
+    let text: String = result.content.chars().take(MAX_RESULT_CHARS).collect();
+    ToolCallUpdate::new(
+        result.call_id.clone(),
+        ToolCallUpdateFields::new()
+            .status(status)
+            .content(vec![ToolCallContent::from(ContentBlock::Text(
+                TextContent::new(text),
+            ))])
+            .raw_output(Value::String(result.content.clone())),
+    )
+}
+
+/// What kind of work a tool does, for the editor's icon and grouping.
+pub fn kind(tool: &str) -> ToolKind {
+    match tool {
+        "read_file" | "list_dir" => ToolKind::Read,
+        "write_file" | "edit_file" => ToolKind::Edit,
+        "shell" => ToolKind::Execute,
+        "grep" | "find_files" => ToolKind::Search,
+        "fetch" | "web_fetch" | "web_search" => ToolKind::Fetch,
+        _ => ToolKind::Other,
+    }
+}
+
+fn arguments(call: &ToolCallPart) -> Value {
+    match &call.arguments {
+        ToolArguments::Json(value) => value.clone(),
+        ToolArguments::Unparsed(raw) => Value::String(raw.clone()),
+    }
+}
+
+fn title(call: &ToolCallPart, args: &Value) -> String {
+    let detail = ["path", "command", "pattern", "url"]
+        .iter()
+        .find_map(|key| args.get(key).and_then(Value::as_str));
+    match detail {
+        Some(detail) => format!(
+            "{} {}",
+            call.tool_name,
+            crate::ui::safe_text::visible_line(detail)
+        ),
+        None => call.tool_name.clone(),
+    }
+}
+
+/// A tool's path argument as an absolute path (relative ones are inside the workspace).
+fn resolve(root: &Path, path: &str) -> PathBuf {
+    let path = Path::new(path);
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        root.join(path)
+    }
+}
+
+/// The diff an edit would make, from the file as it is now: `write_file` replaces the whole
+/// text, `edit_file` its one occurrence of `old_text`. `None` for other tools, and for an edit
+/// whose text is not in the file (the tool will fail and say why).
+fn diff(tool: &str, args: &Value, path: &Path) -> Option<Diff> {
+    let old = std::fs::read_to_string(path).ok();
+    let new = match tool {
+        "write_file" => args.get("content")?.as_str()?.to_owned(),
+        "edit_file" => {
+            let from = args.get("old_text")?.as_str()?;
+            let to = args.get("new_text")?.as_str()?;
+            let current = old.as_deref()?;
+            if !current.contains(from) {
+                return None;
+            }
+            current.replacen(from, to, 1)
+        }
+        _ => return None,
+    };
+    Some(Diff::new(path.to_path_buf(), new).old_text(old))
+}
