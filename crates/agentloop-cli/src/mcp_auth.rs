@@ -24,15 +24,7 @@ const LOGIN_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The directory of the token files, when there is a data directory.
 fn tokens_dir() -> Option<PathBuf> {
-    let env_dir = |name: &str| {
-        std::env::var_os(name)
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-    };
-    let base = env_dir("XDG_DATA_HOME")
-        .or_else(|| env_dir("HOME").map(|home| home.join(".local").join("share")))
-        .or_else(|| env_dir("LOCALAPPDATA"))?;
-    Some(base.join("agentloop").join("mcp-tokens"))
+    Some(crate::config::data_dir::data_dir()?.join("mcp-tokens"))
 }
 
 /// The token file of server `name` (its name made safe as a file name).

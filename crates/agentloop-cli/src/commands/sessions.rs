@@ -25,22 +25,13 @@ use crate::ui::safe_text::visible_line;
 /// How many candidates an ambiguous-prefix error lists.
 const MAX_CANDIDATES: usize = 10;
 
-fn env_dir(name: &str) -> Option<PathBuf> {
-    std::env::var_os(name)
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
-}
-
 /// The default database: `$XDG_DATA_HOME/agentloop/sessions.db`, else
 /// `~/.local/share/agentloop/sessions.db` (`%LOCALAPPDATA%\agentloop\sessions.db` on Windows).
 pub fn default_db_path() -> Result<PathBuf, Failure> {
-    let base = env_dir("XDG_DATA_HOME")
-        .or_else(|| env_dir("HOME").map(|home| home.join(".local").join("share")))
-        .or_else(|| env_dir("LOCALAPPDATA"))
-        .ok_or_else(|| {
-            Failure::usage("cannot find a data directory for the session database; pass --db PATH")
-        })?;
-    Ok(base.join("agentloop").join("sessions.db"))
+    let dir = crate::config::data_dir::data_dir().ok_or_else(|| {
+        Failure::usage("cannot find a data directory for the session database; pass --db PATH")
+    })?;
+    Ok(dir.join("sessions.db"))
 }
 
 /// Opens the store `spec` names (a SQLite file path or a `postgres://` URL; `None`: the

@@ -26,15 +26,9 @@ use crate::ui::safe_text::visible_line;
 
 /// The directory isolated workspaces are created in.
 pub fn root() -> Result<PathBuf, String> {
-    let env_dir = |name: &str| {
-        std::env::var_os(name)
-            .map(PathBuf::from)
-            .filter(|p| p.is_absolute())
-    };
-    let base = env_dir("XDG_DATA_HOME")
-        .or_else(|| env_dir("HOME").map(|home| home.join(".local").join("share")))
+    let dir = crate::config::data_dir::data_dir()
         .ok_or("no data directory (set XDG_DATA_HOME or HOME) for isolated workspaces")?;
-    Ok(base.join("agentloop").join("worktrees"))
+    Ok(dir.join("worktrees"))
 }
 
 /// What is kept about one isolated workspace (`<id>.json` beside it).

@@ -5,6 +5,7 @@
 
 pub mod agents;
 pub mod custom_commands;
+pub mod data_dir;
 pub mod extensions;
 pub mod files;
 pub mod hooks;
