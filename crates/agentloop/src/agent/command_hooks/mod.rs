@@ -310,7 +310,16 @@ impl CommandHooks {
         extension
     }
 
+    /// Whether a hook of `event` matches `tool` (checked before any input is built, so a call
+    /// no hook matches costs only the matchers).
+    fn any_matches(&self, event: HookEvent, tool: &str) -> bool {
+        self.hooks.iter().any(|h| h.matches(event, Some(tool)))
+    }
+
     fn pre_tool_use(&self, call: &PreparedToolCall) -> ToolCallDecision {
+        if !self.any_matches(HookEvent::PreToolUse, &call.tool_name) {
+            return ToolCallDecision::Continue;
+        }
         let mut fields = Map::new();
         fields.insert("tool_name".into(), json!(call.tool_name));
         fields.insert("tool_input".into(), call.arguments.clone());
@@ -324,6 +333,9 @@ impl CommandHooks {
     }
 
     fn post_tool_use(&self, call: &FinalizedToolCall) -> Option<ResultRewrite> {
+        if !self.any_matches(HookEvent::PostToolUse, &call.tool_name) {
+            return None;
+        }
         let mut fields = Map::new();
         fields.insert("tool_name".into(), json!(call.tool_name));
         fields.insert("tool_input".into(), call.arguments.clone());
