@@ -12,29 +12,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use agentloop::agent::command_hooks::{CommandHook, CommandHooks, HookEvent};
 use agentloop::agent::{AgentLoop, AgentLoopConfig};
 use agentloop::model::{FnModel, ScriptedTurn};
-use agentloop::tooling::{Deps, ToolContext, ToolSpec};
+use agentloop::tooling::Deps;
 use agentloop::transcript::Message;
+mod common;
+
+use common::echo;
 use criterion::{Criterion, criterion_group, criterion_main};
-use serde::Deserialize;
 use serde_json::json;
-
-#[derive(Deserialize)]
-struct EchoArgs {
-    text: String,
-}
-
-fn echo() -> ToolSpec<Deps> {
-    ToolSpec::<Deps>::builder("echo", "Return the supplied text.")
-        .parameters(json!({
-            "type": "object",
-            "properties": {"text": {"type": "string"}},
-            "required": ["text"],
-            "additionalProperties": false
-        }))
-        .handler(|_c: ToolContext<Deps>, a: EchoArgs| async move { a.text })
-        .build()
-        .unwrap()
-}
 
 /// One tool call, then an answer, statelessly across runs.
 fn model() -> FnModel {
