@@ -2,11 +2,14 @@
 //! lines on stdin/stdout) to this test acting as the editor, against the testkit mock model
 //! server. Covered: initialize, session/new, a read tool call's updates, an edit approved and
 //! one rejected through session/request_permission, a cancel while a permission question is
-//! open, and session/load replaying the stored session in a new process.
+//! open, session/load replaying the stored session in a new process, and the file tools
+//! reading and writing the editor's buffers (fs/read_text_file, fs/write_text_file) while
+//! staying confined to the workspace.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
@@ -43,6 +46,13 @@ struct Editor {
     answer: Answer,
     /// Sends `session/cancel` when the tool call with this id starts running.
     cancel_when_running: Option<String>,
+    /// The `clientCapabilities` sent in `initialize`.
+    capabilities: Value,
+    /// The editor's open buffers by absolute path: `fs/read_text_file` answers from here (else
+    /// from the disk), `fs/write_text_file` writes here (an unsaved buffer, not the disk).
+    buffers: HashMap<String, String>,
+    /// Every `fs/*` request params seen so far, with its method as `"method"`.
+    fs_calls: Vec<Value>,
 }
 
 impl Editor {
@@ -77,6 +87,9 @@ impl Editor {
             permissions: Vec::new(),
             answer: Answer::Allow,
             cancel_when_running: None,
+            capabilities: json!({}),
+            buffers: HashMap::new(),
+            fs_calls: Vec::new(),
         }
     }
 
@@ -111,6 +124,7 @@ impl Editor {
                     self.updates.push(message["params"].clone());
                 }
                 Some("session/request_permission") => self.permit(&message),
+                Some(method) if method.starts_with("fs/") => self.file(&message),
                 Some(other) => panic!("unexpected request from the agent: {other}"),
                 None if message["id"] == json!(id) => return message,
                 None => panic!("a response to another request: {message}"),
@@ -134,10 +148,39 @@ impl Editor {
         self.write(&json!({"jsonrpc": "2.0", "id": request["id"], "result": {"outcome": outcome}}));
     }
 
+    /// Answers `fs/read_text_file` and `fs/write_text_file` as an editor with unsaved buffers.
+    fn file(&mut self, request: &Value) {
+        let mut params = request["params"].clone();
+        params["method"] = request["method"].clone();
+        self.fs_calls.push(params.clone());
+        let path = params["path"].as_str().unwrap().to_owned();
+        let result = match request["method"].as_str().unwrap() {
+            "fs/read_text_file" => match self.buffers.get(&path) {
+                Some(text) => Ok(json!({"content": text})),
+                None => std::fs::read_to_string(&path)
+                    .map(|text| json!({"content": text}))
+                    .map_err(|e| e.to_string()),
+            },
+            "fs/write_text_file" => {
+                let text = params["content"].as_str().unwrap().to_owned();
+                self.buffers.insert(path, text);
+                Ok(json!({}))
+            }
+            other => panic!("unexpected fs request {other}"),
+        };
+        let reply = match result {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": request["id"], "result": result}),
+            Err(message) => json!({"jsonrpc": "2.0", "id": request["id"],
+                "error": {"code": -32002, "message": message}}),
+        };
+        self.write(&reply);
+    }
+
     fn initialize(&mut self) -> Value {
+        let capabilities = self.capabilities.clone();
         let response = self.request(
             "initialize",
-            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+            json!({"protocolVersion": 1, "clientCapabilities": capabilities}),
         );
         response["result"].clone()
     }
@@ -611,5 +654,104 @@ fn allow_always_is_remembered_for_the_session() {
         "asked again after allow always"
     );
     assert!(scratch.ws().join("a.txt").exists() && scratch.ws().join("b.txt").exists());
+    editor.close();
+}
+
+#[cfg(unix)]
+#[test]
+fn file_tools_use_the_editor_buffers_and_stay_in_the_workspace() {
+    let scratch = Scratch::with_notes();
+    let outside = scratch.path("outside");
+    std::fs::create_dir(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), "outside secret\n").unwrap();
+    std::os::unix::fs::symlink(&outside, scratch.ws().join("link")).unwrap();
+    let call =
+        |id: &str, name: &str, args: Value| json!({"id": id, "name": name, "arguments": args});
+    let server = MockServer::builder(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [call("c_read", "read_file", json!({"path": "notes.txt"}))]},
+            {"tool_calls": [call("c_edit", "edit_file",
+                json!({"path": "notes.txt", "old_text": "eggs", "new_text": "bread"}))]},
+            {"tool_calls": [call("c_new", "write_file", json!({"path": "sub/new.txt", "content": "fresh\n"}))]},
+            {"tool_calls": [
+                call("c_up", "read_file", json!({"path": "../outside/secret.txt"})),
+                call("c_abs", "read_file", json!({"path": outside.join("secret.txt")})),
+                call("c_link", "read_file", json!({"path": "link/secret.txt"})),
+                call("c_link_w", "write_file", json!({"path": "link/evil.txt", "content": "x"}))
+            ]},
+            {"text": "Done."}
+        ], "mode": "sequential"}))
+        .unwrap(),
+    )
+    .record_requests(true)
+    .start()
+    .unwrap();
+    let mut editor = Editor::start(&scratch, &server);
+    editor.capabilities = json!({"fs": {"readTextFile": true, "writeTextFile": true}});
+    let ws = std::fs::canonicalize(scratch.ws()).unwrap();
+    let notes = ws.join("notes.txt").to_str().unwrap().to_owned();
+    // The editor holds an unsaved change to notes.txt.
+    editor
+        .buffers
+        .insert(notes.clone(), "remember the eggs\n".into());
+    editor.initialize();
+    let session = editor.new_session(&scratch);
+    editor.request(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "auto"}),
+    );
+    let response = editor.prompt(&session, "Work on the notes.");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+
+    // The model read the buffer, not the disk.
+    let requests = server.requests();
+    let after_read = requests[1].body.to_string();
+    assert!(after_read.contains("remember the eggs"), "{after_read}");
+    assert!(!after_read.contains("remember the milk"), "{after_read}");
+    // The edit read and wrote the buffer; the disk waits for the editor to save.
+    for id in ["c_read", "c_edit", "c_new"] {
+        assert_eq!(
+            editor.final_status(id).as_deref(),
+            Some("completed"),
+            "{id}"
+        );
+    }
+    assert_eq!(editor.buffers[&notes], "remember the bread\n");
+    let new = ws.join("sub/new.txt").to_str().unwrap().to_owned();
+    assert_eq!(editor.buffers[&new], "fresh\n");
+    assert_eq!(
+        std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
+        "remember the milk\n"
+    );
+    assert!(!scratch.ws().join("sub/new.txt").exists());
+    let calls: Vec<(String, String)> = editor
+        .fs_calls
+        .iter()
+        .map(|c| {
+            assert_eq!(c["sessionId"], session.as_str(), "{c}");
+            (
+                c["method"].as_str().unwrap().to_owned(),
+                c["path"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let expected = [
+        ("fs/read_text_file", &notes),
+        ("fs/read_text_file", &notes),
+        ("fs/write_text_file", &notes),
+        ("fs/write_text_file", &new),
+    ];
+    let expected: Vec<(String, String)> = expected
+        .iter()
+        .map(|(m, p)| ((*m).to_owned(), (*p).to_owned()))
+        .collect();
+    // The refused paths never reached the editor.
+    assert_eq!(calls, expected);
+    for id in ["c_up", "c_abs", "c_link", "c_link_w"] {
+        assert_eq!(editor.final_status(id).as_deref(), Some("failed"), "{id}");
+    }
+    let last = server.requests().last().unwrap().body.to_string();
+    assert!(!last.contains("outside secret"), "{last}");
+    assert!(!outside.join("evil.txt").exists());
     editor.close();
 }

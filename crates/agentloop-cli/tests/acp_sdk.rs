@@ -101,6 +101,23 @@ fn the_typescript_sdk_client_runs_a_turn_with_an_approved_edit() {
         .collect();
     assert!(kinds.contains(&"tool_call_update"), "{kinds:?}");
     assert!(kinds.contains(&"agent_message_chunk"), "{kinds:?}");
+    // The edit read and wrote through the client's files (which saved it to the disk).
+    let notes = std::fs::canonicalize(scratch.ws().join("notes.txt")).unwrap();
+    let calls: Vec<(&str, &str)> = report["fsCalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            assert_eq!(c["sessionId"], report["sessionId"], "{c}");
+            (c["method"].as_str().unwrap(), c["path"].as_str().unwrap())
+        })
+        .collect();
+    let notes = notes.to_str().unwrap();
+    assert_eq!(
+        calls,
+        [("fs/read_text_file", notes), ("fs/write_text_file", notes)],
+        "{report}"
+    );
     assert_eq!(
         std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
         "remember the bread\n"

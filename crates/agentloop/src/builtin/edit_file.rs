@@ -2,6 +2,7 @@
 //!
 //! The replacement happens only when `old_text` occurs exactly once, so the model cannot edit the
 //! wrong place by accident; otherwise the error says how to fix the call. Refuses binary files.
+//! Reads and writes through the workspace's [`TextFiles`](super::TextFiles) when it has one.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -48,7 +49,8 @@ pub(super) fn schema() -> Value {
 pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError> {
     let path = workspace.resolve(&args.path)?;
     let shown = workspace.display(&path);
-    if workspace.metadata(&path).is_ok_and(|m| m.is_dir()) {
+    let existing = workspace.metadata(&path).ok();
+    if existing.as_ref().is_some_and(|m| m.is_dir()) {
         return Err(ToolError::new(format!(
             "`{shown}` is a directory; give the path of a file"
         )));
@@ -58,17 +60,7 @@ pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError
             "old_text is empty; copy the exact text to replace from the file",
         ));
     }
-    let bytes = {
-        use std::io::Read;
-        let mut file = workspace
-            .open_read(&path)
-            .map_err(|e| io_error("read", &shown, &e))?;
-        super::reading::ensure_regular(&file, &shown)?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)
-            .map_err(|e| io_error("read", &shown, &e))?;
-        bytes
-    };
+    let bytes = super::text_files::read_for_edit(workspace, &path, &shown)?;
     if looks_binary(&bytes) {
         return Err(ToolError::new(format!(
             "`{shown}` looks like a binary file; edit_file only edits text"
@@ -98,8 +90,7 @@ pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError
     edited.push_str(&text[..at]);
     edited.push_str(&args.new_text);
     edited.push_str(&text[at + args.old_text.len()..]);
-    workspace
-        .write(&path, edited.as_bytes())
+    super::text_files::write(workspace, &path, existing.as_ref(), &edited)
         .map_err(|e| io_error("write", &shown, &e))?;
 
     let line = text[..at].matches('\n').count() + 1;

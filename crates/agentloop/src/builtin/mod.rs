@@ -27,6 +27,10 @@
 //! ([`SandboxMode`], [`ShellOptions`]; Linux only, `workspace-write` by default) but can still
 //! change the workspace and is therefore classed as mutating ([`MUTATING_TOOLS`]).
 //!
+//! `read_file`, `write_file` and `edit_file` can read and write text through a [`TextFiles`]
+//! (an editor's buffers) set on the workspace ([`Workspace::with_text_files`]); paths are
+//! checked by the workspace first either way.
+//!
 //! The file tools are blocking handlers (they run on Tokio's blocking pool and stop walking when
 //! their call is cancelled); `shell` is async so a timeout or abort kills its process group. The
 //! mutating tools are not parallel-safe: a batch that contains one runs in call order, so a read
@@ -77,6 +81,7 @@ mod shell;
 mod shell_env;
 mod shell_line;
 mod skills;
+mod text_files;
 mod workspace;
 mod write_file;
 
@@ -111,6 +116,7 @@ pub use skills::{
     FrontMatter, MAX_SKILL_FILE_BYTES, SKILL_TOOL_NAME, Skill, Skills, parse_front_matter,
     skill_tool, split_front_matter,
 };
+pub use text_files::TextFiles;
 pub use workspace::Workspace;
 
 /// The names of the built-in tools that change files or run commands (and so need approval

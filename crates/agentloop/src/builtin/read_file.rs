@@ -3,9 +3,12 @@
 //! Reads one file inside the workspace, streaming it line by line so huge files cost only the
 //! lines shown. A PNG, JPEG, GIF or WebP file (recognised by its first bytes, not its name) is
 //! returned as an image part the providers send to vision models, up to [`MAX_IMAGE_BYTES`].
-//! Refuses directories and other binary files. Never writes anything.
+//! Refuses directories and other binary files. Never writes anything. With a
+//! [`TextFiles`](super::TextFiles) on the workspace, a text file's lines come from there (an
+//! editor's buffer, unsaved changes included); images and binary files are still read from disk.
 
 use std::io::{BufRead, BufReader, Read};
+use std::path::Path;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -13,7 +16,7 @@ use serde_json::{Value, json};
 use super::output::{clip, thousands};
 use super::reading::{ensure_regular, read_line_capped};
 use super::workspace::Workspace;
-use super::{io_error, looks_binary};
+use super::{TextFiles, io_error, looks_binary};
 use crate::tooling::{ToolError, ToolOutput};
 use crate::transcript::ImagePart;
 
@@ -102,6 +105,16 @@ fn read_image(
 pub(super) fn run(workspace: &Workspace, args: Args) -> Result<ToolOutput, ToolError> {
     let path = workspace.resolve(&args.path)?;
     let shown = workspace.display(&path);
+    if let Some(files) = workspace.text_files().filter(|f| f.reads()) {
+        let opened = workspace.open_read(&path);
+        if let Some(text) = text_through(files.as_ref(), &path, &shown, &opened)? {
+            if looks_binary(text.as_bytes()) {
+                return Err(binary_error(&shown));
+            }
+            let (offset, limit) = line_range(&args);
+            return Listing::read(text.as_bytes(), offset, limit, &shown)?.finish(offset, &shown);
+        }
+    }
     let file = workspace
         .open_read(&path)
         .map_err(|e| io_error("read", &shown, &e))?;
@@ -117,14 +130,51 @@ pub(super) fn run(workspace: &Workspace, args: Args) -> Result<ToolOutput, ToolE
         return read_image(reader, &sniff, media_type, &shown);
     }
     if looks_binary(&sniff) {
-        return Err(ToolError::new(format!(
-            "`{shown}` looks like a binary file (it contains NUL bytes); read_file only shows \
-             text. Use shell tools such as `file` or `xxd` if you need to inspect it"
-        )));
+        return Err(binary_error(&shown));
     }
     let reader = BufReader::new(sniff.as_slice().chain(reader));
     let (offset, limit) = line_range(&args);
     Listing::read(reader, offset, limit, &shown)?.finish(offset, &shown)
+}
+
+fn binary_error(shown: &str) -> ToolError {
+    ToolError::new(format!(
+        "`{shown}` looks like a binary file (it contains NUL bytes); read_file only shows text. \
+         Use shell tools such as `file` or `xxd` if you need to inspect it"
+    ))
+}
+
+/// The file's text as `files` has it, or `None` when the disk must answer: it is an image or
+/// binary (a text buffer cannot carry those), or opening it failed other than "not found" (the
+/// disk path reports that error). A file missing on disk is asked for too (an editor may hold
+/// an unsaved buffer of it); if `files` has none either, the answer is "does not exist".
+fn text_through(
+    files: &dyn TextFiles,
+    path: &Path,
+    shown: &str,
+    opened: &std::io::Result<std::fs::File>,
+) -> Result<Option<String>, ToolError> {
+    match opened {
+        Ok(file) => {
+            ensure_regular(file, shown)?;
+            let mut sniff = Vec::with_capacity(8192);
+            file.take(8192)
+                .read_to_end(&mut sniff)
+                .map_err(|e| io_error("read", shown, &e))?;
+            if ImagePart::sniff_media_type(&sniff).is_some() || looks_binary(&sniff) {
+                return Ok(None);
+            }
+            files
+                .read_text(path)
+                .map(Some)
+                .map_err(|e| io_error("read", shown, &e))
+        }
+        Err(missing) if missing.kind() == std::io::ErrorKind::NotFound => files
+            .read_text(path)
+            .map(Some)
+            .map_err(|_| io_error("read", shown, missing)),
+        Err(_) => Ok(None),
+    }
 }
 
 /// The 1-based first line and the number of lines to show (both at least 1; huge values

@@ -27,6 +27,7 @@ use std::sync::Arc;
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions};
 
+use super::text_files::TextFiles;
 use crate::tooling::ToolError;
 
 /// A root directory that confines every path the built-in tools use.
@@ -46,6 +47,8 @@ pub struct Workspace {
     root: Arc<PathBuf>,
     /// The root, opened once: every file operation resolves beneath this handle.
     dir: Arc<Dir>,
+    /// Where the text-file tools read and write text instead of the disk, if anywhere.
+    text_files: Option<Arc<dyn TextFiles>>,
 }
 
 impl PartialEq for Workspace {
@@ -91,7 +94,21 @@ impl Workspace {
         Ok(Workspace {
             root: Arc::new(root),
             dir: Arc::new(dir),
+            text_files: None,
         })
+    }
+
+    /// This workspace with `read_file`, `write_file` and `edit_file` reading and writing text
+    /// through `files` (an editor's buffers) after their paths are checked here; see
+    /// [`TextFiles`] for what stays on the disk.
+    pub fn with_text_files(mut self, files: Arc<dyn TextFiles>) -> Self {
+        self.text_files = Some(files);
+        self
+    }
+
+    /// Where the text-file tools read and write text instead of the disk (`None`: the disk).
+    pub fn text_files(&self) -> Option<&Arc<dyn TextFiles>> {
+        self.text_files.as_ref()
     }
 
     /// `resolved` (a path [`resolve`](Self::resolve) returned) relative to the root, as the

@@ -1,7 +1,8 @@
 //! `write_file{path, content}`: create or overwrite a file inside the workspace.
 //!
 //! Creates missing parent directories. Refuses to replace a directory. Never touches anything
-//! outside the workspace (the path is confined by [`Workspace::resolve`]).
+//! outside the workspace (the path is confined by [`Workspace::resolve`]). Writes through the
+//! workspace's [`TextFiles`](super::TextFiles) (an editor's buffer) when it has one.
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -50,8 +51,7 @@ pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError
         )));
     }
     let existed = existing.is_some();
-    workspace
-        .write(&path, args.content.as_bytes())
+    super::text_files::write(workspace, &path, existing.as_ref(), &args.content)
         .map_err(|e| io_error("write", &shown, &e))?;
     let verb = if existed { "overwrote" } else { "created" };
     Ok(format!(

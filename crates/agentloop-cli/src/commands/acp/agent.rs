@@ -8,8 +8,8 @@ use std::rc::Rc;
 
 use agent_client_protocol::{
     Agent, AgentCapabilities, AuthenticateRequest, AuthenticateResponse, AvailableCommand,
-    AvailableCommandsUpdate, CancelNotification, CurrentModeUpdate, Error, Implementation,
-    InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
+    AvailableCommandsUpdate, CancelNotification, ClientCapabilities, CurrentModeUpdate, Error,
+    Implementation, InitializeRequest, InitializeResponse, LoadSessionRequest, LoadSessionResponse,
     McpCapabilities, NewSessionRequest, NewSessionResponse, PromptCapabilities, PromptRequest,
     PromptResponse, ProtocolVersion, SessionUpdate, SetSessionModeRequest, SetSessionModeResponse,
 };
@@ -26,6 +26,8 @@ pub struct AcpAgent {
     server: Server,
     queue: Queue,
     sessions: RefCell<HashMap<String, Rc<Session>>>,
+    /// What the client said it can do (`initialize`): its files, its terminals.
+    client: RefCell<ClientCapabilities>,
     /// Sessions this process created, deleted at exit when nothing was ever answered in them.
     created: RefCell<Vec<String>>,
 }
@@ -37,6 +39,7 @@ impl AcpAgent {
             server,
             queue,
             sessions: RefCell::default(),
+            client: RefCell::default(),
             created: RefCell::default(),
         }
     }
@@ -49,8 +52,15 @@ impl AcpAgent {
             .ok_or_else(|| Error::invalid_params().data(format!("no open session {id}")))
     }
 
-    /// Registers `session` and tells the client its slash commands.
-    fn add(&self, session: Session) -> Rc<Session> {
+    /// Registers `session` (its files read and written through the client where the client
+    /// offers that) and tells the client its slash commands.
+    fn add(&self, mut session: Session) -> Rc<Session> {
+        session.workspace = super::client_files::attach(
+            session.workspace,
+            &self.client.borrow(),
+            &session.id,
+            &self.queue,
+        );
         let session = Rc::new(session);
         let (commands, _) =
             crate::config::custom_commands::load(session.workspace.root(), session.trusted);
@@ -85,6 +95,7 @@ fn failed(failure: Failure) -> Error {
 impl Agent for AcpAgent {
     async fn initialize(&self, args: InitializeRequest) -> Result<InitializeResponse, Error> {
         let version = args.protocol_version.min(ProtocolVersion::LATEST);
+        *self.client.borrow_mut() = args.client_capabilities;
         let capabilities = AgentCapabilities::new()
             .load_session(true)
             .prompt_capabilities(PromptCapabilities::new().image(true).embedded_context(true))

@@ -10,6 +10,7 @@
 //! diagnostics go to stderr.
 
 mod agent;
+mod client_files;
 mod content;
 mod modes;
 mod outbound;

@@ -1,7 +1,10 @@
 //! The one ordered queue from the agent loop's `Send` callbacks to the (not `Send`) ACP
-//! connection: session updates, permission questions, and flush markers that let a prompt's
-//! response wait until every update of its turn was written.
+//! connection: session updates, permission questions, requests to the client (its files and
+//! terminals), and flush markers that let a prompt's response wait until every update of its
+//! turn was written.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
 
 use agent_client_protocol::{
@@ -19,9 +22,18 @@ pub enum Outbound {
         RequestPermissionRequest,
         oneshot::Sender<Option<RequestPermissionResponse>>,
     ),
+    /// A request to the client, made on the connection's task (it answers through a channel
+    /// it captured).
+    Call(ClientCall),
     /// Answered once everything queued before it was sent.
     Flush(oneshot::Sender<()>),
 }
+
+/// A request to the client: given the connection, the future that makes it and delivers the
+/// answer. `Send`, so any thread can queue one; the future it returns runs on the connection's
+/// (local) task.
+pub type ClientCall =
+    Box<dyn FnOnce(Rc<AgentSideConnection>) -> Pin<Box<dyn Future<Output = ()>>> + Send>;
 
 /// The sending end, cheap to clone and `Send`.
 #[derive(Clone)]
@@ -44,6 +56,11 @@ impl Queue {
         let (reply, answer) = oneshot::channel();
         self.0.send(Outbound::Permission(request, reply)).ok()?;
         answer.await.ok().flatten()
+    }
+
+    /// Queues a request to the client; false when the connection is gone.
+    pub fn call(&self, call: ClientCall) -> bool {
+        self.0.send(Outbound::Call(call)).is_ok()
     }
 
     /// Waits until everything queued so far was sent.
@@ -86,6 +103,10 @@ pub async fn drain(
                     };
                     let _ = reply.send(answer);
                 });
+            }
+            Outbound::Call(call) => {
+                // In its own task, like a permission request: updates keep flowing meanwhile.
+                tokio::task::spawn_local(call(connection.clone()));
             }
             Outbound::Flush(done) => {
                 let _ = done.send(());
