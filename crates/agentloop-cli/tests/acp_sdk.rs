@@ -56,7 +56,9 @@ fn the_typescript_sdk_client_runs_a_turn_with_an_approved_edit() {
         .unwrap(),
     );
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/support/acp_sdk_client.mjs");
-    let out = Command::new("node")
+    // node passes the scratch environment on to the agent it starts.
+    let out = scratch
+        .env_cmd_of("node")
         .arg(script)
         .arg(entry)
         .arg(scratch.ws())
@@ -65,13 +67,6 @@ fn the_typescript_sdk_client_runs_a_turn_with_an_approved_edit() {
         .arg(scratch.db())
         .args(["acp", "--model", "openai:mock", "--base-url"])
         .arg(server.openai_base_url())
-        .env("OPENAI_API_KEY", "dummy")
-        .env_remove("AGENTLOOP_MODEL")
-        .env_remove("AGENTLOOP_PROFILE")
-        .env_remove("OPENAI_BASE_URL")
-        .env("XDG_DATA_HOME", scratch.path("data"))
-        .env("XDG_CONFIG_HOME", scratch.path("config"))
-        .env("NO_COLOR", "1")
         .current_dir(scratch.ws())
         .output()
         .unwrap();

@@ -11,7 +11,7 @@ use std::process::Output;
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 
-use support::Scratch;
+use support::{Scratch, text};
 
 impl Scratch {
     fn agent(&self, server: &MockServer, args: &[&str]) -> Output {
@@ -24,10 +24,6 @@ impl Scratch {
             .output()
             .unwrap()
     }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 fn json_lines(stdout: &str) -> Vec<Value> {

@@ -13,94 +13,42 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use agentloop::session::{NewSession, ParentLink, SessionSettings, SessionStore, SqliteStore};
 use agentloop::transcript::Message;
-use agentloop_testkit::{MockServer, Script};
+use agentloop_testkit::MockServer;
 use expectrl::{Eof, Session};
 use serde_json::{Value, json};
 
-/// A scratch directory: the workspace `ws/`, the session database, data and config homes.
-struct Scratch {
-    dir: tempfile::TempDir,
-}
+mod support;
+
+use support::{Scratch, server};
 
 impl Scratch {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("ws")).unwrap();
-        Scratch { dir }
-    }
-    fn ws(&self) -> PathBuf {
-        self.dir.path().join("ws")
-    }
-    fn db(&self) -> PathBuf {
-        self.dir.path().join("sessions.db")
-    }
-    /// The binary with a clean environment, the scratch homes and database, no colours, an
-    /// 80-column terminal; stdio left to the caller.
-    fn cmd(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-        for var in [
-            "OPENAI_BASE_URL",
-            "ANTHROPIC_API_KEY",
-            "ANTHROPIC_BASE_URL",
-            "AGENTLOOP_DB",
-            "AGENTLOOP_STORE",
-            "AGENTLOOP_MODEL",
-            "AGENTLOOP_PROFILE",
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-        ] {
-            cmd.env_remove(var);
-        }
-        cmd.env("OPENAI_API_KEY", "dummy")
-            .env("XDG_DATA_HOME", self.dir.path().join("data"))
-            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
-            .env("NO_COLOR", "1")
-            .env("COLUMNS", "80")
-            .arg("--db")
-            .arg(self.db());
-        cmd
-    }
-    /// `agentloop run` (no terminal) with the mock model on the workspace.
-    fn run(&self, server: &MockServer, args: &[&str], prompt: &str) {
-        let out = self
-            .cmd()
-            .args(["run", "-m", "openai:mock", "--base-url"])
-            .arg(server.openai_base_url())
-            .arg("-w")
-            .arg(self.ws())
-            .args(args)
-            .arg(prompt)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
+    /// `agentloop run` (no terminal) with the mock model on the workspace, which must succeed.
+    fn run_ok(&self, server: &MockServer, args: &[&str], prompt: &str) {
+        let out = self.run(server, args, prompt);
         assert!(
             out.status.success(),
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    /// The sessions, most recent first.
-    fn sessions(&self) -> Vec<Value> {
-        let out = self
-            .cmd()
-            .args(["sessions", "list", "--json", "--all"])
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
+    /// The sessions of every workspace, most recent first.
+    fn all_sessions(&self) -> Vec<Value> {
+        let out = self.sessions(&["list", "--json", "--all"]);
         String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }
-    /// `agentloop ARGS… -m openai:mock --base-url URL -w ws` on a pseudo-terminal.
+    /// `agentloop ARGS… -m openai:mock --base-url URL -w ws` on an 80-column pseudo-terminal.
     fn pty(&self, server: &MockServer, args: &[&str]) -> Pty {
-        let mut cmd = self.cmd();
-        cmd.args(args)
+        let mut cmd = self.tty_cmd();
+        cmd.env("COLUMNS", "80")
+            .args(args)
             .args(["-m", "openai:mock", "--base-url"])
             .arg(server.openai_base_url())
             .arg("-w")
@@ -166,10 +114,6 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn server(script: Value) -> MockServer {
-    MockServer::start(Script::from_value(script).unwrap())
-}
-
 /// The messages of the last request the server received, as one string.
 fn last_messages(server: &MockServer) -> String {
     let requests = server.requests();
@@ -185,7 +129,7 @@ fn the_picker_lists_top_level_sessions_and_opens_one_with_its_earlier_conversati
     let scratch = Scratch::new();
     let server = server(json!({"turns": [{"text": "- the answer"}], "repeat": true}));
     // An older session of four exchanges, then a newer one of one.
-    scratch.run(&server, &["--session", "alpha-work"], "alpha question 1");
+    scratch.run_ok(&server, &["--session", "alpha-work"], "alpha question 1");
     for n in 2..=4 {
         scratch.run(
             &server,
@@ -193,10 +137,10 @@ fn the_picker_lists_top_level_sessions_and_opens_one_with_its_earlier_conversati
             &format!("alpha question {n}"),
         );
     }
-    scratch.run(&server, &[], "beta question");
+    scratch.run_ok(&server, &[], "beta question");
     // A sub-agent's child session of it, the most recent of all: never listed.
     let store = SqliteStore::open(scratch.db()).unwrap();
-    let beta = scratch.sessions()[0]["id"].as_str().unwrap().to_owned();
+    let beta = scratch.all_sessions()[0]["id"].as_str().unwrap().to_owned();
     let ws = std::fs::canonicalize(scratch.ws()).unwrap();
     let child = store
         .create(
@@ -251,7 +195,7 @@ fn resume_without_an_id_lists_on_a_terminal_and_is_a_usage_error_without_one() {
     let _pty = one_at_a_time();
     let scratch = Scratch::new();
     let server = server(json!({"turns": [{"text": "an answer"}], "repeat": true}));
-    scratch.run(&server, &["--session", "only-one"], "the first prompt");
+    scratch.run_ok(&server, &["--session", "only-one"], "the first prompt");
 
     let out = scratch
         .cmd()

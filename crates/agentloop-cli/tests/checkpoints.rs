@@ -15,14 +15,10 @@ use std::process::Output;
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
-use support::Scratch;
+use support::{Scratch, text};
 
 fn server(turns: Value) -> MockServer {
     MockServer::start(Script::from_value(json!({ "turns": turns })).unwrap())
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 fn ok(out: Output) -> Output {

@@ -15,36 +15,13 @@ use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use agentloop_testkit::{MockServer, Script};
+use agentloop_testkit::MockServer;
 use serde_json::{Value, json};
 
 const LABEL: &str =
     "scripted demo: the model is a mock server replaying a fixed script; the tools are real";
 
-use support::Scratch;
-
-impl Scratch {
-    /// `agentloop run --model openai:mock --base-url … --workspace ws ARGS… PROMPT`.
-    fn run(&self, server: &MockServer, args: &[&str], prompt: &str) -> Output {
-        self.run_cmd(server)
-            .args(args)
-            .arg(prompt)
-            .output()
-            .unwrap()
-    }
-    fn sessions(&self, args: &[&str]) -> Output {
-        self.cmd().arg("sessions").args(args).output().unwrap()
-    }
-    fn session_list(&self) -> Vec<Value> {
-        let out = self.sessions(&["list", "--json"]);
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        json_lines(&text(&out.stdout))
-    }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+use support::{Scratch, server, text};
 
 /// The mock's base URL for a `--model` value: Anthropic's has no `/v1`, OpenAI's has.
 fn base_url_for(model: &str, server: &MockServer) -> String {
@@ -53,10 +30,6 @@ fn base_url_for(model: &str, server: &MockServer) -> String {
     } else {
         server.openai_base_url()
     }
-}
-
-fn server(script: Value) -> MockServer {
-    MockServer::start(Script::from_value(script).unwrap())
 }
 
 /// Every line parsed as JSON (panics on one that is not).
@@ -831,18 +804,6 @@ fn images_reach_every_provider_from_the_prompt_and_from_read_file() {
 }
 
 impl Scratch {
-    fn user_config(&self, toml: &str) -> PathBuf {
-        let path = self.dir.path().join("config/agentloop/config.toml");
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, toml).unwrap();
-        path
-    }
-    fn workspace_config(&self, toml: &str) -> PathBuf {
-        let path = self.ws().join(".agentloop/config.toml");
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, toml).unwrap();
-        path
-    }
     /// `agentloop run` with only a base URL: the model comes from wherever the settings say.
     fn run_configured(&self, server: &MockServer, args: &[&str]) -> (Output, Option<Value>) {
         let before = server.requests().len();

@@ -8,8 +8,11 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agentloop_testkit::{MockServer, Script};
 use serde_json::json;
+
+mod support;
+
+use support::{Scratch, server};
 
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
@@ -50,39 +53,17 @@ fn gone(pid: u32) -> bool {
 /// `sleep 300` (pid in `ws/pid`) and then waits; sends `signal` once the detached process
 /// exists; returns the CLI's exit code and the detached pid.
 fn signal_during_shell(signal: &str) -> (Option<i32>, u32) {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    let pidfile = ws.join("pid");
+    let scratch = Scratch::new();
+    let pidfile = scratch.ws().join("pid");
     let command =
         "(setsid sh -c 'echo $$ > pid.tmp && mv pid.tmp pid && exec sleep 300' &) ; sleep 100";
-    let server = MockServer::start(
-        Script::from_value(json!({"turns": [
-            {"tool_calls": [{"id": "call_sh", "name": "shell", "arguments": {"command": command}}]},
-            {"text": "done"}
-        ]}))
-        .unwrap(),
-    );
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agentloop"))
-        .env("OPENAI_API_KEY", "dummy")
-        .env("XDG_DATA_HOME", dir.path().join("data"))
-        .env("NO_COLOR", "1")
-        .arg("--db")
-        .arg(dir.path().join("sessions.db"))
-        .args([
-            "run",
-            "--json",
-            "--approve",
-            "always",
-            "--model",
-            "openai:mock",
-            "--base-url",
-        ])
-        .arg(server.openai_base_url())
-        .arg("--workspace")
-        .arg(&ws)
-        .arg("Run it.")
-        .stdin(Stdio::null())
+    let server = server(json!({"turns": [
+        {"tool_calls": [{"id": "call_sh", "name": "shell", "arguments": {"command": command}}]},
+        {"text": "done"}
+    ]}));
+    let mut child = scratch
+        .run_cmd(&server)
+        .args(["--json", "--approve", "always", "Run it."])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

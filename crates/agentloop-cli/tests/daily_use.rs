@@ -10,65 +10,17 @@
 
 use std::io::Write;
 use std::net::TcpListener;
-use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use agentloop_testkit::{MockServer, Script};
+use agentloop_testkit::MockServer;
 use serde_json::{Value, json};
 
-/// A scratch directory with a workspace and a session database.
-struct Scratch {
-    dir: tempfile::TempDir,
-}
+mod support;
+
+use support::{Scratch, server, text};
 
 impl Scratch {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("ws")).unwrap();
-        Scratch { dir }
-    }
-    fn ws(&self) -> PathBuf {
-        self.dir.path().join("ws")
-    }
-    fn db(&self) -> PathBuf {
-        self.dir.path().join("sessions.db")
-    }
-    /// [`Scratch::tty_cmd`] with stdin from /dev/null.
-    fn cmd(&self) -> Command {
-        let mut cmd = self.tty_cmd();
-        cmd.stdin(Stdio::null());
-        cmd
-    }
-    /// The binary with a clean environment (no real keys, URLs or collectors), the data and
-    /// config directories in the scratch directory, no colours, the scratch database; stdio
-    /// left to the caller (a pseudo-terminal).
-    fn tty_cmd(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-        for var in [
-            "OPENAI_BASE_URL",
-            "ANTHROPIC_API_KEY",
-            "ANTHROPIC_BASE_URL",
-            "AGENTLOOP_DB",
-            "AGENTLOOP_STORE",
-            "AGENTLOOP_MODEL",
-            "AGENTLOOP_PROFILE",
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-            "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
-            "OTEL_SERVICE_NAME",
-            "OTEL_EXPORTER_OTLP_PROTOCOL",
-        ] {
-            cmd.env_remove(var);
-        }
-        cmd.env("OPENAI_API_KEY", "dummy")
-            .env("XDG_DATA_HOME", self.dir.path().join("data"))
-            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
-            .env("NO_COLOR", "1")
-            .arg("--db")
-            .arg(self.db());
-        cmd
-    }
     /// `agentloop run --model openai:mock --base-url URL --workspace ws ARGS… PROMPT`.
     fn run_at(&self, base_url: &str, args: &[&str], prompt: &str) -> Output {
         self.cmd()
@@ -80,29 +32,6 @@ impl Scratch {
             .output()
             .unwrap()
     }
-    fn run(&self, server: &MockServer, args: &[&str], prompt: &str) -> Output {
-        self.run_at(&server.openai_base_url(), args, prompt)
-    }
-    fn sessions(&self) -> Vec<Value> {
-        let out = self
-            .cmd()
-            .args(["sessions", "list", "--json"])
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", text(&out.stderr));
-        text(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn server(script: Value) -> MockServer {
-    MockServer::start(Script::from_value(script).unwrap())
 }
 
 /// A local port nothing listens on (bound, then released).
@@ -282,12 +211,16 @@ fn runs_that_failed_before_any_reply_leave_no_session() {
     let url = format!("http://127.0.0.1:{}/v1", closed_port());
     let out = scratch.run_at(&url, &["--json"], "nobody home");
     assert_eq!(out.status.code(), Some(1));
-    assert!(scratch.sessions().is_empty(), "{:?}", scratch.sessions());
+    assert!(
+        scratch.session_list().is_empty(),
+        "{:?}",
+        scratch.session_list()
+    );
     // A run with a reply is kept.
     let good = server(json!({"turns": [{"text": "ok"}]}));
     let out = scratch.run(&good, &[], "answered");
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let sessions = scratch.sessions();
+    let sessions = scratch.session_list();
     assert_eq!(sessions.len(), 1);
     assert_eq!(sessions[0]["title"], "answered");
 }
@@ -568,10 +501,14 @@ fn a_chat_left_without_a_reply_or_cleared_leaves_no_session() {
     };
     chat(&[]);
     chat(&["/clear", "/clear"]);
-    assert!(scratch.sessions().is_empty(), "{:?}", scratch.sessions());
+    assert!(
+        scratch.session_list().is_empty(),
+        "{:?}",
+        scratch.session_list()
+    );
     // A conversation with an answer is kept; the empty one /clear opened after it is not.
     chat(&["a question", "/clear"]);
-    let sessions = scratch.sessions();
+    let sessions = scratch.session_list();
     assert_eq!(sessions.len(), 1, "{sessions:?}");
     assert_eq!(sessions[0]["stats"]["turns"], 1);
 }

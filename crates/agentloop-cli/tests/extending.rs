@@ -8,40 +8,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::Output;
 
-use agentloop_testkit::{MockServer, Script};
+use agentloop_testkit::MockServer;
 use serde_json::{Value, json};
 
-struct Scratch {
-    dir: tempfile::TempDir,
-}
+mod support;
+
+use support::{Scratch, server, text};
 
 impl Scratch {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("ws")).unwrap();
-        std::fs::create_dir_all(dir.path().join("config").join("agentloop")).unwrap();
-        Scratch { dir }
-    }
-    fn ws(&self) -> PathBuf {
-        self.dir.path().join("ws")
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-    /// Writes the user's config file.
-    fn user_config(&self, text: &str) {
-        std::fs::write(
-            self.dir
-                .path()
-                .join("config")
-                .join("agentloop")
-                .join("config.toml"),
-            text,
-        )
-        .unwrap();
-    }
     /// Writes an executable script in the scratch directory and returns its path.
     fn script(&self, name: &str, body: &str) -> PathBuf {
         let path = self.path(name);
@@ -53,29 +29,12 @@ impl Scratch {
         }
         path
     }
-    fn run(&self, server: &MockServer, args: &[&str], prompt: &str) -> Output {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-        for var in [
-            "OPENAI_BASE_URL",
-            "AGENTLOOP_DB",
-            "AGENTLOOP_MODEL",
-            "AGENTLOOP_PROFILE",
-        ] {
-            cmd.env_remove(var);
-        }
-        cmd.env("OPENAI_API_KEY", "dummy")
-            .env("XDG_DATA_HOME", self.path("data"))
-            .env("XDG_CONFIG_HOME", self.path("config"))
-            .env("NO_COLOR", "1")
-            .arg("--db")
-            .arg(self.path("sessions.db"))
-            .args(["run", "--json", "--model", "openai:mock", "--base-url"])
-            .arg(server.openai_base_url())
-            .arg("--workspace")
-            .arg(self.ws())
+    /// `agentloop run --json --model openai:mock --base-url … --workspace ws ARGS… PROMPT`.
+    fn run_json(&self, server: &MockServer, args: &[&str], prompt: &str) -> Output {
+        self.run_cmd(server)
+            .arg("--json")
             .args(args)
             .arg(prompt)
-            .stdin(Stdio::null())
             .output()
             .unwrap()
     }
@@ -98,14 +57,6 @@ fn hook_input(path: &Path) -> Value {
         .collect();
     assert!(errors.is_empty(), "{input}: {}", errors.join("; "));
     input
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn server(script: Value) -> MockServer {
-    MockServer::start(Script::from_value(script).unwrap())
 }
 
 fn events(out: &Output) -> Vec<Value> {
@@ -167,18 +118,18 @@ fn an_allow_rule_runs_a_call_that_would_have_been_asked_about() {
     let scratch = Scratch::new();
     let server = server(write_call("src/out.txt"));
     // Without a rule: asked, and with no terminal, denied (exit 4).
-    let out = scratch.run(&server, &[], "write");
+    let out = scratch.run_json(&server, &[], "write");
     assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
     assert!(!scratch.ws().join("src/out.txt").exists());
 
     scratch.user_config("[permissions]\nallow = [\"write_file(src/**)\"]\n");
     let server = self::server(write_call("src/out.txt"));
-    let out = scratch.run(&server, &[], "write");
+    let out = scratch.run_json(&server, &[], "write");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(scratch.ws().join("src/out.txt").exists());
     // Outside the pattern: still asked.
     let server = self::server(write_call("other.txt"));
-    let out = scratch.run(&server, &[], "write");
+    let out = scratch.run_json(&server, &[], "write");
     assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
 }
 
@@ -187,7 +138,7 @@ fn a_shell_allow_rule_does_not_cover_a_second_command() {
     let scratch = Scratch::new();
     scratch.user_config("[permissions]\nallow = [\"shell(echo ok*)\"]\n");
     let server = server(shell_call("echo ok"));
-    let out = scratch.run(&server, &[], "run it");
+    let out = scratch.run_json(&server, &[], "run it");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
         results(&out, "shell")[0]["content"]
@@ -202,7 +153,7 @@ fn a_shell_allow_rule_does_not_cover_a_second_command() {
         "echo ok > pwned",
     ] {
         let server = self::server(shell_call(line));
-        let out = scratch.run(&server, &[], "run it");
+        let out = scratch.run_json(&server, &[], "run it");
         assert_eq!(out.status.code(), Some(4), "{line}: {}", text(&out.stderr));
         assert!(!scratch.ws().join("pwned").exists(), "{line}");
     }
@@ -216,7 +167,7 @@ fn a_deny_rule_wins_even_under_approve_allow() {
     );
     std::fs::write(scratch.ws().join(".env"), "SECRET=1\n").unwrap();
     let server = server(shell_call("echo a && touch pwned"));
-    let out = scratch.run(&server, &["--approve", "allow"], "run it");
+    let out = scratch.run_json(&server, &["--approve", "allow"], "run it");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(!scratch.ws().join("pwned").exists());
     let result = &results(&out, "shell")[0];
@@ -224,7 +175,7 @@ fn a_deny_rule_wins_even_under_approve_allow() {
     assert!(last_request(&server).contains("shell(touch*)"));
 
     let server = self::server(one_call("read_file", json!({"path": ".env"})));
-    let out = scratch.run(&server, &["--approve", "allow"], "read it");
+    let out = scratch.run_json(&server, &["--approve", "allow"], "read it");
     assert!(!last_request(&server).contains("SECRET=1"));
     assert_eq!(results(&out, "read_file")[0]["is_error"], true);
 }
@@ -239,11 +190,11 @@ fn an_untrusted_workspace_file_can_deny_but_not_allow() {
     )
     .unwrap();
     let server = server(write_call("a.txt"));
-    let out = scratch.run(&server, &[], "write");
+    let out = scratch.run_json(&server, &[], "write");
     assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
     assert!(!scratch.ws().join("a.txt").exists());
     let server = self::server(write_call("blocked.txt"));
-    let out = scratch.run(&server, &["--approve", "allow"], "write");
+    let out = scratch.run_json(&server, &["--approve", "allow"], "write");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(!scratch.ws().join("blocked.txt").exists());
 }
@@ -253,7 +204,7 @@ fn a_bad_rule_is_a_one_line_error_naming_the_file() {
     let scratch = Scratch::new();
     scratch.user_config("[permissions]\nallow = [\"shell(cargo test\"]\n");
     let server = server(write_call("a.txt"));
-    let out = scratch.run(&server, &[], "write");
+    let out = scratch.run_json(&server, &[], "write");
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     let stderr = text(&out.stderr);
     assert!(
@@ -289,7 +240,7 @@ fn pre_tool_use_exit_2_blocks_the_call_with_stderr_as_the_reason() {
         &hook,
     ));
     let server = server(write_call("out.txt"));
-    let out = scratch.run(&server, &["--approve", "allow"], "write");
+    let out = scratch.run_json(&server, &["--approve", "allow"], "write");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(!scratch.ws().join("out.txt").exists());
     let result = &results(&out, "write_file")[0];
@@ -322,7 +273,7 @@ fn a_matcher_that_does_not_name_the_tool_leaves_the_call_alone() {
     let hook = scratch.script("guard.sh", "exit 2");
     scratch.user_config(&hook_config("pre_tool_use", "matcher = \"shell\"", &hook));
     let server = server(write_call("out.txt"));
-    let out = scratch.run(&server, &["--approve", "allow"], "write");
+    let out = scratch.run_json(&server, &["--approve", "allow"], "write");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(scratch.ws().join("out.txt").exists());
     assert!(hook_lines(&out).is_empty());
@@ -339,7 +290,7 @@ fn a_failing_guard_blocks_unless_it_opted_into_failing_open() {
         let hook = scratch.script("guard.sh", body);
         scratch.user_config(&hook_config("pre_tool_use", "", &hook));
         let server = server(write_call("out.txt"));
-        let out = scratch.run(&server, &["--approve", "allow"], "write");
+        let out = scratch.run_json(&server, &["--approve", "allow"], "write");
         assert!(!scratch.ws().join("out.txt").exists(), "{body}");
         let result = &results(&out, "write_file")[0];
         let content = result["content"].as_str().unwrap();
@@ -351,7 +302,7 @@ fn a_failing_guard_blocks_unless_it_opted_into_failing_open() {
 
         scratch.user_config(&hook_config("pre_tool_use", "on_error = \"allow\"", &hook));
         let server = self::server(write_call("out.txt"));
-        let out = scratch.run(&server, &["--approve", "allow"], "write");
+        let out = scratch.run_json(&server, &["--approve", "allow"], "write");
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
         assert!(scratch.ws().join("out.txt").exists(), "{body}");
     }
@@ -370,7 +321,7 @@ fn a_hook_that_hangs_and_forks_is_killed_with_its_children_at_its_timeout() {
     );
     scratch.user_config(&hook_config("pre_tool_use", "timeout = 1", &hook));
     let server = server(write_call("out.txt"));
-    let out = scratch.run(&server, &["--approve", "allow"], "write");
+    let out = scratch.run_json(&server, &["--approve", "allow"], "write");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(!scratch.ws().join("out.txt").exists());
     let content = results(&out, "write_file")[0]["content"]
@@ -403,7 +354,7 @@ fn pre_tool_use_can_rewrite_the_arguments_and_json_can_block() {
     );
     scratch.user_config(&hook_config("pre_tool_use", "", &hook));
     let server = server(write_call("out.txt"));
-    let out = scratch.run(&server, &["--approve", "allow"], "write");
+    let out = scratch.run_json(&server, &["--approve", "allow"], "write");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(!scratch.ws().join("out.txt").exists());
     assert_eq!(
@@ -415,7 +366,7 @@ fn pre_tool_use_can_rewrite_the_arguments_and_json_can_block() {
     let hook = scratch.script("bad.sh", r#"echo '{"updated_input": {"path": 5}}'"#);
     scratch.user_config(&hook_config("pre_tool_use", "", &hook));
     let server = self::server(write_call("out2.txt"));
-    let out = scratch.run(&server, &["--approve", "allow"], "write");
+    let out = scratch.run_json(&server, &["--approve", "allow"], "write");
     assert_eq!(results(&out, "write_file")[0]["is_error"], true);
     assert!(!scratch.ws().join("out2.txt").exists());
 
@@ -425,7 +376,7 @@ fn pre_tool_use_can_rewrite_the_arguments_and_json_can_block() {
     );
     scratch.user_config(&hook_config("pre_tool_use", "", &hook));
     let server = self::server(write_call("out3.txt"));
-    let out = scratch.run(&server, &["--approve", "allow"], "write");
+    let out = scratch.run_json(&server, &["--approve", "allow"], "write");
     assert!(!scratch.ws().join("out3.txt").exists());
     let content = results(&out, "write_file")[0]["content"]
         .as_str()
@@ -447,7 +398,7 @@ fn post_tool_use_adds_context_to_the_result_the_model_sees() {
     );
     scratch.user_config(&hook_config("post_tool_use", "", &hook));
     let server = server(write_call("out.txt"));
-    let out = scratch.run(&server, &["--approve", "allow"], "write");
+    let out = scratch.run_json(&server, &["--approve", "allow"], "write");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(scratch.ws().join("out.txt").exists());
     assert!(last_request(&server).contains("remember to run the linter"));
@@ -459,7 +410,7 @@ fn post_tool_use_adds_context_to_the_result_the_model_sees() {
     let hook = scratch.script("post2.sh", "echo 'that file is generated' >&2; exit 2");
     scratch.user_config(&hook_config("post_tool_use", "", &hook));
     let server = self::server(write_call("out2.txt"));
-    let out = scratch.run(&server, &["--approve", "allow"], "write");
+    let out = scratch.run_json(&server, &["--approve", "allow"], "write");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(last_request(&server).contains("that file is generated"));
 }
@@ -474,12 +425,12 @@ fn user_prompt_submit_can_refuse_a_prompt_or_add_context() {
     );
     scratch.user_config(&hook_config("user_prompt_submit", "", &hook));
     let server = server(json!({"turns": [{"text": "ok"}]}));
-    let out = scratch.run(&server, &[], "my password is hunter2");
+    let out = scratch.run_json(&server, &[], "my password is hunter2");
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("prompts must not contain passwords"));
     assert_eq!(server.request_count(), 0);
 
-    let out = scratch.run(&server, &[], "fix the bug");
+    let out = scratch.run_json(&server, &[], "fix the bug");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let body = last_request(&server);
     assert!(
@@ -503,7 +454,7 @@ fn session_start_context_reaches_the_model_and_session_end_sees_the_stop() {
         hook_config("session_end", "", &finish)
     ));
     let server = server(json!({"turns": [{"text": "ok"}]}));
-    let out = scratch.run(&server, &[], "hello");
+    let out = scratch.run_json(&server, &[], "hello");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(last_request(&server).contains("the build uses make"));
     let end = hook_input(&end);
@@ -513,7 +464,7 @@ fn session_start_context_reaches_the_model_and_session_end_sees_the_stop() {
     let broken = scratch.script("broken.sh", "exit 7");
     scratch.user_config(&hook_config("session_start", "", &broken));
     let server = self::server(json!({"turns": [{"text": "ok"}]}));
-    let out = scratch.run(&server, &[], "hello");
+    let out = scratch.run_json(&server, &[], "hello");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(hook_lines(&out)[0]["outcome"], "error");
 }
@@ -540,7 +491,7 @@ fn compacting_run(scratch: &Scratch) -> (MockServer, Output) {
         "--keep-turns",
         "1",
     ];
-    let out = scratch.run(&server, &args, "list twice");
+    let out = scratch.run_json(&server, &args, "list twice");
     (server, out)
 }
 
@@ -591,7 +542,7 @@ fn notification_hooks_hear_that_a_turn_finished() {
     let hook = scratch.script("notify.sh", &format!("cat > {}", heard.display()));
     scratch.user_config(&hook_config("notification", "", &hook));
     let server = server(json!({"turns": [{"text": "ok"}]}));
-    let out = scratch.run(&server, &[], "hello");
+    let out = scratch.run_json(&server, &[], "hello");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let heard = hook_input(&heard);
     assert_eq!(heard["hook_event_name"], "notification");
@@ -620,7 +571,7 @@ fn a_subagent_stop_hook_sends_the_sub_agent_back_to_work_with_its_reason() {
         {"text": "SECOND-ANSWER in main.rs"},
         {"text": "Done."}
     ]}));
-    let out = scratch.run(&server, &[], "delegate");
+    let out = scratch.run_json(&server, &[], "delegate");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let result = &results(&out, "task")[0];
     assert_eq!(result["is_error"], false, "{result}");
@@ -654,7 +605,7 @@ fn a_stop_hook_sends_the_agent_back_to_work_a_bounded_number_of_times() {
     );
     scratch.user_config(&hook_config("stop", "", &hook));
     let server = server(json!({"turns": [{"text": "all done"}, {"text": "ran the tests"}]}));
-    let out = scratch.run(&server, &[], "work");
+    let out = scratch.run_json(&server, &[], "work");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(server.request_count(), 2);
     assert!(last_request(&server).contains("the tests were not run"));
@@ -665,7 +616,7 @@ fn a_stop_hook_sends_the_agent_back_to_work_a_bounded_number_of_times() {
     let server = self::server(json!({"turns": [
         {"text": "1"}, {"text": "2"}, {"text": "3"}, {"text": "4"}, {"text": "5"}, {"text": "6"}
     ]}));
-    let out = scratch.run(&server, &[], "work");
+    let out = scratch.run_json(&server, &[], "work");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(server.request_count(), 4);
 }
@@ -684,7 +635,7 @@ fn workspace_hooks_do_not_run_in_an_untrusted_workspace() {
     )
     .unwrap();
     let server = server(json!({"turns": [{"text": "ok"}]}));
-    let out = scratch.run(&server, &[], "hello");
+    let out = scratch.run_json(&server, &[], "hello");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(!ran.exists());
 }
@@ -725,7 +676,7 @@ fn skills_are_listed_in_the_prompt_and_loaded_through_the_skill_tool() {
         ]},
         {"text": "Done."}
     ]}));
-    let out = scratch.run(&server, &[], "write the notes");
+    let out = scratch.run_json(&server, &[], "write the notes");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
         text(&out.stderr).contains("broken"),
@@ -771,13 +722,13 @@ fn skills_list_shows_names_and_descriptions() {
         "---\ndescription: Fill PDF forms\n---\nbody\n",
         &[],
     );
-    let out = Command::new(env!("CARGO_BIN_EXE_agentloop"))
-        .env("XDG_CONFIG_HOME", scratch.path("config"))
-        .env("XDG_DATA_HOME", scratch.path("data"))
-        .args(["skills", "list", "--json", "--workspace"])
-        .arg(scratch.ws())
-        .output()
-        .unwrap();
+    let out = scratch.plain(&[
+        "skills",
+        "list",
+        "--json",
+        "--workspace",
+        scratch.ws().to_str().unwrap(),
+    ]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let listed: Value = serde_json::from_str(text(&out.stdout).trim()).unwrap();
     assert_eq!(listed["name"], "pdf");
@@ -795,7 +746,7 @@ fn a_custom_command_expands_its_arguments_and_allows_its_tools() {
     )
     .unwrap();
     let server = server(write_call("fixed.txt"));
-    let out = scratch.run(&server, &[], "/fix 42 urgently");
+    let out = scratch.run_json(&server, &[], "/fix 42 urgently");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let first = server.requests()[0].body.to_string();
     assert!(first.contains("Fix bug #42 (42 urgently)."), "{first}");
@@ -803,7 +754,7 @@ fn a_custom_command_expands_its_arguments_and_allows_its_tools() {
     assert!(scratch.ws().join("fixed.txt").exists());
     // An unknown /name is sent as typed.
     let server = self::server(json!({"turns": [{"text": "ok"}]}));
-    let out = scratch.run(&server, &[], "/unknown thing");
+    let out = scratch.run_json(&server, &[], "/unknown thing");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(last_request(&server).contains("/unknown thing"));
 }
@@ -814,7 +765,7 @@ fn the_user_agents_md_comes_before_the_project_one() {
     std::fs::write(scratch.path("config/agentloop/AGENTS.md"), "USER-RULES").unwrap();
     std::fs::write(scratch.ws().join("AGENTS.md"), "PROJECT-RULES").unwrap();
     let server = server(json!({"turns": [{"text": "ok"}]}));
-    let out = scratch.run(&server, &[], "hello");
+    let out = scratch.run_json(&server, &[], "hello");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let body = last_request(&server);
     let user = body.find("USER-RULES").expect("user file sent");
@@ -845,7 +796,7 @@ fn a_trusted_workspace_brings_its_own_rules_hooks_skills_and_commands() {
     std::fs::write(project.join("commands/ship.md"), "Ship $ARGUMENTS now.").unwrap();
     // Untrusted: none of it applies, and stderr says what was ignored.
     let server = server(write_call("out.txt"));
-    let out = scratch.run(&server, &[], "/ship v2");
+    let out = scratch.run_json(&server, &[], "/ship v2");
     assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
     assert!(!ran.exists() && !scratch.ws().join("out.txt").exists());
     let first = server.requests()[0].body.to_string();
@@ -860,7 +811,7 @@ fn a_trusted_workspace_brings_its_own_rules_hooks_skills_and_commands() {
     );
     // Trusted for this invocation: all of it does.
     let server = self::server(write_call("out.txt"));
-    let out = scratch.run(&server, &["--trust-project"], "/ship v2");
+    let out = scratch.run_json(&server, &["--trust-project"], "/ship v2");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(ran.exists() && scratch.ws().join("out.txt").exists());
     let first = server.requests()[0].body.to_string();
@@ -881,7 +832,7 @@ fn a_trusted_workspace_brings_its_own_rules_hooks_skills_and_commands() {
     std::fs::remove_file(scratch.ws().join("out.txt")).unwrap();
     std::fs::write(project.join("config.toml"), "").unwrap();
     let server = self::server(write_call("out.txt"));
-    let out = scratch.run(&server, &["--trust-project"], "/review main.rs");
+    let out = scratch.run_json(&server, &["--trust-project"], "/review main.rs");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(
         scratch.ws().join("out.txt").exists(),
@@ -890,7 +841,7 @@ fn a_trusted_workspace_brings_its_own_rules_hooks_skills_and_commands() {
     let first = server.requests()[0].body.to_string();
     assert!(first.contains("Review main.rs carefully."), "{first}");
     let server = self::server(json!({"turns": [{"text": "ok"}]}));
-    let out = scratch.run(&server, &["--trust-project"], "/ship v3");
+    let out = scratch.run_json(&server, &["--trust-project"], "/ship v3");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let first = server.requests()[0].body.to_string();
     assert!(

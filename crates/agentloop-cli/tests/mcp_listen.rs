@@ -5,14 +5,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::Arc;
 
 use agentloop::tooling::Deps;
 use agentloop_mcp::{McpServerConfig, McpToolset, ServerState};
 use serde_json::json;
 
-const BIN: &str = env!("CARGO_BIN_EXE_agentloop");
+mod support;
+
+use support::Scratch;
 
 /// Kills the server when the test ends, however it ends.
 struct Server(Child);
@@ -25,8 +27,9 @@ impl Drop for Server {
 }
 
 /// Starts the server on a free port; returns it and its URL (read from its stderr).
-fn start(ws: &std::path::Path, token: &str) -> (Server, String) {
-    let mut child = Command::new(BIN)
+fn start(scratch: &Scratch, token: &str) -> (Server, String) {
+    let mut child = scratch
+        .env_cmd()
         .args([
             "mcp-server",
             "--approve",
@@ -35,7 +38,7 @@ fn start(ws: &std::path::Path, token: &str) -> (Server, String) {
             "127.0.0.1:0",
             "--workspace",
         ])
-        .arg(ws)
+        .arg(scratch.ws())
         .env("AGENTLOOP_MCP_SERVER_TOKEN", token)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -56,9 +59,9 @@ fn start(ws: &std::path::Path, token: &str) -> (Server, String) {
 
 #[tokio::test]
 async fn the_builtin_tools_over_http_with_a_bearer_token_and_origin_checks() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("hello.txt"), "hello over http\n").unwrap();
-    let (_server, url) = start(dir.path(), "tok-123");
+    let dir = Scratch::new();
+    std::fs::write(dir.ws().join("hello.txt"), "hello over http\n").unwrap();
+    let (_server, url) = start(&dir, "tok-123");
     assert!(
         url.starts_with("http://127.0.0.1:") && url.ends_with("/mcp"),
         "{url}"
@@ -90,7 +93,7 @@ async fn the_builtin_tools_over_http_with_a_bearer_token_and_origin_checks() {
     .await
     .unwrap();
     assert_eq!(
-        std::fs::read_to_string(dir.path().join("made.txt")).unwrap(),
+        std::fs::read_to_string(dir.ws().join("made.txt")).unwrap(),
         "written over http\n"
     );
     toolset.shutdown().await;
@@ -118,10 +121,11 @@ async fn the_builtin_tools_over_http_with_a_bearer_token_and_origin_checks() {
 
 #[test]
 fn listen_on_an_unusable_address_is_a_usage_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(BIN)
+    let dir = Scratch::new();
+    let out = dir
+        .env_cmd()
         .args(["mcp-server", "--listen", "not-an-address", "--workspace"])
-        .arg(dir.path())
+        .arg(dir.ws())
         .stdin(Stdio::null())
         .output()
         .unwrap();

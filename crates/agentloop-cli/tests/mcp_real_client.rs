@@ -9,9 +9,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use serde_json::Value;
+
+mod support;
+
+use support::{BIN, Scratch};
 
 const SUITE: &str = "agentloop mcp-server with the official TypeScript MCP client";
 
@@ -44,25 +47,23 @@ fn the_official_typescript_client_uses_the_builtin_tools_under_the_deny_policy()
         );
         return;
     };
-    let scratch = tempfile::tempdir().unwrap();
-    let ws = scratch.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    std::fs::write(ws.join("notes.txt"), "remember the milk\n").unwrap();
+    let scratch = Scratch::with_notes();
+    let ws = scratch.ws();
     std::fs::create_dir(ws.join("src")).unwrap();
-    std::fs::write(scratch.path().join("outside.txt"), "secret\n").unwrap();
+    std::fs::write(scratch.path("outside.txt"), "secret\n").unwrap();
 
     let script = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/tests/support/mcp_real_client.mjs"
     );
-    let out = Command::new("node")
+    // node passes the scratch environment on to the server it starts.
+    let out = scratch
+        .env_cmd_of("node")
         .arg(script)
         .arg(&dir)
-        .arg(env!("CARGO_BIN_EXE_agentloop"))
+        .arg(BIN)
         .arg(&ws)
         .arg("deny")
-        .env("XDG_DATA_HOME", scratch.path().join("data"))
-        .env("XDG_CONFIG_HOME", scratch.path().join("config"))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);

@@ -16,7 +16,7 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentloop_testkit::{MockServer, Script};
+use agentloop_testkit::MockServer;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -217,7 +217,7 @@ impl Receiver {
     }
 }
 
-use support::Scratch;
+use support::{Scratch, server};
 
 impl Scratch {
     /// `agentloop run --json` against `server`, exporting to `receiver`.
@@ -239,10 +239,6 @@ impl Scratch {
             .stderr(Stdio::piped());
         cmd
     }
-}
-
-fn server(script: Value) -> MockServer {
-    MockServer::start(Script::from_value(script).unwrap())
 }
 
 fn json_lines(stdout: &[u8]) -> Vec<Value> {

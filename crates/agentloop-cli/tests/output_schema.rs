@@ -13,7 +13,7 @@ use std::process::Output;
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 
-use support::Scratch;
+use support::{Scratch, text};
 
 impl Scratch {
     fn schema(&self, schema: &Value) -> PathBuf {
@@ -21,17 +21,13 @@ impl Scratch {
         std::fs::write(&path, schema.to_string()).unwrap();
         path
     }
-    fn run(&self, server: &MockServer, args: &[&str]) -> Output {
+    fn file_ticket(&self, server: &MockServer, args: &[&str]) -> Output {
         self.run_cmd(server)
             .args(args)
             .arg("File a ticket for the notes")
             .output()
             .unwrap()
     }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 fn server(turns: Value) -> MockServer {
@@ -61,7 +57,7 @@ fn stdout_is_only_the_validated_json() {
         {"text": "{\"title\": \"Disk full\", \"priority\": 9}"},
         {"text": "{\"title\": \"Disk full\", \"priority\": 1}"}
     ]));
-    let out = scratch.run(&server, &["--output-schema", schema.to_str().unwrap()]);
+    let out = scratch.file_ticket(&server, &["--output-schema", schema.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let stdout = text(&out.stdout);
     assert_eq!(stdout, "{\"priority\":1,\"title\":\"Disk full\"}\n");
@@ -87,7 +83,7 @@ fn json_mode_appends_the_output_after_the_events() {
         {"tool_calls": [{"id": "f1", "name": "final_result",
                          "arguments": {"title": "Disk full", "priority": 2}}]}
     ]));
-    let out = scratch.run(
+    let out = scratch.file_ticket(
         &server,
         &[
             "--json",
@@ -123,7 +119,7 @@ fn never_valid_output_exits_nonzero_with_the_violations() {
         {"text": "{\"title\": 5}"},
         {"text": "{\"title\": \"x\"}"}
     ]));
-    let out = scratch.run(
+    let out = scratch.file_ticket(
         &server,
         &[
             "--output-retries",
@@ -149,11 +145,11 @@ fn a_bad_schema_file_is_a_usage_error() {
     let server = server(json!([{"text": "{}"}]));
     let path = scratch.dir.path().join("bad.json");
     std::fs::write(&path, "{\"type\": 12}").unwrap();
-    let out = scratch.run(&server, &["--output-schema", path.to_str().unwrap()]);
+    let out = scratch.file_ticket(&server, &["--output-schema", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("--output-schema"));
     std::fs::write(&path, "not json").unwrap();
-    let out = scratch.run(&server, &["--output-schema", path.to_str().unwrap()]);
+    let out = scratch.file_ticket(&server, &["--output-schema", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("is not JSON"));
     assert_eq!(server.requests().len(), 0);

@@ -17,12 +17,15 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::process::Command;
 use std::time::Duration;
 
-use agentloop_testkit::{MockServer, Script};
+use agentloop_testkit::MockServer;
+
+mod support;
+
 use expectrl::{Eof, Session};
 use serde_json::{Value, json};
+use support::{Scratch, server};
 
 struct Pty {
     session: Session,
@@ -31,32 +34,17 @@ struct Pty {
 }
 
 impl Pty {
-    fn spawn(server: &MockServer, dir: &tempfile::TempDir, prompt: &str) -> Pty {
+    fn spawn(server: &MockServer, dir: &Scratch, prompt: &str) -> Pty {
         Pty::spawn_with(server, dir, prompt, &[])
     }
 
-    fn spawn_with(
-        server: &MockServer,
-        dir: &tempfile::TempDir,
-        prompt: &str,
-        env: &[(&str, &str)],
-    ) -> Pty {
-        std::fs::create_dir_all(dir.path().join("ws")).unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-        for var in ["OPENAI_BASE_URL", "AGENTLOOP_DB", "AGENTLOOP_MODEL"] {
-            cmd.env_remove(var);
-        }
-        cmd.env("OPENAI_API_KEY", "dummy")
-            .env("XDG_DATA_HOME", dir.path().join("data"))
-            .env("XDG_CONFIG_HOME", dir.path().join("config"))
-            .env("NO_COLOR", "1")
-            .env("COLUMNS", "80")
-            .arg("--db")
-            .arg(dir.path().join("sessions.db"))
+    fn spawn_with(server: &MockServer, dir: &Scratch, prompt: &str, env: &[(&str, &str)]) -> Pty {
+        let mut cmd = dir.tty_cmd();
+        cmd.env("COLUMNS", "80")
             .args(["run", "--model", "openai:mock", "--base-url"])
             .arg(server.openai_base_url())
             .arg("--workspace")
-            .arg(dir.path().join("ws"))
+            .arg(dir.ws())
             .arg(prompt);
         for (name, value) in env {
             cmd.env(name, value);
@@ -112,10 +100,6 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn server(script: Value) -> MockServer {
-    MockServer::start(Script::from_value(script).unwrap())
-}
-
 fn shell_turn(id: &str, command: &str) -> Value {
     json!({"tool_calls": [{"id": id, "name": "shell", "arguments": {"command": command}}]})
 }
@@ -132,7 +116,7 @@ fn the_whole_long_command_is_shown_and_escapes_are_visible() {
         " please wait".repeat(20)
     );
     let hostile = "echo ok\r\x1b[2K\x1b]52;c;cm0gLXJmIH4=\x07\x1b]0;innocent\x07 \u{202e}gnp.exe";
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Scratch::new();
     let server = server(json!({"turns": [
         shell_turn("c1", &command),
         shell_turn("c2", hostile),
@@ -170,13 +154,13 @@ fn the_whole_long_command_is_shown_and_escapes_are_visible() {
     for raw in RAW {
         assert!(!all.contains(raw), "{raw:?} reached the terminal:\n{all:?}");
     }
-    assert!(!dir.path().join("ws").join("payload.sh").exists());
+    assert!(!dir.ws().join("payload.sh").exists());
 }
 
 #[test]
 fn always_covers_only_that_tool_or_that_exact_command() {
     let _pty = one_at_a_time();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Scratch::new();
     let server = server(json!({"turns": [
         {"tool_calls": [{"id": "w1", "name": "write_file", "arguments": {"path": "a.txt", "content": "A\n"}}]},
         {"tool_calls": [{"id": "w2", "name": "write_file", "arguments": {"path": "b.txt", "content": "B\n"}}]},
@@ -212,7 +196,7 @@ fn always_covers_only_that_tool_or_that_exact_command() {
     pty.answer("n");
     let all = pty.finish();
 
-    let ws = dir.path().join("ws");
+    let ws = dir.ws();
     assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "A\n");
     assert_eq!(std::fs::read_to_string(ws.join("b.txt")).unwrap(), "B\n");
     assert_eq!(
@@ -224,28 +208,14 @@ fn always_covers_only_that_tool_or_that_exact_command() {
 }
 
 /// `agentloop chat` on a pseudo-terminal against an Anthropic-wire mock (sequential script).
-fn spawn_chat(server: &MockServer, dir: &tempfile::TempDir) -> Pty {
-    std::fs::create_dir_all(dir.path().join("ws")).unwrap();
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-    for var in [
-        "ANTHROPIC_BASE_URL",
-        "AGENTLOOP_DB",
-        "AGENTLOOP_MODEL",
-        "AGENTLOOP_PROFILE",
-    ] {
-        cmd.env_remove(var);
-    }
+fn spawn_chat(server: &MockServer, dir: &Scratch) -> Pty {
+    let mut cmd = dir.tty_cmd();
     cmd.env("ANTHROPIC_API_KEY", "dummy")
-        .env("XDG_DATA_HOME", dir.path().join("data"))
-        .env("XDG_CONFIG_HOME", dir.path().join("config"))
-        .env("NO_COLOR", "1")
         .env("COLUMNS", "100")
-        .arg("--db")
-        .arg(dir.path().join("sessions.db"))
         .args(["chat", "--model", "anthropic:mock", "--approve", "allow"])
         .args(["--base-url", &server.base_url()])
         .arg("--workspace")
-        .arg(dir.path().join("ws"));
+        .arg(dir.ws());
     let mut session = Session::spawn(cmd).unwrap();
     session.set_expect_timeout(Some(Duration::from_secs(60)));
     Pty {
@@ -257,7 +227,7 @@ fn spawn_chat(server: &MockServer, dir: &tempfile::TempDir) -> Pty {
 #[test]
 fn chat_streams_markdown_cancels_steers_and_takes_slash_commands() {
     let _pty = one_at_a_time();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Scratch::new();
     let long = "word ".repeat(400);
     let server = server(json!({"mode": "sequential", "turns": [
         {"thinking": "Let me plan this.\nThen answer.",
@@ -327,32 +297,16 @@ fn chat_streams_markdown_cancels_steers_and_takes_slash_commands() {
 #[test]
 fn chat_continue_and_resume_restore_the_session_s_model() {
     let _pty = one_at_a_time();
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("ws")).unwrap();
+    let dir = Scratch::new();
     let server = server(json!({"turns": [{"text": "Answer."}], "repeat": true}));
-    let base = |cmd: &mut Command| {
-        for var in [
-            "ANTHROPIC_BASE_URL",
-            "OPENAI_BASE_URL",
-            "AGENTLOOP_DB",
-            "AGENTLOOP_MODEL",
-            "AGENTLOOP_PROFILE",
-        ] {
-            cmd.env_remove(var);
-        }
-        cmd.env("ANTHROPIC_API_KEY", "dummy")
-            .env("OPENAI_API_KEY", "dummy")
-            .env("XDG_DATA_HOME", dir.path().join("data"))
-            .env("XDG_CONFIG_HOME", dir.path().join("config"))
-            .env("NO_COLOR", "1")
-            .env("COLUMNS", "100")
-            .arg("--db")
-            .arg(dir.path().join("sessions.db"));
+    // Both providers' keys, a 100-column terminal.
+    let base = || {
+        let mut cmd = dir.tty_cmd();
+        cmd.env("ANTHROPIC_API_KEY", "dummy").env("COLUMNS", "100");
+        cmd
     };
     // A session recorded by `run` with an Anthropic model on the mock.
-    let mut run = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-    base(&mut run);
-    let out = run
+    let out = base()
         .args([
             "run",
             "--session",
@@ -361,7 +315,7 @@ fn chat_continue_and_resume_restore_the_session_s_model() {
             "anthropic:stored-model",
         ])
         .args(["--base-url", &server.base_url(), "--workspace"])
-        .arg(dir.path().join("ws"))
+        .arg(dir.ws())
         .arg("first prompt")
         .stdin(std::process::Stdio::null())
         .output()
@@ -374,12 +328,8 @@ fn chat_continue_and_resume_restore_the_session_s_model() {
 
     // No flags: `--continue` finds it in this workspace and talks to the stored model.
     let spawn = |args: &[&str]| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-        base(&mut cmd);
-        cmd.arg("chat")
-            .args(args)
-            .arg("--workspace")
-            .arg(dir.path().join("ws"));
+        let mut cmd = base();
+        cmd.arg("chat").args(args).arg("--workspace").arg(dir.ws());
         let mut session = Session::spawn(cmd).unwrap();
         session.set_expect_timeout(Some(Duration::from_secs(60)));
         Pty {
@@ -442,7 +392,7 @@ fn a_call_longer_than_the_screen_shows_head_and_tail_and_always_waits_for_view_a
     let command: String = (0..100)
         .map(|i| format!("echo line-{i:03} >> out.txt\n"))
         .collect();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Scratch::new();
     let server = server(json!({"turns": [
         shell_turn("c1", &command),
         shell_turn("c2", &command),
@@ -481,7 +431,7 @@ fn a_call_longer_than_the_screen_shows_head_and_tail_and_always_waits_for_view_a
     pty.keys("a");
     pty.expect("Done.");
     let all = pty.finish();
-    let out = std::fs::read_to_string(dir.path().join("ws").join("out.txt")).unwrap();
+    let out = std::fs::read_to_string(dir.ws().join("out.txt")).unwrap();
     assert_eq!(out.lines().count(), 200, "both calls ran: {all}");
     assert_eq!(all.matches("[a]lways").count(), 1, "asked once: {all}");
 }
@@ -491,7 +441,7 @@ fn a_call_longer_than_the_screen_shows_head_and_tail_and_always_waits_for_view_a
 #[test]
 fn type_ahead_never_answers_the_question() {
     let _pty = one_at_a_time();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Scratch::new();
     let server = server(json!({"turns": [
         {"tool_calls": [{"id": "c1", "name": "shell", "arguments": {"command": "touch pwned"}}],
          "first_byte_delay_ms": 1500},
@@ -506,7 +456,7 @@ fn type_ahead_never_answers_the_question() {
     pty.expect("Done.");
     let all = pty.finish();
     assert!(
-        !dir.path().join("ws").join("pwned").exists(),
+        !dir.ws().join("pwned").exists(),
         "type-ahead answered the question: {all}"
     );
 }
@@ -516,7 +466,7 @@ fn type_ahead_never_answers_the_question() {
 #[test]
 fn one_key_answers_and_other_keys_ask_again_with_help() {
     let _pty = one_at_a_time();
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Scratch::new();
     let server = server(json!({"turns": [
         shell_turn("c1", "touch one.txt"),
         shell_turn("c2", "touch two.txt"),
@@ -534,16 +484,13 @@ fn one_key_answers_and_other_keys_ask_again_with_help() {
             shown.contains("press one key") && shown.contains("n  no (the default)"),
             "{key:?}: {shown}"
         );
-        assert!(
-            !dir.path().join("ws").join("one.txt").exists(),
-            "{key:?} answered"
-        );
+        assert!(!dir.ws().join("one.txt").exists(), "{key:?} answered");
     }
     // One key, no Enter.
     pty.keys("y");
     pty.expect("touch two.txt");
     pty.expect("[?] help: ");
-    assert!(dir.path().join("ws").join("one.txt").exists());
+    assert!(dir.ws().join("one.txt").exists());
 
     // No, and tell the agent what to do instead.
     pty.keys("t");
@@ -552,24 +499,24 @@ fn one_key_answers_and_other_keys_ask_again_with_help() {
     pty.expect("touch three.txt");
     let sent = server.requests().last().unwrap().body.to_string();
     assert!(sent.contains("use write_file for that"), "{sent}");
-    assert!(!dir.path().join("ws").join("two.txt").exists());
+    assert!(!dir.ws().join("two.txt").exists());
 
     // Ctrl-C at the question: the call is not run and the run is interrupted.
     pty.expect("[?] help: ");
     pty.session.send(expectrl::ControlCode::EndOfText).unwrap();
     let all = pty.finish();
     assert!(all.contains("interrupted"), "{all}");
-    assert!(!dir.path().join("ws").join("three.txt").exists(), "{all}");
+    assert!(!dir.ws().join("three.txt").exists(), "{all}");
     assert!(!all.contains("panicked"), "{all}");
 }
 
 #[test]
 fn always_can_be_saved_as_an_exact_rule_that_later_runs_honour() {
     let _pty = one_at_a_time();
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config").join("agentloop");
+    let dir = Scratch::new();
+    let config = dir.path("config").join("agentloop");
     std::fs::create_dir_all(&config).unwrap();
-    let heard = dir.path().join("heard.jsonl");
+    let heard = dir.path("heard.jsonl");
     std::fs::write(
         config.join("config.toml"),
         format!(
@@ -621,19 +568,12 @@ fn always_can_be_saved_as_an_exact_rule_that_later_runs_honour() {
         shell_turn("s3", "echo saved-rule && echo other"),
         {"text": "Done."}
     ]}));
-    let out = Command::new(env!("CARGO_BIN_EXE_agentloop"))
-        .env_remove("OPENAI_BASE_URL")
-        .env_remove("AGENTLOOP_DB")
-        .env_remove("AGENTLOOP_MODEL")
-        .env("OPENAI_API_KEY", "dummy")
-        .env("XDG_DATA_HOME", dir.path().join("data"))
-        .env("XDG_CONFIG_HOME", dir.path().join("config"))
-        .arg("--db")
-        .arg(dir.path().join("sessions.db"))
+    let out = dir
+        .cmd()
         .args(["run", "--json", "--model", "openai:mock", "--base-url"])
         .arg(server.openai_base_url())
         .arg("--workspace")
-        .arg(dir.path().join("ws"))
+        .arg(dir.ws())
         .arg("again")
         .stdin(std::process::Stdio::null())
         .output()

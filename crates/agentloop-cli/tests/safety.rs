@@ -6,13 +6,13 @@
 
 mod support;
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agentloop_testkit::{MockServer, Script};
+use agentloop_testkit::MockServer;
 use serde_json::{Value, json};
 
-use support::Scratch;
+use support::{Scratch, server, text};
 
 /// The scratch directory with the database in a directory of its own that does not exist yet.
 fn scratch() -> Scratch {
@@ -28,20 +28,6 @@ impl Scratch {
             .stderr(Stdio::piped());
         cmd
     }
-    fn run(&self, server: &MockServer, args: &[&str], prompt: &str) -> Output {
-        self.prompt_cmd(server, args, prompt).output().unwrap()
-    }
-    fn sessions(&self, args: &[&str]) -> Output {
-        self.cmd().arg("sessions").args(args).output().unwrap()
-    }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn server(script: Value) -> MockServer {
-    MockServer::start(Script::from_value(script).unwrap())
 }
 
 const RAW: [&str; 5] = ["\x1b]0;", "\x1b]52;", "\x1b[2J", "\u{202e}", "\r"];

@@ -9,10 +9,10 @@ mod support;
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
-use agentloop_testkit::{MockServer, Script};
+use agentloop_testkit::MockServer;
 use serde_json::{Value, json};
 
-use support::Scratch;
+use support::{Scratch, server, text};
 
 impl Scratch {
     fn cmd_with(&self, server: &MockServer, args: &[&str]) -> Command {
@@ -20,17 +20,9 @@ impl Scratch {
         cmd.args(args);
         cmd
     }
-    fn run(&self, server: &MockServer, args: &[&str]) -> Output {
+    fn run_args(&self, server: &MockServer, args: &[&str]) -> Output {
         self.cmd_with(server, args).output().unwrap()
     }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn server(script: Value) -> MockServer {
-    MockServer::start(Script::from_value(script).unwrap())
 }
 
 fn tool_then_answer() -> Value {
@@ -45,7 +37,7 @@ fn tool_then_answer() -> Value {
 fn quiet_prints_only_the_final_answer_on_stdout() {
     let scratch = Scratch::new();
     let server = server(tool_then_answer());
-    let out = scratch.run(&server, &["-q", "what is here?"]);
+    let out = scratch.run_args(&server, &["-q", "what is here?"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "The final answer.\n");
     let stderr = text(&out.stderr);
@@ -57,7 +49,7 @@ fn quiet_prints_only_the_final_answer_on_stdout() {
 fn json_has_the_session_id_and_ends_with_a_result() {
     let scratch = Scratch::new();
     let server = server(tool_then_answer());
-    let out = scratch.run(&server, &["--json", "--session", "sess-1", "go"]);
+    let out = scratch.run_args(&server, &["--json", "--session", "sess-1", "go"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let events: Vec<Value> = text(&out.stdout)
         .lines()
@@ -81,7 +73,7 @@ fn json_has_the_session_id_and_ends_with_a_result() {
 fn a_failed_run_still_ends_with_a_result() {
     let scratch = Scratch::new();
     let server = server(json!({"turns": [{"text": "unreachable", "faults": [{"status": 401}]}]}));
-    let out = scratch.run(&server, &["--json", "go"]);
+    let out = scratch.run_args(&server, &["--json", "go"]);
     assert_eq!(out.status.code(), Some(1));
     let last: Value = serde_json::from_str(text(&out.stdout).lines().last().unwrap()).unwrap();
     assert_eq!(last["type"], "result");
@@ -94,7 +86,7 @@ fn output_last_message_writes_the_answer() {
     let scratch = Scratch::new();
     let server = server(tool_then_answer());
     let file = scratch.dir.path().join("last.txt");
-    let out = scratch.run(
+    let out = scratch.run_args(
         &server,
         &["--output-last-message", file.to_str().unwrap(), "go"],
     );
@@ -135,7 +127,7 @@ fn piped_stdin_is_added_to_the_prompt_as_context() {
 fn quiet_and_json_conflict() {
     let scratch = Scratch::new();
     let server = server(json!({"turns": [{"text": "x"}]}));
-    let out = scratch.run(&server, &["-q", "--json", "go"]);
+    let out = scratch.run_args(&server, &["-q", "--json", "go"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(server.requests().is_empty());
 }
@@ -168,7 +160,7 @@ fn project_instructions_reach_the_system_prompt_and_the_header() {
     let tabs = body.find("Prefer tabs.").expect("nearest file sent");
     assert!(haiku < tabs, "nearest last: {body}");
 
-    let out = scratch.run(&server, &["--no-project-instructions", "go"]);
+    let out = scratch.run_args(&server, &["--no-project-instructions", "go"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(!text(&out.stderr).contains("project instructions"));
     let body = server.requests()[1].body["messages"].to_string();
@@ -189,7 +181,7 @@ fn run_compacts_at_the_threshold_and_sessions_show_has_both_views() {
         {"text": "SUMMARY-OF-EARLY-WORK"},
         {"text": "Finished."}
     ]}));
-    let out = scratch.run(
+    let out = scratch.run_args(
         &server,
         &[
             "--context-window",
@@ -241,7 +233,7 @@ fn compact_subcommand_summarises_a_stored_session() {
         {"text": "HAND-MADE SUMMARY"},
         {"text": "Answer two."}
     ]}));
-    let out = scratch.run(&server, &["--session", "s2", "--no-compaction", "go"]);
+    let out = scratch.run_args(&server, &["--session", "s2", "--no-compaction", "go"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let out = scratch.plain(&[
         "compact",
@@ -259,7 +251,7 @@ fn compact_subcommand_summarises_a_stored_session() {
         "{}",
         text(&out.stdout)
     );
-    let out = scratch.run(&server, &["--session", "s2", "again"]);
+    let out = scratch.run_args(&server, &["--session", "s2", "again"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let body = server.requests().last().unwrap().body["messages"].to_string();
     assert!(
@@ -276,7 +268,7 @@ fn compact_without_a_model_uses_the_sessions_own_model_and_server() {
         list_call("c1", 10), list_call("c2", 10), {"text": "Answer one."},
         {"text": "SUMMARY BY THE SESSION'S MODEL"}
     ]}));
-    let out = scratch.run(&server, &["--session", "s3", "--no-compaction", "go"]);
+    let out = scratch.run_args(&server, &["--session", "s3", "--no-compaction", "go"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     // No --model and no --base-url: the session recorded both (openai:mock on the mock
     // server), and the mock server is the only one that answers here.

@@ -10,20 +10,16 @@ use std::process::Output;
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 
-use support::Scratch;
+use support::{Scratch, text};
 
 impl Scratch {
-    fn run(&self, server: &MockServer, model: &str, args: &[&str]) -> Output {
+    fn run_model(&self, server: &MockServer, model: &str, args: &[&str]) -> Output {
         self.run_model_cmd(server, model)
             .args(args)
             .arg("What do my notes say?")
             .output()
             .unwrap()
     }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// A tool turn and an answer; gpt-4o prices: 3 × ($2.50 × 1,000 + $1.25 × 2,000 + $10 × 500) / M.
@@ -46,13 +42,13 @@ const TURN_COST: f64 = 1000.0 * 2.5e-6 + 2000.0 * 1.25e-6 + 500.0 * 10e-6;
 #[test]
 fn the_final_line_json_end_and_session_list_carry_tokens_and_cost() {
     let scratch = Scratch::with_notes();
-    let out = scratch.run(&server(), "openai:gpt-4o", &[]);
+    let out = scratch.run_model(&server(), "openai:gpt-4o", &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let last = text(&out.stdout).lines().last().unwrap().to_owned();
     assert!(last.contains("9,000 in / 1,500 out tokens"), "{last}");
     assert!(last.contains("$0.0300"), "{last}");
 
-    let out = scratch.run(&server(), "openai:gpt-4o", &["--json"]);
+    let out = scratch.run_model(&server(), "openai:gpt-4o", &["--json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let lines: Vec<Value> = text(&out.stdout)
         .lines()
@@ -113,7 +109,7 @@ fn limit_flags_stop_before_the_call_that_would_exceed_them() {
     ] {
         let scratch = Scratch::with_notes();
         let server = server();
-        let out = scratch.run(&server, "openai:gpt-4o", &["--json", flag, value]);
+        let out = scratch.run_model(&server, "openai:gpt-4o", &["--json", flag, value]);
         assert_eq!(out.status.code(), Some(1), "{flag}: {}", text(&out.stderr));
         let end: Value = serde_json::from_str(text(&out.stdout).lines().last().unwrap()).unwrap();
         assert_eq!(end["stop"]["reason"], "usage_limit", "{flag}");
@@ -137,7 +133,7 @@ fn invalid_limits_are_usage_errors() {
         ["--max-cost", "abc"],
         ["--max-requests", "0"],
     ] {
-        let out = scratch.run(&server(), "openai:gpt-4o", &args);
+        let out = scratch.run_model(&server(), "openai:gpt-4o", &args);
         assert_eq!(
             out.status.code(),
             Some(2),

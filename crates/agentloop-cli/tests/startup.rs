@@ -24,6 +24,10 @@ use agentloop::session::{NewSession, SessionSettings, SessionStore, SqliteStore}
 use agentloop::transcript::{Message, Part, StopReason, Usage};
 use expectrl::{Eof, Session};
 
+mod support;
+
+use support::Scratch;
+
 const RUNS: usize = 20;
 
 fn binary() -> PathBuf {
@@ -33,25 +37,10 @@ fn binary() -> PathBuf {
 }
 
 /// The command with a clean environment: a dummy key (no request is made before the prompt),
-/// data and config directories in the scratch directory.
-fn command(dir: &Path, db: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(binary());
-    for var in [
-        "OPENAI_BASE_URL",
-        "AGENTLOOP_DB",
-        "AGENTLOOP_MODEL",
-        "AGENTLOOP_PROFILE",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.env("OPENAI_API_KEY", "dummy")
-        .env("XDG_DATA_HOME", dir.join("data"))
-        .env("XDG_CONFIG_HOME", dir.join("config"))
-        .env("NO_COLOR", "1")
-        .current_dir(dir.join("ws"))
-        .arg("--db")
-        .arg(db)
-        .args(args);
+/// home, data and config directories in the scratch directory.
+fn command(dir: &Scratch, db: &Path, args: &[&str]) -> Command {
+    let mut cmd = dir.env_cmd_of(binary());
+    cmd.current_dir(dir.ws()).arg("--db").arg(db).args(args);
     cmd
 }
 
@@ -70,7 +59,7 @@ fn summary(mut times: Vec<Duration>) -> String {
 }
 
 /// Time from spawning `agentloop ARGS…` in a pseudo-terminal to its first prompt; then Ctrl-D.
-fn to_first_prompt(dir: &Path, db: &Path, args: &[&str]) -> Duration {
+fn to_first_prompt(dir: &Scratch, db: &Path, args: &[&str]) -> Duration {
     let start = Instant::now();
     let mut session = Session::spawn(command(dir, db, args)).unwrap();
     session.set_expect_timeout(Some(Duration::from_secs(30)));
@@ -119,13 +108,12 @@ fn populate(db: &Path, workspace: &Path) {
 #[test]
 #[ignore = "a measurement; run by hand (see the module docs)"]
 fn interactive_start_up_to_the_first_prompt() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::create_dir_all(dir.path().join("ws")).unwrap();
-    let empty = dir.path().join("empty.db");
-    let full = dir.path().join("full.db");
+    let dir = Scratch::new();
+    let empty = dir.path("empty.db");
+    let full = dir.path("full.db");
     drop(SqliteStore::open(&empty).unwrap());
     let built = Instant::now();
-    populate(&full, &dir.path().join("ws"));
+    populate(&full, &dir.ws());
     println!("binary: {}", binary().display());
     println!(
         "populated 200 sessions x 200 messages in {:.1} s",
@@ -135,9 +123,7 @@ fn interactive_start_up_to_the_first_prompt() {
     // Warm the page cache once per variant, then measure.
     let version = |_: ()| {
         let start = Instant::now();
-        let out = command(dir.path(), &empty, &["--version"])
-            .output()
-            .unwrap();
+        let out = command(&dir, &empty, &["--version"]).output().unwrap();
         assert!(out.status.success());
         start.elapsed()
     };
@@ -153,7 +139,7 @@ fn interactive_start_up_to_the_first_prompt() {
     ] {
         let list = |_: ()| {
             let start = Instant::now();
-            let out = command(dir.path(), &full, args).output().unwrap();
+            let out = command(&dir, &full, args).output().unwrap();
             assert!(out.status.success());
             assert!(String::from_utf8_lossy(&out.stdout).lines().count() > 200);
             start.elapsed()
@@ -171,10 +157,8 @@ fn interactive_start_up_to_the_first_prompt() {
             &["chat", "--continue"][..],
         ),
     ] {
-        to_first_prompt(dir.path(), db, args);
-        let times: Vec<Duration> = (0..RUNS)
-            .map(|_| to_first_prompt(dir.path(), db, args))
-            .collect();
+        to_first_prompt(&dir, db, args);
+        let times: Vec<Duration> = (0..RUNS).map(|_| to_first_prompt(&dir, db, args)).collect();
         println!("{label} {}", summary(times));
     }
 }

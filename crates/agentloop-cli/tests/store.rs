@@ -14,18 +14,14 @@ use agentloop::session::{NewSession, SessionStore, SqliteStore};
 use agentloop::transcript::Message;
 use serde_json::Value;
 
+mod support;
+
+use support::Scratch;
+
 /// The binary with a clean environment and `--store SPEC`.
-fn agentloop(data: &std::path::Path, spec: &str) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-    for var in ["AGENTLOOP_DB", "AGENTLOOP_STORE", "AGENTLOOP_PROFILE"] {
-        cmd.env_remove(var);
-    }
-    cmd.env("XDG_DATA_HOME", data.join("data"))
-        .env("XDG_CONFIG_HOME", data.join("config"))
-        .env("NO_COLOR", "1")
-        .arg("--store")
-        .arg(spec)
-        .stdin(Stdio::null());
+fn agentloop(scratch: &Scratch, spec: &str) -> Command {
+    let mut cmd = scratch.env_cmd();
+    cmd.arg("--store").arg(spec).stdin(Stdio::null());
     cmd
 }
 
@@ -53,13 +49,13 @@ fn next_json(rx: &mpsc::Receiver<String>) -> Value {
 /// Checks `sessions follow --json --until-done` on the store `spec`, which `store` also opens:
 /// the stored message first, then each append while we hold the writer lock, then the exit
 /// once we let go of it.
-fn follow_until_done(store: Arc<dyn SessionStore>, spec: &str, data: &std::path::Path) {
+fn follow_until_done(store: Arc<dyn SessionStore>, spec: &str, scratch: &Scratch) {
     let session = store
         .create_with(NewSession::new(), &[Message::user("first")])
         .unwrap();
     let lock = store.lock_session(&session.id, Duration::ZERO).unwrap();
     let prefix = &session.id[..8];
-    let mut child = agentloop(data, spec)
+    let mut child = agentloop(scratch, spec)
         .args(["sessions", "follow", prefix, "--json", "--until-done"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -99,21 +95,21 @@ fn follow_until_done(store: Arc<dyn SessionStore>, spec: &str, data: &std::path:
 
 #[test]
 fn follow_prints_what_a_sqlite_writer_appends_until_it_lets_go() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("s.db");
+    let dir = Scratch::new();
+    let db = dir.path("s.db");
     let store: Arc<dyn SessionStore> = Arc::new(SqliteStore::open(&db).unwrap());
-    follow_until_done(store, &db.display().to_string(), dir.path());
+    follow_until_done(store, &db.display().to_string(), &dir);
 }
 
 #[test]
 fn follow_in_text_stops_after_the_idle_time_and_a_bad_store_is_one_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("s.db");
+    let dir = Scratch::new();
+    let db = dir.path("s.db");
     let store = SqliteStore::open(&db).unwrap();
     let session = store
         .create_with(NewSession::new(), &[Message::user("hello \u{1b}[31mthere")])
         .unwrap();
-    let out = agentloop(dir.path(), &db.display().to_string())
+    let out = agentloop(&dir, &db.display().to_string())
         .args(["sessions", "follow", &session.id, "--until-idle", "0.3"])
         .output()
         .unwrap();
@@ -125,7 +121,7 @@ fn follow_in_text_stops_after_the_idle_time_and_a_bad_store_is_one_line() {
         "control characters are made visible: {text}"
     );
 
-    let out = agentloop(dir.path(), "postgres://me:Secret-77@127.0.0.1:1/none")
+    let out = agentloop(&dir, "postgres://me:Secret-77@127.0.0.1:1/none")
         .args(["sessions", "list"])
         .output()
         .unwrap();
@@ -138,14 +134,14 @@ fn follow_in_text_stops_after_the_idle_time_and_a_bad_store_is_one_line() {
 
 #[test]
 fn help_never_shows_the_store_url() {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Scratch::new();
     // `--store` is described once, in the top-level help; no help shows the value.
     for args in [
         &["--help"][..],
         &["sessions", "list", "--help"],
         &["run", "-h"],
     ] {
-        let out = agentloop(dir.path(), "x.db")
+        let out = agentloop(&dir, "x.db")
             .env("AGENTLOOP_STORE", "postgres://me:Secret-78@db/app")
             .args(args)
             .output()
@@ -180,9 +176,9 @@ fn a_postgres_url_is_a_store_for_every_command() {
     .unwrap();
     let cleanup = DropSchema(url.clone(), schema.clone());
     let spec = format!("{url}?options=-c%20search_path%3D{schema}");
-    let dir = tempfile::tempdir().unwrap();
+    let dir = Scratch::new();
 
-    let out = agentloop(dir.path(), &spec)
+    let out = agentloop(&dir, &spec)
         .args(["sessions", "list", "--json"])
         .output()
         .unwrap();
@@ -193,15 +189,15 @@ fn a_postgres_url_is_a_store_for_every_command() {
     );
     assert!(out.stdout.is_empty());
     let store: Arc<dyn SessionStore> = Arc::new(store);
-    follow_until_done(store.clone(), &spec, dir.path());
-    let out = agentloop(dir.path(), &spec)
+    follow_until_done(store.clone(), &spec, &dir);
+    let out = agentloop(&dir, &spec)
         .args(["sessions", "list", "--json"])
         .output()
         .unwrap();
     let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(listed["message_count"], 4);
     let id = listed["id"].as_str().unwrap().to_owned();
-    let out = agentloop(dir.path(), &spec)
+    let out = agentloop(&dir, &spec)
         .args(["sessions", "rm", &id])
         .output()
         .unwrap();

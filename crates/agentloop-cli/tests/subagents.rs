@@ -8,52 +8,29 @@ use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 
 use agentloop::session::{SessionStore, SqliteStore};
-use agentloop_testkit::{MockServer, Script};
+use agentloop_testkit::MockServer;
 use serde_json::{Value, json};
 
-struct Scratch {
-    dir: tempfile::TempDir,
+mod support;
+
+use support::{Scratch, server, text};
+
+/// A workspace holding `notes.txt` ("the answer is 42").
+fn scratch() -> Scratch {
+    let scratch = Scratch::new();
+    std::fs::write(scratch.ws().join("notes.txt"), "the answer is 42\n").unwrap();
+    scratch
 }
 
 impl Scratch {
-    fn new() -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir(dir.path().join("ws")).unwrap();
-        std::fs::create_dir_all(dir.path().join("config").join("agentloop")).unwrap();
-        std::fs::write(
-            dir.path().join("ws").join("notes.txt"),
-            "the answer is 42\n",
-        )
-        .unwrap();
-        Scratch { dir }
-    }
-    fn ws(&self) -> PathBuf {
-        self.dir.path().join("ws")
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
     fn agent_file(&self, dir: &str, name: &str, text: &str) {
         let dir = self.ws().join(dir).join("agents");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join(format!("{name}.md")), text).unwrap();
     }
-    fn run(&self, server: &MockServer, args: &[&str], prompt: &str) -> Output {
-        self.run_command(server, args, prompt)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    }
-    /// `agentloop --db … ARGS` (not a run: `sessions …`, `worktrees …`).
+    /// `agentloop --db … ARGS` (not a run: `sessions …`, `worktrees …`), which must succeed.
     fn cli(&self, args: &[&str]) -> Output {
-        let out = self
-            .base_command()
-            .arg("--db")
-            .arg(self.path("sessions.db"))
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
+        let out = self.plain(args);
         assert_eq!(
             out.status.code(),
             Some(0),
@@ -62,49 +39,14 @@ impl Scratch {
         );
         out
     }
-    fn base_command(&self) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_agentloop"));
-        for var in [
-            "OPENAI_BASE_URL",
-            "AGENTLOOP_DB",
-            "AGENTLOOP_MODEL",
-            "AGENTLOOP_PROFILE",
-        ] {
-            cmd.env_remove(var);
-        }
-        cmd.env("OPENAI_API_KEY", "dummy")
-            .env("XDG_DATA_HOME", self.path("data"))
-            .env("XDG_CONFIG_HOME", self.path("config"))
-            .env("NO_COLOR", "1")
-            .env("GIT_AUTHOR_NAME", "Test")
-            .env("GIT_AUTHOR_EMAIL", "test@example.invalid")
-            .env("GIT_COMMITTER_NAME", "Test")
-            .env("GIT_COMMITTER_EMAIL", "test@example.invalid");
-        cmd
-    }
     fn store(&self) -> SqliteStore {
-        SqliteStore::open(self.path("sessions.db")).unwrap()
+        SqliteStore::open(self.db()).unwrap()
     }
     fn run_command(&self, server: &MockServer, args: &[&str], prompt: &str) -> Command {
-        let mut cmd = self.base_command();
-        cmd.arg("--db")
-            .arg(self.path("sessions.db"))
-            .args(["run", "--model", "openai:mock", "--base-url"])
-            .arg(server.openai_base_url())
-            .arg("--workspace")
-            .arg(self.ws())
-            .args(args)
-            .arg(prompt);
+        let mut cmd = self.run_cmd(server);
+        cmd.args(args).arg(prompt);
         cmd
     }
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn server(script: Value) -> MockServer {
-    MockServer::start(Script::from_value(script).unwrap())
 }
 
 /// Every stdout line, each checked against `schema/events.schema.json`.
@@ -171,7 +113,7 @@ const REVIEWER: &str = "---\nname: reviewer\ndescription: Reviews notes carefull
 
 #[test]
 fn an_agent_file_in_a_trusted_workspace_runs_as_a_child_with_tagged_json_events() {
-    let scratch = Scratch::new();
+    let scratch = scratch();
     scratch.agent_file(".agentloop", "reviewer", REVIEWER);
     let server = server(delegation("reviewer"));
     let out = scratch.run(&server, &["--json", "--trust-project"], "Delegate it.");
@@ -246,7 +188,7 @@ fn an_agent_file_in_a_trusted_workspace_runs_as_a_child_with_tagged_json_events(
 
 #[test]
 fn the_built_in_explore_agent_needs_no_file_and_gets_read_only_tools() {
-    let scratch = Scratch::new();
+    let scratch = scratch();
     let server = server(delegation("explore"));
     let out = scratch.run(&server, &["--json"], "Explore.");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -270,7 +212,7 @@ fn the_built_in_explore_agent_needs_no_file_and_gets_read_only_tools() {
 
 #[test]
 fn an_untrusted_workspaces_agent_file_is_ignored_and_unknown_agents_list_the_known_ones() {
-    let scratch = Scratch::new();
+    let scratch = scratch();
     scratch.agent_file(".claude", "reviewer", REVIEWER);
     let server = server(json!({"mode": "sequential", "turns": [
         {"tool_calls": [{"id": "call_task", "name": "task",
@@ -300,7 +242,7 @@ fn an_untrusted_workspaces_agent_file_is_ignored_and_unknown_agents_list_the_kno
 
 #[test]
 fn the_human_output_shows_a_childs_tool_calls_indented_under_its_agent() {
-    let scratch = Scratch::new();
+    let scratch = scratch();
     let server = server(delegation("explore"));
     let out = scratch.run(&server, &[], "Explore.");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -317,7 +259,7 @@ fn the_human_output_shows_a_childs_tool_calls_indented_under_its_agent() {
 
 #[test]
 fn in_plan_mode_an_agent_cannot_write_whatever_its_file_lists() {
-    let scratch = Scratch::new();
+    let scratch = scratch();
     scratch.agent_file(
         ".agentloop",
         "writer",
@@ -361,7 +303,7 @@ fn parent_and_child(
 
 #[test]
 fn a_childs_run_is_a_session_listed_under_its_parent_and_continue_picks_the_parent() {
-    let scratch = Scratch::new();
+    let scratch = scratch();
     let server = server(delegation("explore"));
     let out = scratch.run(&server, &["--json"], "Explore.");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -451,7 +393,7 @@ impl Drop for KillOnDrop {
 
 #[test]
 fn a_child_killed_mid_run_resumes_where_it_stopped_when_the_parent_continues() {
-    let scratch = Scratch::new();
+    let scratch = scratch();
     // The child's second model call never answers: the process is killed while it waits.
     let server = server(json!({"mode": "sequential", "turns": [
         {"tool_calls": [{"id": "call_task", "name": "task",
@@ -597,7 +539,7 @@ fn child_result<'a>(lines: &'a [Value], call: &str) -> &'a Value {
 
 #[test]
 fn a_worktree_isolated_child_cannot_write_the_parents_checkout_and_its_result_names_its_branch() {
-    let scratch = Scratch::new();
+    let scratch = scratch();
     scratch.agent_file(".agentloop", "builder", BUILDER);
     let ws = scratch.ws();
     git(&ws, &["init", "-q"]);
@@ -674,7 +616,7 @@ fn a_worktree_isolated_child_cannot_write_the_parents_checkout_and_its_result_na
 
 #[test]
 fn outside_git_an_isolated_child_works_on_a_copy_of_the_workspace() {
-    let scratch = Scratch::new();
+    let scratch = scratch();
     scratch.agent_file(".agentloop", "builder", BUILDER);
     let ws = scratch.ws();
     let before = snapshot(&ws);
@@ -705,7 +647,7 @@ fn outside_git_an_isolated_child_works_on_a_copy_of_the_workspace() {
 
 #[test]
 fn an_isolated_child_killed_mid_run_goes_on_in_the_same_worktree() {
-    let scratch = Scratch::new();
+    let scratch = scratch();
     scratch.agent_file(".agentloop", "builder", BUILDER);
     let ws = scratch.ws();
     git(&ws, &["init", "-q"]);
@@ -784,7 +726,7 @@ fn an_isolated_child_killed_mid_run_goes_on_in_the_same_worktree() {
 
 #[test]
 fn an_isolated_child_cannot_write_another_childs_worktree() {
-    let scratch = Scratch::new();
+    let scratch = scratch();
     scratch.agent_file(".agentloop", "builder", BUILDER);
     let ws = scratch.ws();
     git(&ws, &["init", "-q"]);
