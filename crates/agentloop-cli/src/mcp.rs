@@ -80,8 +80,9 @@ pub async fn connect(
     }
     let on_event: agentloop_mcp::McpEventFn = Arc::new(|event: &McpEvent| match event {
         McpEvent::Started { .. } => {}
-        McpEvent::NeedsLogin { server, .. } => eprintln!(
-            "agentloop: warning: MCP server `{server}` needs login: agentloop mcp login {server}"
+        McpEvent::NeedsLogin { server, scopes, .. } => eprintln!(
+            "agentloop: warning: MCP server `{server}` needs login: agentloop mcp login {server}{}",
+            more_scope(scopes)
         ),
         _ => eprintln!("agentloop: {event}"),
     });
@@ -127,6 +128,22 @@ pub fn attach(
     Ok(agent)
 }
 
+/// What a server that refused a token for want of scope asks for, as the end of its "needs
+/// login" line (empty when it wants a login at all).
+fn more_scope(scopes: &[String]) -> String {
+    if scopes.is_empty() {
+        return String::new();
+    }
+    let scopes: Vec<String> = scopes
+        .iter()
+        .map(|s| crate::ui::safe_text::visible_line(s))
+        .collect();
+    format!(
+        " (more scope needed: {}; the login asks for it)",
+        scopes.join(" ")
+    )
+}
+
 /// `agentloop mcp …`.
 pub async fn run(command: McpCommand) -> Result<(), Failure> {
     match command {
@@ -170,8 +187,10 @@ async fn list(args: McpListArgs) -> Result<(), Failure> {
             }
             ServerState::Down(why) => println!("{}: failed to start: {why}", server.name),
             ServerState::NeedsLogin(_) => println!(
-                "{}: needs login: agentloop mcp login {}",
-                server.name, server.name
+                "{}: needs login: agentloop mcp login {}{}",
+                server.name,
+                server.name,
+                more_scope(&server.needed_scopes)
             ),
             _ => println!("{}: unknown state", server.name),
         }

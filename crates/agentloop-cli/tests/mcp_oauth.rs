@@ -27,17 +27,34 @@ use serde_json::{Value, json};
 
 use support::Scratch;
 
-/// What the authorization server knows: live access and refresh tokens, and what happened.
+/// What the authorization server knows: live access and refresh tokens (with the scope they
+/// grant), what it demands, and what happened.
 #[derive(Default)]
 struct AuthState {
     base: String,
     access: BTreeSet<String>,
     refresh: BTreeSet<String>,
+    /// The scope each access or refresh token grants.
+    scope_of: BTreeMap<String, String>,
     issued: u32,
     /// Grant types the token endpoint was asked for, in order.
     grants: Vec<String>,
     /// The `resource` parameter of each token request.
     resources: Vec<String>,
+    /// The `scope` parameter of each authorization request (`tools` when it had none).
+    authorized: Vec<String>,
+    /// A scope every request needs (403 `insufficient_scope` without it).
+    needed_always: Option<String>,
+    /// A scope `tools/call` needs.
+    needed_for_calls: Option<String>,
+    /// Dynamic registration makes a confidential client presenting its secret this way
+    /// (`client_secret_basic` or `client_secret_post`), its secret expiring at this time.
+    confidential: Option<(&'static str, u64)>,
+    /// Clients registered.
+    registrations: u32,
+    /// How each token request authenticated the client: `basic ID:SECRET`, `post ID:SECRET`
+    /// or `none`.
+    client_auth: Vec<String>,
 }
 
 type Shared = Arc<Mutex<AuthState>>;
@@ -79,7 +96,7 @@ fn pairs(text: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn issue(state: &mut AuthState) -> Value {
+fn issue(state: &mut AuthState, scope: &str) -> Value {
     state.issued += 1;
     let (access, refresh) = (
         format!("access-{}", state.issued),
@@ -87,11 +104,42 @@ fn issue(state: &mut AuthState) -> Value {
     );
     state.access.insert(access.clone());
     state.refresh.insert(refresh.clone());
+    state.scope_of.insert(access.clone(), scope.to_owned());
+    state.scope_of.insert(refresh.clone(), scope.to_owned());
     json!({"access_token": access, "token_type": "Bearer", "expires_in": 3600,
-           "refresh_token": refresh, "scope": "tools"})
+           "refresh_token": refresh, "scope": scope})
 }
 
-async fn token(State(s): State<Shared>, body: String) -> Response {
+/// The client of the registration (the id it assigned and the secret), as the token
+/// endpoint expects it presented.
+const CLIENT_ID: &str = "agentloop-test";
+const CLIENT_SECRET: &str = "s3cret/+&";
+
+/// How a token request authenticated its client.
+fn client_auth(headers: &axum::http::HeaderMap, form: &BTreeMap<String, String>) -> String {
+    use base64::Engine;
+    let basic = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Basic "))
+        .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok());
+    if let Some(decoded) = basic {
+        // RFC 6749 section 2.3.1: id and secret are form-encoded before joining.
+        let text = String::from_utf8_lossy(&decoded).into_owned();
+        let (id, secret) = text.split_once(':').unwrap_or_default();
+        let decoded = pairs(&format!("i={id}&s={secret}"));
+        return format!("basic {}:{}", decoded["i"], decoded["s"]);
+    }
+    match form.get("client_secret") {
+        Some(secret) => format!(
+            "post {}:{secret}",
+            form.get("client_id").cloned().unwrap_or_default()
+        ),
+        None => "none".into(),
+    }
+}
+
+async fn token(State(s): State<Shared>, headers: axum::http::HeaderMap, body: String) -> Response {
     let form = pairs(&body);
     let mut state = s.lock().unwrap();
     let grant = form.get("grant_type").cloned().unwrap_or_default();
@@ -99,31 +147,60 @@ async fn token(State(s): State<Shared>, body: String) -> Response {
     state
         .resources
         .push(form.get("resource").cloned().unwrap_or_default());
-    let ok = match grant.as_str() {
-        "authorization_code" => form.get("code").is_some_and(|c| c == "the-code"),
+    let auth = client_auth(&headers, &form);
+    state.client_auth.push(auth.clone());
+    if let Some((method, _)) = state.confidential {
+        let expected = match method {
+            "client_secret_post" => format!("post {CLIENT_ID}:{CLIENT_SECRET}"),
+            _ => format!("basic {CLIENT_ID}:{CLIENT_SECRET}"),
+        };
+        if auth != expected {
+            return json_response(StatusCode::UNAUTHORIZED, &json!({"error": "invalid_client"}));
+        }
+    }
+    let scope = match grant.as_str() {
+        "authorization_code" => form
+            .get("code")
+            .and_then(|c| c.strip_prefix("code:"))
+            .map(str::to_owned),
         "refresh_token" => form
             .get("refresh_token")
-            .is_some_and(|r| state.refresh.remove(r)),
-        _ => false,
+            .filter(|r| state.refresh.remove(*r))
+            .and_then(|r| state.scope_of.get(r).cloned()),
+        _ => None,
     };
-    if !ok {
+    let Some(scope) = scope else {
         return json_response(StatusCode::BAD_REQUEST, &json!({"error": "invalid_grant"}));
-    }
-    json_response(StatusCode::OK, &issue(&mut state))
+    };
+    json_response(StatusCode::OK, &issue(&mut state, &scope))
 }
 
-async fn authorize(uri: Uri) -> Response {
+/// Approves at once; the code carries the scope asked for (`tools` when none was).
+async fn authorize(State(s): State<Shared>, uri: Uri) -> Response {
     let q = pairs(uri.query().unwrap_or_default());
     assert_eq!(
         q.get("code_challenge_method").map(String::as_str),
         Some("S256")
     );
+    let scope = q
+        .get("scope")
+        .cloned()
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "tools".into());
+    s.lock().unwrap().authorized.push(scope.clone());
+    let code = format!("code:{scope}").replace(' ', "+");
     let redirect = format!(
-        "{}?code=the-code&state={}",
+        "{}?code={code}&state={}",
         q["redirect_uri"],
         q.get("state").cloned().unwrap_or_default()
     );
     (StatusCode::FOUND, [(header::LOCATION, redirect)]).into_response()
+}
+
+/// Whether a token granting `granted` covers every scope of `needed`.
+fn covers(granted: &str, needed: &str) -> bool {
+    let granted: BTreeSet<&str> = granted.split_whitespace().collect();
+    needed.split_whitespace().all(|n| granted.contains(n))
 }
 
 async fn bearer(State(s): State<Shared>, req: Request, next: Next) -> Response {
@@ -134,10 +211,28 @@ async fn bearer(State(s): State<Shared>, req: Request, next: Next) -> Response {
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or_default()
         .to_owned();
-    let (known, base) = {
+    let (parts, body) = req.into_parts();
+    let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+    let is_call = String::from_utf8_lossy(&body).contains("\"tools/call\"");
+    let req = Request::from_parts(parts, axum::body::Body::from(body));
+    let (known, base, missing) = {
         let state = s.lock().unwrap();
-        (state.access.contains(&given), state.base.clone())
+        let granted = state.scope_of.get(&given).cloned().unwrap_or_default();
+        let needed = [
+            state.needed_always.clone(),
+            state.needed_for_calls.clone().filter(|_| is_call),
+        ];
+        let missing = needed.into_iter().flatten().find(|n| !covers(&granted, n));
+        (state.access.contains(&given), state.base.clone(), missing)
     };
+    if known && let Some(needed) = missing {
+        let challenge = format!(
+            "Bearer error=\"insufficient_scope\", scope=\"tools {needed}\", \
+             error_description=\"needs {needed}\", \
+             resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\""
+        );
+        return (StatusCode::FORBIDDEN, [(header::WWW_AUTHENTICATE, challenge)]).into_response();
+    }
     if known {
         return next.run(req).await;
     }
@@ -150,6 +245,22 @@ async fn bearer(State(s): State<Shared>, req: Request, next: Next) -> Response {
         [(header::WWW_AUTHENTICATE, challenge)],
     )
         .into_response()
+}
+
+/// Registers the client: public, or confidential with a secret when the test says so.
+async fn register(State(s): State<Shared>, body: String) -> Response {
+    let body: Value = serde_json::from_str(&body).unwrap_or_default();
+    let uris = body["redirect_uris"].clone();
+    let mut state = s.lock().unwrap();
+    state.registrations += 1;
+    let answer = match state.confidential {
+        Some((method, expires_at)) => json!({"client_id": CLIENT_ID, "redirect_uris": uris,
+            "client_secret": CLIENT_SECRET, "client_secret_expires_at": expires_at,
+            "token_endpoint_auth_method": method}),
+        None => json!({"client_id": CLIENT_ID, "redirect_uris": uris,
+            "token_endpoint_auth_method": "none"}),
+    };
+    json_response(StatusCode::CREATED, &answer)
 }
 
 /// Starts the OAuth-protected MCP server on its own runtime thread; its base URL and state.
@@ -177,7 +288,8 @@ fn start_server(served: &std::path::Path) -> (String, Shared) {
         "token_endpoint": format!("{b}/token"), "registration_endpoint": format!("{b}/register"),
         "response_types_supported": ["code"], "code_challenge_methods_supported": ["S256"],
         "grant_types_supported": ["authorization_code", "refresh_token"],
-        "token_endpoint_auth_methods_supported": ["none"]
+        "token_endpoint_auth_methods_supported":
+            ["none", "client_secret_basic", "client_secret_post"]
     });
     let oauth = Router::new()
         .route(
@@ -188,16 +300,7 @@ fn start_server(served: &std::path::Path) -> (String, Shared) {
             "/.well-known/oauth-authorization-server",
             get(move || async move { json_response(StatusCode::OK, &asm) }),
         )
-        .route(
-            "/register",
-            post(|body: String| async move {
-                let body: Value = serde_json::from_str(&body).unwrap_or_default();
-                let uris = body["redirect_uris"].clone();
-                let answer = json!({"client_id": "agentloop-test", "redirect_uris": uris,
-                                    "token_endpoint_auth_method": "none"});
-                json_response(StatusCode::CREATED, &answer)
-            }),
-        )
+        .route("/register", post(register))
         .route("/authorize", get(authorize))
         .route("/token", post(token))
         .with_state(state.clone());
@@ -434,4 +537,160 @@ fn login_names_an_unknown_or_stdio_server_in_one_line() {
         assert!(stderr.contains(expected), "{}", text(&out));
         assert_eq!(stderr.trim().lines().count(), 1, "{}", text(&out));
     }
+}
+
+/// A run whose model reads `remote.txt` through the server (call `c1`), with `--json`; the
+/// output, and the call's result (`is_error`, content).
+fn run_reading_remotely(s: &Scratch) -> (Output, bool, String) {
+    let model = MockServer::start(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [
+                {"id": "c1", "name": "mcp__remote__read_file", "arguments": {"path": "remote.txt"}}
+            ]},
+            {"text": "done"}
+        ]}))
+        .unwrap(),
+    );
+    let out = s
+        .run_cmd(&model)
+        .args(["--json", "read it"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let ends: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "tool_execution_end" && e["call"]["id"] == "c1")
+        .collect();
+    assert_eq!(ends.len(), 1, "one result for the call: {}", text(&out));
+    let result = &ends[0]["result"];
+    let content = result["content"].as_str().unwrap_or_default().to_owned();
+    (out, result["is_error"] == true, content)
+}
+
+/// The stderr lines of `out` naming the server.
+fn remote_lines(out: &Output) -> Vec<String> {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| l.contains("remote"))
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn a_server_asking_for_more_scope_needs_a_login_that_asks_for_the_union() {
+    let (s, _base, state) = setup();
+    login(&s);
+    assert_eq!(state.lock().unwrap().authorized, ["tools"]);
+    let (_, is_error, content) = run_reading_remotely(&s);
+    assert!(!is_error && content.contains("served file"), "{content}");
+
+    // Mid-run: the call is refused for want of scope. One error result, the run goes on, one
+    // warning naming the login and the scope.
+    state.lock().unwrap().needed_for_calls = Some("files:write".into());
+    let (out, is_error, content) = run_reading_remotely(&s);
+    assert!(is_error, "{content}");
+    assert!(
+        content.contains("read_file") && content.contains("files:write"),
+        "{content}"
+    );
+    let warnings = remote_lines(&out);
+    assert_eq!(warnings.len(), 1, "{}", text(&out));
+    assert!(
+        warnings[0].contains("needs login: agentloop mcp login remote")
+            && warnings[0].contains("more scope needed: tools files:write"),
+        "{}",
+        text(&out)
+    );
+    // The scope asked for is remembered next to the tokens, still owner-only.
+    let file = s.path("data/agentloop/mcp-tokens/remote.json");
+    let stored: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(stored["requested_scopes"], json!(["tools", "files:write"]));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&file).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "token file mode {mode:o}");
+    }
+
+    // At connect: every request wants the scope. The list and the run say "needs login".
+    state.lock().unwrap().needed_always = Some("files:write".into());
+    let listed = mcp_list(&s);
+    assert!(
+        listed.contains(
+            "remote: needs login: agentloop mcp login remote (more scope needed: tools files:write"
+        ),
+        "{listed}"
+    );
+    let model =
+        MockServer::start(Script::from_value(json!({"turns": [{"text": "done"}]})).unwrap());
+    let out = s.run_cmd(&model).arg("hello").output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let warnings = remote_lines(&out);
+    assert_eq!(warnings.len(), 1, "{}", text(&out));
+    assert!(
+        warnings[0].contains("needs login: agentloop mcp login remote")
+            && warnings[0].contains("files:write"),
+        "{}",
+        text(&out)
+    );
+
+    // The login asks for the scopes granted before and the ones asked for, together.
+    login(&s);
+    assert_eq!(
+        state.lock().unwrap().authorized.last().map(String::as_str),
+        Some("tools files:write")
+    );
+    let stored: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert!(stored.get("requested_scopes").is_none(), "{stored}");
+    assert!(mcp_list(&s).contains("remote: running,"));
+    let (out, is_error, content) = run_reading_remotely(&s);
+    assert!(!is_error && content.contains("served file"), "{content}");
+    assert!(remote_lines(&out).is_empty(), "{}", text(&out));
+}
+
+/// Login with a confidential dynamically registered client presenting its secret by
+/// `method`, whose secret expires at `expires_at`; then a refresh in another process.
+fn confidential_client(method: &'static str, expires_at: u64) -> (Scratch, Shared) {
+    let (s, _base, state) = setup();
+    state.lock().unwrap().confidential = Some((method, expires_at));
+    login(&s);
+    let file = s.path("data/agentloop/mcp-tokens/remote.json");
+    let stored: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let client = &stored["registered_client"];
+    assert_eq!(client["client_id"], CLIENT_ID, "{stored}");
+    assert_eq!(client["client_secret"], CLIENT_SECRET, "{stored}");
+    assert_eq!(client["token_endpoint_auth_method"], method, "{stored}");
+    // The access token expires: `mcp list` (another process) refreshes as the same client.
+    state.lock().unwrap().access.clear();
+    let listed = mcp_list(&s);
+    assert!(listed.contains("remote: running,"), "{listed}");
+    let expected = match method {
+        "client_secret_post" => format!("post {CLIENT_ID}:{CLIENT_SECRET}"),
+        _ => format!("basic {CLIENT_ID}:{CLIENT_SECRET}"),
+    };
+    let st = state.lock().unwrap();
+    assert_eq!(st.grants, ["authorization_code", "refresh_token"]);
+    assert_eq!(st.client_auth, [expected.clone(), expected]);
+    drop(st);
+    (s, state)
+}
+
+#[test]
+fn a_confidential_registered_client_keeps_its_secret_for_refresh_and_later_logins() {
+    // Basic authentication, a secret that never expires: the second login reuses the
+    // registration (the redirect listener's port differs; loopback ports may).
+    let (s, state) = confidential_client("client_secret_basic", 0);
+    login(&s);
+    assert_eq!(state.lock().unwrap().registrations, 1);
+
+    // Post authentication, a secret about to expire: the next login registers again.
+    let soon = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 5;
+    let (s, state) = confidential_client("client_secret_post", soon);
+    login(&s);
+    assert_eq!(state.lock().unwrap().registrations, 2);
 }

@@ -22,13 +22,15 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use rmcp::transport::auth::{
-    AuthError, AuthorizationManager, AuthorizationRequest, AuthorizationSession, CredentialStore,
-    OAuthClientConfig, StoredCredentials, WWWAuthenticateParams,
+    AuthError, AuthorizationManager, AuthorizationMetadata, AuthorizationRequest,
+    AuthorizationSession, CredentialStore, OAuthClientConfig, StoredCredentials,
+    WWWAuthenticateParams,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::config::HttpServer;
 use crate::error::McpError;
+use crate::registration::RegisteredClient;
 
 /// The future an [`Authorizer`] returns: the full redirect URL the authorization server sent
 /// the browser to (with `code` and `state`), or why there is none.
@@ -140,11 +142,21 @@ impl OAuthSettings {
     }
 }
 
-/// What a token file holds: the server it belongs to and rmcp's credentials.
-#[derive(Serialize, Deserialize)]
+/// What a token file holds: the server it belongs to, rmcp's credentials, the scopes the
+/// server asked for beyond them, and the dynamically registered client that obtained them.
+#[derive(Default, Serialize, Deserialize)]
 struct TokenFileContents {
     server_url: String,
-    credentials: StoredCredentials,
+    /// Absent while only a step-up request or a registration is remembered.
+    #[serde(default)]
+    credentials: Option<StoredCredentials>,
+    /// Scopes a server asked for in an `insufficient_scope` refusal and not granted yet: the
+    /// next login asks for them together with the granted ones.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    requested_scopes: Vec<String>,
+    /// The client dynamic registration created, with its secret when it is confidential.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    registered_client: Option<crate::registration::RegisteredClient>,
 }
 
 /// rmcp's credential store on one file, bound to one server URL: tokens of another URL (the
@@ -163,26 +175,79 @@ impl TokenFile {
         }
     }
 
-    fn read(&self) -> Result<Option<StoredCredentials>, AuthError> {
+    /// The file's contents for this server; empty contents when there is no file or it
+    /// belongs to another URL.
+    fn contents(&self) -> Result<TokenFileContents, AuthError> {
+        let empty = || TokenFileContents {
+            server_url: self.server_url.clone(),
+            ..TokenFileContents::default()
+        };
         let text = match std::fs::read_to_string(&self.path) {
             Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(empty()),
             Err(e) => return Err(store_error(&self.path, e)),
         };
         let contents: TokenFileContents = serde_json::from_str(&text).map_err(|e| {
             AuthError::CredentialStoreError(format!("{}: {e}", self.path.display()))
         })?;
-        Ok((contents.server_url == self.server_url).then_some(contents.credentials))
+        Ok(if contents.server_url == self.server_url {
+            contents
+        } else {
+            empty()
+        })
     }
 
-    fn write(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
-        let contents = TokenFileContents {
-            server_url: self.server_url.clone(),
-            credentials,
-        };
-        let text = serde_json::to_vec_pretty(&contents)
+    fn store(&self, contents: &TokenFileContents) -> Result<(), AuthError> {
+        let text = serde_json::to_vec_pretty(contents)
             .map_err(|e| AuthError::CredentialStoreError(e.to_string()))?;
         write_private(&self.path, &text).map_err(|e| store_error(&self.path, e))
+    }
+
+    fn read(&self) -> Result<Option<StoredCredentials>, AuthError> {
+        Ok(self.contents()?.credentials)
+    }
+
+    /// Saves new credentials; the requested scopes they grant are forgotten, the others and
+    /// the registered client kept.
+    fn write(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
+        let mut contents = self.contents()?;
+        contents
+            .requested_scopes
+            .retain(|s| !credentials.granted_scopes.contains(s));
+        contents.credentials = Some(credentials);
+        self.store(&contents)
+    }
+
+    /// Remembers scopes a server asked for (added to those remembered before).
+    pub(crate) fn remember_requested(&self, scopes: &[String]) -> Result<(), AuthError> {
+        let mut contents = self.contents()?;
+        let before = contents.requested_scopes.len();
+        for scope in scopes {
+            if !contents.requested_scopes.contains(scope) {
+                contents.requested_scopes.push(scope.clone());
+            }
+        }
+        if contents.requested_scopes.len() == before {
+            return Ok(());
+        }
+        self.store(&contents)
+    }
+
+    /// The dynamically registered client remembered for this server.
+    pub(crate) fn registered_client(
+        &self,
+    ) -> Result<Option<crate::registration::RegisteredClient>, AuthError> {
+        Ok(self.contents()?.registered_client)
+    }
+
+    /// Remembers a dynamically registered client (replacing the one before).
+    pub(crate) fn save_registered_client(
+        &self,
+        client: crate::registration::RegisteredClient,
+    ) -> Result<(), AuthError> {
+        let mut contents = self.contents()?;
+        contents.registered_client = Some(client);
+        self.store(&contents)
     }
 }
 
@@ -270,40 +335,52 @@ async fn probe_challenge(url: &str) -> Option<String> {
         .map(str::to_owned)
 }
 
-/// Scopes granted before, kept when stepping up so the new token still covers them.
-async fn granted_scopes(store: Option<&TokenFile>) -> Vec<String> {
-    match store {
-        Some(store) => store
-            .load()
-            .await
-            .ok()
-            .flatten()
-            .map(|c| c.granted_scopes)
-            .unwrap_or_default(),
-        None => Vec::new(),
+/// The scopes an `insufficient_scope` challenge asks for; empty for any other challenge.
+pub(crate) fn step_up_scopes(challenge: &str) -> Vec<String> {
+    let Ok(base) = url::Url::parse("http://localhost/") else {
+        return Vec::new();
+    };
+    let params = WWWAuthenticateParams::parse(challenge, &base);
+    if !params.is_insufficient_scope() {
+        return Vec::new();
     }
+    params
+        .scope
+        .iter()
+        .flat_map(|s| s.split_whitespace().map(str::to_owned))
+        .collect()
 }
 
-/// The scopes to ask for: the configured ones, and when the challenge says `insufficient_scope`
-/// its scopes plus those granted before; empty lets rmcp choose (challenge, then
+/// Remembers, next to `http`'s tokens, the scopes a refusal with `challenge` asks for, so the
+/// next login asks for them (nothing when it is not an `insufficient_scope` refusal or the
+/// server keeps no token file).
+pub(crate) fn remember_step_up(http: &HttpServer, challenge: &str) -> Result<(), AuthError> {
+    let scopes = step_up_scopes(challenge);
+    let Some(path) = http.oauth.as_ref().and_then(|o| o.token_file.as_deref()) else {
+        return Ok(());
+    };
+    if scopes.is_empty() {
+        return Ok(());
+    }
+    TokenFile::new(path, &http.url).remember_requested(&scopes)
+}
+
+/// The scopes to ask for: the configured ones, and when more scope was asked for (by
+/// `challenge`, or by a refusal remembered in the token file) those plus the ones granted
+/// before, so the new token still covers them; empty lets rmcp choose (challenge, then
 /// `scopes_supported`, else none).
-async fn scopes_for(
+fn scopes_for(
     settings: &OAuthSettings,
     challenge: Option<&str>,
-    url: &url::Url,
     store: Option<&TokenFile>,
 ) -> Vec<String> {
     let mut scopes = settings.scopes.clone();
-    if let Some(params) = challenge.map(|c| WWWAuthenticateParams::parse(c, url))
-        && params.is_insufficient_scope()
-    {
-        scopes.extend(granted_scopes(store).await);
-        scopes.extend(
-            params
-                .scope
-                .iter()
-                .flat_map(|s| s.split_whitespace().map(str::to_owned)),
-        );
+    let stored = store.and_then(|s| s.contents().ok()).unwrap_or_default();
+    let mut asked = stored.requested_scopes;
+    asked.extend(challenge.map(step_up_scopes).unwrap_or_default());
+    if !asked.is_empty() {
+        scopes.extend(stored.credentials.map(|c| c.granted_scopes).unwrap_or_default());
+        scopes.extend(asked);
     }
     let mut seen = std::collections::BTreeSet::new();
     scopes.retain(|s| seen.insert(s.clone()));
@@ -320,20 +397,18 @@ async fn discover(
     manager: &mut AuthorizationManager,
     url: &url::Url,
     challenge: Option<&str>,
-) -> Result<(), McpError> {
-    match manager.resolve_metadata_from_challenge(challenge).await {
-        Ok(resolution) => manager.set_metadata(resolution.metadata),
+) -> Result<AuthorizationMetadata, McpError> {
+    let metadata = match manager.resolve_metadata_from_challenge(challenge).await {
+        Ok(resolution) => resolution.metadata,
         Err(AuthError::AuthorizationServerMismatch {
             received_issuer, ..
-        }) if same_origin(&received_issuer, url) => {
-            let metadata = root_metadata(url)
-                .await
-                .map_err(|e| auth_failed(name, format!("discovery failed: {e}")))?;
-            manager.set_metadata(metadata);
-        }
+        }) if same_origin(&received_issuer, url) => root_metadata(url)
+            .await
+            .map_err(|e| auth_failed(name, format!("discovery failed: {e}")))?,
         Err(e) => return Err(auth_failed(name, format!("discovery failed: {e}"))),
-    }
-    Ok(())
+    };
+    manager.set_metadata(metadata.clone());
+    Ok(metadata)
 }
 
 fn same_origin(other: &str, url: &url::Url) -> bool {
@@ -370,6 +445,9 @@ async fn root_metadata(
 /// with `challenge`, else with the server's answer to an unauthenticated request), client
 /// registration (pre-registered, metadata document, or dynamic), the authorization URL handed
 /// to `authorizer`, and the code exchanged for tokens saved in the settings' token file.
+///
+/// When more scope was asked for (an `insufficient_scope` challenge, passed in or remembered
+/// in the token file) the request covers the scopes granted before and the new ones.
 pub async fn login(
     name: &str,
     http: &HttpServer,
@@ -389,23 +467,18 @@ pub async fn login(
         .as_deref()
         .map(|path| TokenFile::new(path, &http.url));
     let url = url::Url::parse(&http.url).map_err(|e| auth_failed(name, e))?;
-    let scopes = scopes_for(&settings, challenge.as_deref(), &url, store.as_ref()).await;
+    let scopes = scopes_for(&settings, challenge.as_deref(), store.as_ref());
     if let Some(store) = &store {
         manager.set_credential_store(store.clone());
     }
-    discover(name, &mut manager, &url, challenge.as_deref()).await?;
-    let mut request = AuthorizationRequest::new(authorizer.redirect_uri())
-        .with_client_name("agentloop")
-        .with_scopes(scopes);
-    if let Some(id) = &settings.client_id {
-        request = request.with_preregistered_client(id);
-        if let Some(secret) = &settings.client_secret {
-            request = request.with_client_secret(secret);
-        }
-    }
-    if let Some(cimd) = &settings.client_metadata_url {
-        request = request.with_client_metadata_url(cimd);
-    }
+    let metadata = discover(name, &mut manager, &url, challenge.as_deref()).await?;
+    let client = Client {
+        name,
+        settings: &settings,
+        store: store.as_ref(),
+        redirect_uri: authorizer.redirect_uri(),
+    };
+    let request = client.request(&mut manager, &metadata, scopes).await?;
     let session = AuthorizationSession::new(manager, request)
         .await
         .map_err(|(_, e)| auth_failed(name, e))?;
@@ -418,6 +491,82 @@ pub async fn login(
         .await
         .map_err(|e| auth_failed(name, e))?;
     Ok(())
+}
+
+/// Who a login authenticates as: the pieces the choice of client identity needs.
+struct Client<'a> {
+    name: &'a str,
+    settings: &'a OAuthSettings,
+    store: Option<&'a TokenFile>,
+    redirect_uri: &'a str,
+}
+
+impl Client<'_> {
+    /// The authorization request, with the client identity chosen in the spec's order: a
+    /// pre-registered client, a Client ID Metadata Document when the server supports them,
+    /// else dynamic registration (a remembered registration reused while it fits).
+    async fn request(
+        &self,
+        manager: &mut AuthorizationManager,
+        metadata: &AuthorizationMetadata,
+        scopes: Vec<String>,
+    ) -> Result<AuthorizationRequest, McpError> {
+        let request = AuthorizationRequest::new(self.redirect_uri)
+            .with_client_name("agentloop")
+            .with_scopes(scopes.clone());
+        if let Some(id) = &self.settings.client_id {
+            let request = request.with_preregistered_client(id);
+            return Ok(match &self.settings.client_secret {
+                Some(secret) => request.with_client_secret(secret),
+                None => request,
+            });
+        }
+        let cimd_supported = metadata
+            .additional_fields
+            .get("client_id_metadata_document_supported")
+            .and_then(|v| v.as_bool())
+            .unwrap_or(false);
+        if let Some(cimd) = self.settings.client_metadata_url.as_ref()
+            && cimd_supported
+        {
+            return Ok(request.with_client_metadata_url(cimd));
+        }
+        if metadata.registration_endpoint.is_none() {
+            // rmcp reports that no way to identify the client is left.
+            return Ok(request);
+        }
+        let client = self.registered(metadata, &scopes).await?;
+        manager.set_metadata(crate::registration::presenting(metadata, &client));
+        let request = request.with_preregistered_client(&client.client_id);
+        Ok(match &client.client_secret {
+            Some(secret) => request.with_client_secret(secret),
+            None => request,
+        })
+    }
+
+    /// The remembered registration when it still fits, else a new one (remembered).
+    async fn registered(
+        &self,
+        metadata: &AuthorizationMetadata,
+        scopes: &[String],
+    ) -> Result<RegisteredClient, McpError> {
+        if let Some(store) = self.store
+            && let Ok(Some(client)) = store.registered_client()
+            && client.fits(self.redirect_uri)
+        {
+            return Ok(client);
+        }
+        let client =
+            crate::registration::register(metadata, "agentloop", self.redirect_uri, scopes)
+                .await
+                .map_err(|e| auth_failed(self.name, e))?;
+        if let Some(store) = self.store {
+            store
+                .save_registered_client(client.clone())
+                .map_err(|e| auth_failed(self.name, e))?;
+        }
+        Ok(client)
+    }
 }
 
 /// Forgets server `http`'s tokens (deletes its token file). Whether there were any.
@@ -445,12 +594,21 @@ pub(crate) async fn auth_client(
         .map_err(|e| auth_failed(name, e))?;
     if let Some(path) = &settings.token_file {
         let store = TokenFile::new(path, &http.url);
-        let stored = store.read().map_err(|e| auth_failed(name, e))?;
+        let contents = store.contents().map_err(|e| auth_failed(name, e))?;
         manager.set_credential_store(store);
-        if let Some(stored) = stored.filter(|s| s.token_response.is_some()) {
+        if let Some(stored) = contents.credentials.filter(|s| s.token_response.is_some()) {
             let url = url::Url::parse(&http.url).map_err(|e| auth_failed(name, e))?;
-            discover(name, &mut manager, &url, None).await?;
-            configure_stored_client(name, &mut manager, settings, &stored).await?;
+            let metadata = discover(name, &mut manager, &url, None).await?;
+            let registered = contents.registered_client;
+            let client = StoredClient {
+                settings,
+                stored: &stored,
+                registered: registered.as_ref(),
+            };
+            client
+                .configure(&mut manager, &metadata)
+                .await
+                .map_err(|e| auth_failed(name, e))?;
         }
     }
     Ok(rmcp::transport::AuthClient::new(
@@ -459,32 +617,41 @@ pub(crate) async fn auth_client(
     ))
 }
 
-/// Readies `manager` to refresh the stored tokens: metadata discovered again, and the client
-/// that obtained them configured (with its secret when it is the pre-registered one).
-async fn configure_stored_client(
-    name: &str,
-    manager: &mut AuthorizationManager,
-    settings: &OAuthSettings,
-    stored: &StoredCredentials,
-) -> Result<(), McpError> {
-    let configured = match settings.client_id.as_deref() {
-        Some(id) if id == stored.client_id => {
-            if !manager
-                .initialize_from_store()
-                .await
-                .map_err(|e| auth_failed(name, e))?
-            {
-                return Ok(());
-            }
+/// The client that obtained stored tokens, as far as refreshing them needs it.
+struct StoredClient<'a> {
+    settings: &'a OAuthSettings,
+    stored: &'a StoredCredentials,
+    registered: Option<&'a RegisteredClient>,
+}
+
+impl StoredClient<'_> {
+    /// Readies `manager` to refresh the stored tokens as the client that obtained them: the
+    /// pre-registered one with its configured secret, or the dynamically registered one with
+    /// the secret and authentication method its registration gave.
+    async fn configure(
+        &self,
+        manager: &mut AuthorizationManager,
+        metadata: &AuthorizationMetadata,
+    ) -> Result<(), AuthError> {
+        if !manager.initialize_from_store().await? {
+            return Ok(());
+        }
+        let id = self.stored.client_id.as_str();
+        if self.settings.client_id.as_deref() == Some(id) {
             let mut config = OAuthClientConfig::new(id, http_redirect_placeholder());
-            if let Some(secret) = &settings.client_secret {
+            if let Some(secret) = &self.settings.client_secret {
                 config = config.with_client_secret(secret);
             }
-            manager.configure_client(config)
+            return manager.configure_client(config);
         }
-        _ => manager.initialize_from_store().await.map(|_| ()),
-    };
-    configured.map_err(|e| auth_failed(name, e))
+        match self.registered.filter(|c| c.client_id == id) {
+            Some(client) => {
+                manager.set_metadata(crate::registration::presenting(metadata, client));
+                manager.configure_client(client.config(http_redirect_placeholder()))
+            }
+            None => Ok(()),
+        }
+    }
 }
 
 /// A redirect URI for a client configured only to refresh tokens (refresh sends none).
@@ -529,24 +696,58 @@ mod tests {
     #[tokio::test]
     async fn stepping_up_keeps_the_granted_scopes_and_adds_the_asked_ones() {
         let dir = tempfile::tempdir().unwrap();
-        let url = url::Url::parse("http://a.example/mcp").unwrap();
-        let store = TokenFile::new(&dir.path().join("t.json"), url.as_str());
+        let url = "http://a.example/mcp";
+        let store = TokenFile::new(&dir.path().join("t.json"), url);
         store.save(credentials(&["read"])).await.unwrap();
         let settings = OAuthSettings::default();
         let step_up = r#"Bearer error="insufficient_scope", scope="read write""#;
-        let scopes = scopes_for(&settings, Some(step_up), &url, Some(&store)).await;
+        let scopes = scopes_for(&settings, Some(step_up), Some(&store));
         assert_eq!(scopes, ["read", "write"]);
         // A plain 401 leaves the choice to discovery (challenge, then scopes_supported).
         let plain = r#"Bearer error="invalid_token", scope="read""#;
-        assert!(
-            scopes_for(&settings, Some(plain), &url, Some(&store))
-                .await
-                .is_empty()
-        );
+        assert!(scopes_for(&settings, Some(plain), Some(&store)).is_empty());
         let configured = OAuthSettings::default().with_scopes(["admin"]);
         assert_eq!(
-            scopes_for(&configured, Some(step_up), &url, Some(&store)).await,
+            scopes_for(&configured, Some(step_up), Some(&store)),
             ["admin", "read", "write"]
         );
+    }
+
+    #[tokio::test]
+    async fn a_remembered_step_up_is_asked_for_until_it_is_granted() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.json");
+        let url = "http://a.example/mcp";
+        let store = TokenFile::new(&path, url);
+        store.save(credentials(&["read"])).await.unwrap();
+        let http = HttpServer {
+            url: url.into(),
+            oauth: Some(OAuthSettings::new(Some(path.clone()))),
+            ..HttpServer::default()
+        };
+        let challenge = r#"Bearer error="insufficient_scope", scope="files:write""#;
+        remember_step_up(&http, challenge).unwrap();
+        // A later login (whose probe sees a plain 401) still asks for granted + requested.
+        let plain = r#"Bearer error="invalid_token""#;
+        let settings = OAuthSettings::default();
+        assert_eq!(
+            scopes_for(&settings, Some(plain), Some(&store)),
+            ["read", "files:write"]
+        );
+        // A refresh granting the same scopes keeps the request; a grant covering it ends it.
+        store.save(credentials(&["read"])).await.unwrap();
+        assert_eq!(store.contents().unwrap().requested_scopes, ["files:write"]);
+        store
+            .save(credentials(&["read", "files:write"]))
+            .await
+            .unwrap();
+        assert!(store.contents().unwrap().requested_scopes.is_empty());
+        assert!(scopes_for(&settings, Some(plain), Some(&store)).is_empty());
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600);
+        }
     }
 }

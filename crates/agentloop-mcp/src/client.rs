@@ -205,6 +205,8 @@ pub(crate) struct ServerHandle {
     protocol_version: Mutex<Option<String>>,
     /// The capabilities the server announced in `initialize`.
     capabilities: Mutex<Option<ServerCapabilities>>,
+    /// The scopes the server last asked for in a 403 `insufficient_scope` refusal.
+    needed_scopes: Mutex<Vec<String>>,
 }
 
 impl ServerHandle {
@@ -221,6 +223,7 @@ impl ServerHandle {
             progress: Arc::new(Mutex::new(HashMap::new())),
             protocol_version: Mutex::new(None),
             capabilities: Mutex::new(None),
+            needed_scopes: Mutex::new(Vec::new()),
         }
     }
 
@@ -276,6 +279,9 @@ impl ServerHandle {
                     *t = tools;
                 }
                 self.set_state(ServerState::Running { tools: count });
+                if let Ok(mut needed) = self.needed_scopes.lock() {
+                    needed.clear();
+                }
                 self.events.emit(McpEvent::Started {
                     server: self.name().to_owned(),
                     tools: count,
@@ -294,12 +300,7 @@ impl ServerHandle {
     fn failed(&self, e: McpError) -> McpError {
         tracing::warn!(server = %self.name(), "MCP server unavailable: {e}");
         if let McpError::NeedsLogin { challenge, .. } = &e {
-            let reason = challenge_text(challenge);
-            self.set_state(ServerState::NeedsLogin(reason.clone()));
-            self.events.emit(McpEvent::NeedsLogin {
-                server: self.name().to_owned(),
-                reason,
-            });
+            self.login_required(challenge);
             return e;
         }
         self.set_state(ServerState::Down(e.to_string()));
@@ -581,12 +582,14 @@ impl ServerHandle {
                 }
                 self.reconnect().await?;
                 match self.call_once(tool, args, cancel, progress).await {
-                    Err(CallFailure::NeedsLogin(challenge)) => Err(self.login_needed(challenge)),
+                    Err(CallFailure::NeedsLogin(challenge)) => {
+                        Err(self.login_needed(tool, challenge))
+                    }
                     Err(CallFailure::Tool(e)) => Err(e),
                     Ok(out) => Ok(out),
                 }
             }
-            Err(CallFailure::NeedsLogin(challenge)) => Err(self.login_needed(challenge)),
+            Err(CallFailure::NeedsLogin(challenge)) => Err(self.login_needed(tool, challenge)),
             Err(CallFailure::Tool(e)) => Err(e),
             Ok(out) => Ok(out),
         }
@@ -627,11 +630,59 @@ impl ServerHandle {
         }
     }
 
-    /// A call refused for want of authorization: the server needs login from now on.
-    fn login_needed(&self, challenge: String) -> ToolError {
-        let e = self.needs_login(&challenge);
-        self.set_state(ServerState::NeedsLogin(challenge_text(&challenge)));
-        ToolError::new(format!("{e}; its tools are unavailable until then"))
+    /// A call to `tool` refused for want of authorization: the server needs login from now
+    /// on, and the call's error result says why.
+    fn login_needed(&self, tool: &str, challenge: String) -> ToolError {
+        let scopes = self.login_required(&challenge);
+        let server = self.name();
+        if scopes.is_empty() {
+            let e = self.needs_login(&challenge);
+            return ToolError::new(format!("{e}; its tools are unavailable until then"));
+        }
+        ToolError::new(format!(
+            "MCP server `{server}` refused the call to `{tool}`: the authorization lacks the \
+             scope it needs ({}); a new login of the server grants it",
+            scopes.join(" ")
+        ))
+    }
+
+    /// Records that the server asks for authorization with `challenge`: its state, the scopes
+    /// a step-up asks for (also remembered next to the tokens, for the next login), and one
+    /// `NeedsLogin` event per change. Returns the scopes asked for (empty unless a step-up).
+    fn login_required(&self, challenge: &str) -> Vec<String> {
+        let scopes = crate::auth::step_up_scopes(challenge);
+        if let McpTransport::Http(http) = &self.config.transport
+            && let Err(e) = crate::auth::remember_step_up(http, challenge)
+        {
+            tracing::warn!(server = %self.name(), "cannot remember the scopes asked for: {e}");
+        }
+        let reason = if scopes.is_empty() {
+            challenge_text(challenge)
+        } else {
+            format!("more scope needed ({})", scopes.join(" "))
+        };
+        let state = ServerState::NeedsLogin(reason.clone());
+        let changed = self.state() != state;
+        self.set_state(state);
+        if let Ok(mut needed) = self.needed_scopes.lock() {
+            needed.clone_from(&scopes);
+        }
+        if changed {
+            self.events.emit(McpEvent::NeedsLogin {
+                server: self.name().to_owned(),
+                reason,
+                scopes: scopes.clone(),
+            });
+        }
+        scopes
+    }
+
+    /// The scopes the server asked for when it last refused for want of scope.
+    pub(crate) fn needed_scopes(&self) -> Vec<String> {
+        self.needed_scopes
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default()
     }
 
     async fn call_once(

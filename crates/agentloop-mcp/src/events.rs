@@ -21,13 +21,17 @@ pub enum McpEvent {
         /// Why.
         error: String,
     },
-    /// The server asks for an authorization it was not given (no tokens, or tokens it no
-    /// longer accepts); its tools are absent until someone logs in.
+    /// The server asks for an authorization it was not given (no tokens, tokens it no
+    /// longer accepts, or a token without the scope it needs); its tools are absent (or, when
+    /// a call was refused, refused) until someone logs in.
     NeedsLogin {
         /// The server's name.
         server: String,
         /// The server's reason, as one line.
         reason: String,
+        /// The scopes the server asked for when it refused a token for want of scope (403
+        /// `insufficient_scope`); empty when it wants a login at all.
+        scopes: Vec<String>,
     },
     /// The server's connection closed (crash, exit).
     Died {
@@ -67,7 +71,7 @@ impl std::fmt::Display for McpEvent {
             McpEvent::Failed { server, error } => {
                 write!(f, "MCP server `{server}` unavailable: {error}")
             }
-            McpEvent::NeedsLogin { server, reason } => {
+            McpEvent::NeedsLogin { server, reason, .. } => {
                 write!(f, "MCP server `{server}` needs login ({reason})")
             }
             McpEvent::Died { server } => write!(f, "MCP server `{server}` stopped"),

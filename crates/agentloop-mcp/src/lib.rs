@@ -25,6 +25,7 @@ mod events;
 mod http_server;
 mod logging;
 mod prompts;
+mod registration;
 mod resources;
 mod server;
 mod toolset;

@@ -27,6 +27,9 @@ pub struct ServerReport {
     pub state: ServerState,
     /// The protocol version negotiated with it (once it started).
     pub protocol_version: Option<String>,
+    /// The scopes it asked for when it refused a token for want of scope (403
+    /// `insufficient_scope`); empty otherwise.
+    pub needed_scopes: Vec<String>,
     /// Its tools (after filtering): agentloop name, server-side name, description.
     pub tools: Vec<ToolReport>,
 }
@@ -129,6 +132,7 @@ impl McpToolset {
                 name: server.name().to_owned(),
                 state: server.state(),
                 protocol_version: server.protocol_version(),
+                needed_scopes: server.needed_scopes(),
                 tools: tools
                     .iter()
                     .map(|t| ToolReport {
