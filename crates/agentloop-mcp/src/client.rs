@@ -311,16 +311,35 @@ impl ServerHandle {
         e
     }
 
+    /// Connects: the client handler, the transport's handshake, then the log level and the
+    /// tool list.
     async fn connect(&self) -> Result<(Live, Vec<Tool>), McpError> {
-        let server = self.name().to_owned();
-        let err = |e: String| McpError::Connect {
-            server: server.clone(),
-            message: e,
+        let handler = self.handler();
+        let (service, pgid) = match &self.config.transport {
+            McpTransport::Stdio(stdio) => self.connect_stdio(handler, stdio).await?,
+            McpTransport::Http(http) => (self.connect_http(handler, http).await?, None),
         };
+        let live = Live { service, pgid };
+        self.ask_log_level(&live).await;
+        let tools = self.list(&live).await?;
+        Ok((live, tools))
+    }
+
+    /// The failure to connect, saying `message`.
+    fn connect_error(&self, message: String) -> McpError {
+        McpError::Connect {
+            server: self.name().to_owned(),
+            message,
+        }
+    }
+
+    /// The client side of a new connection: the server's settings, shared progress routes,
+    /// and a `tools/list_changed` that marks the list stale and tells the application.
+    fn handler(&self) -> Handler {
         let tools_changed = self.tools_changed.clone();
         let events = self.events.clone();
-        let name = server.clone();
-        let handler = Handler {
+        let name = self.name().to_owned();
+        Handler {
             server: Arc::from(self.name()),
             events: self.events.clone(),
             log_level: self.config.log_level,
@@ -333,71 +352,87 @@ impl ServerHandle {
                 });
             }),
             progress: self.progress.clone(),
-        };
-        let (service, pgid) = match &self.config.transport {
-            McpTransport::Stdio(stdio) => {
-                let mut cmd = tokio::process::Command::new(&stdio.command);
-                cmd.args(&stdio.args).envs(&stdio.env).kill_on_drop(true);
-                if let Some(cwd) = &stdio.cwd {
-                    cmd.current_dir(cwd);
-                }
-                let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
-                #[cfg(unix)]
-                wrapped.wrap(process_wrap::tokio::ProcessGroup::leader());
-                let (transport, _stderr) = rmcp::transport::TokioChildProcess::builder(wrapped)
-                    .spawn()
-                    .map_err(|e| err(format!("cannot start `{}`: {e}", stdio.command)))?;
-                let pgid = transport.id();
-                // If initialize fails or times out the transport is dropped; kill the group now.
-                let guard = GroupGuard(pgid);
-                let service = handler
-                    .serve(transport)
+        }
+    }
+
+    /// Starts a stdio server as the leader of its own process group and initializes it; the
+    /// service and the group's id.
+    async fn connect_stdio(
+        &self,
+        handler: Handler,
+        stdio: &crate::config::StdioServer,
+    ) -> Result<(RunningService<RoleClient, Handler>, Option<u32>), McpError> {
+        let mut cmd = tokio::process::Command::new(&stdio.command);
+        cmd.args(&stdio.args).envs(&stdio.env).kill_on_drop(true);
+        if let Some(cwd) = &stdio.cwd {
+            cmd.current_dir(cwd);
+        }
+        let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
+        #[cfg(unix)]
+        wrapped.wrap(process_wrap::tokio::ProcessGroup::leader());
+        let (transport, _stderr) = rmcp::transport::TokioChildProcess::builder(wrapped)
+            .spawn()
+            .map_err(|e| self.connect_error(format!("cannot start `{}`: {e}", stdio.command)))?;
+        let pgid = transport.id();
+        // If initialize fails or times out the transport is dropped; kill the group now.
+        let guard = GroupGuard(pgid);
+        let service = handler
+            .serve(transport)
+            .await
+            .map_err(|e| self.connect_error(format!("initialize failed: {e}")))?;
+        self.accept_version(&service)?;
+        std::mem::forget(guard);
+        Ok((service, pgid))
+    }
+
+    /// Connects to a streamable-HTTP server (with its OAuth tokens when it has settings); a
+    /// refusal for want of authorization is [`McpError::NeedsLogin`].
+    async fn connect_http(
+        &self,
+        handler: Handler,
+        http: &crate::config::HttpServer,
+    ) -> Result<RunningService<RoleClient, Handler>, McpError> {
+        use rmcp::transport::StreamableHttpClientTransport;
+        use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+        // A session the server expired (404 on its `Mcp-Session-Id`) is re-initialised and
+        // the failed request retried, transparently (explicit: it is our contract).
+        let config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str())
+            .custom_headers(self.http_headers(http)?)
+            .reinit_on_expired_session(true);
+        let served = match &http.oauth {
+            Some(oauth) => {
+                let client = crate::auth::auth_client(self.name(), http, oauth).await?;
+                let transport = StreamableHttpClientTransport::with_client(client, config);
+                handler.serve(transport).await
+            }
+            None => {
+                handler
+                    .serve(StreamableHttpClientTransport::from_config(config))
                     .await
-                    .map_err(|e| err(format!("initialize failed: {e}")))?;
-                self.accept_version(&service)?;
-                std::mem::forget(guard);
-                (service, pgid)
-            }
-            McpTransport::Http(http) => {
-                use rmcp::transport::StreamableHttpClientTransport;
-                use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-                let mut headers = HashMap::new();
-                for (k, v) in &http.headers {
-                    let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
-                        .map_err(|e| err(format!("bad header name `{k}`: {e}")))?;
-                    let value = reqwest::header::HeaderValue::from_str(v)
-                        .map_err(|e| err(format!("bad value for header `{k}`: {e}")))?;
-                    headers.insert(name, value);
-                }
-                // A session the server expired (404 on its `Mcp-Session-Id`) is re-initialised
-                // and the failed request retried, transparently (explicit: it is our contract).
-                let config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str())
-                    .custom_headers(headers)
-                    .reinit_on_expired_session(true);
-                let served = match &http.oauth {
-                    Some(oauth) => {
-                        let client = crate::auth::auth_client(&server, http, oauth).await?;
-                        let transport = StreamableHttpClientTransport::with_client(client, config);
-                        handler.serve(transport).await
-                    }
-                    None => {
-                        handler
-                            .serve(StreamableHttpClientTransport::from_config(config))
-                            .await
-                    }
-                };
-                let service = served.map_err(|e| match e.auth_challenge() {
-                    Some(challenge) => self.needs_login(challenge),
-                    None => err(format!("initialize failed: {e}")),
-                })?;
-                self.accept_version(&service)?;
-                (service, None)
             }
         };
-        let live = Live { service, pgid };
-        self.ask_log_level(&live).await;
-        let tools = self.list(&live).await?;
-        Ok((live, tools))
+        let service = served.map_err(|e| match e.auth_challenge() {
+            Some(challenge) => self.needs_login(challenge),
+            None => self.connect_error(format!("initialize failed: {e}")),
+        })?;
+        self.accept_version(&service)?;
+        Ok(service)
+    }
+
+    /// The configured headers of an HTTP server, checked.
+    fn http_headers(
+        &self,
+        http: &crate::config::HttpServer,
+    ) -> Result<HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>, McpError> {
+        let mut headers = HashMap::new();
+        for (k, v) in &http.headers {
+            let name = reqwest::header::HeaderName::from_bytes(k.as_bytes())
+                .map_err(|e| self.connect_error(format!("bad header name `{k}`: {e}")))?;
+            let value = reqwest::header::HeaderValue::from_str(v)
+                .map_err(|e| self.connect_error(format!("bad value for header `{k}`: {e}")))?;
+            headers.insert(name, value);
+        }
+        Ok(headers)
     }
 
     /// Checks the protocol version the server answered and remembers it; an unsupported one
