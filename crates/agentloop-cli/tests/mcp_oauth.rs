@@ -155,7 +155,10 @@ async fn token(State(s): State<Shared>, headers: axum::http::HeaderMap, body: St
             _ => format!("basic {CLIENT_ID}:{CLIENT_SECRET}"),
         };
         if auth != expected {
-            return json_response(StatusCode::UNAUTHORIZED, &json!({"error": "invalid_client"}));
+            return json_response(
+                StatusCode::UNAUTHORIZED,
+                &json!({"error": "invalid_client"}),
+            );
         }
     }
     let scope = match grant.as_str() {
@@ -231,7 +234,11 @@ async fn bearer(State(s): State<Shared>, req: Request, next: Next) -> Response {
              error_description=\"needs {needed}\", \
              resource_metadata=\"{base}/.well-known/oauth-protected-resource/mcp\""
         );
-        return (StatusCode::FORBIDDEN, [(header::WWW_AUTHENTICATE, challenge)]).into_response();
+        return (
+            StatusCode::FORBIDDEN,
+            [(header::WWW_AUTHENTICATE, challenge)],
+        )
+            .into_response();
     }
     if known {
         return next.run(req).await;

@@ -379,7 +379,12 @@ fn scopes_for(
     let mut asked = stored.requested_scopes;
     asked.extend(challenge.map(step_up_scopes).unwrap_or_default());
     if !asked.is_empty() {
-        scopes.extend(stored.credentials.map(|c| c.granted_scopes).unwrap_or_default());
+        scopes.extend(
+            stored
+                .credentials
+                .map(|c| c.granted_scopes)
+                .unwrap_or_default(),
+        );
         scopes.extend(asked);
     }
     let mut seen = std::collections::BTreeSet::new();

@@ -137,8 +137,7 @@ fn wanted_method(metadata: &AuthorizationMetadata) -> &'static str {
         .unwrap_or_default();
     if offered.is_empty() || offered.contains(&"none") {
         "none"
-    } else if offered.contains(&"client_secret_basic") || !offered.contains(&"client_secret_post")
-    {
+    } else if offered.contains(&"client_secret_basic") || !offered.contains(&"client_secret_post") {
         "client_secret_basic"
     } else {
         "client_secret_post"
@@ -178,7 +177,9 @@ pub(crate) async fn register(
     let text = response.text().await.unwrap_or_default();
     if !status.is_success() {
         let text: String = text.chars().take(200).filter(|c| !c.is_control()).collect();
-        return Err(format!("dynamic registration failed: HTTP {status}: {text}"));
+        return Err(format!(
+            "dynamic registration failed: HTTP {status}: {text}"
+        ));
     }
     let answer: RegistrationResponse = serde_json::from_str(&text)
         .map_err(|e| format!("dynamic registration answered something unreadable: {e}"))?;
@@ -229,7 +230,10 @@ mod tests {
         assert!(!client(Some("s"), 2_000_000).expired_at(1_000_000));
         assert!(client(Some("s"), 1_000_030).expired_at(1_000_000));
         assert!(client(Some("s"), 10).expired_at(1_000_000));
-        assert!(!client(None, 10).expired_at(1_000_000), "no secret, nothing expires");
+        assert!(
+            !client(None, 10).expired_at(1_000_000),
+            "no secret, nothing expires"
+        );
     }
 
     #[test]
@@ -248,7 +252,10 @@ mod tests {
     #[test]
     fn the_answer_decides_the_method_and_an_empty_secret_is_none() {
         let answer = |json: serde_json::Value| {
-            from_response(serde_json::from_value(json).unwrap(), "http://127.0.0.1:1/cb")
+            from_response(
+                serde_json::from_value(json).unwrap(),
+                "http://127.0.0.1:1/cb",
+            )
         };
         let c = answer(serde_json::json!({"client_id": "a", "client_secret": "s",
             "client_secret_expires_at": 99, "token_endpoint_auth_method": "client_secret_post"}));
@@ -258,6 +265,9 @@ mod tests {
         let c = answer(serde_json::json!({"client_id": "a", "client_secret": "s"}));
         assert_eq!(c.token_endpoint_auth_method, "client_secret_basic");
         let c = answer(serde_json::json!({"client_id": "a", "client_secret": ""}));
-        assert_eq!((c.client_secret, c.token_endpoint_auth_method.as_str()), (None, "none"));
+        assert_eq!(
+            (c.client_secret, c.token_endpoint_auth_method.as_str()),
+            (None, "none")
+        );
     }
 }
