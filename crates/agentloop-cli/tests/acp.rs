@@ -4,7 +4,8 @@
 //! one rejected through session/request_permission, a cancel while a permission question is
 //! open, session/load replaying the stored session in a new process, and the file tools
 //! reading and writing the editor's buffers (fs/read_text_file, fs/write_text_file) while
-//! staying confined to the workspace.
+//! staying confined to the workspace, usage updates, and the checkpoints and `task` tool an
+//! editor's session gets as `run` does.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -57,10 +58,16 @@ struct Editor {
 
 impl Editor {
     fn start(scratch: &Scratch, server: &MockServer) -> Editor {
+        Editor::start_with(scratch, server, &[])
+    }
+
+    /// `agentloop acp` with `extra` flags.
+    fn start_with(scratch: &Scratch, server: &MockServer, extra: &[&str]) -> Editor {
         let mut child = scratch
             .cmd()
             .args(["acp", "--model", "openai:mock", "--base-url"])
             .arg(server.openai_base_url())
+            .args(extra)
             .current_dir(scratch.ws())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -754,4 +761,123 @@ fn file_tools_use_the_editor_buffers_and_stay_in_the_workspace() {
     assert!(!last.contains("outside secret"), "{last}");
     assert!(!outside.join("evil.txt").exists());
     editor.close();
+}
+
+/// `agentloop ARGS` in the workspace; its stdout (it must succeed).
+fn agentloop_in_ws(scratch: &Scratch, args: &[&str]) -> String {
+    let out = scratch
+        .cmd()
+        .current_dir(scratch.ws())
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Runs one auto-mode edit of notes.txt (milk to bread) in a new editor session of
+/// `agentloop acp EXTRA`; the editor, for more questions.
+fn edit_in_auto_mode(scratch: &Scratch, server: &MockServer, extra: &[&str]) -> (Editor, Value) {
+    let mut editor = Editor::start_with(scratch, server, extra);
+    editor.initialize();
+    let session = editor.new_session(scratch);
+    editor.request(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "auto"}),
+    );
+    let response = editor.prompt(&session, "Replace milk by bread.");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(
+        std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
+        "remember the bread\n"
+    );
+    (editor, response)
+}
+
+#[test]
+fn usage_is_reported_after_each_reply_and_with_the_response() {
+    let scratch = Scratch::with_notes();
+    let mut edit = json!({"tool_calls": [edit_notes("c_edit")]});
+    edit["usage"] = json!({"input_tokens": 50, "output_tokens": 5});
+    let server = MockServer::start(
+        Script::from_value(json!({"turns": [
+            edit,
+            {"text": "Edited.", "usage": {"input_tokens": 60, "output_tokens": 3}}
+        ], "mode": "sequential"}))
+        .unwrap(),
+    );
+    let (editor, response) = edit_in_auto_mode(&scratch, &server, &["--context-window", "100000"]);
+    let updates: Vec<(u64, u64)> = editor
+        .of_kind("usage_update")
+        .iter()
+        .map(|u| (u["used"].as_u64().unwrap(), u["size"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(updates, [(55, 100_000), (63, 100_000)]);
+    let usage = &response["result"]["usage"];
+    assert_eq!(usage["inputTokens"], 110, "{response}");
+    assert_eq!(usage["outputTokens"], 8, "{response}");
+    assert_eq!(usage["totalTokens"], 118, "{response}");
+    editor.close();
+}
+
+#[test]
+fn an_editor_session_gets_checkpoints_and_the_task_tool() {
+    let scratch = Scratch::with_notes();
+    let server = MockServer::builder(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [edit_notes("c_edit")]},
+            {"text": "Edited."}
+        ], "mode": "sequential"}))
+        .unwrap(),
+    )
+    .record_requests(true)
+    .start()
+    .unwrap();
+    let (editor, _) = edit_in_auto_mode(&scratch, &server, &[]);
+    editor.close();
+    let tools = &server.requests()[0].body["tools"];
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str().or(t["name"].as_str()))
+        .collect();
+    assert!(names.contains(&"task"), "{names:?}");
+
+    let list: Vec<Value> = agentloop_in_ws(&scratch, &["checkpoints", "--json"])
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(list.len(), 1, "{list:?}");
+    assert_eq!(list[0]["call_id"], "c_edit");
+    assert_eq!(list[0]["files"], json!(["notes.txt"]));
+    let id = list[0]["id"].to_string();
+    agentloop_in_ws(&scratch, &["rewind", "--to", &id, "--files-only"]);
+    assert_eq!(
+        std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
+        "remember the milk\n"
+    );
+}
+
+#[test]
+fn no_checkpoints_records_none_for_an_editor_session() {
+    let scratch = Scratch::with_notes();
+    let server = MockServer::start(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [edit_notes("c_edit")]},
+            {"text": "Edited."}
+        ], "mode": "sequential"}))
+        .unwrap(),
+    );
+    let (editor, _) = edit_in_auto_mode(&scratch, &server, &["--no-checkpoints"]);
+    editor.close();
+    assert!(!scratch.path("data/agentloop/checkpoints").exists());
+    assert_eq!(
+        agentloop_in_ws(&scratch, &["checkpoints", "--json"]).trim(),
+        ""
+    );
 }

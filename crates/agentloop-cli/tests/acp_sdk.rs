@@ -50,7 +50,8 @@ fn the_typescript_sdk_client_runs_a_turn_with_an_approved_edit() {
     let server = MockServer::start(
         Script::from_value(json!({"turns": [
             {"tool_calls": [{"id": "c_edit", "name": "edit_file", "arguments":
-                {"path": "notes.txt", "old_text": "milk", "new_text": "bread"}}]},
+                {"path": "notes.txt", "old_text": "milk", "new_text": "bread"}}],
+             "usage": {"input_tokens": 50, "output_tokens": 5}},
             {"text": "Edited."}
         ], "mode": "sequential"}))
         .unwrap(),
@@ -67,6 +68,7 @@ fn the_typescript_sdk_client_runs_a_turn_with_an_approved_edit() {
         .arg(scratch.db())
         .args(["acp", "--model", "openai:mock", "--base-url"])
         .arg(server.openai_base_url())
+        .args(["--context-window", "100000"])
         .current_dir(scratch.ws())
         .output()
         .unwrap();
@@ -96,6 +98,15 @@ fn the_typescript_sdk_client_runs_a_turn_with_an_approved_edit() {
         .collect();
     assert!(kinds.contains(&"tool_call_update"), "{kinds:?}");
     assert!(kinds.contains(&"agent_message_chunk"), "{kinds:?}");
+    // The SDK accepts the usage updates (it validates every notification).
+    let usage = report["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["update"]["sessionUpdate"] == "usage_update")
+        .expect("a usage_update");
+    assert_eq!(usage["update"]["used"], 55, "{usage}");
+    assert_eq!(usage["update"]["size"], 100_000, "{usage}");
     // The edit read and wrote through the client's files (which saved it to the disk).
     let notes = std::fs::canonicalize(scratch.ws().join("notes.txt")).unwrap();
     let calls: Vec<(&str, &str)> = report["fsCalls"]

@@ -154,7 +154,8 @@ impl Agent for AcpAgent {
         *session.running.borrow_mut() = None;
         // Every update of the turn reaches the client before the response.
         self.queue.flush().await;
-        outcome.map(PromptResponse::new).map_err(failed)
+        let ended = outcome.map_err(failed)?;
+        Ok(PromptResponse::new(ended.stop).usage(ended.usage))
     }
 
     async fn cancel(&self, args: CancelNotification) -> Result<(), Error> {

@@ -19,6 +19,7 @@ mod replay;
 mod session;
 mod turn;
 mod updates;
+mod usage;
 
 use std::rc::Rc;
 
