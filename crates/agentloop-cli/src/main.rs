@@ -49,18 +49,7 @@ use crate::cli::{Command, ConfigCommand};
 use crate::error::Failure;
 
 fn main() -> ExitCode {
-    // Before any key is read: shell commands (same user) must not read this process's
-    // environment or memory through /proc (see `protect_agent_secrets`).
-    if let Err(e) = agentloop::builtin::protect_agent_secrets() {
-        eprintln!("agentloop: warning: cannot make the process non-dumpable: {e}");
-    }
-    // `agentloop "PROMPT"`, `agentloop -m X`: the shapes other tools accept, made ours first.
-    let argv = invocation::rewrite(
-        std::env::args_os().collect(),
-        invocation::Terminal::detect(),
-    );
-    // Config files fill in the `run` flags the user did not give (see config/layers.rs).
-    let cli = match config::layers::parse(argv) {
+    let cli = match parse_args() {
         Ok(cli) => cli,
         Err(failure) => return report(&failure),
     };
@@ -75,11 +64,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // `--store` (or `--db`), else `AGENTLOOP_STORE`, else the older `AGENTLOOP_DB`.
-    let store = cli
-        .store
-        .clone()
-        .or_else(|| std::env::var("AGENTLOOP_DB").ok().filter(|v| !v.is_empty()));
+    let store = store_spec(&cli);
     let db = store.as_deref();
     let trust_project = cli.trust_project;
     let result = runtime.block_on(async move {
@@ -133,6 +118,31 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => report(&failure),
     }
+}
+
+/// The command line, made safe to read keys with first (see `protect_agent_secrets`), in the
+/// shapes other tools accept, with the config files' defaults for the flags not given.
+fn parse_args() -> Result<cli::Cli, Failure> {
+    // Before any key is read: shell commands (same user) must not read this process's
+    // environment or memory through /proc.
+    if let Err(e) = agentloop::builtin::protect_agent_secrets() {
+        eprintln!("agentloop: warning: cannot make the process non-dumpable: {e}");
+    }
+    // `agentloop "PROMPT"`, `agentloop -m X`: the shapes other tools accept, made ours first.
+    let argv = invocation::rewrite(
+        std::env::args_os().collect(),
+        invocation::Terminal::detect(),
+    );
+    // Config files fill in the `run` flags the user did not give (see config/layers.rs).
+    config::layers::parse(argv)
+}
+
+/// The session store: `--store` (or `--db`), else `AGENTLOOP_STORE` (read by the parser), else
+/// the older `AGENTLOOP_DB`.
+fn store_spec(cli: &cli::Cli) -> Option<String> {
+    cli.store
+        .clone()
+        .or_else(|| std::env::var("AGENTLOOP_DB").ok().filter(|v| !v.is_empty()))
 }
 
 fn report(failure: &Failure) -> ExitCode {

@@ -23,7 +23,6 @@ mod steering;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use agentloop::agent::UsageLimits;
 use agentloop::agent::compaction::effective_context;
 use agentloop::agent::{MessageQueue, QueueMode};
 use agentloop::builtin::{ApprovalPolicy, Workspace};
@@ -135,32 +134,12 @@ struct Chat {
 
 /// Runs `agentloop chat`.
 pub async fn run(db: Option<&str>, mut args: RunArgs) -> Result<(), Failure> {
-    use std::io::IsTerminal;
-    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
-        return Err(Failure::usage(
-            "agentloop chat needs a terminal; for scripts use `agentloop run \"PROMPT\"`",
-        ));
-    }
-    if args.json.is_some() || args.output_schema.is_some() || args.quiet {
-        return Err(Failure::usage(
-            "--json, --quiet and --output-schema are for `agentloop run`, not chat",
-        ));
-    }
+    check_chat_args(&args)?;
     if !crate::ui::picker::chat_resume_flag(db, &mut args)? {
         return Ok(()); // the person quit the list of sessions
     }
     let mut chat = Chat::open(db, args)?;
-    let config = Config::builder()
-        .auto_add_history(true)
-        .completion_type(CompletionType::List)
-        .build();
-    let mut editor: Editor<Lines, rustyline::history::DefaultHistory> = Editor::with_config(config)
-        .map_err(|e| Failure::new(format!("cannot open the line editor: {e}")))?;
-    editor.set_helper(Some(Lines {
-        root: chat.workspace.root().to_path_buf(),
-        trusted: chat.args.trust.applies_to(chat.workspace.root()),
-        builtin: complete::command_names(HELP),
-    }));
+    let mut editor = line_editor(&chat)?;
     let history = history_path(db);
     if let Some(path) = &history {
         let _ = editor.load_history(path);
@@ -184,19 +163,8 @@ pub async fn run(db: Option<&str>, mut args: RunArgs) -> Result<(), Failure> {
         editor = back;
         match line {
             Ok(input) => {
-                let text = joined(&input);
-                let text = text.trim();
-                if text.is_empty() {
-                    continue;
-                }
-                if let Some(command) = text.strip_prefix('/') {
-                    if !chat.command(command).await? {
-                        break;
-                    }
-                } else if let Some(command) = text.strip_prefix('!') {
-                    chat.bang(command.trim()).await;
-                } else {
-                    chat.turn(text.to_owned()).await?;
+                if !chat.entered(&input).await? {
+                    break;
                 }
             }
             Err(ReadlineError::Interrupted) => {
@@ -211,6 +179,38 @@ pub async fn run(db: Option<&str>, mut args: RunArgs) -> Result<(), Failure> {
     }
     chat.farewell();
     Ok(())
+}
+
+/// Chat needs a terminal on both ends, and takes none of `run`'s output flags.
+fn check_chat_args(args: &RunArgs) -> Result<(), Failure> {
+    use std::io::IsTerminal;
+    if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+        return Err(Failure::usage(
+            "agentloop chat needs a terminal; for scripts use `agentloop run \"PROMPT\"`",
+        ));
+    }
+    if args.json.is_some() || args.output_schema.is_some() || args.quiet {
+        return Err(Failure::usage(
+            "--json, --quiet and --output-schema are for `agentloop run`, not chat",
+        ));
+    }
+    Ok(())
+}
+
+/// The line editor of the chat: history, list completion of commands and workspace paths.
+fn line_editor(chat: &Chat) -> Result<Editor<Lines, rustyline::history::DefaultHistory>, Failure> {
+    let config = Config::builder()
+        .auto_add_history(true)
+        .completion_type(CompletionType::List)
+        .build();
+    let mut editor: Editor<Lines, rustyline::history::DefaultHistory> = Editor::with_config(config)
+        .map_err(|e| Failure::new(format!("cannot open the line editor: {e}")))?;
+    editor.set_helper(Some(Lines {
+        root: chat.workspace.root().to_path_buf(),
+        trusted: chat.args.trust.applies_to(chat.workspace.root()),
+        builtin: complete::command_names(HELP),
+    }));
+    Ok(editor)
 }
 
 impl Chat {
@@ -416,6 +416,25 @@ impl Chat {
         Ok(())
     }
 
+    /// Acts on one entered line: a `/command`, a `!shell command` or a prompt; `false` when
+    /// the chat ends.
+    async fn entered(&mut self, input: &str) -> Result<bool, Failure> {
+        let text = joined(input);
+        let text = text.trim();
+        if text.is_empty() {
+            return Ok(true);
+        }
+        if let Some(command) = text.strip_prefix('/') {
+            return self.command(command).await;
+        }
+        if let Some(command) = text.strip_prefix('!') {
+            self.bang(command.trim()).await;
+        } else {
+            self.turn(text.to_owned()).await?;
+        }
+        Ok(true)
+    }
+
     /// Runs one prompt; returns the steering messages that arrived too late to be delivered.
     async fn one_turn(
         &mut self,
@@ -423,13 +442,7 @@ impl Chat {
         command: Option<&crate::config::custom_commands::Expanded>,
     ) -> Result<Vec<Message>, Failure> {
         let (model, model_name) = self.model_for(command)?;
-        let mut extensions = crate::config::extensions::Extensions::load(
-            self.workspace.root(),
-            self.args.trust.applies_to(self.workspace.root()),
-        )?;
-        if let Some(command) = command {
-            extensions.allow_for_prompt(&command.allowed_tools)?;
-        }
+        let extensions = self.extensions_for(command)?;
         // A sub-agent cut short by a dead process continues with this turn.
         crate::config::agents::park_interrupted_children(&*self.store, &self.session.id)?;
         let (history, parked) = load_parked(&*self.store, &self.session.id)?;
@@ -448,13 +461,7 @@ impl Chat {
             system_prompt: self.system_prompt.clone(),
             reasoning: self.args.reasoning.map(Into::into),
             max_turns: self.args.max_turns.0,
-            limits: UsageLimits {
-                max_requests: self.args.max_requests,
-                max_input_tokens: self.args.max_input_tokens,
-                max_output_tokens: self.args.max_output_tokens,
-                max_total_tokens: self.args.max_total_tokens,
-                max_cost_usd: self.args.max_cost,
-            },
+            limits: crate::commands::run::usage_limits(&self.args),
             trace_content: self.args.trace_content,
             json: false,
             store,
@@ -473,13 +480,34 @@ impl Chat {
                 self.args.elicitation_defaults,
             ),
             compaction: crate::commands::compact::config(&self.args),
-            extensions: Arc::new(extensions),
+            extensions,
             plan_mode: self.args.mode == crate::plan::Mode::Plan,
             checkpoints: !self.args.no_checkpoints,
         })
         .await;
         self.typed_ahead = reader.stop();
         let report = result?;
+        self.after_turn(&report).await;
+        Ok(steering.take(QueueMode::All))
+    }
+
+    /// The extension points of one prompt, with a custom command's allowed tools.
+    fn extensions_for(
+        &self,
+        command: Option<&crate::config::custom_commands::Expanded>,
+    ) -> Result<Arc<crate::config::extensions::Extensions>, Failure> {
+        let root = self.workspace.root();
+        let mut extensions =
+            crate::config::extensions::Extensions::load(root, self.args.trust.applies_to(root))?;
+        if let Some(command) = command {
+            extensions.allow_for_prompt(&command.allowed_tools)?;
+        }
+        Ok(Arc::new(extensions))
+    }
+
+    /// What the screen shows after a turn (cancellation, errors, the summary line, a plan to
+    /// act on); the session's metadata is read again.
+    async fn after_turn(&mut self, report: &crate::commands::run::RunReport) {
         let thinking = report.renderer.last_thinking();
         if !thinking.is_empty() {
             self.last_thinking = thinking;
@@ -490,7 +518,7 @@ impl Chat {
         if let Some(error) = &report.store_error {
             eprintln!("agentloop: {error}");
         }
-        if let Some(error) = crate::commands::run::model_error(&report) {
+        if let Some(error) = crate::commands::run::model_error(report) {
             let endpoint =
                 crate::hints::Endpoint::of(self.spec.provider, self.args.base_url.as_deref());
             let line = visible_line(&crate::hints::explain(error, &endpoint));
@@ -498,11 +526,10 @@ impl Chat {
         }
         let line = summary_line(&report.totals, None);
         println!("{}", self.style.dim(&line));
-        self.offer_plan(&report).await;
+        self.offer_plan(report).await;
         if let Ok(info) = self.store.info(&self.session.id) {
             self.session = info;
         }
-        Ok(steering.take(QueueMode::All))
     }
 
     /// The model of one prompt: a custom command's `model` (unless `--model` was given; noted

@@ -153,26 +153,11 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
         return Err(refused);
     }
     let (deps, denied_no_terminal) = workspace_deps(&setup, &toolset, spinner, &hooks);
-    let mut config = loop_config(&setup, system_prompt);
-    if let Some(compaction) = &mut config.compaction {
-        let inner = compaction.compactor.take();
-        compaction.compactor = Some(hooks.compactor(
-            inner.unwrap_or_else(|| Arc::new(agentloop::agent::compaction::ModelCompactor)),
-            agentloop::agent::command_hooks::CompactionTrigger::Auto,
-        ));
-    }
     let recorder = SessionRecorder::new(setup.store.clone(), &setup.session.id);
-    let checkpoints = (setup.checkpoints && !setup.plan_mode)
-        .then(|| {
-            crate::commands::checkpoints::recorder(
-                &*setup.store,
-                &setup.session.id,
-                setup.workspace.root(),
-            )
-        })
-        .flatten();
+    let checkpoints = checkpoint_recorder(&setup);
     let abort = AbortSignal::new();
     let emit = event_sink(&setup, &recorder, &renderer, &abort, checkpoints.clone());
+    let config = loop_config_with_hooks(&setup, system_prompt, &hooks);
     let task = task_tool(&setup, &deps, &hooks)?;
     let agent = AgentLoop::with_deps(config, setup.model.clone(), Arc::new(deps));
     let (workspace, skills) = (&setup.workspace, &setup.extensions.skills);
@@ -200,18 +185,7 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
     let (outcome, output) = drive(&agent, &mut setup, prompts).await;
     ctrl_c.abort();
     exit_signals.abort();
-    // A normal end: nothing a shell command started outlives the run (the jobs first, so
-    // their `job_finished` lines are out before the process can exit).
-    let jobs = setup.shell.job_table();
-    if !jobs.keeps_after_run() {
-        jobs.kill_all().await;
-    }
-    builtin::kill_shell_processes();
-    toolset.shutdown().await;
-    // After the jobs are gone: what they changed belongs to the run's last checkpoint.
-    if let Some(checkpoints) = &checkpoints {
-        crate::commands::checkpoints::seal(checkpoints);
-    }
+    wind_down(&setup, &toolset, checkpoints.as_ref()).await;
 
     let totals = renderer.totals();
     let stop = stop_of(&totals, &outcome);
@@ -230,6 +204,56 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
                 .unwrap_or_else(PoisonError::into_inner),
         ),
     })
+}
+
+/// The loop's config, its automatic compaction going through the `pre_compact` hooks.
+fn loop_config_with_hooks(
+    setup: &RunSetup,
+    system_prompt: String,
+    hooks: &CommandHooks,
+) -> AgentLoopConfig {
+    let mut config = loop_config(setup, system_prompt);
+    if let Some(compaction) = &mut config.compaction {
+        let inner = compaction.compactor.take();
+        compaction.compactor = Some(hooks.compactor(
+            inner.unwrap_or_else(|| Arc::new(agentloop::agent::compaction::ModelCompactor)),
+            agentloop::agent::command_hooks::CompactionTrigger::Auto,
+        ));
+    }
+    config
+}
+
+/// The workspace checkpoints of this run, unless switched off or in plan mode.
+fn checkpoint_recorder(setup: &RunSetup) -> Option<Arc<agentloop::checkpoint::Recorder>> {
+    (setup.checkpoints && !setup.plan_mode)
+        .then(|| {
+            crate::commands::checkpoints::recorder(
+                &*setup.store,
+                &setup.session.id,
+                setup.workspace.root(),
+            )
+        })
+        .flatten()
+}
+
+/// After a normal end: nothing a shell command started outlives the run (the jobs first, so
+/// their `job_finished` lines are out before the process can exit), the MCP servers stop, and
+/// the last checkpoint is sealed.
+async fn wind_down(
+    setup: &RunSetup,
+    toolset: &agentloop_mcp::McpToolset,
+    checkpoints: Option<&Arc<agentloop::checkpoint::Recorder>>,
+) {
+    let jobs = setup.shell.job_table();
+    if !jobs.keeps_after_run() {
+        jobs.kill_all().await;
+    }
+    builtin::kill_shell_processes();
+    toolset.shutdown().await;
+    // After the jobs are gone: what they changed belongs to the run's last checkpoint.
+    if let Some(checkpoints) = checkpoints {
+        crate::commands::checkpoints::seal(checkpoints);
+    }
 }
 
 /// The renderer for this run: JSON lines, or text (on stderr for a typed run, whose stdout is
@@ -721,57 +745,26 @@ pub fn system_prompt_for(args: &RunArgs, workspace: &Workspace) -> Option<String
 
 /// `agentloop run`.
 pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
-    let prompt = read_prompt(&args)?;
-    let images = load_images(&args.images)?;
-    // Checked before anything is created: a bad schema file leaves no empty session behind.
-    let output = match &args.output_schema {
-        Some(path) => Some(load_output_schema(path, &args)?),
-        None => None,
-    };
-    if args.quiet {
-        crate::ui::render::quiet();
-    }
-    if args.json == Some(crate::cli::JsonForm::Compact) {
-        crate::ui::render::compact_json();
-    }
-    let root = match &args.workspace {
-        Some(dir) => dir.clone(),
-        None => std::env::current_dir()?,
-    };
-    let workspace = Workspace::new(&root).map_err(|e| Failure::usage(e.to_string()))?;
-    let trusted = args.trust.applies_to(workspace.root());
-    // `/NAME ARGS`: a custom command's prompt.
-    let command =
-        crate::config::custom_commands::expand_prompt(workspace.root(), trusted, &prompt)?;
-    let prompt = command.as_ref().map_or(prompt, |c| c.prompt.clone());
+    let mut input = RunInput::read(&args)?;
     let store: Arc<dyn SessionStore> = open_store(db)?;
 
     // Which session: resumed ones bring back their model, provider, base URL and reasoning
     // (flags given on this invocation win).
-    let target = session_target(&*store, &args, workspace.root())?;
-    let choice = model_choice(&args, &target, command.as_ref());
+    let target = session_target(&*store, &args, input.workspace.root())?;
+    let choice = model_choice(&args, &target, input.command.as_ref());
     let (spec, model) = choice.build(&args)?;
     let settings = recorded(
         &spec,
         choice.base_url.as_deref(),
         choice.reasoning,
-        workspace.root(),
+        input.workspace.root(),
     );
     // With fallbacks, the error that ends the run may be another model's.
     let endpoint = args
         .fallback_model
         .is_empty()
         .then(|| crate::hints::Endpoint::of(spec.provider, choice.base_url.as_deref()));
-    let mcp = crate::config::files::ConfigFile::load(workspace.root(), &args.trust)?
-        .mcp_servers(workspace.root(), &args.mcp)?;
-    let mcp = crate::mcp::with_elicitation(mcp, args.elicitation_defaults);
-
-    let system_prompt = system_prompt_for(&args, &workspace);
-    let mut extensions = crate::config::extensions::Extensions::load(workspace.root(), trusted)?;
-    if let Some(command) = &command {
-        extensions.allow_for_prompt(&command.allowed_tools)?;
-    }
-    let extensions = Arc::new(extensions);
+    input.load_workspace_files(&args)?;
 
     let new_session = || {
         let mut new = NewSession::new()
@@ -782,57 +775,172 @@ pub async fn run(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
         }
         new
     };
-    let steering = prompt_message(prompt.clone(), &images);
-    let opened = open_session(&*store, &target, &settings, new_session, steering)?;
+    let steering = prompt_message(input.prompt.clone(), &input.images);
+    let mut opened = open_session(&*store, &target, &settings, new_session, steering)?;
     if let Some(note) = args.approve.deprecation() {
         eprintln!("agentloop: note: {note}");
     }
-    let session_id = opened.session.id.clone();
-    let report = execute(RunSetup {
+    let root = input.root.clone();
+    let setup = input.setup(
+        &args,
         model,
-        model_name: spec.name.clone(),
-        workspace,
-        policy: args.approve.into(),
-        system_prompt,
-        reasoning: choice.reasoning.map(Into::into),
-        max_turns: args.max_turns.0,
-        limits: UsageLimits {
-            max_requests: args.max_requests,
-            max_input_tokens: args.max_input_tokens,
-            max_output_tokens: args.max_output_tokens,
-            max_total_tokens: args.max_total_tokens,
-            max_cost_usd: args.max_cost,
-        },
-        trace_content: args.trace_content,
-        json: args.json.is_some(),
-        store: store.clone(),
-        session: opened.session,
-        context: opened.context,
-        prompt,
-        images,
-        steering: None,
-        interactive: None,
-        shell: shell_options(&args),
-        output,
-        resume: opened.resume,
-        mcp,
-        compaction: crate::commands::compact::config(&args),
-        extensions,
-        plan_mode: args.mode == crate::plan::Mode::Plan,
-        checkpoints: !args.no_checkpoints,
-    })
-    .await?;
-    print_report(&report, &args, &session_id, &root)?;
+        &spec.name,
+        &choice,
+        store.clone(),
+        &mut opened,
+    );
+    let report = execute(setup).await?;
+    print_report(&report, &args, &opened.session.id, &root)?;
     if opened.created {
-        discard_if_unanswered(&*store, &session_id);
+        discard_if_unanswered(&*store, &opened.session.id);
     }
-    exit_status(&report).map_err(|failure| match (model_error(&report), &endpoint) {
+    exit_status(&report).map_err(|failure| with_hint(failure, &report, endpoint.as_ref()))
+}
+
+/// A failed run's message, with what to do about a model error at `endpoint` (none when
+/// fallbacks make the failing model unknown).
+fn with_hint(
+    failure: Failure,
+    report: &RunReport,
+    endpoint: Option<&crate::hints::Endpoint>,
+) -> Failure {
+    match (model_error(report), endpoint) {
         (Some(error), Some(endpoint)) => Failure {
             message: crate::hints::explain(error, endpoint),
             ..failure
         },
         _ => failure,
-    })
+    }
+}
+
+/// What `agentloop run` reads before it opens a session: the prompt (a custom command's when
+/// it names one), the images, the output schema, the workspace, its MCP servers and extension
+/// points — all checked first, so that bad input leaves no empty session behind.
+struct RunInput {
+    prompt: String,
+    images: Vec<ImagePart>,
+    output: Option<Output<Value>>,
+    /// The workspace directory as given (or the current one).
+    root: std::path::PathBuf,
+    workspace: Workspace,
+    /// The workspace's own config files apply.
+    trusted: bool,
+    /// The custom command the prompt named.
+    command: Option<crate::config::custom_commands::Expanded>,
+    /// The MCP servers (set by [`RunInput::load_workspace_files`]).
+    mcp: Vec<agentloop_mcp::McpServerConfig>,
+    /// The system prompt with the project instructions (likewise).
+    system_prompt: Option<String>,
+    /// The extension points (likewise).
+    extensions: Arc<crate::config::extensions::Extensions>,
+}
+
+impl RunInput {
+    /// Reads and checks the prompt, images, schema and workspace; applies `-q` and
+    /// `--json compact`.
+    fn read(args: &RunArgs) -> Result<Self, Failure> {
+        let prompt = read_prompt(args)?;
+        let images = load_images(&args.images)?;
+        let output = match &args.output_schema {
+            Some(path) => Some(load_output_schema(path, args)?),
+            None => None,
+        };
+        if args.quiet {
+            crate::ui::render::quiet();
+        }
+        if args.json == Some(crate::cli::JsonForm::Compact) {
+            crate::ui::render::compact_json();
+        }
+        let root = match &args.workspace {
+            Some(dir) => dir.clone(),
+            None => std::env::current_dir()?,
+        };
+        let workspace = Workspace::new(&root).map_err(|e| Failure::usage(e.to_string()))?;
+        let trusted = args.trust.applies_to(workspace.root());
+        // `/NAME ARGS`: a custom command's prompt.
+        let command =
+            crate::config::custom_commands::expand_prompt(workspace.root(), trusted, &prompt)?;
+        let prompt = command.as_ref().map_or(prompt, |c| c.prompt.clone());
+        Ok(RunInput {
+            prompt,
+            images,
+            output,
+            root,
+            workspace,
+            trusted,
+            command,
+            mcp: Vec::new(),
+            system_prompt: None,
+            extensions: Arc::default(),
+        })
+    }
+
+    /// Loads the MCP servers, the project instructions and the extension points (with a
+    /// custom command's allowed tools).
+    fn load_workspace_files(&mut self, args: &RunArgs) -> Result<(), Failure> {
+        let root = self.workspace.root();
+        let mcp = crate::config::files::ConfigFile::load(root, &args.trust)?
+            .mcp_servers(root, &args.mcp)?;
+        self.mcp = crate::mcp::with_elicitation(mcp, args.elicitation_defaults);
+        self.system_prompt = system_prompt_for(args, &self.workspace);
+        let mut extensions = crate::config::extensions::Extensions::load(root, self.trusted)?;
+        if let Some(command) = &self.command {
+            extensions.allow_for_prompt(&command.allowed_tools)?;
+        }
+        self.extensions = Arc::new(extensions);
+        Ok(())
+    }
+
+    /// The run's setup: these inputs, the flags, the model and the opened session (whose lock
+    /// stays with the caller).
+    fn setup(
+        self,
+        args: &RunArgs,
+        model: Arc<dyn Model>,
+        model_name: &str,
+        choice: &Choice,
+        store: Arc<dyn SessionStore>,
+        opened: &mut OpenedSession,
+    ) -> RunSetup {
+        RunSetup {
+            model,
+            model_name: model_name.to_owned(),
+            system_prompt: self.system_prompt,
+            workspace: self.workspace,
+            policy: args.approve.into(),
+            reasoning: choice.reasoning.map(Into::into),
+            max_turns: args.max_turns.0,
+            limits: usage_limits(args),
+            trace_content: args.trace_content,
+            json: args.json.is_some(),
+            store,
+            session: opened.session.clone(),
+            context: std::mem::take(&mut opened.context),
+            prompt: self.prompt,
+            images: self.images,
+            steering: None,
+            interactive: None,
+            shell: shell_options(args),
+            output: self.output,
+            resume: opened.resume.take(),
+            mcp: self.mcp,
+            compaction: crate::commands::compact::config(args),
+            extensions: self.extensions,
+            plan_mode: args.mode == crate::plan::Mode::Plan,
+            checkpoints: !args.no_checkpoints,
+        }
+    }
+}
+
+/// The request, token and cost ceilings of `--max-requests`, `--max-*-tokens`, `--max-cost`.
+pub fn usage_limits(args: &RunArgs) -> UsageLimits {
+    UsageLimits {
+        max_requests: args.max_requests,
+        max_input_tokens: args.max_input_tokens,
+        max_output_tokens: args.max_output_tokens,
+        max_total_tokens: args.max_total_tokens,
+        max_cost_usd: args.max_cost,
+    }
 }
 
 /// The model, base URL and reasoning of this run: the flags, then what a resumed session
@@ -1099,4 +1207,47 @@ fn print_final_answer(text: &str) {
     let mut stdout = std::io::stdout().lock();
     let _ = stdout.write_all(text.as_bytes());
     let _ = stdout.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use clap::Parser;
+
+    fn run_args(argv: &[&str]) -> RunArgs {
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+        match cli.command {
+            Some(crate::cli::Command::Run(args)) => args,
+            _ => panic!("not a run"),
+        }
+    }
+
+    #[test]
+    fn each_limit_flag_sets_its_own_ceiling() {
+        let args = run_args(&[
+            "agentloop",
+            "run",
+            "--max-requests",
+            "3",
+            "--max-input-tokens",
+            "40",
+            "--max-output-tokens",
+            "50",
+            "--max-total-tokens",
+            "60",
+            "--max-cost",
+            "0.25",
+            "hi",
+        ]);
+        let limits = usage_limits(&args);
+        assert_eq!(limits.max_requests, Some(3));
+        assert_eq!(limits.max_input_tokens, Some(40));
+        assert_eq!(limits.max_output_tokens, Some(50));
+        assert_eq!(limits.max_total_tokens, Some(60));
+        assert_eq!(limits.max_cost_usd, Some(0.25));
+        let none = usage_limits(&run_args(&["agentloop", "run", "hi"]));
+        assert_eq!(none.max_requests, None);
+        assert_eq!(none.max_cost_usd, None);
+    }
 }
