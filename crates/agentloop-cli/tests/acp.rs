@@ -881,3 +881,282 @@ fn no_checkpoints_records_none_for_an_editor_session() {
         ""
     );
 }
+
+/// The latency benchmark: how long after the model's first token is on the wire the client
+/// has it, through `agentloop acp` (first `agent_message_chunk`), `agentloop run --json` (first
+/// `message_update` line) and `agentloop run` (first byte of the text on stdout). A model
+/// server of its own (in this process) stamps the moment it writes the first token; reader
+/// threads stamp the moment the client side reads it, on the same clock. Run with
+/// `cargo test -p agentloop-cli --release --test acp -- --ignored --nocapture first_token`.
+mod latency {
+    use std::io::{BufRead, BufReader, Read, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::process::Stdio;
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+
+    use serde_json::json;
+
+    use super::support::Scratch;
+
+    const TOKEN: &str = "Hello";
+
+    /// A chat-completions server that answers every request with a streamed "Hello world."
+    /// and sends, for each, the moment its first token was written.
+    fn model_server() -> (String, mpsc::Receiver<Instant>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let (stamps, received) = mpsc::channel();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(stream) = stream else { return };
+                let stamps = stamps.clone();
+                std::thread::spawn(move || answer(stream, &stamps));
+            }
+        });
+        (url, received)
+    }
+
+    fn answer(mut stream: TcpStream, stamps: &mpsc::Sender<Instant>) {
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut length = 0usize;
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            let lower = line.to_ascii_lowercase();
+            if let Some(value) = lower.strip_prefix("content-length:") {
+                length = value.trim().parse().unwrap();
+            }
+            if line == "\r\n" {
+                break;
+            }
+        }
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body).unwrap();
+        let chunk = |delta: serde_json::Value, finish: serde_json::Value| {
+            let event = json!({"id": "c1", "object": "chat.completion.chunk", "created": 0,
+                "model": "mock", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+            format!("data: {event}\n\n")
+        };
+        let head =
+            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\n";
+        stream.write_all(head.as_bytes()).unwrap();
+        stream.flush().unwrap();
+        let first = chunk(json!({"role": "assistant", "content": TOKEN}), json!(null));
+        let sent = Instant::now();
+        stream.write_all(first.as_bytes()).unwrap();
+        stream.flush().unwrap();
+        let _ = stamps.send(sent);
+        // The rest later, so the first token travels alone.
+        std::thread::sleep(Duration::from_millis(20));
+        let rest = chunk(json!({"content": " world."}), json!(null))
+            + &chunk(json!({}), json!("stop"))
+            + "data: [DONE]\n\n";
+        let _ = stream.write_all(rest.as_bytes());
+    }
+
+    /// Median and 99th percentile, in microseconds.
+    fn summary(mut samples: Vec<Duration>) -> (f64, f64) {
+        samples.sort();
+        let at = |q: f64| {
+            let i = ((samples.len() - 1) as f64 * q).round() as usize;
+            samples[i].as_secs_f64() * 1e6
+        };
+        (at(0.5), at(0.99))
+    }
+
+    /// Reads `stdout` on a thread as it comes (not line by line: the text renderer may write a
+    /// line in pieces); sends the moment what was read so far first satisfies `is_first`.
+    fn watch(
+        mut stdout: impl Read + Send + 'static,
+        is_first: fn(&str) -> bool,
+    ) -> mpsc::Receiver<Instant> {
+        let (send, seen) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut all = Vec::new();
+            let mut chunk = [0u8; 8192];
+            loop {
+                match stdout.read(&mut chunk) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => {
+                        let now = Instant::now();
+                        all.extend_from_slice(&chunk[..n]);
+                        if is_first(&String::from_utf8_lossy(&all)) {
+                            let _ = send.send(now);
+                            // Drain the rest so the process never blocks on a full pipe.
+                            let _ = std::io::copy(&mut stdout, &mut std::io::sink());
+                            return;
+                        }
+                    }
+                }
+            }
+        });
+        seen
+    }
+
+    const WAIT: Duration = Duration::from_secs(60);
+
+    /// `agentloop acp` with one session open.
+    struct Acp {
+        child: std::process::Child,
+        stdin: std::process::ChildStdin,
+        lines: mpsc::Receiver<(Instant, String)>,
+        session: serde_json::Value,
+        next_id: u64,
+    }
+
+    impl Acp {
+        fn start(scratch: &Scratch, url: &str) -> Acp {
+            let mut child = scratch
+                .cmd()
+                .args([
+                    "acp",
+                    "--model",
+                    "openai:mock",
+                    "--no-checkpoints",
+                    "--base-url",
+                    url,
+                ])
+                .current_dir(scratch.ws())
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .unwrap();
+            let stdin = child.stdin.take().unwrap();
+            let (lines_send, lines) = mpsc::channel();
+            let stdout = child.stdout.take().unwrap();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { return };
+                    if lines_send.send((Instant::now(), line)).is_err() {
+                        return;
+                    }
+                }
+            });
+            let mut acp = Acp {
+                child,
+                stdin,
+                lines,
+                session: json!(null),
+                next_id: 1,
+            };
+            let init = json!({"protocolVersion": 1, "clientCapabilities": {}});
+            acp.request("initialize", init);
+            let new = json!({"cwd": scratch.ws(), "mcpServers": []});
+            acp.session = acp.request("session/new", new).1["result"]["sessionId"].clone();
+            acp
+        }
+
+        /// Sends a request; when the first `agent_message_chunk` came (if one did), and the
+        /// response.
+        fn request(
+            &mut self,
+            method: &str,
+            params: serde_json::Value,
+        ) -> (Option<Instant>, serde_json::Value) {
+            let id = self.next_id;
+            self.next_id += 1;
+            let message = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+            writeln!(self.stdin, "{message}").unwrap();
+            self.stdin.flush().unwrap();
+            let mut first = None;
+            loop {
+                let (at, line) = self.lines.recv_timeout(WAIT).unwrap();
+                if first.is_none() && line.contains("agent_message_chunk") {
+                    first = Some(at);
+                }
+                let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+                if message["id"] == id && message.get("method").is_none() {
+                    return (first, message);
+                }
+            }
+        }
+
+        /// One prompt: from the first token on the wire to its `agent_message_chunk`.
+        fn sample(&mut self, sent: &mpsc::Receiver<Instant>) -> Duration {
+            let prompt = json!({"sessionId": self.session,
+                "prompt": [{"type": "text", "text": "hi"}]});
+            let (first, _) = self.request("session/prompt", prompt);
+            let sent = sent.recv_timeout(WAIT).unwrap();
+            first.unwrap().duration_since(sent)
+        }
+
+        fn close(self) {
+            drop(self.stdin);
+            let mut child = self.child;
+            child.wait().unwrap();
+        }
+    }
+
+    /// One `agentloop run` (`--json` when `json`): from the first token on the wire to the
+    /// client's first sight of it.
+    fn run(scratch: &Scratch, url: &str, sent: &mpsc::Receiver<Instant>, json: bool) -> Duration {
+        let mut command = scratch.cmd();
+        command
+            .args([
+                "run",
+                "--model",
+                "openai:mock",
+                "--no-checkpoints",
+                "--base-url",
+                url,
+            ])
+            .current_dir(scratch.ws())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        if json {
+            command.arg("--json");
+        }
+        let mut child = command.arg("hi").spawn().unwrap();
+        let is_first: fn(&str) -> bool = if json {
+            |text| text.contains("message_update")
+        } else {
+            |text| text.contains(TOKEN)
+        };
+        let seen = watch(child.stdout.take().unwrap(), is_first);
+        let first = seen.recv_timeout(WAIT).unwrap();
+        let sent = sent.recv_timeout(WAIT).unwrap();
+        child.wait().unwrap();
+        first.duration_since(sent)
+    }
+
+    #[test]
+    #[ignore = "a benchmark: run it on purpose"]
+    fn first_token_latency() {
+        let n: usize = std::env::var("ACP_BENCH_PROMPTS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(100);
+        let scratch = Scratch::new();
+        let (url, sent) = model_server();
+        // Interleaved, so the three see the same load on the machine.
+        let mut acp = Acp::start(&scratch, &url);
+        let (mut over_acp, mut json, mut text) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..n {
+            over_acp.push(acp.sample(&sent));
+            json.push(run(&scratch, &url, &sent, true));
+            text.push(run(&scratch, &url, &sent, false));
+        }
+        acp.close();
+        let added: Vec<Duration> = over_acp
+            .iter()
+            .zip(&json)
+            .map(|(a, j)| a.saturating_sub(*j))
+            .collect();
+        println!("first token on the wire -> client, {n} prompts each: | path | median | p99 |");
+        for (name, samples) in [
+            ("agentloop acp (agent_message_chunk)", over_acp),
+            ("agentloop run --json (message_update)", json),
+            ("agentloop run (text on stdout)", text),
+        ] {
+            let (median, p99) = summary(samples);
+            println!("| {name} | {median:.0} µs | {p99:.0} µs |");
+        }
+        let (median, p99) = summary(added);
+        println!(
+            "| acp minus run --json, per round (0 when faster) | {median:.0} µs | {p99:.0} µs |"
+        );
+    }
+}

@@ -17,6 +17,7 @@ mod outbound;
 mod permission;
 mod replay;
 mod session;
+mod stdout;
 mod turn;
 mod updates;
 mod usage;
@@ -46,7 +47,7 @@ pub async fn serve(db: Option<&str>, args: RunArgs) -> Result<(), Failure> {
             let agent = agent::AcpAgent::new(server, queue);
             let (connection, io) = AgentSideConnection::new(
                 agent,
-                tokio::io::stdout().compat_write(),
+                stdout::Stdout::new().compat_write(),
                 tokio::io::stdin().compat(),
                 |future| {
                     tokio::task::spawn_local(future);
