@@ -144,7 +144,7 @@ pub async fn logout(args: McpLogoutArgs) -> Result<(), Failure> {
 }
 
 /// Tries the desktop's URL opener; printing the URL is the fallback, so failures are ignored.
-fn open_in_browser(url: &str) {
+pub(crate) fn open_in_browser(url: &str) {
     let opener = if cfg!(target_os = "macos") {
         "open"
     } else {

@@ -45,8 +45,10 @@ pub(crate) struct Handler {
     events: EventSink,
     /// The least severe log message passed on.
     log_level: Option<crate::McpLogLevel>,
-    /// How requests for user input are answered.
+    /// How requests for user input are answered without an elicitor.
     elicitation: crate::ElicitationMode,
+    /// Who answers requests for user input, when a person can.
+    elicitor: Option<crate::Elicitor>,
     tools_changed: Arc<AtomicBool>,
     on_tools_changed: Arc<dyn Fn() + Send + Sync>,
     progress: Arc<Mutex<HashMap<ProgressToken, ProgressFn>>>,
@@ -109,18 +111,29 @@ impl ClientHandler for Handler {
         _context: rmcp::service::RequestContext<RoleClient>,
     ) -> impl Future<Output = Result<rmcp::model::ElicitResult, rmcp::ErrorData>> + MaybeSendFuture + '_
     {
-        let answer = crate::elicitation::answer(self.elicitation, &request);
-        tracing::info!(
-            server = %self.server,
-            "MCP server asked for user input; answered {:?}",
-            answer.action
-        );
-        std::future::ready(Ok(answer))
+        async move {
+            let answer = match &self.elicitor {
+                Some(elicitor) => crate::elicitation::ask(elicitor, &self.server, request).await,
+                None => crate::elicitation::answer(self.elicitation, &request),
+            };
+            tracing::info!(
+                server = %self.server,
+                "MCP server asked for user input; answered {:?}",
+                answer.action
+            );
+            Ok(answer)
+        }
     }
 
     fn get_info(&self) -> ClientConfig {
         let mut capabilities = ClientCapabilities::default();
-        if self.elicitation.announced() {
+        if self.elicitor.is_some() {
+            capabilities.elicitation = Some(
+                rmcp::model::ElicitationCapability::new()
+                    .with_form(rmcp::model::FormElicitationCapability::new())
+                    .with_url(rmcp::model::UrlElicitationCapability::new()),
+            );
+        } else if self.elicitation.announced() {
             capabilities.elicitation = Some(
                 rmcp::model::ElicitationCapability::new()
                     .with_form(rmcp::model::FormElicitationCapability::new()),
@@ -344,6 +357,7 @@ impl ServerHandle {
             events: self.events.clone(),
             log_level: self.config.log_level,
             elicitation: self.config.elicitation,
+            elicitor: self.config.elicitor.clone(),
             tools_changed: self.tools_changed.clone(),
             on_tools_changed: Arc::new(move || {
                 tools_changed.store(true, Ordering::Release);

@@ -137,8 +137,11 @@ pub struct McpServerConfig {
     /// The least severe log message wanted from the server (asked with `logging/setLevel`
     /// and enforced here too); `None` asks for none and drops any that arrive.
     pub log_level: Option<crate::McpLogLevel>,
-    /// How the server's requests for user input (`elicitation/create`) are answered.
+    /// How the server's requests for user input (`elicitation/create`) are answered when
+    /// there is no `elicitor`.
     pub elicitation: crate::ElicitationMode,
+    /// Who answers the server's requests for user input, when a person can (forms and URLs).
+    pub elicitor: Option<crate::Elicitor>,
 }
 
 impl McpServerConfig {
@@ -157,6 +160,7 @@ impl McpServerConfig {
             max_restarts: DEFAULT_MAX_RESTARTS,
             log_level: Some(crate::logging::DEFAULT_LOG_LEVEL),
             elicitation: crate::ElicitationMode::default(),
+            elicitor: None,
         }
     }
 
@@ -190,6 +194,12 @@ impl McpServerConfig {
     /// Sets how the server's requests for user input are answered.
     pub fn with_elicitation(mut self, mode: crate::ElicitationMode) -> Self {
         self.elicitation = mode;
+        self
+    }
+
+    /// Asks `elicitor` for what the server requests (instead of answering by the mode).
+    pub fn with_elicitor(mut self, elicitor: crate::Elicitor) -> Self {
+        self.elicitor = Some(elicitor);
         self
     }
 

@@ -37,7 +37,9 @@ pub use config::{
     ApprovalMode, DEFAULT_MAX_RESTARTS, DEFAULT_STARTUP_TIMEOUT, DEFAULT_TOOL_TIMEOUT, HttpServer,
     McpServerConfig, McpTransport, ParseApprovalModeError, StdioServer,
 };
-pub use elicitation::ElicitationMode;
+pub use elicitation::{
+    ElicitFuture, ElicitationAnswer, ElicitationMode, ElicitationRequest, Elicitor,
+};
 pub use error::McpError;
 pub use events::{McpEvent, McpEventFn};
 pub use http_server::{HttpServeOptions, MCP_PATH, builtin_tools_router, serve_builtin_tools_http};

@@ -474,11 +474,11 @@ impl Chat {
             shell: shell_options(&self.args).jobs(self.jobs.clone()),
             output: None,
             resume,
-            mcp: crate::mcp::with_elicitation(
+            mcp: crate::ui::elicitation::in_terminal(crate::mcp::with_elicitation(
                 crate::config::files::ConfigFile::load(self.workspace.root(), &self.args.trust)?
                     .mcp_servers(self.workspace.root(), &self.args.mcp)?,
                 self.args.elicitation_defaults,
-            ),
+            )),
             compaction: crate::commands::compact::config(&self.args),
             extensions,
             plan_mode: self.args.mode == crate::plan::Mode::Plan,

@@ -1,5 +1,7 @@
-//! The terminal: rendering of events, Markdown, the approval prompt, text made safe to print.
+//! The terminal: rendering of events, Markdown, the approval prompt, MCP servers' forms, text
+//! made safe to print.
 
+pub mod elicitation;
 pub mod markdown;
 pub mod mentions;
 pub mod picker;

@@ -178,6 +178,16 @@ pub fn print_above_spinner(line: &str) {
     }
 }
 
+/// Runs `f` (a question on the terminal) with the spinner off the screen and not redrawn
+/// until it returns.
+pub fn suspend_spinner<R>(f: impl FnOnce() -> R) -> R {
+    let bar = lock(&ACTIVE).clone();
+    match bar {
+        Some(bar) => bar.suspend(f),
+        None => f(),
+    }
+}
+
 /// The spinner's `{typed}` key: a new line holding the end of the typed text that fits.
 fn typed_key(_: &indicatif::ProgressState, out: &mut dyn std::fmt::Write) {
     let typed = lock(&TYPED);
