@@ -143,7 +143,10 @@ fn a_servers_form_is_filled_in_on_the_terminal_and_declined_without_one() {
     pty.expect("this field is required");
     pty.answer("String: ", "Ada Lovelace");
     pty.answer("Boolean: ", "y");
-    pty.answer("String with default [It was a dark and stormy night.]: ", "");
+    pty.answer(
+        "String with default [It was a dark and stormy night.]: ",
+        "",
+    );
     pty.answer("String with email format: ", "ada-at-example");
     pty.expect("not a valid email");
     pty.answer("String with email format: ", "ada@example.com");
@@ -185,7 +188,10 @@ fn a_servers_form_is_filled_in_on_the_terminal_and_declined_without_one() {
     assert_eq!(results.len(), 3, "{results:?}");
     assert!(results[2].contains("decline"), "{}", results[2]);
     let accepted: Value = serde_json::from_str(&results[0]).unwrap_or_default();
-    let accepted = accepted.as_str().map(str::to_owned).unwrap_or(results[0].clone());
+    let accepted = accepted
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or(results[0].clone());
     for expected in [
         "User provided the requested information",
         "Name: Ada Lovelace",
@@ -199,9 +205,15 @@ fn a_servers_form_is_filled_in_on_the_terminal_and_declined_without_one() {
         "\"legacyTitledEnum\": \"pet-2\"",
         "\"firstLine\": \"It was a dark and stormy night.\"",
     ] {
-        assert!(accepted.contains(expected), "{expected} not in:\n{accepted}");
+        assert!(
+            accepted.contains(expected),
+            "{expected} not in:\n{accepted}"
+        );
     }
-    assert!(!accepted.contains("homepage"), "an empty optional field is left out");
+    assert!(
+        !accepted.contains("homepage"),
+        "an empty optional field is left out"
+    );
     assert!(
         accepted.contains("\"Piano\",") && accepted.contains("\"Guitar\""),
         "{accepted}"
@@ -216,7 +228,11 @@ fn a_servers_form_is_filled_in_on_the_terminal_and_declined_without_one() {
         .args(["--elicitation-defaults", "fill it"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let results = tool_results(&model);
     assert!(
         results.len() == 1 && results[0].contains("declined"),

@@ -52,6 +52,57 @@ pub(crate) struct Handler {
     tools_changed: Arc<AtomicBool>,
     on_tools_changed: Arc<dyn Fn() + Send + Sync>,
     progress: Arc<Mutex<HashMap<ProgressToken, ProgressFn>>>,
+    /// Signs of life during calls (progress, the end of a question to a person).
+    activity: Activity,
+}
+
+/// What keeps a call of a server with an elicitor from timing out: signs of life (progress,
+/// an answered question) restart its idle time, and none runs while a person is being asked.
+#[derive(Clone)]
+pub(crate) struct Activity {
+    beat: Arc<tokio::sync::watch::Sender<u64>>,
+    asking: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Activity {
+            beat: Arc::new(tokio::sync::watch::Sender::new(0)),
+            asking: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
+        }
+    }
+
+    fn beat(&self) {
+        self.beat.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Completes once `timeout` passed without a sign of life while nobody was being asked.
+    async fn idle_for(&self, timeout: Duration) {
+        let mut beats = self.beat.subscribe();
+        loop {
+            if self.asking.load(Ordering::Acquire) > 0 {
+                // The end of the question beats.
+                let _ = beats.changed().await;
+                continue;
+            }
+            if tokio::time::timeout(timeout, beats.changed())
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+    }
+
+    /// Runs `f` (a question to a person) with the idle time stopped.
+    async fn asking<R>(&self, f: impl Future<Output = R>) -> R {
+        self.asking.fetch_add(1, Ordering::AcqRel);
+        self.beat();
+        let out = f.await;
+        self.asking.fetch_sub(1, Ordering::AcqRel);
+        self.beat();
+        out
+    }
 }
 
 impl ClientHandler for Handler {
@@ -69,6 +120,7 @@ impl ClientHandler for Handler {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) -> impl Future<Output = ()> + MaybeSendFuture + '_ {
+        self.activity.beat();
         let callback = self
             .progress
             .lock()
@@ -105,24 +157,24 @@ impl ClientHandler for Handler {
         std::future::ready(())
     }
 
-    fn create_elicitation(
+    async fn create_elicitation(
         &self,
         request: rmcp::model::ElicitRequestParams,
         _context: rmcp::service::RequestContext<RoleClient>,
-    ) -> impl Future<Output = Result<rmcp::model::ElicitResult, rmcp::ErrorData>> + MaybeSendFuture + '_
-    {
-        async move {
-            let answer = match &self.elicitor {
-                Some(elicitor) => crate::elicitation::ask(elicitor, &self.server, request).await,
-                None => crate::elicitation::answer(self.elicitation, &request),
-            };
-            tracing::info!(
-                server = %self.server,
-                "MCP server asked for user input; answered {:?}",
-                answer.action
-            );
-            Ok(answer)
-        }
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        let answer = match &self.elicitor {
+            Some(elicitor) => {
+                let asked = crate::elicitation::ask(elicitor, &self.server, request);
+                self.activity.asking(asked).await
+            }
+            None => crate::elicitation::answer(self.elicitation, &request),
+        };
+        tracing::info!(
+            server = %self.server,
+            "MCP server asked for user input; answered {:?}",
+            answer.action
+        );
+        Ok(answer)
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -214,6 +266,8 @@ pub(crate) struct ServerHandle {
     pub(crate) tools_changed: Arc<AtomicBool>,
     events: EventSink,
     progress: Arc<Mutex<HashMap<ProgressToken, ProgressFn>>>,
+    /// Signs of life of the server's calls, for servers whose questions a person answers.
+    activity: Activity,
     /// The protocol version the server answered in `initialize`.
     protocol_version: Mutex<Option<String>>,
     /// The capabilities the server announced in `initialize`.
@@ -234,6 +288,7 @@ impl ServerHandle {
             tools_changed: Arc::new(AtomicBool::new(false)),
             events,
             progress: Arc::new(Mutex::new(HashMap::new())),
+            activity: Activity::new(),
             protocol_version: Mutex::new(None),
             capabilities: Mutex::new(None),
             needed_scopes: Mutex::new(Vec::new()),
@@ -366,6 +421,7 @@ impl ServerHandle {
                 });
             }),
             progress: self.progress.clone(),
+            activity: self.activity.clone(),
         }
     }
 
@@ -756,8 +812,21 @@ impl ServerHandle {
         let mut params = CallToolRequestParams::new(tool.to_owned());
         params.arguments = arguments;
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let options =
-            PeerRequestOptions::with_timeout(self.config.tool_timeout).reset_timeout_on_progress();
+        // A server whose questions a person answers gets the idle time stopped while they are
+        // asked (see `Activity`); the others get rmcp's timeout, restarted by progress.
+        let timeout = self.config.tool_timeout;
+        let person_asked = self.config.elicitor.is_some();
+        let options = if person_asked {
+            PeerRequestOptions::no_options()
+        } else {
+            PeerRequestOptions::with_timeout(timeout).reset_timeout_on_progress()
+        };
+        let idle = async {
+            match person_asked {
+                true => self.activity.idle_for(timeout).await,
+                false => std::future::pending().await,
+            }
+        };
         // Borrowed, not cloned: `live` outlives the call, and a `Peer` clone is ten reference
         // counts. The cancel guard clones it only in the rare case it has to notify the server.
         let peer = live.peer();
@@ -773,6 +842,8 @@ impl ServerHandle {
         };
         let result = tokio::select! {
             r = handle.await_response() => r,
+            // The guard sends notifications/cancelled.
+            () = idle => return Err(self.timed_out(tool, timeout).into()),
             _ = cancel.cancelled() => {
                 // The guard sends notifications/cancelled.
                 return Err(ToolError::with_kind(
@@ -803,17 +874,23 @@ impl ServerHandle {
         }
     }
 
+    /// A call to `tool` that went `timeout` without an answer or a sign of life.
+    fn timed_out(&self, tool: &str, timeout: Duration) -> ToolError {
+        ToolError::with_kind(
+            ToolErrorKind::Timeout,
+            format!(
+                "MCP tool `{tool}` on server `{}` timed out after {} without an answer or \
+                 progress; the request was cancelled",
+                self.name(),
+                human(timeout)
+            ),
+        )
+    }
+
     fn call_failed(&self, tool: &str, e: ServiceError) -> ToolError {
         let server = self.name();
         match e {
-            ServiceError::Timeout { timeout } => ToolError::with_kind(
-                ToolErrorKind::Timeout,
-                format!(
-                    "MCP tool `{tool}` on server `{server}` timed out after {} without an answer \
-                     or progress; the request was cancelled",
-                    human(timeout)
-                ),
-            ),
+            ServiceError::Timeout { timeout } => self.timed_out(tool, timeout),
             ServiceError::McpError(data) => ToolError::new(format!(
                 "MCP server `{server}` rejected the call to `{tool}`: {} (code {})",
                 data.message, data.code.0
@@ -1032,5 +1109,35 @@ impl ServerHandle {
         {
             kill_group(live.pgid);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_idle_time_stops_while_a_person_is_asked_and_restarts_after() {
+        let activity = Activity::new();
+        let timeout = Duration::from_secs(60);
+        let idle = tokio::spawn({
+            let activity = activity.clone();
+            async move { activity.idle_for(timeout).await }
+        });
+        tokio::task::yield_now().await;
+        // Ten minutes of a question: no timeout meanwhile.
+        activity
+            .asking(tokio::time::sleep(Duration::from_secs(600)))
+            .await;
+        assert!(!idle.is_finished());
+        // A minute of silence after it: the call times out.
+        tokio::time::sleep(Duration::from_secs(59)).await;
+        assert!(!idle.is_finished());
+        activity.beat(); // progress restarts the minute
+        tokio::time::sleep(Duration::from_secs(59)).await;
+        assert!(!idle.is_finished());
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        tokio::task::yield_now().await;
+        assert!(idle.is_finished());
     }
 }

@@ -106,13 +106,11 @@ pub(crate) async fn ask(
                 .unwrap_or_else(|| requested_schema.properties.keys().cloned().collect()),
             schema: serde_json::to_value(requested_schema).unwrap_or_default(),
         },
-        ElicitRequestParams::UrlElicitationParams { message, url, .. } => {
-            ElicitationRequest::Url {
-                server: server.to_owned(),
-                message,
-                url,
-            }
-        }
+        ElicitRequestParams::UrlElicitationParams { message, url, .. } => ElicitationRequest::Url {
+            server: server.to_owned(),
+            message,
+            url,
+        },
         // A kind of request this version does not know: nothing to show the person.
         _ => return ElicitResult::new(ElicitationAction::Decline),
     };

@@ -440,3 +440,48 @@ async fn elicitation_is_answered_at_once_never_waited_for() {
     assert!(out.content.contains("declined"), "{}", out.content);
     toolset.shutdown().await;
 }
+
+/// A person answering a form may take longer than the tool timeout: the call's idle time is
+/// stopped while they are asked. The elicitor here takes twice the timeout, then accepts; the
+/// form reaches it in the server's property order.
+#[tokio::test]
+async fn a_call_waits_for_the_person_answering_its_form_past_the_tool_timeout() {
+    let Some(dir) = servers_dir() else {
+        return skip();
+    };
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let elicitor = agentloop_mcp::Elicitor::new(move |request| {
+        let record = record.clone();
+        Box::pin(async move {
+            if let agentloop_mcp::ElicitationRequest::Form { order, .. } = &request {
+                record.lock().unwrap().extend(order.iter().cloned());
+            }
+            tokio::time::sleep(Duration::from_millis(1600)).await;
+            let mut content = serde_json::Map::new();
+            content.insert("name".into(), json!("Ada"));
+            agentloop_mcp::ElicitationAnswer::Accept(content)
+        })
+    });
+    let toolset = McpToolset::connect([McpServerConfig::stdio(
+        "everything",
+        "node",
+        [everything(&dir), "stdio".into()],
+    )
+    .with_tool_timeout(Duration::from_millis(800))
+    .with_elicitor(elicitor)])
+    .await
+    .unwrap();
+    let tools = toolset.tools::<Deps>().await.unwrap();
+    let out = call(
+        &tools,
+        "mcp__everything__trigger-elicitation-request",
+        json!({}),
+    )
+    .await;
+    assert!(out.content.contains("Name: Ada"), "{}", out.content);
+    let order = seen.lock().unwrap().clone();
+    assert_eq!(order.first().map(String::as_str), Some("name"), "{order:?}");
+    assert_eq!(order.get(1).map(String::as_str), Some("check"), "{order:?}");
+    toolset.shutdown().await;
+}

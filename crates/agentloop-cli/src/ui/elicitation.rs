@@ -184,7 +184,10 @@ pub fn fields(schema: &Value, order: &[String]) -> Result<Vec<Field>, String> {
     let Some(properties) = schema["properties"].as_object() else {
         return Ok(Vec::new());
     };
-    let mut names: Vec<&String> = order.iter().filter(|n| properties.contains_key(*n)).collect();
+    let mut names: Vec<&String> = order
+        .iter()
+        .filter(|n| properties.contains_key(*n))
+        .collect();
     names.extend(properties.keys().filter(|n| !order.contains(n)));
     names
         .into_iter()
@@ -218,7 +221,10 @@ pub fn hint(field: &Field) -> String {
         } => {
             let mut h = format.clone().unwrap_or_else(|| "text".into());
             if min_len.is_some() || max_len.is_some() {
-                h.push_str(&bounds(min_len.map(|n| n.to_string()), max_len.map(|n| n.to_string())));
+                h.push_str(&bounds(
+                    min_len.map(|n| n.to_string()),
+                    max_len.map(|n| n.to_string()),
+                ));
                 h.push_str(" characters");
             }
             h
@@ -251,7 +257,11 @@ fn shown_default(field: &Field) -> Option<String> {
         (Value::String(s), _) => s.clone(),
         (Value::Array(items), _) => items
             .iter()
-            .map(|i| i.as_str().map(str::to_owned).unwrap_or_else(|| i.to_string()))
+            .map(|i| {
+                i.as_str()
+                    .map(str::to_owned)
+                    .unwrap_or_else(|| i.to_string())
+            })
             .collect::<Vec<_>>()
             .join(", "),
         (other, _) => other.to_string(),
@@ -270,7 +280,9 @@ fn pick(options: &[Choice], input: &str) -> Result<String, String> {
         .iter()
         .find(|o| {
             o.value == input
-                || o.title.as_deref().is_some_and(|t| t.eq_ignore_ascii_case(input))
+                || o.title
+                    .as_deref()
+                    .is_some_and(|t| t.eq_ignore_ascii_case(input))
                 || o.value.eq_ignore_ascii_case(input)
         })
         .map(|o| o.value.clone())
@@ -347,9 +359,9 @@ fn is_date_time(text: &str) -> bool {
         (clock, true)
     } else if let Some(at) = time.rfind(['+', '-']) {
         let zone = &time[at + 1..];
-        let ok = zone
-            .split_once(':')
-            .is_some_and(|(h, m)| digits(h, 2).is_some_and(|h| h < 24) && digits(m, 2).is_some_and(|m| m < 60));
+        let ok = zone.split_once(':').is_some_and(|(h, m)| {
+            digits(h, 2).is_some_and(|h| h < 24) && digits(m, 2).is_some_and(|m| m < 60)
+        });
         (&time[..at], ok)
     } else {
         return false;
@@ -433,9 +445,7 @@ fn parse_number(
     max: Option<f64>,
 ) -> Result<Value, String> {
     let (value, n) = if integer {
-        let n: i64 = input
-            .parse()
-            .map_err(|_| "not a whole number".to_owned())?;
+        let n: i64 = input.parse().map_err(|_| "not a whole number".to_owned())?;
         (Value::from(n), n as f64)
     } else {
         let n: f64 = input

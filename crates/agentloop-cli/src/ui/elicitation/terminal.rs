@@ -95,8 +95,12 @@ fn form(
         }
     };
     for field in &fields {
-        tty.write(&format!("  • {} [{}]\n", visible_line(&field.label), hint(field)))
-            .ok()?;
+        tty.write(&format!(
+            "  • {} [{}]\n",
+            visible_line(&field.label),
+            hint(field)
+        ))
+        .ok()?;
     }
     let first = "[f]ill in / [d]ecline / [c]ancel: ";
     match choose(tty, first, &['f', 'd', 'c'])? {
@@ -131,10 +135,10 @@ fn fill_in(tty: &Tty, fields: &[Field], style: Style) -> Option<Option<Map<Strin
             tty.write(&style.dim(&format!("  {}\n", visible_line(description))))
                 .ok()?;
         }
-        if let super::Kind::Choice(options) | super::Kind::Choices { options, .. } = &field.kind
-        {
+        if let super::Kind::Choice(options) | super::Kind::Choices { options, .. } = &field.kind {
             for (i, option) in options.iter().enumerate() {
-                tty.write(&format!("    {}. {}\n", i + 1, option.shown())).ok()?;
+                tty.write(&format!("    {}. {}\n", i + 1, option.shown()))
+                    .ok()?;
             }
         }
         let default = shown_default(field)
@@ -175,15 +179,23 @@ fn url_consent(
     );
     tty.write(&head).ok()?;
     tty.write(&indent(message)).ok()?;
-    tty.write(&format!("  URL:    {}\n", visible_line(url))).ok()?;
+    tty.write(&format!("  URL:    {}\n", visible_line(url)))
+        .ok()?;
     let Some(domain) = url_domain(url) else {
         let line = "  not a web address (http or https); declined\n";
         tty.write(&style.yellow(line)).ok()?;
         return Some(ElicitationAnswer::Decline);
     };
-    tty.write(&format!("  domain: {}\n", style.bold(&visible_line(&domain))))
-        .ok()?;
-    match choose(tty, "open it? [o]pen / [d]ecline / [c]ancel: ", &['o', 'd', 'c'])? {
+    tty.write(&format!(
+        "  domain: {}\n",
+        style.bold(&visible_line(&domain))
+    ))
+    .ok()?;
+    match choose(
+        tty,
+        "open it? [o]pen / [d]ecline / [c]ancel: ",
+        &['o', 'd', 'c'],
+    )? {
         'o' => {
             crate::mcp_auth::open_in_browser(url);
             tty.write("  opened in the browser (if one started; else open it yourself)\n")
@@ -197,10 +209,7 @@ fn url_consent(
 
 /// Untrusted text, every line indented.
 fn indent(text: &str) -> String {
-    visible(text)
-        .lines()
-        .map(|l| format!("  {l}\n"))
-        .collect()
+    visible(text).lines().map(|l| format!("  {l}\n")).collect()
 }
 
 /// Asks `question` until one of `keys` is pressed; Ctrl-C / Ctrl-D mean `c` (cancel).

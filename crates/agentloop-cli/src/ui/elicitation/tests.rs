@@ -1,4 +1,5 @@
 //! The form's pure parts: a schema's questions, and typed answers checked against them.
+#![allow(clippy::unwrap_used, clippy::panic)]
 
 use serde_json::json;
 
@@ -11,7 +12,8 @@ const ORDER: [&str; 12] = [
 
 fn form() -> Vec<Field> {
     let order: Vec<String> = ORDER.iter().map(|s| (*s).to_owned()).collect();
-    fields(&json!({"type": "object", "properties": {
+    fields(
+        &json!({"type": "object", "properties": {
         "name": {"type": "string", "title": "Name", "minLength": 2, "maxLength": 5},
         "email": {"type": "string", "format": "email"},
         "site": {"type": "string", "format": "uri"},
@@ -29,7 +31,9 @@ fn form() -> Vec<Field> {
                                       {"const": "f2", "title": "Salmon"},
                                       {"const": "f3", "title": "Trout"}]},
                  "default": ["f1"]}
-    }, "required": ["name", "friend"]}), &order)
+    }, "required": ["name", "friend"]}),
+        &order,
+    )
     .unwrap()
 }
 
@@ -60,13 +64,28 @@ fn a_schema_becomes_one_question_per_property_in_the_servers_order() {
     assert_eq!(
         field("hero").kind,
         Kind::Choice(vec![
-            Choice { value: "h1".into(), title: Some("Superman".into()) },
-            Choice { value: "h2".into(), title: Some("Wonder Woman".into()) },
+            Choice {
+                value: "h1".into(),
+                title: Some("Superman".into())
+            },
+            Choice {
+                value: "h2".into(),
+                title: Some("Wonder Woman".into())
+            },
         ])
     );
-    let Kind::Choice(pets) = field("pet").kind else { panic!() };
+    let Kind::Choice(pets) = field("pet").kind else {
+        panic!()
+    };
     assert_eq!(pets[1].title.as_deref(), Some("Dogs"));
-    assert!(matches!(field("fish").kind, Kind::Choices { min: Some(1), max: Some(2), .. }));
+    assert!(matches!(
+        field("fish").kind,
+        Kind::Choices {
+            min: Some(1),
+            max: Some(2),
+            ..
+        }
+    ));
     // A property a form cannot ask for makes the whole form unshowable, with the reason.
     let nested = json!({"properties": {"address": {"type": "object"}}});
     assert!(fields(&nested, &[]).unwrap_err().contains("address"));
@@ -79,8 +98,15 @@ fn defaults_fill_empty_answers_and_required_fields_must_be_answered() {
     assert_eq!(parse(&field("fish"), "").unwrap(), Some(json!(["f1"])));
     assert_eq!(shown_default(&field("fish")).as_deref(), Some("f1"));
     assert_eq!(shown_default(&field("ok")).as_deref(), Some("no"));
-    assert_eq!(parse(&field("email"), "").unwrap(), None, "optional: left out");
-    assert_eq!(parse(&field("name"), "").unwrap_err(), "this field is required");
+    assert_eq!(
+        parse(&field("email"), "").unwrap(),
+        None,
+        "optional: left out"
+    );
+    assert_eq!(
+        parse(&field("name"), "").unwrap_err(),
+        "this field is required"
+    );
     assert!(parse(&field("friend"), "").is_err());
 }
 
@@ -90,7 +116,11 @@ fn strings_are_checked_for_length_and_format() {
     assert_eq!(parse(&name, " Ada ").unwrap(), Some(json!("Ada")));
     assert!(parse(&name, "A").unwrap_err().contains("at least 2"));
     assert!(parse(&name, "Adalbert").unwrap_err().contains("at most 5"));
-    assert_eq!(parse(&name, "Zoë").unwrap(), Some(json!("Zoë")), "characters, not bytes");
+    assert_eq!(
+        parse(&name, "Zoë").unwrap(),
+        Some(json!("Zoë")),
+        "characters, not bytes"
+    );
     let email = field("email");
     assert!(parse(&email, "ada@example.com").is_ok());
     for bad in ["ada", "ada@example", "@example.com", "a da@example.com"] {
@@ -133,7 +163,10 @@ fn numbers_booleans_and_choices_are_parsed_with_their_bounds() {
     assert_eq!(parse(&hero, "h2").unwrap(), Some(json!("h2")));
     assert!(parse(&hero, "3").unwrap_err().contains("1 to 2"));
     let fish = field("fish");
-    assert_eq!(parse(&fish, "2, tuna, 2").unwrap(), Some(json!(["f2", "f1"])));
+    assert_eq!(
+        parse(&fish, "2, tuna, 2").unwrap(),
+        Some(json!(["f2", "f1"]))
+    );
     assert!(parse(&fish, "1,2,3").unwrap_err().contains("at most 2"));
     assert!(parse(&fish, "cod").is_err());
 }
@@ -148,7 +181,10 @@ fn a_url_shows_the_host_the_browser_goes_to() {
         url_domain("https://xn--80ak6aa92e.com/").as_deref(),
         Some("xn--80ak6aa92e.com")
     );
-    assert_eq!(url_domain("https://аррӏе.com/").as_deref(), Some("xn--80ak6aa92e.com"));
+    assert_eq!(
+        url_domain("https://аррӏе.com/").as_deref(),
+        Some("xn--80ak6aa92e.com")
+    );
     assert_eq!(url_domain("javascript:alert(1)"), None);
     assert_eq!(url_domain("file:///etc/passwd"), None);
 }
