@@ -49,6 +49,18 @@ use crate::cli::{Command, ConfigCommand};
 use crate::error::Failure;
 
 fn main() -> ExitCode {
+    // A command an editor's terminal runs for the shell tool: confined, then `sh -c`.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv
+        .get(1)
+        .is_some_and(|a| a == agentloop::builtin::SANDBOX_EXEC_SUBCOMMAND)
+    {
+        eprintln!(
+            "agentloop: {}",
+            agentloop::builtin::exec_sandboxed(&argv[2..])
+        );
+        return ExitCode::from(126);
+    }
     let cli = match parse_args() {
         Ok(cli) => cli,
         Err(failure) => return report(&failure),

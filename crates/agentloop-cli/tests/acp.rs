@@ -54,6 +54,10 @@ struct Editor {
     buffers: HashMap<String, String>,
     /// Every `fs/*` request params seen so far, with its method as `"method"`.
     fs_calls: Vec<Value>,
+    /// Every `terminal/*` request params seen so far, with its method as `"method"`.
+    terminal_calls: Vec<Value>,
+    /// The output and exit code of each terminal's command (run to its end at creation).
+    terminals: HashMap<String, (String, i32)>,
 }
 
 impl Editor {
@@ -97,6 +101,8 @@ impl Editor {
             capabilities: json!({}),
             buffers: HashMap::new(),
             fs_calls: Vec::new(),
+            terminal_calls: Vec::new(),
+            terminals: HashMap::new(),
         }
     }
 
@@ -132,6 +138,7 @@ impl Editor {
                 }
                 Some("session/request_permission") => self.permit(&message),
                 Some(method) if method.starts_with("fs/") => self.file(&message),
+                Some(method) if method.starts_with("terminal/") => self.terminal(&message),
                 Some(other) => panic!("unexpected request from the agent: {other}"),
                 None if message["id"] == json!(id) => return message,
                 None => panic!("a response to another request: {message}"),
@@ -181,6 +188,46 @@ impl Editor {
                 "error": {"code": -32002, "message": message}}),
         };
         self.write(&reply);
+    }
+
+    /// Answers `terminal/*` as an editor would, running the command it is asked to run (to its
+    /// end, at `terminal/create`) in an environment holding a credential.
+    fn terminal(&mut self, request: &Value) {
+        let mut params = request["params"].clone();
+        params["method"] = request["method"].clone();
+        self.terminal_calls.push(params.clone());
+        let id = params["terminalId"].as_str().unwrap_or_default().to_owned();
+        let result = match request["method"].as_str().unwrap() {
+            "terminal/create" => {
+                let args: Vec<&str> = params["args"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|a| a.as_str().unwrap())
+                    .collect();
+                let out = std::process::Command::new(params["command"].as_str().unwrap())
+                    .args(&args)
+                    .current_dir(params["cwd"].as_str().unwrap())
+                    .env("GITHUB_TOKEN", "editor-s3cret")
+                    .stdin(Stdio::null())
+                    .output()
+                    .unwrap();
+                let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+                text.push_str(&String::from_utf8_lossy(&out.stderr));
+                let id = format!("term-{}", self.terminals.len() + 1);
+                self.terminals
+                    .insert(id.clone(), (text, out.status.code().unwrap_or(-1)));
+                json!({"terminalId": id})
+            }
+            "terminal/wait_for_exit" => json!({"exitCode": self.terminals[&id].1}),
+            "terminal/output" => {
+                let (text, code) = &self.terminals[&id];
+                json!({"output": text, "truncated": false, "exitStatus": {"exitCode": code}})
+            }
+            "terminal/kill" | "terminal/release" => json!({}),
+            other => panic!("unexpected terminal request {other}"),
+        };
+        self.write(&json!({"jsonrpc": "2.0", "id": request["id"], "result": result}));
     }
 
     fn initialize(&mut self) -> Value {
@@ -1159,4 +1206,88 @@ mod latency {
             "| acp minus run --json, per round (0 when faster) | {median:.0} µs | {p99:.0} µs |"
         );
     }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn shell_commands_run_in_editor_terminals_through_the_sandbox_wrapper() {
+    let scratch = Scratch::with_notes();
+    let command = "echo from-terminal; echo \"token=$GITHUB_TOKEN\"; echo in > inside.txt";
+    let server = MockServer::builder(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [{"id": "c_sh", "name": "shell", "arguments": {"command": command}}]},
+            {"text": "Ran it."}
+        ], "mode": "sequential"}))
+        .unwrap(),
+    )
+    .record_requests(true)
+    .start()
+    .unwrap();
+    let mut editor = Editor::start_with(&scratch, &server, &["--sandbox", "read-only"]);
+    editor.capabilities = json!({"terminal": true});
+    editor.initialize();
+    let session = editor.new_session(&scratch);
+    editor.request(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "auto"}),
+    );
+    let response = editor.prompt(&session, "Run it.");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+
+    // The editor was asked to start agentloop's sandbox wrapper, never the raw command.
+    let methods: Vec<&str> = editor
+        .terminal_calls
+        .iter()
+        .map(|c| c["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "terminal/create",
+            "terminal/wait_for_exit",
+            "terminal/output",
+            "terminal/release"
+        ]
+    );
+    let create = &editor.terminal_calls[0];
+    assert_eq!(create["sessionId"], session.as_str());
+    let program = std::fs::canonicalize(create["command"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        program,
+        std::fs::canonicalize(support::BIN).unwrap(),
+        "{create}"
+    );
+    let args: Vec<&str> = create["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args[0], "__sandbox-exec", "{create}");
+    assert!(
+        args.windows(2).any(|w| w == ["--mode", "read-only"]),
+        "{create}"
+    );
+    assert_eq!(args[args.len() - 2..], ["--", command], "{create}");
+    // The call shows the terminal, and the model gets its output and exit status.
+    let shown = editor
+        .of_kind("tool_call_update")
+        .into_iter()
+        .find(|u| u["toolCallId"] == "c_sh" && u["content"][0]["type"] == "terminal")
+        .expect("a terminal in the tool call");
+    assert_eq!(shown["content"][0]["terminalId"], "term-1");
+    assert_eq!(editor.final_status("c_sh").as_deref(), Some("completed"));
+    let body = server.requests().last().unwrap().body.to_string();
+    assert!(body.contains("from-terminal"), "{body}");
+    // The wrapper applied the shell tool's policy: the credential of the editor's environment
+    // was dropped, and in read-only mode nothing could be written (where Landlock enforces).
+    assert!(
+        body.contains("token=") && !body.contains("editor-s3cret"),
+        "{body}"
+    );
+    if agentloop::builtin::sandbox_support(agentloop::builtin::SandboxMode::ReadOnly).is_ok() {
+        assert!(!scratch.ws().join("inside.txt").exists(), "{body}");
+        assert!(!body.contains("exit code: 0"), "{body}");
+    }
+    editor.close();
 }

@@ -54,7 +54,10 @@ async fn main() {
     let registry = Registry::new([spec, look_up_tool()]).unwrap();
     assert_eq!(registry.names().len(), 2);
     let out = open_ticket_tool()
-        .call(Arc::new(Shop { name: "shop" }), serde_json::json!({"priority": "high", "title": "t"}))
+        .call(
+            Arc::new(Shop { name: "shop" }),
+            serde_json::json!({"priority": "high", "title": "t"}),
+        )
         .await
         .unwrap();
     assert_eq!(out.content, "shop: High t");

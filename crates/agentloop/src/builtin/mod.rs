@@ -76,6 +76,7 @@ mod procs;
 mod read_file;
 mod reading;
 mod sandbox;
+mod sandbox_exec;
 mod secrets;
 mod shell;
 mod shell_env;
@@ -106,6 +107,7 @@ pub use read_file::{
     DEFAULT_LINE_LIMIT as READ_FILE_DEFAULT_LINES, MAX_BYTES as READ_FILE_MAX_BYTES,
 };
 pub use sandbox::{ParseSandboxModeError, SandboxMode, sandbox_support};
+pub use sandbox_exec::{CommandRunner, DelegatedCommand, SANDBOX_EXEC_SUBCOMMAND, exec_sandboxed};
 pub use secrets::protect_agent_secrets;
 pub use shell::{
     DEFAULT_TIMEOUT_SECS as SHELL_DEFAULT_TIMEOUT_SECS, MAX_TIMEOUT_SECS as SHELL_MAX_TIMEOUT_SECS,

@@ -60,6 +60,7 @@ pub struct ShellOptions {
     writable_roots: Vec<PathBuf>,
     temp_dir: Option<PathBuf>,
     jobs: Jobs,
+    runner: Option<Arc<dyn super::sandbox_exec::CommandRunner>>,
 }
 
 impl ShellOptions {
@@ -108,6 +109,16 @@ impl ShellOptions {
     /// may then write only in the workspace and the temporary directory.
     pub fn without_writable_roots(mut self) -> Self {
         self.writable_roots.clear();
+        self
+    }
+
+    /// Hands foreground commands to `runner` (an editor's terminal), which starts this
+    /// executable's sandbox wrapper instead of the command (see
+    /// [`CommandRunner`](super::CommandRunner)); the executable must route
+    /// [`SANDBOX_EXEC_SUBCOMMAND`](super::SANDBOX_EXEC_SUBCOMMAND) to
+    /// [`exec_sandboxed`](super::exec_sandboxed).
+    pub fn runner(mut self, runner: Arc<dyn super::sandbox_exec::CommandRunner>) -> Self {
+        self.runner = Some(runner);
         self
     }
 
@@ -445,6 +456,17 @@ pub(super) async fn run(
         .unwrap_or(DEFAULT_TIMEOUT_SECS)
         .clamp(1, MAX_TIMEOUT_SECS);
     let limit = Duration::from_secs(secs);
+    if let Some(runner) = &options.runner {
+        return delegate(
+            &workspace,
+            &options,
+            runner.as_ref(),
+            &args.command,
+            limit,
+            &call,
+        )
+        .await;
+    }
     let Started {
         mut child,
         mut guard,
@@ -511,6 +533,41 @@ pub(super) async fn run(
         ))),
         Some(Ok(status)) => Ok(format!("{output}[{}]", describe(status))),
     }
+}
+
+/// Runs `command` through `runner`, as this executable's sandbox wrapper with this call's
+/// policy (the same writable directories and environment lists as [`start`]).
+async fn delegate(
+    workspace: &Workspace,
+    options: &ShellOptions,
+    runner: &dyn super::sandbox_exec::CommandRunner,
+    command: &str,
+    timeout: Duration,
+    call: &super::jobs::CallScope,
+) -> Result<String, ToolError> {
+    workspace.check_identity()?;
+    let program = std::env::current_exe()
+        .map_err(|e| ToolError::new(format!("cannot find agentloop's own executable: {e}")))?;
+    let mut writable = vec![options.temp_dir.clone().unwrap_or_else(std::env::temp_dir)];
+    writable.extend(options.writable_roots.iter().cloned());
+    let (allow, hide) = (&options.env_allow, &options.env_hide);
+    let args = super::sandbox_exec::wrapper_args(
+        options.sandbox,
+        workspace.root(),
+        &writable,
+        allow,
+        hide,
+        command,
+    );
+    let delegated = super::sandbox_exec::DelegatedCommand {
+        call_id: call.call_id.clone(),
+        command: command.to_owned(),
+        program,
+        args,
+        cwd: workspace.root().to_path_buf(),
+        timeout,
+    };
+    runner.run(delegated).await
 }
 
 /// `exit code: N` or `killed by signal N`.

@@ -61,6 +61,7 @@ impl AcpAgent {
             &session.id,
             &self.queue,
         );
+        session.terminals = self.client.borrow().terminal;
         let session = Rc::new(session);
         let (commands, _) =
             crate::config::custom_commands::load(session.workspace.root(), session.trusted);

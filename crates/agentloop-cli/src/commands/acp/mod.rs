@@ -11,6 +11,7 @@
 
 mod agent;
 mod client_files;
+mod client_terminals;
 mod content;
 mod modes;
 mod outbound;

@@ -80,6 +80,8 @@ pub struct Session {
     pub asker: Asker,
     /// The running turn's abort signal.
     pub running: RefCell<Option<AbortSignal>>,
+    /// Whether shell commands run in the client's terminals.
+    pub terminals: bool,
 }
 
 impl Session {
@@ -146,6 +148,7 @@ impl Session {
             extensions,
             mode,
             running: RefCell::new(None),
+            terminals: false,
         })
     }
 }

@@ -191,6 +191,8 @@ fn build(
     abort: AbortSignal,
     queue: Queue,
 ) -> Result<AgentLoop<WorkspaceDeps>, Failure> {
+    let shell = crate::commands::run::shell_options(&server.args);
+    let shell = super::client_terminals::attach(shell, session.terminals, &session.id, &queue);
     let asker = session.asker.clone();
     let updates = sink.updates.clone();
     let deps = WorkspaceDeps::new(session.workspace.clone(), session.mode.policy())
@@ -200,7 +202,6 @@ fn build(
             let (asker, updates, queue) = (asker.clone(), updates.clone(), queue.clone());
             async move { asker.ask(call, updates, queue).await }
         });
-    let shell = crate::commands::run::shell_options(&server.args);
     let parent = crate::config::agents::Parent {
         hooks: Some(prepared.hooks.clone()),
         model: server.model.clone(),
