@@ -27,6 +27,9 @@ struct Arg {
 }
 
 /// How the spec constructor is generic (or not) over the deps bundle.
+// One value per expansion. With the span locations the compile-error tests turn on (in any
+// build that includes them), `Type` is large.
+#[allow(clippy::large_enum_variant)]
 enum DepsMode {
     /// No context argument: the tool works with any `D: ToolDeps`.
     AnyDeps,

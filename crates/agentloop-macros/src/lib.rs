@@ -10,8 +10,11 @@
 mod docs;
 mod expand;
 mod options;
+#[cfg(test)]
+mod ui_tests;
 
 use proc_macro::TokenStream;
+use proc_macro2::TokenStream as TokenStream2;
 
 /// Turns a function into an agentloop tool: the doc comment becomes the description, each
 /// argument becomes a property of the JSON Schema, and a `<fn>_tool()` constructor returns the
@@ -105,31 +108,46 @@ use proc_macro::TokenStream;
 /// A missing doc comment, a `self` receiver, generics (other than the deps type of the context), a
 /// destructuring or `ref` argument pattern, a reference argument type, an unknown or repeated
 /// option, a tool name providers refuse and a malformed timeout are all compile errors pointing at
-/// the offending token.
+/// the offending token (the cases are in `tests/ui/`). So is a return type that is not a tool
+/// output:
+///
+/// ```compile_fail,E0277
+/// struct Opaque;
+///
+/// /// Make something that cannot be serialized.
+/// #[agentloop::tool]
+/// fn make() -> Opaque {
+///     Opaque
+/// }
+/// ```
 #[proc_macro_attribute]
 pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
+    tool_tokens(attr.into(), item.into()).into()
+}
+
+/// [`tool`] on `proc_macro2` tokens (which the compile-error tests call directly).
+fn tool_tokens(attr: TokenStream2, item: TokenStream2) -> TokenStream2 {
     let mut options = options::ToolOptions::default();
     let parser = syn::meta::parser(|meta| options.parse_one(meta));
-    if let Err(e) = syn::parse::Parser::parse(parser, attr) {
-        return e.to_compile_error().into();
+    if let Err(e) = syn::parse::Parser::parse2(parser, attr) {
+        return e.to_compile_error();
     }
-    let func = match syn::parse::<syn::ItemFn>(item) {
+    let func = match syn::parse2::<syn::ItemFn>(item) {
         Ok(f) => f,
         Err(e) => {
             return syn::Error::new(e.span(), "#[tool] goes on a function (`fn` or `async fn`)")
-                .to_compile_error()
-                .into();
+                .to_compile_error();
         }
     };
     let fallback = expand::strip_argument_attributes(func.clone());
     match expand::expand(options, func) {
-        Ok(tokens) => tokens.into(),
+        Ok(tokens) => tokens,
         Err(e) => {
             // Keep the function itself so the only error the user sees is ours, not a cascade of
             // "cannot find function" errors at every use.
             let mut tokens = e.to_compile_error();
             quote::ToTokens::to_tokens(&fallback, &mut tokens);
-            tokens.into()
+            tokens
         }
     }
 }
@@ -157,13 +175,16 @@ pub fn tool(attr: TokenStream, item: TokenStream) -> TokenStream {
 /// arguments and goes on a struct or an enum.
 #[proc_macro_attribute]
 pub fn schema(attr: TokenStream, item: TokenStream) -> TokenStream {
+    schema_tokens(attr.into(), item.into()).into()
+}
+
+/// [`schema`] on `proc_macro2` tokens (which the compile-error tests call directly).
+fn schema_tokens(attr: TokenStream2, item: TokenStream2) -> TokenStream2 {
     if !attr.is_empty() {
-        let attr = proc_macro2::TokenStream::from(attr);
         return syn::Error::new_spanned(attr, "#[agentloop::schema] takes no arguments")
-            .to_compile_error()
-            .into();
+            .to_compile_error();
     }
-    let input = match syn::parse::<syn::DeriveInput>(item) {
+    let input = match syn::parse2::<syn::DeriveInput>(item) {
         Ok(input) => input,
         Err(e) => {
             return syn::Error::new(
@@ -171,8 +192,7 @@ pub fn schema(attr: TokenStream, item: TokenStream) -> TokenStream {
                 "#[agentloop::schema] goes on a struct or an enum (the type of a tool's \
                  arguments or of a typed output)",
             )
-            .to_compile_error()
-            .into();
+            .to_compile_error();
         }
     };
     if let syn::Data::Union(u) = &input.data {
@@ -180,15 +200,13 @@ pub fn schema(attr: TokenStream, item: TokenStream) -> TokenStream {
             u.union_token.span,
             "#[agentloop::schema] goes on a struct or an enum, not a union",
         )
-        .to_compile_error()
-        .into();
+        .to_compile_error();
     }
     quote::quote! {
         #[derive(::agentloop::JsonSchema)]
         #[schemars(crate = "::agentloop::schemars")]
         #input
     }
-    .into()
 }
 
 /// Implements `agentloop::tooling::ToolDeps` with its defaults (every call allowed, except

@@ -1,5 +1,8 @@
 //! A crate that depends on agentloop, serde and tokio only (no schemars) defines tool argument
-//! types, a typed output and a deps bundle.
+//! types, a typed output and a deps bundle: this crate's dev-dependencies are those, so this test
+//! is the proof that a crate needs no schemars dependency of its own.
+#![allow(clippy::unwrap_used)]
+
 use std::sync::Arc;
 
 use agentloop::tooling::{Registry, ToolContext};
@@ -41,8 +44,8 @@ async fn look_up(id: u64) -> String {
     format!("ticket {id}")
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() {
+#[tokio::test]
+async fn tools_outputs_and_deps_need_no_schemars_dependency() {
     let spec = open_ticket_tool();
     assert!(spec.requires_approval());
     assert_eq!(
@@ -51,6 +54,10 @@ async fn main() {
     );
     let schema = agentloop::output::output_schema::<Triage>();
     assert_eq!(schema["properties"]["summary"]["type"], "string");
+    let triage: Triage =
+        serde_json::from_value(serde_json::json!({"priority": "low", "summary": "s"})).unwrap();
+    assert!(matches!(triage.priority, Priority::Low));
+    assert_eq!(triage.summary, "s");
     let registry = Registry::new([spec, look_up_tool()]).unwrap();
     assert_eq!(registry.names().len(), 2);
     let out = open_ticket_tool()
