@@ -1,7 +1,8 @@
 //! `agentloop acp` driven by the official ACP TypeScript SDK's client (`@agentclientprotocol/sdk`,
 //! installed by `.ci/setup-acp`): the SDK parses everything the agent sends against its own
-//! protocol types, so a message it rejects fails this test. Skipped with one line when Node or
-//! the package is absent.
+//! protocol types, so a message it rejects fails this test. The client offers its files and
+//! terminals, so the edit goes through `fs/*` and the command through `terminal/*`. Skipped
+//! with one line when Node or the package is absent.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -52,6 +53,8 @@ fn the_typescript_sdk_client_runs_a_turn_with_an_approved_edit() {
             {"tool_calls": [{"id": "c_edit", "name": "edit_file", "arguments":
                 {"path": "notes.txt", "old_text": "milk", "new_text": "bread"}}],
              "usage": {"input_tokens": 50, "output_tokens": 5}},
+            {"tool_calls": [{"id": "c_sh", "name": "shell", "arguments":
+                {"command": "echo sdk-terminal"}}]},
             {"text": "Edited."}
         ], "mode": "sequential"}))
         .unwrap(),
@@ -87,7 +90,7 @@ fn the_typescript_sdk_client_runs_a_turn_with_an_approved_edit() {
     assert_eq!(report["agentExit"], 0, "{report}");
     assert_eq!(
         report["permissions"].as_array().unwrap().len(),
-        1,
+        2,
         "{report}"
     );
     let kinds: Vec<&str> = report["updates"]
@@ -128,4 +131,34 @@ fn the_typescript_sdk_client_runs_a_turn_with_an_approved_edit() {
         std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
         "remember the bread\n"
     );
+    // The command ran in the client's terminal, started as agentloop's sandbox wrapper, and the
+    // SDK accepted the terminal in the tool call.
+    let terminal_calls = report["terminalCalls"].as_array().unwrap();
+    let methods: Vec<&str> = terminal_calls
+        .iter()
+        .map(|c| c["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        methods,
+        [
+            "terminal/create",
+            "terminal/wait_for_exit",
+            "terminal/output",
+            "terminal/release"
+        ],
+        "{report}"
+    );
+    assert_eq!(terminal_calls[0]["args"][0], "__sandbox-exec", "{report}");
+    let shown = report["updates"].as_array().unwrap().iter().any(|u| {
+        u["update"]["toolCallId"] == "c_sh" && u["update"]["content"][0]["type"] == "terminal"
+    });
+    assert!(shown, "{report}");
+    let status = report["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|u| u["update"]["toolCallId"] == "c_sh")
+        .filter_map(|u| u["update"]["status"].as_str())
+        .next_back();
+    assert_eq!(status, Some("completed"), "{report}");
 }
