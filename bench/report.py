@@ -5,7 +5,8 @@ import json
 import statistics
 import sys
 
-ORDER = ["null-baseline", "agentloop", "null-baseline-h2", "agentloop-h2", "pi-agent-core",
+ORDER = ["null-baseline", "agentloop", "null-baseline-h2", "agentloop-h2", "null-baseline-h2-s100",
+         "agentloop-h2-s100", "pi-agent-core",
          "openai-agents", "pydantic-ai"]
 
 
@@ -84,6 +85,10 @@ def main(path):
         if (fw, 10000) in w3:
             x = w3[(fw, 10000)]
             print(f"| W3 10,000 sessions under 20 KiB RSS/session ({how}) | {x:.1f} KiB/session | {'yes' if x < 20 else 'NO'} |")
+    limited, unlimited = get("agentloop-h2-s100", "w3", 10000), get("agentloop-h2", "w3", 10000)
+    if limited and unlimited and 10000 in floors:
+        x = (limited["lat_ms_p99"] - floors[10000]) / max(unlimited["lat_ms_p99"] - floors[10000], 1e-9)
+        print(f"| W3 10,000 sessions over HTTP/2, server allows 100 streams per connection: added p99 ≤ 2× unlimited | {x:.2f}× | {'yes' if x <= 2 else 'NO'} |")
 
 
 if __name__ == "__main__":

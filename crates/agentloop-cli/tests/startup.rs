@@ -58,11 +58,17 @@ fn summary(mut times: Vec<Duration>) -> String {
     )
 }
 
-/// Time from spawning `agentloop ARGS…` in a pseudo-terminal to its first prompt; then Ctrl-D.
-fn to_first_prompt(dir: &Scratch, db: &Path, args: &[&str]) -> Duration {
+/// Time from spawning `agentloop ARGS…` in a pseudo-terminal to its first input prompt; then
+/// Ctrl-D. A resumed chat first shows its earlier conversation, whose prompts are drawn after
+/// `› ` too: with `after`, the clock stops at the first `› ` that follows that text (the last
+/// earlier prompt), which is the input prompt.
+fn to_first_prompt(dir: &Scratch, db: &Path, args: &[&str], after: Option<&str>) -> Duration {
     let start = Instant::now();
     let mut session = Session::spawn(command(dir, db, args)).unwrap();
     session.set_expect_timeout(Some(Duration::from_secs(30)));
+    if let Some(text) = after {
+        session.expect(text).unwrap();
+    }
     session.expect("› ").unwrap();
     let elapsed = start.elapsed();
     session
@@ -71,6 +77,9 @@ fn to_first_prompt(dir: &Scratch, db: &Path, args: &[&str]) -> Duration {
     let _ = session.expect(Eof);
     elapsed
 }
+
+/// The text of the last prompt of every populated session (`question 99 words words …`).
+const LAST_PROMPT: &str = "question 99 ";
 
 /// 200 sessions of 200 messages (100 prompts and 100 replies with usage), in `workspace`.
 fn populate(db: &Path, workspace: &Path) {
@@ -148,17 +157,21 @@ fn interactive_start_up_to_the_first_prompt() {
         let times: Vec<Duration> = (0..RUNS).map(|_| list(())).collect();
         println!("{label} {}  (200 sessions of 200 messages)", summary(times));
     }
-    for (label, db, args) in [
-        ("agentloop (empty database)    ", &empty, &[][..]),
-        ("agentloop (200 sessions)      ", &full, &[][..]),
+    for (label, db, args, after) in [
+        ("agentloop (empty database)    ", &empty, &[][..], None),
+        ("agentloop (200 sessions)      ", &full, &[][..], None),
         (
             "agentloop -c (200 sessions)   ",
             &full,
             &["chat", "--continue"][..],
+            // The resumed conversation's last prompt; its reply has no `› `.
+            Some(LAST_PROMPT),
         ),
     ] {
-        to_first_prompt(&dir, db, args);
-        let times: Vec<Duration> = (0..RUNS).map(|_| to_first_prompt(&dir, db, args)).collect();
+        to_first_prompt(&dir, db, args, after);
+        let times: Vec<Duration> = (0..RUNS)
+            .map(|_| to_first_prompt(&dir, db, args, after))
+            .collect();
         println!("{label} {}", summary(times));
     }
 }

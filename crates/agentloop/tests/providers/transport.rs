@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use agentloop::model::{Model, ModelError, ModelEvent, ModelRequest};
@@ -21,15 +21,49 @@ use agentloop::providers::{
 use agentloop::transcript::Message;
 use agentloop_testkit::{MockServer, Script, Turn};
 use futures::StreamExt;
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose,
+};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 const ANSWER: &str = "Over the wire.";
-const CA: &str = include_str!("../fixtures/tls/ca.pem");
-const CERT: &str = include_str!("../fixtures/tls/server.pem");
-const KEY: &str = include_str!("../fixtures/tls/server.key");
+
+/// A throw-away certificate authority and the certificate it signed for `localhost` and
+/// `127.0.0.1`, made once per test process: nothing checked in can expire.
+struct TestPki {
+    ca_pem: String,
+    cert: CertificateDer<'static>,
+    key: Vec<u8>,
+}
+
+fn pki() -> &'static TestPki {
+    static PKI: OnceLock<TestPki> = OnceLock::new();
+    PKI.get_or_init(|| {
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(DnType::CommonName, "agentloop transport test CA");
+        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+        let ca_cert = ca.self_signed(&ca_key).unwrap();
+        let issuer = Issuer::new(ca, ca_key);
+        let server_key = KeyPair::generate().unwrap();
+        let mut server =
+            CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
+        server.distinguished_name.push(DnType::CommonName, "localhost");
+        server.use_authority_key_identifier_extension = true;
+        server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let cert = server.signed_by(&server_key, &issuer).unwrap();
+        TestPki {
+            ca_pem: ca_cert.pem(),
+            cert: cert.der().clone(),
+            key: server_key.serialize_der(),
+        }
+    })
+}
 
 fn mock() -> MockServer {
     MockServer::start(Script::new(vec![Turn::text(ANSWER)]).with_repeat(true))
@@ -77,10 +111,8 @@ async fn splice(
 /// A local TLS server for `localhost` offering `alpn`, splicing to `upstream`. Records the
 /// protocol ALPN chose for each connection.
 async fn tls_server(upstream: SocketAddr, alpn: &[&[u8]]) -> (SocketAddr, Arc<Mutex<Vec<String>>>) {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(CERT.as_bytes())
-        .collect::<Result<_, _>>()
-        .unwrap();
-    let key = PrivateKeyDer::from_pem_slice(KEY.as_bytes()).unwrap();
+    let certs = vec![pki().cert.clone()];
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(pki().key.clone()));
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
@@ -139,7 +171,7 @@ async fn tls_with_an_extra_root_negotiates_http2_or_http1_by_alpn() {
         let model = OpenAiChat::new(
             config(format!("https://localhost:{}/v1", both.port()))
                 .http_version(version)
-                .add_root_certificate_pem(CA),
+                .add_root_certificate_pem(&pki().ca_pem),
         );
         assert_eq!(ask(&model).await.unwrap(), ANSWER, "{version:?}");
         // The second request reuses the connection.
@@ -150,7 +182,7 @@ async fn tls_with_an_extra_root_negotiates_http2_or_http1_by_alpn() {
     // A server without HTTP/2: `Auto` falls back to HTTP/1.1 and keeps working.
     let (http1, negotiated) = tls_server(upstream, &[b"http/1.1"]).await;
     let model = OpenAiChat::new(
-        config(format!("https://localhost:{}/v1", http1.port())).add_root_certificate_pem(CA),
+        config(format!("https://localhost:{}/v1", http1.port())).add_root_certificate_pem(&pki().ca_pem),
     );
     for _ in 0..3 {
         assert_eq!(ask(&model).await.unwrap(), ANSWER);
@@ -238,7 +270,7 @@ async fn https_goes_through_the_proxy_from_the_environment_in_a_connect_tunnel()
     let (proxy_addr, heads) = proxy(tls).await;
     let model = OpenAiChat::new(
         config(format!("https://localhost:{}/v1", tls.port()))
-            .add_root_certificate_pem(CA)
+            .add_root_certificate_pem(&pki().ca_pem)
             .proxy(env_rules(&[
                 ("https_proxy", format!("http://agent:pr0xy-pw@{proxy_addr}")),
                 ("NO_PROXY", "example.com".to_owned()),
@@ -303,7 +335,7 @@ async fn no_proxy_bypasses_the_proxy() {
     for no_proxy in ["localhost", ".localhost,10.0.0.0/8", "*"] {
         let model = OpenAiChat::new(
             config(format!("https://localhost:{}/v1", tls.port()))
-                .add_root_certificate_pem(CA)
+                .add_root_certificate_pem(&pki().ca_pem)
                 .proxy(env_rules(&[
                     ("HTTPS_PROXY", format!("http://{proxy_addr}")),
                     ("no_proxy", no_proxy.to_owned()),

@@ -659,54 +659,75 @@ where
         delivered: &mut bool,
         last_data: &mut Instant,
     ) -> Result<bool, Failure> {
-        let idle_end = *last_data + self.idle;
-        let until = self.deadline.map_or(idle_end, |d| d.min(idle_end));
-        let chunk = match tokio::time::timeout_at(until, response.chunk()).await {
-            Err(_) if until < idle_end => return Err(self.deadline_failure()),
-            Err(_) => {
-                return Err(stream_failure(
-                    *delivered,
-                    StreamErrorKind::Stalled,
-                    format!(
-                        "the stream stalled: no data for {:.1}s (keep-alive comments do not \
-                         count)",
-                        self.idle.as_secs_f64()
-                    ),
-                ));
-            }
-            Ok(Ok(None)) => {
-                let cut = decoder.finish();
-                if !cut && self.parser.complete_at_eof() {
-                    let terminal = match self.parser.finish() {
-                        Ok(message) => ModelEvent::Done(message),
-                        Err(error) => error_terminal(self.parser.partial(), error),
-                    };
-                    self.pending.push_back(terminal);
-                    return Ok(true);
-                }
-                return Err(stream_failure(
-                    *delivered,
-                    StreamErrorKind::Cut,
-                    if cut {
-                        "the stream was cut off in the middle of an event".to_owned()
-                    } else {
-                        "the stream ended before its terminal event".to_owned()
-                    },
-                ));
-            }
-            Ok(Err(e)) => {
-                return Err(stream_failure(
-                    *delivered,
-                    StreamErrorKind::Broken,
-                    format!("the connection broke mid-stream: {}", describe(&e)),
-                ));
-            }
-            Ok(Ok(Some(bytes))) => bytes,
+        let Some(chunk) = self.next_chunk(response, *delivered, *last_data).await? else {
+            return self.end_of_body(decoder, *delivered);
         };
         let decoded = decoder.push(&chunk, &mut self.events);
         if decoder.take_progress() {
             *last_data = Instant::now();
         }
+        let outcome = self.dispatch_events(delivered);
+        if let (Ok(false), Err(too_large)) = (&outcome, decoded) {
+            // Deterministic: the same request would get the same event again.
+            return Err(Failure::last(ModelError::stream(
+                StreamErrorKind::TooLarge,
+                too_large.to_string(),
+            )));
+        }
+        outcome
+    }
+
+    /// The next piece of the body (`None` at its end), waiting no longer than the idle timeout
+    /// since the last data and the attempt's deadline.
+    async fn next_chunk(
+        &mut self,
+        response: &mut Response,
+        delivered: bool,
+        last_data: Instant,
+    ) -> Result<Option<Bytes>, Failure> {
+        let idle_end = last_data + self.idle;
+        let until = self.deadline.map_or(idle_end, |d| d.min(idle_end));
+        match tokio::time::timeout_at(until, response.chunk()).await {
+            Err(_) if until < idle_end => Err(self.deadline_failure()),
+            Err(_) => Err(stream_failure(
+                delivered,
+                StreamErrorKind::Stalled,
+                format!(
+                    "the stream stalled: no data for {:.1}s (keep-alive comments do not count)",
+                    self.idle.as_secs_f64()
+                ),
+            )),
+            Ok(Err(e)) => Err(stream_failure(
+                delivered,
+                StreamErrorKind::Broken,
+                format!("the connection broke mid-stream: {}", describe(&e)),
+            )),
+            Ok(Ok(chunk)) => Ok(chunk),
+        }
+    }
+
+    /// The body ended: the terminal event when the protocol allows ending without one and no
+    /// event was cut off, a cut stream otherwise.
+    fn end_of_body(&mut self, decoder: &mut SseDecoder, delivered: bool) -> Result<bool, Failure> {
+        let cut = decoder.finish();
+        if !cut && self.parser.complete_at_eof() {
+            self.finish_message();
+            return Ok(true);
+        }
+        Err(stream_failure(
+            delivered,
+            StreamErrorKind::Cut,
+            if cut {
+                "the stream was cut off in the middle of an event".to_owned()
+            } else {
+                "the stream ended before its terminal event".to_owned()
+            },
+        ))
+    }
+
+    /// Hands the decoded events to the parser and queues what it produced, up to the terminal
+    /// event, a failure, or a reply limit crossed. `Ok(true)` once the terminal is queued.
+    fn dispatch_events(&mut self, delivered: &mut bool) -> Result<bool, Failure> {
         let mut events = std::mem::take(&mut self.events);
         let mut outcome = Ok(false);
         for event in events.drain(..) {
@@ -724,11 +745,7 @@ where
             match result {
                 Ok(false) => {}
                 Ok(true) => {
-                    let terminal = match self.parser.finish() {
-                        Ok(message) => ModelEvent::Done(message),
-                        Err(error) => error_terminal(self.parser.partial(), error),
-                    };
-                    self.pending.push_back(terminal);
+                    self.finish_message();
                     outcome = Ok(true);
                     break;
                 }
@@ -746,14 +763,17 @@ where
         }
         events.clear();
         self.events = events;
-        if let (Ok(false), Err(too_large)) = (&outcome, decoded) {
-            // Deterministic: the same request would get the same event again.
-            return Err(Failure::last(ModelError::stream(
-                StreamErrorKind::TooLarge,
-                too_large.to_string(),
-            )));
-        }
         outcome
+    }
+
+    /// Queues the terminal event: the finished message, or the error terminal with what was
+    /// assembled.
+    fn finish_message(&mut self) {
+        let terminal = match self.parser.finish() {
+            Ok(message) => ModelEvent::Done(message),
+            Err(error) => error_terminal(self.parser.partial(), error),
+        };
+        self.pending.push_back(terminal);
     }
 
     /// The attempt ran past its `request_timeout`: not retried (another attempt could take as
