@@ -47,13 +47,18 @@ fn pki() -> &'static TestPki {
         ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca.distinguished_name
             .push(DnType::CommonName, "agentloop transport test CA");
-        ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+        ca.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::DigitalSignature,
+        ];
         let ca_cert = ca.self_signed(&ca_key).unwrap();
         let issuer = Issuer::new(ca, ca_key);
         let server_key = KeyPair::generate().unwrap();
         let mut server =
             CertificateParams::new(vec!["localhost".to_owned(), "127.0.0.1".to_owned()]).unwrap();
-        server.distinguished_name.push(DnType::CommonName, "localhost");
+        server
+            .distinguished_name
+            .push(DnType::CommonName, "localhost");
         server.use_authority_key_identifier_extension = true;
         server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         let cert = server.signed_by(&server_key, &issuer).unwrap();
@@ -182,7 +187,8 @@ async fn tls_with_an_extra_root_negotiates_http2_or_http1_by_alpn() {
     // A server without HTTP/2: `Auto` falls back to HTTP/1.1 and keeps working.
     let (http1, negotiated) = tls_server(upstream, &[b"http/1.1"]).await;
     let model = OpenAiChat::new(
-        config(format!("https://localhost:{}/v1", http1.port())).add_root_certificate_pem(&pki().ca_pem),
+        config(format!("https://localhost:{}/v1", http1.port()))
+            .add_root_certificate_pem(&pki().ca_pem),
     );
     for _ in 0..3 {
         assert_eq!(ask(&model).await.unwrap(), ANSWER);
