@@ -389,13 +389,22 @@ impl AgentEvent {
 /// An `emit` callback.
 pub type EmitFn = Arc<dyn Fn(&AgentEvent) + Send + Sync>;
 
-/// Fans events out to every listener, in registration order, then to a stream's channel.
+/// Fans events out to every listener, in registration order, then to a stream's channel or,
+/// for a sub-agent's run, to its parent ([`Forward`]).
 /// Events are only built when someone listens (`enabled`), so a loop nobody observes pays
 /// nothing for them.
 #[derive(Clone, Default)]
 pub(crate) struct Emitter {
     listeners: Arc<[EmitFn]>,
     channel: Option<UnboundedSender<AgentEvent>>,
+    forward: Option<Arc<dyn Forward>>,
+}
+
+/// Where a sub-agent run's events go after its own listeners: it takes each event by value, so
+/// the parent's tagged copy is the event itself, not a clone (see `subagent.rs`).
+pub(crate) trait Forward: Send + Sync {
+    /// Takes one event of the run, after its listeners saw it.
+    fn forward(&self, event: AgentEvent);
 }
 
 impl Emitter {
@@ -403,11 +412,24 @@ impl Emitter {
         listeners: Arc<[EmitFn]>,
         channel: Option<UnboundedSender<AgentEvent>>,
     ) -> Self {
-        Emitter { listeners, channel }
+        Emitter {
+            listeners,
+            channel,
+            forward: None,
+        }
+    }
+
+    /// An emitter whose events go to `listeners`, then to `forward`.
+    pub(crate) fn forwarding(listeners: Arc<[EmitFn]>, forward: Arc<dyn Forward>) -> Self {
+        Emitter {
+            listeners,
+            channel: None,
+            forward: Some(forward),
+        }
     }
 
     pub(crate) fn enabled(&self) -> bool {
-        !self.listeners.is_empty() || self.channel.is_some()
+        !self.listeners.is_empty() || self.channel.is_some() || self.forward.is_some()
     }
 
     /// Emits the event built by `make`, if anyone listens.
@@ -437,9 +459,17 @@ impl Emitter {
                 );
             }
         }
-        if let Some(channel) = &self.channel {
-            // A closed channel means the stream's consumer went away; the run still finishes.
-            let _ = channel.send(event);
+        // A closed channel means the stream's consumer went away; the run still finishes.
+        match (&self.channel, &self.forward) {
+            (Some(channel), Some(forward)) => {
+                let _ = channel.send(event.clone());
+                forward.forward(event);
+            }
+            (Some(channel), None) => {
+                let _ = channel.send(event);
+            }
+            (None, Some(forward)) => forward.forward(event),
+            (None, None) => {}
         }
     }
 }

@@ -96,7 +96,9 @@ pub use hooks::{Extension, HookKind, ResultRewrite, ToolCallDecision, TurnSummar
 pub use pending::{ParkedRun, PendingApproval, PendingStatus};
 pub use queue::{MessageQueue, QueueMode};
 pub use stream::AgentEventStream;
-pub use subagent::{ChildRecords, DEFAULT_MAX_SUBAGENT_DEPTH, OpenedChild, SubAgent};
+pub use subagent::{
+    ChildRecords, DEFAULT_MAX_SUBAGENT_DEPTH, OpenedChild, SubAgent, add_child_usage,
+};
 
 use crate::model::Model;
 use crate::tooling::{

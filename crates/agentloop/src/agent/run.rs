@@ -195,6 +195,9 @@ impl<'a> ReplyBuilder<'a> {
     fn end(&mut self, message: Message) -> Message {
         self.start();
         let message = self.stamp(message);
+        // A sub-agent's model call counts in its ancestors' totals as soon as it is made, so
+        // an aborted child's calls count too.
+        super::subagent::report_model_call(message.usage.as_ref());
         self.emitter.emit_with(|| AgentEvent::MessageEnd {
             message: message.clone(),
         });

@@ -43,17 +43,17 @@
 
 use std::cell::Cell;
 use std::future::Future;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
 use serde_json::json;
 
-use super::events::{AgentEvent, EmitFn, Emitter, RunStop};
+use super::events::{AgentEvent, EmitFn, Emitter, Forward, RunStop};
 use super::output::{Output, OutputError, OutputPlan, OutputRun};
 use super::{AgentError, AgentLoop, RunOutcome};
 use crate::tooling::{SpecError, ToolContext, ToolDeps, ToolError, ToolSpec};
-use crate::transcript::{Message, Role, ToolCallPart, ToolResultPart, Usage};
+use crate::transcript::{Message, ToolCallPart, ToolResultPart, Usage};
 
 /// The default [`SubAgent::max_depth`]: children, but no grandchildren.
 pub const DEFAULT_MAX_SUBAGENT_DEPTH: u32 = 1;
@@ -65,9 +65,10 @@ tokio::task_local! {
     static CHILD_START: Cell<Option<ChildStart>>;
 }
 
-/// Where a child run sits: its depth and the depth ceiling inherited from its ancestors.
-#[derive(Clone, Copy, Debug)]
+/// Where a child run sits: its parent run, its depth and the depth ceiling inherited from its
+/// ancestors.
 struct ChildStart {
+    parent: Option<RunScope>,
     depth: u32,
     max_depth: u32,
 }
@@ -82,26 +83,34 @@ struct ScopeInner {
     emitter: Emitter,
     /// The session the run belongs to (its agent's session label), if any.
     session_id: Option<Arc<str>>,
+    /// The run that started this one through a sub-agent call, if any: every model call of
+    /// this run counts in its totals, and in those of its ancestors.
+    parent: Option<RunScope>,
     depth: u32,
     /// The deepest level any descendant may run at (`u32::MAX`: only the tools' own limits).
     max_depth: u32,
-    /// Children's usage not yet added to the run's total.
+    /// Descendants' usage not yet added to the run's total.
     child_usage: Mutex<Usage>,
-    /// Model calls made by children (and their descendants) so far in this run.
+    /// Model calls made by descendants so far in this run.
     child_requests: AtomicU32,
 }
 
 impl RunScope {
-    /// The scope of a run starting now: a child run takes the depth its sub-agent call handed
-    /// it; any other run is a top-level one.
+    /// The scope of a run starting now: a child run takes the parent and depth its sub-agent
+    /// call handed it; any other run is a top-level one.
     pub(crate) fn for_run(emitter: &Emitter, session_id: Option<Arc<str>>) -> RunScope {
         let start = CHILD_START.try_with(Cell::take).ok().flatten();
+        let (parent, depth, max_depth) = match start {
+            Some(start) => (start.parent, start.depth, start.max_depth),
+            None => (None, 0, u32::MAX),
+        };
         RunScope {
             inner: Arc::new(ScopeInner {
                 emitter: emitter.clone(),
                 session_id,
-                depth: start.map_or(0, |s| s.depth),
-                max_depth: start.map_or(u32::MAX, |s| s.max_depth),
+                parent,
+                depth,
+                max_depth,
                 child_usage: Mutex::new(Usage::default()),
                 child_requests: AtomicU32::new(0),
             }),
@@ -117,20 +126,27 @@ impl RunScope {
         RUN.try_with(Clone::clone).ok()
     }
 
-    /// Takes the usage this run's children reported since the last call.
+    /// Takes the usage this run's descendants reported since the last call.
     pub(crate) fn take_child_usage(&self) -> Usage {
         std::mem::take(&mut *lock(&self.inner.child_usage))
     }
 
-    fn add_child(&self, usage: &Usage, requests: u32) {
-        lock(&self.inner.child_usage).accumulate(usage);
-        self.inner
-            .child_requests
-            .fetch_add(requests, Ordering::Relaxed);
+    /// Adds a descendant's model calls to this run's totals and to every ancestor's.
+    fn add_descendant(&self, usage: Option<&Usage>, requests: u32) {
+        let mut scope = Some(self);
+        while let Some(run) = scope {
+            if let Some(usage) = usage {
+                lock(&run.inner.child_usage).accumulate(usage);
+            }
+            run.inner
+                .child_requests
+                .fetch_add(requests, Ordering::Relaxed);
+            scope = run.inner.parent.as_ref();
+        }
     }
 }
 
-/// Takes the usage the current run's children reported since the last call (zero outside a
+/// Takes the usage the current run's descendants reported since the last call (zero outside a
 /// run); the loop adds it to the run's total after each tool batch.
 pub(crate) fn take_child_usage() -> Usage {
     RunScope::current()
@@ -138,11 +154,32 @@ pub(crate) fn take_child_usage() -> Usage {
         .unwrap_or_default()
 }
 
-/// Model calls the current run's children have made so far (zero outside a run).
+/// Model calls the current run's descendants have made so far (zero outside a run).
 pub(crate) fn child_requests() -> u32 {
     RunScope::current().map_or(0, |scope| {
         scope.inner.child_requests.load(Ordering::Relaxed)
     })
+}
+
+/// Counts one model call of the current run (with its usage, if reported) in its ancestors'
+/// totals: a sub-agent's tokens and requests reach its parent as they are spent, so they count
+/// even when the child is cut short. Nothing happens for a top-level run.
+pub(crate) fn report_model_call(usage: Option<&Usage>) {
+    let _ = RUN.try_with(|scope| {
+        if let Some(parent) = &scope.inner.parent {
+            parent.add_descendant(usage, 1);
+        }
+    });
+}
+
+/// Adds the tokens and model calls of a child run that ran somewhere else — another process, a
+/// durable invocation of its own — to the current run's totals, as a [`SubAgent`]'s are added:
+/// they appear in its [`RunOutcome::usage`](super::RunOutcome::usage) and count against its
+/// [`UsageLimits`](super::UsageLimits) (and those of the run's own ancestors). Call it from the
+/// tool handler that ran the child: handlers run inside their run. Outside a run it does
+/// nothing.
+pub fn add_child_usage(usage: &Usage, requests: u32) {
+    let _ = RUN.try_with(|scope| scope.add_descendant(Some(usage), requests));
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -175,6 +212,8 @@ pub struct SubAgent<D: ToolDeps> {
     output: Option<Arc<OutputPlan>>,
     /// Where each call's child run is recorded, if anywhere.
     records: Option<Arc<dyn ChildRecords>>,
+    /// The child agent's own `emit` listeners, which see its events untagged.
+    own: Arc<[EmitFn]>,
 }
 
 /// Where a sub-agent's runs are recorded: each call's child run as a record of its own, linked
@@ -238,6 +277,7 @@ impl<D: ToolDeps> SubAgent<D> {
         description: impl Into<String>,
     ) -> Self {
         SubAgent {
+            own: agent.emit.iter().cloned().collect(),
             agent: Arc::new(agent),
             name: name.into(),
             description: description.into(),
@@ -295,8 +335,7 @@ impl<D: ToolDeps> SubAgent<D> {
             }))
             .handler(move |ctx: ToolContext<P>, args: PromptArgs| {
                 let shared = shared.clone();
-                let call_id = ctx.call_id().to_owned();
-                async move { shared.call(call_id, args.prompt, false).await }
+                async move { shared.call(ctx.call_id(), args.prompt, false).await }
             })
             .build()
     }
@@ -316,7 +355,7 @@ impl<D: ToolDeps> SubAgent<D> {
     /// usage and depth rules as the tool built by [`into_tool`](Self::into_tool). Returns the
     /// child's answer, or the error the call should end with.
     pub async fn run_call(&self, call_id: &str, prompt: String) -> Result<String, ToolError> {
-        self.call(call_id.to_owned(), prompt, false).await
+        self.call(call_id, prompt, false).await
     }
 
     /// Runs the child again for the same call `call_id` on a further `prompt` (e.g. why its
@@ -324,21 +363,67 @@ impl<D: ToolDeps> SubAgent<D> {
     /// continues that session with `prompt` as a new message, keeping what it did; otherwise
     /// this is [`run_call`](Self::run_call).
     pub async fn continue_call(&self, call_id: &str, prompt: String) -> Result<String, ToolError> {
-        self.call(call_id.to_owned(), prompt, true).await
+        self.call(call_id, prompt, true).await
     }
 
     /// Runs the child on `prompt` for the parent's call `call_id`.
     /// `continuing`: a further prompt for a child that already ran for this call.
     async fn call(
         &self,
-        call_id: String,
+        call_id: &str,
         prompt: String,
         continuing: bool,
     ) -> Result<String, ToolError> {
         let parent = RunScope::current();
-        let depth = parent.as_ref().map_or(0, |p| p.inner.depth) + 1;
+        let (depth, max_depth) = self.depth_under(parent.as_ref())?;
+        let opened = self.open_record(parent.as_ref(), call_id)?;
+        // Held until the child's run ends (declared before the run so it outlives it).
+        let _record_guard;
+        let (prompts, context, record_listener) = match opened {
+            Some(record) => {
+                let finished = record
+                    .finished
+                    .filter(|_| self.output.is_none() && !continuing);
+                if let Some(answer) = finished {
+                    return Ok(answer);
+                }
+                _record_guard = record.guard;
+                let (prompts, context) = match record.context {
+                    context if context.is_empty() || continuing => {
+                        (vec![Message::user(prompt)], context)
+                    }
+                    context => (Vec::new(), context),
+                };
+                (prompts, context, Some(record.listener))
+            }
+            None => (vec![Message::user(prompt)], Vec::new(), None),
+        };
+        let (emitter, relay) = self.child_emitter(parent.as_ref(), call_id, record_listener);
+        let mut closer = relay.map(|relay| StreamCloser {
+            relay,
+            emitter: emitter.clone(),
+            finished: false,
+        });
+        let start = ChildStart {
+            parent,
+            depth,
+            max_depth,
+        };
+        let (result, output) = self.drive_child(prompts, context, emitter, start).await;
+        if let Some(closer) = &mut closer {
+            closer.finished = true;
+        }
+        match output {
+            Some(output) => self.answer_output(result, output),
+            None => self.answer(result),
+        }
+    }
+
+    /// The depth a call from `parent` would run the child at, with the ceiling its ancestors
+    /// allow; an error result when that is too deep.
+    fn depth_under(&self, parent: Option<&RunScope>) -> Result<(u32, u32), ToolError> {
+        let depth = parent.map_or(0, |p| p.inner.depth) + 1;
         let max_depth = parent
-            .as_ref()
             .map_or(u32::MAX, |p| p.inner.max_depth)
             .min(self.max_depth);
         if depth > max_depth {
@@ -348,70 +433,77 @@ impl<D: ToolDeps> SubAgent<D> {
                 self.name
             )));
         }
+        Ok((depth, max_depth))
+    }
+
+    /// Opens the record of call `call_id`'s child run, when this sub-agent records its runs and
+    /// the parent run belongs to a session.
+    fn open_record(
+        &self,
+        parent: Option<&RunScope>,
+        call_id: &str,
+    ) -> Result<Option<OpenedChild>, ToolError> {
+        let parent_session = parent.and_then(|p| p.inner.session_id.as_deref());
+        let (Some(records), Some(parent_id)) = (&self.records, parent_session) else {
+            return Ok(None);
+        };
+        records
+            .open(parent_id, call_id, &self.name)
+            .map(Some)
+            .map_err(|e| {
+                ToolError::new(format!(
+                    "Sub-agent \"{}\" was not run: its session could not be recorded: {e}",
+                    self.name
+                ))
+            })
+    }
+
+    /// The child run's emitter: its own listeners (and its record's), then the parent's
+    /// listeners through a [`Relay`] that tags each event. When nobody listens anywhere, a
+    /// silent emitter and no relay: the child builds no events at all, as a run nobody
+    /// observes.
+    fn child_emitter(
+        &self,
+        parent: Option<&RunScope>,
+        call_id: &str,
+        record_listener: Option<EmitFn>,
+    ) -> (Emitter, Option<Arc<Relay>>) {
+        let listeners: Arc<[EmitFn]> = match record_listener {
+            Some(record) => self.own.iter().cloned().chain([record]).collect(),
+            None => self.own.clone(),
+        };
+        let parent = parent
+            .map(|p| &p.inner.emitter)
+            .filter(|e| e.enabled())
+            .cloned();
+        if listeners.is_empty() && parent.is_none() {
+            return (Emitter::new(listeners, None), None);
+        }
         let relay = Arc::new(Relay {
-            parent: parent.clone(),
-            call_id,
+            parent,
+            call_id: call_id.to_owned(),
             agent: self.name.clone(),
-            own: self.agent.emitter(None),
-            state: Mutex::new(RelayState::default()),
+            open_calls: Mutex::new(Vec::new()),
+            messages: Mutex::new(Vec::new()),
+            ended: AtomicBool::new(false),
         });
-        let mut guard = EndGuard {
-            relay: relay.clone(),
-            finished: false,
-        };
-        // Held until the child's run ends (declared before the run so it outlives it).
-        let _child_guard: Box<dyn std::any::Any + Send>;
-        let parent_session = parent.as_ref().and_then(|p| p.inner.session_id.clone());
-        let child = match (&self.records, parent_session) {
-            (Some(records), Some(parent_id)) => Some(
-                records
-                    .open(&parent_id, &relay.call_id, &self.name)
-                    .map_err(|e| {
-                        ToolError::new(format!(
-                            "Sub-agent \"{}\" was not run: its session could not be recorded: {e}",
-                            self.name
-                        ))
-                    })?,
-            ),
-            _ => None,
-        };
-        let forward = relay.clone();
-        let callback: EmitFn = Arc::new(move |event: &AgentEvent| forward.on_event(event));
-        let mut listeners = Vec::new();
-        let (prompts, context) = match child {
-            Some(child) => {
-                let finished = child
-                    .finished
-                    .filter(|_| self.output.is_none() && !continuing);
-                if let Some(answer) = finished {
-                    guard.finished = true;
-                    relay.state_ended();
-                    return Ok(answer);
-                }
-                listeners.push(child.listener);
-                _child_guard = child.guard;
-                match child.context {
-                    context if context.is_empty() || continuing => {
-                        (vec![Message::user(prompt)], context)
-                    }
-                    context => (Vec::new(), context),
-                }
-            }
-            None => (vec![Message::user(prompt)], Vec::new()),
-        };
-        listeners.push(callback);
-        let emitter = Emitter::new(Arc::from(listeners), None);
-        let start = Cell::new(Some(ChildStart { depth, max_depth }));
+        let emitter = Emitter::forwarding(listeners, relay.clone());
+        (emitter, Some(relay))
+    }
+
+    /// Runs the child loop as the child `start` describes.
+    async fn drive_child(
+        &self,
+        prompts: Vec<Message>,
+        context: Vec<Message>,
+        emitter: Emitter,
+        start: ChildStart,
+    ) -> (Result<RunOutcome, AgentError>, Option<OutputRun>) {
         let output = self.output.clone().map(OutputRun::new);
         let run = self
             .agent
             .drive_with_output(Some(prompts), context, emitter, output);
-        let (result, output) = CHILD_START.scope(start, run).await;
-        guard.finished = true;
-        match output {
-            Some(output) => self.answer_output(result, output),
-            None => self.answer(result),
-        }
+        CHILD_START.scope(Cell::new(Some(start)), run).await
     }
 
     /// The tool result for a child that had to give a typed output: the output's JSON.
@@ -477,129 +569,78 @@ struct PromptArgs {
     prompt: String,
 }
 
-/// Forwards a child's events to its parent (tagged) and keeps what closing the child's stream
-/// early needs.
+/// Forwards a child's events to its parent's listeners, each tagged with the call and the
+/// sub-agent, and keeps what closing the child's stream early needs. It exists only when
+/// someone listens to the child (its own listeners, its record, or the parent's).
 struct Relay {
-    parent: Option<RunScope>,
+    /// The parent run's emitter, when anyone listens to the parent.
+    parent: Option<Emitter>,
     call_id: String,
     agent: String,
-    /// The child agent's own `emit` listeners, which see the events untagged.
-    own: Emitter,
-    state: Mutex<RelayState>,
-}
-
-#[derive(Default)]
-struct RelayState {
     /// Calls the child started and has not answered yet.
-    open_calls: Vec<ToolCallPart>,
-    /// Messages the child completed.
-    messages: Vec<Message>,
-    /// Usage and model calls of the child and its descendants, not yet given to the parent.
-    usage: Usage,
-    requests: u32,
-    ended: bool,
+    open_calls: Mutex<Vec<ToolCallPart>>,
+    /// Messages the child completed (its `AgentEnd` lists them, also when cut short).
+    messages: Mutex<Vec<Message>>,
+    /// The child's `AgentEnd` went out.
+    ended: AtomicBool,
 }
 
-impl Relay {
-    fn on_event(&self, event: &AgentEvent) {
-        {
-            let mut state = lock(&self.state);
-            tally(&mut state, event);
-            match event {
-                AgentEvent::ToolExecutionStart { call } => state.open_calls.push(call.clone()),
-                AgentEvent::ToolExecutionEnd { call, .. } => {
-                    state.open_calls.retain(|c| c.id != call.id);
-                }
-                AgentEvent::MessageEnd { message } => state.messages.push(message.clone()),
-                AgentEvent::AgentEnd { .. } => state.ended = true,
-                _ => {}
+impl Forward for Relay {
+    fn forward(&self, event: AgentEvent) {
+        match &event {
+            AgentEvent::ToolExecutionStart { call } => lock(&self.open_calls).push(call.clone()),
+            AgentEvent::ToolExecutionEnd { call, .. } => {
+                lock(&self.open_calls).retain(|c| c.id != call.id);
             }
+            AgentEvent::MessageEnd { message } => lock(&self.messages).push(message.clone()),
+            AgentEvent::AgentEnd { .. } => self.ended.store(true, Ordering::Relaxed),
+            _ => {}
         }
-        // The emitter contains a panicking listener: the parent's events still flow.
-        self.own.emit_with(|| event.clone());
         if let Some(parent) = &self.parent {
-            parent.inner.emitter.emit_with(|| AgentEvent::Child {
+            // The event itself becomes the parent's copy: no clone.
+            parent.emit(AgentEvent::Child {
                 parent_call_id: self.call_id.clone(),
                 agent: self.agent.clone(),
-                event: Box::new(event.clone()),
+                event: Box::new(event),
             });
         }
     }
-
-    /// Marks the child's stream as ended without a run (its answer was already stored).
-    fn state_ended(&self) {
-        lock(&self.state).ended = true;
-    }
-
-    /// Gives the child's usage to the parent run (once; later calls add what came since).
-    fn settle(&self) {
-        let (usage, requests) = {
-            let mut state = lock(&self.state);
-            (
-                std::mem::take(&mut state.usage),
-                std::mem::take(&mut state.requests),
-            )
-        };
-        if let Some(parent) = &self.parent {
-            parent.add_child(&usage, requests);
-        }
-    }
 }
 
-/// Counts the model calls and usage in an event of the child or of any of its descendants.
-fn tally(state: &mut RelayState, event: &AgentEvent) {
-    match event {
-        AgentEvent::MessageEnd { message } if message.role == Role::Assistant => {
-            state.requests += 1;
-            if let Some(usage) = &message.usage {
-                state.usage.accumulate(usage);
-            }
-        }
-        AgentEvent::Child { event, .. } => tally(state, event),
-        _ => {}
-    }
-}
-
-/// Settles the child's usage when the call ends, and — when the call is dropped before the
-/// child finished (the parent was aborted or the call timed out) — closes the child's stream:
-/// an aborted result for each call it had started, then its one `AgentEnd`.
-struct EndGuard {
+/// When the call is dropped before the child finished (the parent was aborted or the call
+/// timed out), closes the child's stream: an aborted result for each call it had started, then
+/// its one `AgentEnd`.
+struct StreamCloser {
     relay: Arc<Relay>,
+    emitter: Emitter,
     finished: bool,
 }
 
-impl Drop for EndGuard {
+impl Drop for StreamCloser {
     fn drop(&mut self) {
-        let relay = &self.relay;
-        let unfinished = !self.finished && !lock(&relay.state).ended;
-        if unfinished {
-            let (open, messages) = {
-                let mut state = lock(&relay.state);
-                (
-                    std::mem::take(&mut state.open_calls),
-                    state.messages.clone(),
-                )
-            };
-            for call in open {
-                let result = ToolResultPart::error(
-                    &call.id,
-                    &call.tool_name,
-                    format!(
-                        "Tool call \"{}\" was not finished: the run was aborted.",
-                        call.tool_name
-                    ),
-                );
-                relay.on_event(&AgentEvent::ToolExecutionEnd {
-                    call,
-                    result,
-                    blocked: false,
-                });
-            }
-            relay.on_event(&AgentEvent::AgentEnd {
-                messages,
-                stop: RunStop::Aborted,
+        if self.finished || self.relay.ended.load(Ordering::Relaxed) {
+            return;
+        }
+        let open = std::mem::take(&mut *lock(&self.relay.open_calls));
+        for call in open {
+            let result = ToolResultPart::error(
+                &call.id,
+                &call.tool_name,
+                format!(
+                    "Tool call \"{}\" was not finished: the run was aborted.",
+                    call.tool_name
+                ),
+            );
+            self.emitter.emit(AgentEvent::ToolExecutionEnd {
+                call,
+                result,
+                blocked: false,
             });
         }
-        relay.settle();
+        let messages = std::mem::take(&mut *lock(&self.relay.messages));
+        self.emitter.emit(AgentEvent::AgentEnd {
+            messages,
+            stop: RunStop::Aborted,
+        });
     }
 }

@@ -266,6 +266,111 @@ async fn aborting_the_parent_aborts_the_child_and_every_call_gets_one_result() {
     assert!(events.iter().rposition(|e| e.kind() == "child").unwrap() < call_end);
 }
 
+/// With nobody listening to the parent, the child builds no tagged events, yet an aborted
+/// child's tokens still reach the parent and the child's own listener still sees its stream
+/// closed exactly once.
+#[tokio::test(start_paused = true)]
+async fn an_aborted_child_of_an_unobserved_parent_rolls_up_usage_and_closes_its_own_stream() {
+    let parent_signal = agentloop::agent::AbortSignal::new();
+    let signal = parent_signal.clone();
+    let hang = ToolSpec::<Deps>::builder("hang", "Waits forever.")
+        .handler(move |_ctx: ToolContext<Deps>, _args: Value| {
+            let signal = signal.clone();
+            async move {
+                signal.abort();
+                std::future::pending::<()>().await;
+                "never"
+            }
+        })
+        .build()
+        .unwrap();
+    let own = Recorder::default();
+    let child = agent(
+        Arc::new(ScriptedModel::new([
+            ScriptedTurn::new()
+                .tool_call("c-1", "hang", json!({}))
+                .usage(usage(70, 7)),
+            ScriptedTurn::text("never reached"),
+        ])),
+        vec![hang],
+    )
+    .with_emit(own.callback());
+    let parent_model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::new()
+            .tool_call("p-1", "worker", json!({"prompt": "work"}))
+            .usage(usage(1, 1)),
+        ScriptedTurn::text("never reached"),
+    ]));
+    let parent = agent(
+        parent_model,
+        vec![child.into_tool("worker", "Works.").unwrap()],
+    )
+    .with_abort_signal(parent_signal);
+    let out = within(parent.run(vec![Message::user("x")], vec![]))
+        .await
+        .unwrap();
+    assert_eq!(out.stop, RunStop::Aborted);
+    assert_eq!(out.usage.input_tokens, 71);
+    assert_eq!(out.usage.output_tokens, 8);
+
+    let events = own.events();
+    assert!(events.iter().all(|e| e.kind() != "child"), "untagged");
+    let ends: Vec<_> = events.iter().filter_map(AgentEvent::run_stop).collect();
+    assert_eq!(ends, [&RunStop::Aborted], "one AgentEnd, aborted");
+    assert_eq!(events.last().unwrap().kind(), "agent_end");
+    let results: Vec<_> = events.iter().filter_map(AgentEvent::tool_end).collect();
+    assert_eq!(results.len(), 1);
+    assert!(results[0].1.is_error && results[0].0.id == "c-1");
+    // The closing `AgentEnd` lists what the child completed: its prompt and its reply.
+    let Some(AgentEvent::AgentEnd { messages, .. }) = events.last() else {
+        panic!("no AgentEnd")
+    };
+    assert_eq!(messages.len(), 2, "{messages:?}");
+}
+
+/// A child run somewhere else (a durable invocation, another process) reports its usage with
+/// `add_child_usage` from the tool handler that ran it: the parent's totals and limits see it.
+#[tokio::test(start_paused = true)]
+async fn usage_added_by_a_tool_counts_in_the_runs_totals_and_limits() {
+    let remote = ToolSpec::<Deps>::builder("remote", "Runs a task elsewhere.")
+        .handler(|_ctx: ToolContext<Deps>, _args: Value| async move {
+            agentloop::agent::add_child_usage(&usage(300, 30), 2);
+            "done elsewhere"
+        })
+        .build()
+        .unwrap();
+    let parent_model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::new()
+            .tool_call("p-1", "remote", json!({}))
+            .usage(usage(1, 1)),
+        ScriptedTurn::text("never"),
+    ]));
+    let parent = agent_with(
+        AgentLoopConfig {
+            usage_limits: UsageLimits {
+                max_requests: Some(3),
+                ..UsageLimits::default()
+            },
+            ..AgentLoopConfig::default()
+        },
+        parent_model.clone(),
+        vec![remote],
+    );
+    let out = within(parent.run(vec![Message::user("x")], vec![]))
+        .await
+        .unwrap();
+    assert_eq!(out.usage.input_tokens, 301);
+    assert_eq!(out.usage.output_tokens, 31);
+    assert!(
+        matches!(out.stop, RunStop::UsageLimit { used, .. } if used == 3.0),
+        "{:?}",
+        out.stop
+    );
+    assert_eq!(parent_model.remaining(), 1);
+    // Outside a run it does nothing.
+    agentloop::agent::add_child_usage(&usage(1, 1), 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn child_usage_rolls_up_and_counts_against_the_parents_limits() {
     let child = agent(
@@ -357,6 +462,48 @@ async fn child_usage_rolls_up_and_counts_against_the_parents_limits() {
         "{:?}",
         out.stop
     );
+}
+
+/// A grandchild's tokens reach the top-level run once (not once per level), without any
+/// listener; the middle agent's own run counts them too.
+#[tokio::test(start_paused = true)]
+async fn a_grandchilds_usage_counts_once_in_every_ancestor() {
+    let leaf = agent(
+        Arc::new(ScriptedModel::new([
+            ScriptedTurn::text("leaf answer").usage(usage(1000, 100))
+        ])),
+        vec![],
+    );
+    let leaf_tool = SubAgent::new(leaf, "leaf", "Leaf.")
+        .max_depth(2)
+        .into_tool()
+        .unwrap();
+    let middle_model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::new()
+            .tool_call("m-1", "leaf", json!({"prompt": "deeper"}))
+            .usage(usage(10, 1)),
+        ScriptedTurn::text("middle answer").usage(usage(20, 2)),
+    ]));
+    let middle = agent(middle_model, vec![leaf_tool]);
+    let middle_tool = SubAgent::new(middle, "middle", "Middle.")
+        .max_depth(2)
+        .into_tool()
+        .unwrap();
+    let parent = agent(
+        Arc::new(ScriptedModel::new([
+            ScriptedTurn::new()
+                .tool_call("p-1", "middle", json!({"prompt": "go"}))
+                .usage(usage(1, 0)),
+            ScriptedTurn::text("done").usage(usage(2, 0)),
+        ])),
+        vec![middle_tool],
+    );
+    let out = within(parent.run(vec![Message::user("x")], vec![]))
+        .await
+        .unwrap();
+    assert_eq!(out.stop, RunStop::Done);
+    assert_eq!(out.usage.input_tokens, 1 + 10 + 1000 + 20 + 2);
+    assert_eq!(out.usage.output_tokens, 1 + 100 + 2);
 }
 
 /// A parent whose child (`middle`) has a grandchild tool (`leaf`); `limits` are the max depths
