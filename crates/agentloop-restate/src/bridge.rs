@@ -43,7 +43,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::task::AbortOnDropHandle;
 
 use crate::executor::ToolExecutor;
-use crate::types::{ModelReply, ToolCallInput, ToolCallOutcome};
+use crate::types::{ModelReply, RunOutput, ToolCallInput, ToolCallOutcome};
 
 /// Work the loop asks the handler to do through the engine.
 pub(crate) enum Job {
@@ -61,6 +61,12 @@ pub(crate) enum Job {
     Approval {
         call: ToolCallPart,
         reply: oneshot::Sender<Approval>,
+    },
+    /// Run this `task` call as a child run: a durable call of the child's own object.
+    Task {
+        call_id: String,
+        prompt: String,
+        reply: oneshot::Sender<Result<RunOutput, String>>,
     },
 }
 
@@ -318,6 +324,81 @@ pub(crate) fn forwarding_tool<D: Send + Sync + 'static>(
         })
 }
 
+/// The name of the tool that delegates to a child run.
+pub(crate) const TASK_TOOL: &str = "task";
+
+#[derive(serde::Deserialize)]
+struct TaskArgs {
+    prompt: String,
+}
+
+/// The `task` tool of a durable run: its handler posts the call to the handler as a
+/// [`Job::Task`], which runs the child as a durable invocation of its own, and answers with the
+/// child's final text. The child's tokens and model calls go into the parent run's totals.
+pub(crate) fn task_tool<D: Send + Sync + 'static>(
+    jobs: JobSender,
+) -> Result<ToolSpec<D>, agentloop::tooling::SpecError> {
+    ToolSpec::<D>::builder(
+        TASK_TOOL,
+        "Delegates a self-contained task to a sub-agent with the same tools and workspace, and \
+         answers with its final report. Use it for work that needs many steps whose details \
+         the rest of this conversation does not need.",
+    )
+    .parameters(serde_json::json!({
+        "type": "object",
+        "properties": {
+            "prompt": {
+                "type": "string",
+                "description": "The complete task for the sub-agent: it sees nothing else of this conversation."
+            }
+        },
+        "required": ["prompt"],
+        "additionalProperties": false
+    }))
+    .handler(move |ctx: ToolContext<D>, args: TaskArgs| {
+        let jobs = jobs.clone();
+        async move {
+            let (reply, answer) = oneshot::channel();
+            let job = Job::Task {
+                call_id: ctx.call_id().to_owned(),
+                prompt: args.prompt,
+                reply,
+            };
+            if jobs.send(job).is_err() {
+                return Err(ToolError::new("the durable run ended before the task was sent"));
+            }
+            let output = answer.await;
+            // As for a tool call's result (see `forwarding_tool`).
+            tokio::task::yield_now().await;
+            match output {
+                Ok(Ok(output)) => task_result(output),
+                Ok(Err(error)) => Err(ToolError::new(format!("the sub-agent failed: {error}"))),
+                Err(_) => Err(ToolError::new(
+                    "the durable run ended before the sub-agent's result arrived",
+                )),
+            }
+        }
+    })
+    .build()
+}
+
+/// A child run's output as the `task` call's result; its usage goes to the parent run.
+fn task_result(output: RunOutput) -> Result<String, ToolError> {
+    agentloop::agent::add_child_usage(&output.usage, output.turns);
+    if output.stop["reason"] == "done" {
+        return Ok(output.final_text);
+    }
+    let last = if output.final_text.is_empty() {
+        String::new()
+    } else {
+        format!(" Its last answer: {}", output.final_text)
+    };
+    Err(ToolError::new(format!(
+        "The sub-agent stopped before finishing: {}.{last}",
+        output.stop
+    )))
+}
+
 /// A journaled outcome as the loop's tool result.
 fn outcome_result(outcome: ToolCallOutcome) -> Result<ToolOutput, ToolError> {
     if outcome.is_error {
@@ -369,6 +450,7 @@ mod tests {
             max_turns: None,
             store: None,
             pipeline_model_calls: true,
+            task_tool: true,
         };
         let tools = ToolExecutor::new(&config);
         for tool in [

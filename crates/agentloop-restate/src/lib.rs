@@ -26,6 +26,11 @@
 //!   **at least once** inside one step, and every call carries an idempotency key
 //!   (`session id:call id`) so a tool with outside side effects can deduplicate.
 //!
+//! A `task` call ([`WorkerConfig::task_tool`]) runs a child agent as a durable invocation of its
+//! own, on the object keyed `{session id}:{call id}`, through a durable call from the parent's
+//! journal: a replay of the parent never starts a second child, and the child's own journal
+//! makes it resume without repeating its completed calls. Its usage counts in the parent's.
+//!
 //! Approval that needs a person becomes an awakeable: the run's invocation suspends, the pending
 //! call is visible through [`AgentSession`]'s `status` handler, and the `approve` handler (any
 //! process, any worker, days later) resolves it. Aborting is Restate's cancellation: every
@@ -42,6 +47,7 @@
 //! | service | handler | kind | input → output |
 //! |---|---|---|---|
 //! | `AgentSession` (virtual object, key = session id) | `run` | exclusive | [`RunInput`] → [`RunOutput`] |
+//! | | `task` | exclusive | [`TaskInput`] → [`RunOutput`] (a `task` call's child run) |
 //! | | `approve` | shared | [`ApprovalInput`] → `()` |
 //! | | `status` | shared | → [`SessionStatus`] |
 //! | | `history` | shared | → the session's messages |
@@ -60,6 +66,6 @@ pub use executor::ToolExecutor;
 pub use session::AgentSession;
 pub use types::{
     ApprovalDecision, ApprovalInput, PendingApproval, RunInput, RunOutput, SessionStatus,
-    ToolCallInput, ToolCallOutcome,
+    TaskInput, ToolCallInput, ToolCallOutcome,
 };
 pub use worker::{Worker, WorkerConfig, WorkerError, serve_endpoint};

@@ -40,6 +40,16 @@
 //! In both cases the engine's cancellation is noticed when the step ends (the file tools stop
 //! at two minutes), not while the call runs. That is why `shell`, whose commands may run for
 //! ten minutes, and every call of a batch stay durable calls of the `ToolExecutor`.
+//!
+//! # Task calls
+//!
+//! A `task` call (see `bridge.rs`) runs a child agent as its own durable invocation: the `task`
+//! handler of this object under the key [`child_key`] (the parent's key and the call id). The
+//! parent's handler makes it a durable call, so it is an entry of the parent's journal: a
+//! replay of the parent finds the entry and waits for the same child (or takes its journaled
+//! result) instead of starting another, and the child, whose model replies and tool results are
+//! in its own journal, resumes after a worker's death like any run. The child's output carries
+//! its usage and model calls, which the parent's `task` tool adds to the parent run's totals.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -51,7 +61,7 @@ use agentloop::agent::{
     AbortSignal, AgentError, AgentEvent, AgentLoop, AgentLoopConfig, RunOutcome, RunStop,
 };
 use agentloop::builtin::WorkspaceDeps;
-use agentloop::session::{NewSession, SessionRecorder, SessionStore};
+use agentloop::session::{NewSession, ParentLink, SessionRecorder, SessionStore};
 use agentloop::tooling::Approval;
 use agentloop::transcript::{Message, Usage};
 use restate_sdk::context::{DurableFuture, RequestTarget};
@@ -60,13 +70,14 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::bridge::{
-    self, Job, JournaledModel, LoneRead, LoneReadSlot, ModelWork, arguments_value, forwarding_tool,
+    self, Job, JournaledModel, LoneRead, LoneReadSlot, ModelWork, TASK_TOOL, arguments_value,
+    forwarding_tool, task_tool,
 };
 use crate::executor::ToolExecutor;
 use crate::mirror::MirrorStore;
 use crate::types::{
     ApprovalDecision, ApprovalInput, ModelReply, PendingApproval, RunInput, RunOutput,
-    SessionStatus, ToolCallInput, ToolCallOutcome,
+    SessionStatus, TaskInput, ToolCallInput, ToolCallOutcome,
 };
 use crate::worker::WorkerConfig;
 
@@ -101,14 +112,16 @@ impl AgentSession {
         )
     }
 
-    /// The loop for one run attempt: the journaled model, forwarding tools, and an approval hook
-    /// that posts calls needing a person to the handler; with the store mirror it records into,
-    /// if the worker has a store.
+    /// The loop for one run attempt: the journaled model, forwarding tools (and the `task`
+    /// tool, for a run that is not itself a task's child), and an approval hook that posts calls
+    /// needing a person to the handler; with the store mirror it records into, if the worker
+    /// has a store.
     fn build_agent(
         &self,
         session_id: &str,
         jobs: mpsc::UnboundedSender<Job>,
         base: u64,
+        task: Option<&TaskInput>,
     ) -> Result<Attempt, TerminalError> {
         let config = AgentLoopConfig {
             model: self.config.model_name.clone(),
@@ -156,11 +169,26 @@ impl AgentSession {
                 .add_tool(forward)
                 .map_err(|e| TerminalError::new(format!("cannot register tool: {e}")))?;
         }
+        // A child gets no `task` of its own: sub-agents nest one level deep.
+        if self.config.task_tool && task.is_none() {
+            let spec = task_tool(jobs.clone())
+                .map_err(|e| TerminalError::new(format!("cannot build the task tool: {e}")))?;
+            agent
+                .add_tool(spec)
+                .map_err(|e| TerminalError::new(format!("cannot register tool: {e}")))?;
+        }
         let mut mirror = None;
         if let Some(store) = &self.config.store {
             let mut new = NewSession::new().id(session_id);
             if let Some(model) = &self.config.model_name {
                 new = new.model(model.clone());
+            }
+            if let Some(task) = task {
+                new = new.parent(ParentLink::new(
+                    &task.parent_session,
+                    &task.call_id,
+                    TASK_TOOL,
+                ));
             }
             let store = Arc::new(MirrorStore::new(store.clone(), new, base));
             let recorder = SessionRecorder::new(store.clone() as Arc<dyn SessionStore>, session_id);
@@ -228,11 +256,13 @@ fn deliver(reply_to: &ReplyTo, reply: ModelReply, slot: &LoneReadSlot, tools: &T
 enum Completion {
     Tool(Result<Json<ToolCallOutcome>, TerminalError>),
     Approval(Result<Json<ApprovalInput>, TerminalError>),
+    Task(Result<Json<RunOutput>, TerminalError>),
 }
 
 /// Who waits for a completion.
 enum Waiter {
     Tool(oneshot::Sender<ToolCallOutcome>),
+    Task(oneshot::Sender<Result<RunOutput, String>>),
     Approval {
         call_id: String,
         reply: oneshot::Sender<Approval>,
@@ -250,6 +280,12 @@ fn tool_outcome(result: Result<Json<ToolCallOutcome>, TerminalError>) -> ToolCal
             images: Vec::new(),
         },
     }
+}
+
+/// The object key of the child run serving `task` call `call_id` of session `parent`: derived
+/// from both, so the same call always reaches the same child.
+pub(crate) fn child_key(parent: &str, call_id: &str) -> String {
+    format!("{parent}:{call_id}")
 }
 
 fn stop_value(stop: &RunStop) -> Value {
@@ -409,6 +445,16 @@ impl<'a, 'c> Driver<'a, 'c> {
             Job::Approval { reply, .. } if self.cancelled => {
                 let _ = reply.send(Approval::deny("the run was cancelled"));
             }
+            Job::Task { reply, .. } if self.cancelled => {
+                let _ = reply.send(Err(
+                    "aborted: the run was cancelled before the task was sent".to_owned()
+                ));
+            }
+            Job::Task {
+                call_id,
+                prompt,
+                reply,
+            } => self.start_task(call_id, prompt, reply),
             Job::Tool { input, reply }
                 if self.lone_call.as_deref() == Some(input.call.id.as_str())
                     && self.session.tools.runs_in_step(&input.call.tool_name) =>
@@ -449,6 +495,33 @@ impl<'a, 'c> Driver<'a, 'c> {
                 );
             }
         }
+    }
+
+    /// A `task` call as a durable call of the child's own object (key: this session's id and
+    /// the call id), so the call is in this run's journal: a replay of this run waits for the
+    /// same child instead of starting another, and the child's journal is its own.
+    fn start_task(
+        &mut self,
+        call_id: String,
+        prompt: String,
+        reply: oneshot::Sender<Result<RunOutput, String>>,
+    ) {
+        let input = TaskInput {
+            prompt,
+            parent_session: self.session_id.clone(),
+            call_id,
+        };
+        let key = child_key(&self.session_id, &input.call_id);
+        let call = self
+            .ctx
+            .request::<_, Json<RunOutput>>(
+                RequestTarget::object("AgentSession", key, "task"),
+                Json(input),
+            )
+            .call()
+            .map(Completion::Task);
+        let index = self.inflight.push(Box::pin(call));
+        self.waiters.insert(index, Waiter::Task(reply));
     }
 
     /// The model call as a journaled step; its closure hands the reply to the loop at once.
@@ -537,6 +610,16 @@ impl<'a, 'c> Driver<'a, 'c> {
                 }
                 let _ = reply.send(tool_outcome(result));
             }
+            (Some(Waiter::Task(reply)), Completion::Task(result)) => {
+                if let Err(error) = &result {
+                    self.cancel_if(error);
+                }
+                let _ = reply.send(
+                    result
+                        .map(Json::into_inner)
+                        .map_err(|error| error.message().to_owned()),
+                );
+            }
             (Some(Waiter::Approval { call_id, reply }), Completion::Approval(result)) => {
                 self.pending.retain(|p| p.call_id != call_id);
                 self.ctx.set(PENDING, Json(self.pending.clone()));
@@ -621,16 +704,15 @@ async fn finish_run(
     }))
 }
 
-#[restate_sdk::object]
 impl AgentSession {
-    /// Runs the agent on `prompt` on top of the session's messages, to the end.
-    #[handler]
-    async fn run(
+    /// Runs the agent on `prompt` on top of the session's messages, to the end; `task` is the
+    /// parent's call when this run is a task's child.
+    async fn run_to_end(
         &self,
         ctx: ObjectContext<'_>,
-        input: Json<RunInput>,
+        prompt: String,
+        task: Option<&TaskInput>,
     ) -> Result<Json<RunOutput>, HandlerError> {
-        let input = input.into_inner();
         let session_id = ctx.key().to_owned();
         let history: Vec<Message> = ctx
             .get::<Json<Vec<Message>>>(MESSAGES)
@@ -640,11 +722,11 @@ impl AgentSession {
         ctx.set(RUNNING, true);
 
         let (jobs_tx, mut jobs) = mpsc::unbounded_channel();
-        let attempt = self.build_agent(&session_id, jobs_tx, history.len() as u64)?;
+        let attempt = self.build_agent(&session_id, jobs_tx, history.len() as u64, task)?;
         let mut driver = Driver::new(&ctx, self, &session_id, &attempt);
         let run = attempt
             .agent
-            .run(vec![Message::user(input.prompt)], history.clone());
+            .run(vec![Message::user(prompt)], history.clone());
         let result = driver.drive(run, &mut jobs).await;
         let cancelled = driver.cancelled;
         finish_run(
@@ -656,6 +738,32 @@ impl AgentSession {
             cancelled,
         )
         .await
+    }
+}
+
+#[restate_sdk::object]
+impl AgentSession {
+    /// Runs the agent on `prompt` on top of the session's messages, to the end.
+    #[handler]
+    async fn run(
+        &self,
+        ctx: ObjectContext<'_>,
+        input: Json<RunInput>,
+    ) -> Result<Json<RunOutput>, HandlerError> {
+        self.run_to_end(ctx, input.into_inner().prompt, None).await
+    }
+
+    /// Runs one `task` call of a parent run as a child run (see [`child_key`] for its key):
+    /// the same agent without a `task` tool of its own, journaled like any run.
+    #[handler]
+    async fn task(
+        &self,
+        ctx: ObjectContext<'_>,
+        input: Json<TaskInput>,
+    ) -> Result<Json<RunOutput>, HandlerError> {
+        let input = input.into_inner();
+        self.run_to_end(ctx, input.prompt.clone(), Some(&input))
+            .await
     }
 
     /// Decides a pending call (`{"call_id", "decision": "allow"|"deny", "reason"?}`).

@@ -26,6 +26,18 @@ pub struct RunOutput {
     pub turns: u32,
 }
 
+/// Input of `AgentSession/{child key}/task`: one `task` call of a parent run, run as a child
+/// run of its own (see [`AgentSession`](crate::AgentSession)).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TaskInput {
+    /// The task, the child's first user message.
+    pub prompt: String,
+    /// The parent run's session id.
+    pub parent_session: String,
+    /// The parent's `task` call.
+    pub call_id: String,
+}
+
 /// A person's decision on one pending call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -47,6 +47,11 @@ pub struct WorkerConfig {
     /// that a worker that dies inside that window has made one request for nothing (the replay
     /// makes it again). Replays never send a request early. See the crate docs.
     pub pipeline_model_calls: bool,
+    /// Offer a run's model the `task` tool (`{"prompt"}`): each call runs a child agent (same
+    /// model, tools and workspace, no `task` of its own) as a durable invocation of its own,
+    /// `AgentSession/{session id}:{call id}/task`, started from the parent's journal (`true`
+    /// in the binary; `agentloop-worker --no-task` turns it off). See [`AgentSession`].
+    pub task_tool: bool,
 }
 
 impl std::fmt::Debug for WorkerConfig {
@@ -59,6 +64,7 @@ impl std::fmt::Debug for WorkerConfig {
             .field("max_turns", &self.max_turns)
             .field("store", &self.store.is_some())
             .field("pipeline_model_calls", &self.pipeline_model_calls)
+            .field("task_tool", &self.task_tool)
             .finish_non_exhaustive()
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::json;
-use support::{Restate, WorkerSpec, eventually, free_port, server_or_skip};
+use support::{Restate, WorkerSpec, eventually, free_port, server_or_skip, wait_until};
 
 fn script(turns: serde_json::Value) -> Script {
     Script::from_json(&json!({ "turns": turns }).to_string()).unwrap()
@@ -719,4 +719,103 @@ async fn fifty_sessions_on_two_workers_all_finish_with_valid_transcripts() {
         counts.iter().all(|&c| c > 0),
         "load spread over both workers: {counts:?}"
     );
+}
+
+/// The number of `ToolExecutor` invocations the server has completed.
+async fn completed_tool_calls(restate: &Restate) -> u64 {
+    let rows = restate
+        .query(
+            "SELECT count(*) AS n FROM sys_invocation \
+             WHERE target_service_name = 'ToolExecutor' AND status = 'completed'",
+        )
+        .await;
+    rows[0]["n"].as_u64().unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_killed_inside_a_task_child_resumes_it_and_the_parent_gets_one_result() {
+    let Some(server) = server_or_skip() else {
+        return;
+    };
+    // One queue for the parent's and the child's requests, in the order they must come: a
+    // repeated request would take the next entry and derail the run.
+    let mock = MockServer::start(
+        Script::from_json(
+            &json!({"mode": "sequential", "turns": [
+                {"tool_calls": [{"id": "call_task", "name": "task",
+                                 "arguments": {"prompt": "count, then wait"}}],
+                 "usage": {"input_tokens": 1, "output_tokens": 2}},
+                {"tool_calls": [
+                    {"id": "call_fast", "name": "shell",
+                     "arguments": {"command": "echo once >> child-counter.txt"}},
+                    {"id": "call_slow", "name": "shell",
+                     "arguments": {"command": "touch slow-started; sleep 4; echo slept"}}
+                 ],
+                 "usage": {"input_tokens": 10, "output_tokens": 20}},
+                {"text": "Child done.", "usage": {"input_tokens": 100, "output_tokens": 200}},
+                {"text": "Parent done.", "usage": {"input_tokens": 1000, "output_tokens": 2000}}
+            ]})
+            .to_string(),
+        )
+        .unwrap(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let spec = spec(&mock, dir.path(), "allow");
+    let restate = Restate::start(&server).await;
+    let port = free_port();
+    let mut worker = spec.start(port, "a").await;
+    restate.register(&format!("http://{}", worker.addr)).await;
+
+    let run = restate.spawn_run("s-task", "delegate");
+    // The child's first batch: its fast call is done (its result is journaled by the engine),
+    // its slow call runs, and its second model call has not been made.
+    let slow = spec.workspace.join("slow-started");
+    wait_until("the child's fast call to finish", Duration::from_secs(60), async || {
+        slow.exists() && completed_tool_calls(&restate).await >= 1
+    })
+    .await;
+    assert_eq!(mock.request_count(), 2, "the parent's and the child's first calls");
+    worker.proc.kill();
+    let _worker = spec.start(port, "b").await;
+    let output = finished(run, "the parent finishes after the restart").await;
+
+    assert_eq!(output["final_text"], "Parent done.", "{output}");
+    assert_eq!(output["stop"]["reason"], "done", "{output}");
+    assert_eq!(
+        mock.request_count(),
+        4,
+        "one request per scripted turn: no model call of the child or the parent repeated"
+    );
+    assert!(mock.violations().is_empty(), "{:?}", mock.violations());
+    let counter = std::fs::read_to_string(spec.workspace.join("child-counter.txt")).unwrap();
+    assert_eq!(counter, "once\n", "the child's finished call ran exactly once");
+    // The child's tokens are in the parent's totals.
+    assert_eq!(output["usage"]["input_tokens"], 1111, "{output}");
+    assert_eq!(output["usage"]["output_tokens"], 2222, "{output}");
+
+    // The parent has exactly one result for its task call: the child's answer.
+    let parent = history(&restate, "s-task").await;
+    let results = tool_results(&parent);
+    assert_eq!(results.len(), 1, "{parent}");
+    assert_eq!(results[0]["content"][0]["call_id"], "call_task", "{parent}");
+    assert!(results[0].to_string().contains("Child done."), "{parent}");
+    // The child ran as its own object, keyed by the parent's key and the call id, once.
+    let child = history(&restate, "s-task:call_task").await;
+    let child_results = tool_results(&child);
+    assert_eq!(child_results.len(), 2, "every child call answered once: {child}");
+    assert!(child.to_string().contains("Child done."), "{child}");
+    let children = restate
+        .query(
+            "SELECT count(*) AS n FROM sys_invocation \
+             WHERE target_service_name = 'AgentSession' AND target_handler_name = 'task'",
+        )
+        .await;
+    assert_eq!(children[0]["n"], 1, "one child invocation: {children:?}");
+    let keys = restate
+        .query(
+            "SELECT target_service_key AS key FROM sys_invocation \
+             WHERE target_handler_name = 'task'",
+        )
+        .await;
+    assert_eq!(keys[0]["key"], "s-task:call_task", "{keys:?}");
 }

@@ -84,6 +84,11 @@ struct Args {
     /// for nothing.
     #[arg(long)]
     no_pipeline: bool,
+
+    /// Do not offer the model the `task` tool. By default a run may delegate a task to a child
+    /// agent (same model, tools and workspace), which runs as a durable invocation of its own.
+    #[arg(long)]
+    no_task: bool,
 }
 
 fn env_var(name: &str) -> Option<String> {
@@ -169,6 +174,7 @@ async fn start(args: Args) -> Result<(), String> {
         max_turns: (args.max_turns > 0).then_some(args.max_turns),
         store,
         pipeline_model_calls: !args.no_pipeline,
+        task_tool: !args.no_task,
     };
     eprintln!("agentloop-worker listening on {}", args.listen);
     Worker::new(config)
