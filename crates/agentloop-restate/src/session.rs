@@ -447,7 +447,7 @@ impl<'a, 'c> Driver<'a, 'c> {
             }
             Job::Task { reply, .. } if self.cancelled => {
                 let _ = reply.send(Err(
-                    "aborted: the run was cancelled before the task was sent".to_owned()
+                    "aborted: the run was cancelled before the task was sent".to_owned(),
                 ));
             }
             Job::Task {

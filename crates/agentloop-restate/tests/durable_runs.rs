@@ -770,11 +770,17 @@ async fn a_worker_killed_inside_a_task_child_resumes_it_and_the_parent_gets_one_
     // The child's first batch: its fast call is done (its result is journaled by the engine),
     // its slow call runs, and its second model call has not been made.
     let slow = spec.workspace.join("slow-started");
-    wait_until("the child's fast call to finish", Duration::from_secs(60), async || {
-        slow.exists() && completed_tool_calls(&restate).await >= 1
-    })
+    wait_until(
+        "the child's fast call to finish",
+        Duration::from_secs(60),
+        async || slow.exists() && completed_tool_calls(&restate).await >= 1,
+    )
     .await;
-    assert_eq!(mock.request_count(), 2, "the parent's and the child's first calls");
+    assert_eq!(
+        mock.request_count(),
+        2,
+        "the parent's and the child's first calls"
+    );
     worker.proc.kill();
     let _worker = spec.start(port, "b").await;
     let output = finished(run, "the parent finishes after the restart").await;
@@ -788,7 +794,10 @@ async fn a_worker_killed_inside_a_task_child_resumes_it_and_the_parent_gets_one_
     );
     assert!(mock.violations().is_empty(), "{:?}", mock.violations());
     let counter = std::fs::read_to_string(spec.workspace.join("child-counter.txt")).unwrap();
-    assert_eq!(counter, "once\n", "the child's finished call ran exactly once");
+    assert_eq!(
+        counter, "once\n",
+        "the child's finished call ran exactly once"
+    );
     // The child's tokens are in the parent's totals.
     assert_eq!(output["usage"]["input_tokens"], 1111, "{output}");
     assert_eq!(output["usage"]["output_tokens"], 2222, "{output}");
@@ -802,7 +811,11 @@ async fn a_worker_killed_inside_a_task_child_resumes_it_and_the_parent_gets_one_
     // The child ran as its own object, keyed by the parent's key and the call id, once.
     let child = history(&restate, "s-task:call_task").await;
     let child_results = tool_results(&child);
-    assert_eq!(child_results.len(), 2, "every child call answered once: {child}");
+    assert_eq!(
+        child_results.len(),
+        2,
+        "every child call answered once: {child}"
+    );
     assert!(child.to_string().contains("Child done."), "{child}");
     let children = restate
         .query(
