@@ -56,8 +56,39 @@ struct Editor {
     fs_calls: Vec<Value>,
     /// Every `terminal/*` request params seen so far, with its method as `"method"`.
     terminal_calls: Vec<Value>,
-    /// The output and exit code of each terminal's command (run to its end at creation).
-    terminals: HashMap<String, (String, i32)>,
+    /// Each terminal's command: running, or its output and exit status once it ended.
+    terminals: HashMap<String, EditorTerminal>,
+    /// `terminal/wait_for_exit` requests not answered yet (their command runs until killed),
+    /// by terminal: the request id.
+    pending_waits: HashMap<String, Value>,
+    /// Answer `terminal/wait_for_exit` only when the command is killed.
+    defer_waits: bool,
+}
+
+/// A command the test editor runs in a "terminal".
+struct EditorTerminal {
+    child: Option<Child>,
+    output: String,
+    status: Value,
+}
+
+impl EditorTerminal {
+    /// Waits for the command (killing it first when `kill`) and keeps its output and status.
+    fn finish(&mut self, kill: bool) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        if kill {
+            let _ = child.kill();
+        }
+        let out = child.wait_with_output().unwrap();
+        self.output = String::from_utf8_lossy(&out.stdout).into_owned();
+        self.output.push_str(&String::from_utf8_lossy(&out.stderr));
+        self.status = match out.status.code() {
+            Some(code) => json!({"exitCode": code}),
+            None => json!({"exitCode": null, "signal": "SIGKILL"}),
+        };
+    }
 }
 
 impl Editor {
@@ -103,6 +134,8 @@ impl Editor {
             fs_calls: Vec::new(),
             terminal_calls: Vec::new(),
             terminals: HashMap::new(),
+            pending_waits: HashMap::new(),
+            defer_waits: false,
         }
     }
 
@@ -190,8 +223,8 @@ impl Editor {
         self.write(&reply);
     }
 
-    /// Answers `terminal/*` as an editor would, running the command it is asked to run (to its
-    /// end, at `terminal/create`) in an environment holding a credential.
+    /// Answers `terminal/*` as an editor would, running the command it is asked to run in an
+    /// environment holding a credential.
     fn terminal(&mut self, request: &Value) {
         let mut params = request["params"].clone();
         params["method"] = request["method"].clone();
@@ -205,26 +238,48 @@ impl Editor {
                     .iter()
                     .map(|a| a.as_str().unwrap())
                     .collect();
-                let out = std::process::Command::new(params["command"].as_str().unwrap())
+                let child = std::process::Command::new(params["command"].as_str().unwrap())
                     .args(&args)
                     .current_dir(params["cwd"].as_str().unwrap())
                     .env("GITHUB_TOKEN", "editor-s3cret")
                     .stdin(Stdio::null())
-                    .output()
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
                     .unwrap();
-                let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
-                text.push_str(&String::from_utf8_lossy(&out.stderr));
                 let id = format!("term-{}", self.terminals.len() + 1);
-                self.terminals
-                    .insert(id.clone(), (text, out.status.code().unwrap_or(-1)));
+                let terminal = EditorTerminal {
+                    child: Some(child),
+                    output: String::new(),
+                    status: Value::Null,
+                };
+                self.terminals.insert(id.clone(), terminal);
                 json!({"terminalId": id})
             }
-            "terminal/wait_for_exit" => json!({"exitCode": self.terminals[&id].1}),
-            "terminal/output" => {
-                let (text, code) = &self.terminals[&id];
-                json!({"output": text, "truncated": false, "exitStatus": {"exitCode": code}})
+            "terminal/wait_for_exit" if self.defer_waits => {
+                self.pending_waits.insert(id, request["id"].clone());
+                return;
             }
-            "terminal/kill" | "terminal/release" => json!({}),
+            "terminal/wait_for_exit" => {
+                let terminal = self.terminals.get_mut(&id).unwrap();
+                terminal.finish(false);
+                terminal.status.clone()
+            }
+            "terminal/output" => {
+                let terminal = self.terminals.get_mut(&id).unwrap();
+                terminal.finish(false);
+                json!({"output": terminal.output, "truncated": false, "exitStatus": terminal.status})
+            }
+            "terminal/kill" => {
+                let terminal = self.terminals.get_mut(&id).unwrap();
+                terminal.finish(true);
+                if let Some(wait) = self.pending_waits.remove(&id) {
+                    let status = terminal.status.clone();
+                    self.write(&json!({"jsonrpc": "2.0", "id": wait, "result": status}));
+                }
+                json!({})
+            }
+            "terminal/release" => json!({}),
             other => panic!("unexpected terminal request {other}"),
         };
         self.write(&json!({"jsonrpc": "2.0", "id": request["id"], "result": result}));
@@ -1289,5 +1344,60 @@ fn shell_commands_run_in_editor_terminals_through_the_sandbox_wrapper() {
         assert!(!scratch.ws().join("inside.txt").exists(), "{body}");
         assert!(!body.contains("exit code: 0"), "{body}");
     }
+    editor.close();
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_cancelled_turn_kills_and_releases_the_editor_terminal() {
+    let scratch = Scratch::with_notes();
+    let server = MockServer::start(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [{"id": "c_sleep", "name": "shell", "arguments": {"command": "sleep 60"}}]},
+            {"text": "This turn should never be requested."}
+        ], "mode": "sequential"}))
+        .unwrap(),
+    );
+    let mut editor = Editor::start(&scratch, &server);
+    editor.capabilities = json!({"terminal": true});
+    editor.defer_waits = true;
+    editor.initialize();
+    let session = editor.new_session(&scratch);
+    editor.request(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "auto"}),
+    );
+    // Cancelled once the command runs in the terminal (its wait is pending).
+    editor.cancel_when_running = Some("c_sleep".into());
+    let response = editor.prompt(&session, "Wait a minute.");
+    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    // The kill and release may trail the response: wait for them (bounded by the hang guard).
+    let deadline = std::time::Instant::now() + HANG_GUARD;
+    let ended = |editor: &Editor| {
+        let methods: Vec<&str> = editor
+            .terminal_calls
+            .iter()
+            .map(|c| c["method"].as_str().unwrap())
+            .collect();
+        methods.contains(&"terminal/kill") && methods.contains(&"terminal/release")
+    };
+    while !ended(&editor) && std::time::Instant::now() < deadline {
+        let line = editor
+            .lines
+            .recv_timeout(HANG_GUARD)
+            .expect("the agent went quiet");
+        let message: Value = serde_json::from_str(&line).unwrap();
+        if message["method"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("terminal/"))
+        {
+            editor.terminal(&message);
+        }
+    }
+    assert!(ended(&editor), "{:?}", editor.terminal_calls);
+    let terminal = &editor.terminals["term-1"];
+    assert!(terminal.child.is_none(), "the command was not killed");
+    assert_eq!(terminal.status["signal"], "SIGKILL");
+    assert_eq!(server.request_count(), 1, "no model call after the cancel");
     editor.close();
 }

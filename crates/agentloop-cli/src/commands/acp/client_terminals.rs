@@ -67,11 +67,7 @@ async fn run(
             .args(command.args.clone())
             .cwd(command.cwd.clone())
             .output_byte_limit(OUTPUT_LIMIT as u64);
-    let created = ask(
-        &queue,
-        move |c| async move { c.create_terminal(create).await },
-    )
-    .await?;
+    let created = create_terminal(&queue, create).await?;
     let mut held = Held {
         session_id: session_id.clone(),
         terminal: created.terminal_id.clone(),
@@ -161,6 +157,38 @@ impl Drop for Held {
         send(&self.queue, move |c| async move {
             c.release_terminal(release).await
         });
+    }
+}
+
+/// Creates a terminal. A call cancelled while the client creates it (the turn was cancelled)
+/// does not leave it running: the terminal the client then reports is killed and released.
+async fn create_terminal(
+    queue: &Queue,
+    create: CreateTerminalRequest,
+) -> Result<agent_client_protocol::CreateTerminalResponse, ToolError> {
+    let session_id = create.session_id.clone();
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let queued = queue.call(Box::new(move |client| {
+        Box::pin(async move {
+            let created = client.create_terminal(create).await;
+            if let Err(Ok(orphan)) = reply.send(created) {
+                let id = orphan.terminal_id;
+                let kill = KillTerminalRequest::new(session_id.clone(), id.clone());
+                let _ = client.kill_terminal(kill).await;
+                let _ = client
+                    .release_terminal(ReleaseTerminalRequest::new(session_id, id))
+                    .await;
+            }
+        })
+    }));
+    let closed = || ToolError::new("the connection to the editor is closed");
+    if !queued {
+        return Err(closed());
+    }
+    match answer.await {
+        Ok(Ok(created)) => Ok(created),
+        Ok(Err(e)) => Err(ToolError::new(format!("the editor's terminal failed: {e}"))),
+        Err(_) => Err(closed()),
     }
 }
 
