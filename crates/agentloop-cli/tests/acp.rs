@@ -1401,3 +1401,49 @@ fn a_cancelled_turn_kills_and_releases_the_editor_terminal() {
     assert_eq!(server.request_count(), 1, "no model call after the cancel");
     editor.close();
 }
+
+#[test]
+fn a_permission_question_shows_the_edit_of_the_editor_buffer() {
+    let scratch = Scratch::with_notes();
+    let server = MockServer::start(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [{"id": "c_edit", "name": "edit_file", "arguments":
+                {"path": "notes.txt", "old_text": "eggs", "new_text": "bread"}}]},
+            {"tool_calls": [{"id": "c_out", "name": "write_file", "arguments":
+                {"path": "../outside.txt", "content": "x"}}]},
+            {"text": "Done."}
+        ], "mode": "sequential"}))
+        .unwrap(),
+    );
+    let mut editor = Editor::start(&scratch, &server);
+    editor.capabilities = json!({"fs": {"readTextFile": true, "writeTextFile": true}});
+    let notes = std::fs::canonicalize(scratch.ws().join("notes.txt"))
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
+    editor
+        .buffers
+        .insert(notes.clone(), "remember the eggs\n".into());
+    editor.initialize();
+    let session = editor.new_session(&scratch);
+    let response = editor.prompt(&session, "Edit the notes.");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(editor.permissions.len(), 2);
+    let diff = &editor.permissions[0]["toolCall"]["content"][0];
+    assert_eq!(diff["type"], "diff", "{diff}");
+    assert_eq!(diff["oldText"], "remember the eggs\n");
+    assert_eq!(diff["newText"], "remember the bread\n");
+    assert_eq!(editor.buffers[&notes], "remember the bread\n");
+    // The refused path was asked about, but never sent to the editor.
+    assert_eq!(editor.final_status("c_out").as_deref(), Some("failed"));
+    assert!(
+        editor
+            .fs_calls
+            .iter()
+            .all(|c| c["path"].as_str() == Some(notes.as_str())),
+        "{:?}",
+        editor.fs_calls
+    );
+    editor.close();
+}

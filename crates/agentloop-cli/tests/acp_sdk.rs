@@ -110,7 +110,8 @@ fn the_typescript_sdk_client_runs_a_turn_with_an_approved_edit() {
         .expect("a usage_update");
     assert_eq!(usage["update"]["used"], 55, "{usage}");
     assert_eq!(usage["update"]["size"], 100_000, "{usage}");
-    // The edit read and wrote through the client's files (which saved it to the disk).
+    // The permission question's diff and the edit read, and the edit wrote, through the
+    // client's files (which saved it to the disk).
     let notes = std::fs::canonicalize(scratch.ws().join("notes.txt")).unwrap();
     let calls: Vec<(&str, &str)> = report["fsCalls"]
         .as_array()
@@ -124,7 +125,11 @@ fn the_typescript_sdk_client_runs_a_turn_with_an_approved_edit() {
     let notes = notes.to_str().unwrap();
     assert_eq!(
         calls,
-        [("fs/read_text_file", notes), ("fs/write_text_file", notes)],
+        [
+            ("fs/read_text_file", notes),
+            ("fs/read_text_file", notes),
+            ("fs/write_text_file", notes)
+        ],
         "{report}"
     );
     assert_eq!(

@@ -12,6 +12,7 @@ use agent_client_protocol::{
     PermissionOption, PermissionOptionKind, RequestPermissionOutcome, RequestPermissionRequest,
     ToolCallStatus, ToolCallUpdate,
 };
+use agentloop::builtin::Workspace;
 use agentloop::tooling::Approval;
 use agentloop::transcript::ToolCallPart;
 
@@ -49,16 +50,24 @@ impl Asker {
         }
     }
 
-    /// Decides `call`: runs at once in mode auto or when allowed always before; otherwise asks.
-    pub async fn ask(&self, call: ToolCallPart, updates: Updates, queue: Queue) -> Approval {
+    /// Decides `call`: runs at once in mode auto or when allowed always before; otherwise asks,
+    /// showing an edit's diff from the text the editor has when `workspace` reads through it.
+    pub async fn ask(
+        &self,
+        call: ToolCallPart,
+        updates: Updates,
+        queue: Queue,
+        workspace: Workspace,
+    ) -> Approval {
         let key = crate::ui::prompt::always_key(&call);
         if self.mode.is_auto() || self.remembered(&key) {
             return Approval::Allow;
         }
         updates.announce(&call, ToolCallStatus::Pending);
+        let old = editor_text(&call, workspace).await;
         let request = RequestPermissionRequest::new(
             self.session_id.clone(),
-            ToolCallUpdate::new(call.id.clone(), fields(&call, &self.root)),
+            ToolCallUpdate::new(call.id.clone(), fields(&call, &self.root, old)),
             vec![
                 PermissionOption::new(ALLOW_ONCE, "Allow", PermissionOptionKind::AllowOnce),
                 PermissionOption::new(
@@ -94,4 +103,25 @@ impl Asker {
             .unwrap_or_else(PoisonError::into_inner)
             .contains(key)
     }
+}
+
+/// The current text, as the editor has it, of the file an edit (`write_file`, `edit_file`)
+/// changes: `None` when the workspace does not read through the editor, the call is no edit, or
+/// its path is refused by the workspace (which is never sent to the editor); `Some(None)` when
+/// the editor has no such file. Read on a blocking thread, as the file tools read.
+async fn editor_text(call: &ToolCallPart, workspace: Workspace) -> Option<Option<String>> {
+    if !matches!(call.tool_name.as_str(), "write_file" | "edit_file") {
+        return None;
+    }
+    workspace.text_files().filter(|f| f.reads())?;
+    let agentloop::transcript::ToolArguments::Json(args) = &call.arguments else {
+        return None;
+    };
+    let path = args.get("path")?.as_str()?.to_owned();
+    let read = tokio::task::spawn_blocking(move || {
+        let resolved = workspace.resolve(&path).ok()?;
+        let files = workspace.text_files()?;
+        Some(files.read_text(&resolved).ok())
+    });
+    read.await.ok().flatten()
 }

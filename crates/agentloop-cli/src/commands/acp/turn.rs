@@ -198,9 +198,13 @@ fn build(
     let deps = WorkspaceDeps::new(session.workspace.clone(), session.mode.policy())
         .with_tool_classifier(prepared.toolset.approval_classifier())
         .with_permissions(prepared.extensions.permissions.clone())
-        .with_async_asker(move |call| {
-            let (asker, updates, queue) = (asker.clone(), updates.clone(), queue.clone());
-            async move { asker.ask(call, updates, queue).await }
+        .with_async_asker({
+            let workspace = session.workspace.clone();
+            move |call| {
+                let (asker, updates, queue) = (asker.clone(), updates.clone(), queue.clone());
+                let workspace = workspace.clone();
+                async move { asker.ask(call, updates, queue, workspace).await }
+            }
         });
     let parent = crate::config::agents::Parent {
         hooks: Some(prepared.hooks.clone()),

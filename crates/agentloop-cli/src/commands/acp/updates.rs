@@ -101,6 +101,12 @@ pub fn chunk(text: &str) -> ContentChunk {
 
 /// The `tool_call` of `call`: title, kind, locations, raw input and (edits) the diff.
 pub fn describe(call: &ToolCallPart, root: &Path) -> ToolCall {
+    describe_with(call, root, None)
+}
+
+/// [`describe`], the diff starting from `old` when given (the file's text as the editor has
+/// it, `None` inside for a file it does not have) instead of the disk.
+pub fn describe_with(call: &ToolCallPart, root: &Path, old: Option<Option<String>>) -> ToolCall {
     let args = arguments(call);
     let path = args
         .get("path")
@@ -111,16 +117,20 @@ pub fn describe(call: &ToolCallPart, root: &Path) -> ToolCall {
         .raw_input(args.clone());
     if let Some(path) = &path {
         tool = tool.locations(vec![ToolCallLocation::new(path.clone())]);
-        if let Some(diff) = diff(&call.tool_name, &args, path) {
+        if let Some(diff) = diff(&call.tool_name, &args, path, old) {
             tool = tool.content(vec![ToolCallContent::Diff(diff)]);
         }
     }
     tool
 }
 
-/// The fields of `describe`, for a permission request's tool call.
-pub fn fields(call: &ToolCallPart, root: &Path) -> ToolCallUpdateFields {
-    let tool = describe(call, root);
+/// The fields of [`describe_with`], for a permission request's tool call.
+pub fn fields(
+    call: &ToolCallPart,
+    root: &Path,
+    old: Option<Option<String>>,
+) -> ToolCallUpdateFields {
+    let tool = describe_with(call, root, old);
     ToolCallUpdateFields::new()
         .title(tool.title)
         .kind(tool.kind)
@@ -195,8 +205,8 @@ fn resolve(root: &Path, path: &str) -> PathBuf {
 /// The diff an edit would make, from the file as it is now: `write_file` replaces the whole
 /// text, `edit_file` its one occurrence of `old_text`. `None` for other tools, and for an edit
 /// whose text is not in the file (the tool will fail and say why).
-fn diff(tool: &str, args: &Value, path: &Path) -> Option<Diff> {
-    let old = std::fs::read_to_string(path).ok();
+fn diff(tool: &str, args: &Value, path: &Path, old: Option<Option<String>>) -> Option<Diff> {
+    let old = old.unwrap_or_else(|| std::fs::read_to_string(path).ok());
     let new = match tool {
         "write_file" => args.get("content")?.as_str()?.to_owned(),
         "edit_file" => {
