@@ -11,7 +11,8 @@
 //! file, here a temporary one), with an authorizer standing in for the person at the browser:
 //! the suite's authorization server approves at once, so the authorizer fetches the
 //! authorization URL and takes the redirect it answers. Pre-registered client credentials come
-//! from `MCP_CONFORMANCE_CONTEXT`.
+//! from `MCP_CONFORMANCE_CONTEXT`, as do the grants without a person: client credentials
+//! (secret or signing key) and cross-app access (an identity provider's ID token).
 //!
 //! ```text
 //! cargo run -p agentloop-mcp --example conformance_client -- http://localhost:3000/mcp
@@ -22,7 +23,8 @@ use std::sync::Arc;
 
 use agentloop::tooling::Deps;
 use agentloop_mcp::{
-    Authorizer, ElicitationMode, McpServerConfig, McpToolset, OAuthSettings, ServerState,
+    Authorizer, ClientGrant, ElicitationMode, McpServerConfig, McpToolset, OAuthSettings,
+    ServerState,
 };
 use serde_json::{Value, json};
 
@@ -74,14 +76,50 @@ fn follow_redirect() -> Authorizer {
     })
 }
 
-/// OAuth settings for an auth scenario: tokens in `dir`, the context's client when it names
-/// one.
-fn oauth(dir: &std::path::Path) -> OAuthSettings {
+/// The grant without a person a scenario's context describes: cross-app access when it
+/// carries an ID token from an identity provider, client credentials (with a signing key, or
+/// the secret) in the client-credentials scenarios.
+fn grant(scenario: &str, context: &Value) -> Option<ClientGrant> {
+    let text = |key: &str| context[key].as_str().map(str::to_owned);
+    let client_id = text("client_id")?;
+    if let Some(id_token) = text("idp_id_token") {
+        return Some(ClientGrant::CrossApp {
+            idp_issuer: text("idp_issuer")?,
+            idp_token_endpoint: text("idp_token_endpoint")?,
+            idp_client_id: text("idp_client_id")?,
+            id_token,
+            client_id,
+            client_secret: text("client_secret")?,
+        });
+    }
+    if !scenario.starts_with("auth/client-credentials") {
+        return None;
+    }
+    match text("private_key_pem") {
+        Some(key_pem) => Some(ClientGrant::PrivateKeyJwt {
+            client_id,
+            key_pem,
+            algorithm: text("signing_algorithm").unwrap_or_else(|| "ES256".into()),
+        }),
+        None => Some(ClientGrant::ClientSecret {
+            client_id,
+            client_secret: text("client_secret")?,
+        }),
+    }
+}
+
+/// OAuth settings for an auth scenario: tokens in `dir`; the context's grant, or its client
+/// when it names one.
+fn oauth(dir: &std::path::Path, scenario: &str) -> OAuthSettings {
     let context: Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
         .ok()
         .and_then(|c| serde_json::from_str(&c).ok())
         .unwrap_or_default();
-    let mut settings = OAuthSettings::new(Some(dir.join("tokens.json")))
+    let settings = OAuthSettings::new(Some(dir.join("tokens.json")));
+    if let Some(grant) = grant(scenario, &context) {
+        return settings.with_grant(grant);
+    }
+    let mut settings = settings
         .with_client_metadata_url(CLIENT_METADATA_URL)
         .with_authorizer(follow_redirect());
     if let Some(id) = context["client_id"].as_str() {
@@ -97,7 +135,7 @@ async fn run(url: &str, scenario: &str) -> Result<(), String> {
     let mut config = McpServerConfig::http(SERVER, url).with_elicitation(ElicitationMode::Defaults);
     let tokens = tempfile::tempdir().map_err(|e| e.to_string())?;
     if scenario.starts_with("auth/") {
-        config = config.with_oauth(oauth(tokens.path()));
+        config = config.with_oauth(oauth(tokens.path(), scenario));
     }
     let toolset = McpToolset::connect([config])
         .await

@@ -101,6 +101,9 @@ pub struct OAuthSettings {
     /// Approves authorizations while connecting or calling (a 401, or a 403 asking for more
     /// scope); without one, such a server is reported as needing login.
     pub authorizer: Option<Authorizer>,
+    /// Obtains tokens without a person (client credentials, cross-app access) instead of the
+    /// authorization-code flow: such a server never needs a login.
+    pub grant: Option<Box<crate::ClientGrant>>,
 }
 
 impl OAuthSettings {
@@ -132,6 +135,12 @@ impl OAuthSettings {
     /// Offers a Client ID Metadata Document URL.
     pub fn with_client_metadata_url(mut self, url: impl Into<String>) -> Self {
         self.client_metadata_url = Some(url.into());
+        self
+    }
+
+    /// Obtains tokens by `grant`, without a person.
+    pub fn with_grant(mut self, grant: crate::ClientGrant) -> Self {
+        self.grant = Some(Box::new(grant));
         self
     }
 
@@ -309,7 +318,7 @@ fn auth_failed(server: &str, e: impl fmt::Display) -> McpError {
 
 /// The `WWW-Authenticate` challenge the server answers an unauthenticated `initialize` with,
 /// when it asks for authorization (401, or 403); `None` when it does not.
-async fn probe_challenge(url: &str) -> Option<String> {
+pub(crate) async fn probe_challenge(url: &str) -> Option<String> {
     let body = serde_json::json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {
@@ -397,7 +406,7 @@ fn scopes_for(
 /// A 2025-03-26 server publishes the metadata at its own root, where it may name an issuer
 /// under a path of that origin (`http://host/oauth`), which RFC 8414's check rejects; such
 /// metadata is accepted from the server's own origin, as that revision of the spec did.
-async fn discover(
+pub(crate) async fn discover(
     name: &str,
     manager: &mut AuthorizationManager,
     url: &url::Url,
@@ -597,24 +606,48 @@ pub(crate) async fn auth_client(
     let mut manager = AuthorizationManager::new(http.url.as_str())
         .await
         .map_err(|e| auth_failed(name, e))?;
-    if let Some(path) = &settings.token_file {
-        let store = TokenFile::new(path, &http.url);
-        let contents = store.contents().map_err(|e| auth_failed(name, e))?;
-        manager.set_credential_store(store);
-        if let Some(stored) = contents.credentials.filter(|s| s.token_response.is_some()) {
-            let url = url::Url::parse(&http.url).map_err(|e| auth_failed(name, e))?;
-            let metadata = discover(name, &mut manager, &url, None).await?;
-            let registered = contents.registered_client;
-            let client = StoredClient {
-                settings,
-                stored: &stored,
-                registered: registered.as_ref(),
-            };
-            client
-                .configure(&mut manager, &metadata)
-                .await
-                .map_err(|e| auth_failed(name, e))?;
+    let store = settings
+        .token_file
+        .as_deref()
+        .map(|path| TokenFile::new(path, &http.url));
+    let mut contents = match &store {
+        Some(store) => store.contents().map_err(|e| auth_failed(name, e))?,
+        None => TokenFileContents::default(),
+    };
+    let has_token = |c: &TokenFileContents| {
+        c.credentials
+            .as_ref()
+            .is_some_and(|s| s.token_response.is_some())
+    };
+    if let Some(grant) = settings.grant.as_ref().filter(|_| !has_token(&contents)) {
+        match crate::grant::obtain(name, http, grant, None).await? {
+            // No token file: this connection's token lives in memory.
+            Some(memory) => {
+                contents.credentials = memory.load().await.map_err(|e| auth_failed(name, e))?;
+                manager.set_credential_store(memory);
+            }
+            None => {
+                if let Some(store) = &store {
+                    contents = store.contents().map_err(|e| auth_failed(name, e))?;
+                }
+            }
         }
+    }
+    if let Some(store) = store {
+        manager.set_credential_store(store);
+    }
+    if let Some(stored) = contents.credentials.filter(|s| s.token_response.is_some()) {
+        let url = url::Url::parse(&http.url).map_err(|e| auth_failed(name, e))?;
+        let metadata = discover(name, &mut manager, &url, None).await?;
+        let client = StoredClient {
+            settings,
+            stored: &stored,
+            registered: contents.registered_client.as_ref(),
+        };
+        client
+            .configure(&mut manager, &metadata)
+            .await
+            .map_err(|e| auth_failed(name, e))?;
     }
     Ok(rmcp::transport::AuthClient::new(
         reqwest::Client::new(),

@@ -332,7 +332,7 @@ impl ServerHandle {
         *slot = None;
         let connected = async {
             match self.connect().await {
-                Err(McpError::NeedsLogin { challenge, .. }) if self.authorizer().is_some() => {
+                Err(McpError::NeedsLogin { challenge, .. }) if self.can_authorize() => {
                     self.authorize(challenge).await?;
                     self.connect().await
                 }
@@ -681,7 +681,7 @@ impl ServerHandle {
             .call_once(tool, args.clone(), cancel.clone(), progress.clone())
             .await
         {
-            Err(CallFailure::NeedsLogin(challenge)) if self.authorizer().is_some() => {
+            Err(CallFailure::NeedsLogin(challenge)) if self.can_authorize() => {
                 if let Err(e) = self.authorize(challenge).await {
                     return Err(ToolError::new(e.to_string()));
                 }
@@ -708,11 +708,30 @@ impl ServerHandle {
         }
     }
 
-    /// Runs the login flow through the server's authorizer, answering `challenge`.
+    /// Whether the server's OAuth settings can authorize without stopping the run: a grant
+    /// that needs no person, or an authorizer.
+    fn can_authorize(&self) -> bool {
+        match &self.config.transport {
+            McpTransport::Http(http) => http
+                .oauth
+                .as_ref()
+                .is_some_and(|o| o.grant.is_some() || o.authorizer.is_some()),
+            McpTransport::Stdio(_) => false,
+        }
+    }
+
+    /// Authorizes again, answering `challenge`: by the settings' grant (a new token), else by
+    /// the login flow through the authorizer.
     async fn authorize(&self, challenge: String) -> Result<(), McpError> {
-        let (McpTransport::Http(http), Some(authorizer)) =
-            (&self.config.transport, self.authorizer())
-        else {
+        let McpTransport::Http(http) = &self.config.transport else {
+            return Err(self.needs_login(&challenge));
+        };
+        if let Some(grant) = http.oauth.as_ref().and_then(|o| o.grant.as_ref()) {
+            return crate::grant::obtain(self.name(), http, grant, Some(&challenge))
+                .await
+                .map(|_| ());
+        }
+        let Some(authorizer) = self.authorizer() else {
             return Err(self.needs_login(&challenge));
         };
         crate::auth::login(self.name(), http, Some(challenge), &authorizer).await

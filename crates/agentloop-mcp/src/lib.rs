@@ -14,7 +14,8 @@
 //!   [`serve_builtin_tools_http`] over streamable HTTP (Host/Origin checks, optional bearer token).
 //! - OAuth 2.1 for streamable-HTTP servers: [`OAuthSettings`] on an [`HttpServer`], [`login`]
 //!   and [`logout`]; a server that needs authorization it was not given is
-//!   [`ServerState::NeedsLogin`].
+//!   [`ServerState::NeedsLogin`]. Without a person, a [`ClientGrant`] obtains tokens by client
+//!   credentials or enterprise-managed cross-app access.
 
 mod auth;
 mod client;
@@ -22,6 +23,7 @@ mod config;
 mod elicitation;
 mod error;
 mod events;
+mod grant;
 mod http_server;
 mod logging;
 mod prompts;
@@ -42,6 +44,7 @@ pub use elicitation::{
 };
 pub use error::McpError;
 pub use events::{McpEvent, McpEventFn};
+pub use grant::ClientGrant;
 pub use http_server::{HttpServeOptions, MCP_PATH, builtin_tools_router, serve_builtin_tools_http};
 pub use logging::{DEFAULT_LOG_LEVEL, McpLogLevel, ParseLogLevelError};
 pub use prompts::{PromptArg, PromptCommand};
