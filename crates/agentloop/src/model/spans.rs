@@ -67,7 +67,7 @@ impl ChatCall {
             gen_ai.input.messages = Empty,
             gen_ai.output.messages = Empty,
         );
-        let server = base_url.and_then(server_of);
+        let server = base_url.and_then(server_cached);
         let call = ChatCall {
             provider: provider_name(provider).to_owned(),
             model: request.model.clone(),
@@ -189,6 +189,26 @@ impl ChatCall {
             self.started,
         );
     }
+}
+
+/// [`server_of`] for the last base URL seen on this thread: an agent asks the same provider
+/// again and again, and parsing its URL for every call was a measurable part of a short run.
+fn server_cached(base_url: &str) -> Option<(String, u16)> {
+    type Last = Option<(Box<str>, Option<(String, u16)>)>;
+    thread_local! {
+        static LAST: std::cell::RefCell<Last> = const { std::cell::RefCell::new(None) };
+    }
+    LAST.with(|last| {
+        let mut last = last.borrow_mut();
+        if let Some((url, server)) = last.as_ref()
+            && **url == *base_url
+        {
+            return server.clone();
+        }
+        let server = server_of(base_url);
+        *last = Some((base_url.into(), server.clone()));
+        server
+    })
 }
 
 /// `(host, port)` of a base URL (the scheme's default port when none is given).
