@@ -24,10 +24,16 @@
 //! per line: a checkpoint, the changes attributed to it, a rewind's result).
 
 mod blobs;
+mod ignores;
 mod log;
 mod recorder;
 mod restore;
 mod snapshot;
+#[cfg(unix)]
+mod walk;
+#[cfg(not(unix))]
+#[path = "walk_portable.rs"]
+mod walk;
 
 use std::path::{Path, PathBuf};
 

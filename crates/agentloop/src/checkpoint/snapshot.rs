@@ -3,21 +3,25 @@
 //! from the previous snapshot's — or when its mtime is so close to that snapshot's start that a
 //! write in the same timestamp tick could have gone unseen (git's "racy" entries).
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::fs::Metadata;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
 use super::blobs::{BlobStore, hash_of, write_atomically};
+use super::ignores::IgnoreCache;
+use super::walk::{Found, Walk};
 use super::{Change, CheckpointError, CheckpointOptions, Entry, EntryKind};
 
-/// Every recorded path of a workspace, by `/`-separated relative path.
-pub(crate) type Tree = BTreeMap<String, Entry>;
+/// Every recorded path of a workspace, by `/`-separated relative path (hashed, not sorted: a
+/// snapshot is looked up path by path, and only its few changes are sorted).
+pub(crate) type Tree = HashMap<String, Entry>;
 
 /// How close (ns) to a snapshot's start an mtime makes a cached hash untrustworthy. File
 /// timestamps come from a coarse clock that may lag the system clock by a tick.
-const RACY_NS: i64 = 50_000_000;
+pub(crate) const RACY_NS: i64 = 50_000_000;
 
 /// A tree and when its walk started (ns since the epoch).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
@@ -42,6 +46,8 @@ pub(crate) struct Scanner {
     skip: PathBuf,
     limits: CheckpointOptions,
     blobs: BlobStore,
+    /// The ignore files parsed by earlier walks (parsed again only when changed).
+    ignores: Arc<IgnoreCache>,
 }
 
 pub(crate) fn now_ns() -> i64 {
@@ -57,6 +63,7 @@ impl Scanner {
             skip: store.to_path_buf(),
             limits,
             blobs: BlobStore::new(store),
+            ignores: Arc::default(),
         }
     }
 
@@ -67,13 +74,27 @@ impl Scanner {
     /// Walks the workspace; entries unchanged since `cache` keep their hash.
     pub(crate) fn scan(&self, cache: &Snapshot) -> Result<Snapshot, CheckpointError> {
         let started = now_ns();
-        let (mut entries, mut hashed) = (Tree::new(), 0);
-        for (rel, path, meta) in self.stat_walk()? {
-            let cached = cache.entries.get(&rel);
-            if let Some((entry, read)) = self.entry_for(&path, &meta, cached, cache.started)? {
-                hashed += usize::from(read);
-                entries.insert(rel, entry);
-            }
+        let lookup = |rel: &str, now: &Entry| {
+            let cached = cache.entries.get(rel)?;
+            stat_matches(cached, now, cache.started).then(|| cached.clone())
+        };
+        let walk = Walk {
+            root: &self.root,
+            skip: relative(&self.root, &self.skip),
+            limits: &self.limits,
+            ignores: &self.ignores,
+            lookup: &lookup,
+        };
+        let found = walk.run()?;
+        let (mut entries, mut hashed) = (Tree::with_capacity(found.len()), 0);
+        for Found { rel, entry, cached } in found {
+            let entry = if !cached && entry.kind == EntryKind::File {
+                hashed += 1;
+                self.read_file(&rel, entry)?
+            } else {
+                entry
+            };
+            entries.insert(rel, entry);
         }
         Ok(Snapshot {
             root: self.root.to_string_lossy().into_owned(),
@@ -83,92 +104,14 @@ impl Scanner {
         })
     }
 
-    /// Every path to record with its `lstat`, checked against the limits before anything is
-    /// read or copied. Unreadable directories are left out (their contents are not recorded).
-    fn stat_walk(&self) -> Result<Vec<(String, PathBuf, Metadata)>, CheckpointError> {
-        let skip = self.skip.clone();
-        let walk = ignore::WalkBuilder::new(&self.root)
-            .hidden(false)
-            .ignore(false)
-            .git_global(false)
-            .git_ignore(true)
-            .git_exclude(true)
-            .require_git(false)
-            .follow_links(false)
-            .filter_entry(move |e| e.file_name() != ".git" && e.path() != skip)
-            .build();
-        let (mut out, mut bytes) = (Vec::new(), 0u64);
-        for item in walk.flatten() {
-            if item.depth() == 0 {
-                continue;
-            }
-            let Some(rel) = relative(&self.root, item.path()) else {
-                continue;
-            };
-            let Ok(meta) = std::fs::symlink_metadata(item.path()) else {
-                continue; // gone since it was listed
-            };
-            if meta.is_file() && meta.len() <= self.limits.max_file_size {
-                bytes = bytes.saturating_add(meta.len());
-            }
-            out.push((rel, item.into_path(), meta));
-            self.check_limits(out.len(), bytes)?;
-        }
-        Ok(out)
-    }
-
-    fn check_limits(&self, entries: usize, bytes: u64) -> Result<(), CheckpointError> {
-        if entries > self.limits.max_entries {
-            return Err(CheckpointError::TooLarge(format!(
-                "more than {} files and directories",
-                self.limits.max_entries
-            )));
-        }
-        if bytes > self.limits.max_total_bytes {
-            return Err(CheckpointError::TooLarge(format!(
-                "more than {} bytes of files",
-                self.limits.max_total_bytes
-            )));
-        }
-        Ok(())
-    }
-
-    /// The entry of one path and whether its content was read (`None` for what is not
-    /// recorded: sockets, devices, a link whose target is not UTF-8).
-    fn entry_for(
-        &self,
-        path: &Path,
-        meta: &Metadata,
-        cached: Option<&Entry>,
-        cache_started: i64,
-    ) -> Result<Option<(Entry, bool)>, CheckpointError> {
-        let mut entry = stat_entry(meta);
-        let kind = meta.file_type();
-        if kind.is_symlink() {
-            let Ok(target) = std::fs::read_link(path) else {
-                return Ok(None);
-            };
-            entry.kind = EntryKind::Symlink;
-            entry.mode = 0;
-            entry.target = target.to_str().map(str::to_owned);
-            return Ok(entry.target.is_some().then_some((entry, false)));
-        }
-        if kind.is_dir() {
-            entry.kind = EntryKind::Dir;
-            entry.size = 0;
-            return Ok(Some((entry, false)));
-        }
-        if !kind.is_file() {
-            return Ok(None);
-        }
-        if let Some(cached) = cached.filter(|c| stat_matches(c, &entry, cache_started)) {
-            return Ok(Some((cached.clone(), false)));
-        }
+    /// The entry of a file the stat cache missed: its content hashed and stored, or recorded
+    /// as not restorable when it is too large or unreadable.
+    fn read_file(&self, rel: &str, mut entry: Entry) -> Result<Entry, CheckpointError> {
         if entry.size > self.limits.max_file_size {
             entry.kind = EntryKind::Unrestorable;
-            return Ok(Some((entry, false)));
+            return Ok(entry);
         }
-        match std::fs::read(path) {
+        match std::fs::read(self.root.join(rel)) {
             Ok(bytes) => {
                 entry.hash = Some(self.blobs.put(&bytes)?);
                 entry.size = bytes.len() as u64;
@@ -176,7 +119,7 @@ impl Scanner {
             // Unreadable (permissions): its changes are seen by stat, its content not kept.
             Err(_) => entry.kind = EntryKind::Unrestorable,
         }
-        Ok(Some((entry, true)))
+        Ok(entry)
     }
 
     /// The current entry of `rel` (hashed, nothing stored), for checks before a restore.
@@ -251,7 +194,7 @@ fn stat_matches(cached: &Entry, now: &Entry, cache_started: i64) -> bool {
 }
 
 #[cfg(unix)]
-fn stat_entry(meta: &Metadata) -> Entry {
+pub(crate) fn stat_entry(meta: &Metadata) -> Entry {
     use std::os::unix::fs::MetadataExt;
     Entry {
         kind: EntryKind::File,
@@ -272,7 +215,7 @@ fn stat_entry(meta: &Metadata) -> Entry {
 }
 
 #[cfg(not(unix))]
-fn stat_entry(meta: &Metadata) -> Entry {
+pub(crate) fn stat_entry(meta: &Metadata) -> Entry {
     let mtime = meta
         .modified()
         .ok()
@@ -298,18 +241,27 @@ fn stat_entry(meta: &Metadata) -> Entry {
 /// visible (a `.gitignore` line removed: its ctime predates `old`) or hidden (it still exists)
 /// is not a change: undoing it would delete or resurrect a file nobody touched.
 pub(crate) fn diff(old: &Snapshot, new: &Snapshot, root: &Path) -> Vec<Change> {
-    let mut out = Vec::new();
+    let (mut out, mut kept) = (Vec::new(), 0usize);
     for (path, after) in &new.entries {
         match old.entries.get(path) {
-            Some(before) if before.same_content(after) => {}
-            Some(before) => out.push(change(path, Some(before), Some(after))),
+            Some(before) => {
+                kept += 1;
+                if !before.same_content(after) {
+                    out.push(change(path, Some(before), Some(after)));
+                }
+            }
             None if after.ctime.saturating_add(2 * RACY_NS) < old.started => {}
             None => out.push(change(path, None, Some(after))),
         }
     }
-    for (path, before) in &old.entries {
-        if !new.entries.contains_key(path) && std::fs::symlink_metadata(root.join(path)).is_err() {
-            out.push(change(path, Some(before), None));
+    // Every old path is still there: nothing was removed (the common case, no second pass).
+    if kept < old.entries.len() {
+        for (path, before) in &old.entries {
+            if !new.entries.contains_key(path)
+                && std::fs::symlink_metadata(root.join(path)).is_err()
+            {
+                out.push(change(path, Some(before), None));
+            }
         }
     }
     out.sort_by(|a, b| a.path.cmp(&b.path));

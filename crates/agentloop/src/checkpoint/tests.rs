@@ -102,7 +102,8 @@ fn gitignored_paths_and_the_git_directory_are_not_recorded() {
     write_old(&d.ws.join("src/main.rs"), b"fn main() {}\n");
     let scanner = Scanner::new(&d.ws, d.store.dir(), CheckpointOptions::default());
     let snap = scanner.scan(&Snapshot::default()).unwrap();
-    let paths: Vec<&str> = snap.entries.keys().map(String::as_str).collect();
+    let mut paths: Vec<&str> = snap.entries.keys().map(String::as_str).collect();
+    paths.sort_unstable();
     assert_eq!(paths, [".gitignore", "src", "src/main.rs"]);
 }
 
@@ -235,4 +236,87 @@ fn an_unknown_checkpoint_is_an_error_that_says_so() {
         .rewind("nobody", 3, &RewindOptions::default())
         .unwrap_err();
     assert!(error.is_unknown_checkpoint(), "{error}");
+}
+
+/// The paths `ignore`'s own walker keeps with the options the snapshot walk follows.
+fn ignore_crate_paths(root: &Path) -> Vec<String> {
+    let walk = ignore::WalkBuilder::new(root)
+        .hidden(false)
+        .ignore(false)
+        .git_global(false)
+        .git_ignore(true)
+        .git_exclude(true)
+        .require_git(false)
+        .follow_links(false)
+        .filter_entry(|e| e.file_name() != ".git")
+        .build();
+    let mut out: Vec<String> = walk
+        .flatten()
+        .filter(|e| e.depth() > 0)
+        .map(|e| {
+            let rel = e.path().strip_prefix(root).unwrap();
+            rel.to_str().unwrap().replace('\\', "/")
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn snapshot_paths(snapshot: &Snapshot) -> Vec<String> {
+    let mut paths: Vec<String> = snapshot.entries.keys().cloned().collect();
+    paths.sort();
+    paths
+}
+
+#[test]
+fn the_walk_hides_exactly_what_gits_ignore_rules_hide() {
+    let d = dirs();
+    // Above the workspace: applies to it, as the `ignore` crate applies parents' files.
+    write_old(&d._tmp.path().join(".gitignore"), b"*.above\n");
+    write_old(&d.ws.join(".gitignore"), b"*.log\n/build\ndocs/*.md\n!keep.log\nvendor/\n");
+    write_old(&d.ws.join(".git/info/exclude"), b"secret.txt\n");
+    write_old(&d.ws.join(".git/config"), b"[core]\n");
+    for path in [
+        "a.log", "keep.log", "b.above", "secret.txt", "build/out.o", "src/build/x.rs",
+        "docs/a.md", "docs/deep/b.md", "vendor/lib.rs", "src/vendor/lib.rs", ".hidden/c.rs",
+        "src/main.rs", "src/x.log", "src/nested/.gitignore", "src/nested/a.tmp",
+        "src/nested/keep.tmp", "src/nested/sub/d.tmp", "src/nested/e.log", "src/nested/f.rs",
+    ] {
+        write_old(&d.ws.join(path), path.as_bytes());
+    }
+    // A deeper file overrides the root's: re-includes a log, hides temporaries but one.
+    write_old(&d.ws.join("src/nested/.gitignore"), b"*.tmp\n!keep.tmp\n!e.log\n");
+    for i in 0..40 {
+        write_old(&d.ws.join(format!("many/d{i}/f.rs")), b"x");
+    }
+    #[cfg(unix)]
+    std::os::unix::fs::symlink("src/main.rs", d.ws.join("link.rs")).unwrap();
+    let scanner = Scanner::new(&d.ws, d.store.dir(), CheckpointOptions::default());
+    let snapshot = scanner.scan(&Snapshot::default()).unwrap();
+    let expected = ignore_crate_paths(&d.ws);
+    assert_eq!(snapshot_paths(&snapshot), expected);
+    for hidden in ["a.log", "b.above", "secret.txt", "build", "docs/a.md", "vendor"] {
+        assert!(!expected.contains(&hidden.to_owned()), "{hidden} was kept");
+    }
+    for kept in ["keep.log", "src/build/x.rs", "docs/deep/b.md", "src/nested/e.log"] {
+        assert!(expected.contains(&kept.to_owned()), "{kept} was hidden");
+    }
+}
+
+#[test]
+fn a_changed_gitignore_takes_effect_at_the_next_snapshot() {
+    let d = dirs();
+    write_old(&d.ws.join(".gitignore"), b"*.log\n");
+    write_old(&d.ws.join("a.log"), b"a");
+    write_old(&d.ws.join("a.txt"), b"a");
+    let scanner = Scanner::new(&d.ws, d.store.dir(), CheckpointOptions::default());
+    let first = scanner.scan(&Snapshot::default()).unwrap();
+    assert_eq!(snapshot_paths(&first), [".gitignore", "a.txt"]);
+    // Same size, written within the same instant as the parse could have been: re-read.
+    std::fs::write(d.ws.join(".gitignore"), b"*.txt\n").unwrap();
+    let second = scanner.scan(&first).unwrap();
+    assert_eq!(snapshot_paths(&second), [".gitignore", "a.log"]);
+    std::fs::remove_file(d.ws.join(".gitignore")).unwrap();
+    let third = scanner.scan(&second).unwrap();
+    assert_eq!(snapshot_paths(&third), ["a.log", "a.txt"]);
 }
