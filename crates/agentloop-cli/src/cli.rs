@@ -788,6 +788,11 @@ pub enum SessionsCommand {
         /// Show the context the model sees (after compaction) instead of the full history.
         #[arg(long)]
         context: bool,
+        /// Every tool result whole: the full output of each call the model saw truncated, for
+        /// the calls whose output is still kept (the last 50, at most 64 MiB; pruned ones say
+        /// so).
+        #[arg(long)]
+        full: bool,
     },
     /// Print a session's messages, then each new one as it is appended (by any process: a run,
     /// a chat, a Restate worker), until Ctrl-C, `--until-idle` or `--until-done`. PostgreSQL

@@ -36,6 +36,7 @@ mod jobs;
 mod mcp;
 mod mcp_auth;
 mod otel;
+mod outputs;
 mod plan;
 mod provider;
 mod scripting;

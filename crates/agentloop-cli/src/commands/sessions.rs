@@ -222,26 +222,7 @@ pub fn run(db: Option<&str>, command: SessionsCommand) -> Result<(), Failure> {
                 },
             )
         }
-        SessionsCommand::Show { id, context } => {
-            let id = resolve_id(&*store, &id)?;
-            let info = store.info(&id)?;
-            let style = Style::new(stdout_color());
-            let messages = if context {
-                agentloop::agent::compaction::effective_context(&store.load(&id)?)
-            } else {
-                store.load_raw(&id)?
-            };
-            out(&format!(
-                "{}{}\n\n{}",
-                style.dim(&describe(&info)),
-                style.dim(&family(&*store, &info)?),
-                format_transcript(style, &messages)
-            ));
-            if let Some(plan) = agentloop::builtin::Plan::latest(&messages) {
-                out(&format!("\n{}", crate::plan::shown(style, &plan)));
-            }
-            Ok(())
-        }
+        SessionsCommand::Show { id, context, full } => show(&*store, &id, context, full),
         SessionsCommand::Export { id } => {
             let id = resolve_id(&*store, &id)?;
             let mut stdout = std::io::stdout().lock();
@@ -249,42 +230,91 @@ pub fn run(db: Option<&str>, command: SessionsCommand) -> Result<(), Failure> {
             stdout.flush()?;
             Ok(())
         }
-        SessionsCommand::Import { file } => {
-            let info = if file.as_os_str() == "-" {
-                store.import_jsonl(&mut std::io::stdin().lock(), ImportOptions::new())?
-            } else {
-                let f = std::fs::File::open(&file)
-                    .map_err(|e| Failure::new(format!("cannot read {}: {e}", file.display())))?;
-                store.import_jsonl(&mut BufReader::new(f), ImportOptions::new())?
-            };
-            out(&format!("{}\n", visible_line(&info.id)));
-            // The store marked it imported: its settings were recorded elsewhere.
-            if !info.settings.is_empty() && info.settings != SessionSettings::new().imported(true) {
-                eprintln!(
-                    "agentloop: the settings recorded with it (workspace, provider, base URL) \
-                     apply only when given again; `--continue` will not pick it until it has \
-                     been resumed here with --session"
-                );
-            }
-            Ok(())
-        }
-        SessionsCommand::Rm { id } => {
-            let id = resolve_id(&*store, &id)?;
-            // A sub-agent's run belongs to its parent: its child sessions go with it.
-            let children = descendants(&*store, &id)?;
-            store.delete(&id)?;
-            for child in &children {
-                store.delete(child)?;
-            }
-            match children.len() {
-                0 => out(&format!("deleted {}\n", visible_line(&id))),
-                n => out(&format!(
-                    "deleted {} and its {n} child session(s)\n",
-                    visible_line(&id)
-                )),
-            }
-            Ok(())
-        }
+        SessionsCommand::Import { file } => import(&*store, &file),
+        SessionsCommand::Rm { id } => remove(&*store, &id),
+    }
+}
+
+/// `sessions show ID [--context] [--full]`.
+fn show(store: &dyn SessionStore, id: &str, context: bool, full: bool) -> Result<(), Failure> {
+    let id = resolve_id(store, id)?;
+    let info = store.info(&id)?;
+    let style = Style::new(stdout_color());
+    let messages = if context {
+        agentloop::agent::compaction::effective_context(&store.load(&id)?)
+    } else {
+        store.load_raw(&id)?
+    };
+    let transcript = if full {
+        crate::outputs::full_transcript(style, &id, &messages)
+    } else {
+        format_transcript(style, &messages)
+    };
+    out(&format!(
+        "{}{}\n\n{}",
+        style.dim(&describe(&info)),
+        style.dim(&family(store, &info)?),
+        transcript
+    ));
+    if let Some(plan) = agentloop::builtin::Plan::latest(&messages) {
+        out(&format!("\n{}", crate::plan::shown(style, &plan)));
+    }
+    Ok(())
+}
+
+/// `sessions import FILE|-`.
+fn import(store: &dyn SessionStore, file: &Path) -> Result<(), Failure> {
+    let info = if file.as_os_str() == "-" {
+        store.import_jsonl(&mut std::io::stdin().lock(), ImportOptions::new())?
+    } else {
+        let f = std::fs::File::open(file)
+            .map_err(|e| Failure::new(format!("cannot read {}: {e}", file.display())))?;
+        store.import_jsonl(&mut BufReader::new(f), ImportOptions::new())?
+    };
+    out(&format!("{}\n", visible_line(&info.id)));
+    // The store marked it imported: its settings were recorded elsewhere.
+    if !info.settings.is_empty() && info.settings != SessionSettings::new().imported(true) {
+        eprintln!(
+            "agentloop: the settings recorded with it (workspace, provider, base URL) \
+             apply only when given again; `--continue` will not pick it until it has \
+             been resumed here with --session"
+        );
+    }
+    Ok(())
+}
+
+/// `sessions rm ID`: the session, its child sessions (a sub-agent's run belongs to its
+/// parent), their kept tool outputs and checkpoint logs, then the checkpoint blobs no
+/// remaining log refers to.
+fn remove(store: &dyn SessionStore, id: &str) -> Result<(), Failure> {
+    let id = resolve_id(store, id)?;
+    let children = descendants(store, &id)?;
+    store.delete(&id)?;
+    for child in &children {
+        store.delete(child)?;
+    }
+    for session in std::iter::once(&id).chain(&children) {
+        forget_files(session);
+    }
+    crate::commands::checkpoints::collect_garbage();
+    match children.len() {
+        0 => out(&format!("deleted {}\n", visible_line(&id))),
+        n => out(&format!(
+            "deleted {} and its {n} child session(s)\n",
+            visible_line(&id)
+        )),
+    }
+    Ok(())
+}
+
+/// Deletes what a deleted session kept outside the database: its full tool outputs and its
+/// checkpoint log (warnings only: the session itself is gone either way).
+pub fn forget_files(session: &str) {
+    if let Err(e) = crate::outputs::remove(session) {
+        eprintln!("agentloop: warning: {e}");
+    }
+    if let Err(e) = crate::commands::checkpoints::forget(session) {
+        eprintln!("agentloop: warning: {e}");
     }
 }
 
@@ -449,38 +479,52 @@ fn list_table(
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let rows: Vec<[String; 8]> = ordered
         .iter()
-        .map(|(depth, info)| {
-            let id = short
-                .get(info.id.as_str())
-                .copied()
-                .unwrap_or(info.id.as_str());
-            let model = info.settings.model.as_deref().or(info.model.as_deref());
-            let title = match &info.parent {
-                Some(parent) => format!(
-                    "[{}] {}",
-                    parent.agent,
-                    info.title.as_deref().unwrap_or("(untitled)")
-                ),
-                None => info.title.as_deref().unwrap_or("(untitled)").to_owned(),
-            };
-            [
-                format!("{}{}", "  ".repeat(*depth), visible_line(id)),
-                format_time(info.updated_ms),
-                info.settings
-                    .workspace
-                    .as_deref()
-                    .map_or_else(|| "-".to_owned(), |w| short_workspace(w, home.as_deref())),
-                one_line(model.unwrap_or("-"), 24),
-                info.stats.turns.to_string(),
-                thousands(info.stats.total_tokens()),
-                info.stats
-                    .usage
-                    .cost_usd
-                    .map_or_else(|| "-".to_owned(), |c| format!("${c:.4}")),
-                one_line(&title, 60),
-            ]
-        })
+        .map(|(depth, info)| table_row(*depth, info, &short, home.as_deref()))
         .collect();
+    out(&aligned(rows));
+    Ok(())
+}
+
+/// One session's row of the `sessions list` table (`depth`: how far it is nested).
+fn table_row(
+    depth: usize,
+    info: &SessionInfo,
+    short: &std::collections::HashMap<&str, &str>,
+    home: Option<&Path>,
+) -> [String; 8] {
+    let id = short
+        .get(info.id.as_str())
+        .copied()
+        .unwrap_or(info.id.as_str());
+    let model = info.settings.model.as_deref().or(info.model.as_deref());
+    let title = match &info.parent {
+        Some(parent) => format!(
+            "[{}] {}",
+            parent.agent,
+            info.title.as_deref().unwrap_or("(untitled)")
+        ),
+        None => info.title.as_deref().unwrap_or("(untitled)").to_owned(),
+    };
+    [
+        format!("{}{}", "  ".repeat(depth), visible_line(id)),
+        format_time(info.updated_ms),
+        info.settings
+            .workspace
+            .as_deref()
+            .map_or_else(|| "-".to_owned(), |w| short_workspace(w, home)),
+        one_line(model.unwrap_or("-"), 24),
+        info.stats.turns.to_string(),
+        thousands(info.stats.total_tokens()),
+        info.stats
+            .usage
+            .cost_usd
+            .map_or_else(|| "-".to_owned(), |c| format!("${c:.4}")),
+        one_line(&title, 60),
+    ]
+}
+
+/// The table's text: the header, then `rows`, in columns as wide as their widest cell.
+fn aligned(rows: Vec<[String; 8]>) -> String {
     let header = [
         "ID",
         "UPDATED (UTC)",
@@ -513,8 +557,7 @@ fn list_table(
         text.push_str(line.trim_end());
         text.push('\n');
     }
-    out(&text);
-    Ok(())
+    text
 }
 
 /// The shortest id prefix shown by `sessions list`.

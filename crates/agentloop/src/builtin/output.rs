@@ -2,9 +2,11 @@
 //! hand back to the model and how the cut is announced.
 //!
 //! Long output keeps its beginning and its end (the end of a build log or a test run is usually
-//! what matters) with a note in between saying how much was cut, e.g.
-//! `[output truncated: 30,000 of 60,000 bytes shown]`. Cuts fall on UTF-8 character boundaries.
-//! This module only shapes text; it never reads files or runs commands.
+//! what matters) with a note in between saying how much was cut, in lines and bytes, e.g.
+//! `[output truncated: 1,200 lines (30,000 bytes) omitted; 30,000 of 60,000 bytes shown]`.
+//! Cuts fall on line boundaries where the kept parts hold a line break (so no line is shown
+//! half), and always on UTF-8 character boundaries. This module only shapes text; it never
+//! reads files or runs commands.
 
 use std::collections::VecDeque;
 
@@ -21,7 +23,7 @@ pub const OUTPUT_LIMIT: usize = 30_000;
 /// assert_eq!(truncate_output("short", 100), "short");
 /// let long = "x".repeat(1_000);
 /// let cut = truncate_output(&long, 100);
-/// assert!(cut.contains("[output truncated: 100 of 1,000 bytes shown]"));
+/// assert!(cut.contains("[output truncated: 0 lines (900 bytes) omitted; 100 of 1,000 bytes shown]"));
 /// ```
 pub fn truncate_output(text: &str, limit: usize) -> String {
     if text.len() <= limit {
@@ -41,7 +43,11 @@ pub(crate) struct OutputBuffer {
     tail_cap: usize,
     head: Vec<u8>,
     tail: VecDeque<u8>,
+    /// The byte just before the tail (whether the tail starts a line), once bytes were dropped.
+    before_tail: Option<u8>,
     total: usize,
+    /// Line breaks in everything pushed.
+    newlines: usize,
 }
 
 impl OutputBuffer {
@@ -53,27 +59,39 @@ impl OutputBuffer {
             tail_cap: limit - head_cap,
             head: Vec::new(),
             tail: VecDeque::new(),
+            before_tail: None,
             total: 0,
+            newlines: 0,
         }
     }
 
     /// Appends bytes.
     pub(crate) fn push(&mut self, mut bytes: &[u8]) {
         self.total += bytes.len();
+        self.newlines += count_newlines(bytes);
         if self.head.len() < self.head_cap {
             let take = bytes.len().min(self.head_cap - self.head.len());
             self.head.extend_from_slice(&bytes[..take]);
             bytes = &bytes[take..];
         }
-        if bytes.len() >= self.tail_cap {
+        if bytes.len() > self.tail_cap {
+            let start = bytes.len() - self.tail_cap;
+            self.before_tail = Some(bytes[start - 1]);
             self.tail.clear();
-            self.tail
-                .extend(bytes[bytes.len() - self.tail_cap..].iter().copied());
+            self.tail.extend(bytes[start..].iter().copied());
             return;
         }
         let overflow = (self.tail.len() + bytes.len()).saturating_sub(self.tail_cap);
-        self.tail.drain(..overflow);
+        if overflow > 0 {
+            self.before_tail = self.tail.get(overflow - 1).copied();
+            self.tail.drain(..overflow);
+        }
         self.tail.extend(bytes.iter().copied());
+    }
+
+    /// Whether bytes were dropped (the rendering has a truncation note).
+    pub(crate) fn is_truncated(&self) -> bool {
+        self.head.len() + self.tail.len() < self.total
     }
 
     /// Whether nothing was pushed.
@@ -83,27 +101,56 @@ impl OutputBuffer {
 
     /// The collected text (invalid UTF-8 replaced), with a truncation note if bytes were dropped.
     pub(crate) fn render(&self) -> String {
-        let kept = self.head.len() + self.tail.len();
         let tail: Vec<u8> = self.tail.iter().copied().collect();
-        if kept == self.total {
+        if !self.is_truncated() {
             let mut all = self.head.clone();
             all.extend_from_slice(&tail);
             return String::from_utf8_lossy(&all).into_owned();
         }
-        let head = &self.head[..complete_prefix_len(&self.head)];
-        let tail = &tail[ceil_char_boundary(&tail, 0)..];
+        let head = line_aligned_head(&self.head[..complete_prefix_len(&self.head)]);
+        let tail = line_aligned_tail(&tail[ceil_char_boundary(&tail, 0)..], self.before_tail);
         let shown = head.len() + tail.len();
+        let omitted_lines = self
+            .newlines
+            .saturating_sub(count_newlines(head) + count_newlines(tail));
         let mut out = String::from_utf8_lossy(head).into_owned();
         if !out.is_empty() && !out.ends_with('\n') {
             out.push('\n');
         }
         out.push_str(&format!(
-            "[output truncated: {} of {} bytes shown]\n",
+            "[output truncated: {} lines ({} bytes) omitted; {} of {} bytes shown]\n",
+            thousands(omitted_lines),
+            thousands(self.total - shown),
             thousands(shown),
             thousands(self.total)
         ));
         out.push_str(&String::from_utf8_lossy(tail));
         out
+    }
+}
+
+fn count_newlines(bytes: &[u8]) -> usize {
+    bytes.iter().filter(|&&b| b == b'\n').count()
+}
+
+/// The head up to its last line break (the partial line after it is omitted), or whole when
+/// it has none (one long line).
+fn line_aligned_head(head: &[u8]) -> &[u8] {
+    match head.iter().rposition(|&b| b == b'\n') {
+        Some(end) => &head[..=end],
+        None => head,
+    }
+}
+
+/// The tail from the start of its first whole line (`before` is the byte preceding it), or
+/// whole when it has no line break before its end.
+fn line_aligned_tail(tail: &[u8], before: Option<u8>) -> &[u8] {
+    if before == Some(b'\n') {
+        return tail;
+    }
+    match tail.iter().position(|&b| b == b'\n') {
+        Some(end) if end + 1 < tail.len() => &tail[end + 1..],
+        _ => tail,
     }
 }
 
@@ -199,18 +246,27 @@ mod tests {
     }
 
     #[test]
-    fn long_text_keeps_head_and_tail_with_a_note() {
+    fn long_text_keeps_whole_lines_at_head_and_tail_with_a_note() {
         let text: String = (0..1000).map(|i| format!("line {i}\n")).collect();
         let out = truncate_output(&text, 200);
         assert!(out.starts_with("line 0\n"), "{out}");
         assert!(out.ends_with("line 999\n"), "{out}");
-        assert!(
-            out.contains(&format!(
-                "[output truncated: 200 of {} bytes shown]",
+        let lines: Vec<&str> = out.lines().collect();
+        let note = lines.iter().position(|l| l.starts_with("[output")).unwrap();
+        let head_last: usize = lines[note - 1][5..].parse().unwrap();
+        let tail_first: usize = lines[note + 1][5..].parse().unwrap();
+        let shown = out.len() - lines[note].len() - 1;
+        assert_eq!(
+            lines[note],
+            format!(
+                "[output truncated: {} lines ({} bytes) omitted; {} of {} bytes shown]",
+                thousands(tail_first - head_last - 1),
+                thousands(text.len() - shown),
+                thousands(shown),
                 thousands(text.len())
-            )),
-            "{out}"
+            )
         );
+        assert!(shown <= 200);
     }
 
     #[test]
@@ -219,7 +275,7 @@ mod tests {
         for limit in [7, 8, 99, 100, 101] {
             let out = truncate_output(&text, limit);
             assert!(!out.contains('\u{FFFD}'), "limit {limit}: {out}");
-            assert!(out.contains("of 1,000 bytes shown"));
+            assert!(out.contains("of 1,000 bytes shown]"), "{out}");
         }
         assert_eq!(clip("aé", 2), "a");
         assert_eq!(clip("aé", 3), "aé");

@@ -33,7 +33,8 @@ use process_wrap::tokio::{ChildWrapper, CommandWrap};
 use tokio::io::AsyncWriteExt;
 
 use super::jobs::Jobs;
-use super::output::{OUTPUT_LIMIT, OutputBuffer};
+use super::output::OUTPUT_LIMIT;
+use super::retention::{Capture, OutputStore};
 use super::procs;
 use super::sandbox::{SandboxMode, SandboxPlan, restrict_current_thread};
 use super::shell_env::filtered_env;
@@ -61,6 +62,7 @@ pub struct ShellOptions {
     temp_dir: Option<PathBuf>,
     jobs: Jobs,
     runner: Option<Arc<dyn super::sandbox_exec::CommandRunner>>,
+    retention: Option<OutputStore>,
 }
 
 impl ShellOptions {
@@ -119,6 +121,13 @@ impl ShellOptions {
     /// [`exec_sandboxed`](super::exec_sandboxed).
     pub fn runner(mut self, runner: Arc<dyn super::sandbox_exec::CommandRunner>) -> Self {
         self.runner = Some(runner);
+        self
+    }
+
+    /// Keeps the full output of each command whose result is truncated in `store` (the note
+    /// after the truncation then names the call); by default only the head and tail exist.
+    pub fn retain_outputs(mut self, store: OutputStore) -> Self {
+        self.retention = Some(store);
         self
     }
 
@@ -258,7 +267,7 @@ fn spawn_child(command: Command) -> std::io::Result<Box<dyn ChildWrapper>> {
     wrap.spawn()
 }
 
-async fn pump(mut pipe: impl AsyncRead + Unpin, sink: Arc<Mutex<OutputBuffer>>) {
+async fn pump(mut pipe: impl AsyncRead + Unpin, sink: Arc<Mutex<Capture>>) {
     let mut chunk = [0u8; 8192];
     loop {
         match pipe.read(&mut chunk).await {
@@ -373,6 +382,42 @@ pub(super) async fn start(
     } else {
         procs::new_marker()
     };
+    let (command, plan) = command_for(workspace, options, command_line, &marker, sink, kept)?;
+    let mut guard = TreeGuard {
+        shell_pid: None,
+        marker,
+        #[cfg(target_os = "linux")]
+        cgroup,
+        armed: true,
+    };
+    let (mut child, shortfall) = spawn_sandboxed(command, plan).await?;
+    guard.shell_pid = child.id();
+    release(&mut child, &guard).await?;
+    // Said once per process, as a warning line and in the first result the model sees.
+    let sandbox_note = shortfall
+        .filter(|_| !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed))
+        .map(|text| {
+            tracing::warn!("shell sandbox ({}): {text}", options.sandbox);
+            format!("[sandbox warning: {text}]\n")
+        })
+        .unwrap_or_default();
+    Ok(Started {
+        child,
+        guard,
+        sandbox_note,
+    })
+}
+
+/// The gated `sh` command for `command_line` (environment, directory, output `sink`) and the
+/// sandbox plan it is to be started under.
+fn command_for(
+    workspace: &Workspace,
+    options: &ShellOptions,
+    command_line: &str,
+    marker: &str,
+    sink: Sink,
+    kept: bool,
+) -> Result<(Command, SandboxPlan), ToolError> {
     let mut command = Command::new("sh");
     command
         .arg("-c")
@@ -382,7 +427,7 @@ pub(super) async fn start(
         .current_dir(workspace.handle_path())
         .env_clear()
         .envs(filtered_env(&options.env_allow, &options.env_hide))
-        .env(procs::MARKER, &marker)
+        .env(procs::MARKER, marker)
         .stdin(Stdio::piped())
         .kill_on_drop(!kept);
     match sink {
@@ -409,29 +454,7 @@ pub(super) async fn start(
                 ToolError::new(format!("could not use the workspace directory: {e}"))
             })?],
         };
-    let mut guard = TreeGuard {
-        shell_pid: None,
-        marker,
-        #[cfg(target_os = "linux")]
-        cgroup,
-        armed: true,
-    };
-    let (mut child, shortfall) = spawn_sandboxed(command, plan).await?;
-    guard.shell_pid = child.id();
-    release(&mut child, &guard).await?;
-    // Said once per process, as a warning line and in the first result the model sees.
-    let sandbox_note = shortfall
-        .filter(|_| !WARNED.swap(true, std::sync::atomic::Ordering::Relaxed))
-        .map(|text| {
-            tracing::warn!("shell sandbox ({}): {text}", options.sandbox);
-            format!("[sandbox warning: {text}]\n")
-        })
-        .unwrap_or_default();
-    Ok(Started {
-        child,
-        guard,
-        sandbox_note,
-    })
+    Ok((command, plan))
 }
 
 /// Runs one `shell` call; `call` says which call it is and when its run ends (a background
@@ -467,54 +490,16 @@ pub(super) async fn run(
         )
         .await;
     }
-    let Started {
-        mut child,
-        mut guard,
-        sandbox_note,
-    } = start(&workspace, &options, &args.command, Sink::Pipes, false).await?;
-
-    let buffer = Arc::new(Mutex::new(OutputBuffer::new(OUTPUT_LIMIT)));
-    let stdout = child.stdout().take();
-    let stderr = child.stderr().take();
-    let sink = buffer.clone();
-    let readers = async move {
-        let out = async {
-            if let Some(pipe) = stdout {
-                pump(pipe, sink.clone()).await;
-            }
-        };
-        let err = async {
-            if let Some(pipe) = stderr {
-                pump(pipe, sink.clone()).await;
-            }
-        };
-        futures::join!(out, err);
-    };
-    let mut readers = std::pin::pin!(readers);
-    let mut readers_done = false;
-
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        tokio::select! {
-            status = child.wait() => break Some(status),
-            () = &mut readers, if !readers_done => readers_done = true,
-            () = tokio::time::sleep_until(deadline) => break None,
-        }
-    };
-    // The command is over (or out of time): end every process it started, then collect what
-    // is still in the pipes.
-    guard.kill();
-    if status.is_none() {
-        let _ = Box::into_pin(child.kill()).await;
-    }
-    if !readers_done {
-        let _ = tokio::time::timeout(DRAIN_GRACE, &mut readers).await;
-    }
-
-    let mut output = match buffer.lock() {
-        Ok(buffer) if buffer.is_empty() => "(no output)\n".to_owned(),
-        Ok(buffer) => {
-            let mut text = buffer.render();
+    let started = start(&workspace, &options, &args.command, Sink::Pipes, false).await?;
+    let sandbox_note = started.sandbox_note.clone();
+    // The model gets the head and tail; the whole output streams into the store, if any.
+    let spill = options.retention.as_ref().map(|s| s.spill(&call.call_id));
+    let capture = Arc::new(Mutex::new(Capture::new(OUTPUT_LIMIT, spill)));
+    let status = collect(started, &capture, limit).await;
+    let mut output = match capture.lock() {
+        Ok(capture) if capture.is_empty() => "(no output)\n".to_owned(),
+        Ok(mut capture) => {
+            let mut text = capture.finish(&call.call_id);
             if !text.ends_with('\n') {
                 text.push('\n');
             }
@@ -568,6 +553,57 @@ async fn delegate(
         timeout,
     };
     runner.run(delegated).await
+}
+
+/// Waits for a started command (at most `limit`) while its stdout and stderr stream into
+/// `capture`; then ends every process it started and drains what is still in the pipes.
+/// `None` when it ran out of time.
+async fn collect(
+    started: Started,
+    capture: &Arc<Mutex<Capture>>,
+    limit: Duration,
+) -> Option<std::io::Result<std::process::ExitStatus>> {
+    let Started {
+        mut child,
+        mut guard,
+        ..
+    } = started;
+    let stdout = child.stdout().take();
+    let stderr = child.stderr().take();
+    let sink = capture.clone();
+    let readers = async move {
+        let out = async {
+            if let Some(pipe) = stdout {
+                pump(pipe, sink.clone()).await;
+            }
+        };
+        let err = async {
+            if let Some(pipe) = stderr {
+                pump(pipe, sink.clone()).await;
+            }
+        };
+        futures::join!(out, err);
+    };
+    let mut readers = std::pin::pin!(readers);
+    let mut readers_done = false;
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        tokio::select! {
+            status = child.wait() => break Some(status),
+            () = &mut readers, if !readers_done => readers_done = true,
+            () = tokio::time::sleep_until(deadline) => break None,
+        }
+    };
+    // The command is over (or out of time): end every process it started, then collect what
+    // is still in the pipes.
+    guard.kill();
+    if status.is_none() {
+        let _ = Box::into_pin(child.kill()).await;
+    }
+    if !readers_done {
+        let _ = tokio::time::timeout(DRAIN_GRACE, &mut readers).await;
+    }
+    status
 }
 
 /// `exit code: N` or `killed by signal N`.

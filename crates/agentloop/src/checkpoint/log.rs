@@ -65,6 +65,19 @@ impl SessionLog {
         }
     }
 
+    /// The log in the file `path`.
+    pub(crate) fn at(path: PathBuf) -> Self {
+        SessionLog { path }
+    }
+
+    /// Deletes the log (nothing when there is none).
+    pub(crate) fn remove(&self) -> Result<(), CheckpointError> {
+        match std::fs::remove_file(&self.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(self.io("cannot delete", e)),
+            _ => Ok(()),
+        }
+    }
+
     /// Appends records (one `write` of whole lines).
     pub(crate) fn append(&self, records: &[Record]) -> Result<(), CheckpointError> {
         let mut text = String::new();

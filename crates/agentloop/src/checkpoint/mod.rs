@@ -20,10 +20,13 @@
 //! [`RewindOptions::force`].
 //!
 //! Layout of a store directory: `blobs/xx/<sha256>`, `index/<hash of the root>.json` (the stat
-//! cache of a workspace, written when a run ends) and `sessions/<session>.jsonl` (one record
-//! per line: a checkpoint, the changes attributed to it, a rewind's result).
+//! cache of a workspace, written when a run ends), `sessions/<session>.jsonl` (one record
+//! per line: a checkpoint, the changes attributed to it, a rewind's result) and `lock` (held
+//! shared by every running recorder, exclusively by a blob garbage collection:
+//! [`CheckpointStore::collect_garbage`]).
 
 mod blobs;
+mod gc;
 mod ignores;
 mod log;
 mod recorder;
@@ -39,6 +42,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+pub use gc::GarbageReport;
 pub use recorder::{Recorder, SnapshotReport};
 pub use restore::{RewindOptions, RewindReport, Skipped};
 
@@ -314,6 +318,19 @@ impl CheckpointStore {
         options: &RewindOptions,
     ) -> Result<RewindReport, CheckpointError> {
         restore::rewind(self, session, id, options)
+    }
+
+    /// Deletes the checkpoint log of `session` (its blobs stay until
+    /// [`collect_garbage`](Self::collect_garbage): other sessions may share them).
+    pub fn remove_session(&self, session: &str) -> Result<(), CheckpointError> {
+        log::SessionLog::new(&self.dir, session).remove()
+    }
+
+    /// Deletes the blobs no session log and no workspace stat cache refers to — unless a
+    /// recorder is running on the store (in any process): then nothing is deleted and the
+    /// report says [`busy`](GarbageReport::busy).
+    pub fn collect_garbage(&self) -> Result<GarbageReport, CheckpointError> {
+        gc::collect(self)
     }
 
     /// Copies the checkpoints of `from` older than `before` into the log of `to` (a session

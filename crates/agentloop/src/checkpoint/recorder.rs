@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use super::gc::StoreLock;
 use super::log::{Record, SessionLog};
 use super::snapshot::{Scanner, Snapshot, diff};
 use super::{Change, CheckpointError, CheckpointOptions, CheckpointStore};
@@ -33,6 +34,8 @@ pub struct Recorder {
     scanner: Scanner,
     log: SessionLog,
     state: Mutex<State>,
+    /// Keeps blob garbage collection off while the run's snapshots live in memory.
+    _lock: StoreLock,
 }
 
 #[derive(Debug, Default)]
@@ -67,6 +70,7 @@ impl Recorder {
     ) -> Result<Self, CheckpointError> {
         let root = std::fs::canonicalize(root)
             .map_err(|e| CheckpointError::io(format!("cannot use {}", root.display()), e))?;
+        let lock = StoreLock::shared(store.dir())?;
         let scanner = Scanner::new(&root, store.dir(), options);
         let log = SessionLog::new(store.dir(), session);
         let folded = log.read()?;
@@ -81,6 +85,7 @@ impl Recorder {
                 next_id,
                 ..State::default()
             }),
+            _lock: lock,
         })
     }
 

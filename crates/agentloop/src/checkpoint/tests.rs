@@ -320,3 +320,62 @@ fn a_changed_gitignore_takes_effect_at_the_next_snapshot() {
     let third = scanner.scan(&second).unwrap();
     assert_eq!(snapshot_paths(&third), ["a.log", "a.txt"]);
 }
+
+/// Runs one recorded call that writes `writes` (path, content) in order, each its own call.
+fn recorded_writes(d: &Dirs, session: &str, writes: &[(&str, &str)]) {
+    let recorder = d
+        .store
+        .recorder(&d.ws, session, CheckpointOptions::default())
+        .unwrap();
+    for (i, (path, content)) in writes.iter().enumerate() {
+        let call = format!("c{i}");
+        recorder.begin(&call, "write_file");
+        std::fs::write(d.ws.join(path), content).unwrap();
+        recorder.finish(&call);
+    }
+    recorder.seal();
+    assert!(recorder.take_errors().is_empty());
+}
+
+#[test]
+fn garbage_collection_deletes_only_blobs_nothing_refers_to() {
+    let d = dirs();
+    write_old(&d.ws.join("a.txt"), b"shared\n");
+    write_old(&d.ws.join("b.txt"), b"shared\n");
+    recorded_writes(&d, "s1", &[("a.txt", "only s1\n"), ("a.txt", "a final\n")]);
+    recorded_writes(&d, "s2", &[("b.txt", "b final\n")]);
+    // shared, only s1, a final, b final.
+    assert_eq!(blob_count(&d.store), 4);
+    let report = d.store.collect_garbage().unwrap();
+    assert_eq!((report.deleted, report.kept), (0, 4), "{report:?}");
+
+    d.store.remove_session("s1").unwrap();
+    let report = d.store.collect_garbage().unwrap();
+    assert_eq!(report.deleted, 1, "{report:?}");
+    assert_eq!(blob_count(&d.store), 3);
+    // The blob s2 shares with the deleted session is still there: s2 rewinds.
+    let rewound = d.store.rewind("s2", 1, &RewindOptions::default()).unwrap();
+    assert_eq!(rewound.restored, ["b.txt"]);
+    assert_eq!(std::fs::read(d.ws.join("b.txt")).unwrap(), b"shared\n");
+}
+
+#[test]
+fn garbage_collection_waits_for_running_recorders() {
+    let d = dirs();
+    write_old(&d.ws.join("a.txt"), b"first\n");
+    recorded_writes(&d, "s1", &[("a.txt", "second\n")]);
+    d.store.remove_session("s1").unwrap();
+    let running = d
+        .store
+        .recorder(&d.ws, "s2", CheckpointOptions::default())
+        .unwrap();
+    let report = d.store.collect_garbage().unwrap();
+    assert!(report.busy, "{report:?}");
+    assert_eq!(report.deleted, 0);
+    drop(running);
+    let report = d.store.collect_garbage().unwrap();
+    assert!(!report.busy);
+    // `first` went with s1's log; `second` is the workspace's cached state.
+    assert_eq!(report.deleted, 1, "{report:?}");
+    assert_eq!(blob_count(&d.store), 1);
+}
