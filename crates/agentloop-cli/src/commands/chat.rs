@@ -68,6 +68,8 @@ const HELP: &str = "\
                        (`/plan off` leaves it)
 /jobs                  background jobs: id, running or how it ended, command
 /diff                  what this session changed in the workspace so far
+/output [CALL_ID]      the full output of a tool call the model saw truncated (default:
+                       the last one), in $PAGER
 /rewind                pick a checkpoint: files back to before that tool call, and the
                        conversation continues from there (`/rewind ID` skips the picker)
 /image PATH            attach an image (PNG, JPEG, GIF, WebP) to the next prompt
@@ -606,6 +608,7 @@ impl Chat {
             "thinking" => self.thinking(rest),
             "cost" => self.cost()?,
             "diff" => self.diff(),
+            "output" => crate::outputs::open(&*self.store, &self.session.id, rest, self.style),
             "rewind" => {
                 if let Err(e) = self.rewind(rest).await {
                     println!("{}", self.style.red(&e.to_string()));

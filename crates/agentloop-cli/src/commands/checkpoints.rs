@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentloop::checkpoint::{
-    Change, Checkpoint, CheckpointOptions, CheckpointStore, Entry, EntryKind, Recorder,
-    RewindOptions, RewindReport,
+    Change, Checkpoint, CheckpointOptions, CheckpointStore, Entry, EntryKind, GarbageReport,
+    Recorder, RewindOptions, RewindReport,
 };
 use agentloop::session::{SessionInfo, SessionStore};
 use clap::Args;
@@ -35,6 +35,11 @@ pub struct CheckpointsArgs {
     /// One JSON object per line: `id`, `turn`, `tool`, `call_id`, `files`.
     #[arg(long)]
     pub json: bool,
+    /// Instead of listing: delete the stored file contents (blobs) that no session's
+    /// checkpoints and no workspace's stat cache refer to any more (`sessions rm` does this
+    /// too). Nothing is deleted while a run is recording checkpoints.
+    #[arg(long, conflicts_with_all = ["session", "workspace", "json"])]
+    pub prune: bool,
 }
 
 /// `agentloop rewind`.
@@ -176,6 +181,35 @@ pub fn listing(session: &str) -> Result<String, Failure> {
         .collect())
 }
 
+/// Deletes `session`'s checkpoint log (when the session is deleted); its blobs go with the
+/// next [`collect_garbage`].
+pub fn forget(session: &str) -> Result<(), Failure> {
+    store()?.remove_session(session).map_err(store_error)
+}
+
+/// Deletes the blobs no checkpoint log refers to any more (after sessions were deleted); a
+/// failure or a running recorder is a warning: the blobs go next time.
+pub fn collect_garbage() {
+    match store().and_then(|s| s.collect_garbage().map_err(store_error)) {
+        Ok(report) if report.busy => eprintln!("agentloop: {}", garbage_line(&report)),
+        Ok(_) => {}
+        Err(e) => eprintln!("agentloop: warning: checkpoint blobs not collected: {e}"),
+    }
+}
+
+/// What a collection did, in one line.
+fn garbage_line(report: &GarbageReport) -> String {
+    if report.busy {
+        return "a run is recording checkpoints: no stored contents were deleted (run \
+                `agentloop checkpoints --prune` later)"
+            .to_owned();
+    }
+    format!(
+        "deleted {} stored file content(s) ({} bytes) no checkpoint refers to; {} kept",
+        report.deleted, report.freed_bytes, report.kept
+    )
+}
+
 /// Rewinds files and conversation of `info` (whose lock the caller holds) to before
 /// checkpoint `given`; returns the fork to continue in.
 pub fn rewind_session(
@@ -223,6 +257,11 @@ fn find(checkpoints: &CheckpointStore, session: &str, id: u64) -> Result<Checkpo
 
 /// `agentloop checkpoints`.
 pub fn list(db: Option<&str>, args: CheckpointsArgs) -> Result<(), Failure> {
+    if args.prune {
+        let report = store()?.collect_garbage().map_err(store_error)?;
+        out(&format!("{}\n", garbage_line(&report)));
+        return Ok(());
+    }
     let sessions = open_store(db)?;
     let info = session_of(&*sessions, args.session.as_deref(), args.workspace.as_ref())?;
     let checkpoints = store()?.list(&info.id).map_err(store_error)?;

@@ -161,7 +161,9 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
     let task = task_tool(&setup, &deps, &hooks)?;
     let agent = AgentLoop::with_deps(config, setup.model.clone(), Arc::new(deps));
     let (workspace, skills) = (&setup.workspace, &setup.extensions.skills);
-    let mut agent = with_workspace_tools(agent, workspace, &setup.shell, skills, setup.plan_mode)?
+    // Full outputs of truncated results, kept for `sessions show --full` and `/output`.
+    let (shell, retention) = crate::outputs::attach(&setup.shell, &setup.session.id);
+    let mut agent = with_workspace_tools(agent, workspace, &shell, skills, setup.plan_mode)?
         .with_tools([task])
         .map_err(|e| Failure::new(format!("cannot register the task tool: {e}")))?
         .with_emit(emit)
@@ -172,6 +174,9 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
     }
     let follow_ups = agent.follow_up_queue().clone();
     agent = agent.with_extension(hooks.extension(follow_ups));
+    if let Some(retention) = retention {
+        agent = agent.with_extension(retention);
+    }
     let mut agent = crate::mcp::attach(agent, toolset.clone(), mcp_tools)?;
     if let Some(checkpoints) = &checkpoints {
         // Last, so a call another extension blocks leaves no checkpoint.
@@ -1132,7 +1137,11 @@ pub fn model_error(report: &RunReport) -> Option<&agentloop::model::ModelError> 
 pub fn discard_if_unanswered(store: &dyn SessionStore, id: &str) -> bool {
     let unanswered = store.info(id).is_ok_and(|info| !info.stats.has_reply());
     let parked = !matches!(store.parked(id), Ok(None));
-    unanswered && !parked && store.delete(id).is_ok()
+    let deleted = unanswered && !parked && store.delete(id).is_ok();
+    if deleted {
+        crate::commands::sessions::forget_files(id);
+    }
+    deleted
 }
 
 /// The session a run records into.

@@ -310,6 +310,9 @@ fn remove(store: &dyn SessionStore, id: &str) -> Result<(), Failure> {
 /// Deletes what a deleted session kept outside the database: its full tool outputs and its
 /// checkpoint log (warnings only: the session itself is gone either way).
 pub fn forget_files(session: &str) {
+    if default_db_path().is_err() {
+        return; // no data directory: nothing was kept there
+    }
     if let Err(e) = crate::outputs::remove(session) {
         eprintln!("agentloop: warning: {e}");
     }
