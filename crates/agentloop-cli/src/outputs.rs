@@ -48,8 +48,7 @@ fn dir_name(session: &str) -> String {
 /// The store of `session`'s outputs (created when missing).
 pub fn store(session: &str) -> Result<OutputStore, Failure> {
     let dir = root()?.join(dir_name(session));
-    OutputStore::open(&dir)
-        .map_err(|e| Failure::new(format!("cannot use {}: {e}", dir.display())))
+    OutputStore::open(&dir).map_err(|e| Failure::new(format!("cannot use {}: {e}", dir.display())))
 }
 
 /// For a run of `session`: the shell options that keep each command's full output, and the

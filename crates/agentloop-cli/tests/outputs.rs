@@ -67,7 +67,10 @@ fn omitted_lines(shown: &str) -> usize {
         .lines()
         .find(|l| l.starts_with("[output truncated: "))
         .unwrap_or_else(|| panic!("no truncation note in {shown}"));
-    let count = note["[output truncated: ".len()..].split(' ').next().unwrap();
+    let count = note["[output truncated: ".len()..]
+        .split(' ')
+        .next()
+        .unwrap();
     count.replace(',', "").parse().unwrap()
 }
 
@@ -93,9 +96,19 @@ fn the_model_sees_head_and_tail_and_sessions_show_full_every_line() {
     assert_eq!(numbers[..head], (1..=head).collect::<Vec<_>>()[..], "head");
     let tail = &numbers[head..];
     assert_eq!(*tail.last().unwrap(), 100_000, "tail");
-    assert!(tail.windows(2).all(|w| w[1] == w[0] + 1), "the tail is not whole lines");
-    assert_eq!(head + omitted_lines(&shown) + tail.len(), 100_000, "{shown:.300}");
-    assert!(shown.contains("[full output kept: call c_seq "), "{shown:.300}");
+    assert!(
+        tail.windows(2).all(|w| w[1] == w[0] + 1),
+        "the tail is not whole lines"
+    );
+    assert_eq!(
+        head + omitted_lines(&shown) + tail.len(),
+        100_000,
+        "{shown:.300}"
+    );
+    assert!(
+        shown.contains("[full output kept: call c_seq "),
+        "{shown:.300}"
+    );
     assert!(shown.len() < 31_000);
 
     let session = session_id(&scratch);
@@ -107,19 +120,29 @@ fn the_model_sees_head_and_tail_and_sessions_show_full_every_line() {
         .take_while(|l| l.parse::<usize>().is_ok())
         .collect();
     let expected: Vec<String> = (1..=100_000).map(|n| n.to_string()).collect();
-    assert!(all == expected, "sessions show --full lacks lines: {} shown", all.len());
+    assert!(
+        all == expected,
+        "sessions show --full lacks lines: {} shown",
+        all.len()
+    );
     assert!(full.contains("full output of call c_seq"), "{full:.500}");
 
     // Kept in the data directory, private, nothing in the workspace.
     let kept = outputs_dir(&scratch, &session).join("c_seq.out");
     let mode = std::fs::metadata(&kept).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
-    let dir_mode = std::fs::metadata(kept.parent().unwrap()).unwrap().permissions().mode();
+    let dir_mode = std::fs::metadata(kept.parent().unwrap())
+        .unwrap()
+        .permissions()
+        .mode();
     assert_eq!(dir_mode & 0o777, 0o700);
     assert_eq!(std::fs::read_dir(scratch.ws()).unwrap().count(), 0);
 
     ok(scratch.plain(&["sessions", "rm", &session]));
-    assert!(!outputs_dir(&scratch, &session).exists(), "sessions rm left the outputs");
+    assert!(
+        !outputs_dir(&scratch, &session).exists(),
+        "sessions rm left the outputs"
+    );
 }
 
 #[test]

@@ -101,14 +101,14 @@ pub use grep::MAX_MATCHES as GREP_MAX_MATCHES;
 pub use jobs::{DEFAULT_JOB_LIMIT, JOB_OUTPUT_LIMIT, JobEvent, JobInfo, JobStatus, Jobs};
 pub use list_dir::MAX_ENTRIES as LIST_DIR_MAX_ENTRIES;
 pub use output::{OUTPUT_LIMIT, truncate_output};
-pub use retention::{
-    MAX_RETAINED_BYTES, MAX_RETAINED_CALLS, OutputStore, retained_call, retained_note,
-};
 pub use permissions::{PermissionRule, PermissionRules, RuleError, RuleVerdict};
 pub use plan::{Plan, PlanError, PlanStep, StepStatus, UPDATE_PLAN_TOOL, plan_tool};
 pub use procs::kill_shell_processes;
 pub use read_file::{
     DEFAULT_LINE_LIMIT as READ_FILE_DEFAULT_LINES, MAX_BYTES as READ_FILE_MAX_BYTES,
+};
+pub use retention::{
+    MAX_RETAINED_BYTES, MAX_RETAINED_CALLS, OutputStore, retained_call, retained_note,
 };
 pub use sandbox::{ParseSandboxModeError, SandboxMode, sandbox_support};
 pub use sandbox_exec::{CommandRunner, DelegatedCommand, SANDBOX_EXEC_SUBCOMMAND, exec_sandboxed};

@@ -330,7 +330,8 @@ mod tests {
                 .open(store.path_of(&format!("c{i}")))
                 .unwrap();
             let age = std::time::Duration::from_secs(100 - i as u64);
-            file.set_modified(std::time::SystemTime::now() - age).unwrap();
+            file.set_modified(std::time::SystemTime::now() - age)
+                .unwrap();
         }
         store.prune().unwrap();
         assert!(store.read("c0").unwrap().is_none(), "over the call bound");
@@ -358,7 +359,10 @@ mod tests {
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(store.path_of("call_9")).unwrap().permissions().mode();
+            let mode = std::fs::metadata(store.path_of("call_9"))
+                .unwrap()
+                .permissions()
+                .mode();
             assert_eq!(mode & 0o777, 0o600);
         }
         // A short output is not kept.

@@ -34,8 +34,8 @@ use tokio::io::AsyncWriteExt;
 
 use super::jobs::Jobs;
 use super::output::OUTPUT_LIMIT;
-use super::retention::{Capture, OutputStore};
 use super::procs;
+use super::retention::{Capture, OutputStore};
 use super::sandbox::{SandboxMode, SandboxPlan, restrict_current_thread};
 use super::shell_env::filtered_env;
 use super::workspace::Workspace;

@@ -53,7 +53,8 @@ impl IgnoreCache {
         };
         let stat = stat_entry(&meta);
         if let Some(parsed) = self.lock().get(file) {
-            if same_stat(&parsed.stat, &stat) && stat.mtime.saturating_add(RACY_NS) < parsed.parsed_at
+            if same_stat(&parsed.stat, &stat)
+                && stat.mtime.saturating_add(RACY_NS) < parsed.parsed_at
             {
                 return parsed.matcher.clone();
             }
@@ -62,11 +63,7 @@ impl IgnoreCache {
         let mut builder = GitignoreBuilder::new(base);
         // A line that is not a valid glob is skipped, as git and the `ignore` crate do.
         let _ = builder.add(file);
-        let matcher = builder
-            .build()
-            .ok()
-            .filter(|g| !g.is_empty())
-            .map(Arc::new);
+        let matcher = builder.build().ok().filter(|g| !g.is_empty()).map(Arc::new);
         let parsed = Parsed {
             stat,
             parsed_at,

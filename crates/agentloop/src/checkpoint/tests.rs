@@ -273,19 +273,40 @@ fn the_walk_hides_exactly_what_gits_ignore_rules_hide() {
     let d = dirs();
     // Above the workspace: applies to it, as the `ignore` crate applies parents' files.
     write_old(&d._tmp.path().join(".gitignore"), b"*.above\n");
-    write_old(&d.ws.join(".gitignore"), b"*.log\n/build\ndocs/*.md\n!keep.log\nvendor/\n");
+    write_old(
+        &d.ws.join(".gitignore"),
+        b"*.log\n/build\ndocs/*.md\n!keep.log\nvendor/\n",
+    );
     write_old(&d.ws.join(".git/info/exclude"), b"secret.txt\n");
     write_old(&d.ws.join(".git/config"), b"[core]\n");
     for path in [
-        "a.log", "keep.log", "b.above", "secret.txt", "build/out.o", "src/build/x.rs",
-        "docs/a.md", "docs/deep/b.md", "vendor/lib.rs", "src/vendor/lib.rs", ".hidden/c.rs",
-        "src/main.rs", "src/x.log", "src/nested/.gitignore", "src/nested/a.tmp",
-        "src/nested/keep.tmp", "src/nested/sub/d.tmp", "src/nested/e.log", "src/nested/f.rs",
+        "a.log",
+        "keep.log",
+        "b.above",
+        "secret.txt",
+        "build/out.o",
+        "src/build/x.rs",
+        "docs/a.md",
+        "docs/deep/b.md",
+        "vendor/lib.rs",
+        "src/vendor/lib.rs",
+        ".hidden/c.rs",
+        "src/main.rs",
+        "src/x.log",
+        "src/nested/.gitignore",
+        "src/nested/a.tmp",
+        "src/nested/keep.tmp",
+        "src/nested/sub/d.tmp",
+        "src/nested/e.log",
+        "src/nested/f.rs",
     ] {
         write_old(&d.ws.join(path), path.as_bytes());
     }
     // A deeper file overrides the root's: re-includes a log, hides temporaries but one.
-    write_old(&d.ws.join("src/nested/.gitignore"), b"*.tmp\n!keep.tmp\n!e.log\n");
+    write_old(
+        &d.ws.join("src/nested/.gitignore"),
+        b"*.tmp\n!keep.tmp\n!e.log\n",
+    );
     for i in 0..40 {
         write_old(&d.ws.join(format!("many/d{i}/f.rs")), b"x");
     }
@@ -295,10 +316,22 @@ fn the_walk_hides_exactly_what_gits_ignore_rules_hide() {
     let snapshot = scanner.scan(&Snapshot::default()).unwrap();
     let expected = ignore_crate_paths(&d.ws);
     assert_eq!(snapshot_paths(&snapshot), expected);
-    for hidden in ["a.log", "b.above", "secret.txt", "build", "docs/a.md", "vendor"] {
+    for hidden in [
+        "a.log",
+        "b.above",
+        "secret.txt",
+        "build",
+        "docs/a.md",
+        "vendor",
+    ] {
         assert!(!expected.contains(&hidden.to_owned()), "{hidden} was kept");
     }
-    for kept in ["keep.log", "src/build/x.rs", "docs/deep/b.md", "src/nested/e.log"] {
+    for kept in [
+        "keep.log",
+        "src/build/x.rs",
+        "docs/deep/b.md",
+        "src/nested/e.log",
+    ] {
         assert!(expected.contains(&kept.to_owned()), "{kept} was hidden");
     }
 }

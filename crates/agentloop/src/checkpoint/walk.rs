@@ -82,7 +82,10 @@ impl Shared {
             if queue.busy == 0 {
                 return None;
             }
-            queue = self.wake.wait(queue).unwrap_or_else(PoisonError::into_inner);
+            queue = self
+                .wake
+                .wait(queue)
+                .unwrap_or_else(PoisonError::into_inner);
         }
     }
 
@@ -119,7 +122,9 @@ impl Walk<'_> {
             bytes: AtomicU64::new(0),
             over: AtomicBool::new(false),
         };
-        let threads = std::thread::available_parallelism().map_or(1, usize::from).min(8);
+        let threads = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(8);
         let mut found = std::thread::scope(|scope| {
             let helpers: Vec<_> = (1..threads)
                 .map(|_| scope.spawn(|| self.worker(&shared)))
@@ -134,7 +139,9 @@ impl Walk<'_> {
             }
             Some(found)
         })
-        .ok_or_else(|| CheckpointError::io("walk", std::io::Error::other("a walk thread panicked")))?;
+        .ok_or_else(|| {
+            CheckpointError::io("walk", std::io::Error::other("a walk thread panicked"))
+        })?;
         self.check_limits(&shared)?;
         found.shrink_to_fit();
         Ok(found)
@@ -199,12 +206,9 @@ impl Walk<'_> {
             return Vec::new(); // unreadable: its contents are not recorded
         };
         let listed = self.list(&mut dir, &job.rel);
-        let rules = self.ignores.enter(
-            &job.rules,
-            &job.rel,
-            listed.has_gitignore,
-            listed.has_git,
-        );
+        let rules = self
+            .ignores
+            .enter(&job.rules, &job.rel, listed.has_gitignore, listed.has_git);
         let dir = Arc::new(dir);
         let Ok(dir_fd) = dir.fd() else {
             return Vec::new();
@@ -309,8 +313,14 @@ fn entry_of(
         target: None,
         size: u64::try_from(stat.st_size).unwrap_or(0),
         mode: u32::from(stat.st_mode) & 0o7777,
-        mtime: nanos(stat.st_mtime.into(), i64::try_from(stat.st_mtime_nsec).unwrap_or(0)),
-        ctime: nanos(stat.st_ctime.into(), i64::try_from(stat.st_ctime_nsec).unwrap_or(0)),
+        mtime: nanos(
+            stat.st_mtime.into(),
+            i64::try_from(stat.st_mtime_nsec).unwrap_or(0),
+        ),
+        ctime: nanos(
+            stat.st_ctime.into(),
+            i64::try_from(stat.st_ctime_nsec).unwrap_or(0),
+        ),
         ino: stat.st_ino.into(),
     };
     match kind {

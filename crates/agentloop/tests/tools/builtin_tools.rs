@@ -669,7 +669,9 @@ async fn shell_output_is_truncated_with_a_note() {
         .await;
     assert!(out.starts_with("line\nline\n"));
     assert!(
-        out.contains("[output truncated: 14,001 lines (70,005 bytes) omitted; 30,000 of 100,005 bytes shown]"),
+        out.contains(
+            "[output truncated: 14,001 lines (70,005 bytes) omitted; 30,000 of 100,005 bytes shown]"
+        ),
         "{}",
         &out[..200.min(out.len())]
     );
