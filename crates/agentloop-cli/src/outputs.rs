@@ -171,19 +171,15 @@ pub fn open(sessions: &dyn SessionStore, session: &str, call: &str, style: Style
 }
 
 fn show(session: &str, messages: &[Message], call: &str) -> Result<(), Failure> {
-    let results = messages.iter().filter_map(Message::tool_result_part);
+    let mut results = messages.iter().filter_map(Message::tool_result_part);
     let wanted = if call.is_empty() {
         results
-            .filter(|r| retained_call(&r.content).is_some())
-            .next_back()
+            .rfind(|r| retained_call(&r.content).is_some())
             .ok_or_else(|| Failure::new("no tool output of this session was truncated"))?
     } else {
-        results
-            .filter(|r| r.call_id == call)
-            .next_back()
-            .ok_or_else(|| {
-                Failure::new(format!("this session has no call {}", visible_line(call)))
-            })?
+        results.rfind(|r| r.call_id == call).ok_or_else(|| {
+            Failure::new(format!("this session has no call {}", visible_line(call)))
+        })?
     };
     let text = match full_of(store(session).ok().as_ref(), wanted) {
         Full::Kept(full) => full,

@@ -230,6 +230,7 @@ pub(crate) fn thousands(n: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
