@@ -177,3 +177,62 @@ fn only_the_last_fifty_calls_outputs_are_kept_and_the_pruned_ones_say_so() {
     assert!(full.contains("full output of call c51"));
     assert!(!full.contains("call c02: full output pruned"));
 }
+
+/// Chat on a pseudo-terminal: `/output` opens the last truncated call's full output in
+/// `$PAGER` (here `cat`), lines the model never saw included; an unknown call is one line.
+#[test]
+fn chat_output_opens_the_full_output_in_the_pager() {
+    use expectrl::Session;
+    let scratch = Scratch::new();
+    let server = MockServer::start(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [{"id": "c_long", "name": "shell",
+                             "arguments": {"command": "seq 1 20000"}}]},
+            {"text": "All counted."}
+        ]}))
+        .unwrap(),
+    );
+    let mut cmd = std::process::Command::new(support::BIN);
+    for var in [
+        "OPENAI_BASE_URL",
+        "AGENTLOOP_DB",
+        "AGENTLOOP_MODEL",
+        "AGENTLOOP_PROFILE",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("OPENAI_API_KEY", "dummy")
+        .env("XDG_DATA_HOME", scratch.path("data"))
+        .env("XDG_CONFIG_HOME", scratch.path("config"))
+        .env("NO_COLOR", "1")
+        .env("PAGER", "cat")
+        .arg("--db")
+        .arg(scratch.db())
+        .args([
+            "chat",
+            "--model",
+            "openai:mock",
+            "--approve",
+            "allow",
+            "--base-url",
+        ])
+        .arg(server.openai_base_url())
+        .arg("--workspace")
+        .arg(scratch.ws());
+    let mut pty = Session::spawn(cmd).unwrap();
+    pty.set_expect_timeout(Some(std::time::Duration::from_secs(60)));
+    pty.expect("/help for commands").unwrap();
+    pty.send_line("count").unwrap();
+    pty.expect("All counted.").unwrap();
+    pty.expect("› ").unwrap();
+    pty.send_line("/output").unwrap();
+    // In the middle: cut from what the model saw, there in full.
+    pty.expect("9999\r\n10000\r\n10001\r\n").unwrap();
+    pty.expect("19999\r\n20000").unwrap();
+    pty.expect("› ").unwrap();
+    pty.send_line("/output nope").unwrap();
+    pty.expect("this session has no call nope").unwrap();
+    pty.expect("› ").unwrap();
+    pty.send_line("/exit").unwrap();
+    pty.expect(expectrl::Eof).unwrap();
+}
