@@ -500,9 +500,12 @@ impl<D: ToolDeps> SubAgent<D> {
         start: ChildStart,
     ) -> (Result<RunOutcome, AgentError>, Option<OutputRun>) {
         let output = self.output.clone().map(OutputRun::new);
-        let run = self
-            .agent
-            .drive_with_output(Some(prompts), context, emitter, output);
+        // Boxed once here: the run's future is large, and held inline it would be copied
+        // again by every future that wraps it (this call, the tool's handler, the executor).
+        let run = Box::pin(
+            self.agent
+                .drive_with_output(Some(prompts), context, emitter, output),
+        );
         CHILD_START.scope(Cell::new(Some(start)), run).await
     }
 
