@@ -7,6 +7,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::schema;
 use super::workspace::Workspace;
 use super::{io_error, looks_binary};
 use crate::tooling::ToolError;
@@ -24,37 +25,22 @@ of text. old_text must match the file exactly (whitespace and indentation includ
 exactly once; include enough surrounding lines to make it unique. Read the file first.";
 
 pub(super) fn schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "path": {
-                "type": "string",
-                "description": "File to edit, relative to the workspace root (absolute paths must be inside the workspace)."
-            },
-            "old_text": {
-                "type": "string",
-                "minLength": 1,
-                "description": "The exact text to replace; it must occur exactly once in the file."
-            },
-            "new_text": {
-                "type": "string",
-                "description": "The text to put in its place (may be empty to delete old_text)."
-            }
-        },
-        "required": ["path", "old_text", "new_text"],
-        "additionalProperties": false
-    })
+    schema::object(
+        json!({
+            "path": schema::file_path("File to edit"),
+            "old_text": schema::non_empty_string(
+                "The exact text to replace; it must occur exactly once in the file."
+            ),
+            "new_text": schema::string(
+                "The text to put in its place (may be empty to delete old_text)."
+            )
+        }),
+        &["path", "old_text", "new_text"],
+    )
 }
 
 pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError> {
-    let path = workspace.resolve(&args.path)?;
-    let shown = workspace.display(&path);
-    let existing = workspace.metadata(&path).ok();
-    if existing.as_ref().is_some_and(|m| m.is_dir()) {
-        return Err(ToolError::new(format!(
-            "`{shown}` is a directory; give the path of a file"
-        )));
-    }
+    let (path, shown, existing) = workspace.file_to_write(&args.path)?;
     if args.old_text.is_empty() {
         return Err(ToolError::new(
             "old_text is empty; copy the exact text to replace from the file",

@@ -10,7 +10,8 @@ use globset::GlobMatcher;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::output::{OUTPUT_LIMIT, thousands, truncate_output};
+use super::output::listing;
+use super::schema;
 use super::workspace::Workspace;
 use crate::tooling::ToolError;
 
@@ -31,22 +32,17 @@ alternates. Files ignored by .gitignore and hidden files are skipped. Results ar
 relative to the workspace root.";
 
 pub(super) fn schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "pattern": {
-                "type": "string",
-                "minLength": 1,
-                "description": "Glob pattern, e.g. \"*.rs\" or \"src/**/*.toml\"."
-            },
-            "path": {
-                "type": "string",
-                "description": "Directory to search, relative to the workspace root (default \".\", the root)."
-            }
-        },
-        "required": ["pattern"],
-        "additionalProperties": false
-    })
+    schema::object(
+        json!({
+            "pattern": schema::non_empty_string(
+                "Glob pattern, e.g. \"*.rs\" or \"src/**/*.toml\"."
+            ),
+            "path": schema::string(
+                "Directory to search, relative to the workspace root (default \".\", the root)."
+            )
+        }),
+        &["pattern"],
+    )
 }
 
 /// A compiled glob with find_files' matching rule (name-only unless the pattern has a `/`).
@@ -128,14 +124,9 @@ pub(super) fn run(
     found.sort();
     let total = found.len();
     found.truncate(MAX_RESULTS);
-    let mut out = found.join("\n");
-    out.push('\n');
-    if total > MAX_RESULTS {
-        out.push_str(&format!(
-            "[... {} more files not shown ({} matched); use a narrower pattern or path]\n",
-            thousands(total - MAX_RESULTS),
-            thousands(total)
-        ));
-    }
-    Ok(truncate_output(&out, OUTPUT_LIMIT))
+    Ok(listing(&found, total, MAX_RESULTS, |left, total| {
+        format!(
+            "[... {left} more files not shown ({total} matched); use a narrower pattern or path]"
+        )
+    }))
 }

@@ -14,8 +14,9 @@ use serde_json::{Value, json};
 
 use super::find_files::{PathGlob, walk_files};
 use super::looks_binary;
-use super::output::{OUTPUT_LIMIT, clip, thousands, truncate_output};
+use super::output::{clip, listing, thousands};
 use super::reading::read_line_capped;
+use super::schema;
 use super::workspace::Workspace;
 use crate::tooling::ToolError;
 
@@ -42,26 +43,20 @@ Binary files, hidden files and files ignored by .gitignore \
 are skipped. Narrow the search with path (a directory or a file) and glob (e.g. \"*.rs\").";
 
 pub(super) fn schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "pattern": {
-                "type": "string",
-                "minLength": 1,
-                "description": "Regular expression to search for, e.g. \"fn main\" or \"(?i)todo\"."
-            },
-            "path": {
-                "type": "string",
-                "description": "Directory or file to search, relative to the workspace root (default \".\", the root)."
-            },
-            "glob": {
-                "type": "string",
-                "description": "Only search files matching this glob (same rules as find_files), e.g. \"*.rs\"."
-            }
-        },
-        "required": ["pattern"],
-        "additionalProperties": false
-    })
+    schema::object(
+        json!({
+            "pattern": schema::non_empty_string(
+                "Regular expression to search for, e.g. \"fn main\" or \"(?i)todo\"."
+            ),
+            "path": schema::string(
+                "Directory or file to search, relative to the workspace root (default \".\", the root)."
+            ),
+            "glob": schema::string(
+                "Only search files matching this glob (same rules as find_files), e.g. \"*.rs\"."
+            )
+        }),
+        &["pattern"],
+    )
 }
 
 pub(super) fn run(
@@ -115,16 +110,11 @@ pub(super) fn run(
             args.pattern
         ));
     }
-    let mut out = lines.join("\n");
-    out.push('\n');
-    if total > MAX_MATCHES {
-        out.push_str(&format!(
-            "[... {} more matches not shown ({} in total); narrow the pattern, path or glob]\n",
-            thousands(total - MAX_MATCHES),
-            thousands(total)
-        ));
-    }
-    Ok(truncate_output(&out, OUTPUT_LIMIT))
+    Ok(listing(&lines, total, MAX_MATCHES, |left, total| {
+        format!(
+            "[... {left} more matches not shown ({total} in total); narrow the pattern, path or glob]"
+        )
+    }))
 }
 
 /// What searching one file found out about it.

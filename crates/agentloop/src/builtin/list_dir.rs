@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::io_error;
 use super::output::{OUTPUT_LIMIT, thousands, truncate_output};
+use super::schema;
 use super::workspace::Workspace;
 use crate::tooling::ToolError;
 
@@ -25,16 +26,14 @@ the workspace root), sorted by name. Directories end with `/`, symbolic links wi
 recurse; use find_files to search a tree.";
 
 pub(super) fn schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "path": {
-                "type": "string",
-                "description": "Directory to list, relative to the workspace root (default \".\", the root)."
-            }
-        },
-        "additionalProperties": false
-    })
+    schema::object(
+        json!({
+            "path": schema::string(
+                "Directory to list, relative to the workspace root (default \".\", the root)."
+            )
+        }),
+        &[],
+    )
 }
 
 pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError> {

@@ -78,6 +78,7 @@ mod reading;
 mod retention;
 mod sandbox;
 mod sandbox_exec;
+mod schema;
 mod secrets;
 mod shell;
 mod shell_env;

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::output::{clip, thousands};
 use super::reading::{ensure_regular, read_line_capped};
+use super::schema;
 use super::workspace::Workspace;
 use super::{TextFiles, io_error, looks_binary};
 use crate::tooling::{ToolError, ToolOutput};
@@ -49,13 +50,9 @@ note saying how to continue. PNG, JPEG, GIF and WebP images (up to 5 MB) are ret
 you can see. Other binary files are refused.";
 
 pub(super) fn schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "path": {
-                "type": "string",
-                "description": "File to read, relative to the workspace root (absolute paths must be inside the workspace)."
-            },
+    schema::object(
+        json!({
+            "path": schema::file_path("File to read"),
             "offset": {
                 "type": "integer",
                 "minimum": 1,
@@ -66,10 +63,9 @@ pub(super) fn schema() -> Value {
                 "minimum": 1,
                 "description": "How many lines to show (default 2000)."
             }
-        },
-        "required": ["path"],
-        "additionalProperties": false
-    })
+        }),
+        &["path"],
+    )
 }
 
 /// Reads the rest of an image whose first bytes are `head`, bounded by [`MAX_IMAGE_BYTES`].

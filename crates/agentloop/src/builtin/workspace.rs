@@ -198,6 +198,23 @@ impl Workspace {
         self.dir.metadata(self.beneath(resolved)?)
     }
 
+    /// The file a tool is about to write at `path`: resolved, as shown to the model, and its
+    /// metadata when it exists. A directory there is refused.
+    pub(crate) fn file_to_write(
+        &self,
+        path: &str,
+    ) -> Result<(PathBuf, String, Option<cap_std::fs::Metadata>), ToolError> {
+        let path = self.resolve(path)?;
+        let shown = self.display(&path);
+        let existing = self.metadata(&path).ok();
+        if existing.as_ref().is_some_and(|m| m.is_dir()) {
+            return Err(ToolError::new(format!(
+                "`{shown}` is a directory; give the path of a file"
+            )));
+        }
+        Ok((path, shown, existing))
+    }
+
     /// Whether the root path still names the directory that was opened (same device and
     /// inode). After `mv ws ws.orig && ln -s / ws` it does not, and the shell tool refuses to
     /// run rather than use `/` (or whatever now sits there) as the working directory and

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::io_error;
 use super::output::thousands;
+use super::schema;
 use super::workspace::Workspace;
 use crate::tooling::ToolError;
 
@@ -24,32 +25,17 @@ content. Missing parent directories are created. To change part of an existing f
 edit_file.";
 
 pub(super) fn schema() -> Value {
-    json!({
-        "type": "object",
-        "properties": {
-            "path": {
-                "type": "string",
-                "description": "File to write, relative to the workspace root (absolute paths must be inside the workspace)."
-            },
-            "content": {
-                "type": "string",
-                "description": "The complete new content of the file."
-            }
-        },
-        "required": ["path", "content"],
-        "additionalProperties": false
-    })
+    schema::object(
+        json!({
+            "path": schema::file_path("File to write"),
+            "content": schema::string("The complete new content of the file.")
+        }),
+        &["path", "content"],
+    )
 }
 
 pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError> {
-    let path = workspace.resolve(&args.path)?;
-    let shown = workspace.display(&path);
-    let existing = workspace.metadata(&path).ok();
-    if existing.as_ref().is_some_and(|m| m.is_dir()) {
-        return Err(ToolError::new(format!(
-            "`{shown}` is a directory; give the path of a file"
-        )));
-    }
+    let (path, shown, existing) = workspace.file_to_write(&args.path)?;
     let existed = existing.is_some();
     super::text_files::write(workspace, &path, existing.as_ref(), &args.content)
         .map_err(|e| io_error("write", &shown, &e))?;
