@@ -324,31 +324,14 @@ mod tests {
     use crate::transcript::{Message, Part, StopReason, ToolCallPart, ToolResultPart};
     use serde_json::json;
 
-    /// The schema exactly as version 1 of this crate created it (before pending approvals).
-    const SCHEMA_V1: &str = "
-CREATE TABLE sessions (
-    id            TEXT PRIMARY KEY NOT NULL,
-    title         TEXT,
-    model         TEXT,
-    created_ms    INTEGER NOT NULL,
-    updated_ms    INTEGER NOT NULL,
-    touched       INTEGER NOT NULL,
-    last_seq      INTEGER NOT NULL DEFAULT 0,
-    message_count INTEGER NOT NULL DEFAULT 0,
-    forked_from   TEXT,
-    forked_at_seq INTEGER
-);
-CREATE INDEX sessions_by_touched ON sessions (touched);
-CREATE TABLE messages (
-    session_id TEXT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
-    seq        INTEGER NOT NULL,
-    role       TEXT NOT NULL,
-    created_ms INTEGER NOT NULL,
-    json       TEXT NOT NULL,
-    PRIMARY KEY (session_id, seq)
-);
-PRAGMA user_version = 1;
-";
+    /// A database exactly as version 1 of this crate created it (before pending approvals):
+    /// the base schema, which the later versions migrate.
+    fn schema_v1() -> String {
+        format!(
+            "{}PRAGMA user_version = 1;\n",
+            crate::session::sqlite::SCHEMA
+        )
+    }
 
     fn pending(id: &str) -> PendingApproval {
         PendingApproval {
@@ -366,7 +349,7 @@ PRAGMA user_version = 1;
         let path = dir.path().join("v1.db");
         {
             let conn = Connection::open(&path).unwrap();
-            conn.execute_batch(SCHEMA_V1).unwrap();
+            conn.execute_batch(&schema_v1()).unwrap();
             let message = serde_json::to_string(&Message::user("old prompt")).unwrap();
             conn.execute(
                 "INSERT INTO sessions (id, created_ms, updated_ms, touched, last_seq, \

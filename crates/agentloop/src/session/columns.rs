@@ -4,7 +4,9 @@
 // A build without any store (features `sqlite` and `postgres` off) uses none of it.
 #![cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 
-use super::{SessionError, SessionSettings, SessionStats};
+use super::{
+    ForkOrigin, ParentLink, SessionError, SessionInfo, SessionSettings, SessionStats, StoredMessage,
+};
 use crate::transcript::{Message, Part, ToolArguments};
 
 /// The deepest JSON nesting a stored message may have. `serde_json` refuses to read anything
@@ -91,4 +93,83 @@ pub(crate) fn settings_columns(
 pub(crate) fn lenient_json<T: serde::de::DeserializeOwned + Default>(text: Option<String>) -> T {
     text.and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or_default()
+}
+
+/// A row of a store's session query, whose columns are, in order: id, title, model, created_ms,
+/// updated_ms, message_count, last_seq, forked_from, forked_at_seq, workspace, settings, stats,
+/// parent_id, parent_call, parent_agent.
+pub(crate) trait SessionRow {
+    /// The store's error.
+    type Error;
+    /// A text column (`None`: NULL).
+    fn text(&self, column: usize) -> Result<Option<String>, Self::Error>;
+    /// An integer column (`None`: NULL).
+    fn number(&self, column: usize) -> Result<Option<i64>, Self::Error>;
+}
+
+/// The session a row describes (see [`SessionRow`] for the columns).
+pub(crate) fn info_from_row<R: SessionRow>(row: &R) -> Result<SessionInfo, R::Error> {
+    let count = |column| -> Result<u64, R::Error> {
+        Ok(u64::try_from(row.number(column)?.unwrap_or(0)).unwrap_or(0))
+    };
+    let forked_at = count(8)?;
+    let parent = match row.text(12)? {
+        Some(session_id) => Some(ParentLink {
+            session_id,
+            call_id: row.text(13)?.unwrap_or_default(),
+            agent: row.text(14)?.unwrap_or_default(),
+        }),
+        None => None,
+    };
+    Ok(SessionInfo {
+        id: row.text(0)?.unwrap_or_default(),
+        title: row.text(1)?,
+        model: row.text(2)?,
+        created_ms: count(3)?,
+        updated_ms: count(4)?,
+        message_count: count(5)?,
+        last_seq: count(6)?,
+        forked_from: row.text(7)?.map(|session_id| ForkOrigin {
+            session_id,
+            seq: forked_at,
+        }),
+        settings: SessionSettings {
+            workspace: row.text(9)?,
+            ..lenient_json(row.text(10)?)
+        },
+        stats: lenient_json(row.text(11)?),
+        parent,
+    })
+}
+
+/// A stored message read back from its row; JSON that does not parse is reported as corrupt
+/// (naming the session and the sequence number).
+pub(crate) fn stored_message(
+    id: &str,
+    seq: u64,
+    created_ms: u64,
+    json: &str,
+) -> Result<StoredMessage, SessionError> {
+    let message = serde_json::from_str(json).map_err(|source| SessionError::Corrupt {
+        id: id.to_owned(),
+        seq,
+        source,
+    })?;
+    Ok(StoredMessage {
+        seq,
+        created_ms,
+        message,
+    })
+}
+
+/// A session title as stored: trimmed, and not empty.
+pub(crate) fn clean_title(title: &str) -> Result<&str, SessionError> {
+    let title = title.trim();
+    if title.is_empty() {
+        return Err(SessionError::Invalid {
+            what: "title",
+            reason: "a title must not be empty".into(),
+        });
+    }
+    Ok(title)
 }

@@ -9,11 +9,14 @@ use std::time::{Duration, Instant};
 use rusqlite::types::Type;
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
 
-use super::columns::{lenient_json, settings_columns, stats_json, storable_json};
+use super::columns::{
+    SessionRow, info_from_row, lenient_json, settings_columns, stats_json, storable_json,
+    stored_message,
+};
 use super::error::sqlite_busy;
 use super::{
-    Durability, ForkOrigin, NewSession, ParentLink, SessionError, SessionFilter, SessionInfo,
-    SessionSettings, SessionStats, SessionStore, StoredMessage, derive_title,
+    Durability, NewSession, SessionError, SessionFilter, SessionInfo, SessionSettings,
+    SessionStats, SessionStore, StoredMessage, derive_title,
 };
 use crate::agent::{ParkedRun, PendingApproval, PendingStatus};
 use crate::transcript::{Message, Role, now_ms};
@@ -168,7 +171,9 @@ impl std::fmt::Debug for SqliteStore {
 /// The schema version this build writes and reads.
 pub(crate) const SCHEMA_VERSION: i64 = 4;
 
-const SCHEMA: &str = "
+/// The schema of version 1, which a new file starts from; each later version is a migration on
+/// top of it (so an old file and a new one end up alike).
+pub(crate) const SCHEMA: &str = "
 CREATE TABLE sessions (
     id            TEXT PRIMARY KEY NOT NULL,
     title         TEXT,
@@ -258,36 +263,17 @@ fn to_u64(n: i64) -> u64 {
 }
 
 fn session_from_row(row: &Row<'_>) -> rusqlite::Result<SessionInfo> {
-    let forked_from: Option<String> = row.get(7)?;
-    let forked_at: Option<i64> = row.get(8)?;
-    let parent: Option<String> = row.get(12)?;
-    let parent = match parent {
-        Some(session_id) => Some(ParentLink {
-            session_id,
-            call_id: row.get::<_, Option<String>>(13)?.unwrap_or_default(),
-            agent: row.get::<_, Option<String>>(14)?.unwrap_or_default(),
-        }),
-        None => None,
-    };
-    Ok(SessionInfo {
-        id: row.get(0)?,
-        title: row.get(1)?,
-        model: row.get(2)?,
-        created_ms: to_u64(row.get(3)?),
-        updated_ms: to_u64(row.get(4)?),
-        message_count: to_u64(row.get(5)?),
-        last_seq: to_u64(row.get(6)?),
-        forked_from: forked_from.map(|session_id| ForkOrigin {
-            session_id,
-            seq: to_u64(forked_at.unwrap_or(0)),
-        }),
-        settings: SessionSettings {
-            workspace: row.get(9)?,
-            ..lenient_json(row.get(10)?)
-        },
-        stats: lenient_json(row.get(11)?),
-        parent,
-    })
+    info_from_row(row)
+}
+
+impl SessionRow for Row<'_> {
+    type Error = rusqlite::Error;
+    fn text(&self, column: usize) -> rusqlite::Result<Option<String>> {
+        self.get(column)
+    }
+    fn number(&self, column: usize) -> rusqlite::Result<Option<i64>> {
+        self.get(column)
+    }
 }
 
 /// The role's name in the transcript's JSON (`"user"`, `"tool_result"`, …).
@@ -356,14 +342,7 @@ fn check_id(id: &str) -> Result<(), SessionError> {
 }
 
 fn clean_title(title: &str) -> Result<String, SessionError> {
-    let title = title.trim();
-    if title.is_empty() {
-        return Err(SessionError::Invalid {
-            what: "title",
-            reason: "a title must not be empty".into(),
-        });
-    }
-    Ok(title.to_owned())
+    super::columns::clean_title(title).map(str::to_owned)
 }
 
 /// Retries `f` while SQLite reports the database busy, for up to `timeout`. Only for opening:
@@ -516,17 +495,7 @@ impl SqliteStore {
                 let json = row.get_ref(2)?.as_str().map_err(|e| {
                     rusqlite::Error::FromSqlConversionFailure(2, Type::Text, e.into())
                 })?;
-                let message =
-                    serde_json::from_str(json).map_err(|source| SessionError::Corrupt {
-                        id: id.to_owned(),
-                        seq,
-                        source,
-                    })?;
-                out.push(StoredMessage {
-                    seq,
-                    created_ms,
-                    message,
-                });
+                out.push(stored_message(id, seq, created_ms, json)?);
             }
         }
         tx.finish()?;

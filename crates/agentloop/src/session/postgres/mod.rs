@@ -19,12 +19,14 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
 use tokio_postgres::{NoTls, Row};
 
 use self::bridge::Bridge;
-use super::columns::{lenient_json, settings_columns, stats_json, storable_json};
+use super::columns::{
+    SessionRow, info_from_row, lenient_json, settings_columns, stats_json, storable_json,
+    stored_message,
+};
 use super::stats::Counted;
 use super::{
-    ChangeSignal, Durability, ForkOrigin, NewSession, ParentLink, SessionError, SessionFilter,
-    SessionInfo, SessionLock, SessionSettings, SessionStats, SessionStore, StoredMessage,
-    derive_title, redact,
+    ChangeSignal, Durability, NewSession, SessionError, SessionFilter, SessionInfo, SessionLock,
+    SessionSettings, SessionStats, SessionStore, StoredMessage, derive_title, redact,
 };
 use crate::agent::{ParkedRun, PendingApproval, PendingStatus};
 use crate::transcript::{Message, Role, now_ms};
@@ -241,38 +243,17 @@ const SESSION_COLUMNS: &str = "id, title, model, created_ms, updated_ms, message
                                parent_id, parent_call, parent_agent";
 
 fn session_from_row(row: &Row) -> Result<SessionInfo, SessionError> {
-    let get = || -> Result<SessionInfo, tokio_postgres::Error> {
-        let forked_from: Option<String> = row.try_get(7)?;
-        let forked_at: Option<i64> = row.try_get(8)?;
-        let parent = match row.try_get::<_, Option<String>>(12)? {
-            Some(session_id) => Some(ParentLink {
-                session_id,
-                call_id: row.try_get::<_, Option<String>>(13)?.unwrap_or_default(),
-                agent: row.try_get::<_, Option<String>>(14)?.unwrap_or_default(),
-            }),
-            None => None,
-        };
-        Ok(SessionInfo {
-            id: row.try_get(0)?,
-            title: row.try_get(1)?,
-            model: row.try_get(2)?,
-            created_ms: to_u64(row.try_get(3)?),
-            updated_ms: to_u64(row.try_get(4)?),
-            message_count: to_u64(row.try_get(5)?),
-            last_seq: to_u64(row.try_get(6)?),
-            forked_from: forked_from.map(|session_id| ForkOrigin {
-                session_id,
-                seq: to_u64(forked_at.unwrap_or(0)),
-            }),
-            settings: SessionSettings {
-                workspace: row.try_get(9)?,
-                ..lenient_json(row.try_get(10)?)
-            },
-            stats: lenient_json(row.try_get(11)?),
-            parent,
-        })
-    };
-    get().map_err(query_error)
+    info_from_row(row).map_err(query_error)
+}
+
+impl SessionRow for Row {
+    type Error = tokio_postgres::Error;
+    fn text(&self, column: usize) -> Result<Option<String>, tokio_postgres::Error> {
+        self.try_get(column)
+    }
+    fn number(&self, column: usize) -> Result<Option<i64>, tokio_postgres::Error> {
+        self.try_get(column)
+    }
 }
 
 /// The role's name in the transcript's JSON (`"user"`, `"tool_result"`, …).
@@ -466,14 +447,7 @@ fn not_found(id: &str) -> SessionError {
 }
 
 fn clean_title(title: &str) -> Result<String, SessionError> {
-    let title = title.trim();
-    if title.is_empty() {
-        return Err(SessionError::Invalid {
-            what: "title",
-            reason: "a title must not be empty".into(),
-        });
-    }
-    Ok(pg_text(title))
+    super::columns::clean_title(title).map(pg_text)
 }
 
 /// The connection settings of `url` with the store's own: the schema as `search_path`, the
@@ -926,17 +900,7 @@ impl SessionStore for PostgresStore {
                 let seq = to_u64(seq);
                 let created_ms = to_u64(row.try_get(1).map_err(query_error)?);
                 let json: &str = row.try_get(2).map_err(query_error)?;
-                let message =
-                    serde_json::from_str(json).map_err(|source| SessionError::Corrupt {
-                        id: id.clone(),
-                        seq,
-                        source,
-                    })?;
-                out.push(StoredMessage {
-                    seq,
-                    created_ms,
-                    message,
-                });
+                out.push(stored_message(&id, seq, created_ms, json)?);
             }
             Ok(out)
         })
