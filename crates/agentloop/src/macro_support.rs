@@ -3,7 +3,6 @@
 //! tool function's return value; it must not hold anything applications call directly.
 
 use schemars::JsonSchema;
-use schemars::generate::SchemaSettings;
 use serde_json::Value;
 
 use crate::tooling::{ToolSpec, ToolSpecBuilder};
@@ -14,13 +13,7 @@ pub use serde;
 /// recursive types keep `$defs`), without the `$schema` and `title` noise at the top level, and
 /// always with a `properties` object.
 pub fn parameters_schema<T: JsonSchema>() -> Value {
-    let generator = SchemaSettings::draft2020_12()
-        .with(|s| {
-            s.inline_subschemas = true;
-            s.meta_schema = None;
-        })
-        .into_generator();
-    let mut schema = generator.into_root_schema_for::<T>().to_value();
+    let mut schema = crate::json::schema::inlined_schema::<T>();
     if let Some(object) = schema.as_object_mut() {
         object.remove("$schema");
         object.remove("title");

@@ -24,14 +24,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::calls::FinalizedToolCall;
-use super::events::{AgentEvent, Emitter, EventObserver, RunStop};
-use super::hooks::HookKind;
-use super::{AgentError, AgentLoop, RunOutcome, ToolExecutionMode};
-use crate::tooling::{
-    ExecOptions, Finalizer, MAX_PARALLEL_TOOLS, ToolDeps, ToolErrorKind, ToolObserver, ToolOutcome,
-    run_tools_with,
-};
+use super::events::{AgentEvent, Emitter, RunStop};
+use super::{AgentError, AgentLoop, RunOutcome};
+use crate::tooling::{ExecOptions, ToolDeps, ToolErrorKind, ToolOutcome, run_tools_with};
 use crate::transcript::interrupted_result;
 use crate::transcript::{Message, Role, ToolArguments, ToolCallPart, ToolResultPart};
 
@@ -372,40 +367,9 @@ impl<D: ToolDeps> AgentLoop<D> {
 
     /// Executor options for approved calls: like a normal batch, without the approval hook.
     fn resume_options(&self, emitter: &Emitter, cancel: &CancellationToken) -> ExecOptions {
-        let observer: Option<Arc<dyn ToolObserver>> = emitter
-            .enabled()
-            .then(|| Arc::new(EventObserver(emitter.clone())) as Arc<dyn ToolObserver>);
-        let finalize: Option<Finalizer> = self.hooks.has(HookKind::ToolResult).then(|| {
-            let hooks = self.hooks.clone();
-            Arc::new(
-                move |call: &ToolCallPart, outcome: &mut crate::tooling::ToolOutcome| {
-                    let mut finalized = FinalizedToolCall {
-                        id: call.id.clone(),
-                        tool_name: call.tool_name.clone(),
-                        arguments: match &call.arguments {
-                            ToolArguments::Json(v) => v.clone(),
-                            ToolArguments::Unparsed(t) => Value::String(t.clone()),
-                        },
-                        is_error: outcome.result.is_error,
-                        result: outcome.result.clone(),
-                    };
-                    hooks.tool_result(&mut finalized);
-                    outcome.result = finalized.result;
-                },
-            ) as Finalizer
-        });
         ExecOptions {
-            observer,
-            cancel: cancel.clone(),
-            max_parallel: MAX_PARALLEL_TOOLS,
-            sequential: self.config.tool_execution_mode == ToolExecutionMode::Sequential,
-            default_timeout: self.config.default_tool_timeout,
-            max_retries: self.config.max_retries,
-            retry_backoff: self.config.tool_retry_backoff,
-            finalize,
             skip_approval: true,
-            session_id: self.session_id.clone(),
-            capture_content: self.config.telemetry.capture_content,
+            ..self.exec_options(emitter, cancel)
         }
     }
 }

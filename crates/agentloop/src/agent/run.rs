@@ -298,9 +298,7 @@ impl<D: ToolDeps> AgentLoop<D> {
         context: Vec<Message>,
         emitter: Emitter,
     ) -> Result<RunOutcome, AgentError> {
-        self.drive_full(prompts, context, None, emitter, None)
-            .await
-            .0
+        self.drive_with(prompts, context, None, emitter).await
     }
 
     /// [`drive`](Self::drive), optionally resuming a run parked for approval first.
@@ -807,7 +805,11 @@ impl<D: ToolDeps> AgentLoop<D> {
 
     /// How the executor runs this turn's calls: events to the run's listeners, the loop's
     /// limits and retries, and `tool_result` hooks applied to every outcome.
-    fn exec_options(&self, emitter: &Emitter, cancel: &CancellationToken) -> ExecOptions {
+    pub(super) fn exec_options(
+        &self,
+        emitter: &Emitter,
+        cancel: &CancellationToken,
+    ) -> ExecOptions {
         let observer: Option<Arc<dyn ToolObserver>> = emitter
             .enabled()
             .then(|| Arc::new(EventObserver(emitter.clone())) as Arc<dyn ToolObserver>);

@@ -144,30 +144,35 @@ impl ModelRequest<'_> {
     /// A copy that owns its messages and tools (for a call made after the caller's borrow
     /// ended, such as a fallback model's).
     pub fn to_owned_request(&self) -> ModelRequest<'static> {
-        ModelRequest {
-            model: self.model.clone(),
-            system_prompt: self.system_prompt.clone(),
-            messages: Cow::Owned(self.messages.to_vec()),
-            tools: Cow::Owned(self.tools.to_vec()),
-            deferred_tools: Cow::Owned(self.deferred_tools.to_vec()),
-            tool_search: self.tool_search.clone(),
-            temperature: self.temperature,
-            reasoning: self.reasoning,
-            max_output_tokens: self.max_output_tokens,
-            api_key: self.api_key.clone(),
-            output: self.output.clone(),
-            prompt_cache_key: self.prompt_cache_key.clone(),
-        }
+        self.with_lists(
+            Cow::Owned(self.messages.to_vec()),
+            Cow::Owned(self.tools.to_vec()),
+            Cow::Owned(self.deferred_tools.to_vec()),
+        )
     }
 
     /// A request borrowing this one's messages and tools (no copy).
     pub fn reborrow(&self) -> ModelRequest<'_> {
+        self.with_lists(
+            Cow::Borrowed(&self.messages),
+            Cow::Borrowed(&self.tools),
+            Cow::Borrowed(&self.deferred_tools),
+        )
+    }
+
+    /// This request's settings with `messages`, `tools` and `deferred_tools` in place of its own.
+    fn with_lists<'b>(
+        &self,
+        messages: Cow<'b, [Message]>,
+        tools: Cow<'b, [ToolSchema]>,
+        deferred_tools: Cow<'b, [ToolSchema]>,
+    ) -> ModelRequest<'b> {
         ModelRequest {
             model: self.model.clone(),
             system_prompt: self.system_prompt.clone(),
-            messages: Cow::Borrowed(&self.messages),
-            tools: Cow::Borrowed(&self.tools),
-            deferred_tools: Cow::Borrowed(&self.deferred_tools),
+            messages,
+            tools,
+            deferred_tools,
             tool_search: self.tool_search.clone(),
             temperature: self.temperature,
             reasoning: self.reasoning,

@@ -87,10 +87,9 @@ fn replayable_arguments(arguments: &ToolArguments) -> bool {
     matches!(arguments, ToolArguments::Json(Value::Object(_)))
 }
 
-/// A tool name every API accepts: `[A-Za-z0-9_-]{1,64}`.
-fn sanitize_name(name: &str) -> String {
-    let clean: String = name
-        .chars()
+/// The first `max_len` characters of `text`, each outside `[A-Za-z0-9_-]` replaced by `_`.
+fn wire_safe(text: &str, max_len: usize) -> String {
+    text.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
                 c
@@ -98,8 +97,13 @@ fn sanitize_name(name: &str) -> String {
                 '_'
             }
         })
-        .take(MAX_ID_LEN)
-        .collect();
+        .take(max_len)
+        .collect()
+}
+
+/// A tool name every API accepts: `[A-Za-z0-9_-]{1,64}`.
+fn sanitize_name(name: &str) -> String {
+    let clean = wire_safe(name, MAX_ID_LEN);
     if clean.is_empty() {
         "unknown_tool".to_owned()
     } else {
@@ -125,17 +129,7 @@ pub fn object_arguments(arguments: &ToolArguments) -> Value {
 }
 
 fn sanitize_id(id: &str, taken: &HashSet<String>, max_len: usize) -> String {
-    let mut clean: String = id
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(max_len)
-        .collect();
+    let mut clean = wire_safe(id, max_len);
     if clean.is_empty() {
         clean = "call".into();
     }
@@ -200,6 +194,30 @@ fn needs_work(messages: &[Message], target: &ReplayTarget) -> bool {
         }
     }
     !open.is_empty()
+}
+
+/// The model `request` goes to (its own, else the `configured` one; empty when neither names
+/// one) and its messages prepared for replay to that model of `provider`.
+#[cfg_attr(
+    not(any(
+        feature = "anthropic",
+        feature = "gemini",
+        feature = "openai-responses"
+    )),
+    allow(dead_code)
+)]
+pub(crate) fn model_and_messages<'a>(
+    configured: Option<&String>,
+    request: &'a crate::model::ModelRequest<'_>,
+    provider: &str,
+) -> (String, Cow<'a, [Message]>) {
+    let model = request
+        .model
+        .clone()
+        .or_else(|| configured.cloned())
+        .unwrap_or_default();
+    let messages = prepare(&request.messages, &ReplayTarget::openai(provider, &model));
+    (model, messages)
 }
 
 /// Applies the replay rules (see the module docs) for `target`.

@@ -299,18 +299,10 @@ pub(crate) fn check_call<'r, D>(
     let args = match &call.arguments {
         ToolArguments::Json(v @ Value::Object(_)) => v.clone(),
         ToolArguments::Json(other) => {
-            let what = match other {
-                Value::Null => "null",
-                Value::Bool(_) => "a boolean",
-                Value::Number(_) => "a number",
-                Value::String(_) => "a string",
-                Value::Array(_) => "an array",
-                Value::Object(_) => "an object",
-            };
             return Err(ToolError::malformed(
                 &call.tool_name,
                 &other.to_string(),
-                what,
+                super::spec::json_kind(other),
             ));
         }
         ToolArguments::Unparsed(text) => {

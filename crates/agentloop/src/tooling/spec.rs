@@ -595,7 +595,7 @@ where
 }
 
 /// How a non-object JSON value is named in a "malformed arguments" error.
-fn json_kind(value: &Value) -> &'static str {
+pub(super) fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

@@ -53,7 +53,6 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use schemars::JsonSchema;
-use schemars::generate::SchemaSettings;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -173,13 +172,7 @@ impl<T> fmt::Debug for Output<T> {
 /// The JSON Schema schemars generates for `T`: self-contained (subschemas inlined; recursive
 /// types keep `$defs`), without the `$schema` key.
 pub fn output_schema<T: JsonSchema>() -> Value {
-    let generator = SchemaSettings::draft2020_12()
-        .with(|s| {
-            s.inline_subschemas = true;
-            s.meta_schema = None;
-        })
-        .into_generator();
-    let mut schema = generator.into_root_schema_for::<T>().to_value();
+    let mut schema = crate::json::schema::inlined_schema::<T>();
     schema::tidy_root(&mut schema);
     schema
 }
@@ -193,18 +186,30 @@ impl<T: DeserializeOwned + JsonSchema + Send + 'static> Output<T> {
             .get("title")
             .and_then(Value::as_str)
             .map_or_else(|| T::schema_name().into_owned(), str::to_owned);
-        let description = schema
-            .get("description")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
         let parse: ParseFn = Arc::new(|value: &Value| {
             T::deserialize(value)
                 .map(|t| Box::new(t) as Box<dyn Any + Send>)
                 .map_err(|e| e.to_string())
         });
         let validator = compile(&schema);
+        Output::assemble(&name, schema, parse, validator)
+    }
+}
+
+impl<T> Output<T> {
+    /// An output with the default strategy and retries; the description is the schema's.
+    fn assemble(
+        name: &str,
+        schema: Value,
+        parse: ParseFn,
+        validator: Result<Arc<jsonschema::Validator>, String>,
+    ) -> Self {
+        let description = schema
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         Output {
-            name: sanitize_name(&name),
+            name: sanitize_name(name),
             description,
             schema,
             strategy: OutputStrategy::Auto,
@@ -221,22 +226,9 @@ impl Output<Value> {
     /// a schema built dynamically). Fails when the schema does not compile.
     pub fn from_schema(name: impl Into<String>, schema: Value) -> Result<Self, OutputError> {
         let validator = Ok(compile(&schema).map_err(OutputError::Schema)?);
-        let description = schema
-            .get("description")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
         let parse: ParseFn =
             Arc::new(|value: &Value| Ok(Box::new(value.clone()) as Box<dyn Any + Send>));
-        Ok(Output {
-            name: sanitize_name(&name.into()),
-            description,
-            schema,
-            strategy: OutputStrategy::Auto,
-            retries: DEFAULT_OUTPUT_RETRIES,
-            parse,
-            validator,
-            _type: PhantomData,
-        })
+        Ok(Output::assemble(&name.into(), schema, parse, validator))
     }
 }
 

@@ -8,7 +8,7 @@ use crate::model::ModelRequest;
 use crate::model::OutputFormat;
 use crate::providers::ProviderConfig;
 use crate::providers::core::wire_f32;
-use crate::providers::replay::{self, ReplayTarget};
+use crate::providers::replay;
 use crate::transcript::{ImagePart, Message, Part, Role, ToolCallPart, ToolResultPart};
 
 /// Output tokens reserved for the answer when the request sets no limit.
@@ -150,13 +150,7 @@ fn unsigned_tool_loop(wire: &[Value]) -> bool {
 }
 
 pub(super) fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
-    let model = request
-        .model
-        .clone()
-        .or_else(|| config.model.clone())
-        .unwrap_or_default();
-    let target = ReplayTarget::openai(PROVIDER, &model);
-    let messages = replay::prepare(&request.messages, &target);
+    let (model, messages) = replay::model_and_messages(config.model.as_ref(), request, PROVIDER);
 
     let mut wire = wire_messages(&messages);
     if config.prompt_cache {

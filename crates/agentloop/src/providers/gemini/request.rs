@@ -10,7 +10,7 @@ use crate::model::OutputFormat;
 use crate::model::{ModelRequest, ReasoningLevel};
 use crate::providers::ProviderConfig;
 use crate::providers::core::wire_f32;
-use crate::providers::replay::{self, ReplayTarget};
+use crate::providers::replay;
 use crate::tooling::ToolSchema;
 use crate::transcript::{ImagePart, Message, Part, Role, ToolResultPart};
 
@@ -190,13 +190,7 @@ fn function_response(result: &ToolResultPart, call: Option<&CallInfo<'_>>) -> Va
 
 /// The resolved model id and the body for `request`.
 pub(super) fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> (String, Value) {
-    let model = request
-        .model
-        .clone()
-        .or_else(|| config.model.clone())
-        .unwrap_or_default();
-    let target = ReplayTarget::openai(PROVIDER, &model);
-    let messages = replay::prepare(&request.messages, &target);
+    let (model, messages) = replay::model_and_messages(config.model.as_ref(), request, PROVIDER);
 
     let mut body = Map::new();
     body.insert("contents".into(), Value::Array(contents(&messages)));

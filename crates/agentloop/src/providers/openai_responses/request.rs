@@ -12,7 +12,7 @@ use crate::model::ModelRequest;
 use crate::model::OutputFormat;
 use crate::providers::ProviderConfig;
 use crate::providers::core::wire_f32;
-use crate::providers::replay::{self, ReplayTarget};
+use crate::providers::replay;
 use crate::tooling::ToolSchema;
 use crate::transcript::{
     ImagePart, Message, Part, Role, ThinkingPart, ToolCallPart, ToolResultPart,
@@ -159,13 +159,7 @@ fn call_item(
 }
 
 pub(super) fn build_body(config: &ProviderConfig, request: &ModelRequest<'_>) -> Value {
-    let model = request
-        .model
-        .clone()
-        .or_else(|| config.model.clone())
-        .unwrap_or_default();
-    let target = ReplayTarget::openai(PROVIDER, &model);
-    let messages = replay::prepare(&request.messages, &target);
+    let (model, messages) = replay::model_and_messages(config.model.as_ref(), request, PROVIDER);
     let search = SearchPlan::of(request);
     let mut search_calls: HashSet<String> = HashSet::new();
     let mut input: Vec<Value> = Vec::with_capacity(messages.len());
