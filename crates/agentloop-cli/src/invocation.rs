@@ -168,20 +168,22 @@ pub fn rewrite(argv: Vec<OsString>, terminal: Terminal) -> Vec<OsString> {
     }
 }
 
+/// The arguments [`rewrite`] makes of `agentloop ARGS…` (without the program name).
+#[cfg(test)]
+pub(crate) fn rewritten(args: &[&str], terminal: Terminal) -> Vec<String> {
+    let mut argv = vec![OsString::from("agentloop")];
+    argv.extend(args.iter().map(OsString::from));
+    rewrite(argv, terminal)
+        .into_iter()
+        .skip(1)
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    fn rewritten(args: &[&str], terminal: Terminal) -> Vec<String> {
-        let mut argv = vec![OsString::from("agentloop")];
-        argv.extend(args.iter().map(OsString::from));
-        rewrite(argv, terminal)
-            .into_iter()
-            .skip(1)
-            .map(|a| a.into_string().unwrap())
-            .collect()
-    }
 
     #[test]
     fn a_prompt_first_runs_it_or_opens_a_chat() {

@@ -50,17 +50,8 @@ use crate::cli::{Command, ConfigCommand};
 use crate::error::Failure;
 
 fn main() -> ExitCode {
-    // A command an editor's terminal runs for the shell tool: confined, then `sh -c`.
-    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if argv
-        .get(1)
-        .is_some_and(|a| a == agentloop::builtin::SANDBOX_EXEC_SUBCOMMAND)
-    {
-        eprintln!(
-            "agentloop: {}",
-            agentloop::builtin::exec_sandboxed(&argv[2..])
-        );
-        return ExitCode::from(126);
+    if let Some(failed) = sandbox_exec() {
+        return failed;
     }
     let cli = match parse_args() {
         Ok(cli) => cli,
@@ -131,6 +122,23 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => report(&failure),
     }
+}
+
+/// A command an editor's terminal runs for the shell tool (`agentloop __sandbox-exec …`):
+/// confined, then `sh -c`. Returns only when it could not be started (exit code 126).
+fn sandbox_exec() -> Option<ExitCode> {
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv
+        .get(1)
+        .is_none_or(|a| a != agentloop::builtin::SANDBOX_EXEC_SUBCOMMAND)
+    {
+        return None;
+    }
+    eprintln!(
+        "agentloop: {}",
+        agentloop::builtin::exec_sandboxed(&argv[2..])
+    );
+    Some(ExitCode::from(126))
 }
 
 /// The command line, made safe to read keys with first (see `protect_agent_secrets`), in the

@@ -199,6 +199,19 @@ fn check_chat_args(args: &RunArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Asks `question` on stdout and reads one line from the terminal (off the async runtime);
+/// `None` when it cannot be read.
+async fn ask_line(question: &str) -> Option<String> {
+    print!("{question}");
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    let answer = tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).map(|_| line)
+    })
+    .await;
+    answer.ok()?.ok()
+}
+
 /// The line editor of the chat: history, list completion of commands and workspace paths.
 fn line_editor(chat: &Chat) -> Result<Editor<Lines, rustyline::history::DefaultHistory>, Failure> {
     let config = Config::builder()
@@ -567,14 +580,7 @@ impl Chat {
         if self.args.mode != crate::plan::Mode::Plan || planned.is_none() {
             return;
         }
-        print!("Accept this plan and leave plan mode? [y/N] ");
-        let _ = std::io::Write::flush(&mut std::io::stdout());
-        let answer = tokio::task::spawn_blocking(|| {
-            let mut line = String::new();
-            std::io::stdin().read_line(&mut line).map(|_| line)
-        })
-        .await;
-        if let Ok(Ok(line)) = answer {
+        if let Some(line) = ask_line("Accept this plan and leave plan mode? [y/N] ").await {
             if matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
                 self.args.mode = crate::plan::Mode::Normal;
                 println!(
@@ -877,17 +883,10 @@ impl Chat {
                 return Ok(());
             }
             crate::ui::render::out(&listing);
-            print!("Rewind to which checkpoint? (id; Enter cancels) ");
-            let _ = std::io::Write::flush(&mut std::io::stdout());
-            let answer = tokio::task::spawn_blocking(|| {
-                let mut line = String::new();
-                std::io::stdin().read_line(&mut line).map(|_| line)
-            })
-            .await;
-            wanted = match answer {
-                Ok(Ok(line)) => line.trim().to_owned(),
-                _ => String::new(),
-            };
+            wanted = ask_line("Rewind to which checkpoint? (id; Enter cancels) ")
+                .await
+                .map(|line| line.trim().to_owned())
+                .unwrap_or_default();
             if wanted.is_empty() {
                 println!("nothing rewound");
                 return Ok(());

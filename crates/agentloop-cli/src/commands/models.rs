@@ -164,6 +164,23 @@ async fn list_openai(
         .collect())
 }
 
+/// The URL of one page of a paginated list: `url` with the page size and, after the first
+/// page, where to go on from.
+fn page_url(
+    url: &str,
+    (size_key, size): (&str, &str),
+    (from_key, from): (&str, Option<&str>),
+) -> Result<reqwest::Url, Failure> {
+    let mut page = reqwest::Url::parse(url).map_err(|e| {
+        Failure::usage(format!("the base URL {} is not valid: {e}", shown_url(url)))
+    })?;
+    page.query_pairs_mut().append_pair(size_key, size);
+    if let Some(from) = from {
+        page.query_pairs_mut().append_pair(from_key, from);
+    }
+    Ok(page)
+}
+
 /// Anthropic: pages of `{"data": [{"id", "display_name", "created_at"}], "has_more",
 /// "last_id"}`, followed with `after_id`.
 async fn list_anthropic(
@@ -174,16 +191,7 @@ async fn list_anthropic(
     let mut models = Vec::new();
     let mut after: Option<String> = None;
     for _ in 0..MAX_PAGES {
-        let mut page_url = reqwest::Url::parse(&url).map_err(|e| {
-            Failure::usage(format!(
-                "the base URL {} is not valid: {e}",
-                shown_url(&url)
-            ))
-        })?;
-        page_url.query_pairs_mut().append_pair("limit", "1000");
-        if let Some(after) = &after {
-            page_url.query_pairs_mut().append_pair("after_id", after);
-        }
+        let page_url = page_url(&url, ("limit", "1000"), ("after_id", after.as_deref()))?;
         let request = with_headers(
             client
                 .get(page_url)
@@ -228,16 +236,7 @@ async fn list_gemini(
     let mut models = Vec::new();
     let mut token: Option<String> = None;
     for _ in 0..MAX_PAGES {
-        let mut page_url = reqwest::Url::parse(&url).map_err(|e| {
-            Failure::usage(format!(
-                "the base URL {} is not valid: {e}",
-                shown_url(&url)
-            ))
-        })?;
-        page_url.query_pairs_mut().append_pair("pageSize", "1000");
-        if let Some(token) = &token {
-            page_url.query_pairs_mut().append_pair("pageToken", token);
-        }
+        let page_url = page_url(&url, ("pageSize", "1000"), ("pageToken", token.as_deref()))?;
         let request = with_headers(client.get(page_url), config, Auth::GoogleKeyHeader);
         let body = get_json(request, &url).await?;
         let page = body["models"].as_array().ok_or_else(|| {

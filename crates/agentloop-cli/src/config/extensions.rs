@@ -31,26 +31,8 @@ impl Extensions {
         Ok(Extensions {
             permissions: crate::config::permissions::load(workspace, trusted)?,
             hooks: crate::config::hooks::load(workspace, trusted)?,
-            skills: {
-                let (skills, problems) = crate::config::skills::load(workspace, trusted);
-                for problem in problems {
-                    eprintln!(
-                        "agentloop: skipped skill: {}",
-                        crate::ui::safe_text::visible_line(&problem)
-                    );
-                }
-                skills
-            },
-            agents: {
-                let (agents, problems) = crate::config::agents::load(workspace, trusted);
-                for problem in problems {
-                    eprintln!(
-                        "agentloop: skipped agent: {}",
-                        crate::ui::safe_text::visible_line(&problem)
-                    );
-                }
-                agents
-            },
+            skills: skipping("skill", crate::config::skills::load(workspace, trusted)),
+            agents: skipping("agent", crate::config::agents::load(workspace, trusted)),
         })
     }
 
@@ -61,4 +43,15 @@ impl Extensions {
         self.permissions.extend(extra);
         Ok(())
     }
+}
+
+/// What loaded, after one stderr line for each file `what` that was skipped and why.
+fn skipping<T>(what: &str, (loaded, problems): (T, Vec<String>)) -> T {
+    for problem in problems {
+        eprintln!(
+            "agentloop: skipped {what}: {}",
+            crate::ui::safe_text::visible_line(&problem)
+        );
+    }
+    loaded
 }

@@ -255,16 +255,7 @@ mod tests {
 
     #[test]
     fn the_resume_flag_alone_opens_a_chat_on_a_terminal() {
-        use crate::invocation::{Terminal, rewrite};
-        let words = |args: &[&str], terminal| -> Vec<String> {
-            let mut argv = vec![OsString::from("agentloop")];
-            argv.extend(args.iter().map(OsString::from));
-            rewrite(argv, terminal)
-                .into_iter()
-                .skip(1)
-                .map(|a| a.to_string_lossy().into_owned())
-                .collect()
-        };
+        use crate::invocation::{Terminal, rewritten as words};
         assert_eq!(
             words(&["--resume"], Terminal::Interactive),
             ["chat", "--resume"]
