@@ -142,16 +142,8 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
     let resumed = setup.resume.is_some() || !setup.context.is_empty();
     let exit_signals = kill_on_exit_signals();
 
-    let (toolset, mcp_tools) = crate::mcp::connect(setup.mcp.clone()).await?;
-    let toolset = Arc::new(toolset);
-    let mut prompt = crate::mcp::expand_prompt(&toolset, std::mem::take(&mut setup.prompt)).await?;
-    // After the expansion: the hooks see the prompt the model will get.
-    if let Err(refused) =
-        crate::config::hooks::before_run(&hooks, resumed, &mut system_prompt, &mut prompt)
-    {
-        toolset.shutdown().await;
-        return Err(refused);
-    }
+    let (toolset, mcp_tools, prompt) =
+        open_mcp(&mut setup, &hooks, resumed, &mut system_prompt).await?;
     let (deps, denied_no_terminal) = workspace_deps(&setup, &toolset, spinner, &hooks);
     let recorder = SessionRecorder::new(setup.store.clone(), &setup.session.id);
     let checkpoints = checkpoint_recorder(&setup);
@@ -209,6 +201,34 @@ pub async fn execute(mut setup: RunSetup) -> Result<RunReport, Failure> {
                 .unwrap_or_else(PoisonError::into_inner),
         ),
     })
+}
+
+/// The MCP servers connected, and the prompt with their prompt commands expanded and then
+/// the hooks applied (a refusal stops the servers again).
+async fn open_mcp(
+    setup: &mut RunSetup,
+    hooks: &CommandHooks,
+    resumed: bool,
+    system_prompt: &mut String,
+) -> Result<
+    (
+        Arc<agentloop_mcp::McpToolset>,
+        Vec<ToolSpec<WorkspaceDeps>>,
+        String,
+    ),
+    Failure,
+> {
+    let (toolset, mcp_tools) = crate::mcp::connect(setup.mcp.clone()).await?;
+    let toolset = Arc::new(toolset);
+    let mut prompt = crate::mcp::expand_prompt(&toolset, std::mem::take(&mut setup.prompt)).await?;
+    // After the expansion: the hooks see the prompt the model will get.
+    if let Err(refused) =
+        crate::config::hooks::before_run(hooks, resumed, system_prompt, &mut prompt)
+    {
+        toolset.shutdown().await;
+        return Err(refused);
+    }
+    Ok((toolset, mcp_tools, prompt))
 }
 
 /// The loop's config, its automatic compaction going through the `pre_compact` hooks.
