@@ -160,7 +160,8 @@ fn the_agents_environment_is_unreadable_to_its_commands() {
     for (path, mode) in [(copy_dir.path(), 0o755), (binary.as_path(), 0o755)] {
         std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(mode)).unwrap();
     }
-    let out = std::process::Command::new(&binary)
+    let mut inner = std::process::Command::new(&binary);
+    inner
         .args([
             "--exact",
             &crate::test_name(module_path!(), "inner_environ_is_unreadable"),
@@ -174,9 +175,8 @@ fn the_agents_environment_is_unreadable_to_its_commands() {
         .env("OPENAI_API_KEY", "sk-environ-secret")
         .current_dir("/")
         .uid(NOBODY)
-        .gid(NOBODY)
-        .output()
-        .unwrap();
+        .gid(NOBODY);
+    let out = output_of_fresh_copy(&mut inner);
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -184,6 +184,22 @@ fn the_agents_environment_is_unreadable_to_its_commands() {
     );
     assert!(out.status.success(), "{text}");
     assert!(text.contains("1 passed"), "{text}");
+}
+
+/// Runs `command`, whose program was just written. Another test thread that forks while the
+/// copy was open for writing leaves the child holding that descriptor until it execs, and until
+/// then executing the file fails with `ETXTBSY`; that window closes by itself, so try again.
+fn output_of_fresh_copy(command: &mut std::process::Command) -> std::process::Output {
+    let busy = Some(rustix::io::Errno::TXTBSY.raw_os_error());
+    for _ in 0..500 {
+        match command.output() {
+            Err(e) if e.raw_os_error() == busy => {
+                std::thread::sleep(std::time::Duration::from_millis(10))
+            }
+            result => return result.unwrap(),
+        }
+    }
+    panic!("the copied test binary stayed busy (ETXTBSY)");
 }
 
 #[tokio::test]
