@@ -963,6 +963,21 @@ pub struct MockServerArgs {
     pub host: std::net::IpAddr,
 }
 
+/// Runs `f` on the clap definition of [`Cli`], built once per thread. Building it formats every
+/// flag's and subcommand's help text (see `crate::help`), and reading one command line needs it
+/// several times (the rewrite of other tools' shapes, the arguments as given, each config value
+/// checked alone, the arguments with the config applied, a default looked up): built each time,
+/// it was most of the start-up's own CPU. `f` must not call this again (the definition is
+/// borrowed while it runs).
+pub fn with_definition<T>(f: impl FnOnce(&mut clap::Command) -> T) -> T {
+    use clap::CommandFactory;
+    thread_local! {
+        static DEFINITION: std::cell::RefCell<Option<clap::Command>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    DEFINITION.with(|cell| f(cell.borrow_mut().get_or_insert_with(Cli::command)))
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

@@ -10,9 +10,7 @@
 
 use std::ffi::OsString;
 
-use clap::CommandFactory;
 
-use crate::cli::Cli;
 
 /// What the terminal looks like to the rewrite: whether a bare prompt opens a chat.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,8 +117,11 @@ pub fn rewrite(argv: Vec<OsString>, terminal: Terminal) -> Vec<OsString> {
     if argv.len() < 2 {
         return argv; // bare `agentloop`: nothing to rewrite (and no definition to build)
     }
-    // Built once: the definition is large, and this runs before every command.
-    let cli = Cli::command();
+    crate::cli::with_definition(|cli| rewrite_with(cli, argv, terminal))
+}
+
+/// [`rewrite`] of a command line with at least one argument, against the definition `cli`.
+fn rewrite_with(cli: &clap::Command, argv: Vec<OsString>, terminal: Terminal) -> Vec<OsString> {
     let mut run_flags = false;
     let mut i = 1;
     let first_word = loop {
@@ -134,7 +135,7 @@ pub fn rewrite(argv: Vec<OsString>, terminal: Terminal) -> Vec<OsString> {
         if token == "--" || token == "-" || !token.starts_with('-') {
             break Some(i);
         }
-        match classify(&cli, token) {
+        match classify(cli, token) {
             (Flag::Other, _) => return argv,
             (Flag::Global { takes_value }, inline) => {
                 i += if takes_value && !inline { 2 } else { 1 };
@@ -148,7 +149,7 @@ pub fn rewrite(argv: Vec<OsString>, terminal: Terminal) -> Vec<OsString> {
     let word = first_word.and_then(|at| argv[at].to_str().map(|w| (at, w.to_owned())));
     match word {
         // `agentloop [--store S] run …`: already in shape.
-        Some((at, word)) if is_subcommand(&cli, &word) => {
+        Some((at, word)) if is_subcommand(cli, &word) => {
             if !run_flags {
                 return argv;
             }

@@ -248,12 +248,13 @@ fn credential_rule(view: &mut View, model: &str) -> Option<String> {
 
 /// The default of `run`'s argument `id`, as text.
 fn run_default(id: &str) -> Option<String> {
-    let command = Cli::command();
-    let run = command.find_subcommand("run")?;
-    let arg = run.get_arguments().find(|a| a.get_id() == id)?;
-    arg.get_default_values()
-        .first()
-        .map(|v| v.to_string_lossy().into_owned())
+    crate::cli::with_definition(|command| {
+        let run = command.find_subcommand("run")?;
+        let arg = run.get_arguments().find(|a| a.get_id() == id)?;
+        arg.get_default_values()
+            .first()
+            .map(|v| v.to_string_lossy().into_owned())
+    })
 }
 
 /// Checks a config value `key = value` from `origin` with its flag's parser, so an error
@@ -264,12 +265,15 @@ fn check(key: &str, value: &str, origin: &str) -> Result<OsString, Failure> {
         .find(|(k, _, _)| *k == key)
         .map_or("", |(_, _, flag)| *flag);
     let arg = OsString::from(format!("{flag}={value}"));
-    if let Err(e) = Cli::command().try_get_matches_from([
-        OsString::from("agentloop"),
-        OsString::from("run"),
-        arg.clone(),
-        OsString::from("prompt"),
-    ]) {
+    let checked = crate::cli::with_definition(|command| {
+        command.try_get_matches_from_mut([
+            OsString::from("agentloop"),
+            OsString::from("run"),
+            arg.clone(),
+            OsString::from("prompt"),
+        ])
+    });
+    if let Err(e) = checked {
         // clap's message without its usage and help-hint lines; the valid choices stay.
         let detail = e.to_string();
         let detail = detail
@@ -402,10 +406,16 @@ fn after_subcommand(argv: &[OsString], name: &str) -> Option<usize> {
     None
 }
 
+/// `argv` parsed by the definition; help, version and usage errors exit as clap does.
+fn matches_of(argv: Vec<OsString>) -> ArgMatches {
+    crate::cli::with_definition(|command| command.try_get_matches_from_mut(argv))
+        .unwrap_or_else(|e| e.exit())
+}
+
 /// Parses the command line with the config files applied to `agentloop run` and `chat` (see the module
 /// docs). Help, version and usage errors of the user's own arguments exit as clap does.
 pub fn parse(argv: Vec<OsString>) -> Result<Cli, Failure> {
-    let matches = Cli::command().get_matches_from(argv.clone());
+    let matches = matches_of(argv.clone());
     let parsed = |matches: &ArgMatches| {
         Cli::from_arg_matches(matches).map_err(|e| Failure::usage(e.to_string()))
     };
@@ -474,7 +484,7 @@ pub fn parse(argv: Vec<OsString>) -> Result<Cli, Failure> {
         let mut with_config = argv[..at].to_vec();
         with_config.extend(injected);
         with_config.extend_from_slice(&argv[at..]);
-        Cli::command().get_matches_from(with_config)
+        matches_of(with_config)
     };
     finish(parsed(&matches)?, explicit, Some(trust))
 }
