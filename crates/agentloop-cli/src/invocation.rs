@@ -10,8 +10,6 @@
 
 use std::ffi::OsString;
 
-
-
 /// What the terminal looks like to the rewrite: whether a bare prompt opens a chat.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Terminal {
