@@ -80,6 +80,8 @@ mod hooks;
 pub mod output;
 mod pending;
 mod queue;
+#[cfg(feature = "builtin-tools")]
+mod retention;
 mod run;
 mod stream;
 mod subagent;

@@ -7,7 +7,7 @@
 //! [`MAX_RETAINED_BYTES`] bytes, whichever bound is reached first (the oldest files go first).
 //! Two paths fill it: the `shell` tool streams a command's whole output into a file while it
 //! keeps only the head and tail in memory ([`ShellOptions::retain_outputs`]), and
-//! [`OutputStore::extension`] truncates any other tool's over-long result (an MCP server's, an
+//! [`OutputStore::extension`] (an extension of the loop) truncates any other tool's over-long result (an MCP server's, an
 //! application's) and keeps the whole of it. Either way the truncation note is followed by a
 //! line naming the call whose full output is kept ([`retained_note`]).
 //!
@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::output::{OUTPUT_LIMIT, OutputBuffer, truncate_output};
-use crate::agent::{Extension, ResultRewrite};
 
 /// The most calls whose full output one session keeps.
 pub const MAX_RETAINED_CALLS: usize = 50;
@@ -168,28 +167,21 @@ impl OutputStore {
         Ok(())
     }
 
-    /// An extension that truncates every tool result longer than [`OUTPUT_LIMIT`] (head and
-    /// tail kept, with the note) and keeps its full text here. Results a built-in tool already
-    /// truncated are within the limit and pass unchanged.
-    pub fn extension(&self) -> Extension {
-        let store = self.clone();
-        Extension::new("output-retention").on_tool_result(move |done| {
-            let content = &done.result.content;
-            // Within the limit, or already cut by the tool (the shell keeps its own output).
-            if content.len() <= OUTPUT_LIMIT || content.contains("[output truncated: ") {
-                return None;
-            }
-            let mut shown = truncate_output(content, OUTPUT_LIMIT);
-            if let Err(e) = store.save(&done.id, content.as_bytes()) {
-                tracing::warn!(error = %e, "could not keep the full output of call {}", done.id);
-            } else {
-                insert_note(&mut shown, &done.id);
-            }
-            Some(ResultRewrite {
-                content: Some(shown),
-                is_error: None,
-            })
-        })
+    /// `content` cut to [`OUTPUT_LIMIT`] (head and tail kept, with the note) with its full text
+    /// kept here as call `call_id`'s; `None` when it is within the limit or a tool already cut
+    /// it (the shell keeps its own output). The result-rewriting extension is
+    /// [`OutputStore::extension`], in the loop's layer.
+    pub(crate) fn cut_and_keep(&self, call_id: &str, content: &str) -> Option<String> {
+        if content.len() <= OUTPUT_LIMIT || content.contains("[output truncated: ") {
+            return None;
+        }
+        let mut shown = truncate_output(content, OUTPUT_LIMIT);
+        if let Err(e) = self.save(call_id, content.as_bytes()) {
+            tracing::warn!(error = %e, "could not keep the full output of call {call_id}");
+        } else {
+            insert_note(&mut shown, call_id);
+        }
+        Some(shown)
     }
 
     /// Deletes the store with every output in it.
