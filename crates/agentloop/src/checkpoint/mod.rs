@@ -37,6 +37,7 @@ mod walk;
 #[cfg(not(unix))]
 #[path = "walk_portable.rs"]
 mod walk;
+mod walk_input;
 
 use std::path::{Path, PathBuf};
 

@@ -6,38 +6,13 @@
 //! stack, and an entry is checked against the limits as soon as it is seen — before any file
 //! is read or copied.
 
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
-use super::ignores::{IgnoreCache, Rules};
-use super::{CheckpointError, CheckpointOptions, Entry, EntryKind};
+use super::ignores::Rules;
+use super::{CheckpointError, Entry, EntryKind};
 
-/// One path of the walk: its stat as an [`Entry`] (kind file, directory or symbolic link with
-/// its target; no hash yet).
-#[derive(Debug)]
-pub(crate) struct Found {
-    /// Relative to the workspace root, `/`-separated.
-    pub rel: String,
-    /// Its stat; `cached` when the caller's lookup replaced it with a trusted cached entry.
-    pub entry: Entry,
-    /// Whether the lookup gave the entry (nothing to read).
-    pub cached: bool,
-}
-
-/// A cached entry for a path and its fresh stat, when the cache can be trusted (run on the
-/// walk's threads).
-pub(crate) type Lookup<'a> = dyn Fn(&str, &Entry) -> Option<Entry> + Sync + 'a;
-
-/// One walk of one workspace.
-pub(crate) struct Walk<'a> {
-    pub root: &'a Path,
-    /// The store directory relative to the root, when it lies inside the workspace.
-    pub skip: Option<String>,
-    pub limits: &'a CheckpointOptions,
-    pub ignores: &'a IgnoreCache,
-    pub lookup: &'a Lookup<'a>,
-}
+pub(crate) use super::walk_input::{Found, Walk};
 
 /// A directory waiting to be read: its name in its parent, read through the parent's handle.
 struct Job {

@@ -5,33 +5,10 @@
 
 use std::path::Path;
 
-use super::ignores::IgnoreCache;
 use super::snapshot::stat_entry;
-use super::{CheckpointError, CheckpointOptions, Entry, EntryKind};
+use super::{CheckpointError, Entry, EntryKind};
 
-/// One path of the walk (see the Unix walk).
-#[derive(Debug)]
-pub(crate) struct Found {
-    /// Relative to the workspace root, `/`-separated.
-    pub rel: String,
-    /// Its stat, or the trusted cached entry.
-    pub entry: Entry,
-    /// Whether the lookup gave the entry.
-    pub cached: bool,
-}
-
-/// A cached entry for a path and its fresh stat, when the cache can be trusted.
-pub(crate) type Lookup<'a> = dyn Fn(&str, &Entry) -> Option<Entry> + Sync + 'a;
-
-/// One walk of one workspace.
-pub(crate) struct Walk<'a> {
-    pub root: &'a Path,
-    pub skip: Option<String>,
-    pub limits: &'a CheckpointOptions,
-    #[allow(dead_code)]
-    pub ignores: &'a IgnoreCache,
-    pub lookup: &'a Lookup<'a>,
-}
+pub(crate) use super::walk_input::{Found, Walk};
 
 impl Walk<'_> {
     /// Every path to record, checked against the limits.
