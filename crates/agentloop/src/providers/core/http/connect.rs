@@ -1,8 +1,9 @@
 //! Opening one connection to an adapter's origin: DNS, TCP (`TCP_NODELAY`, TCP keep-alive),
 //! the proxy's CONNECT tunnel when one is configured, TLS with ALPN, and the HTTP/1.1 or HTTP/2
-//! handshake; all within the connect timeout. Each connection is driven by a task of its own
-//! (one per connection, none per request), which ends when the pool drops the connection's
-//! last handle.
+//! handshake; all within the connect timeout. An HTTP/2 connection is driven by a task of its
+//! own (one per connection, none per request), which ends when the pool drops the connection's
+//! last handle; an HTTP/1.1 one ([`h1::Connection`]) has no task: the request using it reads
+//! and writes it.
 
 use std::io;
 use std::pin::Pin;
@@ -12,13 +13,14 @@ use std::time::Duration;
 
 use http_body_util::Full;
 use hyper::body::Bytes;
-use hyper::client::conn::{http1, http2};
+use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use super::HttpError;
+use super::h1;
 use super::proxy::{Proxy, ProxyRules, Route};
 use crate::providers::HttpVersion;
 
@@ -28,7 +30,7 @@ pub(crate) type Body = Full<Bytes>;
 /// A connection ready for requests.
 pub(crate) enum Connection {
     /// HTTP/1.1: one request at a time.
-    Http1(http1::SendRequest<Body>),
+    Http1(h1::Connection),
     /// HTTP/2: requests as concurrent streams (the handle is cloned per request).
     Http2(http2::SendRequest<Body>),
 }
@@ -211,10 +213,11 @@ async fn tcp_connect(host: &str, port: u16) -> Result<TcpStream, HttpError> {
     })
 }
 
-/// The HTTP handshake over an open stream; the connection's task is spawned here.
+/// The HTTP/2 handshake over an open stream (the connection's task is spawned here), or the
+/// stream as an HTTP/1.1 connection (which needs no handshake).
 async fn handshake(io: Io, h2: bool) -> Result<Connection, HttpError> {
-    let io = TokioIo::new(io);
     if h2 {
+        let io = TokioIo::new(io);
         let (sender, connection) = http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
             .handshake(io)
@@ -225,21 +228,26 @@ async fn handshake(io: Io, h2: bool) -> Result<Connection, HttpError> {
         });
         Ok(Connection::Http2(sender))
     } else {
-        let (sender, connection) = http1::Builder::new()
-            .handshake(io)
-            .await
-            .map_err(|e| HttpError::connect_hyper("the HTTP/1.1 handshake failed", e))?;
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        Ok(Connection::Http1(sender))
+        Ok(Connection::Http1(h1::Connection::new(io)))
     }
 }
 
 /// A connection's byte stream: plain TCP or TLS over TCP.
-enum Io {
+pub(super) enum Io {
     Plain(TcpStream),
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl Io {
+    /// Waits until a plain TCP stream has something to read (or was closed), so that a buffer
+    /// is allocated only then. A TLS stream returns at once: it may hold decrypted bytes
+    /// already.
+    pub(super) async fn readable(&self) -> io::Result<()> {
+        match self {
+            Io::Plain(s) => s.readable().await,
+            Io::Tls(_) => Ok(()),
+        }
+    }
 }
 
 impl AsyncRead for Io {
@@ -272,7 +280,7 @@ impl AsyncWrite for Io {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        // Vectored: hyper writes the head and the body (shared bytes) in one call, uncopied.
+        // Vectored: the head and the body (shared bytes) go in one call, uncopied.
         match self.get_mut() {
             Io::Plain(s) => Pin::new(s).poll_write_vectored(cx, bufs),
             Io::Tls(s) => Pin::new(s.as_mut()).poll_write_vectored(cx, bufs),

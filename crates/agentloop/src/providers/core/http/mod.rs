@@ -1,4 +1,4 @@
-//! The provider transport's HTTP client, on hyper's connection API: one [`Client`] per adapter,
+//! The provider transport's HTTP client: one [`Client`] per adapter,
 //! for the one origin the adapter posts to, with a pool of its own ([`pool`]), TLS with the
 //! platform's roots ([`tls`]), proxies from the environment ([`proxy`]) and the redirect policy
 //! of the provider core: redirects are followed within the configured origin only (scheme, host
@@ -6,12 +6,16 @@
 //! that the headers that carry credentials never reach another host; a redirect elsewhere is
 //! handed back as is, for the transport to report.
 //!
+//! HTTP/1.1 is spoken by a codec of this module's own ([`h1`], which says why), HTTP/2 by
+//! hyper's connection API (negotiated by ALPN over TLS, or with prior knowledge).
+//!
 //! What a request needs is prepared once per adapter (by the transport's endpoint): the parsed
 //! URI, the `Host` header and the headers every request carries. Each request clones them
 //! (reference-counted bytes), takes its body without copying it, and hands the response body's
-//! frames to the SSE decoder as hyper delivers them.
+//! bytes to the SSE decoder as they were read.
 
 mod connect;
+mod h1;
 mod pool;
 pub mod proxy;
 mod tls;
@@ -89,6 +93,24 @@ impl HttpError {
         }
     }
 
+    fn request_io(message: &str, error: std::io::Error) -> Self {
+        HttpError {
+            kind: ErrorKind::Request,
+            message: message.to_owned(),
+            source: Some(Box::new(error)),
+        }
+    }
+
+    /// The server broke the protocol (a malformed or oversized head, a bad chunk, a body cut
+    /// short).
+    fn protocol(message: String) -> Self {
+        HttpError {
+            kind: ErrorKind::Request,
+            message,
+            source: None,
+        }
+    }
+
     /// Whether the configuration, not the server, is at fault (sending again cannot help).
     pub(crate) fn is_config(&self) -> bool {
         self.kind == ErrorKind::Config
@@ -100,22 +122,38 @@ impl HttpError {
     }
 }
 
-/// A response: status, headers, the body as hyper streams it, and the URL that answered
-/// (after redirects). Holds its connection until dropped.
+/// A response: status, headers, the body, and the URL that answered (after redirects). Holds
+/// its connection until dropped.
 pub(crate) struct Response {
     pub(crate) status: StatusCode,
     pub(crate) headers: HeaderMap,
-    body: Incoming,
+    body: ResponseBody,
     /// The URL of the request that got this response.
     pub(crate) url: Uri,
-    _lease: Lease,
+    lease: Lease,
+}
+
+/// A response body: read from its HTTP/1.1 connection by the response itself, or as hyper
+/// streams an HTTP/2 one.
+enum ResponseBody {
+    Http1(h1::Body),
+    Http2(Incoming),
 }
 
 impl Response {
     /// The next piece of the body; `None` at its end. Trailers are skipped.
     pub(crate) async fn chunk(&mut self) -> Result<Option<Bytes>, HttpError> {
+        let body = match &mut self.body {
+            ResponseBody::Http1(body) => {
+                return match &mut self.lease.connection {
+                    Leased::Http1(Some(connection)) => connection.chunk(body).await,
+                    _ => Ok(None),
+                };
+            }
+            ResponseBody::Http2(body) => body,
+        };
         loop {
-            match self.body.frame().await {
+            match body.frame().await {
                 None => return Ok(None),
                 Some(Err(e)) => {
                     return Err(HttpError::request("error reading the response body", e));
@@ -281,110 +319,102 @@ impl Client {
         (same && !userinfo).then_some(next)
     }
 
-    /// One request on a pooled connection; a reused HTTP/1.1 connection the server closed
-    /// meanwhile (the request never left) is replaced by a new one once.
+    /// One request on a pooled connection; a reused connection the server closed meanwhile
+    /// (the request got no answer at all) is replaced by another one.
     async fn send(
         &self,
         method: Method,
         uri: Uri,
-        headers: HeaderMap,
+        mut headers: HeaderMap,
         body: Bytes,
     ) -> Result<Response, HttpError> {
         let mut lease = self.pool.lease().await?;
-        let mut request = self.build(&lease, method, &uri, headers, body);
         loop {
             let reused = lease.reused;
-            let result = match &mut lease.connection {
-                Leased::Http1(Some(sender)) => sender.try_send_request(request).await,
-                Leased::Http2(sender) => sender.try_send_request(request).await,
-                Leased::Http1(None) => {
-                    return Err(HttpError::connect("the connection was already given back"));
+            // `Err(None)`: not answered on a reused connection, to be sent again.
+            let answer = match &mut lease.connection {
+                Leased::Http1(Some(connection)) => {
+                    let head = self.http1_head(&method, &uri, &headers, body.len());
+                    match connection.send(&method, &head, &body).await {
+                        Ok(head) => Ok((head.status, head.headers, ResponseBody::Http1(head.body))),
+                        Err(failure) if failure.unanswered && reused => Err(None),
+                        Err(failure) => Err(Some(failure.error)),
+                    }
                 }
+                Leased::Http2(sender) => {
+                    let request =
+                        http2_request(method.clone(), &uri, std::mem::take(&mut headers), &body);
+                    match sender.try_send_request(request).await {
+                        Ok(response) => {
+                            let (parts, body) = response.into_parts();
+                            Ok((parts.status, parts.headers, ResponseBody::Http2(body)))
+                        }
+                        Err(mut failure) => match failure.take_message() {
+                            Some(unsent) if reused => {
+                                headers = unsent.into_parts().0.headers;
+                                Err(None)
+                            }
+                            _ => Err(Some(HttpError::request(
+                                "error sending the request",
+                                failure.into_error(),
+                            ))),
+                        },
+                    }
+                }
+                Leased::Http1(None) => Err(Some(HttpError::connect(
+                    "the connection was already given back",
+                ))),
             };
-            match result {
-                Ok(response) => {
-                    let (parts, body) = response.into_parts();
+            match answer {
+                Ok((status, headers, body)) => {
                     return Ok(Response {
-                        status: parts.status,
-                        headers: parts.headers,
+                        status,
+                        headers,
                         body,
                         url: uri,
-                        _lease: lease,
+                        lease,
                     });
                 }
-                Err(mut failure) => match failure.take_message() {
-                    Some(unsent) if reused => {
-                        let (parts, body) = unsent.into_parts();
-                        drop(lease);
-                        lease = self.pool.lease().await?;
-                        // The new connection may differ in version: rebuild the request for it.
-                        let body = body_bytes(body);
-                        request = self.build(&lease, parts.method, &uri, parts.headers, body);
-                    }
-                    _ => {
-                        return Err(HttpError::request(
-                            "error sending the request",
-                            failure.into_error(),
-                        ));
-                    }
-                },
+                Err(Some(error)) => return Err(error),
+                Err(None) => {
+                    drop(lease);
+                    lease = self.pool.lease().await?;
+                }
             }
         }
     }
 
-    /// The request as the leased connection needs it: over HTTP/1.1 the path on the request
-    /// line and a `Host` header (the whole URL and the proxy's credentials when a proxy
-    /// forwards it); over HTTP/2 the whole URL (its scheme and authority become
-    /// pseudo-headers).
-    fn build(
+    /// The head of an HTTP/1.1 request: the path on the request line and a `Host` header, or
+    /// the whole URL and the proxy's credentials when a proxy forwards it.
+    fn http1_head(
         &self,
-        lease: &Lease,
-        method: Method,
+        method: &Method,
         uri: &Uri,
-        mut headers: HeaderMap,
-        body: Bytes,
-    ) -> Request<Body> {
-        let wire_uri = match &lease.connection {
-            Leased::Http2(_) => uri.clone(),
-            Leased::Http1(_) => {
-                headers
-                    .entry(header::HOST)
-                    .or_insert_with(|| self.host.clone());
-                match self.pool.connector().forwarding() {
-                    Some(route) => {
-                        if let Some(auth) = &route.authorization {
-                            headers.insert(header::PROXY_AUTHORIZATION, auth.clone());
-                        }
-                        uri.clone()
-                    }
-                    None => origin_form(uri),
-                }
+        headers: &HeaderMap,
+        body_len: usize,
+    ) -> Vec<u8> {
+        match self.pool.connector().forwarding() {
+            Some(route) => {
+                let name = header::PROXY_AUTHORIZATION;
+                let auth = route.authorization.as_ref().map(|value| (&name, value));
+                let target = uri.to_string();
+                h1::encode_head(method, &target, &self.host, headers, auth, body_len)
             }
-        };
-        let mut request = Request::new(Full::new(body));
-        *request.method_mut() = method;
-        *request.uri_mut() = wire_uri;
-        *request.headers_mut() = headers;
-        request
+            None => {
+                let target = uri.path_and_query().map_or("/", PathAndQuery::as_str);
+                h1::encode_head(method, target, &self.host, headers, None, body_len)
+            }
+        }
     }
 }
 
-/// The bytes of a body built by [`Client::build`] (a `Full` that was never polled).
-fn body_bytes(body: Body) -> Bytes {
-    use futures::FutureExt;
-    match body.collect().now_or_never() {
-        Some(Ok(collected)) => collected.to_bytes(),
-        _ => Bytes::new(),
-    }
-}
-
-/// `uri`'s path and query alone (the HTTP/1.1 request line of a direct request).
-fn origin_form(uri: &Uri) -> Uri {
-    let path = uri
-        .path_and_query()
-        .cloned()
-        .unwrap_or_else(|| PathAndQuery::from_static("/"));
-    Uri::from(path)
+/// An HTTP/2 request: the whole URL (its scheme and authority become pseudo-headers).
+fn http2_request(method: Method, uri: &Uri, headers: HeaderMap, body: &Bytes) -> Request<Body> {
+    let mut request = Request::new(Full::new(body.clone()));
+    *request.method_mut() = method;
+    *request.uri_mut() = uri.clone();
+    *request.headers_mut() = headers;
+    request
 }
 
 fn port_or_default(uri: &Uri) -> Option<u16> {

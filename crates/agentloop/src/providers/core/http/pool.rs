@@ -2,8 +2,8 @@
 //! HTTP/2 connections shared by concurrent requests, with an idle reaper.
 //!
 //! HTTP/1.1 carries one request at a time per connection: a request takes the most recently
-//! used idle connection (or opens one) and gives it back when its response is dropped; a
-//! connection whose response was not read to its end is closed by hyper and dropped here.
+//! used idle connection that is still open (or opens one) and gives it back when its response
+//! is dropped; a connection whose response was not read to its end is closed.
 //!
 //! HTTP/2 multiplexes; a server allows only so many concurrent streams per connection
 //! (`SETTINGS_MAX_CONCURRENT_STREAMS`, often 100–250) and queues the rest. The pool counts the
@@ -26,12 +26,13 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use hyper::client::conn::{http1, http2};
+use hyper::client::conn::http2;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
 use super::HttpError;
 use super::connect::{Body, Connection, Connector};
+use super::h1;
 
 /// One adapter's connections (see the module docs).
 pub(crate) struct Pool {
@@ -74,7 +75,7 @@ struct State {
 }
 
 struct IdleHttp1 {
-    sender: http1::SendRequest<Body>,
+    connection: h1::Connection,
     since: Instant,
 }
 
@@ -108,7 +109,7 @@ pub(crate) struct Lease {
 /// The connection of a [`Lease`].
 pub(crate) enum Leased {
     /// An HTTP/1.1 connection, the lease's alone.
-    Http1(Option<http1::SendRequest<Body>>),
+    Http1(Option<h1::Connection>),
     /// A handle on a shared HTTP/2 connection.
     Http2(http2::SendRequest<Body>),
 }
@@ -119,10 +120,10 @@ impl Drop for Lease {
             return;
         };
         match (&mut self.connection, &self.slot) {
-            (Leased::Http1(sender), _) => {
-                if let Some(sender) = sender.take().filter(|s| !s.is_closed()) {
+            (Leased::Http1(connection), _) => {
+                if let Some(connection) = connection.take().filter(h1::Connection::is_reusable) {
                     shared.lock().idle.push(IdleHttp1 {
-                        sender,
+                        connection,
                         since: Instant::now(),
                     });
                     shared.ensure_reaper();
@@ -177,29 +178,27 @@ impl Pool {
         self.lease_http1().await
     }
 
-    /// An idle HTTP/1.1 connection that is ready, else a new one.
+    /// The most recently used idle HTTP/1.1 connection that is still open, else a new one.
     async fn lease_http1(&self) -> Result<Lease, HttpError> {
-        loop {
-            let candidate = {
-                let mut state = self.shared.lock();
-                let now = Instant::now();
-                let timeout = self.shared.idle_timeout;
-                state
-                    .idle
-                    .retain(|c| !c.sender.is_closed() && now - c.since < timeout);
-                state.idle.pop()
-            };
-            let Some(IdleHttp1 { mut sender, .. }) = candidate else {
-                break;
-            };
-            // A connection comes back when its response is dropped; hyper may still be reading
-            // the end of that body, or closing the connection if it was not read to its end.
-            if sender.ready().await.is_ok() {
-                return Ok(self.http1_lease(sender, true));
+        let idle = {
+            let mut state = self.shared.lock();
+            let now = Instant::now();
+            let timeout = self.shared.idle_timeout;
+            let mut found = None;
+            while let Some(mut candidate) = state.idle.pop() {
+                // Expired or closed by the server meanwhile: dropped (closed) here.
+                if now - candidate.since < timeout && candidate.connection.is_open() {
+                    found = Some(candidate.connection);
+                    break;
+                }
             }
+            found
+        };
+        if let Some(connection) = idle {
+            return Ok(self.http1_lease(connection, true));
         }
         match self.shared.connector.connect().await? {
-            Connection::Http1(sender) => Ok(self.http1_lease(sender, false)),
+            Connection::Http1(connection) => Ok(self.http1_lease(connection, false)),
             // Only prior knowledge gets HTTP/2 without ALPN, and that pool leases HTTP/2.
             Connection::Http2(_) => Err(HttpError::connect(
                 "the server negotiated HTTP/2 on a connection meant for HTTP/1.1",
@@ -207,9 +206,9 @@ impl Pool {
         }
     }
 
-    fn http1_lease(&self, sender: http1::SendRequest<Body>, reused: bool) -> Lease {
+    fn http1_lease(&self, connection: h1::Connection, reused: bool) -> Lease {
         Lease {
-            connection: Leased::Http1(Some(sender)),
+            connection: Leased::Http1(Some(connection)),
             reused,
             shared: Arc::downgrade(&self.shared),
             slot: None,
@@ -227,7 +226,7 @@ impl Pool {
             .get_or_try_init(|| async {
                 match connector.connect().await? {
                     Connection::Http2(sender) => Ok(sender),
-                    Connection::Http1(sender) => Err(Http2Setup::Declined(sender)),
+                    Connection::Http1(connection) => Err(Http2Setup::Declined(connection)),
                 }
             })
             .await
@@ -241,9 +240,9 @@ impl Pool {
                     self.forget(&slot);
                     return match failure {
                         Http2Setup::Failed(e) => Err(e),
-                        Http2Setup::Declined(sender) => {
+                        Http2Setup::Declined(connection) => {
                             self.shared.lock().http1_learned = true;
-                            Ok(Some(self.http1_lease(sender, false)))
+                            Ok(Some(self.http1_lease(connection, false)))
                         }
                     };
                 }
@@ -303,7 +302,7 @@ impl Pool {
 enum Http2Setup {
     Failed(HttpError),
     /// ALPN chose HTTP/1.1: the connection is good, for one request at a time.
-    Declined(http1::SendRequest<Body>),
+    Declined(h1::Connection),
 }
 
 impl From<HttpError> for Http2Setup {
@@ -345,7 +344,7 @@ impl Shared {
         let timeout = self.idle_timeout;
         state
             .idle
-            .retain(|c| !c.sender.is_closed() && now - c.since < timeout);
+            .retain_mut(|c| now - c.since < timeout && c.connection.is_open());
         let now_nanos = self.now();
         let timeout_nanos = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
         let mut next: Option<Instant> = state.idle.iter().map(|c| c.since + timeout).min();
