@@ -319,11 +319,14 @@ fn parse_head(buf: &[u8], method: &Method) -> Result<Option<(usize, Head)>, Http
     }
     let http10 = response.version == Some(0);
     let body = Body::of(status, &headers, method, http10)?;
-    Ok(Some((len, Head {
-        status,
-        headers,
-        body,
-    })))
+    Ok(Some((
+        len,
+        Head {
+            status,
+            headers,
+            body,
+        },
+    )))
 }
 
 /// Whether the comma-separated header `name` holds `token` (case-insensitive).

@@ -46,7 +46,11 @@ const VALID: &[(&str, &str, &str)] = &[
         "5;name=value\r\nhello\r\n6 ; ext=\"q;x\"\r\n world\r\n0\r\nX-Trailer: a\r\nOther: b\r\n\r\n",
         "hello world",
     ),
-    (CHUNKED, "A\r\n0123456789\r\na\r\nabcdefghij\r\n0\r\n\r\n", "0123456789abcdefghij"),
+    (
+        CHUNKED,
+        "A\r\n0123456789\r\na\r\nabcdefghij\r\n0\r\n\r\n",
+        "0123456789abcdefghij",
+    ),
     (CHUNKED, "5\nhello\n0\n\n", "hello"),
     (CHUNKED, "0000\r\n\r\n", ""),
     (
@@ -99,7 +103,11 @@ fn a_body_delimited_by_the_close_ends_with_the_stream() {
 
 /// Malformed bodies: response head, wire bytes, a piece of the error.
 const MALFORMED: &[(&str, &str, &str)] = &[
-    (CHUNKED, "zz\r\nhello\r\n0\r\n\r\n", "not a hexadecimal number"),
+    (
+        CHUNKED,
+        "zz\r\nhello\r\n0\r\n\r\n",
+        "not a hexadecimal number",
+    ),
     (CHUNKED, "-5\r\nhello\r\n", "not a hexadecimal number"),
     (CHUNKED, "5 x\r\nhello\r\n", "not a hexadecimal number"),
     (CHUNKED, "\r\nhello\r\n", "not a hexadecimal number"),
@@ -107,7 +115,11 @@ const MALFORMED: &[(&str, &str, &str)] = &[
     (CHUNKED, "5\r\nhello\rX", "did not end with CRLF"),
     (CHUNKED, "1000000000000000\r\n", "too large"),
     (CHUNKED, "5\r\nhel", "chunked body had not ended"),
-    (CHUNKED, "5\r\nhello\r\n0\r\nX-Trailer: a\r\n", "chunked body had not ended"),
+    (
+        CHUNKED,
+        "5\r\nhello\r\n0\r\nX-Trailer: a\r\n",
+        "chunked body had not ended",
+    ),
     (CHUNKED, "", "chunked body had not ended"),
     (
         "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n",
@@ -141,7 +153,8 @@ fn endless_chunk_lines_and_trailers_are_bounded() {
     assert!(error.to_string().contains("too long"), "{error}");
     let mut trailers = b"0\r\n".to_vec();
     while trailers.len() <= MAX_TRAILERS {
-        trailers.extend_from_slice(b"X-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
+        trailers
+            .extend_from_slice(b"X-Filler: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n");
     }
     let pieces: Vec<&[u8]> = trailers.chunks(100).collect();
     let error = feed(body_of(CHUNKED), &pieces).unwrap_err();
@@ -159,22 +172,76 @@ fn response_heads_give_the_status_headers_framing_and_keep_alive() {
     assert!(head.body.keep_alive);
     // (head, keep-alive, framing is chunked, body is empty)
     let cases: &[(&str, bool, bool, bool)] = &[
-        ("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\n", false, false, false),
-        ("HTTP/1.1 200 OK\r\nConnection: Keep-Alive, CLOSE\r\nContent-Length: 1\r\n\r\n", false, false, false),
-        ("HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n", false, false, false),
-        ("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\n", true, false, false),
-        ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 9\r\n\r\n", false, true, false),
-        ("HTTP/1.1 200 OK\r\ntransfer-encoding: CHUNKED\r\n\r\n", true, true, false),
-        ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", false, false, false),
-        ("HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n", true, false, true),
+        (
+            "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 1\r\n\r\n",
+            false,
+            false,
+            false,
+        ),
+        (
+            "HTTP/1.1 200 OK\r\nConnection: Keep-Alive, CLOSE\r\nContent-Length: 1\r\n\r\n",
+            false,
+            false,
+            false,
+        ),
+        (
+            "HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\n",
+            false,
+            false,
+            false,
+        ),
+        (
+            "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 1\r\n\r\n",
+            true,
+            false,
+            false,
+        ),
+        (
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nContent-Length: 9\r\n\r\n",
+            false,
+            true,
+            false,
+        ),
+        (
+            "HTTP/1.1 200 OK\r\ntransfer-encoding: CHUNKED\r\n\r\n",
+            true,
+            true,
+            false,
+        ),
+        (
+            "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+            false,
+            false,
+            false,
+        ),
+        (
+            "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n",
+            true,
+            false,
+            true,
+        ),
         ("HTTP/1.1 304 Not Modified\r\n\r\n", true, false, true),
-        ("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", true, false, true),
-        ("HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\n", true, false, false),
+        (
+            "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n",
+            true,
+            false,
+            true,
+        ),
+        (
+            "HTTP/1.1 200 OK\r\nContent-Length: 5, 5\r\n\r\n",
+            true,
+            false,
+            false,
+        ),
     ];
     for (text, keep_alive, chunked, empty) in cases {
         let body = body_of(text);
         assert_eq!(body.keep_alive, *keep_alive, "{text}");
-        assert_eq!(matches!(body.framing, Framing::Chunked(_)), *chunked, "{text}");
+        assert_eq!(
+            matches!(body.framing, Framing::Chunked(_)),
+            *chunked,
+            "{text}"
+        );
         assert_eq!(body.is_done(), *empty, "{text}");
     }
 }
@@ -192,18 +259,41 @@ fn incomplete_heads_wait_and_malformed_ones_are_clear_errors() {
     many.push_str("\r\n");
     let cases: &[(&str, &str)] = &[
         ("HTTP/1.1 abc OK\r\n\r\n", "malformed response head"),
-        ("HTTP/1.1 200 OK\r\nBad Header\r\n\r\n", "malformed response head"),
+        (
+            "HTTP/1.1 200 OK\r\nBad Header\r\n\r\n",
+            "malformed response head",
+        ),
         ("SSH-2.0-OpenSSH_9.6\r\n\r\n", "malformed response head"),
-        ("HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\n", "conflicting Content-Lengths"),
-        ("HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n", "conflicting"),
-        ("HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "invalid Content-Length"),
-        ("HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\n", "invalid Content-Length"),
-        ("HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n", "invalid"),
-        ("HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n", "switched protocols"),
+        (
+            "HTTP/1.1 200 OK\r\nContent-Length: 5, 6\r\n\r\n",
+            "conflicting Content-Lengths",
+        ),
+        (
+            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+            "conflicting",
+        ),
+        (
+            "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+            "invalid Content-Length",
+        ),
+        (
+            "HTTP/1.1 200 OK\r\nContent-Length: +5\r\n\r\n",
+            "invalid Content-Length",
+        ),
+        (
+            "HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999999\r\n\r\n",
+            "invalid",
+        ),
+        (
+            "HTTP/1.1 101 Switching Protocols\r\nUpgrade: x\r\n\r\n",
+            "switched protocols",
+        ),
         (&many, "more than 100 header fields"),
     ];
     for (text, expected) in cases {
-        let error = head_of(text).err().unwrap_or_else(|| panic!("{text}: no error"));
+        let error = head_of(text)
+            .err()
+            .unwrap_or_else(|| panic!("{text}: no error"));
         assert!(error.to_string().contains(expected), "{text}: {error}");
         assert!(!error.is_config() && !error.is_redirect_loop());
     }
@@ -213,7 +303,10 @@ fn incomplete_heads_wait_and_malformed_ones_are_clear_errors() {
 fn request_heads_carry_the_host_the_length_and_the_proxy_credentials() {
     let host = HeaderValue::from_static("api.example:8080");
     let mut headers = HeaderMap::new();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer k"));
     let head = encode_head(&Method::POST, "/v1/chat?x=1", &host, &headers, None, 17);
     assert_eq!(
@@ -224,15 +317,38 @@ fn request_heads_carry_the_host_the_length_and_the_proxy_credentials() {
     let name = header::PROXY_AUTHORIZATION;
     let auth = HeaderValue::from_static("Basic eA==");
     headers.insert(header::HOST, HeaderValue::from_static("given"));
-    headers.insert(header::PROXY_AUTHORIZATION, HeaderValue::from_static("stale"));
-    let head = encode_head(&Method::GET, "http://a/b", &host, &headers, Some((&name, &auth)), 0);
+    headers.insert(
+        header::PROXY_AUTHORIZATION,
+        HeaderValue::from_static("stale"),
+    );
+    let head = encode_head(
+        &Method::GET,
+        "http://a/b",
+        &host,
+        &headers,
+        Some((&name, &auth)),
+        0,
+    );
     let head = String::from_utf8(head).unwrap();
     assert!(head.starts_with("GET http://a/b HTTP/1.1\r\n"), "{head}");
-    assert!(head.contains("\r\nhost: given\r\n") && !head.contains("api.example"), "{head}");
-    assert!(head.ends_with("proxy-authorization: Basic eA==\r\n\r\n"), "{head}");
-    assert!(!head.contains("stale") && !head.contains("content-length"), "{head}");
+    assert!(
+        head.contains("\r\nhost: given\r\n") && !head.contains("api.example"),
+        "{head}"
+    );
+    assert!(
+        head.ends_with("proxy-authorization: Basic eA==\r\n\r\n"),
+        "{head}"
+    );
+    assert!(
+        !head.contains("stale") && !head.contains("content-length"),
+        "{head}"
+    );
     let head = encode_head(&Method::POST, "/", &host, &HeaderMap::new(), None, 0);
-    assert!(String::from_utf8(head).unwrap().contains("content-length: 0\r\n"));
+    assert!(
+        String::from_utf8(head)
+            .unwrap()
+            .contains("content-length: 0\r\n")
+    );
 }
 
 /// A connection to a server socket of the test's own.
@@ -240,7 +356,10 @@ async fn pair() -> (Connection, TcpStream) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (client, server) = tokio::join!(TcpStream::connect(addr), listener.accept());
-    (Connection::new(Io::Plain(client.unwrap())), server.unwrap().0)
+    (
+        Connection::new(Io::Plain(client.unwrap())),
+        server.unwrap().0,
+    )
 }
 
 /// Reads one request (head and Content-Length body) off `server`.
@@ -284,7 +403,10 @@ async fn a_kept_alive_connection_carries_requests_in_turn_and_releases_its_buffe
     let server = tokio::spawn(async move {
         for _ in 0..2 {
             let request = read_request(&mut server).await;
-            assert!(request.starts_with("POST /v1 HTTP/1.1\r\nhost: test\r\n"), "{request}");
+            assert!(
+                request.starts_with("POST /v1 HTTP/1.1\r\nhost: test\r\n"),
+                "{request}"
+            );
             assert!(request.ends_with("\r\n\r\nbody"), "{request}");
             for piece in [
                 "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-",
@@ -303,9 +425,16 @@ async fn a_kept_alive_connection_carries_requests_in_turn_and_releases_its_buffe
         let mut head = post(&mut connection).await.ok().unwrap();
         assert_eq!(head.status, StatusCode::OK);
         assert!(!connection.is_reusable());
-        assert_eq!(body_text(&mut connection, &mut head).await.unwrap(), "hello world");
+        assert_eq!(
+            body_text(&mut connection, &mut head).await.unwrap(),
+            "hello world"
+        );
         assert!(connection.is_reusable());
-        assert_eq!(connection.buf.capacity(), 0, "the idle connection holds no buffer");
+        assert_eq!(
+            connection.buf.capacity(),
+            0,
+            "the idle connection holds no buffer"
+        );
         // Read to its end: further reads say so.
         assert!(connection.chunk(&mut head.body).await.unwrap().is_none());
     }
@@ -320,8 +449,14 @@ async fn a_kept_alive_connection_carries_requests_in_turn_and_releases_its_buffe
 async fn a_response_not_read_to_its_end_or_closing_leaves_the_connection_unusable() {
     let cases: &[(&str, bool)] = &[
         ("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello", false),
-        ("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello", true),
-        ("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloEXTRA", true),
+        (
+            "HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: 5\r\n\r\nhello",
+            true,
+        ),
+        (
+            "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloEXTRA",
+            true,
+        ),
     ];
     for (response, read_all) in cases {
         let (mut connection, mut server) = pair().await;
@@ -354,21 +489,33 @@ async fn hostile_servers_get_clear_errors_not_hangs() {
     });
     let mut head = post(&mut connection).await.ok().unwrap();
     let error = body_text(&mut connection, &mut head).await.unwrap_err();
-    assert!(error.to_string().contains("before the end of the response body"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("before the end of the response body"),
+        "{error}"
+    );
     assert!(!connection.is_reusable());
 
     // An endless head.
     let (mut connection, mut server) = pair().await;
     let writer = tokio::spawn(async move {
         read_request(&mut server).await;
-        server.write_all(b"HTTP/1.1 200 OK\r\nX-Filler: ").await.unwrap();
+        server
+            .write_all(b"HTTP/1.1 200 OK\r\nX-Filler: ")
+            .await
+            .unwrap();
         // One header value that never ends.
         let line = "a".repeat(1000);
         // Until the client gives up and closes.
         while server.write_all(line.as_bytes()).await.is_ok() {}
     });
     let failure = post(&mut connection).await.err().unwrap();
-    assert!(failure.error.to_string().contains("larger than 408 KiB"), "{}", failure.error);
+    assert!(
+        failure.error.to_string().contains("larger than 408 KiB"),
+        "{}",
+        failure.error
+    );
     assert!(!failure.unanswered);
     drop(connection);
     writer.await.unwrap();
@@ -407,5 +554,10 @@ async fn a_request_the_server_never_answered_can_go_on_another_connection() {
     });
     let failure = post(&mut connection).await.err().unwrap();
     assert!(!failure.unanswered);
-    assert!(failure.error.to_string().contains("before the end of the response head"));
+    assert!(
+        failure
+            .error
+            .to_string()
+            .contains("before the end of the response head")
+    );
 }
