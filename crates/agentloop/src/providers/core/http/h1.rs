@@ -412,7 +412,7 @@ impl Body {
             let last = headers
                 .get_all(header::TRANSFER_ENCODING)
                 .iter()
-                .last()
+                .next_back()
                 .and_then(|v| v.as_bytes().rsplit(|&b| b == b',').next())
                 .map(<[u8]>::trim_ascii);
             if last.is_some_and(|t| t.eq_ignore_ascii_case(b"chunked")) && !http10 {
