@@ -13,7 +13,9 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use agentloop::agent::Extension;
-use agentloop::builtin::{OutputStore, ShellOptions, retained_call};
+use agentloop::builtin::{
+    OutputStore, ShellOptions, retained_call, retained_number, safe_file_name,
+};
 use agentloop::session::SessionStore;
 use agentloop::transcript::{Message, Role, ToolResultPart};
 
@@ -29,31 +31,16 @@ fn root() -> Result<PathBuf, Failure> {
         .ok_or_else(|| Failure::new("cannot find a data directory for tool outputs"))
 }
 
-/// A directory name for any session id: kept when it is plain, else hex-encoded.
-fn dir_name(session: &str) -> String {
-    let plain = !session.is_empty()
-        && session.len() <= 100
-        && !session.starts_with('.')
-        && session
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-    if plain {
-        session.to_owned()
-    } else {
-        let hex: String = session.bytes().map(|b| format!("{b:02x}")).collect();
-        format!("x-{}", &hex[..hex.len().min(200)])
-    }
-}
-
 /// The store of `session`'s outputs (created when missing).
 pub fn store(session: &str) -> Result<OutputStore, Failure> {
-    let dir = root()?.join(dir_name(session));
+    let dir = root()?.join(safe_file_name(session));
     OutputStore::open(&dir).map_err(|e| Failure::new(format!("cannot use {}: {e}", dir.display())))
 }
 
-/// For a run of `session`: the shell options that keep each command's full output, and the
-/// extension that keeps other tools' over-long results. Without a data directory the run goes
-/// on with truncated outputs only (said once on stderr).
+/// For a run of `session` (`run`, `chat`, an editor's session over ACP): the shell options that
+/// make the built-in tools keep the full output of each call they cut, and the extension that
+/// keeps other tools' over-long results. Without a data directory the run goes on with
+/// truncated outputs only (said once on stderr).
 pub fn attach(shell: &ShellOptions, session: &str) -> (ShellOptions, Option<Extension>) {
     match store(session) {
         Ok(store) => (
@@ -69,7 +56,7 @@ pub fn attach(shell: &ShellOptions, session: &str) -> (ShellOptions, Option<Exte
 
 /// Deletes `session`'s outputs (with the session).
 pub fn remove(session: &str) -> Result<(), Failure> {
-    let dir = root()?.join(dir_name(session));
+    let dir = root()?.join(safe_file_name(session));
     match std::fs::remove_dir_all(&dir) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Failure::new(format!(
             "cannot delete {}: {e}",
@@ -79,20 +66,28 @@ pub fn remove(session: &str) -> Result<(), Failure> {
     }
 }
 
-/// What a tool result's full output is: kept (the text), pruned since, or the result itself
-/// (it was never truncated).
+/// What a tool result's full output is: kept (the text, and its number in the store), pruned
+/// since, or the result itself (it was never truncated).
 enum Full {
-    Kept(String),
+    Kept(String, Option<u64>),
     Pruned,
     Whole,
 }
 
+/// The output a result's note names: by its number, which is the one output of that result
+/// even when the model used the call id again (a note without a number names the call's
+/// latest output).
 fn full_of(store: Option<&OutputStore>, result: &ToolResultPart) -> Full {
     let Some(call) = retained_call(&result.content) else {
         return Full::Whole;
     };
-    match store.and_then(|s| s.read(call).ok().flatten()) {
-        Some(bytes) => Full::Kept(String::from_utf8_lossy(&bytes).into_owned()),
+    let number = retained_number(&result.content);
+    let kept = store.and_then(|s| match number {
+        Some(n) => s.read_output(n, &result.call_id).ok().flatten(),
+        None => s.read(call).ok().flatten(),
+    });
+    match kept {
+        Some(bytes) => Full::Kept(String::from_utf8_lossy(&bytes).into_owned(), number),
         None => Full::Pruned,
     }
 }
@@ -138,7 +133,7 @@ pub fn full_transcript(style: Style, session: &str, messages: &[Message]) -> Str
 fn result_block(style: Style, store: Option<&OutputStore>, result: &ToolResultPart) -> String {
     let call = visible_line(&result.call_id);
     let (heading, body) = match full_of(store, result) {
-        Full::Kept(full) => (format!("full output of call {call}"), full),
+        Full::Kept(full, number) => (format!("full output of call {call}{}", of(number)), full),
         Full::Pruned => (
             format!(
                 "call {call}: full output pruned (only the most recent calls' are kept); \
@@ -157,9 +152,15 @@ fn result_block(style: Style, store: Option<&OutputStore>, result: &ToolResultPa
     text
 }
 
+/// ` (output #N)` for a kept output's number.
+fn of(number: Option<u64>) -> String {
+    number.map(|n| format!(" (output #{n})")).unwrap_or_default()
+}
+
 /// The chat's `/output [CALL_ID]`: the full output of that call (default: the last one whose
-/// result was truncated) in `$PAGER`, or printed when there is no terminal or no pager; what
-/// went wrong is one line.
+/// result was truncated; the latest of a call id the model used more than once; `#N` for the
+/// output a note numbers N) in `$PAGER`, or printed when there is no terminal or no pager;
+/// what went wrong is one line.
 pub fn open(sessions: &dyn SessionStore, session: &str, call: &str, style: Style) {
     let shown = sessions
         .load_raw(session)
@@ -177,12 +178,17 @@ fn show(session: &str, messages: &[Message], call: &str) -> Result<(), Failure> 
             .rfind(|r| retained_call(&r.content).is_some())
             .ok_or_else(|| Failure::new("no tool output of this session was truncated"))?
     } else {
-        results.rfind(|r| r.call_id == call).ok_or_else(|| {
-            Failure::new(format!("this session has no call {}", visible_line(call)))
-        })?
+        let numbered = call.strip_prefix('#').and_then(|n| n.parse::<u64>().ok());
+        results
+            .clone()
+            .rfind(|r| r.call_id == call)
+            .or_else(|| results.rfind(|r| numbered.is_some() && retained_number(&r.content) == numbered))
+            .ok_or_else(|| {
+                Failure::new(format!("this session has no call {}", visible_line(call)))
+            })?
     };
     let text = match full_of(store(session).ok().as_ref(), wanted) {
-        Full::Kept(full) => full,
+        Full::Kept(full, _) => full,
         Full::Pruned => {
             return Err(Failure::new(format!(
                 "the full output of call {} was pruned (only the most recent calls' are kept)",

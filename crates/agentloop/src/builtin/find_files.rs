@@ -10,7 +10,8 @@ use globset::GlobMatcher;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::output::listing;
+use super::listing::Listing;
+use super::retention::Spill;
 use super::schema;
 use super::workspace::Workspace;
 use crate::tooling::ToolError;
@@ -96,10 +97,13 @@ pub(super) fn walk_files(
     }
 }
 
+/// The search; every matching path goes to `spill` when given (the model gets the first
+/// [`MAX_RESULTS`]).
 pub(super) fn run(
     workspace: &Workspace,
     args: Args,
     cancelled: &dyn Fn() -> bool,
+    spill: Option<Spill>,
 ) -> Result<String, ToolError> {
     let glob = PathGlob::new(&args.pattern)?;
     let dir = workspace.resolve(args.path.as_deref().unwrap_or("."))?;
@@ -122,9 +126,11 @@ pub(super) fn run(
         return Ok(format!("No files match `{}` in `{shown}`.", args.pattern));
     }
     found.sort();
-    let total = found.len();
-    found.truncate(MAX_RESULTS);
-    Ok(listing(&found, total, MAX_RESULTS, |left, total| {
+    let mut listing = Listing::new(MAX_RESULTS, spill);
+    for path in &found {
+        listing.add(path, None);
+    }
+    Ok(listing.finish(|left, total| {
         format!(
             "[... {left} more files not shown ({total} matched); use a narrower pattern or path]"
         )

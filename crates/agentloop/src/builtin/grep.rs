@@ -14,8 +14,10 @@ use serde_json::{Value, json};
 
 use super::find_files::{PathGlob, walk_files};
 use super::looks_binary;
-use super::output::{clip, listing, thousands};
+use super::listing::Listing;
+use super::output::{clip, thousands};
 use super::reading::read_line_capped;
+use super::retention::Spill;
 use super::schema;
 use super::workspace::Workspace;
 use crate::tooling::ToolError;
@@ -59,10 +61,13 @@ pub(super) fn schema() -> Value {
     )
 }
 
+/// The search; every matching line goes to `spill` in full when given (the model gets the
+/// first [`MAX_MATCHES`], each cut to a few hundred bytes).
 pub(super) fn run(
     workspace: &Workspace,
     args: Args,
     cancelled: &dyn Fn() -> bool,
+    spill: Option<Spill>,
 ) -> Result<String, ToolError> {
     let regex = super::patterns::compile_regex(&args.pattern)?;
     let glob = args.glob.as_deref().map(PathGlob::new).transpose()?;
@@ -72,8 +77,7 @@ pub(super) fn run(
         .metadata(&target)
         .map_err(|e| super::io_error("search", &shown, &e))?;
 
-    let mut lines = Vec::new();
-    let mut total = 0usize;
+    let mut listing = Listing::new(MAX_MATCHES, spill);
     let mut binary = 0usize;
     let base = if target_meta.is_dir() {
         target.as_path()
@@ -87,19 +91,19 @@ pub(super) fn run(
                 return true;
             }
         }
-        if search_file(workspace, file, &regex, &mut lines, &mut total) == Searched::Binary {
+        if search_file(workspace, file, &regex, &mut listing) == Searched::Binary {
             binary += 1;
         }
         true
     });
-    if total == 0 && binary > 0 && !target_meta.is_dir() {
+    if listing.total() == 0 && binary > 0 && !target_meta.is_dir() {
         return Err(ToolError::new(format!(
             "`{shown}` looks like a binary file (it contains NUL bytes); grep searches text \
              files only"
         )));
     }
 
-    if total == 0 {
+    if listing.total() == 0 {
         let skipped = match binary {
             0 => String::new(),
             1 => " (1 binary file was skipped)".to_owned(),
@@ -110,7 +114,7 @@ pub(super) fn run(
             args.pattern
         ));
     }
-    Ok(listing(&lines, total, MAX_MATCHES, |left, total| {
+    Ok(listing.finish(|left, total| {
         format!(
             "[... {left} more matches not shown ({total} in total); narrow the pattern, path or glob]"
         )
@@ -125,13 +129,12 @@ enum Searched {
     Unreadable,
 }
 
-/// Appends the file's matching lines (while under the cap) and counts all of them.
+/// Adds the file's matching lines to the listing (or counts those it does not want).
 fn search_file(
     workspace: &Workspace,
     file: &Path,
     regex: &Regex,
-    lines: &mut Vec<String>,
-    total: &mut usize,
+    listing: &mut Listing,
 ) -> Searched {
     // Opened beneath the workspace handle: a directory swapped for a link during the walk makes
     // the open fail instead of reading outside. Anything but a regular file is skipped.
@@ -164,22 +167,45 @@ fn search_file(
         if !regex.is_match(text) {
             continue;
         }
-        *total += 1;
-        if lines.len() < MAX_MATCHES {
-            let clipped = clip(text, MAX_LINE_BYTES);
-            let more = if buf.len() < full {
-                format!(
-                    " [... line cut: {} of {} bytes shown; only its first {} bytes are searched]",
-                    thousands(clipped.len()),
-                    thousands(full),
-                    thousands(MAX_SEARCHED_LINE_BYTES)
-                )
-            } else if clipped.len() < text.len() {
-                " [...]".to_owned()
-            } else {
-                String::new()
-            };
-            lines.push(format!("{shown}:{number}: {clipped}{more}"));
+        if !listing.wants_line() {
+            listing.count();
+            continue;
         }
+        let (line, shown) = match_line(&shown, number, text, buf.len() < full, full);
+        listing.add(&line, shown);
     }
+}
+
+/// A matching line as `path:number: text`, and the shorter form the model gets when the text
+/// is over [`MAX_LINE_BYTES`] (`searched_part`: the line is longer than what was read of it,
+/// `full` bytes).
+fn match_line(
+    path: &str,
+    number: usize,
+    text: &str,
+    searched_part: bool,
+    full: usize,
+) -> (String, Option<String>) {
+    let only_searched = |shown: usize| {
+        format!(
+            " [... line cut: {} of {} bytes shown; only its first {} bytes are searched]",
+            thousands(shown),
+            thousands(full),
+            thousands(MAX_SEARCHED_LINE_BYTES)
+        )
+    };
+    let mut line = format!("{path}:{number}: {text}");
+    if searched_part {
+        line.push_str(&only_searched(text.len()));
+    }
+    let clipped = clip(text, MAX_LINE_BYTES);
+    if clipped.len() == text.len() {
+        return (line, None);
+    }
+    let more = if searched_part {
+        only_searched(clipped.len())
+    } else {
+        " [...]".to_owned()
+    };
+    (line, Some(format!("{path}:{number}: {clipped}{more}")))
 }

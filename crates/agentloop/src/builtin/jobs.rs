@@ -28,7 +28,8 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::output::{OutputBuffer, thousands};
+use super::output::thousands;
+use super::retention::{Capture, Spill};
 use super::shell::{self, ShellOptions, Sink, Started};
 use super::workspace::Workspace;
 use crate::tooling::ToolError;
@@ -330,24 +331,26 @@ impl Jobs {
         ))
     }
 
-    /// The `job_output` tool.
-    pub(super) fn output(&self, args: OutputArgs) -> Result<String, ToolError> {
+    /// The `job_output` tool; the whole of the new output goes to `spill` when given, and is
+    /// kept when the model gets less of it.
+    pub(super) fn output(&self, args: OutputArgs, spill: Option<Spill>) -> Result<String, ToolError> {
         let id = parse_id(&args.job)?;
         let job = self.get(id)?;
         // The status first: if the job had ended, everything it wrote is in the log.
         let status = *job.status.borrow();
         let mut offset = lock(&job.read_offset);
-        let (buffer, read) = read_log(&job, *offset)?;
+        let mut capture = Capture::new(JOB_OUTPUT_LIMIT, spill);
+        let read = read_log(&job, *offset, &mut capture)?;
         *offset += read;
         drop(offset);
-        let mut text = if buffer.is_empty() {
+        let mut text = if capture.is_empty() {
             "(no new output)\n".to_owned()
         } else {
-            buffer.render()
+            capture.finish_with(|text| match args.tail_lines {
+                Some(lines) => tail_lines(&text, lines),
+                None => (text, false),
+            })
         };
-        if let Some(lines) = args.tail_lines {
-            text = tail_lines(&text, lines);
-        }
         if !text.ends_with('\n') {
             text.push('\n');
         }
@@ -452,15 +455,14 @@ fn create_log(id: u64) -> Result<(PathBuf, std::fs::File), ToolError> {
     Ok((path, file))
 }
 
-/// Reads the log from `offset` to its current end into a bounded buffer; returns it and how
-/// many bytes were consumed.
-fn read_log(job: &Job, offset: u64) -> Result<(OutputBuffer, u64), ToolError> {
+/// Reads the log from `offset` to its current end into `capture`; returns how many bytes were
+/// consumed.
+fn read_log(job: &Job, offset: u64, capture: &mut Capture) -> Result<u64, ToolError> {
     let fail = |e: std::io::Error| {
         ToolError::new(format!("could not read the output of job {}: {e}", job.id))
     };
     let mut file = std::fs::File::open(&job.log).map_err(fail)?;
     file.seek(SeekFrom::Start(offset)).map_err(fail)?;
-    let mut buffer = OutputBuffer::new(JOB_OUTPUT_LIMIT);
     let mut chunk = vec![0u8; 64 * 1024];
     let mut read = 0u64;
     loop {
@@ -468,24 +470,26 @@ fn read_log(job: &Job, offset: u64) -> Result<(OutputBuffer, u64), ToolError> {
         if n == 0 {
             break;
         }
-        buffer.push(&chunk[..n]);
+        capture.push(&chunk[..n]);
         read += n as u64;
     }
-    Ok((buffer, read))
+    Ok(read)
 }
 
-/// The last `n` lines of `text`, after a note saying how many lines came before them.
-fn tail_lines(text: &str, n: usize) -> String {
+/// The last `n` lines of `text`, after a note saying how many lines came before them; and
+/// whether lines were left out.
+fn tail_lines(text: &str, n: usize) -> (String, bool) {
     let lines: Vec<&str> = text.lines().collect();
     if lines.len() <= n {
-        return text.to_owned();
+        return (text.to_owned(), false);
     }
     let skipped = lines.len() - n;
-    format!(
+    let shown = format!(
         "[{} earlier line(s) of new output not shown]\n{}\n",
         thousands(skipped),
         lines[skipped..].join("\n")
-    )
+    );
+    (shown, true)
 }
 
 /// A job id as the model may send it: `3`, `"3"` or `"job 3"`.
@@ -587,10 +591,13 @@ mod tests {
 
     #[test]
     fn tail_lines_keeps_the_last_lines() {
-        assert_eq!(tail_lines("a\nb\nc\n", 5), "a\nb\nc\n");
+        assert_eq!(tail_lines("a\nb\nc\n", 5), ("a\nb\nc\n".to_owned(), false));
         assert_eq!(
             tail_lines("a\nb\nc\n", 2),
-            "[1 earlier line(s) of new output not shown]\nb\nc\n"
+            (
+                "[1 earlier line(s) of new output not shown]\nb\nc\n".to_owned(),
+                true
+            )
         );
     }
 }

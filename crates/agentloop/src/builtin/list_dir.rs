@@ -7,7 +7,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::io_error;
-use super::output::{OUTPUT_LIMIT, thousands, truncate_output};
+use super::listing::Listing;
+use super::retention::Spill;
 use super::schema;
 use super::workspace::Workspace;
 use crate::tooling::ToolError;
@@ -36,7 +37,13 @@ pub(super) fn schema() -> Value {
     )
 }
 
-pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError> {
+/// The listing; every entry goes to `spill` when given (the model gets the first
+/// [`MAX_ENTRIES`]).
+pub(super) fn run(
+    workspace: &Workspace,
+    args: Args,
+    spill: Option<Spill>,
+) -> Result<String, ToolError> {
     let path = workspace.resolve(args.path.as_deref().unwrap_or("."))?;
     let shown = workspace.display(&path);
     let meta = workspace.metadata(&path).ok();
@@ -68,19 +75,13 @@ pub(super) fn run(workspace: &Workspace, args: Args) -> Result<String, ToolError
         return Ok(format!("(`{shown}` is empty)"));
     }
     entries.sort();
-    let total = entries.len();
-    let mut out = entries
-        .into_iter()
-        .take(MAX_ENTRIES)
-        .collect::<Vec<_>>()
-        .join("\n");
-    out.push('\n');
-    if total > MAX_ENTRIES {
-        out.push_str(&format!(
-            "[... {} more entries not shown ({} in total); use find_files with a pattern to narrow down]\n",
-            thousands(total - MAX_ENTRIES),
-            thousands(total)
-        ));
+    let mut listing = Listing::new(MAX_ENTRIES, spill);
+    for entry in &entries {
+        listing.add(entry, None);
     }
-    Ok(truncate_output(&out, OUTPUT_LIMIT))
+    Ok(listing.finish(|left, total| {
+        format!(
+            "[... {left} more entries not shown ({total} in total); use find_files with a pattern to narrow down]"
+        )
+    }))
 }

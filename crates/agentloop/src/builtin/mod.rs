@@ -68,6 +68,7 @@ mod find_files;
 mod grep;
 mod jobs;
 mod list_dir;
+mod listing;
 mod output;
 pub(crate) mod patterns;
 mod permissions;
@@ -110,6 +111,7 @@ pub use read_file::{
 };
 pub use retention::{
     MAX_RETAINED_BYTES, MAX_RETAINED_CALLS, OutputStore, retained_call, retained_note,
+    retained_number, safe_file_name,
 };
 pub use sandbox::{ParseSandboxModeError, SandboxMode, sandbox_support};
 pub use sandbox_exec::{CommandRunner, DelegatedCommand, SANDBOX_EXEC_SUBCOMMAND, exec_sandboxed};
@@ -171,9 +173,9 @@ pub fn tools_with<D: ToolDeps>(workspace: &Workspace, shell: &ShellOptions) -> V
         build_read_file(workspace),
         build_write_file(workspace),
         build_edit_file(workspace),
-        build_list_dir(workspace),
-        build_find_files(workspace),
-        build_grep(workspace),
+        build_list_dir(workspace, shell),
+        build_find_files(workspace, shell),
+        build_grep(workspace, shell),
         build_shell(workspace, shell),
         build_job_output(shell),
         build_job_kill(shell),
@@ -229,35 +231,41 @@ fn build_edit_file<D: ToolDeps>(workspace: &Workspace) -> Built<D> {
         .build()
 }
 
-fn build_list_dir<D: ToolDeps>(workspace: &Workspace) -> Built<D> {
-    let ws = workspace.clone();
+/// The file a call's whole output streams into when `shell` retains outputs (see
+/// [`ShellOptions::retain_outputs`]).
+fn spill<D: ToolDeps>(options: &ShellOptions, ctx: &ToolContext<D>) -> Option<retention::Spill> {
+    options.retention().map(|store| store.spill(ctx.call_id()))
+}
+
+fn build_list_dir<D: ToolDeps>(workspace: &Workspace, shell: &ShellOptions) -> Built<D> {
+    let (ws, shell) = (workspace.clone(), shell.clone());
     ToolSpec::builder("list_dir", list_dir::DESCRIPTION)
         .parameters(list_dir::schema())
         .timeout(FILE_TOOL_TIMEOUT)
-        .blocking_handler(move |_ctx: ToolContext<D>, args: list_dir::Args| {
-            list_dir::run(&ws, args)
+        .blocking_handler(move |ctx: ToolContext<D>, args: list_dir::Args| {
+            list_dir::run(&ws, args, spill(&shell, &ctx))
         })
         .build()
 }
 
-fn build_find_files<D: ToolDeps>(workspace: &Workspace) -> Built<D> {
-    let ws = workspace.clone();
+fn build_find_files<D: ToolDeps>(workspace: &Workspace, shell: &ShellOptions) -> Built<D> {
+    let (ws, shell) = (workspace.clone(), shell.clone());
     ToolSpec::builder("find_files", find_files::DESCRIPTION)
         .parameters(find_files::schema())
         .timeout(FILE_TOOL_TIMEOUT)
         .blocking_handler(move |ctx: ToolContext<D>, args: find_files::Args| {
-            find_files::run(&ws, args, &|| ctx.is_cancelled())
+            find_files::run(&ws, args, &|| ctx.is_cancelled(), spill(&shell, &ctx))
         })
         .build()
 }
 
-fn build_grep<D: ToolDeps>(workspace: &Workspace) -> Built<D> {
-    let ws = workspace.clone();
+fn build_grep<D: ToolDeps>(workspace: &Workspace, shell: &ShellOptions) -> Built<D> {
+    let (ws, shell) = (workspace.clone(), shell.clone());
     ToolSpec::builder("grep", grep::DESCRIPTION)
         .parameters(grep::schema())
         .timeout(FILE_TOOL_TIMEOUT)
         .blocking_handler(move |ctx: ToolContext<D>, args: grep::Args| {
-            grep::run(&ws, args, &|| ctx.is_cancelled())
+            grep::run(&ws, args, &|| ctx.is_cancelled(), spill(&shell, &ctx))
         })
         .build()
 }
@@ -280,11 +288,13 @@ fn build_shell<D: ToolDeps>(workspace: &Workspace, options: &ShellOptions) -> Bu
 }
 
 fn build_job_output<D: ToolDeps>(options: &ShellOptions) -> Built<D> {
-    let jobs = options.job_table().clone();
+    let shell = options.clone();
     ToolSpec::builder("job_output", jobs::OUTPUT_DESCRIPTION)
         .parameters(jobs::output_schema())
         .timeout(FILE_TOOL_TIMEOUT)
-        .blocking_handler(move |_ctx: ToolContext<D>, args: jobs::OutputArgs| jobs.output(args))
+        .blocking_handler(move |ctx: ToolContext<D>, args: jobs::OutputArgs| {
+            shell.job_table().output(args, spill(&shell, &ctx))
+        })
         .build()
 }
 

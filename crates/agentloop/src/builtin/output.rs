@@ -215,24 +215,6 @@ pub(crate) fn clip(text: &str, max: usize) -> &str {
     text.get(..end).unwrap_or_default()
 }
 
-/// A list of results, one a line, cut to the tools' output limit; when there were `total`
-/// results and only the first `shown` are listed, a last line says so: `note` gets the number
-/// left out and the total, both written with thousands separators.
-pub(crate) fn listing(
-    lines: &[String],
-    total: usize,
-    shown: usize,
-    note: impl FnOnce(String, String) -> String,
-) -> String {
-    let mut out = lines.join("\n");
-    out.push('\n');
-    if total > shown {
-        out.push_str(&note(thousands(total - shown), thousands(total)));
-        out.push('\n');
-    }
-    truncate_output(&out, OUTPUT_LIMIT)
-}
-
 /// `12345` → `"12,345"`.
 pub(crate) fn thousands(n: usize) -> String {
     let digits = n.to_string();

@@ -124,11 +124,18 @@ impl ShellOptions {
         self
     }
 
-    /// Keeps the full output of each command whose result is truncated in `store` (the note
-    /// after the truncation then names the call); by default only the head and tail exist.
+    /// Keeps the full output of each built-in tool call whose result is cut in `store`: a
+    /// command's (`shell`, `job_output`) and a listing's (`grep`, `find_files`, `list_dir`);
+    /// a line after the cut then names the call and the output's number. By default only what
+    /// the model got exists.
     pub fn retain_outputs(mut self, store: OutputStore) -> Self {
         self.retention = Some(store);
         self
+    }
+
+    /// The store full outputs are kept in, if any ([`retain_outputs`](Self::retain_outputs)).
+    pub(crate) fn retention(&self) -> Option<&OutputStore> {
+        self.retention.as_ref()
     }
 
     /// The temporary directory of the commands (their `TMPDIR`, and the one they may write in
@@ -499,7 +506,7 @@ pub(super) async fn run(
     let mut output = match capture.lock() {
         Ok(capture) if capture.is_empty() => "(no output)\n".to_owned(),
         Ok(mut capture) => {
-            let mut text = capture.finish(&call.call_id);
+            let mut text = capture.finish();
             if !text.ends_with('\n') {
                 text.push('\n');
             }

@@ -106,7 +106,7 @@ fn referenced(store: &CheckpointStore) -> Result<HashSet<String>, CheckpointErro
                 Record::Changes { changes, .. } | Record::Restored { changes } => {
                     add_changes(&changes, &mut hashes);
                 }
-                Record::Checkpoint { .. } => {}
+                Record::Checkpoint(_) => {}
             }
         }
     }

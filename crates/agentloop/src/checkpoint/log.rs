@@ -13,15 +13,8 @@ use super::{Change, Checkpoint, CheckpointError, Entry};
 #[derive(Clone, Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub(crate) enum Record {
-    /// A checkpoint was taken (its changes follow in `Changes` records).
-    Checkpoint {
-        id: u64,
-        turn: u32,
-        tool: String,
-        call_id: String,
-        workspace: String,
-        created_ms: u64,
-    },
+    /// A checkpoint was taken (its changes, empty here, follow in `Changes` records).
+    Checkpoint(Checkpoint),
     /// Changes attributed to checkpoint `id`.
     Changes { id: u64, changes: Vec<Change> },
     /// A rewind left these paths in these states (`after`); the agent's last known state.
@@ -44,18 +37,7 @@ pub(crate) struct SessionLog {
 
 /// A file name for any session id: kept when it is plain, else hex-encoded.
 fn file_name(session: &str) -> String {
-    let plain = !session.is_empty()
-        && session.len() <= 100
-        && !session.starts_with('.')
-        && session
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-    if plain {
-        format!("{session}.jsonl")
-    } else {
-        let hex: String = session.bytes().map(|b| format!("{b:02x}")).collect();
-        format!("x-{}.jsonl", &hex[..hex.len().min(200)])
-    }
+    format!("{}.jsonl", crate::builtin::safe_file_name(session))
 }
 
 impl SessionLog {
@@ -139,7 +121,9 @@ impl SessionLog {
             .records()?
             .into_iter()
             .filter(|r| match r {
-                Record::Checkpoint { id, .. } | Record::Changes { id, .. } => *id < before,
+                Record::Checkpoint(Checkpoint { id, .. }) | Record::Changes { id, .. } => {
+                    *id < before
+                }
                 Record::Restored { .. } => false,
             })
             .collect();
@@ -173,22 +157,7 @@ fn fold(records: Vec<Record>) -> Folded {
     let mut folded = Folded::default();
     for record in records {
         match record {
-            Record::Checkpoint {
-                id,
-                turn,
-                tool,
-                call_id,
-                workspace,
-                created_ms,
-            } => folded.checkpoints.push(Checkpoint {
-                id,
-                turn,
-                tool,
-                call_id,
-                workspace,
-                created_ms,
-                changes: Vec::new(),
-            }),
+            Record::Checkpoint(checkpoint) => folded.checkpoints.push(checkpoint),
             Record::Changes { id, changes } => {
                 for change in &changes {
                     folded

@@ -199,6 +199,7 @@ pub struct Checkpoint {
     /// Milliseconds since the epoch when it was taken.
     pub created_ms: u64,
     /// The paths the call changed (with what a background job it started changed later), by path.
+    #[serde(default)]
     pub changes: Vec<Change>,
 }
 

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use super::gc::StoreLock;
 use super::log::{Record, SessionLog};
 use super::snapshot::{Scanner, Snapshot, diff};
-use super::{Change, CheckpointError, CheckpointOptions, CheckpointStore};
+use super::{Change, Checkpoint, CheckpointError, CheckpointOptions, CheckpointStore};
 use crate::agent::{Extension, ToolCallDecision};
 
 /// What one [`Recorder::snapshot`] saw.
@@ -129,14 +129,15 @@ impl Recorder {
             return None;
         }
         let id = state.next_id;
-        let record = Record::Checkpoint {
+        let record = Record::Checkpoint(Checkpoint {
             id,
             turn: state.turn,
             tool: tool.to_owned(),
             call_id: call_id.to_owned(),
             workspace: self.scanner.root().to_string_lossy().into_owned(),
             created_ms: now_ms(),
-        };
+            changes: Vec::new(),
+        });
         if let Err(e) = self.log.append(&[record]) {
             state.errors.push(e.to_string());
             return None;

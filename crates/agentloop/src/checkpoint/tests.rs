@@ -240,16 +240,7 @@ fn an_unknown_checkpoint_is_an_error_that_says_so() {
 
 /// The paths `ignore`'s own walker keeps with the options the snapshot walk follows.
 fn ignore_crate_paths(root: &Path) -> Vec<String> {
-    let walk = ignore::WalkBuilder::new(root)
-        .hidden(false)
-        .ignore(false)
-        .git_global(false)
-        .git_ignore(true)
-        .git_exclude(true)
-        .require_git(false)
-        .follow_links(false)
-        .filter_entry(|e| e.file_name() != ".git")
-        .build();
+    let walk = super::walk_input::git_rules_walk(root, None);
     let mut out: Vec<String> = walk
         .flatten()
         .filter(|e| e.depth() > 0)

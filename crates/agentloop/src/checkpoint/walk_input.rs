@@ -32,3 +32,21 @@ pub(crate) struct Walk<'a> {
     pub ignores: &'a IgnoreCache,
     pub lookup: &'a Lookup<'a>,
 }
+
+/// The `ignore` crate's walker with the rules the snapshot walk follows: `.gitignore` files and
+/// the repository's exclude file respected, nothing else (hidden entries are kept), links not
+/// followed, `.git` and `skip` (the store) left out. The portable walk is this walker; the Unix
+/// walk is checked against it.
+#[cfg(any(not(unix), test))]
+pub(crate) fn git_rules_walk(root: &Path, skip: Option<std::path::PathBuf>) -> ignore::Walk {
+    ignore::WalkBuilder::new(root)
+        .hidden(false)
+        .ignore(false)
+        .git_global(false)
+        .git_ignore(true)
+        .git_exclude(true)
+        .require_git(false)
+        .follow_links(false)
+        .filter_entry(move |e| e.file_name() != ".git" && Some(e.path()) != skip.as_deref())
+        .build()
+}

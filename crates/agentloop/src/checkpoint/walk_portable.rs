@@ -14,16 +14,7 @@ impl Walk<'_> {
     /// Every path to record, checked against the limits.
     pub(crate) fn run(&self) -> Result<Vec<Found>, CheckpointError> {
         let skip = self.skip.as_ref().map(|rel| self.root.join(rel));
-        let walk = ignore::WalkBuilder::new(self.root)
-            .hidden(false)
-            .ignore(false)
-            .git_global(false)
-            .git_ignore(true)
-            .git_exclude(true)
-            .require_git(false)
-            .follow_links(false)
-            .filter_entry(move |e| e.file_name() != ".git" && Some(e.path()) != skip.as_deref())
-            .build();
+        let walk = super::walk_input::git_rules_walk(self.root, skip);
         let (mut out, mut bytes) = (Vec::new(), 0u64);
         for item in walk.flatten() {
             let Some(rel) = item.path().strip_prefix(self.root).ok().and_then(slashed) else {

@@ -192,6 +192,8 @@ fn build(
     queue: Queue,
 ) -> Result<AgentLoop<WorkspaceDeps>, Failure> {
     let shell = crate::commands::run::shell_options(&server.args);
+    // Full outputs of cut results, kept as `run` keeps them (`sessions show --full`).
+    let (shell, retention) = crate::outputs::attach(&shell, &session.id);
     let shell = super::client_terminals::attach(shell, session.terminals, &session.id, &queue);
     let asker = session.asker.clone();
     let updates = sink.updates.clone();
@@ -242,7 +244,10 @@ fn build(
             .with_session_label(&session.id)
             .with_abort_signal(abort);
     let follow_ups = agent.follow_up_queue().clone();
-    let agent = agent.with_extension(prepared.hooks.extension(follow_ups));
+    let mut agent = agent.with_extension(prepared.hooks.extension(follow_ups));
+    if let Some(retention) = retention {
+        agent = agent.with_extension(retention);
+    }
     let mcp_tools = std::mem::take(&mut prepared.mcp_tools);
     let mut agent = crate::mcp::attach(agent, prepared.toolset.clone(), mcp_tools)?;
     if let Some(checkpoints) = &checkpoints {
