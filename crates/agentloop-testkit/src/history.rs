@@ -36,11 +36,19 @@ impl History {
     }
 }
 
-pub(crate) fn analyze(format: WireFormat, body: &Value) -> History {
+/// The history of a request checked; `reused_ids`: a call id may come again once its earlier
+/// call has its result (see [`MockServerBuilder::allow_reused_call_ids`]).
+///
+/// [`MockServerBuilder::allow_reused_call_ids`]: crate::MockServerBuilder::allow_reused_call_ids
+pub(crate) fn analyze(format: WireFormat, body: &Value, reused_ids: bool) -> History {
+    let ledger = Ledger {
+        reused_ids,
+        ..Ledger::default()
+    };
     match format {
-        WireFormat::OpenAiChat => chat(body),
-        WireFormat::Anthropic => anthropic(body),
-        WireFormat::OpenAiResponses => responses(body),
+        WireFormat::OpenAiChat => chat(body, ledger),
+        WireFormat::Anthropic => anthropic(body, ledger),
+        WireFormat::OpenAiResponses => responses(body, ledger),
         WireFormat::Gemini => gemini(body),
     }
 }
@@ -67,6 +75,8 @@ struct Ledger {
     calls: HashMap<String, (&'static str, String, u32)>,
     order: Vec<String>,
     problems: Vec<String>,
+    /// Whether an id whose call has its result may name a later call.
+    reused_ids: bool,
 }
 
 impl Ledger {
@@ -77,14 +87,17 @@ impl Ledger {
             ));
             return;
         };
-        if self.calls.contains_key(id) {
-            self.problems
-                .push(format!("{kind} id `{id}` is used by more than one call"));
-            return;
+        if let Some((_, _, results)) = self.calls.get(id) {
+            if !(self.reused_ids && *results > 0) {
+                self.problems
+                    .push(format!("{kind} id `{id}` is used by more than one call"));
+                return;
+            }
+        } else {
+            self.order.push(id.to_string());
         }
         self.calls
             .insert(id.to_string(), (kind, name.to_string(), 0));
-        self.order.push(id.to_string());
     }
 
     /// Checks a call's arguments: a JSON object, given either as a value (Anthropic's `input`,
@@ -176,11 +189,10 @@ fn array_field<'a>(v: &'a Value, key: &str) -> &'a [Value] {
         .unwrap_or_default()
 }
 
-fn chat(body: &Value) -> History {
+fn chat(body: &Value, mut ledger: Ledger) -> History {
     let messages = array_field(body, "messages");
     let mut turn_index = 0;
     let mut first_user = None;
-    let mut ledger = Ledger::default();
     for m in messages {
         match str_field(m, "role") {
             Some("assistant") => {
@@ -210,11 +222,10 @@ fn chat(body: &Value) -> History {
     History::new(turn_index, first_user, ledger.finish())
 }
 
-fn anthropic(body: &Value) -> History {
+fn anthropic(body: &Value, mut ledger: Ledger) -> History {
     let messages = array_field(body, "messages");
     let mut turn_index = 0;
     let mut first_user = None;
-    let mut ledger = Ledger::default();
     for m in messages {
         let blocks = array_field(m, "content");
         match str_field(m, "role") {
@@ -298,8 +309,7 @@ fn mock_response_of(item: &Value) -> Option<u64> {
     rest.split('_').next()?.parse().ok()
 }
 
-fn responses(body: &Value) -> History {
-    let mut ledger = Ledger::default();
+fn responses(body: &Value, mut ledger: Ledger) -> History {
     let Some(input) = body.get("input") else {
         return History::new(0, None, Vec::new());
     };
@@ -552,7 +562,7 @@ mod tests {
             {"role": "assistant", "content": "ok"},
             {"role": "user", "content": "more"},
         ]});
-        let h = analyze(WireFormat::OpenAiChat, &body);
+        let h = analyze(WireFormat::OpenAiChat, &body, false);
         assert_eq!(h.turn_index, 2);
         assert!(h.problems.is_empty(), "{:?}", h.problems);
         assert_eq!(h.fingerprint, fnv1a64(b"\"hi\""));
@@ -569,11 +579,39 @@ mod tests {
             {"role": "tool", "tool_call_id": "a", "content": "1"},
             {"role": "tool", "tool_call_id": "a", "content": "1 again"},
         ]});
-        let h = analyze(WireFormat::OpenAiChat, &body);
+        let h = analyze(WireFormat::OpenAiChat, &body, false);
         assert_eq!(h.problems.len(), 3, "{:?}", h.problems);
         assert!(h.problems[0].contains("early"));
         assert!(h.problems[1].contains("more than one"));
         assert!(h.problems[2].contains("`b`") && h.problems[2].contains("no result"));
+    }
+
+    #[test]
+    fn a_reused_call_id_passes_only_when_allowed_and_after_its_result() {
+        let call = |id: &str| json!({"role": "assistant", "tool_calls": [
+            {"id": id, "function": {"name": "f", "arguments": "{}"}}]});
+        let result = |id: &str| json!({"role": "tool", "tool_call_id": id, "content": "r"});
+        let twice = json!({"messages": [
+            {"role": "user", "content": "hi"},
+            call("call_0"), result("call_0"), call("call_0"), result("call_0"),
+        ]});
+        assert!(analyze(WireFormat::OpenAiChat, &twice, true).problems.is_empty());
+        let strict = analyze(WireFormat::OpenAiChat, &twice, false).problems;
+        assert!(strict[0].contains("more than one call"), "{strict:?}");
+        // Before its result, the id is still taken; and the later call needs its own result.
+        let pending = json!({"messages": [
+            {"role": "user", "content": "hi"},
+            call("call_0"), call("call_0"), result("call_0"),
+        ]});
+        let p = analyze(WireFormat::OpenAiChat, &pending, true).problems;
+        assert!(p[0].contains("more than one call"), "{p:?}");
+        let unanswered = json!({"messages": [
+            {"role": "user", "content": "hi"},
+            call("call_0"), result("call_0"), call("call_0"),
+        ]});
+        let p = analyze(WireFormat::OpenAiChat, &unanswered, true).problems;
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].contains("no result"), "{p:?}");
     }
 
     #[test]
@@ -583,13 +621,13 @@ mod tests {
             {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": {}}]},
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "r"}]},
         ]});
-        let h = analyze(WireFormat::Anthropic, &body);
+        let h = analyze(WireFormat::Anthropic, &body, false);
         assert_eq!(h.turn_index, 1);
         assert!(h.problems.is_empty());
         let bad = json!({"messages": [
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "zz", "content": "r"}]},
         ]});
-        assert_eq!(analyze(WireFormat::Anthropic, &bad).problems.len(), 1);
+        assert_eq!(analyze(WireFormat::Anthropic, &bad, false).problems.len(), 1);
     }
 
     #[test]
@@ -606,12 +644,12 @@ mod tests {
             {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "ok"}]},
             {"role": "user", "content": "next"},
         ]});
-        let h = analyze(WireFormat::OpenAiResponses, &body);
+        let h = analyze(WireFormat::OpenAiResponses, &body, false);
         assert_eq!(h.turn_index, 3);
         assert!(h.problems.is_empty(), "{:?}", h.problems);
         assert_eq!(h.fingerprint, fnv1a64(b"\"hi\""));
         // A string input is the same conversation as a user message with that string.
-        let s = analyze(WireFormat::OpenAiResponses, &json!({"input": "hi"}));
+        let s = analyze(WireFormat::OpenAiResponses, &json!({"input": "hi"}), false);
         assert_eq!((s.turn_index, s.fingerprint), (0, h.fingerprint));
 
         let bad = json!({"input": [
@@ -619,7 +657,7 @@ mod tests {
             {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
             {"type": "tool_search_output", "call_id": "c1", "tools": []},
         ]});
-        let p = analyze(WireFormat::OpenAiResponses, &bad).problems;
+        let p = analyze(WireFormat::OpenAiResponses, &bad, false).problems;
         assert_eq!(p.len(), 2, "{p:?}");
     }
 
@@ -639,14 +677,14 @@ mod tests {
                     {"id": "a", "type": "function", "function": {"name": "f", "arguments": args}}]},
                 {"role": "tool", "tool_call_id": "a", "content": "1"},
             ]});
-            let p = analyze(WireFormat::OpenAiChat, &chat).problems;
+            let p = analyze(WireFormat::OpenAiChat, &chat, false).problems;
             assert_eq!(p.is_empty(), ok, "chat {args}: {p:?}");
             let responses = json!({"input": [
                 {"role": "user", "content": "hi"},
                 {"type": "function_call", "call_id": "c1", "name": "f", "arguments": args},
                 {"type": "function_call_output", "call_id": "c1", "output": "1"},
             ]});
-            let p = analyze(WireFormat::OpenAiResponses, &responses).problems;
+            let p = analyze(WireFormat::OpenAiResponses, &responses, false).problems;
             assert_eq!(p.is_empty(), ok, "responses {args}: {p:?}");
             if !ok {
                 assert!(p[0].contains("not a JSON object"), "{p:?}");
@@ -663,7 +701,7 @@ mod tests {
                 {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "f", "input": input}]},
                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "r"}]},
             ]});
-            let p = analyze(WireFormat::Anthropic, &body).problems;
+            let p = analyze(WireFormat::Anthropic, &body, false).problems;
             assert_eq!(p.is_empty(), ok, "anthropic {input}: {p:?}");
         }
     }
@@ -689,7 +727,7 @@ mod tests {
             {"role": "model", "parts": [call("f", Some("skip_thought_signature_validator")), call("g", None)]},
             {"role": "user", "parts": [response("f"), response("g")]},
         ]});
-        let h = analyze(WireFormat::Gemini, &body);
+        let h = analyze(WireFormat::Gemini, &body, false);
         assert_eq!(h.turn_index, 3);
         assert!(h.problems.is_empty(), "{:?}", h.problems);
         assert_eq!(h.fingerprint, fnv1a64(br#"[{"text":"hi"}]"#));
@@ -700,7 +738,7 @@ mod tests {
             {"role": "user", "parts": [response("g")]},
             {"role": "model", "parts": [call("h", Some("s"))]},
         ]});
-        let p = analyze(WireFormat::Gemini, &bad).problems;
+        let p = analyze(WireFormat::Gemini, &bad, false).problems;
         assert_eq!(p.len(), 4, "{p:?}");
         assert!(p[0].contains("missing a thought_signature"), "{p:?}");
         assert!(p[1].contains("number of function response parts"), "{p:?}");
@@ -721,6 +759,6 @@ mod tests {
             {"type": "function_call", "id": "fc_mock_9_1", "call_id": "c3", "name": "f", "arguments": "{}"},
             {"type": "function_call_output", "call_id": "c3", "output": "3"},
         ]});
-        assert_eq!(analyze(WireFormat::OpenAiResponses, &body).turn_index, 2);
+        assert_eq!(analyze(WireFormat::OpenAiResponses, &body, false).turn_index, 2);
     }
 }

@@ -96,6 +96,7 @@ pub struct MockServerBuilder {
     worker_threads: usize,
     h2_max_streams: u32,
     reject_status: u16,
+    reused_call_ids: bool,
 }
 
 /// The default of [`MockServerBuilder::http2_max_concurrent_streams`].
@@ -146,6 +147,14 @@ impl MockServerBuilder {
         self
     }
 
+    /// Accepts a history in which a call id comes again once its earlier call has its result,
+    /// as some local servers do (they number each turn's calls from `call_0`); by default such
+    /// a history breaks the one-call-per-id invariant.
+    pub fn allow_reused_call_ids(mut self, allow: bool) -> Self {
+        self.reused_call_ids = allow;
+        self
+    }
+
     /// The HTTP status of a request whose history breaks an invariant (a call without its
     /// result, arguments that are not a JSON object, …). Default 400, as OpenAI and Anthropic
     /// answer; 500 is what llama.cpp's server answers when it cannot parse a call's arguments.
@@ -164,6 +173,7 @@ impl MockServerBuilder {
         self.script.validate()?;
         let mut state = AppState::new(self.script, self.record);
         state.reject_status = self.reject_status;
+        state.reused_call_ids = self.reused_call_ids;
         let state = Arc::new(state);
         let bind_addr = SocketAddr::new(self.host, self.port);
         let (addr_tx, addr_rx) = std::sync::mpsc::channel::<std::io::Result<SocketAddr>>();
@@ -336,6 +346,7 @@ impl MockServer {
             worker_threads: 2,
             h2_max_streams: DEFAULT_H2_MAX_STREAMS,
             reject_status: 400,
+            reused_call_ids: false,
         }
     }
 
@@ -425,6 +436,8 @@ struct AppState {
     next_response: AtomicU64,
     /// The status of a request whose history breaks an invariant.
     reject_status: u16,
+    /// Whether a call id may come again once its earlier call has its result.
+    reused_call_ids: bool,
 }
 
 impl AppState {
@@ -447,6 +460,7 @@ impl AppState {
             next_slot: AtomicUsize::new(0),
             next_response: AtomicU64::new(1),
             reject_status: 400,
+            reused_call_ids: false,
         }
     }
 
@@ -862,7 +876,7 @@ fn admit(
             )));
         }
     };
-    let hist = history::analyze(format, &body);
+    let hist = history::analyze(format, &body, s.reused_call_ids);
     if !hist.problems.is_empty() {
         let mut violations = lock(&s.violations);
         for p in &hist.problems {
