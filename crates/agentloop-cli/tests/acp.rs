@@ -5,7 +5,7 @@
 //! open, session/load replaying the stored session in a new process, and the file tools
 //! reading and writing the editor's buffers (fs/read_text_file, fs/write_text_file) while
 //! staying confined to the workspace, usage updates, and the checkpoints and `task` tool an
-//! editor's session gets as `run` does.
+//! editor's session gets as `run` does, full tool outputs included.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -963,6 +963,36 @@ fn an_editor_session_gets_checkpoints_and_the_task_tool() {
         std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
         "remember the milk\n"
     );
+}
+
+/// A command's long output in an editor's session: the model gets the head and tail, and the
+/// whole is kept for `sessions show --full`, as in `run`.
+#[test]
+fn an_editor_session_keeps_full_tool_outputs() {
+    let scratch = Scratch::new();
+    let server = MockServer::start(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [{"id": "c_seq", "name": "shell",
+                             "arguments": {"command": "seq 1 30000"}}]},
+            {"text": "Counted."}
+        ]}))
+        .unwrap(),
+    );
+    let mut editor = Editor::start(&scratch, &server);
+    editor.initialize();
+    let session = editor.new_session(&scratch);
+    let response = editor.prompt(&session, "Count.");
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    editor.close();
+    let full = agentloop_in_ws(&scratch, &["sessions", "show", "--full", &session]);
+    assert!(full.contains("full output of call c_seq"), "{full:.400}");
+    let numbers: Vec<&str> = full
+        .lines()
+        .skip_while(|l| *l != "1")
+        .take_while(|l| l.parse::<u32>().is_ok())
+        .collect();
+    let expected: Vec<String> = (1..=30_000).map(|n| n.to_string()).collect();
+    assert!(numbers == expected, "{} lines kept", numbers.len());
 }
 
 #[test]

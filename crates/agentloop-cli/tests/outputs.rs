@@ -2,7 +2,9 @@
 //! numbered lines reaches the model as its head and tail with a note counting the omitted
 //! lines and bytes and naming the call; its full output is kept (0600, in the data directory,
 //! not the workspace) and `sessions show --full` prints every line; only the most recent 50
-//! calls' outputs are kept, and the pruned ones say so; `sessions rm` deletes them.
+//! calls' outputs are kept, and the pruned ones say so; `sessions rm` deletes them. Every other
+//! built-in tool that cuts its result (grep, find_files, list_dir, job_output) keeps it whole
+//! the same way, and a call id the model uses again keeps each output apart.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(unix)]
 
@@ -128,7 +130,8 @@ fn the_model_sees_head_and_tail_and_sessions_show_full_every_line() {
     assert!(full.contains("full output of call c_seq"), "{full:.500}");
 
     // Kept in the data directory, private, nothing in the workspace.
-    let kept = outputs_dir(&scratch, &session).join("c_seq.out");
+    // The store's first output: number 1.
+    let kept = outputs_dir(&scratch, &session).join("1-c_seq.out");
     let mode = std::fs::metadata(&kept).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
     let dir_mode = std::fs::metadata(kept.parent().unwrap())
@@ -159,12 +162,14 @@ fn only_the_last_fifty_calls_outputs_are_kept_and_the_pruned_ones_say_so() {
     );
     run(&scratch, &server);
     let session = session_id(&scratch);
+    // `<number>-<call id>.out`: the call ids kept.
     let kept: Vec<String> = std::fs::read_dir(outputs_dir(&scratch, &session))
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter_map(|name| Some(name.split_once('-')?.1.strip_suffix(".out")?.to_owned()))
         .collect();
     assert_eq!(kept.len(), 50, "{kept:?}");
-    assert!(!kept.contains(&"c00.out".to_owned()) && !kept.contains(&"c01.out".to_owned()));
+    assert!(!kept.contains(&"c00".to_owned()) && !kept.contains(&"c01".to_owned()));
 
     let out = ok(scratch.plain(&["sessions", "show", "--full", &session]));
     let full = text(&out.stdout);
@@ -179,19 +184,28 @@ fn only_the_last_fifty_calls_outputs_are_kept_and_the_pruned_ones_say_so() {
 }
 
 /// Chat on a pseudo-terminal: `/output` opens the last truncated call's full output in
-/// `$PAGER` (here `cat`), lines the model never saw included; an unknown call is one line.
+/// `$PAGER` (here `cat`), lines the model never saw included; with a call id the model used in
+/// two turns, `/output ID` opens the latest and `/output #N` the numbered one; an unknown call
+/// is one line.
 #[test]
 fn chat_output_opens_the_full_output_in_the_pager() {
     use expectrl::Session;
     let scratch = Scratch::new();
-    let server = MockServer::start(
+    let server = MockServer::builder(
         Script::from_value(json!({"turns": [
             {"tool_calls": [{"id": "c_long", "name": "shell",
                              "arguments": {"command": "seq 1 20000"}}]},
-            {"text": "All counted."}
+            {"text": "All counted."},
+            // The next prompt's call has the same id.
+            {"tool_calls": [{"id": "c_long", "name": "shell",
+                             "arguments": {"command": "seq 50001 70000"}}]},
+            {"text": "Counted again."}
         ]}))
         .unwrap(),
-    );
+    )
+    .allow_reused_call_ids(true)
+    .start()
+    .unwrap();
     let mut cmd = std::process::Command::new(support::BIN);
     for var in [
         "OPENAI_BASE_URL",
@@ -230,9 +244,161 @@ fn chat_output_opens_the_full_output_in_the_pager() {
     pty.expect("9999\r\n10000\r\n10001\r\n").unwrap();
     pty.expect("19999\r\n20000").unwrap();
     pty.expect("› ").unwrap();
+    // The same call id again: `/output ID` opens the latest, `/output #1` the first.
+    pty.send_line("count again").unwrap();
+    pty.expect("Counted again.").unwrap();
+    pty.expect("› ").unwrap();
+    pty.send_line("/output c_long").unwrap();
+    pty.expect("59999\r\n60000\r\n60001\r\n").unwrap();
+    pty.expect("69999\r\n70000").unwrap();
+    pty.expect("› ").unwrap();
+    pty.send_line("/output #1").unwrap();
+    pty.expect("\r\n1\r\n2\r\n").unwrap();
+    pty.expect("9999\r\n10000\r\n10001\r\n").unwrap();
+    pty.expect("› ").unwrap();
     pty.send_line("/output nope").unwrap();
     pty.expect("this session has no call nope").unwrap();
     pty.expect("› ").unwrap();
     pty.send_line("/exit").unwrap();
     pty.expect(expectrl::Eof).unwrap();
+}
+
+/// The blocks of `sessions show --full` for call `call`, in order: each block's heading and
+/// its lines.
+fn full_blocks(full: &str, call: &str) -> Vec<(String, Vec<String>)> {
+    let mut blocks = Vec::new();
+    let mut lines = full.lines();
+    while let Some(line) = lines.next() {
+        let Some(heading) = line.strip_prefix("┌ ") else {
+            continue;
+        };
+        let body: Vec<String> = lines
+            .by_ref()
+            .take_while(|l| *l != "└")
+            .map(str::to_owned)
+            .collect();
+        let names_call = heading.contains(&format!("call {call} "))
+            || heading.ends_with(&format!("call {call}"))
+            || heading.contains(&format!("call {call}:"));
+        if names_call {
+            blocks.push((heading.to_owned(), body));
+        }
+    }
+    blocks
+}
+
+/// Every built-in tool that cuts its result keeps the whole of it: grep past its match cap
+/// (and a match line longer than what the model is shown), find_files past its path cap,
+/// list_dir past its entry cap, and job_output's lines left out by `tail_lines`.
+#[test]
+fn every_built_in_tool_that_cuts_its_result_keeps_all_of_it() {
+    let scratch = Scratch::new();
+    let long = "z".repeat(1_000);
+    let hay: String = (0..300)
+        .map(|i| {
+            let extra = if i == 150 { long.as_str() } else { "" };
+            format!("needle {i} {extra}\n")
+        })
+        .collect();
+    std::fs::write(scratch.ws().join("hay.txt"), &hay).unwrap();
+    std::fs::create_dir(scratch.ws().join("many")).unwrap();
+    for i in 0..1_200 {
+        std::fs::write(scratch.ws().join(format!("many/f{i:04}.txt")), "").unwrap();
+    }
+    let server = MockServer::builder(
+        Script::from_value(json!({"turns": [
+            // One batch with a mutating tool: it runs in call order.
+            {"tool_calls": [
+                {"id": "c_grep", "name": "grep", "arguments": {"pattern": "needle", "path": "hay.txt"}},
+                {"id": "c_find", "name": "find_files", "arguments": {"pattern": "*.txt", "path": "many"}},
+                {"id": "c_list", "name": "list_dir", "arguments": {"path": "many"}},
+                {"id": "c_job", "name": "shell",
+                 "arguments": {"command": "seq 1 30000; : > job.done", "background": true}},
+                {"id": "c_wait", "name": "shell",
+                 "arguments": {"command": "while [ ! -e job.done ]; do sleep 0.05; done"}},
+                {"id": "c_out", "name": "job_output", "arguments": {"job": 1, "tail_lines": 3}}
+            ]},
+            {"text": "done"}
+        ]}))
+        .unwrap(),
+    )
+    .record_requests(true)
+    .start()
+    .unwrap();
+    run(&scratch, &server);
+    let full = text(&ok(scratch.plain(&["sessions", "show", "--full", &session_id(&scratch)])).stdout);
+
+    let grep: Vec<String> = (0..300)
+        .map(|i| {
+            let extra = if i == 150 { long.as_str() } else { "" };
+            format!("hay.txt:{}: needle {i} {extra}", i + 1)
+        })
+        .collect();
+    let paths: Vec<String> = (0..1_200).map(|i| format!("many/f{i:04}.txt")).collect();
+    let names: Vec<String> = (0..1_200).map(|i| format!("f{i:04}.txt")).collect();
+    let numbers: Vec<String> = (1..=30_000).map(|n| n.to_string()).collect();
+    for (call, expected) in [
+        ("c_grep", &grep),
+        ("c_find", &paths),
+        ("c_list", &names),
+        ("c_out", &numbers),
+    ] {
+        let shown = tool_message(&server, call);
+        assert!(
+            shown.contains(&format!("[full output kept: call {call} ")),
+            "{call}: the model got no note naming the kept output: {shown:.400}"
+        );
+        let blocks = full_blocks(&full, call);
+        assert_eq!(blocks.len(), 1, "{call}: {blocks:?}");
+        let (heading, body) = &blocks[0];
+        assert!(heading.starts_with(&format!("full output of call {call}")), "{heading}");
+        let body: Vec<String> = body.iter().map(|l| l.trim_end().to_owned()).collect();
+        let expected: Vec<String> = expected.iter().map(|l| l.trim_end().to_owned()).collect();
+        assert!(
+            body == expected,
+            "{call}: sessions show --full has {} lines, {} expected; first: {:?}",
+            body.len(),
+            expected.len(),
+            body.first()
+        );
+    }
+}
+
+/// A model that names every turn's call `call_0`: each call's full output stays its own, and
+/// `sessions show --full` shows each under its number.
+#[test]
+fn a_call_id_reused_in_a_later_turn_keeps_both_outputs() {
+    let scratch = Scratch::new();
+    let server = MockServer::builder(
+        Script::from_value(json!({"turns": [
+            {"tool_calls": [{"id": "call_0", "name": "shell",
+                             "arguments": {"command": "seq 1 20000"}}]},
+            {"tool_calls": [{"id": "call_0", "name": "shell",
+                             "arguments": {"command": "seq 100001 120000"}}]},
+            {"text": "done"}
+        ]}))
+        .unwrap(),
+    )
+    .allow_reused_call_ids(true)
+    .record_requests(true)
+    .start()
+    .unwrap();
+    run(&scratch, &server);
+    assert!(server.violations().is_empty(), "{:?}", server.violations());
+    let session = session_id(&scratch);
+    let full = text(&ok(scratch.plain(&["sessions", "show", "--full", &session])).stdout);
+    let blocks = full_blocks(&full, "call_0");
+    assert_eq!(blocks.len(), 2, "{blocks:?}");
+    for ((heading, body), first) in blocks.iter().zip([1, 100_001]) {
+        let expected: Vec<String> = (first..first + 20_000).map(|n| n.to_string()).collect();
+        assert!(
+            body[..] == expected[..],
+            "{heading}: {} lines from {:?}, expected from {first}",
+            body.len(),
+            body.first()
+        );
+    }
+    assert_ne!(blocks[0].0, blocks[1].0, "the two outputs are not told apart");
+    let kept = std::fs::read_dir(outputs_dir(&scratch, &session)).unwrap().count();
+    assert_eq!(kept, 2);
 }
