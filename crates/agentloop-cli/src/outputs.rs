@@ -1,13 +1,15 @@
 //! The full outputs of a session's recent tool calls, for the person reading after the model:
 //! where they are kept (`outputs/<session>/` in the data directory, next to the session
-//! database and the checkpoints, never in the workspace), how a run keeps them (the shell tool
-//! streams each command's output there, and every other tool's over-long result is cut and
-//! kept whole by an extension), and how they are read back: `agentloop sessions show --full`
-//! and the chat's `/output [CALL_ID]`, which opens one in `$PAGER`.
+//! database and the checkpoints, never in the workspace), how a run keeps them (every built-in
+//! tool that cuts its result streams the whole of it there, and every other tool's over-long
+//! result is cut and kept whole by an extension), and how they are read back: `agentloop
+//! sessions show --full` and the chat's `/output [CALL_ID]`, which opens one in `$PAGER`. Each
+//! kept output has its own number, which the note in the cut result names, so a call id the
+//! model uses again finds each output apart.
 //!
-//! Bounds: the last 50 calls whose output was truncated or 64 MiB per session, whichever is
-//! reached first ([`agentloop::builtin::MAX_RETAINED_CALLS`], `MAX_RETAINED_BYTES`); the oldest
-//! go first. A session's outputs go when the session is deleted.
+//! Bounds: the last 50 kept outputs or 64 MiB per session, whichever is reached first
+//! ([`agentloop::builtin::MAX_RETAINED_CALLS`], `MAX_RETAINED_BYTES`); the oldest go first. A
+//! session's outputs go when the session is deleted.
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -69,7 +69,7 @@ const HELP: &str = "\
 /jobs                  background jobs: id, running or how it ended, command
 /diff                  what this session changed in the workspace so far
 /output [CALL_ID]      the full output of a tool call the model saw truncated (default:
-                       the last one), in $PAGER
+                       the last one; `#N`: the output its note numbers N), in $PAGER
 /rewind                pick a checkpoint: files back to before that tool call, and the
                        conversation continues from there (`/rewind ID` skips the picker)
 /image PATH            attach an image (PNG, JPEG, GIF, WebP) to the next prompt
