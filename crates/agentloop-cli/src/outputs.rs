@@ -156,7 +156,9 @@ fn result_block(style: Style, store: Option<&OutputStore>, result: &ToolResultPa
 
 /// ` (output #N)` for a kept output's number.
 fn of(number: Option<u64>) -> String {
-    number.map(|n| format!(" (output #{n})")).unwrap_or_default()
+    number
+        .map(|n| format!(" (output #{n})"))
+        .unwrap_or_default()
 }
 
 /// The chat's `/output [CALL_ID]`: the full output of that call (default: the last one whose
@@ -184,7 +186,9 @@ fn show(session: &str, messages: &[Message], call: &str) -> Result<(), Failure> 
         results
             .clone()
             .rfind(|r| r.call_id == call)
-            .or_else(|| results.rfind(|r| numbered.is_some() && retained_number(&r.content) == numbered))
+            .or_else(|| {
+                results.rfind(|r| numbered.is_some() && retained_number(&r.content) == numbered)
+            })
             .ok_or_else(|| {
                 Failure::new(format!("this session has no call {}", visible_line(call)))
             })?

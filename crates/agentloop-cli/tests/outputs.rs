@@ -326,7 +326,8 @@ fn every_built_in_tool_that_cuts_its_result_keeps_all_of_it() {
     .start()
     .unwrap();
     run(&scratch, &server);
-    let full = text(&ok(scratch.plain(&["sessions", "show", "--full", &session_id(&scratch)])).stdout);
+    let full =
+        text(&ok(scratch.plain(&["sessions", "show", "--full", &session_id(&scratch)])).stdout);
 
     let grep: Vec<String> = (0..300)
         .map(|i| {
@@ -351,7 +352,10 @@ fn every_built_in_tool_that_cuts_its_result_keeps_all_of_it() {
         let blocks = full_blocks(&full, call);
         assert_eq!(blocks.len(), 1, "{call}: {blocks:?}");
         let (heading, body) = &blocks[0];
-        assert!(heading.starts_with(&format!("full output of call {call}")), "{heading}");
+        assert!(
+            heading.starts_with(&format!("full output of call {call}")),
+            "{heading}"
+        );
         let body: Vec<String> = body.iter().map(|l| l.trim_end().to_owned()).collect();
         let expected: Vec<String> = expected.iter().map(|l| l.trim_end().to_owned()).collect();
         assert!(
@@ -398,7 +402,12 @@ fn a_call_id_reused_in_a_later_turn_keeps_both_outputs() {
             body.first()
         );
     }
-    assert_ne!(blocks[0].0, blocks[1].0, "the two outputs are not told apart");
-    let kept = std::fs::read_dir(outputs_dir(&scratch, &session)).unwrap().count();
+    assert_ne!(
+        blocks[0].0, blocks[1].0,
+        "the two outputs are not told apart"
+    );
+    let kept = std::fs::read_dir(outputs_dir(&scratch, &session))
+        .unwrap()
+        .count();
     assert_eq!(kept, 2);
 }

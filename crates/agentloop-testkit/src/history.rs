@@ -588,14 +588,20 @@ mod tests {
 
     #[test]
     fn a_reused_call_id_passes_only_when_allowed_and_after_its_result() {
-        let call = |id: &str| json!({"role": "assistant", "tool_calls": [
-            {"id": id, "function": {"name": "f", "arguments": "{}"}}]});
+        let call = |id: &str| {
+            json!({"role": "assistant", "tool_calls": [
+            {"id": id, "function": {"name": "f", "arguments": "{}"}}]})
+        };
         let result = |id: &str| json!({"role": "tool", "tool_call_id": id, "content": "r"});
         let twice = json!({"messages": [
             {"role": "user", "content": "hi"},
             call("call_0"), result("call_0"), call("call_0"), result("call_0"),
         ]});
-        assert!(analyze(WireFormat::OpenAiChat, &twice, true).problems.is_empty());
+        assert!(
+            analyze(WireFormat::OpenAiChat, &twice, true)
+                .problems
+                .is_empty()
+        );
         let strict = analyze(WireFormat::OpenAiChat, &twice, false).problems;
         assert!(strict[0].contains("more than one call"), "{strict:?}");
         // Before its result, the id is still taken; and the later call needs its own result.
@@ -627,7 +633,10 @@ mod tests {
         let bad = json!({"messages": [
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "zz", "content": "r"}]},
         ]});
-        assert_eq!(analyze(WireFormat::Anthropic, &bad, false).problems.len(), 1);
+        assert_eq!(
+            analyze(WireFormat::Anthropic, &bad, false).problems.len(),
+            1
+        );
     }
 
     #[test]
@@ -759,6 +768,9 @@ mod tests {
             {"type": "function_call", "id": "fc_mock_9_1", "call_id": "c3", "name": "f", "arguments": "{}"},
             {"type": "function_call_output", "call_id": "c3", "output": "3"},
         ]});
-        assert_eq!(analyze(WireFormat::OpenAiResponses, &body, false).turn_index, 2);
+        assert_eq!(
+            analyze(WireFormat::OpenAiResponses, &body, false).turn_index,
+            2
+        );
     }
 }

@@ -13,8 +13,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::find_files::{PathGlob, walk_files};
-use super::looks_binary;
 use super::listing::Listing;
+use super::looks_binary;
 use super::output::{clip, thousands};
 use super::reading::read_line_capped;
 use super::retention::Spill;

@@ -333,7 +333,11 @@ impl Jobs {
 
     /// The `job_output` tool; the whole of the new output goes to `spill` when given, and is
     /// kept when the model gets less of it.
-    pub(super) fn output(&self, args: OutputArgs, spill: Option<Spill>) -> Result<String, ToolError> {
+    pub(super) fn output(
+        &self,
+        args: OutputArgs,
+        spill: Option<Spill>,
+    ) -> Result<String, ToolError> {
         let id = parse_id(&args.job)?;
         let job = self.get(id)?;
         // The status first: if the job had ended, everything it wrote is in the log.

@@ -103,9 +103,14 @@ mod tests {
         let text = listing.finish(note);
         // The note naming the kept output comes first when nothing was cut by bytes.
         let (note_line, rest) = text.split_once('\n').unwrap();
-        assert!(note_line.starts_with("[full output kept: call c "), "{text}");
+        assert!(
+            note_line.starts_with("[full output kept: call c "),
+            "{text}"
+        );
         assert_eq!(rest, "line 0\nline 1\nline 2\n[7 of 10 not shown]\n");
-        let kept = store.read_output(retained_number(&text).unwrap(), "c").unwrap();
+        let kept = store
+            .read_output(retained_number(&text).unwrap(), "c")
+            .unwrap();
         let all: String = (0..10).map(|i| format!("line {i}\n")).collect();
         assert_eq!(String::from_utf8(kept.unwrap()).unwrap(), all);
     }

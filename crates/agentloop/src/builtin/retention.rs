@@ -293,7 +293,9 @@ impl OutputStore {
         let mut shown = truncate_output(content, OUTPUT_LIMIT);
         match self.save(call_id, content.as_bytes()) {
             Ok(number) => insert_note(&mut shown, call_id, number),
-            Err(e) => tracing::warn!(error = %e, "could not keep the full output of call {call_id}"),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not keep the full output of call {call_id}")
+            }
         }
         Some(shown)
     }
@@ -499,7 +501,10 @@ mod tests {
         assert!(store.read_output(first, "call_1").unwrap().is_none());
         // Odd ids cannot name a path outside the store.
         let odd = store.save("../../etc/x", b"odd").unwrap();
-        assert_eq!(store.read_output(odd, "../../etc/x").unwrap().unwrap(), b"odd");
+        assert_eq!(
+            store.read_output(odd, "../../etc/x").unwrap().unwrap(),
+            b"odd"
+        );
         assert_eq!(names(&store).len(), 3);
     }
 
@@ -545,7 +550,10 @@ mod tests {
         let shown = store.cut_and_keep("m1", &text).unwrap();
         assert!(shown.len() < OUTPUT_LIMIT + NOTES_ROOM);
         let number = retained_number(&shown).unwrap();
-        assert_eq!(store.read_output(number, "m1").unwrap().unwrap(), text.as_bytes());
+        assert_eq!(
+            store.read_output(number, "m1").unwrap().unwrap(),
+            text.as_bytes()
+        );
         // What a tool cut and kept passes unchanged.
         assert!(store.cut_and_keep("m1", &shown).is_none());
         assert!(store.cut_and_keep("m2", "short").is_none());
