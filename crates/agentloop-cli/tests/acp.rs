@@ -96,6 +96,18 @@ impl Editor {
         Editor::start_with(scratch, server, &[])
     }
 
+    /// `agentloop acp`, initialized, with a new session; the session id.
+    fn open(scratch: &Scratch, server: &MockServer) -> (Editor, String) {
+        Editor::open_with(scratch, server, &[])
+    }
+
+    /// [`Editor::open`] of `agentloop acp` with `extra` flags.
+    fn open_with(scratch: &Scratch, server: &MockServer, extra: &[&str]) -> (Editor, String) {
+        let mut editor = Editor::start_with(scratch, server, extra);
+        let session = editor.begin(scratch);
+        (editor, session)
+    }
+
     /// `agentloop acp` with `extra` flags.
     fn start_with(scratch: &Scratch, server: &MockServer, extra: &[&str]) -> Editor {
         let mut child = scratch
@@ -302,6 +314,28 @@ impl Editor {
         response["result"]["sessionId"].as_str().unwrap().to_owned()
     }
 
+    /// `initialize` (with the capabilities set so far), then `session/new`; the session id.
+    fn begin(&mut self, scratch: &Scratch) -> String {
+        self.initialize();
+        self.new_session(scratch)
+    }
+
+    /// `session/load` of `session` in the workspace; the response.
+    fn load(&mut self, scratch: &Scratch, session: &str) -> Value {
+        self.request(
+            "session/load",
+            json!({"sessionId": session, "cwd": scratch.ws(), "mcpServers": []}),
+        )
+    }
+
+    /// `session/set_mode`; the response.
+    fn set_mode(&mut self, session: &str, mode: &str) -> Value {
+        self.request(
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": mode}),
+        )
+    }
+
     fn prompt(&mut self, session: &str, text: &str) -> Value {
         self.request(
             "session/prompt",
@@ -341,6 +375,24 @@ impl Editor {
     }
 }
 
+/// A mock model server playing `turns` in order.
+fn sequential(turns: Value) -> MockServer {
+    MockServer::start(Script::from_value(json!({"turns": turns, "mode": "sequential"})).unwrap())
+}
+
+/// [`sequential`], recording the requests it receives.
+fn recorded(turns: Value) -> MockServer {
+    MockServer::builder(Script::from_value(json!({"turns": turns, "mode": "sequential"})).unwrap())
+        .record_requests(true)
+        .start()
+        .unwrap()
+}
+
+/// The workspace's notes.txt as it is on the disk.
+fn notes(scratch: &Scratch) -> String {
+    std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap()
+}
+
 fn edit_notes(id: &str) -> Value {
     json!({"id": id, "name": "edit_file", "arguments":
         {"path": "notes.txt", "old_text": "milk", "new_text": "bread"}})
@@ -349,19 +401,13 @@ fn edit_notes(id: &str) -> Value {
 #[test]
 fn read_then_approved_edit_then_load_in_a_new_process() {
     let scratch = Scratch::with_notes();
-    let server = MockServer::builder(
-        Script::from_value(json!({"turns": [
-            {"tool_calls": [{"id": "c_read", "name": "read_file", "arguments": {"path": "notes.txt"}}]},
-            {"text": "The note says milk.", "thinking": "Read it first."},
-            {"tool_calls": [edit_notes("c_edit")]},
-            {"text": "Edited."},
-            {"text": "Continued in the terminal."}
-        ], "mode": "sequential"}))
-        .unwrap(),
-    )
-    .record_requests(true)
-    .start()
-    .unwrap();
+    let server = recorded(json!([
+        {"tool_calls": [{"id": "c_read", "name": "read_file", "arguments": {"path": "notes.txt"}}]},
+        {"text": "The note says milk.", "thinking": "Read it first."},
+        {"tool_calls": [edit_notes("c_edit")]},
+        {"text": "Edited."},
+        {"text": "Continued in the terminal."}
+    ]));
     let mut editor = Editor::start(&scratch, &server);
     let init = editor.initialize();
     assert_eq!(init["protocolVersion"], 1);
@@ -407,19 +453,13 @@ fn read_then_approved_edit_then_load_in_a_new_process() {
         .collect();
     assert_eq!(options, ["allow_once", "allow_always", "reject_once"]);
     assert_eq!(editor.final_status("c_edit").as_deref(), Some("completed"));
-    assert_eq!(
-        std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
-        "remember the bread\n"
-    );
+    assert_eq!(notes(&scratch), "remember the bread\n");
     editor.close();
 
     // A new process loads the stored session and replays it.
     let mut editor = Editor::start(&scratch, &server);
     editor.initialize();
-    let response = editor.request(
-        "session/load",
-        json!({"sessionId": session, "cwd": scratch.ws(), "mcpServers": []}),
-    );
+    let response = editor.load(&scratch, &session);
     assert!(response.get("error").is_none(), "{response}");
     let users: String = editor
         .of_kind("user_message_chunk")
@@ -457,10 +497,7 @@ fn read_then_approved_edit_then_load_in_a_new_process() {
 #[test]
 fn a_session_started_by_run_loads_in_the_editor() {
     let scratch = Scratch::with_notes();
-    let server = MockServer::start(
-        Script::from_value(json!({"turns": [{"text": "Hello from run."}], "mode": "sequential"}))
-            .unwrap(),
-    );
+    let server = sequential(json!([{"text": "Hello from run."}]));
     let out = scratch
         .run_cmd(&server)
         .args(["--json", "Say hello."])
@@ -479,17 +516,11 @@ fn a_session_started_by_run_loads_in_the_editor() {
 
     let mut editor = Editor::start(&scratch, &server);
     editor.initialize();
-    let response = editor.request(
-        "session/load",
-        json!({"sessionId": session, "cwd": scratch.ws(), "mcpServers": []}),
-    );
+    let response = editor.load(&scratch, session);
     assert!(response.get("error").is_none(), "{response}");
     assert_eq!(response["result"]["modes"]["currentModeId"], "ask");
     assert!(editor.agent_text().contains("Hello from run."));
-    let unknown = editor.request(
-        "session/load",
-        json!({"sessionId": "no-such-session", "cwd": scratch.ws(), "mcpServers": []}),
-    );
+    let unknown = editor.load(&scratch, "no-such-session");
     assert!(unknown.get("error").is_some(), "{unknown}");
     editor.close();
 }
@@ -497,28 +528,17 @@ fn a_session_started_by_run_loads_in_the_editor() {
 #[test]
 fn rejected_edit_leaves_the_file_and_tells_the_model() {
     let scratch = Scratch::with_notes();
-    let server = MockServer::builder(
-        Script::from_value(json!({"turns": [
-            {"tool_calls": [edit_notes("c_edit")]},
-            {"text": "Understood."}
-        ], "mode": "sequential"}))
-        .unwrap(),
-    )
-    .record_requests(true)
-    .start()
-    .unwrap();
-    let mut editor = Editor::start(&scratch, &server);
-    editor.initialize();
-    let session = editor.new_session(&scratch);
+    let server = recorded(json!([
+        {"tool_calls": [edit_notes("c_edit")]},
+        {"text": "Understood."}
+    ]));
+    let (mut editor, session) = Editor::open(&scratch, &server);
     editor.answer = Answer::Reject;
     let response = editor.prompt(&session, "Replace milk by bread.");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert_eq!(editor.permissions.len(), 1);
     assert_eq!(editor.final_status("c_edit").as_deref(), Some("failed"));
-    assert_eq!(
-        std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
-        "remember the milk\n"
-    );
+    assert_eq!(notes(&scratch), "remember the milk\n");
     let requests = server.requests();
     let last = requests.last().unwrap().body.to_string();
     assert!(last.contains("rejected this tool call"), "{last}");
@@ -528,24 +548,16 @@ fn rejected_edit_leaves_the_file_and_tells_the_model() {
 #[test]
 fn cancel_while_asking_stops_the_turn_and_answers_the_call() {
     let scratch = Scratch::with_notes();
-    let server = MockServer::start(
-        Script::from_value(json!({"turns": [
-            {"tool_calls": [edit_notes("c_edit")]},
-            {"text": "This turn should never be requested."}
-        ], "mode": "sequential"}))
-        .unwrap(),
-    );
-    let mut editor = Editor::start(&scratch, &server);
-    editor.initialize();
-    let session = editor.new_session(&scratch);
+    let server = sequential(json!([
+        {"tool_calls": [edit_notes("c_edit")]},
+        {"text": "This turn should never be requested."}
+    ]));
+    let (mut editor, session) = Editor::open(&scratch, &server);
     editor.answer = Answer::CancelTurn;
     let response = editor.prompt(&session, "Replace milk by bread.");
     assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
     assert_eq!(editor.final_status("c_edit").as_deref(), Some("failed"));
-    assert_eq!(
-        std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
-        "remember the milk\n"
-    );
+    assert_eq!(notes(&scratch), "remember the milk\n");
     assert_eq!(server.request_count(), 1, "no model call after the cancel");
     editor.close();
 }
@@ -553,25 +565,14 @@ fn cancel_while_asking_stops_the_turn_and_answers_the_call() {
 #[test]
 fn mode_auto_runs_edits_without_asking() {
     let scratch = Scratch::with_notes();
-    let server = MockServer::start(
-        Script::from_value(json!({"turns": [
-            {"tool_calls": [edit_notes("c_edit")]},
-            {"text": "Done."}
-        ], "mode": "sequential"}))
-        .unwrap(),
-    );
-    let mut editor = Editor::start(&scratch, &server);
-    editor.initialize();
-    let session = editor.new_session(&scratch);
-    let response = editor.request(
-        "session/set_mode",
-        json!({"sessionId": session, "modeId": "auto"}),
-    );
+    let server = sequential(json!([
+        {"tool_calls": [edit_notes("c_edit")]},
+        {"text": "Done."}
+    ]));
+    let (mut editor, session) = Editor::open(&scratch, &server);
+    let response = editor.set_mode(&session, "auto");
     assert!(response.get("error").is_none(), "{response}");
-    let bad = editor.request(
-        "session/set_mode",
-        json!({"sessionId": session, "modeId": "yolo"}),
-    );
+    let bad = editor.set_mode(&session, "yolo");
     assert!(bad.get("error").is_some(), "{bad}");
     let response = editor.prompt(&session, "Replace milk by bread.");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
@@ -585,26 +586,18 @@ fn mode_auto_runs_edits_without_asking() {
         "auto"
     );
     assert_eq!(editor.final_status("c_edit").as_deref(), Some("completed"));
-    assert_eq!(
-        std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
-        "remember the bread\n"
-    );
+    assert_eq!(notes(&scratch), "remember the bread\n");
     editor.close();
 }
 
 #[test]
 fn cancel_while_a_command_runs_stops_the_turn_and_answers_the_call() {
     let scratch = Scratch::with_notes();
-    let server = MockServer::start(
-        Script::from_value(json!({"turns": [
-            {"tool_calls": [{"id": "c_sleep", "name": "shell", "arguments": {"command": "sleep 60"}}]},
-            {"text": "This turn should never be requested."}
-        ], "mode": "sequential"}))
-        .unwrap(),
-    );
-    let mut editor = Editor::start(&scratch, &server);
-    editor.initialize();
-    let session = editor.new_session(&scratch);
+    let server = sequential(json!([
+        {"tool_calls": [{"id": "c_sleep", "name": "shell", "arguments": {"command": "sleep 60"}}]},
+        {"text": "This turn should never be requested."}
+    ]));
+    let (mut editor, session) = Editor::open(&scratch, &server);
     editor.cancel_when_running = Some("c_sleep".into());
     editor.answer = Answer::Allow;
     let response = editor.prompt(&session, "Wait a minute.");
@@ -627,18 +620,11 @@ fn cancel_while_a_command_runs_stops_the_turn_and_answers_the_call() {
 fn prompt_content_blocks_reach_the_model() {
     use base64::Engine;
     let scratch = Scratch::with_notes();
-    let server = MockServer::builder(
-        Script::from_value(json!({"turns": [{"text": "Seen."}], "mode": "sequential"})).unwrap(),
-    )
-    .record_requests(true)
-    .start()
-    .unwrap();
+    let server = recorded(json!([{"text": "Seen."}]));
     let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
     png.extend_from_slice(&[0u8; 24]);
     let image = base64::engine::general_purpose::STANDARD.encode(&png);
-    let mut editor = Editor::start(&scratch, &server);
-    editor.initialize();
-    let session = editor.new_session(&scratch);
+    let (mut editor, session) = Editor::open(&scratch, &server);
     let notes = scratch.ws().join("notes.txt");
     let response = editor.request(
         "session/prompt",
@@ -697,20 +683,12 @@ fn sigterm_from_the_editor_kills_a_detached_command() {
     let scratch = Scratch::with_notes();
     let command =
         "(setsid sh -c 'echo $$ > pid.tmp && mv pid.tmp pid && exec sleep 300' &) ; sleep 100";
-    let server = MockServer::start(
-        Script::from_value(json!({"turns": [
-            {"tool_calls": [{"id": "c_sh", "name": "shell", "arguments": {"command": command}}]},
-            {"text": "never"}
-        ], "mode": "sequential"}))
-        .unwrap(),
-    );
-    let mut editor = Editor::start(&scratch, &server);
-    editor.initialize();
-    let session = editor.new_session(&scratch);
-    editor.request(
-        "session/set_mode",
-        json!({"sessionId": session, "modeId": "auto"}),
-    );
+    let server = sequential(json!([
+        {"tool_calls": [{"id": "c_sh", "name": "shell", "arguments": {"command": command}}]},
+        {"text": "never"}
+    ]));
+    let (mut editor, session) = Editor::open(&scratch, &server);
+    editor.set_mode(&session, "auto");
     editor.write(
         &json!({"jsonrpc": "2.0", "id": 99, "method": "session/prompt",
         "params": {"sessionId": session, "prompt": [{"type": "text", "text": "go"}]}}),
@@ -742,16 +720,11 @@ fn allow_always_is_remembered_for_the_session() {
         json!({"tool_calls": [{"id": id, "name": "write_file",
             "arguments": {"path": path, "content": "x\n"}}]})
     };
-    let server = MockServer::start(
-        Script::from_value(json!({"turns": [
-            write("c_a", "a.txt"), {"text": "one"},
-            write("c_b", "b.txt"), {"text": "two"}
-        ], "mode": "sequential"}))
-        .unwrap(),
-    );
-    let mut editor = Editor::start(&scratch, &server);
-    editor.initialize();
-    let session = editor.new_session(&scratch);
+    let server = sequential(json!([
+        write("c_a", "a.txt"), {"text": "one"},
+        write("c_b", "b.txt"), {"text": "two"}
+    ]));
+    let (mut editor, session) = Editor::open(&scratch, &server);
     editor.answer = Answer::AllowAlways;
     editor.prompt(&session, "write a");
     editor.answer = Answer::Reject;
@@ -776,25 +749,19 @@ fn file_tools_use_the_editor_buffers_and_stay_in_the_workspace() {
     std::os::unix::fs::symlink(&outside, scratch.ws().join("link")).unwrap();
     let call =
         |id: &str, name: &str, args: Value| json!({"id": id, "name": name, "arguments": args});
-    let server = MockServer::builder(
-        Script::from_value(json!({"turns": [
-            {"tool_calls": [call("c_read", "read_file", json!({"path": "notes.txt"}))]},
-            {"tool_calls": [call("c_edit", "edit_file",
-                json!({"path": "notes.txt", "old_text": "eggs", "new_text": "bread"}))]},
-            {"tool_calls": [call("c_new", "write_file", json!({"path": "sub/new.txt", "content": "fresh\n"}))]},
-            {"tool_calls": [
-                call("c_up", "read_file", json!({"path": "../outside/secret.txt"})),
-                call("c_abs", "read_file", json!({"path": outside.join("secret.txt")})),
-                call("c_link", "read_file", json!({"path": "link/secret.txt"})),
-                call("c_link_w", "write_file", json!({"path": "link/evil.txt", "content": "x"}))
-            ]},
-            {"text": "Done."}
-        ], "mode": "sequential"}))
-        .unwrap(),
-    )
-    .record_requests(true)
-    .start()
-    .unwrap();
+    let server = recorded(json!([
+        {"tool_calls": [call("c_read", "read_file", json!({"path": "notes.txt"}))]},
+        {"tool_calls": [call("c_edit", "edit_file",
+            json!({"path": "notes.txt", "old_text": "eggs", "new_text": "bread"}))]},
+        {"tool_calls": [call("c_new", "write_file", json!({"path": "sub/new.txt", "content": "fresh\n"}))]},
+        {"tool_calls": [
+            call("c_up", "read_file", json!({"path": "../outside/secret.txt"})),
+            call("c_abs", "read_file", json!({"path": outside.join("secret.txt")})),
+            call("c_link", "read_file", json!({"path": "link/secret.txt"})),
+            call("c_link_w", "write_file", json!({"path": "link/evil.txt", "content": "x"}))
+        ]},
+        {"text": "Done."}
+    ]));
     let mut editor = Editor::start(&scratch, &server);
     editor.capabilities = json!({"fs": {"readTextFile": true, "writeTextFile": true}});
     let ws = std::fs::canonicalize(scratch.ws()).unwrap();
@@ -803,12 +770,8 @@ fn file_tools_use_the_editor_buffers_and_stay_in_the_workspace() {
     editor
         .buffers
         .insert(notes.clone(), "remember the eggs\n".into());
-    editor.initialize();
-    let session = editor.new_session(&scratch);
-    editor.request(
-        "session/set_mode",
-        json!({"sessionId": session, "modeId": "auto"}),
-    );
+    let session = editor.begin(&scratch);
+    editor.set_mode(&session, "auto");
     let response = editor.prompt(&session, "Work on the notes.");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
 
@@ -828,10 +791,7 @@ fn file_tools_use_the_editor_buffers_and_stay_in_the_workspace() {
     assert_eq!(editor.buffers[&notes], "remember the bread\n");
     let new = ws.join("sub/new.txt").to_str().unwrap().to_owned();
     assert_eq!(editor.buffers[&new], "fresh\n");
-    assert_eq!(
-        std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
-        "remember the milk\n"
-    );
+    assert_eq!(notes(&scratch), "remember the milk\n");
     assert!(!scratch.ws().join("sub/new.txt").exists());
     let calls: Vec<(String, String)> = editor
         .fs_calls
@@ -884,19 +844,11 @@ fn agentloop_in_ws(scratch: &Scratch, args: &[&str]) -> String {
 /// Runs one auto-mode edit of notes.txt (milk to bread) in a new editor session of
 /// `agentloop acp EXTRA`; the editor, for more questions.
 fn edit_in_auto_mode(scratch: &Scratch, server: &MockServer, extra: &[&str]) -> (Editor, Value) {
-    let mut editor = Editor::start_with(scratch, server, extra);
-    editor.initialize();
-    let session = editor.new_session(scratch);
-    editor.request(
-        "session/set_mode",
-        json!({"sessionId": session, "modeId": "auto"}),
-    );
+    let (mut editor, session) = Editor::open_with(scratch, server, extra);
+    editor.set_mode(&session, "auto");
     let response = editor.prompt(&session, "Replace milk by bread.");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
-    assert_eq!(
-        std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
-        "remember the bread\n"
-    );
+    assert_eq!(notes(&scratch), "remember the bread\n");
     (editor, response)
 }
 
@@ -905,13 +857,10 @@ fn usage_is_reported_after_each_reply_and_with_the_response() {
     let scratch = Scratch::with_notes();
     let mut edit = json!({"tool_calls": [edit_notes("c_edit")]});
     edit["usage"] = json!({"input_tokens": 50, "output_tokens": 5});
-    let server = MockServer::start(
-        Script::from_value(json!({"turns": [
-            edit,
-            {"text": "Edited.", "usage": {"input_tokens": 60, "output_tokens": 3}}
-        ], "mode": "sequential"}))
-        .unwrap(),
-    );
+    let server = sequential(json!([
+        edit,
+        {"text": "Edited.", "usage": {"input_tokens": 60, "output_tokens": 3}}
+    ]));
     let (editor, response) = edit_in_auto_mode(&scratch, &server, &["--context-window", "100000"]);
     let updates: Vec<(u64, u64)> = editor
         .of_kind("usage_update")
@@ -929,16 +878,10 @@ fn usage_is_reported_after_each_reply_and_with_the_response() {
 #[test]
 fn an_editor_session_gets_checkpoints_and_the_task_tool() {
     let scratch = Scratch::with_notes();
-    let server = MockServer::builder(
-        Script::from_value(json!({"turns": [
-            {"tool_calls": [edit_notes("c_edit")]},
-            {"text": "Edited."}
-        ], "mode": "sequential"}))
-        .unwrap(),
-    )
-    .record_requests(true)
-    .start()
-    .unwrap();
+    let server = recorded(json!([
+        {"tool_calls": [edit_notes("c_edit")]},
+        {"text": "Edited."}
+    ]));
     let (editor, _) = edit_in_auto_mode(&scratch, &server, &[]);
     editor.close();
     let tools = &server.requests()[0].body["tools"];
@@ -959,10 +902,7 @@ fn an_editor_session_gets_checkpoints_and_the_task_tool() {
     assert_eq!(list[0]["files"], json!(["notes.txt"]));
     let id = list[0]["id"].to_string();
     agentloop_in_ws(&scratch, &["rewind", "--to", &id, "--files-only"]);
-    assert_eq!(
-        std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
-        "remember the milk\n"
-    );
+    assert_eq!(notes(&scratch), "remember the milk\n");
 }
 
 /// A command's long output in an editor's session: the model gets the head and tail, and the
@@ -998,13 +938,10 @@ fn an_editor_session_keeps_full_tool_outputs() {
 #[test]
 fn no_checkpoints_records_none_for_an_editor_session() {
     let scratch = Scratch::with_notes();
-    let server = MockServer::start(
-        Script::from_value(json!({"turns": [
-            {"tool_calls": [edit_notes("c_edit")]},
-            {"text": "Edited."}
-        ], "mode": "sequential"}))
-        .unwrap(),
-    );
+    let server = sequential(json!([
+        {"tool_calls": [edit_notes("c_edit")]},
+        {"text": "Edited."}
+    ]));
     let (editor, _) = edit_in_auto_mode(&scratch, &server, &["--no-checkpoints"]);
     editor.close();
     assert!(!scratch.path("data/agentloop/checkpoints").exists());
@@ -1298,24 +1235,14 @@ mod latency {
 fn shell_commands_run_in_editor_terminals_through_the_sandbox_wrapper() {
     let scratch = Scratch::with_notes();
     let command = "echo from-terminal; echo \"token=$GITHUB_TOKEN\"; echo in > inside.txt";
-    let server = MockServer::builder(
-        Script::from_value(json!({"turns": [
-            {"tool_calls": [{"id": "c_sh", "name": "shell", "arguments": {"command": command}}]},
-            {"text": "Ran it."}
-        ], "mode": "sequential"}))
-        .unwrap(),
-    )
-    .record_requests(true)
-    .start()
-    .unwrap();
+    let server = recorded(json!([
+        {"tool_calls": [{"id": "c_sh", "name": "shell", "arguments": {"command": command}}]},
+        {"text": "Ran it."}
+    ]));
     let mut editor = Editor::start_with(&scratch, &server, &["--sandbox", "read-only"]);
     editor.capabilities = json!({"terminal": true});
-    editor.initialize();
-    let session = editor.new_session(&scratch);
-    editor.request(
-        "session/set_mode",
-        json!({"sessionId": session, "modeId": "auto"}),
-    );
+    let session = editor.begin(&scratch);
+    editor.set_mode(&session, "auto");
     let response = editor.prompt(&session, "Run it.");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
 
@@ -1381,22 +1308,15 @@ fn shell_commands_run_in_editor_terminals_through_the_sandbox_wrapper() {
 #[test]
 fn a_cancelled_turn_kills_and_releases_the_editor_terminal() {
     let scratch = Scratch::with_notes();
-    let server = MockServer::start(
-        Script::from_value(json!({"turns": [
-            {"tool_calls": [{"id": "c_sleep", "name": "shell", "arguments": {"command": "sleep 60"}}]},
-            {"text": "This turn should never be requested."}
-        ], "mode": "sequential"}))
-        .unwrap(),
-    );
+    let server = sequential(json!([
+        {"tool_calls": [{"id": "c_sleep", "name": "shell", "arguments": {"command": "sleep 60"}}]},
+        {"text": "This turn should never be requested."}
+    ]));
     let mut editor = Editor::start(&scratch, &server);
     editor.capabilities = json!({"terminal": true});
     editor.defer_waits = true;
-    editor.initialize();
-    let session = editor.new_session(&scratch);
-    editor.request(
-        "session/set_mode",
-        json!({"sessionId": session, "modeId": "auto"}),
-    );
+    let session = editor.begin(&scratch);
+    editor.set_mode(&session, "auto");
     // Cancelled once the command runs in the terminal (its wait is pending).
     editor.cancel_when_running = Some("c_sleep".into());
     let response = editor.prompt(&session, "Wait a minute.");
@@ -1435,16 +1355,13 @@ fn a_cancelled_turn_kills_and_releases_the_editor_terminal() {
 #[test]
 fn a_permission_question_shows_the_edit_of_the_editor_buffer() {
     let scratch = Scratch::with_notes();
-    let server = MockServer::start(
-        Script::from_value(json!({"turns": [
-            {"tool_calls": [{"id": "c_edit", "name": "edit_file", "arguments":
-                {"path": "notes.txt", "old_text": "eggs", "new_text": "bread"}}]},
-            {"tool_calls": [{"id": "c_out", "name": "write_file", "arguments":
-                {"path": "../outside.txt", "content": "x"}}]},
-            {"text": "Done."}
-        ], "mode": "sequential"}))
-        .unwrap(),
-    );
+    let server = sequential(json!([
+        {"tool_calls": [{"id": "c_edit", "name": "edit_file", "arguments":
+            {"path": "notes.txt", "old_text": "eggs", "new_text": "bread"}}]},
+        {"tool_calls": [{"id": "c_out", "name": "write_file", "arguments":
+            {"path": "../outside.txt", "content": "x"}}]},
+        {"text": "Done."}
+    ]));
     let mut editor = Editor::start(&scratch, &server);
     editor.capabilities = json!({"fs": {"readTextFile": true, "writeTextFile": true}});
     let notes = std::fs::canonicalize(scratch.ws().join("notes.txt"))
@@ -1455,8 +1372,7 @@ fn a_permission_question_shows_the_edit_of_the_editor_buffer() {
     editor
         .buffers
         .insert(notes.clone(), "remember the eggs\n".into());
-    editor.initialize();
-    let session = editor.new_session(&scratch);
+    let session = editor.begin(&scratch);
     let response = editor.prompt(&session, "Edit the notes.");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert_eq!(editor.permissions.len(), 2);
