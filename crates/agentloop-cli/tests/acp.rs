@@ -20,6 +20,8 @@ use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 
 use support::Scratch;
+#[cfg(target_os = "linux")]
+use support::procs::alive;
 
 /// Only a guard against a hang: every wait ends as soon as the awaited message arrives.
 const HANG_GUARD: Duration = Duration::from_secs(120);
@@ -389,7 +391,7 @@ fn recorded(turns: Value) -> MockServer {
 }
 
 /// The workspace's notes.txt as it is on the disk.
-fn notes(scratch: &Scratch) -> String {
+fn notes_on_disk(scratch: &Scratch) -> String {
     std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap()
 }
 
@@ -453,7 +455,7 @@ fn read_then_approved_edit_then_load_in_a_new_process() {
         .collect();
     assert_eq!(options, ["allow_once", "allow_always", "reject_once"]);
     assert_eq!(editor.final_status("c_edit").as_deref(), Some("completed"));
-    assert_eq!(notes(&scratch), "remember the bread\n");
+    assert_eq!(notes_on_disk(&scratch), "remember the bread\n");
     editor.close();
 
     // A new process loads the stored session and replays it.
@@ -538,7 +540,7 @@ fn rejected_edit_leaves_the_file_and_tells_the_model() {
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     assert_eq!(editor.permissions.len(), 1);
     assert_eq!(editor.final_status("c_edit").as_deref(), Some("failed"));
-    assert_eq!(notes(&scratch), "remember the milk\n");
+    assert_eq!(notes_on_disk(&scratch), "remember the milk\n");
     let requests = server.requests();
     let last = requests.last().unwrap().body.to_string();
     assert!(last.contains("rejected this tool call"), "{last}");
@@ -557,7 +559,7 @@ fn cancel_while_asking_stops_the_turn_and_answers_the_call() {
     let response = editor.prompt(&session, "Replace milk by bread.");
     assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
     assert_eq!(editor.final_status("c_edit").as_deref(), Some("failed"));
-    assert_eq!(notes(&scratch), "remember the milk\n");
+    assert_eq!(notes_on_disk(&scratch), "remember the milk\n");
     assert_eq!(server.request_count(), 1, "no model call after the cancel");
     editor.close();
 }
@@ -586,7 +588,7 @@ fn mode_auto_runs_edits_without_asking() {
         "auto"
     );
     assert_eq!(editor.final_status("c_edit").as_deref(), Some("completed"));
-    assert_eq!(notes(&scratch), "remember the bread\n");
+    assert_eq!(notes_on_disk(&scratch), "remember the bread\n");
     editor.close();
 }
 
@@ -650,18 +652,6 @@ fn prompt_content_blocks_reach_the_model() {
     );
     assert!(audio.get("error").is_some(), "{audio}");
     editor.close();
-}
-
-/// Whether process `pid` exists and is not a zombie.
-#[cfg(target_os = "linux")]
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rfind(')')
-                .map(|i| !s[i + 1..].trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
 }
 
 /// Polls for a condition (the test's subject is the end state, not how long it took).
@@ -791,7 +781,7 @@ fn file_tools_use_the_editor_buffers_and_stay_in_the_workspace() {
     assert_eq!(editor.buffers[&notes], "remember the bread\n");
     let new = ws.join("sub/new.txt").to_str().unwrap().to_owned();
     assert_eq!(editor.buffers[&new], "fresh\n");
-    assert_eq!(notes(&scratch), "remember the milk\n");
+    assert_eq!(notes_on_disk(&scratch), "remember the milk\n");
     assert!(!scratch.ws().join("sub/new.txt").exists());
     let calls: Vec<(String, String)> = editor
         .fs_calls
@@ -848,7 +838,7 @@ fn edit_in_auto_mode(scratch: &Scratch, server: &MockServer, extra: &[&str]) -> 
     editor.set_mode(&session, "auto");
     let response = editor.prompt(&session, "Replace milk by bread.");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
-    assert_eq!(notes(&scratch), "remember the bread\n");
+    assert_eq!(notes_on_disk(&scratch), "remember the bread\n");
     (editor, response)
 }
 
@@ -902,7 +892,7 @@ fn an_editor_session_gets_checkpoints_and_the_task_tool() {
     assert_eq!(list[0]["files"], json!(["notes.txt"]));
     let id = list[0]["id"].to_string();
     agentloop_in_ws(&scratch, &["rewind", "--to", &id, "--files-only"]);
-    assert_eq!(notes(&scratch), "remember the milk\n");
+    assert_eq!(notes_on_disk(&scratch), "remember the milk\n");
 }
 
 /// A command's long output in an editor's session: the model gets the head and tail, and the

@@ -14,16 +14,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::Stdio;
-use std::time::Duration;
 
 use agentloop::session::{NewSession, ParentLink, SessionSettings, SessionStore, SqliteStore};
 use agentloop::transcript::Message;
 use agentloop_testkit::MockServer;
-use expectrl::{Eof, Session};
 use serde_json::{Value, json};
 
 mod support;
 
+use support::pty::{Pty, one_at_a_time};
 use support::{Scratch, server};
 
 impl Scratch {
@@ -44,74 +43,11 @@ impl Scratch {
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }
-    /// `agentloop ARGS… -m openai:mock --base-url URL -w ws` on an 80-column pseudo-terminal.
-    fn pty(&self, server: &MockServer, args: &[&str]) -> Pty {
-        let mut cmd = self.tty_cmd();
-        cmd.env("COLUMNS", "80")
-            .args(args)
-            .args(["-m", "openai:mock", "--base-url"])
-            .arg(server.openai_base_url())
-            .arg("-w")
-            .arg(self.ws());
-        let mut session = Session::spawn(cmd).unwrap();
-        session.set_expect_timeout(Some(Duration::from_secs(60)));
-        Pty {
-            session,
-            seen: Vec::new(),
-        }
-    }
 }
 
-/// A program on a pseudo-terminal and everything it showed so far.
-struct Pty {
-    session: Session,
-    seen: Vec<u8>,
-}
-
-impl Pty {
-    /// Waits for `needle`; returns the text shown up to and including it.
-    fn expect(&mut self, needle: &str) -> String {
-        let found = match self.session.expect(needle) {
-            Ok(found) => found,
-            Err(e) => {
-                let mut rest = vec![0u8; 1 << 16];
-                let n = std::io::Read::read(&mut self.session, &mut rest).unwrap_or(0);
-                panic!(
-                    "{needle:?} did not appear ({e}); the terminal showed:\n{}\nthen:\n{:?}",
-                    String::from_utf8_lossy(&self.seen),
-                    String::from_utf8_lossy(&rest[..n])
-                )
-            }
-        };
-        // `as_bytes` is everything read up to the end of the match.
-        self.seen.extend_from_slice(found.as_bytes());
-        String::from_utf8_lossy(found.as_bytes()).into_owned()
-    }
-    fn line(&mut self, line: &str) {
-        self.session.send_line(line).unwrap();
-    }
-    /// Keys without Enter.
-    fn keys(&mut self, keys: &str) {
-        self.session.send(keys).unwrap();
-    }
-    /// Reads to the end of the program; returns what it showed since the last expectation.
-    fn finish(mut self) -> String {
-        match self.session.expect(Eof) {
-            Ok(found) => String::from_utf8_lossy(found.as_bytes()).into_owned(),
-            Err(e) => panic!(
-                "the program did not end ({e}); it showed:\n{}",
-                String::from_utf8_lossy(&self.seen)
-            ),
-        }
-    }
-}
-
-/// One pseudo-terminal at a time: children forked from this multi-threaded test process at the
-/// same moment stall each other's terminals.
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static PTY: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    PTY.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+/// `agentloop ARGS… -m openai:mock --base-url URL -w ws` on an 80-column pseudo-terminal.
+fn pty(scratch: &Scratch, server: &MockServer, args: &[&str]) -> Pty {
+    Pty::spawn(scratch.pty_cmd(server, 80, args))
 }
 
 /// The messages of the last request the server received, as one string.
@@ -155,7 +91,7 @@ fn the_picker_lists_top_level_sessions_and_opens_one_with_its_earlier_conversati
         .unwrap();
     drop(store);
 
-    let mut pty = scratch.pty(&server, &["--resume"]);
+    let mut pty = pty(&scratch, &server, &["--resume"]);
     let list = pty.expect("pick a number (Enter = 1, q = quit)");
     let beta_at = list.find("beta question").expect(&list);
     let alpha_at = list.find("alpha question 1").expect(&list);
@@ -209,7 +145,7 @@ fn resume_without_an_id_lists_on_a_terminal_and_is_a_usage_error_without_one() {
     assert!(stderr.contains("--session"), "{stderr}");
 
     // `agentloop resume` (no parked run) on a terminal: the list, Enter takes the first.
-    let mut pty = scratch.pty(&server, &["resume"]);
+    let mut pty = pty(&scratch, &server, &["resume"]);
     pty.expect("pick a number");
     pty.line("");
     pty.expect("the first prompt");
@@ -218,13 +154,13 @@ fn resume_without_an_id_lists_on_a_terminal_and_is_a_usage_error_without_one() {
     let end = pty.finish();
     assert!(end.contains("agentloop resume only-one"), "{end}");
     // `agentloop resume ID` of a session with no parked run continues it in chat.
-    let mut pty = scratch.pty(&server, &["resume", "only-one"]);
+    let mut pty = pty(&scratch, &server, &["resume", "only-one"]);
     pty.expect("the first prompt");
     pty.expect("› ");
     pty.line("/exit");
     pty.finish();
     // `q` leaves the list without opening anything.
-    let mut pty = scratch.pty(&server, &["--resume"]);
+    let mut pty = pty(&scratch, &server, &["--resume"]);
     pty.expect("pick a number");
     pty.line("q");
     let end = pty.finish();
@@ -236,7 +172,7 @@ fn resume_without_an_id_lists_on_a_terminal_and_is_a_usage_error_without_one() {
 
 /// A chat on the scratch workspace, at its first prompt.
 fn chat(scratch: &Scratch, server: &MockServer) -> Pty {
-    let mut pty = scratch.pty(server, &["chat"]);
+    let mut pty = pty(scratch, server, &["chat"]);
     pty.expect("› ");
     pty
 }
@@ -467,7 +403,7 @@ fn text_typed_during_a_turn_is_on_its_own_line_and_no_spinner_line_stays() {
             "command": "while [ ! -e go ]; do sleep 0.05; done; echo released"}}]},
         {"text": "all done"}
     ]}));
-    let mut pty = scratch.pty(&server, &["chat", "--approve", "allow"]);
+    let mut pty = pty(&scratch, &server, &["chat", "--approve", "allow"]);
     pty.expect("› ");
     pty.line("start the work");
     pty.expect("running shell");
@@ -483,7 +419,7 @@ fn text_typed_during_a_turn_is_on_its_own_line_and_no_spinner_line_stays() {
     let sent = last_messages(&server);
     assert!(sent.contains("steer this way"), "{sent}");
     pty.line("/exit");
-    let seen = String::from_utf8_lossy(&pty.seen.clone()).into_owned();
+    let seen = pty.seen();
     let end = pty.finish();
     let lines = screen(&format!("{seen}{end}"));
     let shown = lines.join("\n");
@@ -515,7 +451,7 @@ fn a_line_left_unfinished_when_the_turn_ends_starts_the_next_prompt() {
         {"text": "first done"},
         {"text": "second done"}
     ]}));
-    let mut pty = scratch.pty(&server, &["chat", "--approve", "allow"]);
+    let mut pty = pty(&scratch, &server, &["chat", "--approve", "allow"]);
     pty.expect("› ");
     pty.line("start");
     pty.expect("running shell");

@@ -322,60 +322,32 @@ fn conversation_only_forks_without_touching_files() {
 /// takes an id, puts the file back and continues in the fork.
 #[test]
 fn chat_diff_and_rewind_picker() {
-    use expectrl::Session;
+    use support::pty::Pty;
     let scratch = Scratch::with_notes();
     let server = server(json!([
         {"tool_calls": [{"id": "c1", "name": "write_file",
                          "arguments": {"path": "notes.txt", "content": "written by the agent\n"}}]},
         {"text": "All written."}
     ]));
-    let mut cmd = std::process::Command::new(support::BIN);
-    for var in [
-        "OPENAI_BASE_URL",
-        "AGENTLOOP_DB",
-        "AGENTLOOP_MODEL",
-        "AGENTLOOP_PROFILE",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.env("OPENAI_API_KEY", "dummy")
-        .env("XDG_DATA_HOME", scratch.path("data"))
-        .env("XDG_CONFIG_HOME", scratch.path("config"))
-        .env("NO_COLOR", "1")
-        .env("COLUMNS", "100")
-        .arg("--db")
-        .arg(scratch.db())
-        .args([
-            "chat",
-            "--model",
-            "openai:mock",
-            "--approve",
-            "allow",
-            "--base-url",
-        ])
-        .arg(server.openai_base_url())
-        .arg("--workspace")
-        .arg(scratch.ws());
-    let mut pty = Session::spawn(cmd).unwrap();
-    pty.set_expect_timeout(Some(std::time::Duration::from_secs(60)));
-    pty.expect("/help for commands").unwrap();
-    pty.send_line("rewrite the notes").unwrap();
-    pty.expect("All written.").unwrap();
+    let mut pty = Pty::spawn(scratch.pty_cmd(&server, 100, &["chat", "--approve", "allow"]));
+    pty.expect("/help for commands");
+    pty.line("rewrite the notes");
+    pty.expect("All written.");
     // A line typed while the turn runs steers it: wait for the prompt.
-    pty.expect("› ").unwrap();
-    pty.send_line("/diff").unwrap();
-    pty.expect("-remember the milk").unwrap();
-    pty.expect("+written by the agent").unwrap();
-    pty.expect("› ").unwrap();
-    pty.send_line("/rewind").unwrap();
-    pty.expect("write_file").unwrap();
-    pty.expect("Rewind to which checkpoint?").unwrap();
-    pty.send_line("1").unwrap();
-    pty.expect("restored notes.txt").unwrap();
-    pty.expect("now in session").unwrap();
-    pty.expect("› ").unwrap();
-    pty.send_line("/exit").unwrap();
-    pty.expect(expectrl::Eof).unwrap();
+    pty.expect("› ");
+    pty.line("/diff");
+    pty.expect("-remember the milk");
+    pty.expect("+written by the agent");
+    pty.expect("› ");
+    pty.line("/rewind");
+    pty.expect("write_file");
+    pty.expect("Rewind to which checkpoint?");
+    pty.line("1");
+    pty.expect("restored notes.txt");
+    pty.expect("now in session");
+    pty.expect("› ");
+    pty.line("/exit");
+    pty.finish();
     assert_eq!(
         std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
         "remember the milk\n"

@@ -32,6 +32,18 @@ fn base_url_for(model: &str, server: &MockServer) -> String {
     }
 }
 
+/// `agentloop run --json --model MODEL --base-url URL --workspace ws`, URL being `server` as
+/// MODEL's provider takes it, with a key for each provider.
+fn run_json_cmd(scratch: &Scratch, model: &str, server: &MockServer) -> Command {
+    let mut cmd = scratch.cmd();
+    cmd.env("ANTHROPIC_API_KEY", "dummy")
+        .args(["run", "--json", "--model", model, "--base-url"])
+        .arg(base_url_for(model, server))
+        .arg("--workspace")
+        .arg(scratch.ws());
+    cmd
+}
+
 /// Every line parsed as JSON (panics on one that is not).
 fn json_lines(stdout: &str) -> Vec<Value> {
     stdout
@@ -184,13 +196,7 @@ fn every_provider_runs_the_same_conversation() {
         std::fs::write(scratch.ws().join("notes.txt"), "hello from the notes\n").unwrap();
         let server = server(read_notes_script());
         // Anthropic's base URL has no /v1; OpenAI's has.
-        let base = base_url_for(model, &server);
-        let out = scratch
-            .cmd()
-            .env("ANTHROPIC_API_KEY", "dummy")
-            .args(["run", "--json", "--model", model, "--base-url", &base])
-            .arg("--workspace")
-            .arg(scratch.ws())
+        let out = run_json_cmd(&scratch, model, &server)
             .arg("What do the notes say?")
             .output()
             .unwrap();
@@ -228,13 +234,7 @@ fn any_model_id_string_reaches_the_server_unchanged() {
     ] {
         let scratch = Scratch::new();
         let server = server(json!({"turns": [{"text": "hi"}]}));
-        let base = base_url_for(flag, &server);
-        let out = scratch
-            .cmd()
-            .env("ANTHROPIC_API_KEY", "dummy")
-            .args(["run", "--json", "--model", flag, "--base-url", &base])
-            .arg("--workspace")
-            .arg(scratch.ws())
+        let out = run_json_cmd(&scratch, flag, &server)
             .arg("hello")
             .output()
             .unwrap();
@@ -756,15 +756,9 @@ fn images_reach_every_provider_from_the_prompt_and_from_read_file() {
             {"tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"path": "shot.png"}}]},
             {"text": "A tiny image."}
         ]}));
-        let base = base_url_for(model, &server);
-        let out = scratch
-            .cmd()
-            .env("ANTHROPIC_API_KEY", "dummy")
-            .args(["run", "--json", "--model", model, "--base-url", &base])
+        let out = run_json_cmd(&scratch, model, &server)
             .arg("--image")
             .arg(&attached)
-            .arg("--workspace")
-            .arg(scratch.ws())
             .arg("What is in these images?")
             .output()
             .unwrap();

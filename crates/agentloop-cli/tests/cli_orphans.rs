@@ -4,50 +4,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(target_os = "linux")]
 
-use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 mod support;
 
+use support::procs::{alive, gone, read_pid};
 use support::{Scratch, server};
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rfind(')')
-                .map(|i| !s[i + 1..].trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
-}
-
-fn wait_for_pid(pidfile: &Path) -> u32 {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if let Some(pid) = std::fs::read_to_string(pidfile)
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-        {
-            return pid;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("the detached process never wrote its pid");
-}
-
-fn gone(pid: u32) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if !alive(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
 
 /// Runs the CLI on a script whose first turn calls `shell` with a command that detaches a
 /// `sleep 300` (pid in `ws/pid`) and then waits; sends `signal` once the detached process
@@ -68,7 +32,7 @@ fn signal_during_shell(signal: &str) -> (Option<i32>, u32) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let pid = wait_for_pid(&pidfile);
+    let pid = read_pid(&pidfile);
     assert!(alive(pid));
     let status = Command::new("kill")
         .arg(format!("-{signal}"))

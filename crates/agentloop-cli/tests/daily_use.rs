@@ -18,6 +18,9 @@ use serde_json::{Value, json};
 
 mod support;
 
+#[cfg(unix)]
+use support::pty::Pty;
+use support::schema::events;
 use support::{Scratch, server, text};
 
 impl Scratch {
@@ -252,26 +255,13 @@ fn quiet_prints_the_answer_once_and_plain_in_a_pipe() {
 #[cfg(unix)]
 mod terminal {
     use super::*;
-    use expectrl::{Eof, Session};
 
-    /// Runs `cmd` on a pseudo-terminal to its end; returns everything the terminal showed.
-    pub fn on_terminal(cmd: Command) -> String {
-        let mut session = Session::spawn(cmd).unwrap();
-        session.set_expect_timeout(Some(Duration::from_secs(60)));
-        let found = session.expect(Eof).unwrap();
-        format!("{}{}", text(found.before()), text(found.as_bytes()))
-    }
-
-    fn pty_cmd(scratch: &Scratch, server: &MockServer, args: &[&str]) -> Command {
-        let mut cmd = scratch.tty_cmd();
-        cmd.env("COLUMNS", "80")
-            .args(["run", "--model", "openai:mock", "--base-url"])
-            .arg(server.openai_base_url())
-            .arg("--workspace")
-            .arg(scratch.ws())
-            .args(args)
-            .arg("summarise");
-        cmd
+    /// `agentloop run ARGS… summarise` with the mock model on an 80-column pseudo-terminal, to
+    /// its end; everything the terminal showed.
+    fn run_on_terminal(scratch: &Scratch, server: &MockServer, args: &[&str]) -> String {
+        let mut cmd = scratch.pty_cmd(server, 80, &["run"]);
+        cmd.args(args).arg("summarise");
+        Pty::spawn(cmd).finish()
     }
 
     #[test]
@@ -280,7 +270,7 @@ mod terminal {
         let server =
             server(json!({"turns": [{"text": MARKDOWN_ANSWER, "chunk_size": 5}], "repeat": true}));
         for args in [&[][..], &["-q"]] {
-            let shown = on_terminal(pty_cmd(&scratch, &server, args));
+            let shown = run_on_terminal(&scratch, &server, args);
             assert_eq!(
                 shown.matches("second point").count(),
                 1,
@@ -391,20 +381,12 @@ fn piped_stdin_is_the_prompt_of_run_without_a_dash() {
 fn a_prompt_first_on_a_terminal_opens_a_chat_that_answers_it() {
     let scratch = Scratch::new();
     let server = server(json!({"turns": [{"text": "chat answer"}], "repeat": true}));
-    let mut cmd = scratch.tty_cmd();
-    cmd.env("COLUMNS", "80")
-        .arg("hello from the shell")
-        .args(["-m", "openai:mock", "--base-url"])
-        .arg(server.openai_base_url())
-        .arg("-w")
-        .arg(scratch.ws());
-    let mut session = expectrl::Session::spawn(cmd).unwrap();
-    session.set_expect_timeout(Some(Duration::from_secs(60)));
-    session.expect("agentloop chat").unwrap();
-    session.expect("chat answer").unwrap();
-    session.expect("› ").unwrap();
-    session.send_line("/exit").unwrap();
-    session.expect(expectrl::Eof).unwrap();
+    let mut pty = Pty::spawn(scratch.pty_cmd(&server, 80, &["hello from the shell"]));
+    pty.expect("agentloop chat");
+    pty.expect("chat answer");
+    pty.expect("› ");
+    pty.line("/exit");
+    pty.finish();
     assert!(last_messages(&server).contains("hello from the shell"));
 }
 
@@ -434,17 +416,11 @@ fn a_custom_command_in_chat_uses_its_model_and_allowed_tools_for_its_prompt_only
         .arg(server.openai_base_url())
         .arg("-w")
         .arg(scratch.ws());
-    let mut session = expectrl::Session::spawn(cmd).unwrap();
-    session.set_expect_timeout(Some(Duration::from_secs(60)));
-    session.expect("› ").unwrap();
-    session.set_expect_timeout(Some(Duration::from_secs(15)));
-    session.send_line("/ship the release").unwrap();
-    let shown = session.expect("shipped it").unwrap_or_else(|e| {
-        let mut rest = vec![0u8; 65536];
-        let n = std::io::Read::read(&mut session, &mut rest).unwrap_or(0);
-        panic!("{e}: {}", String::from_utf8_lossy(&rest[..n]))
-    });
-    let shown = String::from_utf8_lossy(shown.before()).into_owned();
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("› ");
+    pty.session.set_expect_timeout(Some(Duration::from_secs(15)));
+    pty.line("/ship the release");
+    let shown = pty.expect("shipped it");
     assert!(
         shown.contains("model for this command: openai:ship-model"),
         "{shown}"
@@ -453,12 +429,12 @@ fn a_custom_command_in_chat_uses_its_model_and_allowed_tools_for_its_prompt_only
         !shown.contains("allow?"),
         "the allowed call was asked about: {shown}"
     );
-    session.expect("› ").unwrap();
-    session.send_line("and now?").unwrap();
-    session.expect("plain answer").unwrap();
-    session.expect("› ").unwrap();
-    session.send_line("/exit").unwrap();
-    session.expect(expectrl::Eof).unwrap();
+    pty.expect("› ");
+    pty.line("and now?");
+    pty.expect("plain answer");
+    pty.expect("› ");
+    pty.line("/exit");
+    pty.finish();
     let requests = server.requests();
     assert_eq!(requests.len(), 3);
     assert_eq!(requests[0].body["model"], "ship-model");
@@ -483,21 +459,14 @@ fn a_chat_left_without_a_reply_or_cleared_leaves_no_session() {
     let scratch = Scratch::new();
     let server = server(json!({"turns": [{"text": "an answer"}], "repeat": true}));
     let chat = |lines: &[&str]| {
-        let mut cmd = scratch.tty_cmd();
-        cmd.env("COLUMNS", "80")
-            .args(["chat", "-m", "openai:mock", "--base-url"])
-            .arg(server.openai_base_url())
-            .arg("-w")
-            .arg(scratch.ws());
-        let mut session = expectrl::Session::spawn(cmd).unwrap();
-        session.set_expect_timeout(Some(Duration::from_secs(60)));
-        session.expect("› ").unwrap();
+        let mut pty = Pty::spawn(scratch.pty_cmd(&server, 80, &["chat"]));
+        pty.expect("› ");
         for line in lines {
-            session.send_line(line).unwrap();
-            session.expect("› ").unwrap();
+            pty.line(line);
+            pty.expect("› ");
         }
-        session.send_line("/exit").unwrap();
-        session.expect(expectrl::Eof).unwrap();
+        pty.line("/exit");
+        pty.finish();
     };
     chat(&[]);
     chat(&["/clear", "/clear"]);
@@ -515,25 +484,6 @@ fn a_chat_left_without_a_reply_or_cleared_leaves_no_session() {
 
 // ---------------------------------------------------------------------------------------------
 // `--json` lines match the documented schema, in full and compact form.
-
-/// Every stdout line of `out`, each checked against `schema/events.schema.json`.
-fn schema_checked(out: &Output) -> Vec<Value> {
-    let schema: Value = serde_json::from_str(include_str!("../schema/events.schema.json")).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    text(&out.stdout)
-        .lines()
-        .map(|line| {
-            let value: Value =
-                serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
-            let errors: Vec<String> = validator
-                .iter_errors(&value)
-                .map(|e| format!("{} at {}", e, e.instance_path()))
-                .collect();
-            assert!(errors.is_empty(), "{line}\n{}", errors.join("\n"));
-            value
-        })
-        .collect()
-}
 
 fn kinds(lines: &[Value]) -> Vec<String> {
     lines
@@ -559,8 +509,8 @@ fn every_json_line_matches_the_documented_schema_in_both_forms() {
     std::fs::write(scratch.ws().join("notes.txt"), "hello\n").unwrap();
     let mut seen = std::collections::BTreeSet::new();
 
-    let full = schema_checked(&scratch.run(&server(tool_script()), &["--json"], "read"));
-    let compact = schema_checked(&scratch.run(&server(tool_script()), &["--json=compact"], "read"));
+    let full = events(&scratch.run(&server(tool_script()), &["--json"], "read"));
+    let compact = events(&scratch.run(&server(tool_script()), &["--json=compact"], "read"));
     // The same events in the same order; compact carries no transcript twice.
     assert_eq!(kinds(&full), kinds(&compact));
     assert!(
@@ -593,7 +543,7 @@ fn every_json_line_matches_the_documented_schema_in_both_forms() {
         {"text": "Written."}
     ]});
     let server_w = server(write);
-    let parked = schema_checked(&scratch.run(&server_w, &["--json", "--approve", "defer"], "w"));
+    let parked = events(&scratch.run(&server_w, &["--json", "--approve", "defer"], "w"));
     seen.extend(kinds(&parked));
     let session = parked[0]["session_id"].as_str().unwrap().to_owned();
     let out = scratch
@@ -617,7 +567,7 @@ fn every_json_line_matches_the_documented_schema_in_both_forms() {
         .arg(scratch.ws())
         .output()
         .unwrap();
-    seen.extend(kinds(&schema_checked(&resumed)));
+    seen.extend(kinds(&events(&resumed)));
 
     // A typed output, a refused key, the demo.
     let schema = scratch.dir.path().join("s.json");
@@ -628,16 +578,16 @@ fn every_json_line_matches_the_documented_schema_in_both_forms() {
     .unwrap();
     let typed = server(json!({"turns": [{"text": "{\"n\": 3}"}]}));
     let args = ["--json", "--output-schema", schema.to_str().unwrap()];
-    seen.extend(kinds(&schema_checked(&scratch.run(&typed, &args, "n"))));
+    seen.extend(kinds(&events(&scratch.run(&typed, &args, "n"))));
     let refusing = server(json!({"turns": [{"text": "x", "faults": [{"status": 401}]}]}));
-    seen.extend(kinds(&schema_checked(&scratch.run(
+    seen.extend(kinds(&events(&scratch.run(
         &refusing,
         &["--json"],
         "x",
     ))));
     let demo = scratch.cmd().args(["demo", "--json"]).output().unwrap();
     assert!(demo.status.success(), "{}", text(&demo.stderr));
-    let demo = schema_checked(&demo);
+    let demo = events(&demo);
     assert_eq!(
         demo.last().unwrap()["type"],
         "result",

@@ -8,54 +8,18 @@
 
 mod support;
 
-use std::path::Path;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 use support::Scratch;
+use support::schema::schema_checked;
+use support::procs::{alive, gone, read_pid};
 
 /// The job's command: record its own pid in `job.pid`, detach a daemon whose pid goes to
 /// `pid`, then wait.
 const JOB: &str = "echo $$ > job.pid; (setsid sh -c 'echo $$ > pid.tmp && mv pid.tmp pid && \
                    exec sleep 100' &); echo started; exec sleep 100";
-
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rfind(')')
-                .map(|i| !s[i + 1..].trim_start().starts_with('Z'))
-        })
-        .unwrap_or(false)
-}
-
-fn read_pid(path: &Path) -> u32 {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if let Some(pid) = std::fs::read_to_string(path)
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-        {
-            return pid;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("{} was never written", path.display());
-}
-
-/// Polls until the process is gone (the kill is asynchronous to the check).
-fn gone(pid: u32) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if !alive(pid) {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    false
-}
 
 /// A script that starts [`JOB`] in the background, then waits in the foreground until the
 /// daemon exists and runs `then`, then answers.
@@ -80,23 +44,6 @@ fn spawn(scratch: &Scratch, server: &MockServer, extra: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap()
-}
-
-fn schema_checked(stdout: &[u8]) -> Vec<Value> {
-    let schema: Value = serde_json::from_str(include_str!("../schema/events.schema.json")).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .map(|line| {
-            let value: Value = serde_json::from_str(line).unwrap();
-            let errors: Vec<String> = validator
-                .iter_errors(&value)
-                .map(|e| e.to_string())
-                .collect();
-            assert!(errors.is_empty(), "{line}\n{}", errors.join("\n"));
-            value
-        })
-        .collect()
 }
 
 #[test]

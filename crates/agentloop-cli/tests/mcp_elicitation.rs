@@ -14,14 +14,13 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::Duration;
-
 use agentloop_testkit::MockServer;
-use expectrl::{Eof, Session};
+use expectrl::Eof;
 use serde_json::{Value, json};
 
 mod support;
 
+use support::pty::Pty;
 use support::{Scratch, server};
 
 const SUITE: &str = "MCP elicitation in the chat (server-everything)";
@@ -45,42 +44,6 @@ fn scratch(entry: &str) -> Scratch {
     );
     std::fs::write(s.path("config/agentloop/config.toml"), config).unwrap();
     s
-}
-
-/// A program on a pseudo-terminal and everything it showed so far.
-struct Pty {
-    session: Session,
-    seen: String,
-}
-
-impl Pty {
-    fn expect(&mut self, needle: &str) -> String {
-        match self.session.expect(needle) {
-            Ok(found) => {
-                let text = String::from_utf8_lossy(found.as_bytes()).into_owned();
-                self.seen.push_str(&text);
-                text
-            }
-            Err(e) => panic!(
-                "{needle:?} did not appear ({e}); the terminal showed:\n{}",
-                self.seen
-            ),
-        }
-    }
-
-    /// Answers the question `question` with `answer` and Enter.
-    fn answer(&mut self, question: &str, answer: &str) -> String {
-        let shown = self.expect(question);
-        self.session.send(format!("{answer}\r")).unwrap();
-        shown
-    }
-
-    /// Presses `key` at the question `question`.
-    fn key(&mut self, question: &str, key: &str) -> String {
-        let shown = self.expect(question);
-        self.session.send(key).unwrap();
-        shown
-    }
 }
 
 /// The text of every tool result in the conversation of the model server's last request.
@@ -117,18 +80,7 @@ fn a_servers_form_is_filled_in_on_the_terminal_and_declined_without_one() {
         call("c2"), {"text": "declined, fine"},
         open_page, {"text": "not opened"}
     ]}));
-    let mut cmd = s.tty_cmd();
-    cmd.env("COLUMNS", "100")
-        .args(["-m", "openai:mock", "--base-url"])
-        .arg(model.openai_base_url())
-        .arg("-w")
-        .arg(s.ws());
-    let mut session = Session::spawn(cmd).unwrap();
-    session.set_expect_timeout(Some(Duration::from_secs(60)));
-    let mut pty = Pty {
-        session,
-        seen: String::new(),
-    };
+    let mut pty = Pty::spawn(s.pty_cmd(&model, 100, &[]));
     pty.answer("› ", "please fill in the form");
     let intro = pty.key("[f]ill in / [d]ecline / [c]ancel: ", "f");
     assert!(

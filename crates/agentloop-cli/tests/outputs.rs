@@ -189,7 +189,7 @@ fn only_the_last_fifty_calls_outputs_are_kept_and_the_pruned_ones_say_so() {
 /// is one line.
 #[test]
 fn chat_output_opens_the_full_output_in_the_pager() {
-    use expectrl::Session;
+    use support::pty::Pty;
     let scratch = Scratch::new();
     let server = MockServer::builder(
         Script::from_value(json!({"turns": [
@@ -206,61 +206,35 @@ fn chat_output_opens_the_full_output_in_the_pager() {
     .allow_reused_call_ids(true)
     .start()
     .unwrap();
-    let mut cmd = std::process::Command::new(support::BIN);
-    for var in [
-        "OPENAI_BASE_URL",
-        "AGENTLOOP_DB",
-        "AGENTLOOP_MODEL",
-        "AGENTLOOP_PROFILE",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.env("OPENAI_API_KEY", "dummy")
-        .env("XDG_DATA_HOME", scratch.path("data"))
-        .env("XDG_CONFIG_HOME", scratch.path("config"))
-        .env("NO_COLOR", "1")
-        .env("PAGER", "cat")
-        .arg("--db")
-        .arg(scratch.db())
-        .args([
-            "chat",
-            "--model",
-            "openai:mock",
-            "--approve",
-            "allow",
-            "--base-url",
-        ])
-        .arg(server.openai_base_url())
-        .arg("--workspace")
-        .arg(scratch.ws());
-    let mut pty = Session::spawn(cmd).unwrap();
-    pty.set_expect_timeout(Some(std::time::Duration::from_secs(60)));
-    pty.expect("/help for commands").unwrap();
-    pty.send_line("count").unwrap();
-    pty.expect("All counted.").unwrap();
-    pty.expect("› ").unwrap();
-    pty.send_line("/output").unwrap();
+    let mut cmd = scratch.pty_cmd(&server, 80, &["chat", "--approve", "allow"]);
+    cmd.env("PAGER", "cat");
+    let mut pty = Pty::spawn(cmd);
+    pty.expect("/help for commands");
+    pty.line("count");
+    pty.expect("All counted.");
+    pty.expect("› ");
+    pty.line("/output");
     // In the middle: cut from what the model saw, there in full.
-    pty.expect("9999\r\n10000\r\n10001\r\n").unwrap();
-    pty.expect("19999\r\n20000").unwrap();
-    pty.expect("› ").unwrap();
+    pty.expect("9999\r\n10000\r\n10001\r\n");
+    pty.expect("19999\r\n20000");
+    pty.expect("› ");
     // The same call id again: `/output ID` opens the latest, `/output #1` the first.
-    pty.send_line("count again").unwrap();
-    pty.expect("Counted again.").unwrap();
-    pty.expect("› ").unwrap();
-    pty.send_line("/output c_long").unwrap();
-    pty.expect("59999\r\n60000\r\n60001\r\n").unwrap();
-    pty.expect("69999\r\n70000").unwrap();
-    pty.expect("› ").unwrap();
-    pty.send_line("/output #1").unwrap();
-    pty.expect("\r\n1\r\n2\r\n").unwrap();
-    pty.expect("9999\r\n10000\r\n10001\r\n").unwrap();
-    pty.expect("› ").unwrap();
-    pty.send_line("/output nope").unwrap();
-    pty.expect("this session has no call nope").unwrap();
-    pty.expect("› ").unwrap();
-    pty.send_line("/exit").unwrap();
-    pty.expect(expectrl::Eof).unwrap();
+    pty.line("count again");
+    pty.expect("Counted again.");
+    pty.expect("› ");
+    pty.line("/output c_long");
+    pty.expect("59999\r\n60000\r\n60001\r\n");
+    pty.expect("69999\r\n70000");
+    pty.expect("› ");
+    pty.line("/output #1");
+    pty.expect("\r\n1\r\n2\r\n");
+    pty.expect("9999\r\n10000\r\n10001\r\n");
+    pty.expect("› ");
+    pty.line("/output nope");
+    pty.expect("this session has no call nope");
+    pty.expect("› ");
+    pty.line("/exit");
+    pty.finish();
 }
 
 /// The blocks of `sessions show --full` for call `call`, in order: each block's heading and

@@ -9,6 +9,7 @@ mod support;
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 use support::Scratch;
+use support::schema::schema_checked;
 
 fn script() -> Script {
     Script::from_value(json!({"turns": [
@@ -27,23 +28,6 @@ fn script() -> Script {
         {"text": "done"}
     ]}))
     .unwrap()
-}
-
-fn schema_checked(stdout: &[u8]) -> Vec<Value> {
-    let schema: Value = serde_json::from_str(include_str!("../schema/events.schema.json")).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    String::from_utf8_lossy(stdout)
-        .lines()
-        .map(|line| {
-            let value: Value = serde_json::from_str(line).unwrap();
-            let errors: Vec<String> = validator
-                .iter_errors(&value)
-                .map(|e| e.to_string())
-                .collect();
-            assert!(errors.is_empty(), "{line}\n{}", errors.join("\n"));
-            value
-        })
-        .collect()
 }
 
 #[test]

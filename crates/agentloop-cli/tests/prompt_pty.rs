@@ -17,87 +17,27 @@
 #![cfg(unix)]
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::time::Duration;
-
 use agentloop_testkit::MockServer;
 
 mod support;
 
-use expectrl::{Eof, Session};
 use serde_json::{Value, json};
+use support::pty::{Pty, one_at_a_time};
 use support::{Scratch, server};
 
-struct Pty {
-    session: Session,
-    /// Everything read from the terminal so far.
-    seen: Vec<u8>,
+/// `agentloop run PROMPT` with the mock model on an 80-column pseudo-terminal.
+fn run_pty(server: &MockServer, dir: &Scratch, prompt: &str) -> Pty {
+    run_pty_with(server, dir, prompt, &[])
 }
 
-impl Pty {
-    fn spawn(server: &MockServer, dir: &Scratch, prompt: &str) -> Pty {
-        Pty::spawn_with(server, dir, prompt, &[])
+/// [`run_pty`] with more environment variables.
+fn run_pty_with(server: &MockServer, dir: &Scratch, prompt: &str, env: &[(&str, &str)]) -> Pty {
+    let mut cmd = dir.pty_cmd(server, 80, &["run"]);
+    cmd.arg(prompt);
+    for (name, value) in env {
+        cmd.env(name, value);
     }
-
-    fn spawn_with(server: &MockServer, dir: &Scratch, prompt: &str, env: &[(&str, &str)]) -> Pty {
-        let mut cmd = dir.tty_cmd();
-        cmd.env("COLUMNS", "80")
-            .args(["run", "--model", "openai:mock", "--base-url"])
-            .arg(server.openai_base_url())
-            .arg("--workspace")
-            .arg(dir.ws())
-            .arg(prompt);
-        for (name, value) in env {
-            cmd.env(name, value);
-        }
-        let mut session = Session::spawn(cmd).unwrap();
-        session.set_expect_timeout(Some(Duration::from_secs(60)));
-        Pty {
-            session,
-            seen: Vec::new(),
-        }
-    }
-
-    /// Presses keys, without Enter.
-    fn keys(&mut self, keys: &str) {
-        self.session.send(keys).unwrap();
-    }
-
-    /// Waits for `needle`; returns the text read up to and including it.
-    fn expect(&mut self, needle: &str) -> String {
-        let found = self.session.expect(needle).unwrap_or_else(|e| {
-            panic!(
-                "{needle:?} did not appear ({e}); the terminal showed:\n{}",
-                String::from_utf8_lossy(&self.seen)
-            )
-        });
-        self.seen.extend_from_slice(found.before());
-        self.seen.extend_from_slice(found.as_bytes());
-        let mut text = String::from_utf8_lossy(found.before()).into_owned();
-        text.push_str(&String::from_utf8_lossy(found.as_bytes()));
-        text
-    }
-
-    fn answer(&mut self, line: &str) {
-        self.session.send_line(line).unwrap();
-    }
-
-    /// Reads to the end; returns everything the terminal showed in the whole run.
-    fn finish(mut self) -> String {
-        if let Ok(found) = self.session.expect(Eof) {
-            self.seen.extend_from_slice(found.before());
-            self.seen.extend_from_slice(found.as_bytes());
-        }
-        String::from_utf8_lossy(&self.seen).into_owned()
-    }
-}
-
-/// One pseudo-terminal session at a time: children forked from this multi-threaded test process
-/// at the same moment stall each other's terminals (seen under `cargo test`, which runs the
-/// tests of a binary on parallel threads; nextest runs each in its own process).
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static PTY: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    PTY.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    Pty::spawn(cmd)
 }
 
 fn shell_turn(id: &str, command: &str) -> Value {
@@ -122,7 +62,7 @@ fn the_whole_long_command_is_shown_and_escapes_are_visible() {
         shell_turn("c2", hostile),
         {"text": "All \x1b[2J\x1b[Hclean\x1b]0;owned\x07 now \u{202e}sdrawkcab", "chunk_size": 3}
     ]}));
-    let mut pty = Pty::spawn(&server, &dir, "run the tests");
+    let mut pty = run_pty(&server, &dir, "run the tests");
 
     // The command is wrapped, not cut: its tail — the part that matters — is on the screen.
     let shown = pty.expect("[a]lways");
@@ -133,7 +73,7 @@ fn the_whole_long_command_is_shown_and_escapes_are_visible() {
         .collect();
     assert!(unwrapped.contains(&command), "not shown whole:\n{shown}");
     assert!(shown.contains("payload.sh | sh"), "{shown}");
-    pty.answer("n");
+    pty.line("n");
 
     // Escapes in a command are shown, made visible, not obeyed.
     let shown = pty.expect("[a]lways");
@@ -143,9 +83,9 @@ fn the_whole_long_command_is_shown_and_escapes_are_visible() {
         ),
         "{shown}"
     );
-    pty.answer("n");
+    pty.line("n");
 
-    let all = pty.finish();
+    let all = pty.transcript();
     // Streamed model text: visible escapes, in order, and no raw sequence anywhere.
     assert!(
         all.contains("All \\e[2J\\e[Hclean\\e]0;owned\\x07 now \\u{202e}sdrawkcab"),
@@ -169,7 +109,7 @@ fn always_covers_only_that_tool_or_that_exact_command() {
         shell_turn("s3", "echo two >> log.txt"),
         {"text": "Done."}
     ]}));
-    let mut pty = Pty::spawn(&server, &dir, "write things");
+    let mut pty = run_pty(&server, &dir, "write things");
 
     let shown = pty.expect("[a]lways");
     assert!(shown.contains("create a.txt"), "{shown}");
@@ -189,12 +129,12 @@ fn always_covers_only_that_tool_or_that_exact_command() {
         !shown.contains("create b.txt"),
         "write_file was asked again: {shown}"
     );
-    pty.answer("a");
+    pty.line("a");
     // The same command runs without asking; a different one asks.
     let shown = pty.expect("[a]lways");
     assert!(shown.contains("echo two >> log.txt"), "{shown}");
-    pty.answer("n");
-    let all = pty.finish();
+    pty.line("n");
+    let all = pty.transcript();
 
     let ws = dir.ws();
     assert_eq!(std::fs::read_to_string(ws.join("a.txt")).unwrap(), "A\n");
@@ -216,12 +156,7 @@ fn spawn_chat(server: &MockServer, dir: &Scratch) -> Pty {
         .args(["--base-url", &server.base_url()])
         .arg("--workspace")
         .arg(dir.ws());
-    let mut session = Session::spawn(cmd).unwrap();
-    session.set_expect_timeout(Some(Duration::from_secs(60)));
-    Pty {
-        session,
-        seen: Vec::new(),
-    }
+    Pty::spawn(cmd)
 }
 
 #[test]
@@ -241,7 +176,7 @@ fn chat_streams_markdown_cancels_steers_and_takes_slash_commands() {
     pty.expect("/help for commands");
 
     // A streamed answer, rendered: thinking collapsed, Markdown bullets, code kept.
-    pty.answer("plan it");
+    pty.line("plan it");
     let shown = pty.expect("All done here.");
     assert!(
         shown.contains("▸ thought 2 lines: Let me plan this."),
@@ -253,16 +188,16 @@ fn chat_streams_markdown_cancels_steers_and_takes_slash_commands() {
     pty.expect("› ");
 
     // Ctrl-C cancels the running turn, not the program.
-    pty.answer("write a lot");
+    pty.line("write a lot");
     pty.expect("word word word");
     pty.session.send(expectrl::ControlCode::EndOfText).unwrap();
     pty.expect("(turn cancelled)");
     pty.expect("› ");
 
     // A line typed while a tool runs steers the agent.
-    pty.answer("run the slow thing");
+    pty.line("run the slow thing");
     pty.expect("sleep 3");
-    pty.answer("also check the README");
+    pty.line("also check the README");
     pty.expect("queued for the agent: also check the README");
     pty.expect("Steered as asked.");
     pty.expect("› ");
@@ -271,24 +206,24 @@ fn chat_streams_markdown_cancels_steers_and_takes_slash_commands() {
     assert!(last.contains("also check the README"), "{last}");
 
     // Slash commands.
-    pty.answer("/cost");
+    pty.line("/cost");
     pty.expect("model replies");
-    pty.answer("/model anthropic:other");
+    pty.line("/model anthropic:other");
     pty.expect("model: anthropic:other");
-    pty.answer("who are you");
+    pty.line("who are you");
     pty.expect("From the other model.");
     pty.expect("› ");
     assert_eq!(server.requests().last().unwrap().body["model"], "other");
-    pty.answer("/thinking");
+    pty.line("/thinking");
     pty.expect("Then answer.");
-    pty.answer("/nonsense");
+    pty.line("/nonsense");
     pty.expect("unknown command /nonsense");
 
     // Ctrl-D leaves with success.
     pty.session
         .send(expectrl::ControlCode::EndOfTransmission)
         .unwrap();
-    let all = pty.finish();
+    let all = pty.transcript();
     assert!(!all.contains("panicked"), "{all}");
 }
 
@@ -330,12 +265,7 @@ fn chat_continue_and_resume_restore_the_session_s_model() {
     let spawn = |args: &[&str]| {
         let mut cmd = base();
         cmd.arg("chat").args(args).arg("--workspace").arg(dir.ws());
-        let mut session = Session::spawn(cmd).unwrap();
-        session.set_expect_timeout(Some(Duration::from_secs(60)));
-        Pty {
-            session,
-            seen: Vec::new(),
-        }
+        Pty::spawn(cmd)
     };
     let mut pty = spawn(&["--continue"]);
     let banner = pty.expect("/help for commands");
@@ -345,7 +275,7 @@ fn chat_continue_and_resume_restore_the_session_s_model() {
     pty.expect("› first prompt");
     pty.expect("Answer.");
     pty.expect("› ");
-    pty.answer("second prompt");
+    pty.line("second prompt");
     pty.expect("Answer.");
     pty.expect("› ");
     let body = server.requests().last().unwrap().body.clone();
@@ -354,32 +284,32 @@ fn chat_continue_and_resume_restore_the_session_s_model() {
     pty.session
         .send(expectrl::ControlCode::EndOfTransmission)
         .unwrap();
-    pty.finish();
+    pty.transcript();
 
     // A fresh chat (default model) switches to the stored one with /resume and a prefix.
     let mut pty = spawn(&[]);
     pty.expect("openai:gpt-4o-mini");
     pty.expect("› ");
-    pty.answer("/sessions");
+    pty.line("/sessions");
     pty.expect("stored-one");
-    pty.answer("/resume stored");
+    pty.line("/resume stored");
     let shown = pty.expect("model anthropic:stored-model");
     assert!(shown.contains("resumed stored-one"), "{shown}");
     pty.expect("› second prompt");
     pty.expect("Answer.");
     pty.expect("› ");
-    pty.answer("third prompt");
+    pty.line("third prompt");
     pty.expect("Answer.");
     pty.expect("› ");
     let body = server.requests().last().unwrap().body.clone();
     assert_eq!(body["model"], "stored-model");
     assert!(body["messages"].to_string().contains("second prompt"));
-    pty.answer("/resume nothing-like-it");
+    pty.line("/resume nothing-like-it");
     pty.expect("no session matches nothing-like-it");
     pty.session
         .send(expectrl::ControlCode::EndOfTransmission)
         .unwrap();
-    let all = pty.finish();
+    let all = pty.transcript();
     assert!(!all.contains("panicked"), "{all}");
 }
 
@@ -398,7 +328,7 @@ fn a_call_longer_than_the_screen_shows_head_and_tail_and_always_waits_for_view_a
         shell_turn("c2", &command),
         {"text": "Done."}
     ]}));
-    let mut pty = Pty::spawn_with(&server, &dir, "log lines", &[("PAGER", "cat")]);
+    let mut pty = run_pty_with(&server, &dir, "log lines", &[("PAGER", "cat")]);
 
     let shown = pty.expect("[?] help: ");
     assert!(shown.contains("line-000"), "the head is shown: {shown}");
@@ -430,7 +360,7 @@ fn a_call_longer_than_the_screen_shows_head_and_tail_and_always_waits_for_view_a
     pty.expect("[?] help: ");
     pty.keys("a");
     pty.expect("Done.");
-    let all = pty.finish();
+    let all = pty.transcript();
     let out = std::fs::read_to_string(dir.ws().join("out.txt")).unwrap();
     assert_eq!(out.lines().count(), 200, "both calls ran: {all}");
     assert_eq!(all.matches("[a]lways").count(), 1, "asked once: {all}");
@@ -447,14 +377,14 @@ fn type_ahead_never_answers_the_question() {
          "first_byte_delay_ms": 1500},
         {"text": "Done."}
     ]}));
-    let mut pty = Pty::spawn(&server, &dir, "go");
+    let mut pty = run_pty(&server, &dir, "go");
     // Typed before the question exists (and before the reply even started).
     pty.keys("y\ryay\r");
     pty.expect("touch pwned");
     pty.expect("[?] help: ");
     pty.keys("n");
     pty.expect("Done.");
-    let all = pty.finish();
+    let all = pty.transcript();
     assert!(
         !dir.ws().join("pwned").exists(),
         "type-ahead answered the question: {all}"
@@ -473,7 +403,7 @@ fn one_key_answers_and_other_keys_ask_again_with_help() {
         shell_turn("c3", "touch three.txt"),
         {"text": "Done."}
     ]}));
-    let mut pty = Pty::spawn(&server, &dir, "touch things");
+    let mut pty = run_pty(&server, &dir, "touch things");
 
     let shown = pty.expect("[?] help: ");
     assert!(shown.contains("[N]o"), "the default is shown: {shown}");
@@ -495,7 +425,7 @@ fn one_key_answers_and_other_keys_ask_again_with_help() {
     // No, and tell the agent what to do instead.
     pty.keys("t");
     pty.expect("what should the agent do instead?");
-    pty.answer("use write_file for that");
+    pty.line("use write_file for that");
     pty.expect("touch three.txt");
     let sent = server.requests().last().unwrap().body.to_string();
     assert!(sent.contains("use write_file for that"), "{sent}");
@@ -504,7 +434,7 @@ fn one_key_answers_and_other_keys_ask_again_with_help() {
     // Ctrl-C at the question: the call is not run and the run is interrupted.
     pty.expect("[?] help: ");
     pty.session.send(expectrl::ControlCode::EndOfText).unwrap();
-    let all = pty.finish();
+    let all = pty.transcript();
     assert!(all.contains("interrupted"), "{all}");
     assert!(!dir.ws().join("three.txt").exists(), "{all}");
     assert!(!all.contains("panicked"), "{all}");
@@ -529,7 +459,7 @@ fn always_can_be_saved_as_an_exact_rule_that_later_runs_honour() {
     let server = server(
         json!({"turns": [shell_turn("s1", "echo saved-rule && echo twice"), {"text": "Done."}]}),
     );
-    let mut pty = Pty::spawn(&server, &dir, "run it");
+    let mut pty = run_pty(&server, &dir, "run it");
     pty.expect("[a]lways");
     pty.keys("a");
     let shown = pty.expect("as a permission rule?");
@@ -540,7 +470,7 @@ fn always_can_be_saved_as_an_exact_rule_that_later_runs_honour() {
     pty.keys("u");
     pty.expect("saved to");
     pty.expect("Done.");
-    pty.finish();
+    pty.transcript();
     let saved = std::fs::read_to_string(config.join("config.toml")).unwrap();
     assert!(saved.starts_with("[[hooks.notification]]"), "{saved}");
     assert!(

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 mod support;
 
 use support::{Scratch, server, text};
+use support::schema::schema_checked;
 
 /// A workspace holding `notes.txt` ("the answer is 42").
 fn scratch() -> Scratch {
@@ -47,25 +48,6 @@ impl Scratch {
         cmd.args(args).arg(prompt);
         cmd
     }
-}
-
-/// Every stdout line, each checked against `schema/events.schema.json`.
-fn events(out: &Output) -> Vec<Value> {
-    let schema: Value = serde_json::from_str(include_str!("../schema/events.schema.json")).unwrap();
-    let validator = jsonschema::validator_for(&schema).unwrap();
-    text(&out.stdout)
-        .lines()
-        .map(|line| {
-            let value: Value =
-                serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"));
-            let errors: Vec<String> = validator
-                .iter_errors(&value)
-                .map(|e| format!("{} at {}", e, e.instance_path()))
-                .collect();
-            assert!(errors.is_empty(), "{line}\n{}", errors.join("\n"));
-            value
-        })
-        .collect()
 }
 
 /// The parent's `task` call, the child's `read_file` call and answer, the parent's answer.
@@ -118,7 +100,7 @@ fn an_agent_file_in_a_trusted_workspace_runs_as_a_child_with_tagged_json_events(
     let server = server(delegation("reviewer"));
     let out = scratch.run(&server, &["--json", "--trust-project"], "Delegate it.");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let lines = events(&out);
+    let lines = schema_checked(&out.stdout);
 
     // The parent sees one `task` tool that lists the agents.
     let parent_tools = tool_names(&server, 0);
@@ -192,7 +174,7 @@ fn the_built_in_explore_agent_needs_no_file_and_gets_read_only_tools() {
     let server = server(delegation("explore"));
     let out = scratch.run(&server, &["--json"], "Explore.");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let lines = events(&out);
+    let lines = schema_checked(&out.stdout);
     assert_eq!(
         task_result(&lines)["content"],
         "notes.txt says the answer is 42."
@@ -223,7 +205,7 @@ fn an_untrusted_workspaces_agent_file_is_ignored_and_unknown_agents_list_the_kno
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     let first = server.requests()[0].body.to_string();
     assert!(!first.contains("Reviews notes carefully"), "{first}");
-    let result = task_result(&events(&out));
+    let result = task_result(&schema_checked(&out.stdout));
     assert_eq!(result["is_error"], true, "{result}");
     let content = result["content"].as_str().unwrap();
     assert!(
@@ -237,7 +219,7 @@ fn an_untrusted_workspaces_agent_file_is_ignored_and_unknown_agents_list_the_kno
     let server = self::server(delegation("reviewer"));
     let out = scratch.run(&server, &["--json", "--trust-project"], "Delegate it.");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert_eq!(task_result(&events(&out))["is_error"], false);
+    assert_eq!(task_result(&schema_checked(&out.stdout))["is_error"], false);
 }
 
 #[test]
@@ -384,6 +366,34 @@ fn a_childs_run_is_a_session_listed_under_its_parent_and_continue_picks_the_pare
 /// Kills `child` when dropped (a test that fails midway leaves no process behind).
 struct KillOnDrop(std::process::Child);
 
+/// Runs `agentloop run ARGS… PROMPT` until the model server has received its third request
+/// (the child's second call), then kills it, as a crash in the middle of the child's run would.
+fn kill_at_the_third_request(scratch: &Scratch, server: &MockServer, args: &[&str], prompt: &str) {
+    let mut running = KillOnDrop(
+        scratch
+            .run_command(server, args, prompt)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while server.requests().len() < 3 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the child never made its second call"
+        );
+        assert!(
+            running.0.try_wait().unwrap().is_none(),
+            "the run ended early"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    running.0.kill().unwrap();
+    running.0.wait().unwrap();
+}
+
 impl Drop for KillOnDrop {
     fn drop(&mut self) {
         let _ = self.0.kill();
@@ -401,30 +411,8 @@ fn a_child_killed_mid_run_resumes_where_it_stopped_when_the_parent_continues() {
         {"tool_calls": [{"id": "call_read", "name": "read_file", "arguments": {"path": "notes.txt"}}]},
         {"text": "never sent", "first_byte_delay_ms": 600_000}
     ]}));
-    let mut running = KillOnDrop(
-        scratch
-            .run_command(&server, &["--json"], "Delegate it.")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
     // The third request is sent only after the child's read_file result was stored.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while server.requests().len() < 3 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the child never made its second call"
-        );
-        assert!(
-            running.0.try_wait().unwrap().is_none(),
-            "the run ended early"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    running.0.kill().unwrap();
-    running.0.wait().unwrap();
+    kill_at_the_third_request(&scratch, &server, &["--json"], "Delegate it.");
     let store = scratch.store();
     let (parent, child) = parent_and_child(&store);
     assert_eq!(store.load_raw(&parent.id).unwrap().len(), 2);
@@ -441,7 +429,7 @@ fn a_child_killed_mid_run_resumes_where_it_stopped_when_the_parent_continues() {
         "{}",
         text(&out.stderr)
     );
-    let lines = events(&out);
+    let lines = schema_checked(&out.stdout);
     let result = task_result(&lines);
     assert_eq!(result["is_error"], false, "{result}");
     assert_eq!(result["content"], "notes.txt says the answer is 42.");
@@ -554,7 +542,7 @@ fn a_worktree_isolated_child_cannot_write_the_parents_checkout_and_its_result_na
         "Delegate it.",
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let lines = events(&out);
+    let lines = schema_checked(&out.stdout);
 
     // Both write attempts failed, and the parent's checkout is byte for byte as it was.
     assert_eq!(snapshot(&ws), before);
@@ -628,7 +616,7 @@ fn outside_git_an_isolated_child_works_on_a_copy_of_the_workspace() {
         "Delegate it.",
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let lines = events(&out);
+    let lines = schema_checked(&out.stdout);
     assert_eq!(snapshot(&ws), before);
     let content = task_result(&lines)["content"].as_str().unwrap().to_owned();
     assert!(
@@ -661,29 +649,7 @@ fn an_isolated_child_killed_mid_run_goes_on_in_the_same_worktree() {
         {"text": "never sent", "first_byte_delay_ms": 600_000}
     ]}));
     let args = ["--json", "--trust-project", "--approve", "allow"];
-    let mut running = KillOnDrop(
-        scratch
-            .run_command(&server, &args, "Delegate it.")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while server.requests().len() < 3 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the child never made its second call"
-        );
-        assert!(
-            running.0.try_wait().unwrap().is_none(),
-            "the run ended early"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    running.0.kill().unwrap();
-    running.0.wait().unwrap();
+    kill_at_the_third_request(&scratch, &server, &args, "Delegate it.");
 
     let resumed = self::server(json!({"mode": "sequential", "turns": [
         {"tool_calls": [{"id": "w2", "name": "write_file",
@@ -703,7 +669,7 @@ fn an_isolated_child_killed_mid_run_goes_on_in_the_same_worktree() {
         "Go on.",
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let content = task_result(&events(&out))["content"]
+    let content = task_result(&schema_checked(&out.stdout))["content"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -770,7 +736,7 @@ fn an_isolated_child_cannot_write_another_childs_worktree() {
     // Where the sandbox is enforced the attempt was made, and refused.
     if agentloop::builtin::sandbox_support(agentloop::builtin::SandboxMode::WorkspaceWrite).is_ok()
     {
-        let tried = child_result(&events(&out), "s")["content"].to_string();
+        let tried = child_result(&schema_checked(&out.stdout), "s")["content"].to_string();
         assert!(tried.contains("Permission denied"), "{tried}");
     }
 }

@@ -12,6 +12,12 @@ use std::process::{Command, Output, Stdio};
 use agentloop_testkit::{MockServer, Script};
 use serde_json::Value;
 
+#[cfg(target_os = "linux")]
+pub mod procs;
+#[cfg(unix)]
+pub mod pty;
+pub mod schema;
+
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_agentloop");
 

@@ -7,7 +7,9 @@ use crate::common;
 
 use std::sync::Arc;
 
-use agentloop::agent::{AgentEvent, AgentLoopConfig, RunStop, SubAgent, UsageLimits};
+use agentloop::agent::{
+    AgentEvent, AgentLoop, AgentLoopConfig, RunOutcome, RunStop, SubAgent, UsageLimits,
+};
 use agentloop::model::{ScriptedModel, ScriptedTurn};
 use agentloop::tooling::{Deps, ToolContext, ToolSpec};
 use agentloop::transcript::{Message, Role, Usage};
@@ -47,6 +49,39 @@ fn child_events(events: &[AgentEvent], call_id: &str) -> Vec<AgentEvent> {
             _ => None,
         })
         .collect()
+}
+
+/// A parent turn calling the `helper` child with call `id`.
+fn call_helper(id: &str) -> ScriptedTurn {
+    ScriptedTurn::new().tool_call(id, "helper", json!({"prompt": "go"}))
+}
+
+/// `child` as the parent's only tool, `helper`.
+fn as_helper(child: AgentLoop<Deps>) -> Vec<ToolSpec<Deps>> {
+    vec![child.into_tool("helper", "Helps.").unwrap()]
+}
+
+/// The parent's whole run of the prompt "x" (bounded by the hang guard).
+async fn run_x(parent: &AgentLoop<Deps>) -> RunOutcome {
+    within(parent.run(vec![Message::user("x")], vec![]))
+        .await
+        .unwrap()
+}
+
+/// The default configuration with at most `turns` turns.
+fn max_turns(turns: u32) -> AgentLoopConfig {
+    AgentLoopConfig {
+        max_turns: Some(turns),
+        ..AgentLoopConfig::default()
+    }
+}
+
+/// The default configuration with `limits`.
+fn limited(limits: UsageLimits) -> AgentLoopConfig {
+    AgentLoopConfig {
+        usage_limits: limits,
+        ..AgentLoopConfig::default()
+    }
 }
 
 fn upper_tool() -> ToolSpec<Deps> {
@@ -129,16 +164,11 @@ async fn a_failed_child_gives_an_error_result_with_its_reason() {
         vec![],
     );
     let parent_model = Arc::new(ScriptedModel::new([
-        ScriptedTurn::new().tool_call("p-1", "helper", json!({"prompt": "go"})),
+        call_helper("p-1"),
         ScriptedTurn::text("ok"),
     ]));
-    let parent = agent(
-        parent_model,
-        vec![child.into_tool("helper", "Helps.").unwrap()],
-    );
-    let out = within(parent.run(vec![Message::user("x")], vec![]))
-        .await
-        .unwrap();
+    let parent = agent(parent_model, as_helper(child));
+    let out = run_x(&parent).await;
     let result = tool_result(out.new_messages(), "p-1");
     assert!(result.is_error);
     assert!(
@@ -154,10 +184,7 @@ async fn a_failed_child_gives_an_error_result_with_its_reason() {
 
     // A child that stops early (its turn limit) is an error too, with the stop reason.
     let child = agent_with(
-        AgentLoopConfig {
-            max_turns: Some(1),
-            ..AgentLoopConfig::default()
-        },
+        max_turns(1),
         Arc::new(ScriptedModel::new([ScriptedTurn::new().tool_call(
             "c-1",
             "upper",
@@ -166,16 +193,11 @@ async fn a_failed_child_gives_an_error_result_with_its_reason() {
         vec![upper_tool()],
     );
     let parent_model = Arc::new(ScriptedModel::new([
-        ScriptedTurn::new().tool_call("p-2", "helper", json!({"prompt": "go"})),
+        call_helper("p-2"),
         ScriptedTurn::text("ok"),
     ]));
-    let parent = agent(
-        parent_model,
-        vec![child.into_tool("helper", "Helps.").unwrap()],
-    );
-    let out = within(parent.run(vec![Message::user("x")], vec![]))
-        .await
-        .unwrap();
+    let parent = agent(parent_model, as_helper(child));
+    let out = run_x(&parent).await;
     let result = tool_result(out.new_messages(), "p-2");
     assert!(result.is_error);
     assert!(result.content.contains("max_turns"), "{}", result.content);
@@ -219,9 +241,7 @@ async fn aborting_the_parent_aborts_the_child_and_every_call_gets_one_result() {
     )
     .with_abort_signal(parent_signal)
     .with_emit(rec.callback());
-    let out = within(parent.run(vec![Message::user("x")], vec![]))
-        .await
-        .unwrap();
+    let out = run_x(&parent).await;
     assert_eq!(out.stop, RunStop::Aborted);
     // The aborted child's tokens still count in the parent's total.
     assert_eq!(out.usage.input_tokens, 71);
@@ -306,9 +326,7 @@ async fn an_aborted_child_of_an_unobserved_parent_rolls_up_usage_and_closes_its_
         vec![child.into_tool("worker", "Works.").unwrap()],
     )
     .with_abort_signal(parent_signal);
-    let out = within(parent.run(vec![Message::user("x")], vec![]))
-        .await
-        .unwrap();
+    let out = run_x(&parent).await;
     assert_eq!(out.stop, RunStop::Aborted);
     assert_eq!(out.usage.input_tokens, 71);
     assert_eq!(out.usage.output_tokens, 8);
@@ -346,19 +364,14 @@ async fn usage_added_by_a_tool_counts_in_the_runs_totals_and_limits() {
         ScriptedTurn::text("never"),
     ]));
     let parent = agent_with(
-        AgentLoopConfig {
-            usage_limits: UsageLimits {
-                max_requests: Some(3),
-                ..UsageLimits::default()
-            },
-            ..AgentLoopConfig::default()
-        },
+        limited(UsageLimits {
+            max_requests: Some(3),
+            ..UsageLimits::default()
+        }),
         parent_model.clone(),
         vec![remote],
     );
-    let out = within(parent.run(vec![Message::user("x")], vec![]))
-        .await
-        .unwrap();
+    let out = run_x(&parent).await;
     assert_eq!(out.usage.input_tokens, 301);
     assert_eq!(out.usage.output_tokens, 31);
     assert!(
@@ -383,18 +396,11 @@ async fn child_usage_rolls_up_and_counts_against_the_parents_limits() {
         vec![upper_tool()],
     );
     let parent_model = Arc::new(ScriptedModel::new([
-        ScriptedTurn::new()
-            .tool_call("p-1", "helper", json!({"prompt": "go"}))
-            .usage(usage(1, 1)),
+        call_helper("p-1").usage(usage(1, 1)),
         ScriptedTurn::text("done").usage(usage(2, 2)),
     ]));
-    let parent = agent(
-        parent_model,
-        vec![child.into_tool("helper", "Helps.").unwrap()],
-    );
-    let out = within(parent.run(vec![Message::user("x")], vec![]))
-        .await
-        .unwrap();
+    let parent = agent(parent_model, as_helper(child));
+    let out = run_x(&parent).await;
     assert_eq!(out.stop, RunStop::Done);
     assert_eq!(out.usage.input_tokens, 1 + 100 + 200 + 2);
     assert_eq!(out.usage.output_tokens, 1 + 10 + 20 + 2);
@@ -408,25 +414,18 @@ async fn child_usage_rolls_up_and_counts_against_the_parents_limits() {
         vec![],
     );
     let parent_model = Arc::new(ScriptedModel::new([
-        ScriptedTurn::new()
-            .tool_call("p-1", "helper", json!({"prompt": "go"}))
-            .usage(usage(1, 1)),
+        call_helper("p-1").usage(usage(1, 1)),
         ScriptedTurn::text("never"),
     ]));
     let parent = agent_with(
-        AgentLoopConfig {
-            usage_limits: UsageLimits {
-                max_input_tokens: Some(100),
-                ..UsageLimits::default()
-            },
-            ..AgentLoopConfig::default()
-        },
+        limited(UsageLimits {
+            max_input_tokens: Some(100),
+            ..UsageLimits::default()
+        }),
         parent_model.clone(),
-        vec![child.into_tool("helper", "Helps.").unwrap()],
+        as_helper(child),
     );
-    let out = within(parent.run(vec![Message::user("x")], vec![]))
-        .await
-        .unwrap();
+    let out = run_x(&parent).await;
     assert!(
         matches!(out.stop, RunStop::UsageLimit { used, .. } if used == 301.0),
         "{:?}",
@@ -440,23 +439,18 @@ async fn child_usage_rolls_up_and_counts_against_the_parents_limits() {
         vec![],
     );
     let parent_model = Arc::new(ScriptedModel::new([
-        ScriptedTurn::new().tool_call("p-1", "helper", json!({"prompt": "go"})),
+        call_helper("p-1"),
         ScriptedTurn::text("never"),
     ]));
     let parent = agent_with(
-        AgentLoopConfig {
-            usage_limits: UsageLimits {
-                max_requests: Some(2),
-                ..UsageLimits::default()
-            },
-            ..AgentLoopConfig::default()
-        },
+        limited(UsageLimits {
+            max_requests: Some(2),
+            ..UsageLimits::default()
+        }),
         parent_model.clone(),
-        vec![child.into_tool("helper", "Helps.").unwrap()],
+        as_helper(child),
     );
-    let out = within(parent.run(vec![Message::user("x")], vec![]))
-        .await
-        .unwrap();
+    let out = run_x(&parent).await;
     assert!(
         matches!(out.stop, RunStop::UsageLimit { used, .. } if used == 2.0),
         "{:?}",
@@ -498,9 +492,7 @@ async fn a_grandchilds_usage_counts_once_in_every_ancestor() {
         ])),
         vec![middle_tool],
     );
-    let out = within(parent.run(vec![Message::user("x")], vec![]))
-        .await
-        .unwrap();
+    let out = run_x(&parent).await;
     assert_eq!(out.stop, RunStop::Done);
     assert_eq!(out.usage.input_tokens, 1 + 10 + 1000 + 20 + 2);
     assert_eq!(out.usage.output_tokens, 1 + 100 + 2);
@@ -537,9 +529,7 @@ async fn nested_run(middle_depth: u32, leaf_depth: u32) -> (Vec<AgentEvent>, Vec
         vec![middle_tool],
     )
     .with_emit(rec.callback());
-    let out = within(parent.run(vec![Message::user("x")], vec![]))
-        .await
-        .unwrap();
+    let out = run_x(&parent).await;
     (rec.events(), out.new_messages().to_vec())
 }
 
@@ -635,9 +625,7 @@ async fn several_children_in_one_reply_run_in_parallel() {
     ]));
     let parent = agent(parent_model, vec![child("left"), child("right")]);
     // With the paused clock, a deadlock (children run one after the other) fails at once.
-    let out = within(parent.run(vec![Message::user("x")], vec![]))
-        .await
-        .unwrap();
+    let out = run_x(&parent).await;
     assert_eq!(out.stop, RunStop::Done);
     assert_eq!(tool_result(out.new_messages(), "p-1").content, "left met");
     assert_eq!(tool_result(out.new_messages(), "p-2").content, "right met");
@@ -675,9 +663,7 @@ async fn a_typed_child_answers_with_its_validated_output() {
         ])),
         vec![tool],
     );
-    let out = within(parent.run(vec![Message::user("x")], vec![]))
-        .await
-        .unwrap();
+    let out = run_x(&parent).await;
     let result = tool_result(out.new_messages(), "p-1");
     assert!(!result.is_error, "{}", result.content);
     let value: Value = serde_json::from_str(&result.content).unwrap();
@@ -692,28 +678,16 @@ async fn the_child_keeps_its_own_turn_limit_apart_from_the_parents() {
         ScriptedTurn::new().tool_call("c-2", "upper", json!({"text": "b"})),
         ScriptedTurn::text("AB"),
     ]));
-    let child = agent_with(
-        AgentLoopConfig {
-            max_turns: Some(3),
-            ..AgentLoopConfig::default()
-        },
-        child_model.clone(),
-        vec![upper_tool()],
-    );
+    let child = agent_with(max_turns(3), child_model.clone(), vec![upper_tool()]);
     let parent = agent_with(
-        AgentLoopConfig {
-            max_turns: Some(2),
-            ..AgentLoopConfig::default()
-        },
+        max_turns(2),
         Arc::new(ScriptedModel::new([
-            ScriptedTurn::new().tool_call("p-1", "helper", json!({"prompt": "go"})),
+            call_helper("p-1"),
             ScriptedTurn::text("done"),
         ])),
-        vec![child.into_tool("helper", "Helps.").unwrap()],
+        as_helper(child),
     );
-    let out = within(parent.run(vec![Message::user("x")], vec![]))
-        .await
-        .unwrap();
+    let out = run_x(&parent).await;
     assert_eq!(out.stop, RunStop::Done);
     assert_eq!(out.turns, 2);
     assert_eq!(tool_result(out.new_messages(), "p-1").content, "AB");

@@ -280,48 +280,6 @@ async fn an_error_chunk_after_text_is_a_provider_error_and_keeps_the_text() {
     assert_eq!(server.requests.lock().unwrap().len(), 1, "not retried");
 }
 
-/// Accepts one request, returns its head (request line and headers, lowercased) and answers
-/// with `body` as an event stream.
-async fn capture_one(body: Vec<u8>) -> (String, tokio::task::JoinHandle<String>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
-    let task = tokio::spawn(async move {
-        let (mut socket, _) = listener.accept().await.unwrap();
-        let mut buf = Vec::new();
-        let mut tmp = [0u8; 8192];
-        let head_end = loop {
-            let n = socket.read(&mut tmp).await.unwrap();
-            assert!(n > 0, "the request ended early");
-            buf.extend_from_slice(&tmp[..n]);
-            if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-                break i + 4;
-            }
-        };
-        let head = String::from_utf8_lossy(&buf[..head_end]).to_ascii_lowercase();
-        let len: usize = head
-            .lines()
-            .find_map(|l| l.strip_prefix("content-length:"))
-            .map(|v| v.trim().parse().unwrap())
-            .unwrap_or(0);
-        while buf.len() < head_end + len {
-            let n = socket.read(&mut tmp).await.unwrap();
-            if n == 0 {
-                break;
-            }
-            buf.extend_from_slice(&tmp[..n]);
-        }
-        let response = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-            body.len()
-        );
-        socket.write_all(response.as_bytes()).await.unwrap();
-        socket.write_all(&body).await.unwrap();
-        let _ = socket.shutdown().await;
-        head
-    });
-    (base, task)
-}
-
 fn text_case() -> Vec<u8> {
     cases("gemini")
         .into_iter()

@@ -105,6 +105,20 @@ fn config(base: String) -> ProviderConfig {
         .proxy(Proxy::Disabled)
 }
 
+/// [`config`] for `https://localhost:PORT/v1` (the TLS server at `addr`), trusting the test CA.
+fn trusting(addr: SocketAddr) -> ProviderConfig {
+    config(format!("https://localhost:{}/v1", addr.port())).add_root_certificate_pem(&pki().ca_pem)
+}
+
+/// The address the mock server listens on, for a splice in front of it.
+fn address(server: &MockServer) -> SocketAddr {
+    server
+        .base_url()
+        .trim_start_matches("http://")
+        .parse()
+        .unwrap()
+}
+
 /// Copies bytes both ways until either side ends.
 async fn splice(
     mut a: TcpStream,
@@ -162,11 +176,7 @@ async fn tls_server(upstream: SocketAddr, alpn: &[&[u8]]) -> (SocketAddr, Arc<Mu
 #[tokio::test]
 async fn tls_with_an_extra_root_negotiates_http2_or_http1_by_alpn() {
     let server = mock();
-    let upstream = server
-        .base_url()
-        .trim_start_matches("http://")
-        .parse()
-        .unwrap();
+    let upstream = address(&server);
     let (both, negotiated) = tls_server(upstream, &[b"h2", b"http/1.1"]).await;
     for (version, expected) in [
         (HttpVersion::Auto, "h2"),
@@ -174,9 +184,8 @@ async fn tls_with_an_extra_root_negotiates_http2_or_http1_by_alpn() {
         (HttpVersion::Http2PriorKnowledge, "h2"),
     ] {
         let model = OpenAiChat::new(
-            config(format!("https://localhost:{}/v1", both.port()))
-                .http_version(version)
-                .add_root_certificate_pem(&pki().ca_pem),
+            trusting(both)
+                .http_version(version),
         );
         assert_eq!(ask(&model).await.unwrap(), ANSWER, "{version:?}");
         // The second request reuses the connection.
@@ -187,8 +196,7 @@ async fn tls_with_an_extra_root_negotiates_http2_or_http1_by_alpn() {
     // A server without HTTP/2: `Auto` falls back to HTTP/1.1 and keeps working.
     let (http1, negotiated) = tls_server(upstream, &[b"http/1.1"]).await;
     let model = OpenAiChat::new(
-        config(format!("https://localhost:{}/v1", http1.port()))
-            .add_root_certificate_pem(&pki().ca_pem),
+        trusting(http1),
     );
     for _ in 0..3 {
         assert_eq!(ask(&model).await.unwrap(), ANSWER);
@@ -200,11 +208,7 @@ async fn tls_with_an_extra_root_negotiates_http2_or_http1_by_alpn() {
 #[tokio::test]
 async fn a_certificate_nobody_vouches_for_is_refused_and_nothing_is_sent() {
     let server = mock();
-    let upstream = server
-        .base_url()
-        .trim_start_matches("http://")
-        .parse()
-        .unwrap();
+    let upstream = address(&server);
     let (addr, _) = tls_server(upstream, &[b"h2", b"http/1.1"]).await;
     // Without the test CA: only the system's roots, which do not know it.
     let model = OpenAiChat::new(config(format!("https://localhost:{}/v1", addr.port())));
@@ -267,16 +271,11 @@ fn env_rules(vars: &[(&str, String)]) -> Proxy {
 #[tokio::test]
 async fn https_goes_through_the_proxy_from_the_environment_in_a_connect_tunnel() {
     let server = mock();
-    let upstream = server
-        .base_url()
-        .trim_start_matches("http://")
-        .parse()
-        .unwrap();
+    let upstream = address(&server);
     let (tls, _) = tls_server(upstream, &[b"h2", b"http/1.1"]).await;
     let (proxy_addr, heads) = proxy(tls).await;
     let model = OpenAiChat::new(
-        config(format!("https://localhost:{}/v1", tls.port()))
-            .add_root_certificate_pem(&pki().ca_pem)
+        trusting(tls)
             .proxy(env_rules(&[
                 ("https_proxy", format!("http://agent:pr0xy-pw@{proxy_addr}")),
                 ("NO_PROXY", "example.com".to_owned()),
@@ -304,11 +303,7 @@ async fn https_goes_through_the_proxy_from_the_environment_in_a_connect_tunnel()
 #[tokio::test]
 async fn plain_http_is_forwarded_by_the_proxy_with_the_whole_url() {
     let server = mock();
-    let upstream: SocketAddr = server
-        .base_url()
-        .trim_start_matches("http://")
-        .parse()
-        .unwrap();
+    let upstream = address(&server);
     let (proxy_addr, heads) = proxy(upstream).await;
     let base = format!("{}/v1", server.base_url());
     let model = OpenAiChat::new(
@@ -331,17 +326,12 @@ async fn plain_http_is_forwarded_by_the_proxy_with_the_whole_url() {
 #[tokio::test]
 async fn no_proxy_bypasses_the_proxy() {
     let server = mock();
-    let upstream = server
-        .base_url()
-        .trim_start_matches("http://")
-        .parse()
-        .unwrap();
+    let upstream = address(&server);
     let (tls, _) = tls_server(upstream, &[b"h2", b"http/1.1"]).await;
     let (proxy_addr, heads) = proxy(tls).await;
     for no_proxy in ["localhost", ".localhost,10.0.0.0/8", "*"] {
         let model = OpenAiChat::new(
-            config(format!("https://localhost:{}/v1", tls.port()))
-                .add_root_certificate_pem(&pki().ca_pem)
+            trusting(tls)
                 .proxy(env_rules(&[
                     ("HTTPS_PROXY", format!("http://{proxy_addr}")),
                     ("no_proxy", no_proxy.to_owned()),
@@ -384,11 +374,7 @@ async fn close_observer(
 /// open until `pool_idle_timeout`, and is closed by the client once it passed.
 async fn idle_connection_is_closed_after_the_idle_time(version: HttpVersion) {
     let server = mock();
-    let upstream = server
-        .base_url()
-        .trim_start_matches("http://")
-        .parse()
-        .unwrap();
+    let upstream = address(&server);
     let (addr, mut closed) = close_observer(upstream).await;
     let idle = Duration::from_secs(30);
     let model = OpenAiChat::new(
