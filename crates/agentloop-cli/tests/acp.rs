@@ -400,6 +400,11 @@ fn edit_notes(id: &str) -> Value {
         {"path": "notes.txt", "old_text": "milk", "new_text": "bread"}})
 }
 
+/// The turns of a model that edits notes.txt (call `c_edit`: milk to bread), then says `reply`.
+fn edit_then(reply: &str) -> Value {
+    json!([{"tool_calls": [edit_notes("c_edit")]}, {"text": reply}])
+}
+
 #[test]
 fn read_then_approved_edit_then_load_in_a_new_process() {
     let scratch = Scratch::with_notes();
@@ -530,10 +535,7 @@ fn a_session_started_by_run_loads_in_the_editor() {
 #[test]
 fn rejected_edit_leaves_the_file_and_tells_the_model() {
     let scratch = Scratch::with_notes();
-    let server = recorded(json!([
-        {"tool_calls": [edit_notes("c_edit")]},
-        {"text": "Understood."}
-    ]));
+    let server = recorded(edit_then("Understood."));
     let (mut editor, session) = Editor::open(&scratch, &server);
     editor.answer = Answer::Reject;
     let response = editor.prompt(&session, "Replace milk by bread.");
@@ -550,10 +552,7 @@ fn rejected_edit_leaves_the_file_and_tells_the_model() {
 #[test]
 fn cancel_while_asking_stops_the_turn_and_answers_the_call() {
     let scratch = Scratch::with_notes();
-    let server = sequential(json!([
-        {"tool_calls": [edit_notes("c_edit")]},
-        {"text": "This turn should never be requested."}
-    ]));
+    let server = sequential(edit_then("This turn should never be requested."));
     let (mut editor, session) = Editor::open(&scratch, &server);
     editor.answer = Answer::CancelTurn;
     let response = editor.prompt(&session, "Replace milk by bread.");
@@ -567,10 +566,7 @@ fn cancel_while_asking_stops_the_turn_and_answers_the_call() {
 #[test]
 fn mode_auto_runs_edits_without_asking() {
     let scratch = Scratch::with_notes();
-    let server = sequential(json!([
-        {"tool_calls": [edit_notes("c_edit")]},
-        {"text": "Done."}
-    ]));
+    let server = sequential(edit_then("Done."));
     let (mut editor, session) = Editor::open(&scratch, &server);
     let response = editor.set_mode(&session, "auto");
     assert!(response.get("error").is_none(), "{response}");
@@ -868,10 +864,7 @@ fn usage_is_reported_after_each_reply_and_with_the_response() {
 #[test]
 fn an_editor_session_gets_checkpoints_and_the_task_tool() {
     let scratch = Scratch::with_notes();
-    let server = recorded(json!([
-        {"tool_calls": [edit_notes("c_edit")]},
-        {"text": "Edited."}
-    ]));
+    let server = recorded(edit_then("Edited."));
     let (editor, _) = edit_in_auto_mode(&scratch, &server, &[]);
     editor.close();
     let tools = &server.requests()[0].body["tools"];
@@ -928,10 +921,7 @@ fn an_editor_session_keeps_full_tool_outputs() {
 #[test]
 fn no_checkpoints_records_none_for_an_editor_session() {
     let scratch = Scratch::with_notes();
-    let server = sequential(json!([
-        {"tool_calls": [edit_notes("c_edit")]},
-        {"text": "Edited."}
-    ]));
+    let server = sequential(edit_then("Edited."));
     let (editor, _) = edit_in_auto_mode(&scratch, &server, &["--no-checkpoints"]);
     editor.close();
     assert!(!scratch.path("data/agentloop/checkpoints").exists());

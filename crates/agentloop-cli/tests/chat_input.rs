@@ -46,7 +46,7 @@ impl Scratch {
 }
 
 /// `agentloop ARGS… -m openai:mock --base-url URL -w ws` on an 80-column pseudo-terminal.
-fn pty(scratch: &Scratch, server: &MockServer, args: &[&str]) -> Pty {
+fn on_pty(scratch: &Scratch, server: &MockServer, args: &[&str]) -> Pty {
     Pty::spawn(scratch.pty_cmd(server, 80, args))
 }
 
@@ -91,7 +91,7 @@ fn the_picker_lists_top_level_sessions_and_opens_one_with_its_earlier_conversati
         .unwrap();
     drop(store);
 
-    let mut pty = pty(&scratch, &server, &["--resume"]);
+    let mut pty = on_pty(&scratch, &server, &["--resume"]);
     let list = pty.expect("pick a number (Enter = 1, q = quit)");
     let beta_at = list.find("beta question").expect(&list);
     let alpha_at = list.find("alpha question 1").expect(&list);
@@ -145,7 +145,7 @@ fn resume_without_an_id_lists_on_a_terminal_and_is_a_usage_error_without_one() {
     assert!(stderr.contains("--session"), "{stderr}");
 
     // `agentloop resume` (no parked run) on a terminal: the list, Enter takes the first.
-    let mut pty = pty(&scratch, &server, &["resume"]);
+    let mut pty = on_pty(&scratch, &server, &["resume"]);
     pty.expect("pick a number");
     pty.line("");
     pty.expect("the first prompt");
@@ -154,13 +154,13 @@ fn resume_without_an_id_lists_on_a_terminal_and_is_a_usage_error_without_one() {
     let end = pty.finish();
     assert!(end.contains("agentloop resume only-one"), "{end}");
     // `agentloop resume ID` of a session with no parked run continues it in chat.
-    let mut pty = pty(&scratch, &server, &["resume", "only-one"]);
+    let mut pty = on_pty(&scratch, &server, &["resume", "only-one"]);
     pty.expect("the first prompt");
     pty.expect("› ");
     pty.line("/exit");
     pty.finish();
     // `q` leaves the list without opening anything.
-    let mut pty = pty(&scratch, &server, &["--resume"]);
+    let mut pty = on_pty(&scratch, &server, &["--resume"]);
     pty.expect("pick a number");
     pty.line("q");
     let end = pty.finish();
@@ -172,7 +172,7 @@ fn resume_without_an_id_lists_on_a_terminal_and_is_a_usage_error_without_one() {
 
 /// A chat on the scratch workspace, at its first prompt.
 fn chat(scratch: &Scratch, server: &MockServer) -> Pty {
-    let mut pty = pty(scratch, server, &["chat"]);
+    let mut pty = on_pty(scratch, server, &["chat"]);
     pty.expect("› ");
     pty
 }
@@ -403,7 +403,7 @@ fn text_typed_during_a_turn_is_on_its_own_line_and_no_spinner_line_stays() {
             "command": "while [ ! -e go ]; do sleep 0.05; done; echo released"}}]},
         {"text": "all done"}
     ]}));
-    let mut pty = pty(&scratch, &server, &["chat", "--approve", "allow"]);
+    let mut pty = on_pty(&scratch, &server, &["chat", "--approve", "allow"]);
     pty.expect("› ");
     pty.line("start the work");
     pty.expect("running shell");
@@ -451,7 +451,7 @@ fn a_line_left_unfinished_when_the_turn_ends_starts_the_next_prompt() {
         {"text": "first done"},
         {"text": "second done"}
     ]}));
-    let mut pty = pty(&scratch, &server, &["chat", "--approve", "allow"]);
+    let mut pty = on_pty(&scratch, &server, &["chat", "--approve", "allow"]);
     pty.expect("› ");
     pty.line("start");
     pty.expect("running shell");

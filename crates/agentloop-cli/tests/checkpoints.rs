@@ -21,6 +21,15 @@ fn server(turns: Value) -> MockServer {
     MockServer::start(Script::from_value(json!({ "turns": turns })).unwrap())
 }
 
+/// A model that writes "agent" to notes.txt (call `c1`), then says "done".
+fn agent_writes_notes() -> MockServer {
+    server(json!([
+        {"tool_calls": [{"id": "c1", "name": "write_file",
+                         "arguments": {"path": "notes.txt", "content": "agent\n"}}]},
+        {"text": "done"}
+    ]))
+}
+
 fn ok(out: Output) -> Output {
     assert!(
         out.status.success(),
@@ -215,11 +224,7 @@ fn rewinding_to_a_later_checkpoint_keeps_the_earlier_changes() {
 #[test]
 fn a_file_someone_else_changed_is_skipped_unless_forced() {
     let scratch = Scratch::with_notes();
-    let server = server(json!([
-        {"tool_calls": [{"id": "c1", "name": "write_file",
-                         "arguments": {"path": "notes.txt", "content": "agent\n"}}]},
-        {"text": "done"}
-    ]));
+    let server = agent_writes_notes();
     ok(run(&scratch, &server, &[]));
     let notes = scratch.ws().join("notes.txt");
     std::fs::write(&notes, "the user's own edit\n").unwrap();
@@ -248,11 +253,7 @@ fn a_file_someone_else_changed_is_skipped_unless_forced() {
 #[test]
 fn no_checkpoints_records_nothing() {
     let scratch = Scratch::with_notes();
-    let server = server(json!([
-        {"tool_calls": [{"id": "c1", "name": "write_file",
-                         "arguments": {"path": "notes.txt", "content": "agent\n"}}]},
-        {"text": "done"}
-    ]));
+    let server = agent_writes_notes();
     ok(run(&scratch, &server, &["--no-checkpoints"]));
     let store = scratch.path("data/agentloop/checkpoints");
     assert!(!store.exists(), "the store was created");
@@ -289,11 +290,7 @@ fn diff_shows_text_changes_as_a_unified_diff_and_binary_ones_as_a_line() {
 #[test]
 fn conversation_only_forks_without_touching_files() {
     let scratch = Scratch::with_notes();
-    let server = server(json!([
-        {"tool_calls": [{"id": "c1", "name": "write_file",
-                         "arguments": {"path": "notes.txt", "content": "agent\n"}}]},
-        {"text": "done"}
-    ]));
+    let server = agent_writes_notes();
     ok(run(&scratch, &server, &[]));
     let out = ok(in_ws(
         &scratch,
@@ -357,11 +354,7 @@ fn chat_diff_and_rewind_picker() {
 #[test]
 fn an_unknown_checkpoint_is_one_clear_error() {
     let scratch = Scratch::with_notes();
-    let server = server(json!([
-        {"tool_calls": [{"id": "c1", "name": "write_file",
-                         "arguments": {"path": "notes.txt", "content": "agent\n"}}]},
-        {"text": "done"}
-    ]));
+    let server = agent_writes_notes();
     ok(run(&scratch, &server, &[]));
     let out = in_ws(&scratch, &["rewind", "--to", "99"]);
     assert_eq!(out.status.code(), Some(1));

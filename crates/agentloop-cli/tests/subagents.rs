@@ -464,6 +464,13 @@ fn a_child_killed_mid_run_resumes_where_it_stopped_when_the_parent_continues() {
 const BUILDER: &str = "---\nname: builder\ndescription: Builds things\ntools: write_file, read_file, shell\nisolation: worktree\n---\nBuild what you are asked.\n";
 
 /// `git ARGS` in `dir` (a test identity: CI has none); its stdout.
+/// Makes `dir` a git repository with everything in it committed.
+fn commit_all(dir: &std::path::Path) {
+    git(dir, &["init", "-q"]);
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-q", "-m", "init"]);
+}
+
 fn git(dir: &std::path::Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("-C")
@@ -530,9 +537,7 @@ fn a_worktree_isolated_child_cannot_write_the_parents_checkout_and_its_result_na
     let scratch = scratch();
     scratch.agent_file(".agentloop", "builder", BUILDER);
     let ws = scratch.ws();
-    git(&ws, &["init", "-q"]);
-    git(&ws, &["add", "-A"]);
-    git(&ws, &["commit", "-q", "-m", "init"]);
+    commit_all(&ws);
     let before = snapshot(&ws);
     let notes = std::fs::canonicalize(ws.join("notes.txt")).unwrap();
     let server = server(breakout_script(&notes));
@@ -638,9 +643,7 @@ fn an_isolated_child_killed_mid_run_goes_on_in_the_same_worktree() {
     let scratch = scratch();
     scratch.agent_file(".agentloop", "builder", BUILDER);
     let ws = scratch.ws();
-    git(&ws, &["init", "-q"]);
-    git(&ws, &["add", "-A"]);
-    git(&ws, &["commit", "-q", "-m", "init"]);
+    commit_all(&ws);
     let server = server(json!({"mode": "sequential", "turns": [
         {"tool_calls": [{"id": "call_task", "name": "task",
                          "arguments": {"agent": "builder", "prompt": "Build it."}}]},
@@ -695,9 +698,7 @@ fn an_isolated_child_cannot_write_another_childs_worktree() {
     let scratch = scratch();
     scratch.agent_file(".agentloop", "builder", BUILDER);
     let ws = scratch.ws();
-    git(&ws, &["init", "-q"]);
-    git(&ws, &["add", "-A"]);
-    git(&ws, &["commit", "-q", "-m", "init"]);
+    commit_all(&ws);
     // The second child tries to overwrite notes.txt in every sibling worktree.
     let server = server(json!({"mode": "sequential", "turns": [
         {"tool_calls": [{"id": "t1", "name": "task", "arguments": {"agent": "builder", "prompt": "First."}}]},
