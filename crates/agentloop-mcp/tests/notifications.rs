@@ -5,11 +5,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(deprecated)] // MCP logging is deprecated in newer revisions, still used by servers.
 
+mod support;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agentloop::agent::{AgentEvent, AgentLoop, AgentLoopConfig, RunStop};
-use agentloop::providers::{OpenAiChat, ProviderConfig, RetryPolicy};
 use agentloop::tooling::Deps;
 use agentloop::transcript::Message;
 use agentloop_mcp::rmcp::model::{
@@ -22,6 +23,7 @@ use agentloop_mcp::rmcp::{ErrorData, ServerHandler};
 use agentloop_mcp::{McpEvent, McpEventFn, McpLogLevel, McpServerConfig, McpToolset};
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
+use support::mock_model;
 
 /// A server whose one tool logs at four levels and reports three progress steps, each a while
 /// apart (longer together than the call's timeout).
@@ -137,13 +139,7 @@ async fn run(config: McpServerConfig) -> (Vec<AgentEvent>, Vec<McpEvent>, Vec<Va
         ]}))
         .unwrap(),
     );
-    let model = OpenAiChat::new(
-        ProviderConfig::new(server.openai_base_url())
-            .api_key("test")
-            .model("mock")
-            .retry(RetryPolicy::none())
-            .idle_timeout(Duration::from_secs(10)),
-    );
+    let model = mock_model(&server);
     let events = Arc::new(Mutex::new(Vec::new()));
     let seen = events.clone();
     let agent = AgentLoop::new(AgentLoopConfig::default(), model)

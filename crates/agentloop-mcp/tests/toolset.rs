@@ -13,13 +13,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agentloop::agent::{AgentLoop, AgentLoopConfig, RunStop};
-use agentloop::providers::{OpenAiChat, ProviderConfig, RetryPolicy};
 use agentloop::tooling::{Deps, ToolContext, ToolErrorKind, ToolSpec};
 use agentloop::transcript::{Message, Part, Role};
 use agentloop_mcp::{ApprovalMode, McpServerConfig, McpToolset, ServerState};
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 use support::fixture::{Fixture, FixtureState, TINY_PNG};
+use support::mock_model;
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentloop-mcp-test-server");
 
@@ -478,13 +478,7 @@ async fn a_running_agent_sees_a_tool_announced_by_list_changed_at_its_next_model
         ]}))
         .unwrap(),
     );
-    let model = OpenAiChat::new(
-        ProviderConfig::new(server.openai_base_url())
-            .api_key("test")
-            .model("mock")
-            .retry(RetryPolicy::none())
-            .idle_timeout(Duration::from_secs(10)),
-    );
+    let model = mock_model(&server);
     let agent = AgentLoop::new(AgentLoopConfig::default(), model).with_tool_source(toolset.clone());
     // The source's tools are not the agent's own.
     assert!(agent.registry().is_empty());
@@ -611,13 +605,7 @@ async fn a_whole_agent_run_calls_mcp_tools_in_parallel_with_builtin_ones() {
         ]}))
         .unwrap(),
     );
-    let model = OpenAiChat::new(
-        ProviderConfig::new(server.openai_base_url())
-            .api_key("test")
-            .model("mock")
-            .retry(RetryPolicy::none())
-            .idle_timeout(Duration::from_secs(10)),
-    );
+    let model = mock_model(&server);
     let agent = AgentLoop::new(AgentLoopConfig::default(), model)
         .with_tools(tools)
         .unwrap();

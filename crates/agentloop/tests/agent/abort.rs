@@ -47,9 +47,7 @@ async fn abort_mid_stream_keeps_the_partial_message() {
     let rec = Recorder::default();
     let agent = agent(model, vec![]).with_emit(rec.callback());
     abort_after(agent.abort_signal().clone(), 100);
-    let out = within(agent.run(vec![Message::user("hi")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "hi").await;
     assert_eq!(out.stop, RunStop::Aborted);
     let last = out.new_messages().last().unwrap();
     assert_eq!(last.role, Role::Assistant);
@@ -79,9 +77,7 @@ async fn abort_mid_stream_answers_streamed_tool_calls_without_running_them() {
         .hang_after(3)]));
     let agent = agent(model, vec![echo_tool()]);
     abort_after(agent.abort_signal().clone(), 100);
-    let out = within(agent.run(vec![Message::user("hi")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "hi").await;
     assert_eq!(out.stop, RunStop::Aborted);
     let msgs = out.new_messages();
     assert_eq!(msgs[1].stop_reason, Some(StopReason::Aborted));
@@ -115,9 +111,7 @@ async fn abort_mid_batch_keeps_finished_results_and_ends_promptly_despite_a_stub
             signal.abort();
         }
     });
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     assert!(
         !finished.load(Ordering::SeqCst),
         "the run waited for the stubborn tool"
@@ -156,9 +150,7 @@ async fn a_tool_that_ignores_cancellation_ends_within_its_timeout() {
         ScriptedTurn::text("moved on"),
     ]));
     let agent = agent(model, vec![stubborn]);
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     assert!(
         !finished.load(Ordering::SeqCst),
         "the run waited for the stubborn tool"

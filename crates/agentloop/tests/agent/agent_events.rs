@@ -19,9 +19,7 @@ async fn plain_prompt_gives_two_messages_and_the_exact_event_order() {
     ]));
     let rec = Recorder::default();
     let agent = agent(model.clone(), vec![]).with_emit(rec.callback());
-    let out = within(agent.run(vec![Message::user("hi")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "hi").await;
     assert_eq!(out.stop, RunStop::Done);
     assert_eq!(out.new_messages().len(), 2);
     assert_eq!(out.new_messages()[1].text(), "Hello there");
@@ -57,9 +55,7 @@ async fn one_tool_call_exact_order() {
     ]));
     let rec = Recorder::default();
     let agent = agent(model.clone(), vec![echo_tool()]).with_emit(rec.callback());
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     assert_eq!(out.stop, RunStop::Done);
     assert_eq!(
         rec.names(),
@@ -114,9 +110,7 @@ async fn parallel_tools_end_in_completion_order_results_stay_in_call_order() {
     ]));
     let rec = Recorder::default();
     let agent = agent(model.clone(), vec![sleep_tool("sleep")]).with_emit(rec.callback());
-    within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    run_prompt(&agent, "go").await;
     let names = rec.names();
     let first_turn: Vec<_> = names
         .iter()
@@ -162,9 +156,7 @@ async fn one_non_parallel_tool_makes_the_batch_sequential() {
     ]));
     let rec = Recorder::default();
     let agent = agent(model, vec![sleep_tool("sleep"), exclusive]).with_emit(rec.callback());
-    within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    run_prompt(&agent, "go").await;
     let tools: Vec<_> = rec
         .names()
         .into_iter()
@@ -195,9 +187,7 @@ async fn sequential_mode_runs_calls_in_order() {
         ..AgentLoopConfig::default()
     };
     let agent = agent_with(config, model, vec![sleep_tool("sleep")]).with_emit(rec.callback());
-    within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    run_prompt(&agent, "go").await;
     let ends: Vec<_> = rec
         .names()
         .into_iter()
@@ -216,9 +206,7 @@ async fn the_stream_interface_yields_the_same_events_and_ends_with_agent_end() {
     };
     let rec = Recorder::default();
     let by_callback = agent(script(), vec![echo_tool()]).with_emit(rec.callback());
-    within(by_callback.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    run_prompt(&by_callback, "go").await;
     let by_stream = agent(script(), vec![echo_tool()]);
     let mut stream = by_stream.run_stream(vec![Message::user("go")], vec![]);
     let mut events = Vec::new();
@@ -334,9 +322,7 @@ async fn system_prompt_temperature_and_tools_reach_the_model() {
     let agent = AgentLoop::new(config, model.clone())
         .with_tools(vec![echo_tool()])
         .unwrap();
-    let out = within(agent.run(vec![Message::user("hi")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "hi").await;
     let req = &model.requests()[0];
     assert_eq!(req.model.as_deref(), Some("test-model"));
     assert_eq!(req.system_prompt.as_deref(), Some("Be brief."));

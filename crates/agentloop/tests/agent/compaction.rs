@@ -126,9 +126,7 @@ async fn the_threshold_compacts_older_turns_and_keeps_the_last_ones() {
         keep_recent_turns: 1,
         compactor: None,
     });
-    let out = within(agent.run(vec![Message::user("echo twice")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "echo twice").await;
     assert_eq!(out.stop, RunStop::Done);
 
     let bodies = h.bodies();
@@ -179,9 +177,7 @@ async fn an_overflow_error_compacts_and_retries_once() {
         keep_recent_turns: 1,
         ..CompactionConfig::default()
     });
-    let out = within(agent.run(vec![Message::user("echo twice")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "echo twice").await;
     assert_eq!(out.stop, RunStop::Done, "{:?}", out.stop);
     let bodies = h.bodies();
     assert_eq!(
@@ -249,9 +245,7 @@ async fn an_application_compactor_replaces_the_model_call() {
         keep_recent_turns: 1,
         compactor: Some(Arc::new(Fixed)),
     });
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     assert_eq!(out.stop, RunStop::Done);
     let bodies = h.bodies();
     assert_eq!(bodies.len(), 3, "no model call for the summary");

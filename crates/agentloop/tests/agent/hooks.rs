@@ -63,9 +63,7 @@ async fn veto_renders_blocked_by_with_the_reason_and_never_runs_the_tool() {
             }
         }))
         .with_emit(rec.callback());
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     let r = result_of(&out, "A");
     assert!(r.is_error);
     assert_eq!(
@@ -93,17 +91,13 @@ async fn argument_rewrite_is_used_and_validated_again() {
         Extension::new("redact")
             .on_tool_call(|_| ToolCallDecision::Rewrite(json!({"text": "[redacted]"}))),
     );
-    let out = within(agent_ok.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent_ok, "go").await;
     assert_eq!(result_of(&out, "A").content, "[redacted]");
 
     let agent_bad = agent(two_turns(json!({"text": "fine"})), vec![echo_tool()]).with_extension(
         Extension::new("broken").on_tool_call(|_| ToolCallDecision::Rewrite(json!({"text": 42}))),
     );
-    let out = within(agent_bad.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent_bad, "go").await;
     let r = result_of(&out, "A");
     assert!(r.is_error);
     assert!(
@@ -124,9 +118,7 @@ async fn result_rewrite_changes_content_and_error_flag_before_tool_execution_end
             })
         }))
         .with_emit(rec.callback());
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     let r = result_of(&out, "A");
     assert_eq!(r.content, "raw (checked)");
     assert!(r.is_error);
@@ -157,9 +149,7 @@ async fn a_panicking_tool_call_hook_fails_closed_for_that_call_only() {
             ToolCallDecision::Continue
         }),
     );
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     let a = result_of(&out, "A");
     assert!(a.is_error);
     assert!(
@@ -175,9 +165,7 @@ async fn a_panicking_tool_call_hook_fails_closed_for_that_call_only() {
 async fn a_panicking_tool_result_hook_withholds_that_result() {
     let agent = agent(two_turns(json!({"text": "x"})), vec![echo_tool()])
         .with_extension(Extension::new("bad-post").on_tool_result(|_| panic!("post bug")));
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     let r = result_of(&out, "A");
     assert!(r.is_error);
     assert!(r.content.contains("withheld"), "{}", r.content);
@@ -227,9 +215,7 @@ async fn a_panicking_context_hook_leaves_the_context_unchanged() {
             messages.clear();
             panic!("context bug");
         }));
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     assert_eq!(out.stop, RunStop::Done);
     assert_eq!(model.requests()[0].messages.len(), 1);
 }
@@ -244,9 +230,7 @@ async fn before_provider_request_can_replace_the_request() {
             req.tools = std::borrow::Cow::Owned(Vec::new());
         }),
     );
-    within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    run_prompt(&agent, "go").await;
     let req = &model.requests()[0];
     assert_eq!(req.temperature, Some(0.0));
     assert_eq!(req.system_prompt.as_deref(), Some("patched"));
@@ -268,9 +252,7 @@ async fn should_stop_after_turn_ends_the_run_without_polling_queues() {
         }),
     );
     agent.follow_up(Message::user("queued"));
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     assert_eq!(
         out.stop,
         RunStop::HookStop {

@@ -32,9 +32,7 @@ async fn every_listener_gets_every_event_in_registration_order() {
     let agent = agent(model, vec![])
         .with_emit(move |e| first.lock().unwrap().push(format!("1:{}", e.kind())))
         .with_emit(move |e| second.lock().unwrap().push(format!("2:{}", e.kind())));
-    within(agent.run(vec![Message::user("hello")], vec![]))
-        .await
-        .unwrap();
+    run_prompt(&agent, "hello").await;
     let seen = kinds(&seen);
     let ones: Vec<_> = seen.iter().filter(|s| s.starts_with("1:")).collect();
     let twos: Vec<_> = seen.iter().filter(|s| s.starts_with("2:")).collect();
@@ -55,9 +53,7 @@ async fn a_panicking_listener_does_not_starve_the_next_one() {
     let agent = agent(model, vec![])
         .with_emit(|_| panic!("listener bug"))
         .with_emit(move |e| later.lock().unwrap().push(e.kind().to_owned()));
-    within(agent.run(vec![Message::user("hello")], vec![]))
-        .await
-        .unwrap();
+    run_prompt(&agent, "hello").await;
     assert_eq!(kinds(&seen).last().map(String::as_str), Some("agent_end"));
 }
 
@@ -122,14 +118,10 @@ async fn an_abort_ends_one_run_and_the_next_starts_clean() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         signal.abort();
     });
-    let first = within(agent.run(vec![Message::user("one")], vec![]))
-        .await
-        .unwrap();
+    let first = run_prompt(&agent, "one").await;
     assert_eq!(first.stop, RunStop::Aborted);
     assert!(!agent.abort_signal().is_aborted(), "the run consumed it");
-    let second = within(agent.run(vec![Message::user("two")], vec![]))
-        .await
-        .unwrap();
+    let second = run_prompt(&agent, "two").await;
     assert_eq!(second.stop, RunStop::Done);
     assert_eq!(second.final_text(), "fresh");
 }
@@ -139,14 +131,10 @@ async fn an_abort_just_before_a_run_starts_ends_that_run_only() {
     let model = Arc::new(ScriptedModel::new([ScriptedTurn::text("ran")]));
     let agent = agent(model.clone(), vec![]);
     agent.abort();
-    let first = within(agent.run(vec![Message::user("one")], vec![]))
-        .await
-        .unwrap();
+    let first = run_prompt(&agent, "one").await;
     assert_eq!(first.stop, RunStop::Aborted);
     assert_eq!(model.requests().len(), 0);
-    let second = within(agent.run(vec![Message::user("two")], vec![]))
-        .await
-        .unwrap();
+    let second = run_prompt(&agent, "two").await;
     assert_eq!(second.stop, RunStop::Done);
 }
 
@@ -193,9 +181,7 @@ async fn refused_calls_end_blocked_without_a_start_and_executed_ones_keep_both()
             }
         }))
         .with_emit(rec.callback());
-    within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    run_prompt(&agent, "go").await;
     assert_eq!(end_flags(&rec, "ok"), (true, Some(false)));
     for id in ["veto", "bad", "ghost", "denied"] {
         assert_eq!(end_flags(&rec, id), (false, Some(true)), "{id}");
@@ -253,9 +239,7 @@ async fn a_tool_that_requires_approval_parks_by_default() {
     assert!(refund_tool().requires_approval());
     let rec = Recorder::default();
     let agent = agent(refund_turns(), vec![refund_tool()]).with_emit(rec.callback());
-    let out = within(agent.run(vec![Message::user("refund")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "refund").await;
     let RunStop::AwaitingApproval { pending } = &out.stop else {
         panic!("{:?}", out.stop);
     };
@@ -287,9 +271,7 @@ async fn the_approver_decides_with_typed_arguments() {
     let agent = AgentLoop::with_deps(AgentLoopConfig::default(), refund_turns(), Arc::new(deps))
         .with_tools([refund_tool()])
         .unwrap();
-    let out = within(agent.run(vec![Message::user("refund")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "refund").await;
     assert_eq!(out.stop, RunStop::Done);
     let results: Vec<_> = out
         .new_messages()
@@ -328,9 +310,7 @@ async fn hooks_read_typed_arguments_under_the_tool_name_field() {
         *keep.lock().unwrap() = Some((call.tool_name.clone(), args.text));
         ToolCallDecision::Continue
     }));
-    within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    run_prompt(&agent, "go").await;
     assert_eq!(*seen.lock().unwrap(), Some(("echo".into(), "typed".into())));
 }
 
@@ -396,9 +376,7 @@ async fn the_per_call_output_cap_is_sent_under_its_new_name_and_the_old_one() {
                 *keep.lock().unwrap() = Some(r.max_output_tokens)
             }),
         );
-        within(agent.run(vec![Message::user("go")], vec![]))
-            .await
-            .unwrap();
+        run_prompt(&agent, "go").await;
         assert_eq!(*sent.lock().unwrap(), Some(Some(123)));
     }
 }
@@ -410,9 +388,7 @@ async fn text_deltas_read_without_a_nested_pattern() {
     ]));
     let rec = Recorder::default();
     let agent = agent(model, vec![]).with_emit(rec.callback());
-    within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    run_prompt(&agent, "go").await;
     let events = rec.events();
     let text: String = events.iter().filter_map(AgentEvent::text_delta).collect();
     assert_eq!(text, "streamed reply");
@@ -445,8 +421,6 @@ async fn an_abort_consumed_by_a_dropped_stream_does_not_reach_the_next_run() {
         // The UI goes away without draining the stream.
     }
     assert!(!agent.abort_signal().is_aborted());
-    let next = within(agent.run(vec![Message::user("two")], vec![]))
-        .await
-        .unwrap();
+    let next = run_prompt(&agent, "two").await;
     assert_eq!(next.final_text(), "fresh");
 }

@@ -35,9 +35,7 @@ async fn max_turns_stops_after_that_many_model_calls() {
         ..AgentLoopConfig::default()
     };
     let agent = agent_with(config, model.clone(), vec![echo_tool()]);
-    let out = within(agent.run(vec![Message::user("loop")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "loop").await;
     assert_eq!(out.stop, RunStop::MaxTurns { limit: 2 });
     assert_eq!(out.turns, 2);
     assert_eq!(model.requests().len(), 2);
@@ -69,9 +67,7 @@ async fn repeated_identical_failing_batches_stop_the_run() {
         ScriptedTurn::new().tool_call(format!("c{i}"), "fail", json!({"path": "same"}))
     })));
     let agent = agent(model.clone(), vec![failing_tool()]);
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     assert_eq!(out.stop, RunStop::RepeatedToolFailures { turns: 3 });
     assert_eq!(model.requests().len(), 3);
 }
@@ -84,9 +80,7 @@ async fn changing_arguments_do_not_count_as_repeats() {
     turns.push(ScriptedTurn::text("gave up politely"));
     let model = Arc::new(ScriptedModel::new(turns));
     let agent = agent(model.clone(), vec![failing_tool()]);
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     assert_eq!(out.stop, RunStop::Done);
     model.assert_consumed();
 }
@@ -102,9 +96,7 @@ async fn a_success_resets_the_repeat_count() {
         ScriptedTurn::text("end"),
     ]));
     let agent = agent(model.clone(), vec![failing_tool(), echo_tool()]);
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     assert_eq!(out.stop, RunStop::Done);
 }
 
@@ -120,9 +112,7 @@ async fn repeat_limit_none_disables_the_check() {
         ..AgentLoopConfig::default()
     };
     let agent = agent_with(config, model.clone(), vec![failing_tool()]);
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     assert_eq!(out.stop, RunStop::Done);
 }
 
@@ -153,9 +143,7 @@ async fn max_retries_reruns_a_retryable_failure_before_the_model_sees_it() {
         ..AgentLoopConfig::default()
     };
     let agent = agent_with(config, model, vec![flaky]);
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     let r = out.new_messages()[2].tool_result_part().unwrap();
     assert_eq!(r.content, "recovered");
     assert!(!r.is_error);
@@ -181,9 +169,7 @@ async fn length_truncated_tool_calls_are_not_run_and_ask_to_reissue() {
         ScriptedTurn::text("done"),
     ]));
     let agent = agent(model, vec![counted]);
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     assert_eq!(out.stop, RunStop::Done);
     let first = out.new_messages()[2].tool_result_part().unwrap();
     assert!(first.is_error);
@@ -282,9 +268,7 @@ async fn malformed_arguments_from_the_model_get_an_error_result_and_the_loop_goe
         ScriptedTurn::text("done"),
     ]));
     let agent = agent(model, vec![echo_tool()]);
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     let bad = out.new_messages()[2].tool_result_part().unwrap();
     assert!(bad.is_error);
     assert!(
@@ -329,9 +313,7 @@ async fn usage_is_summed_over_the_run() {
         ScriptedTurn::text("done").usage(usage(15, 3)),
     ]));
     let agent = agent(model, vec![echo_tool()]);
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     assert_eq!(out.usage.input_tokens, 25);
     assert_eq!(out.usage.output_tokens, 5);
     assert_eq!(out.turns, 2);

@@ -25,9 +25,7 @@ fn close(a: f64, b: f64) -> bool {
 /// One answered turn over HTTP with the given wire usage; returns the assistant message.
 async fn answer(model: Arc<dyn Model>) -> Message {
     let agent = AgentLoop::new(AgentLoopConfig::default(), model);
-    let out = within(agent.run(vec![Message::user("hi")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "hi").await;
     assert_eq!(out.stop, RunStop::Done);
     let message = out.new_messages().last().unwrap().clone();
     assert_eq!(message.role, Role::Assistant);
@@ -170,9 +168,7 @@ async fn limited(limits: UsageLimits) -> (RunStop, usize, Arc<ScriptedModel>, Ve
         vec![echo_tool()],
     )
     .with_emit(log.callback());
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     let new = out.new_messages().len();
     (out.stop, new, model, log.events())
 }

@@ -67,9 +67,7 @@ async fn steering_arriving_mid_batch_is_delivered_after_both_results() {
     )
     .with_steering_queue(queue.clone())
     .with_emit(rec.callback());
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     assert_eq!(out.stop, RunStop::Done);
     // Both calls ran (the slow sibling was not skipped) and the steering message comes after them.
     assert_eq!(
@@ -99,9 +97,7 @@ async fn follow_ups_wait_until_the_agent_would_stop() {
     ]));
     let agent = agent(model.clone(), vec![echo_tool()]);
     agent.follow_up(Message::user("and another thing"));
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     assert_eq!(out.stop, RunStop::Done);
     let requests = model.requests();
     assert_eq!(requests.len(), 3);
@@ -136,9 +132,7 @@ async fn one_at_a_time_delivers_a_single_message_per_turn() {
         vec![steering_tool(queue.clone(), vec!["s1", "s2"])],
     )
     .with_steering_queue(queue);
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     let requests = model.requests();
     assert_eq!(requests.len(), 3);
     assert_eq!(
@@ -169,9 +163,7 @@ async fn all_mode_delivers_every_queued_message_at_once() {
         vec![steering_tool(queue.clone(), vec!["s1", "s2"])],
     )
     .with_steering_queue(queue);
-    within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    run_prompt(&agent, "go").await;
     let requests = model.requests();
     assert_eq!(requests.len(), 2);
     let tail: Vec<_> = requests[1].messages[3..]
@@ -195,9 +187,7 @@ async fn follow_up_all_mode() {
     let agent = agent_with(config, model.clone(), vec![]);
     agent.follow_up(Message::user("f1"));
     agent.follow_up(Message::user("f2"));
-    within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    run_prompt(&agent, "go").await;
     let last = &model.requests()[1].messages;
     let tail: Vec<_> = last[2..].iter().map(Message::text).collect();
     assert_eq!(tail, ["f1", "f2"]);
@@ -225,9 +215,7 @@ async fn queued_messages_survive_an_abort_for_the_next_run() {
         follow.push(Message::user("pending follow-up"));
         signal.abort();
     });
-    let out = within(agent.run(vec![Message::user("go")], vec![]))
-        .await
-        .unwrap();
+    let out = run_prompt(&agent, "go").await;
     assert_eq!(out.stop, RunStop::Aborted);
     assert_eq!(agent.follow_up_queue().len(), 1);
     assert_eq!(agent.steering_queue().len(), 1);

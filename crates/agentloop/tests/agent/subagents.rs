@@ -8,7 +8,7 @@ use crate::common;
 use std::sync::Arc;
 
 use agentloop::agent::{
-    AgentEvent, AgentLoop, AgentLoopConfig, RunOutcome, RunStop, SubAgent, UsageLimits,
+    AgentEvent, AgentLoop, AgentLoopConfig, RunStop, SubAgent, UsageLimits,
 };
 use agentloop::model::{ScriptedModel, ScriptedTurn};
 use agentloop::tooling::{Deps, ToolContext, ToolSpec};
@@ -59,13 +59,6 @@ fn call_helper(id: &str) -> ScriptedTurn {
 /// `child` as the parent's only tool, `helper`.
 fn as_helper(child: AgentLoop<Deps>) -> Vec<ToolSpec<Deps>> {
     vec![child.into_tool("helper", "Helps.").unwrap()]
-}
-
-/// The parent's whole run of the prompt "x" (bounded by the hang guard).
-async fn run_x(parent: &AgentLoop<Deps>) -> RunOutcome {
-    within(parent.run(vec![Message::user("x")], vec![]))
-        .await
-        .unwrap()
 }
 
 /// The default configuration with at most `turns` turns.
@@ -168,7 +161,7 @@ async fn a_failed_child_gives_an_error_result_with_its_reason() {
         ScriptedTurn::text("ok"),
     ]));
     let parent = agent(parent_model, as_helper(child));
-    let out = run_x(&parent).await;
+    let out = run_prompt(&parent, "x").await;
     let result = tool_result(out.new_messages(), "p-1");
     assert!(result.is_error);
     assert!(
@@ -197,7 +190,7 @@ async fn a_failed_child_gives_an_error_result_with_its_reason() {
         ScriptedTurn::text("ok"),
     ]));
     let parent = agent(parent_model, as_helper(child));
-    let out = run_x(&parent).await;
+    let out = run_prompt(&parent, "x").await;
     let result = tool_result(out.new_messages(), "p-2");
     assert!(result.is_error);
     assert!(result.content.contains("max_turns"), "{}", result.content);
@@ -241,7 +234,7 @@ async fn aborting_the_parent_aborts_the_child_and_every_call_gets_one_result() {
     )
     .with_abort_signal(parent_signal)
     .with_emit(rec.callback());
-    let out = run_x(&parent).await;
+    let out = run_prompt(&parent, "x").await;
     assert_eq!(out.stop, RunStop::Aborted);
     // The aborted child's tokens still count in the parent's total.
     assert_eq!(out.usage.input_tokens, 71);
@@ -326,7 +319,7 @@ async fn an_aborted_child_of_an_unobserved_parent_rolls_up_usage_and_closes_its_
         vec![child.into_tool("worker", "Works.").unwrap()],
     )
     .with_abort_signal(parent_signal);
-    let out = run_x(&parent).await;
+    let out = run_prompt(&parent, "x").await;
     assert_eq!(out.stop, RunStop::Aborted);
     assert_eq!(out.usage.input_tokens, 71);
     assert_eq!(out.usage.output_tokens, 8);
@@ -371,7 +364,7 @@ async fn usage_added_by_a_tool_counts_in_the_runs_totals_and_limits() {
         parent_model.clone(),
         vec![remote],
     );
-    let out = run_x(&parent).await;
+    let out = run_prompt(&parent, "x").await;
     assert_eq!(out.usage.input_tokens, 301);
     assert_eq!(out.usage.output_tokens, 31);
     assert!(
@@ -400,7 +393,7 @@ async fn child_usage_rolls_up_and_counts_against_the_parents_limits() {
         ScriptedTurn::text("done").usage(usage(2, 2)),
     ]));
     let parent = agent(parent_model, as_helper(child));
-    let out = run_x(&parent).await;
+    let out = run_prompt(&parent, "x").await;
     assert_eq!(out.stop, RunStop::Done);
     assert_eq!(out.usage.input_tokens, 1 + 100 + 200 + 2);
     assert_eq!(out.usage.output_tokens, 1 + 10 + 20 + 2);
@@ -425,7 +418,7 @@ async fn child_usage_rolls_up_and_counts_against_the_parents_limits() {
         parent_model.clone(),
         as_helper(child),
     );
-    let out = run_x(&parent).await;
+    let out = run_prompt(&parent, "x").await;
     assert!(
         matches!(out.stop, RunStop::UsageLimit { used, .. } if used == 301.0),
         "{:?}",
@@ -450,7 +443,7 @@ async fn child_usage_rolls_up_and_counts_against_the_parents_limits() {
         parent_model.clone(),
         as_helper(child),
     );
-    let out = run_x(&parent).await;
+    let out = run_prompt(&parent, "x").await;
     assert!(
         matches!(out.stop, RunStop::UsageLimit { used, .. } if used == 2.0),
         "{:?}",
@@ -492,7 +485,7 @@ async fn a_grandchilds_usage_counts_once_in_every_ancestor() {
         ])),
         vec![middle_tool],
     );
-    let out = run_x(&parent).await;
+    let out = run_prompt(&parent, "x").await;
     assert_eq!(out.stop, RunStop::Done);
     assert_eq!(out.usage.input_tokens, 1 + 10 + 1000 + 20 + 2);
     assert_eq!(out.usage.output_tokens, 1 + 100 + 2);
@@ -529,7 +522,7 @@ async fn nested_run(middle_depth: u32, leaf_depth: u32) -> (Vec<AgentEvent>, Vec
         vec![middle_tool],
     )
     .with_emit(rec.callback());
-    let out = run_x(&parent).await;
+    let out = run_prompt(&parent, "x").await;
     (rec.events(), out.new_messages().to_vec())
 }
 
@@ -625,7 +618,7 @@ async fn several_children_in_one_reply_run_in_parallel() {
     ]));
     let parent = agent(parent_model, vec![child("left"), child("right")]);
     // With the paused clock, a deadlock (children run one after the other) fails at once.
-    let out = run_x(&parent).await;
+    let out = run_prompt(&parent, "x").await;
     assert_eq!(out.stop, RunStop::Done);
     assert_eq!(tool_result(out.new_messages(), "p-1").content, "left met");
     assert_eq!(tool_result(out.new_messages(), "p-2").content, "right met");
@@ -663,7 +656,7 @@ async fn a_typed_child_answers_with_its_validated_output() {
         ])),
         vec![tool],
     );
-    let out = run_x(&parent).await;
+    let out = run_prompt(&parent, "x").await;
     let result = tool_result(out.new_messages(), "p-1");
     assert!(!result.is_error, "{}", result.content);
     let value: Value = serde_json::from_str(&result.content).unwrap();
@@ -687,7 +680,7 @@ async fn the_child_keeps_its_own_turn_limit_apart_from_the_parents() {
         ])),
         as_helper(child),
     );
-    let out = run_x(&parent).await;
+    let out = run_prompt(&parent, "x").await;
     assert_eq!(out.stop, RunStop::Done);
     assert_eq!(out.turns, 2);
     assert_eq!(tool_result(out.new_messages(), "p-1").content, "AB");

@@ -5,9 +5,9 @@ use std::future::Future;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use agentloop::agent::{AgentEvent, AgentLoop, AgentLoopConfig};
+use agentloop::agent::{AgentEvent, AgentLoop, AgentLoopConfig, RunOutcome};
 use agentloop::model::ScriptedModel;
-use agentloop::tooling::{Deps, ToolContext, ToolSpec};
+use agentloop::tooling::{Deps, ToolContext, ToolDeps, ToolSpec};
 use agentloop::transcript::{Message, Role};
 use futures::StreamExt;
 use serde::Deserialize;
@@ -18,6 +18,13 @@ pub async fn within<F: Future>(f: F) -> F::Output {
     tokio::time::timeout(Duration::from_secs(20), f)
         .await
         .expect("the run did not terminate within 20s")
+}
+
+/// The whole run of `prompt` on an empty context, which must succeed (bounded by [`within`]).
+pub async fn run_prompt<D: ToolDeps>(agent: &AgentLoop<D>, prompt: &str) -> RunOutcome {
+    within(agent.run(vec![Message::user(prompt)], vec![]))
+        .await
+        .unwrap()
 }
 
 /// Collects events as compact strings.

@@ -173,10 +173,7 @@ fn a_temperature_goes_out_in_its_shortest_decimal_form() {
 
 /// The assistant message the adapter assembles from the recorded reasoning stream.
 async fn reasoning_turn() -> Message {
-    let case = cases("openai-responses")
-        .into_iter()
-        .find(|c| c.name == "reasoning_summary_then_text")
-        .unwrap();
+    let case = corpus_case("openai-responses", "reasoning_summary_then_text");
     let server = FixtureServer::start(case.body, 0).await;
     let mut request = ModelRequest::new(vec![Message::user("How many?")]);
     request.reasoning = Some(ReasoningLevel::High);

@@ -139,6 +139,27 @@ pub fn cases(folder: &str) -> Vec<Case> {
         .collect()
 }
 
+/// Case `name` of the corpus folder `folder`.
+pub fn corpus_case(folder: &str, name: &str) -> Case {
+    cases(folder)
+        .into_iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no case {name} in {folder}"))
+}
+
+/// Asserts that `message` says its stream ended before the terminal event.
+pub fn assert_cut_short(message: &Message) {
+    assert!(
+        message
+            .error_message
+            .as_deref()
+            .unwrap_or("")
+            .contains("ended before its terminal event"),
+        "{:?}",
+        message.error_message
+    );
+}
+
 pub fn stop_name(s: Option<StopReason>) -> &'static str {
     match s {
         Some(StopReason::Stop) => "stop",
