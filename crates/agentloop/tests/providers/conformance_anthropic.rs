@@ -12,8 +12,6 @@ use agentloop::providers::{Anthropic, ProviderConfig, RetryPolicy};
 use agentloop::transcript::{Message, Part, StopReason, ToolArguments};
 use serde_json::{Value, json};
 use support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 fn adapter(base_url: &str, retry: RetryPolicy) -> Anthropic {
     Anthropic::new(

@@ -10,8 +10,6 @@ use agentloop::providers::{Gemini, ProviderConfig, RetryPolicy};
 use agentloop::transcript::{Message, Part, StopReason, ToolArguments};
 use serde_json::{Value, json};
 use support::*;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 fn adapter(base_url: &str, retry: RetryPolicy) -> Gemini {
     Gemini::new(
