@@ -418,7 +418,8 @@ fn a_custom_command_in_chat_uses_its_model_and_allowed_tools_for_its_prompt_only
         .arg(scratch.ws());
     let mut pty = Pty::spawn(cmd);
     pty.expect("› ");
-    pty.session.set_expect_timeout(Some(Duration::from_secs(15)));
+    pty.session
+        .set_expect_timeout(Some(Duration::from_secs(15)));
     pty.line("/ship the release");
     let shown = pty.expect("shipped it");
     assert!(
@@ -580,11 +581,7 @@ fn every_json_line_matches_the_documented_schema_in_both_forms() {
     let args = ["--json", "--output-schema", schema.to_str().unwrap()];
     seen.extend(kinds(&events(&scratch.run(&typed, &args, "n"))));
     let refusing = server(json!({"turns": [{"text": "x", "faults": [{"status": 401}]}]}));
-    seen.extend(kinds(&events(&scratch.run(
-        &refusing,
-        &["--json"],
-        "x",
-    ))));
+    seen.extend(kinds(&events(&scratch.run(&refusing, &["--json"], "x"))));
     let demo = scratch.cmd().args(["demo", "--json"]).output().unwrap();
     assert!(demo.status.success(), "{}", text(&demo.stderr));
     let demo = events(&demo);

@@ -13,8 +13,8 @@ use std::process::{Child, Stdio};
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 use support::Scratch;
-use support::schema::schema_checked;
 use support::procs::{alive, gone, read_pid};
+use support::schema::schema_checked;
 
 /// The job's command: record its own pid in `job.pid`, detach a daemon whose pid goes to
 /// `pid`, then wait.

@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 
 mod support;
 
-use support::{Scratch, server, text};
 use support::schema::schema_checked;
+use support::{Scratch, server, text};
 
 /// A workspace holding `notes.txt` ("the answer is 42").
 fn scratch() -> Scratch {

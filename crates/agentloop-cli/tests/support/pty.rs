@@ -86,10 +86,7 @@ impl Pty {
     pub fn finish(mut self) -> String {
         match self.session.expect(Eof) {
             Ok(found) => String::from_utf8_lossy(found.as_bytes()).into_owned(),
-            Err(e) => panic!(
-                "the program did not end ({e}); it showed:\n{}",
-                self.seen()
-            ),
+            Err(e) => panic!("the program did not end ({e}); it showed:\n{}", self.seen()),
         }
     }
 

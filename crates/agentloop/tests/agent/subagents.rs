@@ -7,9 +7,7 @@ use crate::common;
 
 use std::sync::Arc;
 
-use agentloop::agent::{
-    AgentEvent, AgentLoop, AgentLoopConfig, RunStop, SubAgent, UsageLimits,
-};
+use agentloop::agent::{AgentEvent, AgentLoop, AgentLoopConfig, RunStop, SubAgent, UsageLimits};
 use agentloop::model::{ScriptedModel, ScriptedTurn};
 use agentloop::tooling::{Deps, ToolContext, ToolSpec};
 use agentloop::transcript::{Message, Role, Usage};

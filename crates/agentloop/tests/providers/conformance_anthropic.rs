@@ -287,8 +287,7 @@ async fn an_error_event_after_streamed_text_is_not_retried_and_keeps_the_text() 
 }
 
 fn text_basic() -> Vec<u8> {
-    corpus_case("anthropic", "text_basic")
-        .body
+    corpus_case("anthropic", "text_basic").body
 }
 
 #[tokio::test]

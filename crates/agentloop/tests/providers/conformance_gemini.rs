@@ -181,8 +181,7 @@ async fn every_recorded_case_assembles_as_expected() {
 #[tokio::test]
 async fn a_recorded_reply_replayed_to_the_same_model_carries_its_signatures_back() {
     for case in ["thought_then_call_with_id", "gemini3_call_long_signature"] {
-        let body = corpus_case("gemini", case)
-            .body;
+        let body = corpus_case("gemini", case).body;
         let server = FixtureServer::start(body, 0).await;
         let model = adapter(&server.base_url, RetryPolicy::none());
         let first = assemble(&server.base_url).await.message;
@@ -265,8 +264,7 @@ async fn an_error_chunk_after_text_is_a_provider_error_and_keeps_the_text() {
 }
 
 fn text_case() -> Vec<u8> {
-    corpus_case("gemini", "text_two_chunks")
-        .body
+    corpus_case("gemini", "text_two_chunks").body
 }
 
 #[tokio::test]

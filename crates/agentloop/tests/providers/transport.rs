@@ -183,10 +183,7 @@ async fn tls_with_an_extra_root_negotiates_http2_or_http1_by_alpn() {
         (HttpVersion::Http1Only, "http/1.1"),
         (HttpVersion::Http2PriorKnowledge, "h2"),
     ] {
-        let model = OpenAiChat::new(
-            trusting(both)
-                .http_version(version),
-        );
+        let model = OpenAiChat::new(trusting(both).http_version(version));
         assert_eq!(ask(&model).await.unwrap(), ANSWER, "{version:?}");
         // The second request reuses the connection.
         assert_eq!(ask(&model).await.unwrap(), ANSWER, "{version:?}");
@@ -195,9 +192,7 @@ async fn tls_with_an_extra_root_negotiates_http2_or_http1_by_alpn() {
     }
     // A server without HTTP/2: `Auto` falls back to HTTP/1.1 and keeps working.
     let (http1, negotiated) = tls_server(upstream, &[b"http/1.1"]).await;
-    let model = OpenAiChat::new(
-        trusting(http1),
-    );
+    let model = OpenAiChat::new(trusting(http1));
     for _ in 0..3 {
         assert_eq!(ask(&model).await.unwrap(), ANSWER);
     }
@@ -274,13 +269,10 @@ async fn https_goes_through_the_proxy_from_the_environment_in_a_connect_tunnel()
     let upstream = address(&server);
     let (tls, _) = tls_server(upstream, &[b"h2", b"http/1.1"]).await;
     let (proxy_addr, heads) = proxy(tls).await;
-    let model = OpenAiChat::new(
-        trusting(tls)
-            .proxy(env_rules(&[
-                ("https_proxy", format!("http://agent:pr0xy-pw@{proxy_addr}")),
-                ("NO_PROXY", "example.com".to_owned()),
-            ])),
-    );
+    let model = OpenAiChat::new(trusting(tls).proxy(env_rules(&[
+        ("https_proxy", format!("http://agent:pr0xy-pw@{proxy_addr}")),
+        ("NO_PROXY", "example.com".to_owned()),
+    ])));
     assert_eq!(ask(&model).await.unwrap(), ANSWER);
     assert_eq!(ask(&model).await.unwrap(), ANSWER);
     let heads = heads.lock().unwrap().clone();
@@ -330,13 +322,10 @@ async fn no_proxy_bypasses_the_proxy() {
     let (tls, _) = tls_server(upstream, &[b"h2", b"http/1.1"]).await;
     let (proxy_addr, heads) = proxy(tls).await;
     for no_proxy in ["localhost", ".localhost,10.0.0.0/8", "*"] {
-        let model = OpenAiChat::new(
-            trusting(tls)
-                .proxy(env_rules(&[
-                    ("HTTPS_PROXY", format!("http://{proxy_addr}")),
-                    ("no_proxy", no_proxy.to_owned()),
-                ])),
-        );
+        let model = OpenAiChat::new(trusting(tls).proxy(env_rules(&[
+            ("HTTPS_PROXY", format!("http://{proxy_addr}")),
+            ("no_proxy", no_proxy.to_owned()),
+        ])));
         assert_eq!(ask(&model).await.unwrap(), ANSWER, "{no_proxy}");
     }
     assert!(heads.lock().unwrap().is_empty(), "the proxy was used");
