@@ -834,7 +834,7 @@ fn edit_in_auto_mode(scratch: &Scratch, server: &MockServer, extra: &[&str]) -> 
     editor.set_mode(&session, "auto");
     let response = editor.prompt(&session, "Replace milk by bread.");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
-    assert_eq!(notes_on_disk(&scratch), "remember the bread\n");
+    assert_eq!(notes_on_disk(scratch), "remember the bread\n");
     (editor, response)
 }
 
