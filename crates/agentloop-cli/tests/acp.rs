@@ -901,9 +901,7 @@ fn an_editor_session_keeps_full_tool_outputs() {
         ]}))
         .unwrap(),
     );
-    let mut editor = Editor::start(&scratch, &server);
-    editor.initialize();
-    let session = editor.new_session(&scratch);
+    let (mut editor, session) = Editor::open(&scratch, &server);
     let response = editor.prompt(&session, "Count.");
     assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
     editor.close();
