@@ -483,6 +483,118 @@ fn a_chat_left_without_a_reply_or_cleared_leaves_no_session() {
     assert_eq!(sessions[0]["stats"]["turns"], 1);
 }
 
+/// A chat on a pseudo-terminal (`chat ARGS… -w ws`), at its first prompt.
+#[cfg(unix)]
+fn chat_at_prompt(scratch: &Scratch, args: &[&str]) -> expectrl::Session {
+    let mut cmd = scratch.tty_cmd();
+    cmd.env("COLUMNS", "200")
+        .arg("chat")
+        .args(args)
+        .arg("-w")
+        .arg(scratch.ws());
+    let mut session = expectrl::Session::spawn(cmd).unwrap();
+    session.set_expect_timeout(Some(Duration::from_secs(60)));
+    session.expect("› ").unwrap();
+    session
+}
+
+/// The session id the chat's banner names.
+#[cfg(unix)]
+fn banner_session(shown_before: &[u8]) -> String {
+    let shown = String::from_utf8_lossy(shown_before);
+    let after = shown
+        .split("session ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no session in the banner: {shown}"));
+    after.split_whitespace().next().unwrap().to_owned()
+}
+
+#[cfg(unix)]
+#[test]
+fn a_new_chat_records_its_session_with_the_first_prompt_under_the_banner_s_id() {
+    let scratch = Scratch::new();
+    let server = server(json!({"turns": [{"text": "an answer"}], "repeat": true}));
+    let base_url = server.openai_base_url();
+    let mut chat = chat_at_prompt(&scratch, &["-m", "openai:mock", "--base-url", &base_url]);
+    // Nothing is written before the first prompt: another process sees no session.
+    let listed = scratch.session_list();
+    assert!(listed.is_empty(), "before any prompt: {listed:?}");
+    // What needs the session before it exists works and records nothing.
+    for line in ["/cost", "/compact", "/rewind 1", "/diff"] {
+        chat.send_line(line).unwrap();
+        chat.expect("› ").unwrap();
+    }
+    chat.send_line("/model openai:switched").unwrap();
+    let shown = chat.expect("› ").unwrap();
+    assert!(
+        String::from_utf8_lossy(shown.before()).contains("model: openai:switched"),
+        "{}",
+        String::from_utf8_lossy(shown.before())
+    );
+    assert!(scratch.session_list().is_empty());
+    chat.send_line("a question").unwrap();
+    chat.expect("an answer").unwrap();
+    chat.expect("› ").unwrap();
+    chat.send_line("/exit").unwrap();
+    let farewell = chat.expect(expectrl::Eof).unwrap();
+    let sessions = scratch.session_list();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    let session = &sessions[0];
+    let id = session["id"].as_str().unwrap();
+    assert!(
+        String::from_utf8_lossy(farewell.before()).contains(&format!("--session {id}")),
+        "the farewell names the recorded session"
+    );
+    assert_eq!(session["stats"]["turns"], 1, "{session}");
+    assert_eq!(session["title"], "a question", "{session}");
+    assert_eq!(session["settings"]["provider"], "openai", "{session}");
+    assert_eq!(session["settings"]["model"], "switched", "{session}");
+    assert_eq!(session["settings"]["base_url"], base_url.as_str(), "{session}");
+    let ws = std::fs::canonicalize(scratch.ws()).unwrap();
+    assert_eq!(
+        session["settings"]["workspace"],
+        ws.to_str().unwrap(),
+        "{session}"
+    );
+    // `--continue` goes on in it, under the same id, with its model.
+    let mut cmd = scratch.tty_cmd();
+    cmd.env("COLUMNS", "200")
+        .args(["chat", "--continue", "--base-url", &base_url, "-w"])
+        .arg(scratch.ws());
+    let mut again = expectrl::Session::spawn(cmd).unwrap();
+    again.set_expect_timeout(Some(Duration::from_secs(60)));
+    let banner = again.expect("/help for commands").unwrap();
+    assert_eq!(banner_session(banner.before()), id);
+    again.expect("a question").unwrap();
+    again.expect("› ").unwrap();
+    again.send_line("another question").unwrap();
+    again.expect("an answer").unwrap();
+    again.expect("› ").unwrap();
+    again.send_line("/exit").unwrap();
+    again.expect(expectrl::Eof).unwrap();
+    let sessions = scratch.session_list();
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(sessions[0]["id"], id);
+    assert_eq!(sessions[0]["stats"]["turns"], 2, "{}", sessions[0]);
+    let requests = server.requests();
+    assert_eq!(requests.last().unwrap().body["model"], "switched");
+}
+
+#[cfg(unix)]
+#[test]
+fn a_chat_whose_first_prompt_fails_before_any_reply_leaves_no_session() {
+    let scratch = Scratch::new();
+    let url = format!("http://127.0.0.1:{}/v1", closed_port());
+    let mut chat = chat_at_prompt(&scratch, &["-m", "openai:mock", "--base-url", &url]);
+    chat.send_line("nobody home").unwrap();
+    chat.expect("--base-url").unwrap();
+    chat.expect("› ").unwrap();
+    chat.send_line("/exit").unwrap();
+    chat.expect(expectrl::Eof).unwrap();
+    let sessions = scratch.session_list();
+    assert!(sessions.is_empty(), "{sessions:?}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // `--json` lines match the documented schema, in full and compact form.
 

@@ -5,6 +5,11 @@
 //! Also times `agentloop sessions list` on the 200 sessions. Prints medians; asserts nothing
 //! about time.
 //!
+//! A second measurement runs bare `agentloop` and `agentloop --version` side by side
+//! (interleaved pairs, so load from other processes hits both alike) with an empty database,
+//! with no database yet, with 200 sessions, and with a large CA bundle in `SSL_CERT_FILE`, and
+//! prints each as a ratio of medians to `--version`, with the load average.
+//!
 //! ```sh
 //! cargo build --release -p agentloop-cli
 //! AGENTLOOP_BIN=target/release/agentloop \
@@ -44,6 +49,20 @@ fn command(dir: &Scratch, db: &Path, args: &[&str]) -> Command {
     cmd
 }
 
+/// The median, in milliseconds.
+fn median_ms(mut times: Vec<Duration>) -> f64 {
+    times.sort();
+    times[times.len() / 2].as_secs_f64() * 1000.0
+}
+
+/// The 1-minute load average (`/proc/loadavg`), or "?" where there is none.
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
+}
+
 /// Median, 90th percentile and minimum, in milliseconds.
 fn summary(mut times: Vec<Duration>) -> String {
     times.sort();
@@ -63,8 +82,13 @@ fn summary(mut times: Vec<Duration>) -> String {
 /// `› ` too: with `after`, the clock stops at the first `› ` that follows that text (the last
 /// earlier prompt), which is the input prompt.
 fn to_first_prompt(dir: &Scratch, db: &Path, args: &[&str], after: Option<&str>) -> Duration {
+    prompt_of(command(dir, db, args), after)
+}
+
+/// [`to_first_prompt`] of a prepared command.
+fn prompt_of(cmd: Command, after: Option<&str>) -> Duration {
     let start = Instant::now();
-    let mut session = Session::spawn(command(dir, db, args)).unwrap();
+    let mut session = Session::spawn(cmd).unwrap();
     session.set_expect_timeout(Some(Duration::from_secs(30)));
     if let Some(text) = after {
         session.expect(text).unwrap();
@@ -173,5 +197,93 @@ fn interactive_start_up_to_the_first_prompt() {
             .map(|_| to_first_prompt(&dir, db, args, after))
             .collect();
         println!("{label} {}", summary(times));
+    }
+}
+
+/// A CA bundle of every certificate in /etc/ssl/certs, five times over (`None` where there
+/// are none).
+fn large_ca_bundle(dir: &Scratch) -> Option<(PathBuf, usize)> {
+    let mut one = String::new();
+    for entry in std::fs::read_dir("/etc/ssl/certs").ok()?.flatten() {
+        if entry.path().extension().is_some_and(|e| e == "pem") {
+            one.push_str(&std::fs::read_to_string(entry.path()).unwrap_or_default());
+        }
+    }
+    let certificates = one.matches("BEGIN CERTIFICATE").count() * 5;
+    if certificates == 0 {
+        return None;
+    }
+    let path = dir.path("bundle.pem");
+    std::fs::write(&path, one.repeat(5)).unwrap();
+    Some((path, certificates))
+}
+
+/// Pairs of one start of each measured in a row, so load from other processes hits both alike.
+const PAIRS: usize = 30;
+
+#[test]
+#[ignore = "a measurement; run by hand (see the module docs)"]
+fn bare_start_side_by_side_with_version() {
+    let dir = Scratch::new();
+    let empty = dir.path("empty.db");
+    let full = dir.path("full.db");
+    drop(SqliteStore::open(&empty).unwrap());
+    populate(&full, &dir.ws());
+    let bundle = large_ca_bundle(&dir);
+    println!("binary: {}", binary().display());
+    let version = |db: &Path, cert: Option<&Path>| {
+        let mut cmd = command(&dir, db, &["--version"]);
+        if let Some(cert) = cert {
+            cmd.env("SSL_CERT_FILE", cert);
+        }
+        let start = Instant::now();
+        assert!(cmd.output().unwrap().status.success());
+        start.elapsed()
+    };
+    let bare = |db: &Path, cert: Option<&Path>| {
+        let mut cmd = command(&dir, db, &[]);
+        if let Some(cert) = cert {
+            cmd.env("SSL_CERT_FILE", cert);
+        }
+        prompt_of(cmd, None)
+    };
+    let fresh = std::cell::Cell::new(0);
+    // A database path nobody has opened yet, for each start.
+    let new_db = || {
+        fresh.set(fresh.get() + 1);
+        dir.path(&format!("fresh-{}/sessions.db", fresh.get()))
+    };
+    let mut variants: Vec<(String, Box<dyn Fn() -> (Duration, Duration) + '_>)> = vec![
+        (
+            "empty database".into(),
+            Box::new(|| (version(&empty, None), bare(&empty, None))),
+        ),
+        (
+            "no database yet".into(),
+            Box::new(|| (version(&empty, None), bare(&new_db(), None))),
+        ),
+        (
+            "200 sessions".into(),
+            Box::new(|| (version(&full, None), bare(&full, None))),
+        ),
+    ];
+    if let Some((path, certificates)) = &bundle {
+        let path = path.clone();
+        variants.push((
+            format!("SSL_CERT_FILE of {certificates} certificates, empty database"),
+            Box::new(move || (version(&empty, Some(&path)), bare(&empty, Some(&path)))),
+        ));
+    }
+    for (label, pair) in &variants {
+        pair();
+        let load_before = load();
+        let (floor, times): (Vec<Duration>, Vec<Duration>) = (0..PAIRS).map(|_| pair()).unzip();
+        let (floor, times) = (median_ms(floor), median_ms(times));
+        println!(
+            "bare agentloop, {label}: {times:.1} ms vs --version {floor:.1} ms = {:.2}x  \
+             ({PAIRS} interleaved pairs, load average {load_before} -> {})",
+            times / floor,
+            load()
+        );
     }
 }

@@ -116,9 +116,13 @@ struct Chat {
     /// `/resume` applies the resumed session's stored settings over these.
     flags: Choice,
     approve: ApproveArg,
-    session: SessionInfo,
-    /// Held for the whole conversation: one writer per session.
-    _lock: SessionLock,
+    /// The current session's id (chosen before its row exists, for a new conversation).
+    id: String,
+    /// The current session as stored; `None` while a new conversation has sent no prompt yet
+    /// (its row is created with the first prompt: see [`Chat::recorded`]).
+    session: Option<SessionInfo>,
+    /// Held while the session is recorded: one writer per session.
+    _lock: Option<SessionLock>,
     /// The session was created by this conversation (not resumed): it is deleted when left
     /// without a model reply.
     created: bool,
@@ -147,7 +151,7 @@ pub async fn run(db: Option<&str>, mut args: RunArgs) -> Result<(), Failure> {
         let _ = editor.load_history(path);
     }
     chat.banner();
-    if !chat.created {
+    if chat.session.is_some() && !chat.created {
         chat.show_earlier();
     }
     if let Some(first) = chat.args.prompt.take() {
@@ -258,16 +262,27 @@ impl Chat {
         (args.model, args.base_url, args.reasoning) =
             (choice.model, choice.base_url, choice.reasoning);
         let system_prompt = system_prompt_for(&args, &workspace);
-        let created = matches!(target, SessionTarget::New(_));
+        let created = matches!(target, SessionTarget::New(Some(_)));
         let (session, lock) = match target {
             SessionTarget::Resume(info) => {
                 let lock = store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
                 let mut info = store.info(&info.id)?;
                 store_if_changed(&*store, &mut info, settings)?;
-                (info, lock)
+                (Some(info), Some(lock))
             }
-            SessionTarget::New(id) => new_session(&*store, settings, id)?,
+            // A chosen id is taken at once (a second chat naming it fails now, not at its
+            // first prompt).
+            SessionTarget::New(Some(id)) => {
+                let (info, lock) = new_session(&*store, settings, Some(id))?;
+                (Some(info), Some(lock))
+            }
+            // Recorded with the first prompt: no write (and no sync of the database) before
+            // the prompt is drawn, and nothing to discard when no prompt is sent.
+            SessionTarget::New(None) => (None, None),
         };
+        let id = session
+            .as_ref()
+            .map_or_else(|| uuid::Uuid::new_v4().to_string(), |s| s.id.clone());
         if let Some(note) = args.approve.deprecation() {
             eprintln!("agentloop: note: {note}");
         }
@@ -282,6 +297,7 @@ impl Chat {
             spec,
             model,
             flags,
+            id,
             session,
             _lock: lock,
             created,
@@ -302,9 +318,23 @@ impl Chat {
                 "agentloop chat · {} · workspace {} · session {} · /help for commands",
                 visible_line(&self.args.model),
                 visible_line(&self.workspace.root().display().to_string()),
-                visible_line(&self.session.id)
+                visible_line(&self.id)
             ))
         );
+    }
+
+    /// The session as stored, created (and locked) now when this conversation has not
+    /// recorded it yet: its first prompt is being sent.
+    fn recorded(&mut self) -> Result<SessionInfo, Failure> {
+        if let Some(info) = &self.session {
+            return Ok(info.clone());
+        }
+        let new = NewSession::new().id(self.id.clone()).settings(self.settings());
+        let info = self.store.create(new)?;
+        self.created = true;
+        self._lock = Some(self.store.lock_session(&info.id, SESSION_LOCK_WAIT)?);
+        self.session = Some(info.clone());
+        Ok(info)
     }
 
     /// `!command`: runs it with the agent's shell tool, shows the output and keeps it for the
@@ -375,7 +405,7 @@ impl Chat {
 
     /// A resumed session's last exchanges (see [`earlier`]).
     fn show_earlier(&self) {
-        if let Ok(messages) = self.store.load_raw(&self.session.id) {
+        if let Ok(messages) = self.store.load_raw(&self.id) {
             print!(
                 "{}",
                 earlier::render(self.style, &messages, earlier::EXCHANGES)
@@ -387,8 +417,8 @@ impl Chat {
     /// discarded, the model never having answered in it).
     fn farewell(&mut self) {
         self.leave_session();
-        if self.store.info(&self.session.id).is_ok() {
-            let id = visible_line(&self.session.id);
+        if self.session.is_some() && self.store.info(&self.id).is_ok() {
+            let id = visible_line(&self.id);
             println!(
                 "{}",
                 self.style.dim(&format!(
@@ -458,9 +488,10 @@ impl Chat {
     ) -> Result<Vec<Message>, Failure> {
         let (model, model_name) = self.model_for(command)?;
         let extensions = self.extensions_for(command)?;
+        let session = self.recorded()?;
         // A sub-agent cut short by a dead process continues with this turn.
-        crate::config::agents::park_interrupted_children(&*self.store, &self.session.id)?;
-        let (history, parked) = load_parked(&*self.store, &self.session.id)?;
+        crate::config::agents::park_interrupted_children(&*self.store, &session.id)?;
+        let (history, parked) = load_parked(&*self.store, &session.id)?;
         let store: Arc<dyn SessionStore> = self.store.clone();
         let steering = MessageQueue::new();
         let reader = SteeringReader::start(steering.clone(), self.style);
@@ -480,7 +511,7 @@ impl Chat {
             trace_content: self.args.trace_content,
             json: false,
             store,
-            session: self.session.clone(),
+            session,
             context: effective_context(&history),
             prompt,
             images: std::mem::take(&mut self.pending_images),
@@ -542,8 +573,8 @@ impl Chat {
         let line = summary_line(&report.totals, None);
         println!("{}", self.style.dim(&line));
         self.offer_plan(report).await;
-        if let Ok(info) = self.store.info(&self.session.id) {
-            self.session = info;
+        if let Ok(info) = self.store.info(&self.id) {
+            self.session = Some(info);
         }
     }
 
@@ -614,14 +645,14 @@ impl Chat {
             "thinking" => self.thinking(rest),
             "cost" => self.cost()?,
             "diff" => self.diff(),
-            "output" => crate::outputs::open(&*self.store, &self.session.id, rest, self.style),
+            "output" => crate::outputs::open(&*self.store, &self.id, rest, self.style),
             "rewind" => {
                 if let Err(e) = self.rewind(rest).await {
                     println!("{}", self.style.red(&e.to_string()));
                 }
             }
             "compact" => self.compact().await?,
-            "clear" => self.clear()?,
+            "clear" => self.clear(),
             "sessions" => self.list_sessions(rest == "all")?,
             "image" => self.attach_image(rest),
             "resume" if rest.is_empty() => println!("{}", self.style.red("/resume ID")),
@@ -689,7 +720,10 @@ impl Chat {
                 self.spec = spec;
                 self.args.model = id.to_owned();
                 let settings = self.settings();
-                store_if_changed(&*self.store, &mut self.session, settings)?;
+                // Not recorded yet: the session is created with the settings of that moment.
+                if let Some(session) = &mut self.session {
+                    store_if_changed(&*self.store, session, settings)?;
+                }
                 println!("model: {}", visible_line(id));
             }
             Err(e) => println!("{}", self.style.red(&e.to_string())),
@@ -734,20 +768,24 @@ impl Chat {
 
     /// `/compact`: summarises the older turns of the session now.
     async fn compact(&mut self) -> Result<(), Failure> {
+        if self.session.is_none() {
+            println!("nothing to compact: the session is still short");
+            return Ok(());
+        }
         let hooks = crate::config::extensions::Extensions::load(
             self.workspace.root(),
             self.args.trust.applies_to(self.workspace.root()),
         )?
         .hooks;
         let compactor =
-            crate::config::hooks::for_run(&hooks, &self.session.id, self.workspace.root(), false)
+            crate::config::hooks::for_run(&hooks, &self.id, self.workspace.root(), false)
                 .compactor(
                     Arc::new(agentloop::agent::compaction::ModelCompactor),
                     agentloop::agent::command_hooks::CompactionTrigger::Manual,
                 );
         let line = crate::commands::compact::compact_session(
             &*self.store,
-            &self.session.id,
+            &self.id,
             self.model.as_ref(),
             &self.spec.name,
             self.args.keep_turns,
@@ -762,15 +800,14 @@ impl Chat {
         Ok(())
     }
 
-    /// `/clear`: a new session (the one left is discarded when the model never answered).
-    fn clear(&mut self) -> Result<(), Failure> {
-        let (info, lock) = new_session(&*self.store, self.settings(), None)?;
+    /// `/clear`: a new session, recorded with its first prompt (the one left is discarded
+    /// when the model never answered).
+    fn clear(&mut self) {
         self.leave_session();
-        self.session = info;
-        self._lock = lock;
-        self.created = true;
-        println!("new session {}", visible_line(&self.session.id));
-        Ok(())
+        self.id = uuid::Uuid::new_v4().to_string();
+        self.session = None;
+        self._lock = None;
+        println!("new session {}", visible_line(&self.id));
     }
 
     /// `/sessions [all]`: this workspace's recent sessions, or every workspace's.
@@ -801,7 +838,7 @@ impl Chat {
     /// created and the model never answered in is deleted (see [`discard_if_unanswered`]).
     fn leave_session(&mut self) {
         if std::mem::take(&mut self.created) {
-            discard_if_unanswered(&*self.store, &self.session.id);
+            discard_if_unanswered(&*self.store, &self.id);
         }
     }
 
@@ -830,7 +867,7 @@ impl Chat {
     /// reasoning (the flags given to agentloop still win). Nothing changes when it fails.
     fn resume(&mut self, wanted: &str) -> Result<(), Failure> {
         let info = crate::commands::sessions::resolve(&*self.store, wanted)?;
-        if info.id == self.session.id {
+        if info.id == self.id {
             println!("already in session {}", visible_line(&info.id));
             return Ok(());
         }
@@ -848,15 +885,16 @@ impl Chat {
         let settings = self.settings();
         store_if_changed(&*self.store, &mut info, settings)?;
         self.leave_session();
-        self.session = info;
-        self._lock = lock;
-        self.created = false;
         println!(
             "resumed {} ({} messages) · model {}",
-            visible_line(&self.session.id),
-            self.session.message_count,
+            visible_line(&info.id),
+            info.message_count,
             visible_line(&self.args.model)
         );
+        self.id = info.id.clone();
+        self.session = Some(info);
+        self._lock = Some(lock);
+        self.created = false;
         self.show_earlier();
         Ok(())
     }
@@ -864,7 +902,7 @@ impl Chat {
     /// `/diff`: what this session changed in the workspace, from its checkpoints.
     fn diff(&self) {
         let shown = crate::commands::checkpoints::store()
-            .and_then(|store| crate::commands::checkpoints::session_diff(&store, &self.session.id));
+            .and_then(|store| crate::commands::checkpoints::session_diff(&store, &self.id));
         match shown {
             Ok(text) if text.is_empty() => println!("(no changes recorded in this session)"),
             Ok(text) => crate::ui::render::out(&text),
@@ -875,9 +913,13 @@ impl Chat {
     /// `/rewind [ID]`: without an id, lists the checkpoints and asks for one; then puts the
     /// files back and continues in a fork of the conversation from before that call.
     async fn rewind(&mut self, given: &str) -> Result<(), Failure> {
+        let Some(session) = self.session.clone() else {
+            println!("(no checkpoints in this session yet)");
+            return Ok(());
+        };
         let mut wanted = given.to_owned();
         if wanted.is_empty() {
-            let listing = crate::commands::checkpoints::listing(&self.session.id)?;
+            let listing = crate::commands::checkpoints::listing(&session.id)?;
             if listing.is_empty() {
                 println!("(no checkpoints in this session yet)");
                 return Ok(());
@@ -892,27 +934,31 @@ impl Chat {
                 return Ok(());
             }
         }
-        let fork =
-            crate::commands::checkpoints::rewind_session(&*self.store, &self.session, &wanted)?;
+        let fork = crate::commands::checkpoints::rewind_session(&*self.store, &session, &wanted)?;
         let lock = self.store.lock_session(&fork.id, SESSION_LOCK_WAIT)?;
         self.leave_session();
-        self.session = fork;
-        self._lock = lock;
+        self.id = fork.id.clone();
+        self.session = Some(fork);
+        self._lock = Some(lock);
         self.created = false;
-        println!("now in session {}", visible_line(&self.session.id));
+        println!("now in session {}", visible_line(&self.id));
         Ok(())
     }
 
     /// `/cost`: the session's tokens and cost (its running totals).
     fn cost(&self) -> Result<(), Failure> {
-        let stats = self.store.info(&self.session.id)?.stats;
+        // Not recorded yet: nothing spent.
+        let stats = match &self.session {
+            Some(_) => self.store.info(&self.id)?.stats,
+            None => Default::default(),
+        };
         let usage = stats.usage;
         let cost = usage
             .cost_usd
             .map_or_else(|| "cost unknown".to_owned(), |c| format!("${c:.4}"));
         println!(
             "session {}: {} model replies, {} in / {} out tokens ({} cached), {cost}",
-            visible_line(&self.session.id),
+            visible_line(&self.id),
             stats.turns,
             thousands(usage.input_tokens),
             thousands(usage.output_tokens),

@@ -48,6 +48,21 @@ fn synchronous_pragma(durability: Durability) -> &'static str {
     }
 }
 
+/// SQLite's `synchronous` setting while the schema is created or migrated. A file created
+/// by this open holds no data yet: its schema is committed without the two syncs a first
+/// commit costs (the WAL header and the WAL's directory entry), which would otherwise delay
+/// every first start. Nothing is weakened: the WAL (header included) and its directory are
+/// synced by the first later commit that syncs or by the first checkpoint, before any data
+/// depends on them, and a power loss before that leaves an empty file that the next open
+/// migrates again. Any other file is migrated with its durability's setting.
+fn setup_synchronous(fresh: bool, durability: Durability) -> &'static str {
+    if fresh {
+        "OFF"
+    } else {
+        synchronous_pragma(durability)
+    }
+}
+
 /// How to open a [`SqliteStore`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -379,11 +394,12 @@ impl SqliteStore {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             create_private_dirs(parent)?;
         }
-        if !path.exists() {
+        let fresh = !path.exists();
+        if fresh {
             create_private_file(path)?;
         }
         let conn = Connection::open(path)?;
-        SqliteStore::setup(conn, Some(path.to_owned()), options)
+        SqliteStore::setup(conn, Some(path.to_owned()), options, fresh)
     }
 
     /// A private in-memory database (for tests and examples; nothing is durable).
@@ -392,13 +408,18 @@ impl SqliteStore {
             Connection::open_in_memory()?,
             None,
             SqliteOptions::default(),
+            false,
         )
     }
 
+    /// Sets the connection up and brings the schema up to date. `fresh`: the file was created
+    /// just now and holds nothing, so its schema is written without syncing (see
+    /// [`setup_synchronous`]).
     fn setup(
         mut conn: Connection,
         path: Option<PathBuf>,
         options: SqliteOptions,
+        fresh: bool,
     ) -> Result<Self, SessionError> {
         conn.busy_timeout(options.busy_timeout)?;
         retry_busy(options.busy_timeout, || {
@@ -406,7 +427,7 @@ impl SqliteStore {
                 row.get::<_, String>(0)
             })
         })?;
-        conn.pragma_update(None, "synchronous", synchronous_pragma(options.durability))?;
+        conn.pragma_update(None, "synchronous", setup_synchronous(fresh, options.durability))?;
         conn.pragma_update(None, "foreign_keys", true)?;
         let version = retry_busy(options.busy_timeout, || {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
@@ -430,6 +451,9 @@ impl SqliteStore {
             tx.commit()?;
             Ok(version)
         })?;
+        if fresh {
+            conn.pragma_update(None, "synchronous", synchronous_pragma(options.durability))?;
+        }
         if version > SCHEMA_VERSION {
             return Err(SessionError::SchemaTooNew {
                 found: version,
@@ -772,5 +796,42 @@ impl SessionStore for SqliteStore {
 
     fn lock_session(&self, id: &str, wait: Duration) -> Result<super::SessionLock, SessionError> {
         SqliteStore::lock_session(self, id, wait)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// The connection's `synchronous` level (0 OFF, 1 NORMAL, 2 FULL).
+    fn synchronous(store: &SqliteStore) -> i64 {
+        store
+            .conn()
+            .query_row("PRAGMA synchronous", [], |row| row.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_file_created_by_the_open_gets_its_durability_after_the_unsynced_schema() {
+        for (durability, level) in [(Durability::ProcessCrash, 1), (Durability::PowerLoss, 2)] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("new/sessions.db");
+            let options = SqliteOptions::default().durability(durability);
+            let store = SqliteStore::open_with(&path, options.clone()).unwrap();
+            assert_eq!(synchronous(&store), level, "{durability:?}");
+            let id = store.create(NewSession::new()).unwrap().id;
+            drop(store);
+            // Reopened (an existing file): the schema and the session are there.
+            let store = SqliteStore::open_with(&path, options).unwrap();
+            assert_eq!(synchronous(&store), level, "{durability:?}");
+            assert!(store.info(&id).is_ok());
+            let version: i64 = store
+                .conn()
+                .query_row("PRAGMA user_version", [], |row| row.get(0))
+                .unwrap();
+            assert_eq!(version, SCHEMA_VERSION);
+        }
     }
 }
