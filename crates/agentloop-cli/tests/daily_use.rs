@@ -542,8 +542,9 @@ fn a_new_chat_records_its_session_with_the_first_prompt_under_the_banner_s_id() 
     let session = &sessions[0];
     let id = session["id"].as_str().unwrap();
     assert!(
-        String::from_utf8_lossy(farewell.before()).contains(&format!("--session {id}")),
-        "the farewell names the recorded session"
+        String::from_utf8_lossy(farewell.as_bytes()).contains(&format!("--session {id}")),
+        "the farewell names the recorded session: {}",
+        String::from_utf8_lossy(farewell.as_bytes())
     );
     assert_eq!(session["stats"]["turns"], 1, "{session}");
     assert_eq!(session["title"], "a question", "{session}");
