@@ -550,7 +550,11 @@ fn a_new_chat_records_its_session_with_the_first_prompt_under_the_banner_s_id() 
     assert_eq!(session["title"], "a question", "{session}");
     assert_eq!(session["settings"]["provider"], "openai", "{session}");
     assert_eq!(session["settings"]["model"], "switched", "{session}");
-    assert_eq!(session["settings"]["base_url"], base_url.as_str(), "{session}");
+    assert_eq!(
+        session["settings"]["base_url"],
+        base_url.as_str(),
+        "{session}"
+    );
     let ws = std::fs::canonicalize(scratch.ws()).unwrap();
     assert_eq!(
         session["settings"]["workspace"],

@@ -329,7 +329,9 @@ impl Chat {
         if let Some(info) = &self.session {
             return Ok(info.clone());
         }
-        let new = NewSession::new().id(self.id.clone()).settings(self.settings());
+        let new = NewSession::new()
+            .id(self.id.clone())
+            .settings(self.settings());
         let info = self.store.create(new)?;
         self.created = true;
         self._lock = Some(self.store.lock_session(&info.id, SESSION_LOCK_WAIT)?);

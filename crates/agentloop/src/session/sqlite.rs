@@ -427,7 +427,11 @@ impl SqliteStore {
                 row.get::<_, String>(0)
             })
         })?;
-        conn.pragma_update(None, "synchronous", setup_synchronous(fresh, options.durability))?;
+        conn.pragma_update(
+            None,
+            "synchronous",
+            setup_synchronous(fresh, options.durability),
+        )?;
         conn.pragma_update(None, "foreign_keys", true)?;
         let version = retry_busy(options.busy_timeout, || {
             let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
