@@ -218,6 +218,9 @@ fn large_ca_bundle(dir: &Scratch) -> Option<(PathBuf, usize)> {
     Some((path, certificates))
 }
 
+/// One start of `--version` and one of the measured command, in a row: their times.
+type Pair<'a> = dyn Fn() -> (Duration, Duration) + 'a;
+
 /// Pairs of one start of each measured in a row, so load from other processes hits both alike.
 const PAIRS: usize = 30;
 
@@ -253,7 +256,7 @@ fn bare_start_side_by_side_with_version() {
         fresh.set(fresh.get() + 1);
         dir.path(&format!("fresh-{}/sessions.db", fresh.get()))
     };
-    let mut variants: Vec<(String, Box<dyn Fn() -> (Duration, Duration) + '_>)> = vec![
+    let mut variants: Vec<(String, Box<Pair<'_>>)> = vec![
         (
             "empty database".into(),
             Box::new(|| (version(&empty, None), bare(&empty, None))),
@@ -268,10 +271,10 @@ fn bare_start_side_by_side_with_version() {
         ),
     ];
     if let Some((path, certificates)) = &bundle {
-        let path = path.clone();
+        let (path, empty, version, bare) = (path.clone(), &empty, &version, &bare);
         variants.push((
             format!("SSL_CERT_FILE of {certificates} certificates, empty database"),
-            Box::new(move || (version(&empty, Some(&path)), bare(&empty, Some(&path)))),
+            Box::new(move || (version(empty, Some(&path)), bare(empty, Some(&path)))),
         ));
     }
     for (label, pair) in &variants {
