@@ -251,7 +251,14 @@ pub(crate) fn encode_head(
     extra: Option<(&HeaderName, &HeaderValue)>,
     body_len: usize,
 ) -> Vec<u8> {
-    let mut head = Vec::with_capacity(256);
+    // Sized once: request line, fields, `Host`, the proxy's credentials, `Content-Length`.
+    let fields: usize = headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum();
+    let extra_len = extra.map_or(0, |(name, value)| name.as_str().len() + value.len() + 4);
+    let size = method.as_str().len() + target.len() + host.len() + fields + extra_len + 64;
+    let mut head = Vec::with_capacity(size);
     head.extend_from_slice(method.as_str().as_bytes());
     head.push(b' ');
     head.extend_from_slice(target.as_bytes());
@@ -276,10 +283,24 @@ pub(crate) fn encode_head(
     }
     let needs_length = body_len > 0 || !matches!(*method, Method::GET | Method::HEAD);
     if needs_length && !headers.contains_key(header::CONTENT_LENGTH) {
-        field(b"content-length", body_len.to_string().as_bytes());
+        let mut digits = [0u8; 20];
+        field(b"content-length", decimal(body_len, &mut digits));
     }
     head.extend_from_slice(b"\r\n");
     head
+}
+
+/// `n` in decimal, written at the end of `digits` (no allocation).
+fn decimal(mut n: usize, digits: &mut [u8; 20]) -> &[u8] {
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &digits[at..];
+        }
+    }
 }
 
 /// Parses a response head at the start of `buf`: its length and the head, `None` while it is

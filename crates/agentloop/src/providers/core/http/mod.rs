@@ -227,9 +227,7 @@ impl Client {
         headers: &HeaderMap,
         body: &Bytes,
     ) -> Result<Response, HttpError> {
-        let response = self
-            .send(Method::POST, uri.clone(), headers.clone(), body.clone())
-            .await?;
+        let response = self.send(&Method::POST, uri.clone(), headers, body).await?;
         match self.redirect_target(&response) {
             None => Ok(response),
             Some(next) => {
@@ -280,9 +278,7 @@ impl Client {
                     headers.remove(name);
                 }
             }
-            let response = self
-                .send(method.clone(), next, headers.clone(), body.clone())
-                .await?;
+            let response = self.send(&method, next, &headers, &body).await?;
             match self.redirect_target(&response) {
                 None => return Ok(response),
                 Some(target) => {
@@ -323,10 +319,10 @@ impl Client {
     /// (the request got no answer at all) is replaced by another one.
     async fn send(
         &self,
-        method: Method,
+        method: &Method,
         uri: Uri,
-        mut headers: HeaderMap,
-        body: Bytes,
+        headers: &HeaderMap,
+        body: &Bytes,
     ) -> Result<Response, HttpError> {
         let mut lease = self.pool.lease().await?;
         loop {
@@ -334,26 +330,22 @@ impl Client {
             // `Err(None)`: not answered on a reused connection, to be sent again.
             let answer = match &mut lease.connection {
                 Leased::Http1(Some(connection)) => {
-                    let head = self.http1_head(&method, &uri, &headers, body.len());
-                    match connection.send(&method, &head, &body).await {
+                    let head = self.http1_head(method, &uri, headers, body.len());
+                    match connection.send(method, &head, body).await {
                         Ok(head) => Ok((head.status, head.headers, ResponseBody::Http1(head.body))),
                         Err(failure) if failure.unanswered && reused => Err(None),
                         Err(failure) => Err(Some(failure.error)),
                     }
                 }
                 Leased::Http2(sender) => {
-                    let request =
-                        http2_request(method.clone(), &uri, std::mem::take(&mut headers), &body);
+                    let request = http2_request(method.clone(), &uri, headers.clone(), body);
                     match sender.try_send_request(request).await {
                         Ok(response) => {
                             let (parts, body) = response.into_parts();
                             Ok((parts.status, parts.headers, ResponseBody::Http2(body)))
                         }
                         Err(mut failure) => match failure.take_message() {
-                            Some(unsent) if reused => {
-                                headers = unsent.into_parts().0.headers;
-                                Err(None)
-                            }
+                            Some(_) if reused => Err(None),
                             _ => Err(Some(HttpError::request(
                                 "error sending the request",
                                 failure.into_error(),

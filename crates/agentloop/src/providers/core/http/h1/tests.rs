@@ -349,6 +349,10 @@ fn request_heads_carry_the_host_the_length_and_the_proxy_credentials() {
             .unwrap()
             .contains("content-length: 0\r\n")
     );
+    for n in [0, 7, 10, 1234567890, usize::MAX] {
+        let mut digits = [0u8; 20];
+        assert_eq!(decimal(n, &mut digits), n.to_string().as_bytes());
+    }
 }
 
 /// A connection to a server socket of the test's own.
