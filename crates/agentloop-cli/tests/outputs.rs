@@ -51,6 +51,16 @@ fn outputs_dir(scratch: &Scratch, session: &str) -> PathBuf {
     scratch.path("data/agentloop/outputs").join(session)
 }
 
+/// A mock model playing `turns` that records the requests, and accepts a call id used again
+/// in a later turn (as some local servers send).
+fn mock(turns: Value) -> MockServer {
+    MockServer::builder(Script::from_value(json!({ "turns": turns })).unwrap())
+        .record_requests(true)
+        .allow_reused_call_ids(true)
+        .start()
+        .unwrap()
+}
+
 /// The content of the tool message answering `call` in the requests the model got.
 fn tool_message(server: &MockServer, call: &str) -> String {
     for request in server.requests() {
@@ -79,17 +89,11 @@ fn omitted_lines(shown: &str) -> usize {
 #[test]
 fn the_model_sees_head_and_tail_and_sessions_show_full_every_line() {
     let scratch = Scratch::new();
-    let server = MockServer::builder(
-        Script::from_value(json!({"turns": [
-            {"tool_calls": [{"id": "c_seq", "name": "shell",
-                             "arguments": {"command": "seq 1 100000"}}]},
-            {"text": "done"}
-        ]}))
-        .unwrap(),
-    )
-    .record_requests(true)
-    .start()
-    .unwrap();
+    let server = mock(json!([
+        {"tool_calls": [{"id": "c_seq", "name": "shell",
+                         "arguments": {"command": "seq 1 100000"}}]},
+        {"text": "done"}
+    ]));
     run(&scratch, &server);
 
     let shown = tool_message(&server, "c_seq");
@@ -191,21 +195,15 @@ fn only_the_last_fifty_calls_outputs_are_kept_and_the_pruned_ones_say_so() {
 fn chat_output_opens_the_full_output_in_the_pager() {
     use support::pty::Pty;
     let scratch = Scratch::new();
-    let server = MockServer::builder(
-        Script::from_value(json!({"turns": [
-            {"tool_calls": [{"id": "c_long", "name": "shell",
-                             "arguments": {"command": "seq 1 20000"}}]},
-            {"text": "All counted."},
-            // The next prompt's call has the same id.
-            {"tool_calls": [{"id": "c_long", "name": "shell",
-                             "arguments": {"command": "seq 50001 70000"}}]},
-            {"text": "Counted again."}
-        ]}))
-        .unwrap(),
-    )
-    .allow_reused_call_ids(true)
-    .start()
-    .unwrap();
+    let server = mock(json!([
+        {"tool_calls": [{"id": "c_long", "name": "shell",
+                         "arguments": {"command": "seq 1 20000"}}]},
+        {"text": "All counted."},
+        // The next prompt's call has the same id.
+        {"tool_calls": [{"id": "c_long", "name": "shell",
+                         "arguments": {"command": "seq 50001 70000"}}]},
+        {"text": "Counted again."}
+    ]));
     let mut cmd = scratch.pty_cmd(&server, 80, &["chat", "--approve", "allow"]);
     cmd.env("PAGER", "cat");
     let mut pty = Pty::spawn(cmd);
@@ -279,26 +277,20 @@ fn every_built_in_tool_that_cuts_its_result_keeps_all_of_it() {
     for i in 0..1_200 {
         std::fs::write(scratch.ws().join(format!("many/f{i:04}.txt")), "").unwrap();
     }
-    let server = MockServer::builder(
-        Script::from_value(json!({"turns": [
-            // One batch with a mutating tool: it runs in call order.
-            {"tool_calls": [
-                {"id": "c_grep", "name": "grep", "arguments": {"pattern": "needle", "path": "hay.txt"}},
-                {"id": "c_find", "name": "find_files", "arguments": {"pattern": "*.txt", "path": "many"}},
-                {"id": "c_list", "name": "list_dir", "arguments": {"path": "many"}},
-                {"id": "c_job", "name": "shell",
-                 "arguments": {"command": "seq 1 30000; : > job.done", "background": true}},
-                {"id": "c_wait", "name": "shell",
-                 "arguments": {"command": "while [ ! -e job.done ]; do sleep 0.05; done"}},
-                {"id": "c_out", "name": "job_output", "arguments": {"job": 1, "tail_lines": 3}}
-            ]},
-            {"text": "done"}
-        ]}))
-        .unwrap(),
-    )
-    .record_requests(true)
-    .start()
-    .unwrap();
+    let server = mock(json!([
+        // One batch with a mutating tool: it runs in call order.
+        {"tool_calls": [
+            {"id": "c_grep", "name": "grep", "arguments": {"pattern": "needle", "path": "hay.txt"}},
+            {"id": "c_find", "name": "find_files", "arguments": {"pattern": "*.txt", "path": "many"}},
+            {"id": "c_list", "name": "list_dir", "arguments": {"path": "many"}},
+            {"id": "c_job", "name": "shell",
+             "arguments": {"command": "seq 1 30000; : > job.done", "background": true}},
+            {"id": "c_wait", "name": "shell",
+             "arguments": {"command": "while [ ! -e job.done ]; do sleep 0.05; done"}},
+            {"id": "c_out", "name": "job_output", "arguments": {"job": 1, "tail_lines": 3}}
+        ]},
+        {"text": "done"}
+    ]));
     run(&scratch, &server);
     let full =
         text(&ok(scratch.plain(&["sessions", "show", "--full", &session_id(&scratch)])).stdout);
@@ -347,20 +339,13 @@ fn every_built_in_tool_that_cuts_its_result_keeps_all_of_it() {
 #[test]
 fn a_call_id_reused_in_a_later_turn_keeps_both_outputs() {
     let scratch = Scratch::new();
-    let server = MockServer::builder(
-        Script::from_value(json!({"turns": [
-            {"tool_calls": [{"id": "call_0", "name": "shell",
-                             "arguments": {"command": "seq 1 20000"}}]},
-            {"tool_calls": [{"id": "call_0", "name": "shell",
-                             "arguments": {"command": "seq 100001 120000"}}]},
-            {"text": "done"}
-        ]}))
-        .unwrap(),
-    )
-    .allow_reused_call_ids(true)
-    .record_requests(true)
-    .start()
-    .unwrap();
+    let server = mock(json!([
+        {"tool_calls": [{"id": "call_0", "name": "shell",
+                         "arguments": {"command": "seq 1 20000"}}]},
+        {"tool_calls": [{"id": "call_0", "name": "shell",
+                         "arguments": {"command": "seq 100001 120000"}}]},
+        {"text": "done"}
+    ]));
     run(&scratch, &server);
     assert!(server.violations().is_empty(), "{:?}", server.violations());
     let session = session_id(&scratch);
