@@ -19,7 +19,7 @@ use std::time::Duration;
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 
-use support::Scratch;
+use support::{Scratch, assert_ok};
 #[cfg(target_os = "linux")]
 use support::procs::alive;
 
@@ -487,11 +487,7 @@ fn read_then_approved_edit_then_load_in_a_new_process() {
         .current_dir(scratch.ws())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains("Continued in the terminal."));
     let last = server.requests().last().unwrap().body.to_string();
     assert!(
@@ -510,11 +506,7 @@ fn a_session_started_by_run_loads_in_the_editor() {
         .args(["--json", "Say hello."])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let first: Value = serde_json::from_str(stdout.lines().next().unwrap()).unwrap();
     let session = first["session_id"]

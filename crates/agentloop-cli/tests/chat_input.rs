@@ -23,17 +23,13 @@ use serde_json::{Value, json};
 mod support;
 
 use support::pty::{Pty, one_at_a_time};
-use support::{Scratch, server};
+use support::{Scratch, assert_ok, server};
 
 impl Scratch {
     /// `agentloop run` (no terminal) with the mock model on the workspace, which must succeed.
     fn run_ok(&self, server: &MockServer, args: &[&str], prompt: &str) {
         let out = self.run(server, args, prompt);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_ok(&out);
     }
     /// The sessions of every workspace, most recent first.
     fn all_sessions(&self) -> Vec<Value> {

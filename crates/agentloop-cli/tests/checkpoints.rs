@@ -15,7 +15,7 @@ use std::process::Output;
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
-use support::{Scratch, text};
+use support::{Scratch, ok, text};
 
 fn server(turns: Value) -> MockServer {
     MockServer::start(Script::from_value(json!({ "turns": turns })).unwrap())
@@ -28,17 +28,6 @@ fn agent_writes_notes() -> MockServer {
                          "arguments": {"path": "notes.txt", "content": "agent\n"}}]},
         {"text": "done"}
     ]))
-}
-
-fn ok(out: Output) -> Output {
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        out.status.code(),
-        text(&out.stdout),
-        text(&out.stderr)
-    );
-    out
 }
 
 fn run(scratch: &Scratch, server: &MockServer, extra: &[&str]) -> Output {

@@ -651,6 +651,19 @@ fn mock_server_subcommand_serves_a_script() {
     assert!(status.success());
 }
 
+/// `agentloop models PROVIDER --json --base-url SERVER` with `key_var` set, which must succeed:
+/// the models it listed.
+fn models_json(scratch: &Scratch, provider: &str, key_var: &str, server: &MockServer) -> Vec<Value> {
+    let out = scratch
+        .cmd()
+        .env(key_var, "dummy")
+        .args(["models", provider, "--json", "--base-url", &server.base_url()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    json_lines(&text(&out.stdout))
+}
+
 #[test]
 fn models_lists_what_each_provider_reports_sorted_and_paginated() {
     let scratch = Scratch::new();
@@ -670,20 +683,7 @@ fn models_lists_what_each_provider_reports_sorted_and_paginated() {
     // Anthropic pages 1000 at a time: 2,345 models take three pages, none lost or repeated.
     let many: Vec<String> = (0..2345).map(|i| format!("claude-{i:05}")).collect();
     let server = self::server(json!({"turns": [{"text": "hi"}], "models": many}));
-    let out = scratch
-        .cmd()
-        .env("ANTHROPIC_API_KEY", "dummy")
-        .args([
-            "models",
-            "anthropic",
-            "--json",
-            "--base-url",
-            &server.base_url(),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let listed = json_lines(&text(&out.stdout));
+    let listed = models_json(&scratch, "anthropic", "ANTHROPIC_API_KEY", &server);
     assert_eq!(listed.len(), 2345);
     assert_eq!(listed[0]["id"], "claude-00000");
     assert_eq!(listed[2344]["name"], "claude-02344");
@@ -692,20 +692,7 @@ fn models_lists_what_each_provider_reports_sorted_and_paginated() {
     // Gemini pages with `pageToken`, and lists ids without `models/`.
     let many: Vec<String> = (0..1500).map(|i| format!("gemini-{i:05}")).collect();
     let server = self::server(json!({"turns": [{"text": "hi"}], "models": many}));
-    let out = scratch
-        .cmd()
-        .env("GEMINI_API_KEY", "dummy")
-        .args([
-            "models",
-            "gemini",
-            "--json",
-            "--base-url",
-            &server.base_url(),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let listed = json_lines(&text(&out.stdout));
+    let listed = models_json(&scratch, "gemini", "GEMINI_API_KEY", &server);
     assert_eq!(listed.len(), 1500);
     assert_eq!(listed[0]["id"], "gemini-00000");
     assert_eq!(listed[1499]["name"], "gemini-01499");

@@ -12,7 +12,7 @@ use std::process::{Child, Stdio};
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
-use support::Scratch;
+use support::{Scratch, assert_ok};
 use support::procs::{alive, gone, read_pid};
 use support::schema::schema_checked;
 
@@ -51,11 +51,7 @@ fn a_job_and_its_daemon_are_gone_after_the_run_and_json_announces_them() {
     let scratch = Scratch::new();
     let server = MockServer::start(script("true"));
     let out = spawn(&scratch, &server, &[]).wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let daemon = read_pid(&scratch.ws().join("pid"));
     let job = read_pid(&scratch.ws().join("job.pid"));
     assert!(gone(daemon), "the job's daemon {daemon} survived the run");
@@ -119,11 +115,7 @@ fn keep_jobs_leaves_the_job_running_after_the_cli_exits() {
     let out = spawn(&scratch, &server, &["--keep-jobs"])
         .wait_with_output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let daemon = read_pid(&scratch.ws().join("pid"));
     let job = read_pid(&scratch.ws().join("job.pid"));
     let both_alive = alive(daemon) && alive(job);

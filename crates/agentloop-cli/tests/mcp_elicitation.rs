@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 mod support;
 
 use support::pty::Pty;
-use support::{Scratch, server};
+use support::{Scratch, assert_ok, server};
 
 const SUITE: &str = "MCP elicitation in the chat (server-everything)";
 const TOOL: &str = "mcp__everything__trigger-elicitation-request";
@@ -180,11 +180,7 @@ fn a_servers_form_is_filled_in_on_the_terminal_and_declined_without_one() {
         .args(["--elicitation-defaults", "fill it"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let results = tool_results(&model);
     assert!(
         results.len() == 1 && results[0].contains("declined"),

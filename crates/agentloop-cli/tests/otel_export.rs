@@ -217,7 +217,7 @@ impl Receiver {
     }
 }
 
-use support::{Scratch, server};
+use support::{Scratch, assert_ok, server};
 
 impl Scratch {
     /// `agentloop run --json` against `server`, exporting to `receiver`.
@@ -271,11 +271,7 @@ fn a_run_exports_its_genai_spans_and_metrics(receiver: Receiver) {
         .export_cmd(&server, &receiver, "What do my notes say?")
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let events = json_lines(&out.stdout);
     assert_eq!(events.last().unwrap()["type"], "result");
     let end = &events[events.len() - 2];

@@ -16,22 +16,7 @@ use std::process::Output;
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
-use support::Scratch;
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn ok(out: Output) -> Output {
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        out.status.code(),
-        text(&out.stdout),
-        &text(&out.stderr)
-    );
-    out
-}
+use support::{Scratch, ok, text};
 
 fn run(scratch: &Scratch, server: &MockServer) {
     ok(scratch

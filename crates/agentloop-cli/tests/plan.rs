@@ -8,7 +8,7 @@ mod support;
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
-use support::Scratch;
+use support::{Scratch, assert_ok};
 use support::schema::schema_checked;
 
 fn script() -> Script {
@@ -39,11 +39,7 @@ fn a_plan_is_a_json_line_and_an_invalid_one_is_refused() {
         .args(["--json", "Fix it."])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let lines = schema_checked(&out.stdout);
     let plans: Vec<&Value> = lines
         .iter()
@@ -80,11 +76,7 @@ fn human_output_shows_the_plan_as_a_checklist() {
     let scratch = Scratch::new();
     let server = MockServer::start(script());
     let out = scratch.run_cmd(&server).arg("Fix it.").output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains(
@@ -115,11 +107,7 @@ fn plan_mode_offers_only_read_only_tools_and_update_plan() {
         .args(["--json", "--approve", "allow", "--mode", "plan", "Plan it."])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     let body = &server.requests()[0].body;
     let names: Vec<&str> = body["tools"]
         .as_array()

@@ -23,7 +23,7 @@ mod support;
 
 use serde_json::{Value, json};
 use support::pty::{Pty, one_at_a_time};
-use support::{Scratch, server};
+use support::{Scratch, assert_ok, server};
 
 /// `agentloop run PROMPT` with the mock model on an 80-column pseudo-terminal.
 fn run_pty(server: &MockServer, dir: &Scratch, prompt: &str) -> Pty {
@@ -255,11 +255,7 @@ fn chat_continue_and_resume_restore_the_session_s_model() {
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
 
     // No flags: `--continue` finds it in this workspace and talks to the stored model.
     let spawn = |args: &[&str]| {

@@ -16,7 +16,7 @@ use serde_json::Value;
 
 mod support;
 
-use support::Scratch;
+use support::{Scratch, assert_ok};
 
 /// The binary with a clean environment and `--store SPEC`.
 fn agentloop(scratch: &Scratch, spec: &str) -> Command {
@@ -182,11 +182,7 @@ fn a_postgres_url_is_a_store_for_every_command() {
         .args(["sessions", "list", "--json"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     assert!(out.stdout.is_empty());
     let store: Arc<dyn SessionStore> = Arc::new(store);
     follow_until_done(store.clone(), &spec, &dir);

@@ -473,7 +473,7 @@ fn an_imported_session_never_sends_the_key_to_its_recorded_host() {
 #[cfg(unix)]
 #[test]
 fn the_terminal_prompt_shows_the_changes_and_a_yes_is_recorded() {
-    use expectrl::{Eof, Session};
+    use support::pty::Pty;
     let s = scratch();
     s.workspace_config(HOSTILE);
     let server = server(write_script());
@@ -483,10 +483,8 @@ fn the_terminal_prompt_shows_the_changes_and_a_yes_is_recorded() {
         .arg("--workspace")
         .arg(s.ws())
         .arg("write");
-    let mut session = Session::spawn(cmd).unwrap();
-    session.set_expect_timeout(Some(std::time::Duration::from_secs(60)));
-    let asked = session.expect("[y/N]").unwrap();
-    let asked = String::from_utf8_lossy(asked.before()).into_owned();
+    let mut pty = Pty::spawn(cmd);
+    let asked = pty.expect("[y/N]");
     for shown in [
         "is not a trusted directory",
         "approve = allow",
@@ -494,13 +492,8 @@ fn the_terminal_prompt_shows_the_changes_and_a_yes_is_recorded() {
     ] {
         assert!(asked.contains(shown), "{shown}: {asked}");
     }
-    session.send_line("y").unwrap();
-    let rest = session.expect(Eof).unwrap();
-    let rest = format!(
-        "{}{}",
-        String::from_utf8_lossy(rest.before()),
-        String::from_utf8_lossy(rest.as_bytes())
-    );
+    pty.line("y");
+    let rest = pty.finish();
     assert!(rest.contains("trusted"), "{rest}");
     assert!(!rest.contains("ignoring"), "{rest}");
     assert!(

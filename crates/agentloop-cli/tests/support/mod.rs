@@ -210,6 +210,23 @@ pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// Asserts that the binary ended successfully; otherwise shows its exit code, stdout and stderr.
+pub fn assert_ok(out: &Output) {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        text(&out.stdout),
+        text(&out.stderr)
+    );
+}
+
+/// [`assert_ok`], handing the output on.
+pub fn ok(out: Output) -> Output {
+    assert_ok(&out);
+    out
+}
+
 /// A mock model server serving `script` (a testkit script as JSON).
 pub fn server(script: Value) -> MockServer {
     MockServer::start(Script::from_value(script).unwrap())

@@ -7,7 +7,9 @@ use crate::common;
 
 use std::sync::Arc;
 
-use agentloop::agent::{AgentEvent, AgentLoop, AgentLoopConfig, RunStop, SubAgent, UsageLimits};
+use agentloop::agent::{
+    AbortSignal, AgentEvent, AgentLoop, AgentLoopConfig, RunStop, SubAgent, UsageLimits,
+};
 use agentloop::model::{ScriptedModel, ScriptedTurn};
 use agentloop::tooling::{Deps, ToolContext, ToolSpec};
 use agentloop::transcript::{Message, Role, Usage};
@@ -194,11 +196,10 @@ async fn a_failed_child_gives_an_error_result_with_its_reason() {
     assert!(result.content.contains("max_turns"), "{}", result.content);
 }
 
-#[tokio::test(start_paused = true)]
-async fn aborting_the_parent_aborts_the_child_and_every_call_gets_one_result() {
-    let parent_signal = agentloop::agent::AbortSignal::new();
-    let signal = parent_signal.clone();
-    // The child's tool aborts the parent, then never finishes on its own.
+/// A child whose `hang` tool aborts `signal`, then never finishes on its own (the child's
+/// model spends 70 + 7 tokens on the call), and a parent model that calls it as `worker` (call
+/// `p-1`, 1 + 1 tokens).
+fn aborting_child(signal: AbortSignal) -> (AgentLoop<Deps>, Arc<ScriptedModel>) {
     let hang = ToolSpec::<Deps>::builder("hang", "Waits forever.")
         .handler(move |_ctx: ToolContext<Deps>, _args: Value| {
             let signal = signal.clone();
@@ -225,6 +226,13 @@ async fn aborting_the_parent_aborts_the_child_and_every_call_gets_one_result() {
             .usage(usage(1, 1)),
         ScriptedTurn::text("never reached"),
     ]));
+    (child, parent_model)
+}
+
+#[tokio::test(start_paused = true)]
+async fn aborting_the_parent_aborts_the_child_and_every_call_gets_one_result() {
+    let parent_signal = AbortSignal::new();
+    let (child, parent_model) = aborting_child(parent_signal.clone());
     let rec = Recorder::default();
     let parent = agent(
         parent_model,
@@ -282,36 +290,10 @@ async fn aborting_the_parent_aborts_the_child_and_every_call_gets_one_result() {
 /// closed exactly once.
 #[tokio::test(start_paused = true)]
 async fn an_aborted_child_of_an_unobserved_parent_rolls_up_usage_and_closes_its_own_stream() {
-    let parent_signal = agentloop::agent::AbortSignal::new();
-    let signal = parent_signal.clone();
-    let hang = ToolSpec::<Deps>::builder("hang", "Waits forever.")
-        .handler(move |_ctx: ToolContext<Deps>, _args: Value| {
-            let signal = signal.clone();
-            async move {
-                signal.abort();
-                std::future::pending::<()>().await;
-                "never"
-            }
-        })
-        .build()
-        .unwrap();
+    let parent_signal = AbortSignal::new();
+    let (child, parent_model) = aborting_child(parent_signal.clone());
     let own = Recorder::default();
-    let child = agent(
-        Arc::new(ScriptedModel::new([
-            ScriptedTurn::new()
-                .tool_call("c-1", "hang", json!({}))
-                .usage(usage(70, 7)),
-            ScriptedTurn::text("never reached"),
-        ])),
-        vec![hang],
-    )
-    .with_emit(own.callback());
-    let parent_model = Arc::new(ScriptedModel::new([
-        ScriptedTurn::new()
-            .tool_call("p-1", "worker", json!({"prompt": "work"}))
-            .usage(usage(1, 1)),
-        ScriptedTurn::text("never reached"),
-    ]));
+    let child = child.with_emit(own.callback());
     let parent = agent(
         parent_model,
         vec![child.into_tool("worker", "Works.").unwrap()],
