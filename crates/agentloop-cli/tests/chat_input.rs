@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 mod support;
 
 use support::pty::{Pty, one_at_a_time};
-use support::{Scratch, assert_ok, server};
+use support::{Scratch, assert_ok, last_messages, server};
 
 impl Scratch {
     /// `agentloop run` (no terminal) with the mock model on the workspace, which must succeed.
@@ -44,12 +44,6 @@ impl Scratch {
 /// `agentloop ARGS… -m openai:mock --base-url URL -w ws` on an 80-column pseudo-terminal.
 fn on_pty(scratch: &Scratch, server: &MockServer, args: &[&str]) -> Pty {
     Pty::spawn(scratch.pty_cmd(server, 80, args))
-}
-
-/// The messages of the last request the server received, as one string.
-fn last_messages(server: &MockServer) -> String {
-    let requests = server.requests();
-    requests.last().expect("a request").body["messages"].to_string()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ mod support;
 #[cfg(unix)]
 use support::pty::Pty;
 use support::schema::events;
-use support::{Scratch, server, text};
+use support::{Scratch, last_messages, server, text};
 
 impl Scratch {
     /// `agentloop run --model openai:mock --base-url URL --workspace ws ARGS… PROMPT`.
@@ -285,13 +285,6 @@ mod terminal {
 
 // ---------------------------------------------------------------------------------------------
 // The invocations other tools' users type.
-
-/// The messages of the last request the server received, as one string.
-fn last_messages(server: &MockServer) -> String {
-    let requests = server.requests();
-    let body = &requests.last().expect("a request").body;
-    body["messages"].to_string()
-}
 
 #[test]
 fn a_prompt_as_the_first_argument_runs_it_without_a_terminal() {

@@ -12,7 +12,6 @@ mod support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
-use std::process::Output;
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};

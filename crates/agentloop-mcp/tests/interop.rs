@@ -35,6 +35,11 @@ fn everything(dir: &std::path::Path) -> String {
         .into_owned()
 }
 
+/// server-everything over stdio, as `everything`.
+fn everything_stdio(dir: &std::path::Path) -> McpServerConfig {
+    McpServerConfig::stdio("everything", "node", [everything(dir), "stdio".into()])
+}
+
 async fn call(tools: &[ToolSpec<Deps>], name: &str, args: Value) -> agentloop::tooling::ToolOutput {
     let spec = tools
         .iter()
@@ -95,14 +100,12 @@ async fn server_everything_over_stdio() {
     let Some(dir) = servers_dir() else {
         return skip();
     };
-    let toolset = McpToolset::connect([McpServerConfig::stdio(
-        "everything",
-        "node",
-        [everything(&dir), "stdio".into()],
-    )
-    .with_tool_timeout(Duration::from_millis(1500))])
-    .await
-    .unwrap();
+    let toolset =
+        McpToolset::connect(
+            [everything_stdio(&dir).with_tool_timeout(Duration::from_millis(1500))],
+        )
+        .await
+        .unwrap();
     everything_checks(&toolset, "mcp__everything__").await;
 }
 
@@ -335,13 +338,7 @@ async fn prompts_of_server_everything_expand_as_slash_commands() {
     let Some(dir) = servers_dir() else {
         return skip();
     };
-    let toolset = McpToolset::connect([McpServerConfig::stdio(
-        "everything",
-        "node",
-        [everything(&dir), "stdio".into()],
-    )])
-    .await
-    .unwrap();
+    let toolset = McpToolset::connect([everything_stdio(&dir)]).await.unwrap();
     let commands = toolset.prompt_commands().await;
     let args = commands
         .iter()
@@ -408,14 +405,9 @@ async fn elicitation_is_answered_at_once_never_waited_for() {
     let connect = |mode| {
         let dir = dir.clone();
         async move {
-            McpToolset::connect([McpServerConfig::stdio(
-                "everything",
-                "node",
-                [everything(&dir), "stdio".into()],
-            )
-            .with_elicitation(mode)])
-            .await
-            .unwrap()
+            McpToolset::connect([everything_stdio(&dir).with_elicitation(mode)])
+                .await
+                .unwrap()
         }
     };
     // Declining (the default) announces no elicitation: the server hides its eliciting tool.
@@ -463,13 +455,9 @@ async fn a_call_waits_for_the_person_answering_its_form_past_the_tool_timeout() 
             agentloop_mcp::ElicitationAnswer::Accept(content)
         })
     });
-    let toolset = McpToolset::connect([McpServerConfig::stdio(
-        "everything",
-        "node",
-        [everything(&dir), "stdio".into()],
-    )
-    .with_tool_timeout(Duration::from_millis(800))
-    .with_elicitor(elicitor)])
+    let toolset = McpToolset::connect([everything_stdio(&dir)
+        .with_tool_timeout(Duration::from_millis(800))
+        .with_elicitor(elicitor)])
     .await
     .unwrap();
     let tools = toolset.tools::<Deps>().await.unwrap();

@@ -227,6 +227,12 @@ pub fn ok(out: Output) -> Output {
     out
 }
 
+/// The messages of the last request `server` received, as one string.
+pub fn last_messages(server: &MockServer) -> String {
+    let requests = server.requests();
+    requests.last().expect("a request").body["messages"].to_string()
+}
+
 /// A mock model server serving `script` (a testkit script as JSON).
 pub fn server(script: Value) -> MockServer {
     MockServer::start(Script::from_value(script).unwrap())

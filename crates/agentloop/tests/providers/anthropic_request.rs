@@ -12,6 +12,7 @@ use agentloop::transcript::{
 };
 use insta::assert_json_snapshot;
 use serde_json::{Value, json};
+use crate::support::REASONING_LEVELS;
 
 const MODEL: &str = "claude-sonnet-4-5";
 
@@ -208,15 +209,7 @@ fn images_in_user_messages_and_tool_results() {
 #[test]
 fn thinking_budget_follows_the_reasoning_level() {
     let mut table = serde_json::Map::new();
-    for (name, level) in [
-        ("none", None),
-        ("off", Some(ReasoningLevel::Off)),
-        ("minimal", Some(ReasoningLevel::Minimal)),
-        ("low", Some(ReasoningLevel::Low)),
-        ("medium", Some(ReasoningLevel::Medium)),
-        ("high", Some(ReasoningLevel::High)),
-        ("xhigh", Some(ReasoningLevel::Xhigh)),
-    ] {
+    for (name, level) in REASONING_LEVELS {
         let mut request = ModelRequest::new(vec![Message::user("hi")]);
         request.reasoning = level;
         request.temperature = Some(0.5);

@@ -12,10 +12,11 @@ use agentloop::model::Model;
 use agentloop::providers::{
     Anthropic, Gemini, OpenAiChat, OpenAiResponses, ProviderConfig, RetryPolicy,
 };
-use agentloop::tooling::{Deps, ToolContext, ToolSpec};
 use agentloop::transcript::{Message, Part, Role};
 use agentloop_testkit::{MockServer, Script};
-use serde_json::{Value, json};
+use serde_json::json;
+
+use crate::support::lookup;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Wire {
@@ -41,15 +42,6 @@ fn model(wire: Wire, server: &MockServer) -> Arc<dyn Model> {
         Wire::Anthropic => Arc::new(Anthropic::new(config(server.base_url()))),
         Wire::Gemini => Arc::new(Gemini::new(config(server.base_url()))),
     }
-}
-
-fn lookup() -> ToolSpec<Deps> {
-    ToolSpec::<Deps>::builder("lookup", "Look a word up.")
-        .handler(|_c: ToolContext<Deps>, a: Value| async move {
-            format!("definition of {}", a["word"].as_str().unwrap_or("?"))
-        })
-        .build()
-        .unwrap()
 }
 
 async fn record(wire: Wire) -> Vec<Message> {

@@ -128,15 +128,7 @@ fn tools_tool_results_images_and_instructions() {
 #[test]
 fn reasoning_options() {
     let mut table = BTreeMap::new();
-    for (name, level) in [
-        ("none", None),
-        ("off", Some(ReasoningLevel::Off)),
-        ("minimal", Some(ReasoningLevel::Minimal)),
-        ("low", Some(ReasoningLevel::Low)),
-        ("medium", Some(ReasoningLevel::Medium)),
-        ("high", Some(ReasoningLevel::High)),
-        ("xhigh", Some(ReasoningLevel::Xhigh)),
-    ] {
+    for (name, level) in REASONING_LEVELS {
         let mut request = ModelRequest::new(vec![Message::user("hi")]);
         request.reasoning = level;
         let body = offline().request_body(&request);

@@ -13,10 +13,12 @@ use agentloop::agent::{AgentLoop, AgentLoopConfig, RunStop};
 use agentloop::model::{Model, ReasoningLevel};
 use agentloop::providers::{Gemini, OpenAiResponses, ProviderConfig, RetryPolicy};
 use agentloop::session::{NewSession, SessionRecorder, SessionStore, SqliteStore};
-use agentloop::tooling::{Deps, ToolContext, ToolSpec};
+use agentloop::tooling::Deps;
 use agentloop::transcript::{Message, Part};
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
+
+use crate::support::lookup;
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Wire {
@@ -36,15 +38,6 @@ fn model(wire: Wire, server: &MockServer) -> Arc<dyn Model> {
         Wire::Responses => Arc::new(OpenAiResponses::new(config(server.openai_base_url()))),
         Wire::Gemini => Arc::new(Gemini::new(config(server.base_url()))),
     }
-}
-
-fn lookup() -> ToolSpec<Deps> {
-    ToolSpec::<Deps>::builder("lookup", "Look a word up.")
-        .handler(|_c: ToolContext<Deps>, a: Value| async move {
-            format!("definition of {}", a["word"].as_str().unwrap_or("?"))
-        })
-        .build()
-        .unwrap()
 }
 
 fn server() -> MockServer {

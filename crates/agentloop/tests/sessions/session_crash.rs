@@ -4,7 +4,6 @@
 //! new agent from what the store kept.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,32 +17,10 @@ use agentloop::tooling::{Deps, ToolContext, ToolSpec};
 use agentloop::transcript::{Message, Role, StopReason};
 use serde_json::{Value, json};
 
+use crate::store_conformance::TempDir;
+
 const CHILD_ENV: &str = "AGENTLOOP_SESSION_CRASH_CHILD";
 const PROMPT: &str = "Look up a and b, and take a nap";
-
-/// A directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let dir = std::env::temp_dir().join(format!(
-            "agentloop-session-crash-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn tools() -> Vec<ToolSpec<Deps>> {
     #[derive(serde::Deserialize)]
@@ -117,8 +94,8 @@ fn tool_results(messages: &[Message]) -> Vec<(String, String, bool)> {
 
 #[test]
 fn a_killed_run_keeps_finished_results_and_resumes_with_the_rest_interrupted() {
-    let dir = TempDir::new();
-    let db = dir.0.join("sessions.db");
+    let dir = TempDir::new("crash");
+    let db = dir.db();
     let store = SqliteStore::open(&db).unwrap();
     let session = store.create(NewSession::new()).unwrap();
 

@@ -5,8 +5,6 @@
 //! shared conformance suite, run on SQLite by `store_sqlite.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use agentloop::session::{
@@ -15,35 +13,7 @@ use agentloop::session::{
 };
 use agentloop::transcript::{Message, Part, StopReason, Usage};
 
-/// A directory under the system temp dir, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let dir = std::env::temp_dir().join(format!(
-            "agentloop-sessions-{tag}-{}-{nanos}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-
-    fn db(&self) -> PathBuf {
-        self.0.join("sessions.db")
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use crate::store_conformance::TempDir;
 
 fn open(dir: &TempDir) -> SqliteStore {
     SqliteStore::open(dir.db()).unwrap()

@@ -153,6 +153,11 @@ impl TempDir {
         std::fs::create_dir_all(&dir).unwrap();
         TempDir(dir)
     }
+
+    /// `sessions.db` in the directory.
+    pub fn db(&self) -> PathBuf {
+        self.0.join("sessions.db")
+    }
 }
 
 impl Drop for TempDir {

@@ -7,7 +7,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agentloop::model::{MessageAssembler, Model, ModelError, ModelEvent, ModelRequest};
+use agentloop::model::{
+    MessageAssembler, Model, ModelError, ModelEvent, ModelRequest, ReasoningLevel,
+};
+use agentloop::tooling::{Deps, ToolContext, ToolSpec};
 use agentloop::transcript::{Message, Part, StopReason, ToolArguments};
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -138,6 +141,17 @@ pub fn cases(folder: &str) -> Vec<Case> {
         })
         .collect()
 }
+
+/// Every reasoning setting a request can carry, by name (`none`: not set).
+pub const REASONING_LEVELS: [(&str, Option<ReasoningLevel>); 7] = [
+    ("none", None),
+    ("off", Some(ReasoningLevel::Off)),
+    ("minimal", Some(ReasoningLevel::Minimal)),
+    ("low", Some(ReasoningLevel::Low)),
+    ("medium", Some(ReasoningLevel::Medium)),
+    ("high", Some(ReasoningLevel::High)),
+    ("xhigh", Some(ReasoningLevel::Xhigh)),
+];
 
 /// Case `name` of the corpus folder `folder`.
 pub fn corpus_case(folder: &str, name: &str) -> Case {
@@ -315,4 +329,14 @@ pub async fn capture_one(body: Vec<u8>) -> (String, tokio::task::JoinHandle<Stri
         head
     });
     (base, task)
+}
+
+/// A tool `lookup` that answers "definition of WORD" for its `word`.
+pub fn lookup() -> ToolSpec<Deps> {
+    ToolSpec::<Deps>::builder("lookup", "Look a word up.")
+        .handler(|_c: ToolContext<Deps>, a: Value| async move {
+            format!("definition of {}", a["word"].as_str().unwrap_or("?"))
+        })
+        .build()
+        .unwrap()
 }

@@ -177,13 +177,7 @@ fn the_agents_environment_is_unreadable_to_its_commands() {
         .uid(NOBODY)
         .gid(NOBODY);
     let out = output_of_fresh_copy(&mut inner);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains("1 passed"), "{text}");
+    crate::assert_inner_passed(&out);
 }
 
 /// Runs `command`, whose program was just written. Another test thread that forks while the
@@ -292,13 +286,7 @@ fn commands_run_in_their_own_session_without_the_agents_terminal() {
         .stdin(std::process::Stdio::null())
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains("1 passed"), "{text}");
+    crate::assert_inner_passed(&out);
 }
 
 #[tokio::test]

@@ -14,6 +14,18 @@ pub fn test_name(module_path: &str, name: &str) -> String {
     }
 }
 
+/// Asserts that a run of this binary filtered to one test (an outer test's inner half) passed
+/// that one test.
+pub fn assert_inner_passed(out: &std::process::Output) {
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("1 passed"), "{text}");
+}
+
 mod builtin_tools;
 mod file_limits;
 mod file_races;

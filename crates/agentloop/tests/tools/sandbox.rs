@@ -223,13 +223,7 @@ fn credentials_do_not_reach_the_command() {
         .env("LC_PAPER", "lc-value")
         .output()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{text}");
-    assert!(text.contains("1 passed"), "{text}");
+    crate::assert_inner_passed(&out);
 }
 
 #[tokio::test]
