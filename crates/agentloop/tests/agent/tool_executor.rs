@@ -106,60 +106,76 @@ async fn out_of_order_completion_keeps_call_order() {
     assert_eq!(*order.0.lock().unwrap(), ["b", "c", "a"]);
 }
 
+/// How many handlers run at once, and the most that ever did.
+#[derive(Default)]
+struct InFlight {
+    now: AtomicUsize,
+    peak: AtomicUsize,
+}
+
+impl InFlight {
+    fn enter(&self) {
+        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak.fetch_max(now, Ordering::SeqCst);
+    }
+
+    fn leave(&self) {
+        self.now.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    fn peak(&self) -> usize {
+        self.peak.load(Ordering::SeqCst)
+    }
+}
+
+/// Twenty calls of `tool` (no arguments) in one batch; their results.
+async fn twenty_calls_of(tool: ToolSpec<Deps>) -> Vec<ToolResultPart> {
+    let name = tool.name().to_owned();
+    let registry = Registry::new(vec![tool]).unwrap();
+    let calls: Vec<_> = (0..20)
+        .map(|i| call(&format!("c{i}"), &name, json!({})))
+        .collect();
+    run_tools(&calls, &registry, &deps(), None).await
+}
+
 #[tokio::test(start_paused = true)]
 async fn at_most_eight_handlers_in_flight() {
-    let in_flight = Arc::new(AtomicUsize::new(0));
-    let peak = Arc::new(AtomicUsize::new(0));
-    let (f, p) = (in_flight.clone(), peak.clone());
+    let in_flight = Arc::new(InFlight::default());
+    let counter = in_flight.clone();
     let counted = ToolSpec::<Deps>::builder("counted", "Count concurrency.")
         .handler(move |_c: ToolContext<Deps>, _a: Value| {
-            let (f, p) = (f.clone(), p.clone());
+            let counter = counter.clone();
             async move {
-                let now = f.fetch_add(1, Ordering::SeqCst) + 1;
-                p.fetch_max(now, Ordering::SeqCst);
+                counter.enter();
                 tokio::time::sleep(Duration::from_millis(30)).await;
-                f.fetch_sub(1, Ordering::SeqCst);
+                counter.leave();
                 "done"
             }
         })
         .build()
         .unwrap();
-    let registry = Registry::new(vec![counted]).unwrap();
-    let calls: Vec<_> = (0..20)
-        .map(|i| call(&format!("c{i}"), "counted", json!({})))
-        .collect();
-    let results = run_tools(&calls, &registry, &deps(), None).await;
+    let results = twenty_calls_of(counted).await;
     assert_eq!(results.len(), 20);
     assert!(results.iter().all(|r| !r.is_error && r.content == "done"));
-    assert_eq!(
-        peak.load(Ordering::SeqCst),
-        8,
-        "the cap is 8 and 20 calls fill it"
-    );
+    assert_eq!(in_flight.peak(), 8, "the cap is 8 and 20 calls fill it");
 }
 
 #[tokio::test]
 async fn blocking_handlers_respect_the_cap_too() {
-    let in_flight = Arc::new(AtomicUsize::new(0));
-    let peak = Arc::new(AtomicUsize::new(0));
-    let (f, p) = (in_flight.clone(), peak.clone());
+    let in_flight = Arc::new(InFlight::default());
+    let counter = in_flight.clone();
     let counted = ToolSpec::<Deps>::builder("counted", "Count concurrency.")
         .blocking_handler(move |_c: ToolContext<Deps>, _a: Value| {
-            let now = f.fetch_add(1, Ordering::SeqCst) + 1;
-            p.fetch_max(now, Ordering::SeqCst);
+            counter.enter();
             std::thread::sleep(Duration::from_millis(30));
-            f.fetch_sub(1, Ordering::SeqCst);
+            counter.leave();
             "done"
         })
         .build()
         .unwrap();
-    let registry = Registry::new(vec![counted]).unwrap();
-    let calls: Vec<_> = (0..20)
-        .map(|i| call(&format!("c{i}"), "counted", json!({})))
-        .collect();
-    let results = run_tools(&calls, &registry, &deps(), None).await;
+    let results = twenty_calls_of(counted).await;
     assert!(results.iter().all(|r| !r.is_error));
-    let peak = peak.load(Ordering::SeqCst);
+    let peak = in_flight.peak();
     assert!(peak <= 8 && peak > 1, "peak {peak}");
 }
 

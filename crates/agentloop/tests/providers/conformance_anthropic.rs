@@ -32,13 +32,7 @@ async fn assemble(base_url: &str) -> Capture {
 
 /// `provider_expect` of every case, by name (the support loader reads only `expect`).
 fn provider_expect(case: &str) -> Value {
-    let path = fixtures_dir().join("anthropic/cases.json");
-    let manifest: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    manifest
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["case"] == case)
+    manifest_entry("anthropic", case)
         .map(|c| c["provider_expect"].clone())
         .unwrap_or(Value::Null)
 }

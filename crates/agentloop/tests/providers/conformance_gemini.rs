@@ -30,14 +30,7 @@ async fn assemble(base_url: &str) -> Capture {
 
 /// The whole manifest entry of a case (the support loader reads only `expect`).
 fn manifest(case: &str) -> Value {
-    let path = fixtures_dir().join("gemini/cases.json");
-    let all: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    all.as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["case"] == case)
-        .cloned()
-        .unwrap()
+    manifest_entry("gemini", case).unwrap()
 }
 
 fn thinking(m: &Message) -> String {

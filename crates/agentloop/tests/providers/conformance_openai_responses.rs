@@ -23,13 +23,7 @@ async fn assemble(base_url: &str) -> Capture {
 
 /// `provider_expect.function_call_item_ids` of a case (the support loader reads only `expect`).
 fn item_ids(case: &str) -> Option<Value> {
-    let path = fixtures_dir().join("openai-responses/cases.json");
-    let manifest: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    manifest
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["case"] == case)
+    manifest_entry("openai-responses", case)
         .and_then(|c| c["provider_expect"].get("function_call_item_ids").cloned())
 }
 

@@ -153,6 +153,19 @@ pub const REASONING_LEVELS: [(&str, Option<ReasoningLevel>); 7] = [
     ("xhigh", Some(ReasoningLevel::Xhigh)),
 ];
 
+/// The whole manifest entry (`FOLDER/cases.json`) of case `name`, where the corpus loader reads
+/// only its `expect`.
+pub fn manifest_entry(folder: &str, name: &str) -> Option<Value> {
+    let path = fixtures_dir().join(folder).join("cases.json");
+    let manifest: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    manifest
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["case"] == name)
+        .cloned()
+}
+
 /// Case `name` of the corpus folder `folder`.
 pub fn corpus_case(folder: &str, name: &str) -> Case {
     cases(folder)
