@@ -139,16 +139,12 @@ fn resume_without_an_id_lists_on_a_terminal_and_is_a_usage_error_without_one() {
     pty.expect("pick a number");
     pty.line("");
     pty.expect("the first prompt");
-    pty.expect("› ");
-    pty.line("/exit");
-    let end = pty.finish();
+    let end = pty.exit_chat();
     assert!(end.contains("agentloop resume only-one"), "{end}");
     // `agentloop resume ID` of a session with no parked run continues it in chat.
     let mut pty = on_pty(&scratch, &server, &["resume", "only-one"]);
     pty.expect("the first prompt");
-    pty.expect("› ");
-    pty.line("/exit");
-    pty.finish();
+    pty.exit_chat();
     // `q` leaves the list without opening anything.
     let mut pty = on_pty(&scratch, &server, &["--resume"]);
     pty.expect("pick a number");
@@ -198,9 +194,7 @@ fn tab_completes_commands_and_workspace_paths_and_a_mention_attaches_the_file() 
         sent.contains("pub fn forty_two()"),
         "the file's contents: {sent}"
     );
-    pty.expect("› ");
-    pty.line("/exit");
-    pty.finish();
+    pty.exit_chat();
 }
 
 #[test]
@@ -226,9 +220,7 @@ fn a_mention_outside_the_workspace_is_refused() {
         "a link out: {shown}"
     );
     assert!(!last_messages(&server).contains("top secret"));
-    pty.expect("› ");
-    pty.line("/exit");
-    pty.finish();
+    pty.exit_chat();
 }
 
 #[test]
@@ -261,9 +253,7 @@ fn a_bang_command_shows_its_output_and_the_next_prompt_carries_it() {
         .unwrap()
         .to_string();
     assert!(!sent.contains("The user ran"), "{sent}");
-    pty.expect("› ");
-    pty.line("/exit");
-    pty.finish();
+    pty.exit_chat();
 }
 
 #[test]
@@ -289,9 +279,7 @@ fn image_attaches_an_image_to_the_next_prompt() {
     let sent = last_messages(&server);
     assert!(sent.contains("data:image/png;base64,"), "{sent}");
     assert!(sent.contains("what is in it?"), "{sent}");
-    pty.expect("› ");
-    pty.line("/exit");
-    pty.finish();
+    pty.exit_chat();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -459,7 +447,5 @@ fn a_line_left_unfinished_when_the_turn_ends_starts_the_next_prompt() {
         .unwrap()
         .to_string();
     assert!(sent.contains("half typed and finished"), "{sent}");
-    pty.expect("› ");
-    pty.line("/exit");
-    pty.finish();
+    pty.exit_chat();
 }

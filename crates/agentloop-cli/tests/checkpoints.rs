@@ -331,9 +331,7 @@ fn chat_diff_and_rewind_picker() {
     pty.line("1");
     pty.expect("restored notes.txt");
     pty.expect("now in session");
-    pty.expect("› ");
-    pty.line("/exit");
-    pty.finish();
+    pty.exit_chat();
     assert_eq!(
         std::fs::read_to_string(scratch.ws().join("notes.txt")).unwrap(),
         "remember the milk\n"

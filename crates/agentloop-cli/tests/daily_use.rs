@@ -377,9 +377,7 @@ fn a_prompt_first_on_a_terminal_opens_a_chat_that_answers_it() {
     let mut pty = Pty::spawn(scratch.pty_cmd(&server, 80, &["hello from the shell"]));
     pty.expect("agentloop chat");
     pty.expect("chat answer");
-    pty.expect("› ");
-    pty.line("/exit");
-    pty.finish();
+    pty.exit_chat();
     assert!(last_messages(&server).contains("hello from the shell"));
 }
 
@@ -426,9 +424,7 @@ fn a_custom_command_in_chat_uses_its_model_and_allowed_tools_for_its_prompt_only
     pty.expect("› ");
     pty.line("and now?");
     pty.expect("plain answer");
-    pty.expect("› ");
-    pty.line("/exit");
-    pty.finish();
+    pty.exit_chat();
     let requests = server.requests();
     assert_eq!(requests.len(), 3);
     assert_eq!(requests[0].body["model"], "ship-model");

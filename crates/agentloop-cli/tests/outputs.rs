@@ -214,9 +214,7 @@ fn chat_output_opens_the_full_output_in_the_pager() {
     pty.expect("› ");
     pty.line("/output nope");
     pty.expect("this session has no call nope");
-    pty.expect("› ");
-    pty.line("/exit");
-    pty.finish();
+    pty.exit_chat();
 }
 
 /// The blocks of `sessions show --full` for call `call`, in order: each block's heading and

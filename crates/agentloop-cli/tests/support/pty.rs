@@ -76,6 +76,14 @@ impl Pty {
         shown
     }
 
+    /// Waits for the chat's prompt, leaves with `/exit` and reads to the end; returns what was
+    /// shown after the prompt.
+    pub fn exit_chat(mut self) -> String {
+        self.expect("› ");
+        self.line("/exit");
+        self.finish()
+    }
+
     /// Everything the terminal showed so far.
     pub fn seen(&self) -> String {
         String::from_utf8_lossy(&self.seen).into_owned()
