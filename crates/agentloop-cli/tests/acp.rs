@@ -19,9 +19,9 @@ use std::time::Duration;
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 
-use support::{Scratch, assert_ok};
 #[cfg(target_os = "linux")]
 use support::procs::alive;
+use support::{Scratch, assert_ok};
 
 /// Only a guard against a hang: every wait ends as soon as the awaited message arrives.
 const HANG_GUARD: Duration = Duration::from_secs(120);

@@ -653,11 +653,22 @@ fn mock_server_subcommand_serves_a_script() {
 
 /// `agentloop models PROVIDER --json --base-url SERVER` with `key_var` set, which must succeed:
 /// the models it listed.
-fn models_json(scratch: &Scratch, provider: &str, key_var: &str, server: &MockServer) -> Vec<Value> {
+fn models_json(
+    scratch: &Scratch,
+    provider: &str,
+    key_var: &str,
+    server: &MockServer,
+) -> Vec<Value> {
     let out = scratch
         .cmd()
         .env(key_var, "dummy")
-        .args(["models", provider, "--json", "--base-url", &server.base_url()])
+        .args([
+            "models",
+            provider,
+            "--json",
+            "--base-url",
+            &server.base_url(),
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));

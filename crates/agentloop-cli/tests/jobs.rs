@@ -12,9 +12,9 @@ use std::process::{Child, Stdio};
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
-use support::{Scratch, assert_ok};
 use support::procs::{alive, gone, read_pid};
 use support::schema::schema_checked;
+use support::{Scratch, assert_ok};
 
 /// The job's command: record its own pid in `job.pid`, detach a daemon whose pid goes to
 /// `pid`, then wait.

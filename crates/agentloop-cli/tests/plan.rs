@@ -8,8 +8,8 @@ mod support;
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
-use support::{Scratch, assert_ok};
 use support::schema::schema_checked;
+use support::{Scratch, assert_ok};
 
 fn script() -> Script {
     Script::from_value(json!({"turns": [

@@ -4,6 +4,7 @@
 //! as well so a wrong snapshot cannot be accepted by accident.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use crate::support::REASONING_LEVELS;
 use agentloop::model::{ModelRequest, ReasoningLevel};
 use agentloop::providers::{Anthropic, ProviderConfig};
 use agentloop::tooling::ToolSchema;
@@ -12,7 +13,6 @@ use agentloop::transcript::{
 };
 use insta::assert_json_snapshot;
 use serde_json::{Value, json};
-use crate::support::REASONING_LEVELS;
 
 const MODEL: &str = "claude-sonnet-4-5";
 
