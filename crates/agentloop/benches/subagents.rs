@@ -9,6 +9,12 @@
 //! the ratio comes from one run on a shared machine.
 //!
 //! Run: `cargo bench -p agentloop --bench subagents`
+//!
+//! Profile one variant alone (for `perf` or `valgrind --tool=callgrind
+//! --collect-atstart=no --toggle-collect=*profile_runs*`): set `SUBAGENTS_PROFILE` to `plain`,
+//! `task` or `alone`, with `+listener` for the variant with an `emit` listener (e.g.
+//! `SUBAGENTS_PROFILE=task+listener`); it runs that variant [`RUNS`] × [`ROUNDS`] times and
+//! prints nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::sync::Arc;
@@ -90,12 +96,8 @@ fn with_listener(agent: AgentLoop<Deps>) -> AgentLoop<Deps> {
     })
 }
 
-fn main() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let build = |listener: bool| {
+/// The variants' agents: plain tool call, task call, child alone.
+fn build(listener: bool) -> [AgentLoop<Deps>; 3] {
         let plain = AgentLoop::new(AgentLoopConfig::default(), parent_model("answer"))
             .with_tools([plain_tool()])
             .unwrap();
@@ -114,7 +116,35 @@ fn main() {
         } else {
             [plain, task, alone]
         }
-    };
+}
+
+/// Runs one variant only (`SUBAGENTS_PROFILE`), for a profiler.
+#[inline(never)]
+fn profile_runs(rt: &tokio::runtime::Runtime, agent: &AgentLoop<Deps>) {
+    for _ in 0..ROUNDS {
+        per_run(rt, agent);
+    }
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    if let Ok(which) = std::env::var("SUBAGENTS_PROFILE") {
+        let (variant, listener) = match which.strip_suffix("+listener") {
+            Some(variant) => (variant, true),
+            None => (which.as_str(), false),
+        };
+        let index = ["plain", "task", "alone"]
+            .iter()
+            .position(|v| *v == variant)
+            .expect("SUBAGENTS_PROFILE: plain, task or alone, optionally with +listener");
+        let agent = &build(listener)[index];
+        per_run(&rt, agent);
+        profile_runs(&rt, agent);
+        return;
+    }
     println!(
         "sub-agent call cost: CPU µs per run, median of {ROUNDS} interleaved rounds of {RUNS} runs"
     );
