@@ -344,17 +344,7 @@ pub(crate) fn task_tool<D: Send + Sync + 'static>(
          answers with its final report. Use it for work that needs many steps whose details \
          the rest of this conversation does not need.",
     )
-    .parameters(serde_json::json!({
-        "type": "object",
-        "properties": {
-            "prompt": {
-                "type": "string",
-                "description": "The complete task for the sub-agent: it sees nothing else of this conversation."
-            }
-        },
-        "required": ["prompt"],
-        "additionalProperties": false
-    }))
+    .parameters(agentloop::agent::prompt_parameters())
     .handler(move |ctx: ToolContext<D>, args: TaskArgs| {
         let jobs = jobs.clone();
         async move {

@@ -107,6 +107,11 @@ fn whole_or_fraction<S: serde::Serializer>(amount: &f64, serializer: S) -> Resul
     }
 }
 
+/// A shared string as a JSON string (serde serializes `Arc<str>` only with its `rc` feature).
+fn shared_str<S: serde::Serializer>(text: &Arc<str>, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(text)
+}
+
 /// One plain sentence for a person (`max turns reached (10)`, `the model produced no valid
 /// output after 3 attempts`); the serialized form stays the machine-readable one.
 impl std::fmt::Display for RunStop {
@@ -285,10 +290,12 @@ pub enum AgentEvent {
     /// nesting is the path of calls that led to it. A child's `AgentEnd` arrives wrapped: only
     /// the run's own `AgentEnd` ends its stream.
     Child {
-        /// The parent's call that runs the sub-agent.
-        parent_call_id: String,
-        /// The sub-agent's name (its tool name).
-        agent: String,
+        /// The parent's call that runs the sub-agent (shared by all the events of that call).
+        #[serde(serialize_with = "shared_str")]
+        parent_call_id: Arc<str>,
+        /// The sub-agent's name (its tool name; shared by all the events of its calls).
+        #[serde(serialize_with = "shared_str")]
+        agent: Arc<str>,
         /// The child's event.
         event: Box<AgentEvent>,
     },
@@ -403,8 +410,10 @@ pub(crate) struct Emitter {
 /// Where a sub-agent run's events go after its own listeners: it takes each event by value, so
 /// the parent's tagged copy is the event itself, not a clone (see `subagent.rs`).
 pub(crate) trait Forward: Send + Sync {
-    /// Takes one event of the run, after its listeners saw it.
-    fn forward(&self, event: AgentEvent);
+    /// Takes one event of the run, after its listeners saw it. With `give_back`, returns the
+    /// event once delivered (`Some`), so the emitting relay keeps what it needs of it by moving
+    /// instead of copying it first; without, returns `None`.
+    fn forward(&self, event: AgentEvent, give_back: bool) -> Option<AgentEvent>;
 }
 
 impl Emitter {
@@ -450,6 +459,12 @@ impl Emitter {
     }
 
     pub(crate) fn emit(&self, event: AgentEvent) {
+        self.deliver(event, false);
+    }
+
+    /// Delivers `event` to the listeners, then to the stream's channel or the parent; with
+    /// `give_back`, returns it afterwards (the channel gets a copy, a parent hands it back).
+    pub(crate) fn deliver(&self, event: AgentEvent, give_back: bool) -> Option<AgentEvent> {
         for listener in self.listeners.iter() {
             if let Err(payload) = catch_unwind(AssertUnwindSafe(|| listener(&event))) {
                 tracing::warn!(
@@ -463,13 +478,18 @@ impl Emitter {
         match (&self.channel, &self.forward) {
             (Some(channel), Some(forward)) => {
                 let _ = channel.send(event.clone());
-                forward.forward(event);
+                forward.forward(event, give_back)
+            }
+            (Some(channel), None) if give_back => {
+                let _ = channel.send(event.clone());
+                Some(event)
             }
             (Some(channel), None) => {
                 let _ = channel.send(event);
+                None
             }
-            (None, Some(forward)) => forward.forward(event),
-            (None, None) => {}
+            (None, Some(forward)) => forward.forward(event, give_back),
+            (None, None) => give_back.then_some(event),
         }
     }
 }

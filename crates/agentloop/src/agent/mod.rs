@@ -100,6 +100,7 @@ pub use queue::{MessageQueue, QueueMode};
 pub use stream::AgentEventStream;
 pub use subagent::{
     ChildRecords, DEFAULT_MAX_SUBAGENT_DEPTH, OpenedChild, SubAgent, add_child_usage,
+    prompt_parameters,
 };
 
 use crate::model::Model;

@@ -205,7 +205,8 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// ```
 pub struct SubAgent<D: ToolDeps> {
     agent: Arc<AgentLoop<D>>,
-    name: String,
+    /// Shared with every [`AgentEvent::Child`] of its calls.
+    name: Arc<str>,
     description: String,
     max_depth: u32,
     /// The typed output the child must give (its JSON is the call's result), if any.
@@ -279,7 +280,7 @@ impl<D: ToolDeps> SubAgent<D> {
         SubAgent {
             own: agent.emit.iter().cloned().collect(),
             agent: Arc::new(agent),
-            name: name.into(),
+            name: Arc::from(name.into()),
             description: description.into(),
             max_depth: DEFAULT_MAX_SUBAGENT_DEPTH,
             output: None,
@@ -321,18 +322,8 @@ impl<D: ToolDeps> SubAgent<D> {
     pub fn into_tool<P: ToolDeps>(self) -> Result<ToolSpec<P>, SpecError> {
         let shared = Arc::new(self);
         let description = shared.description.clone();
-        ToolSpec::<P>::builder(shared.name.clone(), description)
-            .parameters(json!({
-                "type": "object",
-                "properties": {
-                    "prompt": {
-                        "type": "string",
-                        "description": "The complete task for the sub-agent: it sees nothing else of this conversation."
-                    }
-                },
-                "required": ["prompt"],
-                "additionalProperties": false
-            }))
+        ToolSpec::<P>::builder(shared.name.to_string(), description)
+            .parameters(prompt_parameters())
             .handler(move |ctx: ToolContext<P>, args: PromptArgs| {
                 let shared = shared.clone();
                 async move { shared.call(ctx.call_id(), args.prompt, false).await }
@@ -481,7 +472,7 @@ impl<D: ToolDeps> SubAgent<D> {
         }
         let relay = Arc::new(Relay {
             parent,
-            call_id: call_id.to_owned(),
+            call_id: Arc::from(call_id),
             agent: self.name.clone(),
             open_calls: Mutex::new(Vec::new()),
             messages: Mutex::new(Vec::new()),
@@ -567,6 +558,23 @@ impl<D: ToolDeps> AgentLoop<D> {
     }
 }
 
+/// The JSON Schema of a sub-agent call's arguments, `{"prompt": TEXT}`: the parameters of the
+/// tool [`SubAgent::into_tool`] builds, for a tool that delegates to a child run another way
+/// (e.g. as a durable invocation of its own) and takes the same arguments.
+pub fn prompt_parameters() -> serde_json::Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "prompt": {
+                "type": "string",
+                "description": "The complete task for the sub-agent: it sees nothing else of this conversation."
+            }
+        },
+        "required": ["prompt"],
+        "additionalProperties": false
+    })
+}
+
 #[derive(Deserialize)]
 struct PromptArgs {
     prompt: String,
@@ -578,8 +586,9 @@ struct PromptArgs {
 struct Relay {
     /// The parent run's emitter, when anyone listens to the parent.
     parent: Option<Emitter>,
-    call_id: String,
-    agent: String,
+    /// The tag of every event, shared by them all.
+    call_id: Arc<str>,
+    agent: Arc<str>,
     /// Calls the child started and has not answered yet.
     open_calls: Mutex<Vec<ToolCallPart>>,
     /// Messages the child completed (its `AgentEnd` lists them, also when cut short).
@@ -589,23 +598,55 @@ struct Relay {
 }
 
 impl Forward for Relay {
-    fn forward(&self, event: AgentEvent) {
-        match &event {
-            AgentEvent::ToolExecutionStart { call } => lock(&self.open_calls).push(call.clone()),
+    fn forward(&self, event: AgentEvent, give_back: bool) -> Option<AgentEvent> {
+        let keeps = match &event {
+            AgentEvent::ToolExecutionStart { .. } | AgentEvent::MessageEnd { .. } => true,
             AgentEvent::ToolExecutionEnd { call, .. } => {
                 lock(&self.open_calls).retain(|c| c.id != call.id);
+                false
             }
-            AgentEvent::MessageEnd { message } => lock(&self.messages).push(message.clone()),
-            AgentEvent::AgentEnd { .. } => self.ended.store(true, Ordering::Relaxed),
-            _ => {}
+            AgentEvent::AgentEnd { .. } => {
+                self.ended.store(true, Ordering::Relaxed);
+                false
+            }
+            _ => false,
+        };
+        let event = match &self.parent {
+            // The event itself becomes the parent's copy, and comes back when this relay keeps
+            // part of it: no clone.
+            Some(parent) => {
+                let tagged = AgentEvent::Child {
+                    parent_call_id: self.call_id.clone(),
+                    agent: self.agent.clone(),
+                    event: Box::new(event),
+                };
+                match parent.deliver(tagged, keeps || give_back) {
+                    Some(AgentEvent::Child { event, .. }) => *event,
+                    _ => return None,
+                }
+            }
+            None => event,
+        };
+        if give_back {
+            if keeps {
+                self.keep(event.clone());
+            }
+            Some(event)
+        } else {
+            self.keep(event);
+            None
         }
-        if let Some(parent) = &self.parent {
-            // The event itself becomes the parent's copy: no clone.
-            parent.emit(AgentEvent::Child {
-                parent_call_id: self.call_id.clone(),
-                agent: self.agent.clone(),
-                event: Box::new(event),
-            });
+    }
+}
+
+impl Relay {
+    /// Keeps what closing the child's stream early needs of `event`: a started call, a
+    /// completed message.
+    fn keep(&self, event: AgentEvent) {
+        match event {
+            AgentEvent::ToolExecutionStart { call } => lock(&self.open_calls).push(call),
+            AgentEvent::MessageEnd { message } => lock(&self.messages).push(message),
+            _ => {}
         }
     }
 }

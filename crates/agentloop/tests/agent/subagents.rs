@@ -45,7 +45,7 @@ fn child_events(events: &[AgentEvent], call_id: &str) -> Vec<AgentEvent> {
                 parent_call_id,
                 event,
                 ..
-            } if parent_call_id == call_id => Some((**event).clone()),
+            } if &**parent_call_id == call_id => Some((**event).clone()),
             _ => None,
         })
         .collect()
@@ -131,7 +131,7 @@ async fn the_childs_answer_is_the_result_and_its_events_reach_the_parent_tagged(
     assert!(child.iter().any(|e| matches!(e,
         AgentEvent::ToolExecutionEnd { result, .. } if result.content == "PARIS")));
     assert!(events.iter().all(|e| match e {
-        AgentEvent::Child { agent, .. } => agent == "researcher",
+        AgentEvent::Child { agent, .. } => &**agent == "researcher",
         _ => true,
     }));
     // Every child event precedes the parent's end of the call that ran it.
@@ -278,11 +278,74 @@ async fn aborting_the_parent_aborts_the_child_and_every_call_gets_one_result() {
             ..
         }
     ));
+    assert_lists_completed_messages(&child);
     let call_end = events
         .iter()
         .position(|e| matches!(e, AgentEvent::ToolExecutionEnd { call, .. } if call.id == "p-1"))
         .unwrap();
     assert!(events.iter().rposition(|e| e.kind() == "child").unwrap() < call_end);
+}
+
+/// The closing `AgentEnd` of an aborted child (the last of `child`, its unwrapped events) lists
+/// every message the child completed — its prompt and its reply — in order.
+fn assert_lists_completed_messages(child: &[AgentEvent]) {
+    let completed: Vec<_> = child
+        .iter()
+        .filter_map(AgentEvent::completed_message)
+        .collect();
+    assert_eq!(completed.len(), 2, "{completed:?}");
+    let Some(AgentEvent::AgentEnd { messages, .. }) = child.last() else {
+        panic!("the child's stream does not end with its AgentEnd: {child:?}")
+    };
+    assert_eq!(messages.iter().collect::<Vec<_>>(), completed);
+}
+
+/// Through the parent's event stream (and a listener beside it), an aborted child's events are
+/// the same as for a listener alone: one aborted `AgentEnd` that lists what the child completed.
+#[tokio::test(start_paused = true)]
+async fn an_aborted_child_seen_through_the_parents_stream_closes_with_its_completed_messages() {
+    let parent_signal = agentloop::agent::AbortSignal::new();
+    let signal = parent_signal.clone();
+    let hang = ToolSpec::<Deps>::builder("hang", "Waits forever.")
+        .handler(move |_ctx: ToolContext<Deps>, _args: Value| {
+            let signal = signal.clone();
+            async move {
+                signal.abort();
+                std::future::pending::<()>().await;
+                "never"
+            }
+        })
+        .build()
+        .unwrap();
+    let child = agent(
+        Arc::new(ScriptedModel::new([
+            ScriptedTurn::new().tool_call("c-1", "hang", json!({})),
+            ScriptedTurn::text("never reached"),
+        ])),
+        vec![hang],
+    );
+    let parent_model = Arc::new(ScriptedModel::new([
+        ScriptedTurn::new().tool_call("p-1", "worker", json!({"prompt": "work"})),
+        ScriptedTurn::text("never reached"),
+    ]));
+    let rec = Recorder::default();
+    let parent = agent(
+        parent_model,
+        vec![child.into_tool("worker", "Works.").unwrap()],
+    )
+    .with_abort_signal(parent_signal)
+    .with_emit(rec.callback());
+    let mut stream = parent.run_stream(vec![Message::user("x")], vec![]);
+    let mut streamed = Vec::new();
+    while let Some(event) = within(stream.next()).await {
+        streamed.push(event);
+    }
+    assert_eq!(stream.outcome().unwrap().unwrap().stop, RunStop::Aborted);
+    assert_eq!(streamed, rec.events());
+    let child = child_events(&streamed, "p-1");
+    let ends: Vec<_> = child.iter().filter_map(AgentEvent::run_stop).collect();
+    assert_eq!(ends, [&RunStop::Aborted], "one AgentEnd, aborted");
+    assert_lists_completed_messages(&child);
 }
 
 /// With nobody listening to the parent, the child builds no tagged events, yet an aborted
@@ -552,12 +615,12 @@ async fn grandchildren_run_when_every_level_allows_them_and_their_events_carry_t
             parent_call_id,
             agent,
             event,
-        } if parent_call_id == "p-1" && agent == "middle" => match &**event {
+        } if &**parent_call_id == "p-1" && &**agent == "middle" => match &**event {
             AgentEvent::Child {
                 parent_call_id,
                 agent,
                 event,
-            } if parent_call_id == "m-1" && agent == "leaf" => Some((**event).clone()),
+            } if &**parent_call_id == "m-1" && &**agent == "leaf" => Some((**event).clone()),
             _ => None,
         },
         _ => None,
