@@ -355,7 +355,9 @@ pub(crate) fn task_tool<D: Send + Sync + 'static>(
                 reply,
             };
             if jobs.send(job).is_err() {
-                return Err(ToolError::new("the durable run ended before the task was sent"));
+                return Err(ToolError::new(
+                    "the durable run ended before the task was sent",
+                ));
             }
             let output = answer.await;
             // As for a tool call's result (see `forwarding_tool`).

@@ -98,24 +98,24 @@ fn with_listener(agent: AgentLoop<Deps>) -> AgentLoop<Deps> {
 
 /// The variants' agents: plain tool call, task call, child alone.
 fn build(listener: bool) -> [AgentLoop<Deps>; 3] {
-        let plain = AgentLoop::new(AgentLoopConfig::default(), parent_model("answer"))
-            .with_tools([plain_tool()])
-            .unwrap();
-        let task = AgentLoop::new(AgentLoopConfig::default(), parent_model("helper"))
-            .with_tools([SubAgent::new(child(), "helper", "Answers questions.")
-                .into_tool()
-                .unwrap()])
-            .unwrap();
-        let alone = child();
-        if listener {
-            [
-                with_listener(plain),
-                with_listener(task),
-                with_listener(alone),
-            ]
-        } else {
-            [plain, task, alone]
-        }
+    let plain = AgentLoop::new(AgentLoopConfig::default(), parent_model("answer"))
+        .with_tools([plain_tool()])
+        .unwrap();
+    let task = AgentLoop::new(AgentLoopConfig::default(), parent_model("helper"))
+        .with_tools([SubAgent::new(child(), "helper", "Answers questions.")
+            .into_tool()
+            .unwrap()])
+        .unwrap();
+    let alone = child();
+    if listener {
+        [
+            with_listener(plain),
+            with_listener(task),
+            with_listener(alone),
+        ]
+    } else {
+        [plain, task, alone]
+    }
 }
 
 /// Runs one variant only (`SUBAGENTS_PROFILE`), for a profiler.
