@@ -4,7 +4,6 @@
 
 use serde_json::{Value, json};
 use tracing::Span;
-use tracing::field::Empty;
 
 use super::{ModelError, ModelRequest};
 #[cfg(feature = "otel")]
@@ -12,6 +11,7 @@ use crate::telemetry::metrics;
 use crate::telemetry::names::*;
 use crate::telemetry::{
     TelemetryConfig, content_message, finish_reason, provider_name, record_error, record_usage,
+    telemetry_span,
 };
 use crate::transcript::{Message, Usage};
 
@@ -40,33 +40,17 @@ impl ChatCall {
         base_url: Option<&str>,
         config: &TelemetryConfig,
     ) -> ChatCall {
-        let span = tracing::info_span!(
-            target: "agentloop::telemetry",
-            "chat",
-            otel.name = Empty,
-            otel.kind = "client",
-            otel.status_code = Empty,
-            gen_ai.operation.name = OP_CHAT,
-            gen_ai.provider.name = Empty,
-            gen_ai.request.model = Empty,
-            gen_ai.request.temperature = Empty,
-            gen_ai.request.max_tokens = Empty,
-            gen_ai.response.model = Empty,
-            gen_ai.response.id = Empty,
-            gen_ai.response.finish_reasons = Empty,
-            gen_ai.usage.input_tokens = Empty,
-            gen_ai.usage.output_tokens = Empty,
-            gen_ai.usage.cache_read.input_tokens = Empty,
-            gen_ai.usage.cache_creation.input_tokens = Empty,
-            agentloop.usage.cost_usd = Empty,
-            agentloop.model.retries = Empty,
-            server.address = Empty,
-            server.port = Empty,
-            "error.type" = Empty,
-            gen_ai.system_instructions = Empty,
-            gen_ai.input.messages = Empty,
-            gen_ai.output.messages = Empty,
-        );
+        let span = telemetry_span!("chat", kind: "client",
+        fixed: { gen_ai.operation.name = OP_CHAT },
+        later: [
+            gen_ai.provider.name, gen_ai.request.model, gen_ai.request.temperature,
+            gen_ai.request.max_tokens, gen_ai.response.model, gen_ai.response.id,
+            gen_ai.response.finish_reasons,
+            gen_ai.usage.input_tokens, gen_ai.usage.output_tokens,
+            gen_ai.usage.cache_read.input_tokens, gen_ai.usage.cache_creation.input_tokens,
+            agentloop.usage.cost_usd, agentloop.model.retries, server.address, server.port,
+            gen_ai.system_instructions, gen_ai.input.messages, gen_ai.output.messages,
+        ]);
         let server = base_url.and_then(server_cached);
         let call = ChatCall {
             provider: provider_name(provider).to_owned(),

@@ -20,13 +20,15 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use tracing::Span;
-use tracing::field::Empty;
 
 use crate::transcript::{Message, Part, Role, StopReason, ToolArguments, Usage};
 
 /// The GenAI semantic conventions these names follow: the `docs/gen-ai` pages of
 /// `open-telemetry/semantic-conventions-genai` (read at commit `002c8a6e`).
 pub const SEMCONV_GENAI: &str = "open-telemetry/semantic-conventions-genai@002c8a6e";
+
+mod span;
+pub(crate) use span::telemetry_span;
 
 /// Attribute, span and metric names (GenAI conventions, plus two `agentloop.*` extras).
 pub mod names {
@@ -175,24 +177,14 @@ pub(crate) fn record_error(span: &Span, error_type: &str) {
 
 /// The `invoke_agent {agent name}` span of one run (kind INTERNAL).
 pub fn agent_span(config: &TelemetryConfig, provider: &str, model: Option<&str>) -> Span {
-    let span = tracing::info_span!(
-        target: "agentloop::telemetry",
-        "invoke_agent",
-        otel.name = Empty,
-        otel.kind = "internal",
-        otel.status_code = Empty,
-        gen_ai.operation.name = OP_INVOKE_AGENT,
-        gen_ai.provider.name = Empty,
-        gen_ai.agent.name = Empty,
-        gen_ai.conversation.id = Empty,
-        gen_ai.request.model = Empty,
-        gen_ai.usage.input_tokens = Empty,
-        gen_ai.usage.output_tokens = Empty,
-        gen_ai.usage.cache_read.input_tokens = Empty,
-        gen_ai.usage.cache_creation.input_tokens = Empty,
-        agentloop.usage.cost_usd = Empty,
-        "error.type" = Empty,
-    );
+    let span = telemetry_span!("invoke_agent", kind: "internal",
+    fixed: { gen_ai.operation.name = OP_INVOKE_AGENT },
+    later: [
+        gen_ai.provider.name, gen_ai.agent.name, gen_ai.conversation.id, gen_ai.request.model,
+        gen_ai.usage.input_tokens, gen_ai.usage.output_tokens,
+        gen_ai.usage.cache_read.input_tokens, gen_ai.usage.cache_creation.input_tokens,
+        agentloop.usage.cost_usd,
+    ]);
     if span.is_disabled() {
         return span;
     }

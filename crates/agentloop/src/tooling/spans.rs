@@ -2,11 +2,10 @@
 //! closed with the call's outcome. The names it uses are in [`crate::telemetry::names`].
 
 use tracing::Span;
-use tracing::field::Empty;
 
 use super::{ToolErrorKind, ToolOutcome};
 use crate::telemetry::names::*;
-use crate::telemetry::record_error;
+use crate::telemetry::{record_error, telemetry_span};
 use crate::transcript::{ToolArguments, ToolCallPart};
 
 /// The `error.type` of a failed tool call.
@@ -29,20 +28,14 @@ pub(crate) fn tool_error_type(kind: ToolErrorKind) -> &'static str {
 
 /// The `execute_tool {tool name}` span of one call (kind INTERNAL).
 pub(crate) fn tool_span(call: &ToolCallPart, capture_content: bool) -> Span {
-    let span = tracing::info_span!(
-        target: "agentloop::telemetry",
-        "execute_tool",
-        otel.name = Empty,
-        otel.kind = "internal",
-        otel.status_code = Empty,
-        gen_ai.operation.name = OP_EXECUTE_TOOL,
-        gen_ai.tool.name = call.tool_name.as_str(),
-        gen_ai.tool.call.id = call.id.as_str(),
-        gen_ai.tool.type = "function",
-        gen_ai.tool.call.arguments = Empty,
-        gen_ai.tool.call.result = Empty,
-        "error.type" = Empty,
-    );
+    let span = telemetry_span!("execute_tool", kind: "internal",
+        fixed: {
+            gen_ai.operation.name = OP_EXECUTE_TOOL,
+            gen_ai.tool.name = call.tool_name.as_str(),
+            gen_ai.tool.call.id = call.id.as_str(),
+            gen_ai.tool.type = "function",
+        },
+        later: [gen_ai.tool.call.arguments, gen_ai.tool.call.result]);
     if span.is_disabled() {
         return span;
     }

@@ -4,26 +4,18 @@
 //! (`continue`, `block` or `error`; an error also sets `error.type` = `hook_error`).
 
 use tracing::Span;
-use tracing::field::Empty;
 
 use super::{CommandHook, HookReport};
-use crate::telemetry::record_error;
+use crate::telemetry::{record_error, telemetry_span};
 
 /// Opens the span of `hook`'s run (for `tool`, on tool events).
 pub(super) fn hook_span(hook: &CommandHook, tool: Option<&str>) -> Span {
-    let span = tracing::info_span!(
-        target: "agentloop::telemetry",
-        "hook",
-        otel.name = Empty,
-        otel.kind = "internal",
-        otel.status_code = Empty,
-        agentloop.hook.event = hook.event.as_str(),
-        agentloop.hook.command = hook.command.as_str(),
-        gen_ai.tool.name = Empty,
-        agentloop.hook.exit_code = Empty,
-        agentloop.hook.outcome = Empty,
-        "error.type" = Empty,
-    );
+    let span = telemetry_span!("hook", kind: "internal",
+        fixed: {
+            agentloop.hook.event = hook.event.as_str(),
+            agentloop.hook.command = hook.command.as_str(),
+        },
+        later: [gen_ai.tool.name, agentloop.hook.exit_code, agentloop.hook.outcome]);
     if span.is_disabled() {
         return span;
     }

@@ -140,9 +140,15 @@ pub trait Protocol: std::fmt::Debug + Send + Sync + 'static {
 
     /// The headers of one request beyond the configured ones: its authentication with `key`
     /// (the request's own key, else the configured one; `None`: no key) and any protocol
-    /// headers (a version). Names must be lowercase; values are marked sensitive.
-    fn headers(&self, config: &ProviderConfig, key: Option<&ApiKey>)
-    -> Vec<(&'static str, String)>;
+    /// headers (a version). Names must be lowercase; values are marked sensitive. Default:
+    /// [`bearer`] authentication with the key, the scheme of OpenAI and most compatible servers.
+    fn headers(
+        &self,
+        _config: &ProviderConfig,
+        key: Option<&ApiKey>,
+    ) -> Vec<(&'static str, String)> {
+        key.map(bearer).into_iter().collect()
+    }
 
     /// The request on the wire for `request`, and a parser for its response (seen nothing
     /// yet: each attempt gets a clone). Built synchronously, so the stream owns everything it

@@ -19,8 +19,8 @@ mod stream;
 mod tests;
 
 use super::ProviderConfig;
-use super::core::{Adapter, Protocol, WireBody, WireRequest, bearer};
-use crate::model::{ApiKey, ModelError, ModelRequest};
+use super::core::{Adapter, Protocol, WireBody, WireRequest};
+use crate::model::{ModelError, ModelRequest};
 
 pub use stream::ChatParser;
 
@@ -47,11 +47,7 @@ pub struct ChatCompletions;
 impl Adapter<ChatCompletions> {
     /// `OPENAI_BASE_URL` (default `https://api.openai.com/v1`) and `OPENAI_API_KEY`.
     pub fn from_env() -> Result<Self, ModelError> {
-        OpenAiChat::try_new(ProviderConfig::from_env_vars(
-            "OPENAI_BASE_URL",
-            "OPENAI_API_KEY",
-            "https://api.openai.com/v1",
-        ))
+        Self::openai_from_env()
     }
 }
 
@@ -66,13 +62,7 @@ impl Protocol for ChatCompletions {
         "chat/completions".to_owned()
     }
 
-    fn headers(
-        &self,
-        _config: &ProviderConfig,
-        key: Option<&ApiKey>,
-    ) -> Vec<(&'static str, String)> {
-        key.map(bearer).into_iter().collect()
-    }
+    // Authentication: the protocol's default, bearer.
 
     fn encode(
         &self,

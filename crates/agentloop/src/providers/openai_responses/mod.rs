@@ -107,8 +107,8 @@ mod tests;
 use serde_json::json;
 
 use super::ProviderConfig;
-use super::core::{Adapter, ModelCapabilities, Protocol, WireBody, WireRequest, bearer};
-use crate::model::{ApiKey, ModelError, ModelRequest};
+use super::core::{Adapter, ModelCapabilities, Protocol, WireBody, WireRequest};
+use crate::model::{ModelError, ModelRequest};
 use crate::transcript::ProviderData;
 
 pub use stream::ResponsesParser;
@@ -139,11 +139,7 @@ pub struct Responses;
 impl Adapter<Responses> {
     /// `OPENAI_BASE_URL` (default `https://api.openai.com/v1`) and `OPENAI_API_KEY`.
     pub fn from_env() -> Result<Self, ModelError> {
-        OpenAiResponses::try_new(ProviderConfig::from_env_vars(
-            "OPENAI_BASE_URL",
-            "OPENAI_API_KEY",
-            "https://api.openai.com/v1",
-        ))
+        Self::openai_from_env()
     }
 }
 
@@ -158,13 +154,7 @@ impl Protocol for Responses {
         "responses".to_owned()
     }
 
-    fn headers(
-        &self,
-        _config: &ProviderConfig,
-        key: Option<&ApiKey>,
-    ) -> Vec<(&'static str, String)> {
-        key.map(bearer).into_iter().collect()
-    }
+    // Authentication: the protocol's default, bearer.
 
     fn encode(
         &self,
