@@ -455,6 +455,23 @@ async fn root_metadata(
     }
 }
 
+/// What a login and a connection to server `name` at `http` both start from: its
+/// authorization manager, and its token file when the settings name one.
+async fn manager_for(
+    name: &str,
+    http: &HttpServer,
+    settings: &OAuthSettings,
+) -> Result<(AuthorizationManager, Option<TokenFile>), McpError> {
+    let manager = AuthorizationManager::new(http.url.as_str())
+        .await
+        .map_err(|e| auth_failed(name, e))?;
+    let store = settings
+        .token_file
+        .as_deref()
+        .map(|path| TokenFile::new(path, &http.url));
+    Ok((manager, store))
+}
+
 /// Runs the authorization-code flow with PKCE for server `name` at `http`: discovery (seeded
 /// with `challenge`, else with the server's answer to an unauthenticated request), client
 /// registration (pre-registered, metadata document, or dynamic), the authorization URL handed
@@ -473,13 +490,7 @@ pub async fn login(
         Some(c) => Some(c),
         None => probe_challenge(&http.url).await,
     };
-    let mut manager = AuthorizationManager::new(http.url.as_str())
-        .await
-        .map_err(|e| auth_failed(name, e))?;
-    let store = settings
-        .token_file
-        .as_deref()
-        .map(|path| TokenFile::new(path, &http.url));
+    let (mut manager, store) = manager_for(name, http, &settings).await?;
     let url = url::Url::parse(&http.url).map_err(|e| auth_failed(name, e))?;
     let scopes = scopes_for(&settings, challenge.as_deref(), store.as_ref());
     if let Some(store) = &store {
@@ -603,13 +614,7 @@ pub(crate) async fn auth_client(
     http: &HttpServer,
     settings: &OAuthSettings,
 ) -> Result<rmcp::transport::AuthClient<reqwest::Client>, McpError> {
-    let mut manager = AuthorizationManager::new(http.url.as_str())
-        .await
-        .map_err(|e| auth_failed(name, e))?;
-    let store = settings
-        .token_file
-        .as_deref()
-        .map(|path| TokenFile::new(path, &http.url));
+    let (mut manager, store) = manager_for(name, http, settings).await?;
     let mut contents = match &store {
         Some(store) => store.contents().map_err(|e| auth_failed(name, e))?,
         None => TokenFileContents::default(),

@@ -371,7 +371,8 @@ impl<D: ToolDeps> AgentLoop<D> {
         );
         // Sub-agent tools find this run (its emitter, depth, children's usage) through the scope.
         let scope = super::subagent::RunScope::for_run(&emitter, self.session_id.clone());
-        let execute = self.execute(&mut state, prompts, resume, &emitter, &cancel);
+        let start = turn::RunStart { prompts, resume };
+        let execute = self.execute(&mut state, start, &emitter, &cancel);
         let result = scope
             .clone()
             .enter(AssertUnwindSafe(execute).catch_unwind())

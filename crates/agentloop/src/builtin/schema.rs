@@ -4,16 +4,8 @@
 
 use serde_json::{Value, json};
 
-/// `{"type": "object", "properties": …, "required": […], "additionalProperties": false}`
-/// (`required` left out when empty).
-pub(super) fn object(properties: Value, required: &[&str]) -> Value {
-    let mut schema = json!({ "type": "object", "properties": properties });
-    if !required.is_empty() {
-        schema["required"] = json!(required);
-    }
-    schema["additionalProperties"] = json!(false);
-    schema
-}
+/// The closed object schema every built-in tool's arguments use.
+pub(super) use crate::json::schema::closed_object as object;
 
 /// A `path` argument naming a file: "`what`, relative to the workspace root (absolute paths
 /// must be inside the workspace)."
@@ -39,25 +31,6 @@ pub(super) fn non_empty_string(description: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn an_object_lists_required_properties_only_when_there_are_some() {
-        let with = object(json!({"a": string("A.")}), &["a"]);
-        assert_eq!(
-            with,
-            json!({
-                "type": "object",
-                "properties": {"a": {"type": "string", "description": "A."}},
-                "required": ["a"],
-                "additionalProperties": false
-            })
-        );
-        let without = object(json!({}), &[]);
-        assert_eq!(
-            without,
-            json!({"type": "object", "properties": {}, "additionalProperties": false})
-        );
-    }
 
     #[test]
     fn a_file_path_says_where_it_is_relative_to() {

@@ -5,7 +5,8 @@
 #![cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 
 use super::{
-    ForkOrigin, ParentLink, SessionError, SessionInfo, SessionSettings, SessionStats, StoredMessage,
+    ForkOrigin, NewSession, ParentLink, SessionError, SessionInfo, SessionSettings, SessionStats,
+    StoredMessage,
 };
 use crate::transcript::{Message, Part, ToolArguments};
 
@@ -172,4 +173,47 @@ pub(crate) fn clean_title(title: &str) -> Result<&str, SessionError> {
         });
     }
     Ok(title)
+}
+
+/// What both stores insert for a new session, before their own text rules: the id (the requested
+/// one once `check_id` accepts it, else a fresh UUID), the cleaned title, the model (the
+/// explicit one, else the settings'), the workspace and `settings` columns, and the parent link.
+pub(crate) struct NewSessionColumns {
+    pub(crate) id: String,
+    pub(crate) title: Option<String>,
+    pub(crate) model: Option<String>,
+    pub(crate) workspace: Option<String>,
+    pub(crate) settings: String,
+    pub(crate) parent: Option<ParentLink>,
+}
+
+impl NewSessionColumns {
+    /// The columns of `new`, checked in the order the stores report errors: id, title, settings.
+    pub(crate) fn of(
+        new: NewSession,
+        check_id: impl FnOnce(&str) -> Result<(), SessionError>,
+    ) -> Result<Self, SessionError> {
+        let id = match new.id {
+            Some(id) => {
+                check_id(&id)?;
+                id
+            }
+            None => uuid::Uuid::new_v4().to_string(),
+        };
+        let title = new
+            .title
+            .as_deref()
+            .map(clean_title)
+            .transpose()?
+            .map(str::to_owned);
+        let (workspace, settings) = settings_columns(&new.settings)?;
+        Ok(NewSessionColumns {
+            id,
+            title,
+            model: new.model.or(new.settings.model),
+            workspace,
+            settings,
+            parent: new.parent,
+        })
+    }
 }

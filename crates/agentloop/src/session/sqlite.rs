@@ -10,8 +10,8 @@ use rusqlite::types::Type;
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
 
 use super::columns::{
-    SessionRow, info_from_row, lenient_json, settings_columns, stats_json, storable_json,
-    stored_message,
+    NewSessionColumns, SessionRow, info_from_row, lenient_json, settings_columns, stats_json,
+    storable_json, stored_message,
 };
 use super::error::sqlite_busy;
 use super::{
@@ -548,17 +548,14 @@ impl SessionStore for SqliteStore {
         new: NewSession,
         messages: &[Message],
     ) -> Result<SessionInfo, SessionError> {
-        let id = match new.id {
-            Some(id) => {
-                check_id(&id)?;
-                id
-            }
-            None => uuid::Uuid::new_v4().to_string(),
-        };
-        let title = new.title.as_deref().map(clean_title).transpose()?;
-        let model = new.model.or_else(|| new.settings.model.clone());
-        let (workspace, settings) = settings_columns(&new.settings)?;
-        let parent = new.parent;
+        let NewSessionColumns {
+            id,
+            title,
+            model,
+            workspace,
+            settings,
+            parent,
+        } = NewSessionColumns::of(new, check_id)?;
         self.write(|tx| {
             let exists: Option<i64> = tx
                 .query_row("SELECT 1 FROM sessions WHERE id = ?1", [&id], |row| {

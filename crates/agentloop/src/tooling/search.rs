@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::registry::{Registry, ToolSchema};
 use super::spec::{ToolContext, ToolSpec};
+use crate::json::schema::closed_object;
 
 /// The name of the tool [`bm25_tool_search`] builds.
 pub const TOOL_SEARCH_NAME: &str = "tool_search";
@@ -245,9 +246,8 @@ impl Bm25Index {
         );
         let index = Arc::new(self);
         let builder = ToolSpec::<D>::builder(TOOL_SEARCH_NAME, description)
-            .parameters(json!({
-                "type": "object",
-                "properties": {
+            .parameters(closed_object(
+                json!({
                     "query": {
                         "type": "string",
                         "minLength": 1,
@@ -259,10 +259,9 @@ impl Bm25Index {
                         "maximum": top_k,
                         "description": "At most this many tool names (default and cap: the tool's own limit)."
                     }
-                },
-                "required": ["query"],
-                "additionalProperties": false
-            }))
+                }),
+                &["query"],
+            ))
             .handler(move |_ctx: ToolContext<D>, args: SearchArgs| {
                 let index = index.clone();
                 async move {

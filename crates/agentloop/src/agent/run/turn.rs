@@ -26,6 +26,13 @@ use crate::transcript::{Message, StopReason, ToolCallPart, ToolResultPart};
 /// How a run ends: why it stopped, or the model error with its partial message.
 pub(super) type RunEnd = Result<RunStop, (ModelError, Message)>;
 
+/// What a run starts from before its first model call: new prompts, and the parked run whose
+/// answered calls it settles first.
+pub(super) struct RunStart {
+    pub(super) prompts: Option<Vec<Message>>,
+    pub(super) resume: Option<ParkedRun>,
+}
+
 /// What a turn's tool calls got: results in call order, the calls deferred for approval, and
 /// what final-result calls decided.
 struct Answered {
@@ -39,12 +46,11 @@ impl<D: ToolDeps> AgentLoop<D> {
     pub(super) async fn execute(
         &self,
         state: &mut RunState,
-        prompts: Option<Vec<Message>>,
-        resume: Option<ParkedRun>,
+        start: RunStart,
         emitter: &Emitter,
         cancel: &CancellationToken,
     ) -> RunEnd {
-        if let ControlFlow::Break(end) = self.begin(state, prompts, resume, emitter, cancel).await {
+        if let ControlFlow::Break(end) = self.begin(state, start, emitter, cancel).await {
             return end;
         }
         let mut system_prompt = self.run_system_prompt(&state.output);
@@ -66,8 +72,7 @@ impl<D: ToolDeps> AgentLoop<D> {
     async fn begin(
         &self,
         state: &mut RunState,
-        prompts: Option<Vec<Message>>,
-        resume: Option<ParkedRun>,
+        start: RunStart,
         emitter: &Emitter,
         cancel: &CancellationToken,
     ) -> ControlFlow<RunEnd> {
@@ -79,10 +84,10 @@ impl<D: ToolDeps> AgentLoop<D> {
             self.load_searched_tools(&state.context, &mut state.loaded);
         }
         emitter.emit(AgentEvent::TurnStart { turn: 1 });
-        for prompt in prompts.into_iter().flatten() {
+        for prompt in start.prompts.into_iter().flatten() {
             self.inject(state, prompt, emitter);
         }
-        if let Some(parked) = resume {
+        if let Some(parked) = start.resume {
             let (context, new_from) = (&mut state.context, &mut state.new_from);
             if let Some(stop) = self
                 .resume_calls(context, new_from, parked, emitter, cancel)

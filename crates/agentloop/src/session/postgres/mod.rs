@@ -20,8 +20,8 @@ use tokio_postgres::{NoTls, Row};
 
 use self::bridge::Bridge;
 use super::columns::{
-    SessionRow, info_from_row, lenient_json, settings_columns, stats_json, storable_json,
-    stored_message,
+    NewSessionColumns, SessionRow, info_from_row, lenient_json, settings_columns, stats_json,
+    storable_json, stored_message,
 };
 use super::stats::Counted;
 use super::{
@@ -646,24 +646,20 @@ impl SessionStore for PostgresStore {
         new: NewSession,
         messages: &[Message],
     ) -> Result<SessionInfo, SessionError> {
-        let id = match new.id {
-            Some(id) if id.trim().is_empty() || !storable_id(&id) => {
+        let new = NewSessionColumns::of(new, |id| {
+            if id.trim().is_empty() || !storable_id(id) {
                 return Err(SessionError::Invalid {
                     what: "id",
                     reason: "a session id must not be empty or contain NUL".into(),
                 });
             }
-            Some(id) => id,
-            None => uuid::Uuid::new_v4().to_string(),
-        };
-        let title = new.title.as_deref().map(clean_title).transpose()?;
-        let model = new
-            .model
-            .as_deref()
-            .or(new.settings.model.as_deref())
-            .map(pg_text);
-        let (workspace, settings) = settings_columns(&new.settings)?;
-        let workspace = workspace.as_deref().map(pg_text);
+            Ok(())
+        })?;
+        let id = new.id;
+        let title = new.title.as_deref().map(pg_text);
+        let model = new.model.as_deref().map(pg_text);
+        let settings = new.settings;
+        let workspace = new.workspace.as_deref().map(pg_text);
         let parent = new.parent.map(|p| {
             (
                 pg_text(&p.session_id),
