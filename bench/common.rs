@@ -1,10 +1,13 @@
-//! Shared by the Rust bench binaries (included with `#[path]`): CLI, CPU and RSS probes, output.
+//! Shared by the Rust bench binaries (included with `#[path]`): CLI, CPU and RSS probes, the
+//! tools' schemas, and the three workloads with their output, run against any [`Subject`].
 #![allow(dead_code)]
 
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
 
 pub struct Args {
     pub base_url: String,
@@ -127,4 +130,114 @@ where
            "rss0_kib": rss0, "rss_peak_kib": peak, "rss_all_in_flight_kib": all,
            "lat_ms_p50": percentile(&lat, 50.0), "lat_ms_p99": percentile(&lat, 99.0),
            "lat_ms_min": lat.first(), "lat_ms_max": lat.last()})
+}
+
+/// The calls the tools (`add`, `upper`) have answered in the current workload.
+pub static TOOL_CALLS: AtomicU64 = AtomicU64::new(0);
+
+/// The arguments of the `add` tool: two integers.
+pub fn add_params() -> Value {
+    json!({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+           "required": ["a", "b"], "additionalProperties": false})
+}
+
+/// The arguments of the `upper` tool: a text.
+pub fn upper_params() -> Value {
+    json!({"type": "object", "properties": {"text": {"type": "string"}},
+           "required": ["text"], "additionalProperties": false})
+}
+
+/// What the workloads measure: something that answers a prompt on a conversation with the
+/// final text, calling the tools on the way (an agent, or the null client).
+pub trait Subject: Send + Sync + Sized + 'static {
+    /// The output's `framework` (`-h2` is appended with `--http 2`).
+    const FRAMEWORK: &'static str;
+    /// A conversation, carried from turn to turn.
+    type History: Default + Send + 'static;
+    /// Built from the command line, before any request.
+    fn new(a: &Args) -> Self;
+    /// Answers `prompt` on `history` (which the turn extends) with the final text.
+    fn answer(&self, history: &mut Self::History, prompt: String) -> impl Future<Output = String> + Send;
+    /// Checks the history of a W2 session after its 25 turns.
+    fn check_session(_history: &Self::History) {}
+}
+
+/// A bench binary's `main`: runs the workload `--workload` names and prints one JSON line.
+pub fn main<S: Subject>() {
+    let a = args();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let mut v = rt.block_on(async {
+        match a.workload.as_str() {
+            "w1" => w1::<S>(&a).await,
+            "w2" => w2::<S>(&a).await,
+            "w3" => w3::<S>(&a).await,
+            w => panic!("unknown workload {w}"),
+        }
+    });
+    let framework = if a.http2 { format!("{}-h2", S::FRAMEWORK) } else { S::FRAMEWORK.to_owned() };
+    v["framework"] = json!(framework);
+    v["ok"] = json!(true);
+    println!("{v}");
+}
+
+/// W1: `runs` independent runs of one prompt with two tool calls; CPU and wall time of each.
+async fn w1<S: Subject>(a: &Args) -> Value {
+    let subject = S::new(a);
+    // warm-up run (connection pool, lazy statics), not measured
+    assert_eq!(subject.answer(&mut S::History::default(), "warm-up".into()).await, W1_FINAL);
+    TOOL_CALLS.store(0, Relaxed);
+    let (mut cpu, mut wall) = (Vec::new(), Vec::new());
+    let (c0, t0) = (cpu_us(), Instant::now());
+    for i in 0..a.runs {
+        let (c, t) = (cpu_us(), Instant::now());
+        let prompt = format!("Run {i}: add 2 and 3, upper-case hi.");
+        let text = subject.answer(&mut S::History::default(), prompt).await;
+        assert_eq!(text, W1_FINAL, "final text mismatch");
+        cpu.push(cpu_us() - c);
+        wall.push(us_since(t));
+    }
+    let (ctot, ttot) = (cpu_us() - c0, us_since(t0));
+    let tools = TOOL_CALLS.load(Relaxed);
+    assert_eq!(tools, 2 * a.runs as u64, "tool invocations");
+    json!({"workload": "w1", "runs": a.runs, "tool_calls": tools, "cpu_us": cpu, "wall_us": wall,
+           "cpu_total_us": ctot, "wall_total_us": ttot})
+}
+
+/// W2: `runs` sessions of 25 turns each, one tool call a turn; CPU and wall time of each turn.
+async fn w2<S: Subject>(a: &Args) -> Value {
+    let subject = S::new(a);
+    assert_eq!(subject.answer(&mut S::History::default(), "warm-up".into()).await, w2_final(0));
+    TOOL_CALLS.store(0, Relaxed);
+    let (mut cpu, mut wall) = (Vec::new(), Vec::new());
+    for _ in 0..a.runs {
+        let (mut sc, mut sw) = (Vec::new(), Vec::new());
+        let mut history = S::History::default();
+        for i in 0..25 {
+            let (c, t) = (cpu_us(), Instant::now());
+            let text = subject.answer(&mut history, format!("Turn {i}: add {i} and 1.")).await;
+            assert_eq!(text, w2_final(i), "final text mismatch");
+            sc.push(cpu_us() - c);
+            sw.push(us_since(t));
+        }
+        S::check_session(&history);
+        cpu.push(sc);
+        wall.push(sw);
+    }
+    let tools = TOOL_CALLS.load(Relaxed);
+    assert_eq!(tools, 25 * a.runs as u64, "tool invocations");
+    json!({"workload": "w2", "runs": a.runs, "tool_calls": tools, "turn_cpu_us": cpu, "turn_wall_us": wall})
+}
+
+/// W3: `concurrency` sessions at once after a warm-up (see [`w3_sessions`]).
+async fn w3<S: Subject>(a: &Args) -> Value {
+    let subject = Arc::new(S::new(a));
+    assert_eq!(subject.answer(&mut S::History::default(), "warm-up".into()).await, W3_FINAL);
+    w3_sessions(a.concurrency, &TOOL_CALLS, |i| {
+        let subject = subject.clone();
+        async move {
+            let text = subject.answer(&mut S::History::default(), format!("Session {i}")).await;
+            assert_eq!(text, W3_FINAL, "final text mismatch");
+        }
+    })
+    .await
 }

@@ -13,8 +13,6 @@ use common::*;
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-static TOOL_CALLS: AtomicU64 = AtomicU64::new(0);
-
 struct Client {
     http: reqwest::Client,
     url: String,
@@ -33,12 +31,8 @@ impl Client {
             json!({"type": "function", "function": {"name": name, "description": desc, "parameters": params}})
         };
         let tools = json!([
-            fun("add", "Add two integers.", json!({"type": "object",
-                "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
-                "required": ["a", "b"], "additionalProperties": false})),
-            fun("upper", "Upper-case a text.", json!({"type": "object",
-                "properties": {"text": {"type": "string"}},
-                "required": ["text"], "additionalProperties": false})),
+            fun("add", "Add two integers.", add_params()),
+            fun("upper", "Upper-case a text.", upper_params()),
         ]);
         let http = if a.http2 {
             reqwest::Client::builder().http2_prior_knowledge().build().expect("client")
@@ -134,75 +128,19 @@ impl Client {
     }
 }
 
-async fn w1(a: &Args) -> Value {
-    let client = Client::new(a);
-    assert_eq!(client.run(&mut Vec::new(), "warm-up".into()).await, W1_FINAL);
-    TOOL_CALLS.store(0, Relaxed);
-    let (mut cpu, mut wall) = (Vec::new(), Vec::new());
-    let (c0, t0) = (cpu_us(), Instant::now());
-    for i in 0..a.runs {
-        let (c, t) = (cpu_us(), Instant::now());
-        let text = client.run(&mut Vec::new(), format!("Run {i}: add 2 and 3, upper-case hi.")).await;
-        assert_eq!(text, W1_FINAL);
-        cpu.push(cpu_us() - c);
-        wall.push(us_since(t));
-    }
-    let (ctot, ttot) = (cpu_us() - c0, us_since(t0));
-    let tools = TOOL_CALLS.load(Relaxed);
-    assert_eq!(tools, 2 * a.runs as u64, "tool invocations");
-    json!({"workload": "w1", "runs": a.runs, "tool_calls": tools, "cpu_us": cpu, "wall_us": wall,
-           "cpu_total_us": ctot, "wall_total_us": ttot})
-}
+impl Subject for Client {
+    const FRAMEWORK: &'static str = "null-baseline";
+    type History = Vec<Value>;
 
-async fn w2(a: &Args) -> Value {
-    let client = Client::new(a);
-    assert_eq!(client.run(&mut Vec::new(), "warm-up".into()).await, w2_final(0));
-    TOOL_CALLS.store(0, Relaxed);
-    let (mut cpu, mut wall) = (Vec::new(), Vec::new());
-    for _ in 0..a.runs {
-        let (mut sc, mut sw) = (Vec::new(), Vec::new());
-        let mut msgs = Vec::new();
-        for i in 0..25 {
-            let (c, t) = (cpu_us(), Instant::now());
-            let text = client.run(&mut msgs, format!("Turn {i}: add {i} and 1.")).await;
-            assert_eq!(text, w2_final(i));
-            sc.push(cpu_us() - c);
-            sw.push(us_since(t));
-        }
-        cpu.push(sc);
-        wall.push(sw);
+    fn new(a: &Args) -> Self {
+        Client::new(a)
     }
-    let tools = TOOL_CALLS.load(Relaxed);
-    assert_eq!(tools, 25 * a.runs as u64, "tool invocations");
-    json!({"workload": "w2", "runs": a.runs, "tool_calls": tools, "turn_cpu_us": cpu, "turn_wall_us": wall})
-}
 
-async fn w3(a: &Args) -> Value {
-    let k = a.concurrency;
-    let client = Arc::new(Client::new(a));
-    assert_eq!(client.run(&mut Vec::new(), "warm-up".into()).await, W3_FINAL);
-    w3_sessions(k, &TOOL_CALLS, |i| {
-        let client = client.clone();
-        async move {
-            let text = client.run(&mut Vec::new(), format!("Session {i}")).await;
-            assert_eq!(text, W3_FINAL);
-        }
-    })
-    .await
+    async fn answer(&self, history: &mut Vec<Value>, prompt: String) -> String {
+        self.run(history, prompt).await
+    }
 }
 
 fn main() {
-    let a = args();
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    let mut v = rt.block_on(async {
-        match a.workload.as_str() {
-            "w1" => w1(&a).await,
-            "w2" => w2(&a).await,
-            "w3" => w3(&a).await,
-            w => panic!("unknown workload {w}"),
-        }
-    });
-    v["framework"] = json!(if a.http2 { "null-baseline-h2" } else { "null-baseline" });
-    v["ok"] = json!(true);
-    println!("{v}");
+    common::main::<Client>();
 }

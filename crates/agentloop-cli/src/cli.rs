@@ -655,33 +655,49 @@ pub enum JsonForm {
     Compact,
 }
 
-/// `--reasoning` values.
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ReasoningArg {
-    /// No reasoning.
-    Off,
-    /// The least the provider offers.
-    Minimal,
-    /// Low effort.
-    Low,
-    /// Medium effort.
-    Medium,
-    /// High effort.
-    High,
-    /// The most the provider offers.
-    Xhigh,
+/// A `--reasoning` value: one of the library's [`ReasoningLevel`]s, named and described for
+/// clap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReasoningArg(pub ReasoningLevel);
+
+impl ReasoningArg {
+    /// The `--reasoning` value for `level` (`None` for a level this CLI has no value for).
+    pub fn of(level: ReasoningLevel) -> Option<ReasoningArg> {
+        let arg = ReasoningArg(level);
+        arg.to_possible_value().map(|_| arg)
+    }
+}
+
+impl ValueEnum for ReasoningArg {
+    fn value_variants<'a>() -> &'a [Self] {
+        use ReasoningLevel::*;
+        &[
+            ReasoningArg(Off),
+            ReasoningArg(Minimal),
+            ReasoningArg(Low),
+            ReasoningArg(Medium),
+            ReasoningArg(High),
+            ReasoningArg(Xhigh),
+        ]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        let (name, help) = match self.0 {
+            ReasoningLevel::Off => ("off", "No reasoning"),
+            ReasoningLevel::Minimal => ("minimal", "The least the provider offers"),
+            ReasoningLevel::Low => ("low", "Low effort"),
+            ReasoningLevel::Medium => ("medium", "Medium effort"),
+            ReasoningLevel::High => ("high", "High effort"),
+            ReasoningLevel::Xhigh => ("xhigh", "The most the provider offers"),
+            _ => return None,
+        };
+        Some(clap::builder::PossibleValue::new(name).help(help))
+    }
 }
 
 impl From<ReasoningArg> for ReasoningLevel {
     fn from(arg: ReasoningArg) -> Self {
-        match arg {
-            ReasoningArg::Off => ReasoningLevel::Off,
-            ReasoningArg::Minimal => ReasoningLevel::Minimal,
-            ReasoningArg::Low => ReasoningLevel::Low,
-            ReasoningArg::Medium => ReasoningLevel::Medium,
-            ReasoningArg::High => ReasoningLevel::High,
-            ReasoningArg::Xhigh => ReasoningLevel::Xhigh,
-        }
+        arg.0
     }
 }
 

@@ -72,19 +72,6 @@ pub fn recorded(
         .reasoning(reasoning.map(Into::into))
 }
 
-/// `--reasoning`'s value for a stored level (`None` for a level this CLI has no flag for).
-fn reasoning_arg(level: ReasoningLevel) -> Option<ReasoningArg> {
-    Some(match level {
-        ReasoningLevel::Off => ReasoningArg::Off,
-        ReasoningLevel::Minimal => ReasoningArg::Minimal,
-        ReasoningLevel::Low => ReasoningArg::Low,
-        ReasoningLevel::Medium => ReasoningArg::Medium,
-        ReasoningLevel::High => ReasoningArg::High,
-        ReasoningLevel::Xhigh => ReasoningArg::Xhigh,
-        _ => return None,
-    })
-}
-
 /// Replaces the choices the user did not give explicitly with `stored` (see the module docs).
 /// Returns a note for the user when the stored settings could not be used.
 pub fn restore(
@@ -121,7 +108,7 @@ pub fn restore(
         }
     }
     if !explicit.reasoning {
-        choice.reasoning = stored.reasoning.and_then(reasoning_arg);
+        choice.reasoning = stored.reasoning.and_then(ReasoningArg::of);
     }
     None
 }
@@ -151,7 +138,7 @@ fn restore_imported(
         }
     }
     if same_provider && !explicit.reasoning {
-        choice.reasoning = stored.reasoning.and_then(reasoning_arg);
+        choice.reasoning = stored.reasoning.and_then(ReasoningArg::of);
     }
     let mut unused = Vec::new();
     if let (Some(provider), false) = (&stored.provider, same_provider || explicit.model) {
@@ -216,7 +203,7 @@ mod tests {
         Choice {
             model: "openai:gpt-4o-mini".into(),
             base_url: Some("http://from-config/v1".into()),
-            reasoning: Some(ReasoningArg::Low),
+            reasoning: Some(ReasoningArg(ReasoningLevel::Low)),
         }
     }
 
@@ -229,7 +216,7 @@ mod tests {
             Choice {
                 model: "anthropic:claude-x".into(),
                 base_url: Some("http://localhost:9/".into()),
-                reasoning: Some(ReasoningArg::High),
+                reasoning: Some(ReasoningArg(ReasoningLevel::High)),
             }
         );
         // Recorded "provider default" reasoning is restored as such.

@@ -557,14 +557,15 @@ impl<D: ToolDeps> AgentLoop<D> {
         }
     }
 
+    /// The request of the run's next model call, from its context and the tools it has loaded.
     fn build_request<'a>(
         &'a self,
         registry: &'a crate::tooling::Registry<D>,
-        context: &'a [Message],
+        state: &'a RunState,
         system_prompt: &Option<String>,
-        loaded: &LoadedTools,
         output: Option<&OutputPlan>,
     ) -> ModelRequest<'a> {
+        let (context, loaded) = (&state.context, &state.loaded);
         let messages: Cow<'a, [Message]> = if self.hooks.has(HookKind::Context) {
             let mut copy = context.to_vec();
             self.hooks.context(&mut copy);

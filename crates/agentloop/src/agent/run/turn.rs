@@ -175,13 +175,7 @@ impl<D: ToolDeps> AgentLoop<D> {
         cancel: &CancellationToken,
     ) -> Reply {
         let plan = state.output.as_ref().map(|o| o.plan.clone());
-        let request = self.build_request(
-            registry,
-            &state.context,
-            system_prompt,
-            &state.loaded,
-            plan.as_deref(),
-        );
+        let request = self.build_request(registry, state, system_prompt, plan.as_deref());
         let chat = crate::model::spans::ChatCall::start(
             &request,
             self.model.provider(),
@@ -198,13 +192,7 @@ impl<D: ToolDeps> AgentLoop<D> {
                 && crate::agent::compaction::is_context_overflow(error)
                 && self.compact_if_needed(state, emitter, true).await
             {
-                let request = self.build_request(
-                    registry,
-                    &state.context,
-                    system_prompt,
-                    &state.loaded,
-                    plan.as_deref(),
-                );
+                let request = self.build_request(registry, state, system_prompt, plan.as_deref());
                 reply = self
                     .stream_reply(request, emitter, cancel, plan.as_deref())
                     .instrument(chat.span().clone())

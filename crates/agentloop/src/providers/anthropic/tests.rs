@@ -88,9 +88,17 @@ fn done(model: &str, body: &str) -> Message {
     }
 }
 
+/// Runs `events` (model `m`) to a completed message: the deltas and the message.
+fn deltas_and_message(events: &[String]) -> (Vec<ModelDelta>, Message) {
+    match run("m", &events.concat()) {
+        (deltas, Some(Ok(message)), _) => (deltas, message),
+        (_, other, _) => panic!("expected a message, got {other:?}"),
+    }
+}
+
 #[test]
 fn tool_input_deltas_stream_partial_values_and_end() {
-    let body = [
+    let (deltas, message) = deltas_and_message(&[
         start(10),
         block_start(
             0,
@@ -108,9 +116,7 @@ fn tool_input_deltas_stream_partial_values_and_end() {
         stop(0),
         message_delta("tool_use", json!({"output_tokens": 9})),
         end(),
-    ]
-    .concat();
-    let (deltas, terminal, _) = run("m", &body);
+    ]);
     assert_eq!(
         deltas,
         vec![
@@ -133,10 +139,6 @@ fn tool_input_deltas_stream_partial_values_and_end() {
         ],
         "no delta for the empty first fragment"
     );
-    let message = match terminal {
-        Some(Ok(m)) => m,
-        other => panic!("{other:?}"),
-    };
     let calls: Vec<_> = message.tool_calls().collect();
     assert_eq!(
         calls[0].arguments,
@@ -149,7 +151,7 @@ fn tool_input_deltas_stream_partial_values_and_end() {
 
 #[test]
 fn empty_input_is_an_empty_object_and_whole_start_input_is_kept() {
-    let body = [
+    let (deltas, message) = deltas_and_message(&[
         start(1),
         block_start(
             0,
@@ -163,15 +165,12 @@ fn empty_input_is_an_empty_object_and_whole_start_input_is_kept() {
         stop(1),
         message_delta("tool_use", json!({"output_tokens": 3})),
         end(),
-    ]
-    .concat();
-    let (deltas, terminal, _) = run("m", &body);
+    ]);
     assert!(deltas.contains(&ModelDelta::ToolCallArguments {
         index: 1,
         delta: "{\"path\":\"x\"}".into(),
         partial: Some(json!({"path": "x"})),
     }));
-    let message = terminal.and_then(Result::ok).unwrap_or_else(|| panic!());
     let args: Vec<_> = message.tool_calls().map(|c| c.arguments.clone()).collect();
     assert_eq!(
         args,
@@ -184,7 +183,7 @@ fn empty_input_is_an_empty_object_and_whole_start_input_is_kept() {
 
 #[test]
 fn a_tool_block_cut_by_max_tokens_keeps_its_raw_text() {
-    let body = [
+    let (deltas, message) = deltas_and_message(&[
         start(1),
         block_start(
             0,
@@ -196,16 +195,13 @@ fn a_tool_block_cut_by_max_tokens_keeps_its_raw_text() {
         ),
         message_delta("max_tokens", json!({"output_tokens": 3})),
         end(),
-    ]
-    .concat();
-    let (deltas, terminal, _) = run("m", &body);
+    ]);
     assert!(
         !deltas
             .iter()
             .any(|d| matches!(d, ModelDelta::ToolCallEnd { .. })),
         "an unfinished call never ends"
     );
-    let message = terminal.and_then(Result::ok).unwrap_or_else(|| panic!());
     assert_eq!(message.stop_reason, Some(StopReason::Length));
     assert_eq!(
         message.tool_calls().next().map(|c| c.arguments.clone()),
@@ -215,7 +211,7 @@ fn a_tool_block_cut_by_max_tokens_keeps_its_raw_text() {
 
 #[test]
 fn thinking_signatures_and_redacted_thinking() {
-    let body = [
+    let (deltas, message) = deltas_and_message(&[
         start(1),
         block_start(
             0,
@@ -232,9 +228,7 @@ fn thinking_signatures_and_redacted_thinking() {
         stop(2),
         message_delta("end_turn", json!({"output_tokens": 30})),
         end(),
-    ]
-    .concat();
-    let (deltas, terminal, _) = run("m", &body);
+    ]);
     assert_eq!(
         deltas,
         vec![
@@ -247,7 +241,6 @@ fn thinking_signatures_and_redacted_thinking() {
             ModelDelta::Text { delta: "Hi".into() },
         ]
     );
-    let message = terminal.and_then(Result::ok).unwrap_or_else(|| panic!());
     assert_eq!(
         message.content,
         vec![
@@ -360,7 +353,7 @@ fn an_error_event_is_a_provider_error_with_its_type_as_code() {
 
 #[test]
 fn pings_unknown_events_blocks_and_deltas_are_ignored() {
-    let body = [
+    let (deltas, message) = deltas_and_message(&[
         start(1),
         ev(json!({"type": "ping"})),
         ev(json!({"type": "some_future_event", "x": 1})),
@@ -383,11 +376,8 @@ fn pings_unknown_events_blocks_and_deltas_are_ignored() {
         stop(1),
         message_delta("end_turn", json!({"output_tokens": 2})),
         end(),
-    ]
-    .concat();
-    let (deltas, terminal, _) = run("m", &body);
+    ]);
     assert_eq!(deltas, vec![ModelDelta::Text { delta: "ok".into() }]);
-    let message = terminal.and_then(Result::ok).unwrap_or_else(|| panic!());
     assert_eq!(message.content, vec![Part::text("ok")]);
 }
 
