@@ -222,21 +222,9 @@ pub struct RunArgs {
     /// standard input; `chat` starts with it when given.
     pub prompt: Option<String>,
 
-    /// The directory the tools may read and change (default: the current directory).
-    #[arg(long, short = 'w', value_name = "DIR")]
-    pub workspace: Option<PathBuf>,
-
-    /// `PROVIDER:NAME`, e.g. `openai:gpt-4o-mini`, `openai-responses:gpt-5`,
-    /// `anthropic:claude-sonnet-4-5`, `gemini:gemini-2.5-flash`. `openai` also covers compatible
-    /// servers (Ollama, vLLM, llama.cpp, OpenRouter) with `--base-url`.
-    #[arg(
-        long,
-        short = 'm',
-        env = "AGENTLOOP_MODEL",
-        default_value = "openai:gpt-4o-mini",
-        value_name = "PROVIDER:NAME"
-    )]
-    pub model: String,
+    /// The workspace and the model.
+    #[command(flatten)]
+    pub target: RunTarget,
 
     /// Use the settings of `[profiles.NAME]` from the config files (`~/.config/agentloop/config.toml`,
     /// `<workspace>/.agentloop/config.toml`); flags still win. Default: the files' `profile` key.
@@ -478,6 +466,51 @@ pub struct RunArgs {
     /// Whether the workspace's own files apply (decided by `config::layers::parse`, not a flag).
     #[arg(skip)]
     pub trust: crate::config::trust::Trust,
+}
+
+/// The flags `run` (with `chat` and `acp`) and `resume` share: where the tools work and which
+/// model answers. `resume` words the model's help for a stored session (`resume_model_help`).
+#[derive(Args, Debug)]
+pub struct RunTarget {
+    /// The directory the tools may read and change (default: the current directory).
+    #[arg(long, short = 'w', value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+
+    /// `PROVIDER:NAME`, e.g. `openai:gpt-4o-mini`, `openai-responses:gpt-5`,
+    /// `anthropic:claude-sonnet-4-5`, `gemini:gemini-2.5-flash`. `openai` also covers compatible
+    /// servers (Ollama, vLLM, llama.cpp, OpenRouter) with `--base-url`.
+    #[arg(
+        long,
+        short = 'm',
+        env = "AGENTLOOP_MODEL",
+        default_value = "openai:gpt-4o-mini",
+        value_name = "PROVIDER:NAME"
+    )]
+    pub model: String,
+}
+
+impl RunTarget {
+    /// The workspace directory: `--workspace`, else the current directory.
+    pub fn root(&self) -> std::io::Result<PathBuf> {
+        match &self.workspace {
+            Some(dir) => Ok(dir.clone()),
+            None => std::env::current_dir(),
+        }
+    }
+}
+
+/// `resume --model`'s own help (the session's stored model is its default). Set by mapping
+/// every argument, which keeps their order (`Command::mut_arg` would move it last, and the
+/// completion scripts list arguments in that order).
+fn resume_model_help(arg: clap::Arg) -> clap::Arg {
+    if arg.get_id() == "model" {
+        arg.help(
+            "`PROVIDER:NAME` (as for `run`; default: the session's stored model, else \
+             `openai:gpt-4o-mini`)",
+        )
+    } else {
+        arg
+    }
 }
 
 /// Which session-stored settings the user gave on this invocation — typed as a flag, through
@@ -914,23 +947,14 @@ pub struct DenyArgs {
 
 /// `agentloop resume`.
 #[derive(Args, Debug)]
+#[command(mut_args = resume_model_help)]
 pub struct ResumeArgs {
     /// Session id (or a unique prefix). None, on a terminal: pick one of this workspace's
     /// sessions from a list.
     pub session: Option<String>,
-    /// The directory the tools may read and change (default: the current directory).
-    #[arg(long, short = 'w', value_name = "DIR")]
-    pub workspace: Option<PathBuf>,
-    /// `PROVIDER:NAME` (as for `run`; default: the session's stored model, else
-    /// `openai:gpt-4o-mini`).
-    #[arg(
-        long,
-        short = 'm',
-        env = "AGENTLOOP_MODEL",
-        default_value = "openai:gpt-4o-mini",
-        value_name = "PROVIDER:NAME"
-    )]
-    pub model: String,
+    /// The workspace and the model (the session's stored one by default).
+    #[command(flatten)]
+    pub target: RunTarget,
     /// Base URL of the provider API (default: the session's stored one).
     #[arg(long, value_name = "URL")]
     pub base_url: Option<String>,

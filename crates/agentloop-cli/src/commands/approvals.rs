@@ -234,7 +234,7 @@ pub async fn resume(db: Option<&str>, args: ResumeArgs) -> Result<(), Failure> {
     let mut session = store.info(&id)?;
     // The session's stored model, provider, base URL and reasoning, unless given here.
     let mut choice = Choice {
-        model: args.model.clone(),
+        model: args.target.model.clone(),
         base_url: args.base_url.clone(),
         reasoning: None,
     };
@@ -243,10 +243,7 @@ pub async fn resume(db: Option<&str>, args: ResumeArgs) -> Result<(), Failure> {
     }
     let spec = ModelSpec::parse(&choice.model)?;
     let model = build_model(&spec, choice.base_url.as_deref())?;
-    let root = match &args.workspace {
-        Some(dir) => dir.clone(),
-        None => std::env::current_dir()?,
-    };
+    let root = args.target.root()?;
     let workspace = Workspace::new(&root).map_err(|e| Failure::usage(e.to_string()))?;
     let settings = recorded(
         &spec,

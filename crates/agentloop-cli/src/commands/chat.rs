@@ -234,15 +234,12 @@ fn line_editor(chat: &Chat) -> Result<Editor<Lines, rustyline::history::DefaultH
 
 impl Chat {
     fn open(db: Option<&str>, mut args: RunArgs) -> Result<Chat, Failure> {
-        let root = match &args.workspace {
-            Some(dir) => dir.clone(),
-            None => std::env::current_dir()?,
-        };
+        let root = args.target.root()?;
         let workspace = Workspace::new(&root).map_err(|e| Failure::usage(e.to_string()))?;
         let store = open_store(db)?;
         let target = session_target(&*store, &args, workspace.root())?;
         let flags = Choice {
-            model: args.model.clone(),
+            model: args.target.model.clone(),
             base_url: args.base_url.clone(),
             reasoning: args.reasoning,
         };
@@ -259,7 +256,7 @@ impl Chat {
             choice.reasoning,
             workspace.root(),
         );
-        (args.model, args.base_url, args.reasoning) =
+        (args.target.model, args.base_url, args.reasoning) =
             (choice.model, choice.base_url, choice.reasoning);
         let system_prompt = system_prompt_for(&args, &workspace);
         let created = matches!(target, SessionTarget::New(Some(_)));
@@ -316,7 +313,7 @@ impl Chat {
             "{}",
             self.style.dim(&format!(
                 "agentloop chat · {} · workspace {} · session {} · /help for commands",
-                visible_line(&self.args.model),
+                visible_line(&self.args.target.model),
                 visible_line(&self.workspace.root().display().to_string()),
                 visible_line(&self.id)
             ))
@@ -640,7 +637,7 @@ impl Chat {
                 let (skills, _) = crate::config::skills::load(self.workspace.root(), trusted);
                 crate::ui::render::out(&crate::config::skills::listing(&skills));
             }
-            "model" if rest.is_empty() => println!("model: {}", visible_line(&self.args.model)),
+            "model" if rest.is_empty() => println!("model: {}", visible_line(&self.args.target.model)),
             "model" => self.switch_model(rest)?,
             "approve" if rest.is_empty() => println!("approve: {}", approve_name(self.approve)),
             "approve" => self.set_approval(rest),
@@ -720,7 +717,7 @@ impl Chat {
             Ok((model, spec)) => {
                 self.model = model;
                 self.spec = spec;
-                self.args.model = id.to_owned();
+                self.args.target.model = id.to_owned();
                 let settings = self.settings();
                 // Not recorded yet: the session is created with the settings of that moment.
                 if let Some(session) = &mut self.session {
@@ -880,7 +877,7 @@ impl Chat {
         let (spec, model) = choice.build(&self.args)?;
         let lock = self.store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
         let mut info = self.store.info(&info.id)?;
-        (self.args.model, self.args.base_url, self.args.reasoning) =
+        (self.args.target.model, self.args.base_url, self.args.reasoning) =
             (choice.model, choice.base_url, choice.reasoning);
         self.spec = spec;
         self.model = model;
@@ -891,7 +888,7 @@ impl Chat {
             "resumed {} ({} messages) · model {}",
             visible_line(&info.id),
             info.message_count,
-            visible_line(&self.args.model)
+            visible_line(&self.args.target.model)
         );
         self.id = info.id.clone();
         self.session = Some(info);

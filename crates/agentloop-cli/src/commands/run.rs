@@ -876,10 +876,7 @@ impl RunInput {
         if args.json == Some(crate::cli::JsonForm::Compact) {
             crate::ui::render::compact_json();
         }
-        let root = match &args.workspace {
-            Some(dir) => dir.clone(),
-            None => std::env::current_dir()?,
-        };
+        let root = args.target.root()?;
         let workspace = Workspace::new(&root).map_err(|e| Failure::usage(e.to_string()))?;
         let trusted = args.trust.applies_to(workspace.root());
         // `/NAME ARGS`: a custom command's prompt.
@@ -977,7 +974,7 @@ fn model_choice(
     command: Option<&crate::config::custom_commands::Expanded>,
 ) -> Choice {
     let mut choice = Choice {
-        model: args.model.clone(),
+        model: args.target.model.clone(),
         base_url: args.base_url.clone(),
         reasoning: args.reasoning,
     };

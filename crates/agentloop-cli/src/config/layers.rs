@@ -335,12 +335,12 @@ fn finish(mut cli: Cli, explicit: Explicit, trust: Option<Trust>) -> Result<Cli,
     match &mut cli.command {
         Some(Command::Run(args) | Command::Chat(args)) => {
             args.explicit = explicit;
-            args.trust = decide(&args.workspace)?;
+            args.trust = decide(&args.target.workspace)?;
         }
         #[cfg(feature = "acp")]
         Some(Command::Acp(args)) => {
             args.explicit = explicit;
-            args.trust = decide(&args.workspace)?;
+            args.trust = decide(&args.target.workspace)?;
         }
         Some(Command::Resume(args)) => args.explicit = explicit,
         Some(Command::Config(ConfigCommand::Show(args))) => args.trust = decide(&args.workspace)?,

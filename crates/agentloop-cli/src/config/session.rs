@@ -18,7 +18,6 @@
 
 use std::path::Path;
 
-use agentloop::model::ReasoningLevel;
 use agentloop::session::{SessionInfo, SessionSettings, SessionStore};
 
 use crate::cli::{Explicit, ReasoningArg};
@@ -190,6 +189,7 @@ pub fn store_if_changed(
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use agentloop::model::ReasoningLevel;
 
     fn stored() -> SessionSettings {
         SessionSettings::new()

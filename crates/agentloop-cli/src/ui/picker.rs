@@ -155,10 +155,7 @@ pub fn chat_resume_flag(db: Option<&str>, args: &mut RunArgs) -> Result<bool, Fa
         }
         Some(None) => {
             let store = open_store(db)?;
-            let workspace = match &args.workspace {
-                Some(dir) => dir.clone(),
-                None => std::env::current_dir()?,
-            };
+            let workspace = args.target.root()?;
             match pick(&*store, &workspace)? {
                 Some(info) => {
                     args.session = Some(info.id);
@@ -214,11 +211,11 @@ async fn chat(db: Option<&str>, args: &ResumeArgs, id: Option<&str>) -> Result<(
         Some(id) => argv.extend(["--session".into(), id.into()]),
         None => argv.push("--resume".into()),
     }
-    if let Some(dir) = &args.workspace {
+    if let Some(dir) = &args.target.workspace {
         argv.extend(["--workspace".into(), dir.clone().into_os_string()]);
     }
     if args.explicit.model {
-        argv.extend(["--model".into(), args.model.clone().into()]);
+        argv.extend(["--model".into(), args.target.model.clone().into()]);
     }
     if let Some(url) = &args.base_url {
         argv.extend(["--base-url".into(), url.into()]);

@@ -169,13 +169,32 @@ pub fn tools<D: ToolDeps>(workspace: &Workspace) -> Vec<ToolSpec<D>> {
 /// Like [`tools`], with explicit [`ShellOptions`] for the `shell` tool (sandbox mode,
 /// environment allow-list).
 pub fn tools_with<D: ToolDeps>(workspace: &Workspace, shell: &ShellOptions) -> Vec<ToolSpec<D>> {
+    // Each file tool's module is named after the tool and holds its description, schema and
+    // `run`, which takes the workspace and the arguments, then what the tool uses of the call:
+    // the file its whole output spills into, and the cancellation check the walks make.
+    macro_rules! file_tool {
+        ($tool:ident) => {
+            file_tool!(@ $tool, |ws, args, _, _| $tool::run(ws, args))
+        };
+        ($tool:ident, spill) => {
+            file_tool!(@ $tool, |ws, args, _, spill| $tool::run(ws, args, spill()))
+        };
+        ($tool:ident, cancelled, spill) => {
+            file_tool!(@ $tool, |ws, args, cancelled, spill| {
+                $tool::run(ws, args, cancelled, spill())
+            })
+        };
+        (@ $tool:ident, $run:expr) => {
+            file_tool(workspace, shell, stringify!($tool), $tool::DESCRIPTION, $tool::schema(), $run)
+        };
+    }
     let built = [
-        build_read_file(workspace),
-        build_write_file(workspace),
-        build_edit_file(workspace),
-        build_list_dir(workspace, shell),
-        build_find_files(workspace, shell),
-        build_grep(workspace, shell),
+        file_tool!(read_file),
+        file_tool!(write_file),
+        file_tool!(edit_file),
+        file_tool!(list_dir, spill),
+        file_tool!(find_files, cancelled, spill),
+        file_tool!(grep, cancelled, spill),
         build_shell(workspace, shell),
         build_job_output(shell),
         build_job_kill(shell),
@@ -196,76 +215,43 @@ pub fn tools_with<D: ToolDeps>(workspace: &Workspace, shell: &ShellOptions) -> V
 
 type Built<D> = Result<ToolSpec<D>, crate::tooling::SpecError>;
 
-fn build_read_file<D: ToolDeps>(workspace: &Workspace) -> Built<D> {
-    let ws = workspace.clone();
-    ToolSpec::builder("read_file", read_file::DESCRIPTION)
-        .parameters(read_file::schema())
-        .timeout(FILE_TOOL_TIMEOUT)
-        .blocking_handler(move |_ctx: ToolContext<D>, args: read_file::Args| {
-            read_file::run(&ws, args)
-        })
-        .build()
-}
-
-fn build_write_file<D: ToolDeps>(workspace: &Workspace) -> Built<D> {
-    let ws = workspace.clone();
-    ToolSpec::builder("write_file", write_file::DESCRIPTION)
-        .parameters(write_file::schema())
-        .timeout(FILE_TOOL_TIMEOUT)
-        .parallel_safe(false)
-        .blocking_handler(move |_ctx: ToolContext<D>, args: write_file::Args| {
-            write_file::run(&ws, args)
-        })
-        .build()
-}
-
-fn build_edit_file<D: ToolDeps>(workspace: &Workspace) -> Built<D> {
-    let ws = workspace.clone();
-    ToolSpec::builder("edit_file", edit_file::DESCRIPTION)
-        .parameters(edit_file::schema())
-        .timeout(FILE_TOOL_TIMEOUT)
-        .parallel_safe(false)
-        .blocking_handler(move |_ctx: ToolContext<D>, args: edit_file::Args| {
-            edit_file::run(&ws, args)
-        })
-        .build()
-}
-
 /// The file a call's whole output streams into when `shell` retains outputs (see
 /// [`ShellOptions::retain_outputs`]).
 fn spill<D: ToolDeps>(options: &ShellOptions, ctx: &ToolContext<D>) -> Option<retention::Spill> {
     options.retention().map(|store| store.spill(ctx.call_id()))
 }
 
-fn build_list_dir<D: ToolDeps>(workspace: &Workspace, shell: &ShellOptions) -> Built<D> {
-    let (ws, shell) = (workspace.clone(), shell.clone());
-    ToolSpec::builder("list_dir", list_dir::DESCRIPTION)
-        .parameters(list_dir::schema())
-        .timeout(FILE_TOOL_TIMEOUT)
-        .blocking_handler(move |ctx: ToolContext<D>, args: list_dir::Args| {
-            list_dir::run(&ws, args, spill(&shell, &ctx))
-        })
-        .build()
-}
+/// A call's cancellation check, for a file tool's `run`.
+type Cancelled<'a> = &'a dyn Fn() -> bool;
 
-fn build_find_files<D: ToolDeps>(workspace: &Workspace, shell: &ShellOptions) -> Built<D> {
-    let (ws, shell) = (workspace.clone(), shell.clone());
-    ToolSpec::builder("find_files", find_files::DESCRIPTION)
-        .parameters(find_files::schema())
-        .timeout(FILE_TOOL_TIMEOUT)
-        .blocking_handler(move |ctx: ToolContext<D>, args: find_files::Args| {
-            find_files::run(&ws, args, &|| ctx.is_cancelled(), spill(&shell, &ctx))
-        })
-        .build()
-}
+/// A call's spill file, made on demand (a tool that may cut its output asks for it), for a file
+/// tool's `run`.
+type SpillOnDemand<'a> = &'a dyn Fn() -> Option<retention::Spill>;
 
-fn build_grep<D: ToolDeps>(workspace: &Workspace, shell: &ShellOptions) -> Built<D> {
+/// A file tool on `workspace`: `name` with its description and argument schema, the file-tool
+/// time limit, run on the blocking pool; a mutating one ([`is_mutating`]) is not parallel-safe.
+/// `run` gets the workspace, the arguments, the call's cancellation check and its spill file on
+/// demand (see [`spill`]).
+fn file_tool<D, A, R>(
+    workspace: &Workspace,
+    shell: &ShellOptions,
+    name: &str,
+    description: &str,
+    schema: serde_json::Value,
+    run: fn(&Workspace, A, Cancelled<'_>, SpillOnDemand<'_>) -> Result<R, ToolError>,
+) -> Built<D>
+where
+    D: ToolDeps,
+    A: serde::de::DeserializeOwned + Send + 'static,
+    Result<R, ToolError>: crate::tooling::IntoToolOutput + 'static,
+{
     let (ws, shell) = (workspace.clone(), shell.clone());
-    ToolSpec::builder("grep", grep::DESCRIPTION)
-        .parameters(grep::schema())
+    ToolSpec::builder(name, description)
+        .parameters(schema)
         .timeout(FILE_TOOL_TIMEOUT)
-        .blocking_handler(move |ctx: ToolContext<D>, args: grep::Args| {
-            grep::run(&ws, args, &|| ctx.is_cancelled(), spill(&shell, &ctx))
+        .parallel_safe(!is_mutating(name))
+        .blocking_handler(move |ctx: ToolContext<D>, args: A| {
+            run(&ws, args, &|| ctx.is_cancelled(), &|| spill(&shell, &ctx))
         })
         .build()
 }

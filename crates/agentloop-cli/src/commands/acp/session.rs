@@ -42,7 +42,7 @@ impl Server {
     pub fn open(db: Option<&str>, args: RunArgs) -> Result<Server, Failure> {
         let store = crate::commands::sessions::open_store(db)?;
         let choice = Choice {
-            model: args.model.clone(),
+            model: args.target.model.clone(),
             base_url: args.base_url.clone(),
             reasoning: args.reasoning,
         };
