@@ -29,7 +29,7 @@ use agentloop::transcript::{Message, Role, StopReason, ToolArguments};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::config::files::user_config_path;
+use crate::config::files::{extension_dirs, markdown_files};
 use crate::error::Failure;
 
 /// The name of the one tool the parent model delegates through.
@@ -87,15 +87,7 @@ fn explore() -> AgentDef {
 
 /// The agent directories for `workspace`, most specific first.
 pub fn roots(workspace: &Path, trusted: bool) -> Vec<PathBuf> {
-    let mut roots = Vec::new();
-    if trusted {
-        roots.push(workspace.join(".agentloop").join("agents"));
-        roots.push(workspace.join(".claude").join("agents"));
-    }
-    if let Some(config) = user_config_path() {
-        roots.push(config.with_file_name("agents"));
-    }
-    roots
+    extension_dirs(workspace, trusted, "agents")
 }
 
 /// The agents for `workspace` (the built-in one included, last), and one line per file that
@@ -104,15 +96,7 @@ pub fn load(workspace: &Path, trusted: bool) -> (Vec<AgentDef>, Vec<String>) {
     let mut agents: Vec<AgentDef> = Vec::new();
     let mut problems = Vec::new();
     for root in roots(workspace, trusted) {
-        let Ok(entries) = std::fs::read_dir(&root) else {
-            continue;
-        };
-        let mut files: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|x| x == "md"))
-            .collect();
-        files.sort();
-        for file in files {
+        for file in markdown_files(&root) {
             match read(&file) {
                 Ok(def) if agents.iter().any(|a| a.name == def.name) => {}
                 Ok(def) => agents.push(def),

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use agentloop::builtin::{parse_front_matter, split_front_matter};
 
-use crate::config::files::user_config_path;
+use crate::config::files::{extension_dirs, markdown_files};
 use crate::error::Failure;
 
 /// Longest command file read (bytes).
@@ -49,14 +49,7 @@ pub struct Expanded {
 /// trusted), then the user's; Claude Code's `.claude/commands/` after ours at each level, so
 /// existing command files work as they are.
 fn roots(workspace: &Path, trusted: bool) -> Vec<PathBuf> {
-    let mut roots = Vec::new();
-    if trusted {
-        roots.push(workspace.join(".agentloop").join("commands"));
-        roots.push(workspace.join(".claude").join("commands"));
-    }
-    if let Some(config) = user_config_path() {
-        roots.push(config.with_file_name("commands"));
-    }
+    let mut roots = extension_dirs(workspace, trusted, "commands");
     if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
         roots.push(PathBuf::from(home).join(".claude").join("commands"));
     }
@@ -69,16 +62,7 @@ pub fn load(workspace: &Path, trusted: bool) -> (Vec<CustomCommand>, Vec<String>
     let mut commands: Vec<CustomCommand> = Vec::new();
     let mut problems = Vec::new();
     for root in roots(workspace, trusted) {
-        let Ok(entries) = std::fs::read_dir(&root) else {
-            continue;
-        };
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|e| e == "md"))
-            .collect();
-        paths.sort();
-        for path in paths {
+        for path in markdown_files(&root) {
             match read(&path) {
                 Ok(command) if commands.iter().any(|c| c.name == command.name) => {}
                 Ok(command) => commands.push(command),

@@ -328,6 +328,34 @@ pub fn user_config_path() -> Option<PathBuf> {
     Some(base.join("agentloop").join("config.toml"))
 }
 
+/// The directories of one kind of extension file (`agents`, `skills`, `commands`) for
+/// `workspace`, most specific first: the workspace's `.agentloop/KIND` and Claude Code's
+/// `.claude/KIND` when it is trusted, then the user's `KIND` beside the user config file.
+pub fn extension_dirs(workspace: &Path, trusted: bool, kind: &str) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if trusted {
+        dirs.push(workspace.join(".agentloop").join(kind));
+        dirs.push(workspace.join(".claude").join(kind));
+    }
+    if let Some(config) = user_config_path() {
+        dirs.push(config.with_file_name(kind));
+    }
+    dirs
+}
+
+/// The Markdown files (`*.md`) directly in `dir`, sorted; none when it cannot be read.
+pub fn markdown_files(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    files.sort();
+    files
+}
+
 /// `NAME=COMMAND ARGS…` or `NAME=URL`.
 fn parse_cli_server(value: &str) -> Result<(String, McpServerEntry), Failure> {
     let usage = || {

@@ -8,20 +8,12 @@ use std::path::{Path, PathBuf};
 
 use agentloop::builtin::{Skill, Skills};
 
-use crate::config::files::user_config_path;
+use crate::config::files::extension_dirs;
 use crate::ui::safe_text::visible_line;
 
 /// The skill directories for `workspace`, most specific first.
 pub fn roots(workspace: &Path, trusted: bool) -> Vec<PathBuf> {
-    let mut roots = Vec::new();
-    if trusted {
-        roots.push(workspace.join(".agentloop").join("skills"));
-        roots.push(workspace.join(".claude").join("skills"));
-    }
-    if let Some(config) = user_config_path() {
-        roots.push(config.with_file_name("skills"));
-    }
-    roots
+    extension_dirs(workspace, trusted, "skills")
 }
 
 /// The skills for `workspace`, and one line per skill that could not be read.
