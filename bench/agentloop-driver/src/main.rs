@@ -4,16 +4,14 @@
 #[path = "../../common.rs"]
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::Instant;
+use std::sync::atomic::Ordering::Relaxed;
 
 use agentloop::agent::{AgentLoop, AgentLoopConfig, RunStop};
 use agentloop::providers::{HttpVersion, OpenAiChat, ProviderConfig};
 use agentloop::tooling::{Deps, ToolContext, ToolSpec};
 use agentloop::transcript::Message;
 use common::*;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 fn tools() -> Vec<ToolSpec<Deps>> {
     let add = ToolSpec::<Deps>::builder("add", "Add two integers.")

@@ -5,9 +5,7 @@
 #[path = "../../common.rs"]
 mod common;
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::time::Instant;
+use std::sync::atomic::Ordering::Relaxed;
 
 use common::*;
 use futures::StreamExt;
