@@ -637,7 +637,9 @@ impl Chat {
                 let (skills, _) = crate::config::skills::load(self.workspace.root(), trusted);
                 crate::ui::render::out(&crate::config::skills::listing(&skills));
             }
-            "model" if rest.is_empty() => println!("model: {}", visible_line(&self.args.target.model)),
+            "model" if rest.is_empty() => {
+                println!("model: {}", visible_line(&self.args.target.model))
+            }
             "model" => self.switch_model(rest)?,
             "approve" if rest.is_empty() => println!("approve: {}", approve_name(self.approve)),
             "approve" => self.set_approval(rest),
@@ -877,8 +879,11 @@ impl Chat {
         let (spec, model) = choice.build(&self.args)?;
         let lock = self.store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
         let mut info = self.store.info(&info.id)?;
-        (self.args.target.model, self.args.base_url, self.args.reasoning) =
-            (choice.model, choice.base_url, choice.reasoning);
+        (
+            self.args.target.model,
+            self.args.base_url,
+            self.args.reasoning,
+        ) = (choice.model, choice.base_url, choice.reasoning);
         self.spec = spec;
         self.model = model;
         let settings = self.settings();
