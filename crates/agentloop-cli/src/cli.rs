@@ -1072,6 +1072,46 @@ mod tests {
     }
 
     #[test]
+    fn resume_shares_the_run_flags_with_its_own_model_help_in_the_same_order() {
+        let cli = Cli::command();
+        let help_of = |command: &str| {
+            let command = cli.find_subcommand(command).unwrap();
+            let model = command.get_arguments().find(|a| a.get_id() == "model");
+            model.and_then(|a| a.get_help()).map(ToString::to_string)
+        };
+        assert_eq!(
+            help_of("resume").as_deref(),
+            Some(
+                "`PROVIDER:NAME` (as for `run`; default: the session's stored model, else \
+                 `openai:gpt-4o-mini`)"
+            )
+        );
+        assert!(
+            help_of("run")
+                .unwrap()
+                .starts_with("`PROVIDER:NAME`, e.g. `openai:gpt-4o-mini`")
+        );
+        let resume = cli.find_subcommand("resume").unwrap();
+        let ids: Vec<&str> = resume
+            .get_arguments()
+            .map(|a| a.get_id().as_str())
+            .collect();
+        assert_eq!(ids[..4], ["session", "workspace", "model", "base_url"]);
+    }
+
+    #[test]
+    fn reasoning_values_name_the_library_levels() {
+        let parse = |v: &str| ReasoningArg::from_str(v, false).map(ReasoningLevel::from);
+        assert_eq!(parse("minimal"), Ok(ReasoningLevel::Minimal));
+        assert_eq!(parse("xhigh"), Ok(ReasoningLevel::Xhigh));
+        assert!(parse("none").is_err());
+        for arg in ReasoningArg::value_variants() {
+            assert_eq!(ReasoningArg::of(arg.0), Some(*arg));
+        }
+        assert_eq!(ReasoningArg::value_variants().len(), 6);
+    }
+
+    #[test]
     fn session_and_continue_conflict() {
         let parsed =
             Cli::try_parse_from(["agentloop", "run", "hi", "--session", "x", "--continue"]);
