@@ -10,9 +10,8 @@
 //!
 //! Run: `cargo bench -p agentloop --bench subagents`
 //!
-//! Profile one variant alone (for `perf` or `valgrind --tool=callgrind
-//! --collect-atstart=no --toggle-collect=*profile_runs*`): set `SUBAGENTS_PROFILE` to `plain`,
-//! `task` or `alone`, with `+listener` for the variant with an `emit` listener (e.g.
+//! Profile one variant alone (for `perf record`): set `SUBAGENTS_PROFILE` to `plain`, `task` or
+//! `alone`, with `+listener` for the variant with an `emit` listener (e.g.
 //! `SUBAGENTS_PROFILE=task+listener`); it runs that variant [`RUNS`] × [`ROUNDS`] times and
 //! prints nothing.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
