@@ -388,7 +388,9 @@ impl SqliteStore {
     /// Opens (creating if needed, with its parent directories) the database file at `path`.
     ///
     /// What it creates is private to the user: directories 0700, the file 0600 (on Unix;
-    /// existing files and directories keep their permissions).
+    /// existing files and directories keep their permissions). A file it creates gets its
+    /// schema without waiting for the disk (it holds no data yet); the first commit that
+    /// syncs, or the first checkpoint, makes the file durable before any data depends on it.
     pub fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self, SessionError> {
         let path = path.as_ref();
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
