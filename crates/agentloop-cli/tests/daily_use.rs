@@ -589,6 +589,46 @@ fn a_chat_whose_first_prompt_fails_before_any_reply_leaves_no_session() {
     assert!(sessions.is_empty(), "{sessions:?}");
 }
 
+/// A new chat opens its database while its prompt is drawn: one that cannot be opened still
+/// ends the chat with the store's error and exit code 1 when the first line is entered, and
+/// a database the chat creates is complete even when the chat is left at once.
+#[cfg(unix)]
+#[test]
+fn a_new_chat_opens_its_database_behind_the_prompt_and_still_reports_a_bad_one() {
+    let scratch = Scratch::new();
+    let not_a_dir = scratch.ws().join("not-a-directory");
+    std::fs::write(&not_a_dir, "x").unwrap();
+    let chat_on = |db: &std::path::Path| {
+        let mut cmd = scratch.env_cmd();
+        cmd.env("COLUMNS", "200")
+            .arg("--db")
+            .arg(db)
+            .args(["chat", "-m", "openai:mock", "-w"])
+            .arg(scratch.ws());
+        let mut chat = Pty::spawn(cmd);
+        chat.expect("› ");
+        chat
+    };
+    let mut bad = chat_on(&not_a_dir.join("sessions.db"));
+    bad.line("hello");
+    bad.expect("cannot open the session database");
+    bad.finish();
+
+    let fresh = scratch.path("fresh").join("sessions.db");
+    std::fs::create_dir_all(fresh.parent().unwrap()).unwrap();
+    let mut left = chat_on(&fresh);
+    left.line("/exit");
+    left.finish();
+    let listed = scratch
+        .env_cmd()
+        .arg("--db")
+        .arg(&fresh)
+        .args(["sessions", "list"])
+        .output()
+        .unwrap();
+    assert!(listed.status.success(), "{listed:?}");
+}
+
 // ---------------------------------------------------------------------------------------------
 // `--json` lines match the documented schema, in full and compact form.
 

@@ -19,6 +19,7 @@ mod bang;
 mod complete;
 mod earlier;
 mod steering;
+mod store_slot;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -84,6 +85,7 @@ steer it.";
 
 use complete::Lines;
 use steering::SteeringReader;
+use store_slot::StoreSlot;
 
 /// The text of a (possibly multi-line) input: continuation backslashes removed.
 fn joined(input: &str) -> String {
@@ -107,7 +109,8 @@ fn history_path(db: Option<&str>) -> Option<PathBuf> {
 /// The conversation's changing state.
 struct Chat {
     args: RunArgs,
-    store: Arc<dyn SessionStore>,
+    /// Opened while the first prompt is drawn when nothing had to be read from it first.
+    store: StoreSlot,
     workspace: Workspace,
     system_prompt: Option<String>,
     spec: ModelSpec,
@@ -169,6 +172,15 @@ pub async fn run(db: Option<&str>, mut args: RunArgs) -> Result<(), Failure> {
         editor = back;
         match line {
             Ok(input) => {
+                // The store opened while the prompt was drawn: a database that cannot be
+                // opened ends the chat here, as it did at start, with the line kept in the
+                // prompt history.
+                if let Err(failure) = chat.store.get() {
+                    if let Some(path) = &history {
+                        let _ = editor.save_history(path);
+                    }
+                    return Err(failure);
+                }
                 if !chat.entered(&input).await? {
                     break;
                 }
@@ -236,8 +248,14 @@ impl Chat {
     fn open(db: Option<&str>, mut args: RunArgs) -> Result<Chat, Failure> {
         let root = args.target.root()?;
         let workspace = Workspace::new(&root).map_err(|e| Failure::usage(e.to_string()))?;
-        let store = open_store(db)?;
-        let target = session_target(&*store, &args, workspace.root())?;
+        // A new conversation reads nothing from the store before its first prompt.
+        let (store, target) = if args.session.is_none() && !args.continue_last {
+            (StoreSlot::opening(db), SessionTarget::New(None))
+        } else {
+            let store = open_store(db)?;
+            let target = session_target(&*store, &args, workspace.root())?;
+            (StoreSlot::ready(store), target)
+        };
         let flags = Choice {
             model: args.target.model.clone(),
             base_url: args.base_url.clone(),
@@ -262,15 +280,16 @@ impl Chat {
         let created = matches!(target, SessionTarget::New(Some(_)));
         let (session, lock) = match target {
             SessionTarget::Resume(info) => {
+                let store = store.get()?;
                 let lock = store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
                 let mut info = store.info(&info.id)?;
-                store_if_changed(&*store, &mut info, settings)?;
+                store_if_changed(&**store, &mut info, settings)?;
                 (Some(info), Some(lock))
             }
             // A chosen id is taken at once (a second chat naming it fails now, not at its
             // first prompt).
             SessionTarget::New(Some(id)) => {
-                let (info, lock) = new_session(&*store, settings, Some(id))?;
+                let (info, lock) = new_session(&**store.get()?, settings, Some(id))?;
                 (Some(info), Some(lock))
             }
             // Recorded with the first prompt: no write (and no sync of the database) before
@@ -329,9 +348,13 @@ impl Chat {
         let new = NewSession::new()
             .id(self.id.clone())
             .settings(self.settings());
-        let info = self.store.create(new)?;
+        let info = self.store.get()?.create(new)?;
         self.created = true;
-        self._lock = Some(self.store.lock_session(&info.id, SESSION_LOCK_WAIT)?);
+        self._lock = Some(
+            self.store
+                .get()?
+                .lock_session(&info.id, SESSION_LOCK_WAIT)?,
+        );
         self.session = Some(info.clone());
         Ok(info)
     }
@@ -404,7 +427,12 @@ impl Chat {
 
     /// A resumed session's last exchanges (see [`earlier`]).
     fn show_earlier(&self) {
-        if let Ok(messages) = self.store.load_raw(&self.id) {
+        if let Some(messages) = self
+            .store
+            .get()
+            .ok()
+            .and_then(|s| s.load_raw(&self.id).ok())
+        {
             print!(
                 "{}",
                 earlier::render(self.style, &messages, earlier::EXCHANGES)
@@ -416,7 +444,7 @@ impl Chat {
     /// discarded, the model never having answered in it).
     fn farewell(&mut self) {
         self.leave_session();
-        if self.session.is_some() && self.store.info(&self.id).is_ok() {
+        if self.session.is_some() && self.store.get().is_ok_and(|s| s.info(&self.id).is_ok()) {
             let id = visible_line(&self.id);
             println!(
                 "{}",
@@ -489,9 +517,9 @@ impl Chat {
         let extensions = self.extensions_for(command)?;
         let session = self.recorded()?;
         // A sub-agent cut short by a dead process continues with this turn.
-        crate::config::agents::park_interrupted_children(&*self.store, &session.id)?;
-        let (history, parked) = load_parked(&*self.store, &session.id)?;
-        let store: Arc<dyn SessionStore> = self.store.clone();
+        crate::config::agents::park_interrupted_children(&**self.store.get()?, &session.id)?;
+        let (history, parked) = load_parked(&**self.store.get()?, &session.id)?;
+        let store: Arc<dyn SessionStore> = self.store.get()?.clone();
         let steering = MessageQueue::new();
         let reader = SteeringReader::start(steering.clone(), self.style);
         let resume = parked.map(|mut p| {
@@ -572,7 +600,7 @@ impl Chat {
         let line = summary_line(&report.totals, None);
         println!("{}", self.style.dim(&line));
         self.offer_plan(report).await;
-        if let Ok(info) = self.store.info(&self.id) {
+        if let Some(info) = self.store.get().ok().and_then(|s| s.info(&self.id).ok()) {
             self.session = Some(info);
         }
     }
@@ -646,7 +674,7 @@ impl Chat {
             "thinking" => self.thinking(rest),
             "cost" => self.cost()?,
             "diff" => self.diff(),
-            "output" => crate::outputs::open(&*self.store, &self.id, rest, self.style),
+            "output" => crate::outputs::open(&**self.store.get()?, &self.id, rest, self.style),
             "rewind" => {
                 if let Err(e) = self.rewind(rest).await {
                     println!("{}", self.style.red(&e.to_string()));
@@ -723,7 +751,7 @@ impl Chat {
                 let settings = self.settings();
                 // Not recorded yet: the session is created with the settings of that moment.
                 if let Some(session) = &mut self.session {
-                    store_if_changed(&*self.store, session, settings)?;
+                    store_if_changed(&**self.store.get()?, session, settings)?;
                 }
                 println!("model: {}", visible_line(id));
             }
@@ -785,7 +813,7 @@ impl Chat {
                     agentloop::agent::command_hooks::CompactionTrigger::Manual,
                 );
         let line = crate::commands::compact::compact_session(
-            &*self.store,
+            &**self.store.get()?,
             &self.id,
             self.model.as_ref(),
             &self.spec.name,
@@ -817,7 +845,7 @@ impl Chat {
         if !all {
             filter = filter.workspace(self.workspace.root().to_string_lossy());
         }
-        let sessions = self.store.list_where(&filter)?;
+        let sessions = self.store.get()?.list_where(&filter)?;
         if sessions.is_empty() {
             println!("(no sessions here yet; `/sessions all` lists every workspace's)");
         }
@@ -839,7 +867,9 @@ impl Chat {
     /// created and the model never answered in is deleted (see [`discard_if_unanswered`]).
     fn leave_session(&mut self) {
         if std::mem::take(&mut self.created) {
-            discard_if_unanswered(&*self.store, &self.id);
+            if let Ok(store) = self.store.get() {
+                discard_if_unanswered(&**store, &self.id);
+            }
         }
     }
 
@@ -867,7 +897,7 @@ impl Chat {
     /// `/resume ID`: switch to another session, with its stored model, provider, base URL and
     /// reasoning (the flags given to agentloop still win). Nothing changes when it fails.
     fn resume(&mut self, wanted: &str) -> Result<(), Failure> {
-        let info = crate::commands::sessions::resolve(&*self.store, wanted)?;
+        let info = crate::commands::sessions::resolve(&**self.store.get()?, wanted)?;
         if info.id == self.id {
             println!("already in session {}", visible_line(&info.id));
             return Ok(());
@@ -877,8 +907,11 @@ impl Chat {
             println!("{}", self.style.yellow(&note));
         }
         let (spec, model) = choice.build(&self.args)?;
-        let lock = self.store.lock_session(&info.id, SESSION_LOCK_WAIT)?;
-        let mut info = self.store.info(&info.id)?;
+        let lock = self
+            .store
+            .get()?
+            .lock_session(&info.id, SESSION_LOCK_WAIT)?;
+        let mut info = self.store.get()?.info(&info.id)?;
         (
             self.args.target.model,
             self.args.base_url,
@@ -887,7 +920,7 @@ impl Chat {
         self.spec = spec;
         self.model = model;
         let settings = self.settings();
-        store_if_changed(&*self.store, &mut info, settings)?;
+        store_if_changed(&**self.store.get()?, &mut info, settings)?;
         self.leave_session();
         println!(
             "resumed {} ({} messages) · model {}",
@@ -938,8 +971,12 @@ impl Chat {
                 return Ok(());
             }
         }
-        let fork = crate::commands::checkpoints::rewind_session(&*self.store, &session, &wanted)?;
-        let lock = self.store.lock_session(&fork.id, SESSION_LOCK_WAIT)?;
+        let fork =
+            crate::commands::checkpoints::rewind_session(&**self.store.get()?, &session, &wanted)?;
+        let lock = self
+            .store
+            .get()?
+            .lock_session(&fork.id, SESSION_LOCK_WAIT)?;
         self.leave_session();
         self.id = fork.id.clone();
         self.session = Some(fork);
@@ -953,7 +990,7 @@ impl Chat {
     fn cost(&self) -> Result<(), Failure> {
         // Not recorded yet: nothing spent.
         let stats = match &self.session {
-            Some(_) => self.store.info(&self.id)?.stats,
+            Some(_) => self.store.get()?.info(&self.id)?.stats,
             None => Default::default(),
         };
         let usage = stats.usage;
