@@ -48,7 +48,7 @@ impl StoreSlot {
             },
             // No thread to be had: open it here, as before.
             Err(_) => StoreSlot {
-                store: OnceLock::from(open_store(db.as_deref()).map_err(|f| (f.code, f.message))),
+                store: OnceLock::from(open_store(db).map_err(|f| (f.code, f.message))),
                 opening: Mutex::new(None),
             },
         }
@@ -96,6 +96,8 @@ impl Drop for StoreSlot {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
+
     use super::*;
 
     #[test]
