@@ -49,6 +49,9 @@ struct Editor {
     answer: Answer,
     /// Sends `session/cancel` when the tool call with this id starts running.
     cancel_when_running: Option<String>,
+    /// Cancel the turn when a `terminal/wait_for_exit` is deferred: the command then runs in
+    /// the editor's terminal for sure (an `in_progress` update may come before the terminal).
+    cancel_on_wait: bool,
     /// The `clientCapabilities` sent in `initialize`.
     capabilities: Value,
     /// The editor's open buffers by absolute path: `fs/read_text_file` answers from here (else
@@ -143,6 +146,7 @@ impl Editor {
             permissions: Vec::new(),
             answer: Answer::Allow,
             cancel_when_running: None,
+            cancel_on_wait: false,
             capabilities: json!({}),
             buffers: HashMap::new(),
             fs_calls: Vec::new(),
@@ -272,6 +276,10 @@ impl Editor {
             }
             "terminal/wait_for_exit" if self.defer_waits => {
                 self.pending_waits.insert(id, request["id"].clone());
+                if self.cancel_on_wait {
+                    self.write(&json!({"jsonrpc": "2.0", "method": "session/cancel",
+                        "params": {"sessionId": request["params"]["sessionId"]}}));
+                }
                 return;
             }
             "terminal/wait_for_exit" => {
@@ -1288,7 +1296,7 @@ fn a_cancelled_turn_kills_and_releases_the_editor_terminal() {
     let session = editor.begin(&scratch);
     editor.set_mode(&session, "auto");
     // Cancelled once the command runs in the terminal (its wait is pending).
-    editor.cancel_when_running = Some("c_sleep".into());
+    editor.cancel_on_wait = true;
     let response = editor.prompt(&session, "Wait a minute.");
     assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
     // The kill and release may trail the response: wait for them (bounded by the hang guard).
