@@ -304,30 +304,8 @@ fn assert_lists_completed_messages(child: &[AgentEvent]) {
 /// the same as for a listener alone: one aborted `AgentEnd` that lists what the child completed.
 #[tokio::test(start_paused = true)]
 async fn an_aborted_child_seen_through_the_parents_stream_closes_with_its_completed_messages() {
-    let parent_signal = agentloop::agent::AbortSignal::new();
-    let signal = parent_signal.clone();
-    let hang = ToolSpec::<Deps>::builder("hang", "Waits forever.")
-        .handler(move |_ctx: ToolContext<Deps>, _args: Value| {
-            let signal = signal.clone();
-            async move {
-                signal.abort();
-                std::future::pending::<()>().await;
-                "never"
-            }
-        })
-        .build()
-        .unwrap();
-    let child = agent(
-        Arc::new(ScriptedModel::new([
-            ScriptedTurn::new().tool_call("c-1", "hang", json!({})),
-            ScriptedTurn::text("never reached"),
-        ])),
-        vec![hang],
-    );
-    let parent_model = Arc::new(ScriptedModel::new([
-        ScriptedTurn::new().tool_call("p-1", "worker", json!({"prompt": "work"})),
-        ScriptedTurn::text("never reached"),
-    ]));
+    let parent_signal = AbortSignal::new();
+    let (child, parent_model) = aborting_child(parent_signal.clone());
     let rec = Recorder::default();
     let parent = agent(
         parent_model,
