@@ -12,16 +12,15 @@
 //!
 //! Everything is read in raw mode on the controlling terminal, so Ctrl-C or Ctrl-D cancel the
 //! form rather than the run, and the chat's type-ahead reader is paused meanwhile
-//! ([`ASKING`]). Without a terminal no elicitor is set and the servers' requests are declined
-//! at once, or answered with the form's defaults under `--elicitation-defaults`: a request
-//! never waits for nobody.
-
-use std::sync::Mutex;
+//! ([`ASKING`](crate::ui::prompt::ASKING)). A form and an approval question never share the
+//! terminal: whichever comes second waits ([`one_question`](crate::ui::prompt::one_question)).
+//! Without a terminal no elicitor is set and the servers' requests are declined at once, or
+//! answered with the form's defaults under `--elicitation-defaults`: a request never waits for
+//! nobody.
 
 use agentloop_mcp::{ElicitationAnswer, ElicitationRequest, Elicitor, McpServerConfig};
 use serde_json::{Map, Value};
 
-use crate::ui::prompt::ASKING;
 use crate::ui::render::Style;
 use crate::ui::safe_text::{visible, visible_line};
 
@@ -483,9 +482,6 @@ pub fn in_terminal(servers: Vec<McpServerConfig>) -> Vec<McpServerConfig> {
         None => servers,
     }
 }
-
-/// One form at a time.
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 mod terminal;
 

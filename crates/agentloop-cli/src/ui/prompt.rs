@@ -106,6 +106,26 @@ fn arguments_text(args: &ToolArguments) -> String {
 /// steering reader leaves the terminal's input alone meanwhile.
 pub static ASKING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
+/// Held by whoever has a question open on the terminal: an approval and an MCP server's form
+/// asked at the same moment would otherwise read each other's keys and clear each other's
+/// [`ASKING`].
+static ONE_QUESTION: Mutex<()> = Mutex::new(());
+
+/// Runs `ask` as the only question on the terminal, with [`ASKING`] set while it runs (and
+/// cleared even if it panics); a second question waits for the first to be answered.
+pub fn one_question<T>(ask: impl FnOnce() -> T) -> T {
+    struct Asking;
+    impl Drop for Asking {
+        fn drop(&mut self) {
+            ASKING.store(false, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    let _one = ONE_QUESTION.lock().unwrap_or_else(PoisonError::into_inner);
+    ASKING.store(true, std::sync::atomic::Ordering::SeqCst);
+    let _asking = Asking;
+    ask()
+}
+
 /// Terminal width for wrapping: `COLUMNS`, else 100.
 pub fn width() -> usize {
     std::env::var("COLUMNS")
@@ -410,15 +430,15 @@ pub fn terminal_asker(
         spinner.hide();
         let view = describe_call(call, Some(&workspace), width());
         spinner.set_question_open(true);
-        ASKING.store(true, std::sync::atomic::Ordering::SeqCst);
-        let decision = Term::open(channel).and_then(|term| {
-            let decision = converse(&term, &view, style)?;
-            if decision == Decision::Always {
-                save_rule::offer(&term, call, &targets, workspace.root(), style);
-            }
-            Ok(decision)
+        let decision = one_question(|| {
+            Term::open(channel).and_then(|term| {
+                let decision = converse(&term, &view, style)?;
+                if decision == Decision::Always {
+                    save_rule::offer(&term, call, &targets, workspace.root(), style);
+                }
+                Ok(decision)
+            })
         });
-        ASKING.store(false, std::sync::atomic::Ordering::SeqCst);
         spinner.set_question_open(false);
         match decision {
             Ok(Decision::Allow) => Approval::Allow,
@@ -701,5 +721,49 @@ mod tests {
         let w2 = ToolCallPart::new("2", "write_file", json!({"path": "b", "content": "y"}));
         assert_eq!(always_key(&w1), always_key(&w2));
         assert_ne!(always_key(&w1), always_key(&shell("ls")));
+    }
+
+    /// Two questions asked at once (an approval and an MCP form): the second starts only once
+    /// the first is answered, and the terminal counts as asked until the last one ends — the
+    /// first one ending must not hand the keys back to the chat's reader.
+    #[test]
+    fn questions_take_turns_and_asking_lasts_until_the_last_ends() {
+        use std::sync::atomic::Ordering::SeqCst;
+        use std::sync::mpsc;
+        let (first_open, wait_first_open) = mpsc::channel();
+        let (end_first, first_may_end) = mpsc::channel::<()>();
+        let first = std::thread::spawn(move || {
+            one_question(|| {
+                first_open.send(()).unwrap();
+                first_may_end.recv().unwrap();
+                "first"
+            })
+        });
+        wait_first_open.recv().unwrap();
+        let (second_open, wait_second_open) = mpsc::channel();
+        let second = std::thread::spawn(move || {
+            one_question(|| {
+                second_open.send(ASKING.load(SeqCst)).unwrap();
+                "second"
+            })
+        });
+        // The second question is blocked on the first: nothing arrives until it ends.
+        assert!(wait_second_open.try_recv().is_err());
+        assert!(ASKING.load(SeqCst));
+        end_first.send(()).unwrap();
+        assert_eq!(first.join().unwrap(), "first");
+        assert!(
+            wait_second_open.recv().unwrap(),
+            "ASKING was cleared under the second question"
+        );
+        assert_eq!(second.join().unwrap(), "second");
+        assert!(!ASKING.load(SeqCst));
+
+        // A question that panics (a terminal gone mid-way) leaves the terminal free. Part of
+        // this test, not one of its own: the flag and the lock are process-wide.
+        let result = std::panic::catch_unwind(|| one_question(|| panic!("terminal gone")));
+        assert!(result.is_err());
+        assert!(!ASKING.load(SeqCst));
+        assert_eq!(one_question(|| 7), 7);
     }
 }

@@ -3,12 +3,11 @@
 //! time, the spinner held off the screen and the chat's type-ahead reader paused meanwhile.
 
 use std::io::{IsTerminal, Read, Write};
-use std::sync::PoisonError;
-use std::sync::atomic::Ordering;
 
-use super::{ASKING, Field, ONE_AT_A_TIME, hint, parse, shown_default, url_domain};
 use super::{ElicitationAnswer, ElicitationRequest, Elicitor, Map, Style, Value};
+use super::{Field, hint, parse, shown_default, url_domain};
 use super::{visible, visible_line};
+use crate::ui::prompt::one_question;
 
 /// What one key or line read ended with.
 enum Read1 {
@@ -46,28 +45,27 @@ pub(super) fn elicitor() -> Option<Elicitor> {
 
 /// Asks `request` on the terminal; a terminal that fails mid-way cancels.
 fn converse(request: &ElicitationRequest, style: Style) -> ElicitationAnswer {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
-    ASKING.store(true, Ordering::SeqCst);
-    let answer = crate::ui::render::suspend_spinner(|| {
-        let tty = Tty::open().ok()?;
-        match request {
-            ElicitationRequest::Form {
-                server,
-                message,
-                schema,
-                order,
-                ..
-            } => form(&tty, server, message, (schema, order), style),
-            ElicitationRequest::Url {
-                server,
-                message,
-                url,
-                ..
-            } => url_consent(&tty, server, message, url, style),
-            _ => Some(ElicitationAnswer::Decline),
-        }
+    let answer = one_question(|| {
+        crate::ui::render::suspend_spinner(|| {
+            let tty = Tty::open().ok()?;
+            match request {
+                ElicitationRequest::Form {
+                    server,
+                    message,
+                    schema,
+                    order,
+                    ..
+                } => form(&tty, server, message, (schema, order), style),
+                ElicitationRequest::Url {
+                    server,
+                    message,
+                    url,
+                    ..
+                } => url_consent(&tty, server, message, url, style),
+                _ => Some(ElicitationAnswer::Decline),
+            }
+        })
     });
-    ASKING.store(false, Ordering::SeqCst);
     answer.unwrap_or(ElicitationAnswer::Cancel)
 }
 
