@@ -129,7 +129,7 @@ pub fn attach(
 }
 
 /// What a server that refused a token for want of scope asks for, as the end of its "needs
-/// login" line (empty when it wants a login at all).
+/// login" or "calls were refused" line (empty when it wants a login at all).
 fn more_scope(scopes: &[String]) -> String {
     if scopes.is_empty() {
         return String::new();
@@ -183,7 +183,19 @@ async fn list(args: McpListArgs) -> Result<(), Failure> {
                     .as_deref()
                     .map(|v| format!(", protocol {v}"))
                     .unwrap_or_default();
-                println!("{}: running, {tools} tool(s){protocol}", server.name);
+                let refused = if server.needed_scopes.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; calls were refused for want of scope: agentloop mcp login {}{}",
+                        server.name,
+                        more_scope(&server.needed_scopes)
+                    )
+                };
+                println!(
+                    "{}: running, {tools} tool(s){protocol}{refused}",
+                    server.name
+                );
             }
             ServerState::Down(why) => println!("{}: failed to start: {why}", server.name),
             ServerState::NeedsLogin(_) => println!(

@@ -620,6 +620,18 @@ fn a_server_asking_for_more_scope_needs_a_login_that_asks_for_the_union() {
         assert_eq!(mode, 0o600, "token file mode {mode:o}");
     }
 
+    // Another process connects fine (the token still opens the session) but knows the calls
+    // were refused: the list says so and names the login, not merely "running".
+    let listed = mcp_list(&s);
+    assert!(
+        listed.contains("remote: running,")
+            && listed.contains(
+                "calls were refused for want of scope: agentloop mcp login remote \
+                 (more scope needed: tools files:write"
+            ),
+        "{listed}"
+    );
+
     // At connect: every request wants the scope. The list and the run say "needs login".
     state.lock().unwrap().needed_always = Some("files:write".into());
     let listed = mcp_list(&s);
@@ -650,7 +662,11 @@ fn a_server_asking_for_more_scope_needs_a_login_that_asks_for_the_union() {
     );
     let stored: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     assert!(stored.get("requested_scopes").is_none(), "{stored}");
-    assert!(mcp_list(&s).contains("remote: running,"));
+    let listed = mcp_list(&s);
+    assert!(
+        listed.contains("remote: running,") && !listed.contains("want of scope"),
+        "{listed}"
+    );
     let (out, is_error, content) = run_reading_remotely(&s);
     assert!(!is_error && content.contains("served file"), "{content}");
     assert!(remote_lines(&out).is_empty(), "{}", text(&out));

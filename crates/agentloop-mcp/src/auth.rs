@@ -374,6 +374,18 @@ pub(crate) fn remember_step_up(http: &HttpServer, challenge: &str) -> Result<(),
     TokenFile::new(path, &http.url).remember_requested(&scopes)
 }
 
+/// The scopes a refusal asked for that no login has granted yet, as remembered next to
+/// `http`'s tokens (empty without a token file or when it cannot be read).
+pub(crate) fn remembered_step_up(http: &HttpServer) -> Vec<String> {
+    let Some(path) = http.oauth.as_ref().and_then(|o| o.token_file.as_deref()) else {
+        return Vec::new();
+    };
+    TokenFile::new(path, &http.url)
+        .contents()
+        .map(|c| c.requested_scopes)
+        .unwrap_or_default()
+}
+
 /// The scopes to ask for: the configured ones, and when more scope was asked for (by
 /// `challenge`, or by a refusal remembered in the token file) those plus the ones granted
 /// before, so the new token still covers them; empty lets rmcp choose (challenge, then

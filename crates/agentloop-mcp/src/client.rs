@@ -801,12 +801,20 @@ impl ServerHandle {
         scopes
     }
 
-    /// The scopes the server asked for when it last refused for want of scope.
+    /// The scopes the server asked for when it last refused for want of scope: in this
+    /// process, or else in an earlier one (remembered next to the tokens until a login grants
+    /// them) — a server that connects fine but refuses calls for want of scope is not shown as
+    /// merely running.
     pub(crate) fn needed_scopes(&self) -> Vec<String> {
-        self.needed_scopes
+        let here = self
+            .needed_scopes
             .lock()
             .map(|s| s.clone())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        match &self.config.transport {
+            McpTransport::Http(http) if here.is_empty() => crate::auth::remembered_step_up(http),
+            _ => here,
+        }
     }
 
     async fn call_once(

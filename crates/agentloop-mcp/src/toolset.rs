@@ -28,7 +28,8 @@ pub struct ServerReport {
     /// The protocol version negotiated with it (once it started).
     pub protocol_version: Option<String>,
     /// The scopes it asked for when it refused a token for want of scope (403
-    /// `insufficient_scope`); empty otherwise.
+    /// `insufficient_scope`), in this process or in an earlier one whose refusal was
+    /// remembered next to the tokens and not granted by a login since; empty otherwise.
     pub needed_scopes: Vec<String>,
     /// Its tools (after filtering): agentloop name, server-side name, description.
     pub tools: Vec<ToolReport>,
