@@ -11,7 +11,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use agentloop_mcp::{Authorizer, HttpServer, McpServerConfig, McpTransport, OAuthSettings};
+use agentloop_mcp::{
+    Authorizer, ClientGrant, HttpServer, McpServerConfig, McpTransport, OAuthSettings,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -42,30 +44,129 @@ pub fn token_file(name: &str) -> Option<PathBuf> {
     Some(tokens_dir()?.join(format!("{safe}.json")))
 }
 
-/// The OAuth settings of HTTP server `name` from its `oauth_*` config keys.
-pub fn oauth_settings(
+/// The `oauth_*` keys of one HTTP server's config entry.
+#[derive(Debug, Default)]
+pub struct OAuthKeys {
+    /// `oauth_client_id`.
+    pub client_id: Option<String>,
+    /// `oauth_client_secret_env`.
+    pub client_secret_env: Option<String>,
+    /// `oauth_scopes`.
+    pub scopes: Option<Vec<String>>,
+    /// `oauth_grant`.
+    pub grant: Option<String>,
+    /// `oauth_private_key_file`, resolved against the workspace.
+    pub private_key_file: Option<PathBuf>,
+    /// `oauth_jwt_algorithm`.
+    pub jwt_algorithm: Option<String>,
+}
+
+/// The OAuth settings of HTTP server `name` from its `oauth_*` config keys. Secrets come from
+/// the environment and keys from files, never from the config file itself.
+pub fn oauth_settings(name: &str, keys: OAuthKeys) -> Result<OAuthSettings, Failure> {
+    let usage = |message: String| Failure::usage(format!("mcp_servers.{name}.{message}"));
+    let secret = match &keys.client_secret_env {
+        Some(var) => Some(std::env::var(var).map_err(|_| {
+            usage(format!(
+                "oauth_client_secret_env: the environment variable {var} is not set"
+            ))
+        })?),
+        None => None,
+    };
+    let Some(client_id) = keys.client_id else {
+        if keys.client_secret_env.is_some() {
+            return Err(usage(
+                "oauth_client_secret_env needs oauth_client_id".into(),
+            ));
+        }
+        if keys.grant.as_deref() == Some("client_credentials") {
+            return Err(usage(
+                "oauth_grant = \"client_credentials\" needs oauth_client_id".into(),
+            ));
+        }
+        return plain_settings(name, keys.grant.as_deref(), keys.scopes);
+    };
+    let settings =
+        OAuthSettings::new(token_file(name)).with_scopes(keys.scopes.unwrap_or_default());
+    match keys.grant.as_deref() {
+        None | Some("authorization_code") => {
+            if keys.private_key_file.is_some() || keys.jwt_algorithm.is_some() {
+                return Err(usage(
+                    "oauth_private_key_file and oauth_jwt_algorithm need oauth_grant = \"client_credentials\"".into(),
+                ));
+            }
+            Ok(settings.with_client(client_id, secret))
+        }
+        Some("client_credentials") => {
+            let grant = client_credentials(
+                name,
+                client_id,
+                secret,
+                keys.private_key_file,
+                keys.jwt_algorithm,
+            )?;
+            Ok(settings.with_grant(grant))
+        }
+        Some(other) => Err(usage(format!(
+            "oauth_grant must be \"authorization_code\" or \"client_credentials\", got {other:?}"
+        ))),
+    }
+}
+
+/// Settings without a pre-registered client: dynamic registration, authorization code.
+fn plain_settings(
     name: &str,
-    client_id: Option<String>,
-    secret_env: Option<String>,
+    grant: Option<&str>,
     scopes: Option<Vec<String>>,
 ) -> Result<OAuthSettings, Failure> {
-    let mut settings = OAuthSettings::new(token_file(name));
-    if let Some(id) = client_id {
-        let secret = match secret_env {
-            Some(var) => Some(std::env::var(&var).map_err(|_| {
-                Failure::usage(format!(
-                    "mcp_servers.{name}.oauth_client_secret_env: the environment variable {var} is not set"
-                ))
-            })?),
-            None => None,
-        };
-        settings = settings.with_client(id, secret);
-    } else if secret_env.is_some() {
-        return Err(Failure::usage(format!(
-            "mcp_servers.{name}.oauth_client_secret_env needs oauth_client_id"
-        )));
+    match grant {
+        None | Some("authorization_code") => {
+            Ok(OAuthSettings::new(token_file(name)).with_scopes(scopes.unwrap_or_default()))
+        }
+        Some(other) => Err(Failure::usage(format!(
+            "mcp_servers.{name}.oauth_grant must be \"authorization_code\" or \"client_credentials\", got {other:?}"
+        ))),
     }
-    Ok(settings.with_scopes(scopes.unwrap_or_default()))
+}
+
+/// The client-credentials grant: the client's secret, or a key signing its JWT assertion
+/// (exactly one of them).
+fn client_credentials(
+    name: &str,
+    client_id: String,
+    secret: Option<String>,
+    key_file: Option<PathBuf>,
+    algorithm: Option<String>,
+) -> Result<ClientGrant, Failure> {
+    let usage = |message: &str| Failure::usage(format!("mcp_servers.{name}: {message}"));
+    match (secret, key_file) {
+        (Some(client_secret), None) if algorithm.is_none() => Ok(ClientGrant::ClientSecret {
+            client_id,
+            client_secret,
+        }),
+        (None, Some(file)) => {
+            let key_pem = std::fs::read_to_string(&file).map_err(|e| {
+                usage(&format!(
+                    "cannot read oauth_private_key_file {}: {e}",
+                    file.display()
+                ))
+            })?;
+            Ok(ClientGrant::PrivateKeyJwt {
+                client_id,
+                key_pem,
+                algorithm: algorithm.unwrap_or_else(|| "ES256".into()),
+            })
+        }
+        (Some(_), None) => Err(usage(
+            "oauth_jwt_algorithm goes with oauth_private_key_file, not with a secret",
+        )),
+        (Some(_), Some(_)) => Err(usage(
+            "client credentials take oauth_client_secret_env or oauth_private_key_file, not both",
+        )),
+        (None, None) => Err(usage(
+            "oauth_grant = \"client_credentials\" needs oauth_client_secret_env or oauth_private_key_file",
+        )),
+    }
 }
 
 /// The HTTP server `name` of the configuration read from `workspace`.
@@ -94,6 +195,14 @@ fn http_server(
 /// `agentloop mcp login NAME`.
 pub async fn login(args: McpLoginArgs) -> Result<(), Failure> {
     let http = http_server(&args.name, &args.workspace, &args.trust)?;
+    if http.oauth.as_ref().is_some_and(|o| o.grant.is_some()) {
+        println!(
+            "MCP server `{}` uses the client-credentials grant: agentloop obtains its token \
+             itself when it connects; there is nothing to log in to",
+            args.name
+        );
+        return Ok(());
+    }
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(|e| Failure::new(format!("cannot listen on 127.0.0.1 for the redirect: {e}")))?;

@@ -170,6 +170,16 @@ async fn token(State(s): State<Shared>, headers: axum::http::HeaderMap, body: St
             .get("refresh_token")
             .filter(|r| state.refresh.remove(*r))
             .and_then(|r| state.scope_of.get(r).cloned()),
+        // No person: only the pre-registered client with its secret gets a token.
+        "client_credentials" if auth.ends_with(&format!(" {CLIENT_ID}:{CLIENT_SECRET}")) => {
+            Some(form.get("scope").cloned().unwrap_or_else(|| "tools".into()))
+        }
+        "client_credentials" => {
+            return json_response(
+                StatusCode::UNAUTHORIZED,
+                &json!({"error": "invalid_client"}),
+            );
+        }
         _ => None,
     };
     let Some(scope) = scope else {
@@ -294,7 +304,7 @@ fn start_server(served: &std::path::Path) -> (String, Shared) {
         "issuer": b, "authorization_endpoint": format!("{b}/authorize"),
         "token_endpoint": format!("{b}/token"), "registration_endpoint": format!("{b}/register"),
         "response_types_supported": ["code"], "code_challenge_methods_supported": ["S256"],
-        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
         "token_endpoint_auth_methods_supported":
             ["none", "client_secret_basic", "client_secret_post"]
     });
@@ -716,4 +726,132 @@ fn a_confidential_registered_client_keeps_its_secret_for_refresh_and_later_login
     let (s, state) = confidential_client("client_secret_post", soon);
     login(&s);
     assert_eq!(state.lock().unwrap().registrations, 2);
+}
+
+/// `mcp list` with the client-credentials config of `setup`'s server and `secret` (if any) in
+/// the environment variable it names.
+fn list_with_secret(s: &Scratch, secret: Option<&str>) -> Output {
+    let mut cmd = s.cmd();
+    cmd.args(["mcp", "list", "--workspace"]).arg(s.ws());
+    match secret {
+        Some(secret) => cmd.env("REMOTE_SECRET", secret),
+        None => cmd.env_remove("REMOTE_SECRET"),
+    };
+    cmd.output().unwrap()
+}
+
+#[test]
+fn client_credentials_from_the_config_need_no_login() {
+    let (s, base, state) = setup();
+    std::fs::write(
+        s.path("config/agentloop/config.toml"),
+        format!(
+            "[mcp_servers.remote]\nurl = \"{base}/mcp\"\noauth_grant = \"client_credentials\"\n\
+             oauth_client_id = \"{CLIENT_ID}\"\noauth_client_secret_env = \"REMOTE_SECRET\"\n"
+        ),
+    )
+    .unwrap();
+
+    // The secret's variable unset: one clear line naming it, nothing started.
+    let out = list_with_secret(&s, None);
+    assert!(!out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr
+            .contains("oauth_client_secret_env: the environment variable REMOTE_SECRET is not set"),
+        "{}",
+        text(&out)
+    );
+    assert!(state.lock().unwrap().grants.is_empty());
+
+    // A wrong secret: the server is not running and says why; no login was attempted.
+    let out = list_with_secret(&s, Some("wrong"));
+    let listed = text(&out);
+    assert!(!listed.contains("remote: running"), "{listed}");
+    assert!(state.lock().unwrap().authorized.is_empty());
+
+    // The right one: the token comes from the client-credentials grant, no login, no person.
+    let out = list_with_secret(&s, Some(CLIENT_SECRET));
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("remote: running,"),
+        "{}",
+        text(&out)
+    );
+    let st = state.lock().unwrap();
+    assert_eq!(
+        st.grants.last().map(String::as_str),
+        Some("client_credentials")
+    );
+    assert!(
+        st.authorized.is_empty(),
+        "a person was asked: {:?}",
+        st.authorized
+    );
+    assert!(
+        st.client_auth
+            .last()
+            .unwrap()
+            .ends_with(&format!("{CLIENT_ID}:{CLIENT_SECRET}"))
+    );
+    drop(st);
+
+    // `mcp login` has nothing to do for such a server and says so.
+    let out = s
+        .cmd()
+        .args(["mcp", "login", "remote", "--no-browser", "--workspace"])
+        .arg(s.ws())
+        .env("REMOTE_SECRET", CLIENT_SECRET)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("uses the client-credentials grant"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn oauth_grant_keys_that_do_not_fit_together_are_refused_in_one_line() {
+    let (s, base, _state) = setup();
+    for (keys, expected) in [
+        ("oauth_grant = \"password\"", "oauth_grant must be"),
+        (
+            "oauth_grant = \"client_credentials\"",
+            "needs oauth_client_id",
+        ),
+        (
+            "oauth_grant = \"client_credentials\"\noauth_client_id = \"x\"",
+            "needs oauth_client_secret_env or oauth_private_key_file",
+        ),
+        (
+            "oauth_grant = \"client_credentials\"\noauth_client_id = \"x\"\n\
+             oauth_client_secret_env = \"REMOTE_SECRET\"\noauth_private_key_file = \"key.pem\"",
+            "not both",
+        ),
+        (
+            "oauth_grant = \"client_credentials\"\noauth_client_id = \"x\"\n\
+             oauth_private_key_file = \"missing.pem\"",
+            "cannot read oauth_private_key_file",
+        ),
+        (
+            "oauth_client_id = \"x\"\noauth_private_key_file = \"key.pem\"",
+            "need oauth_grant = \"client_credentials\"",
+        ),
+    ] {
+        std::fs::write(
+            s.path("config/agentloop/config.toml"),
+            format!("[mcp_servers.remote]\nurl = \"{base}/mcp\"\n{keys}\n"),
+        )
+        .unwrap();
+        let out = list_with_secret(&s, Some(CLIENT_SECRET));
+        assert!(!out.status.success(), "{keys}: {}", text(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(expected) && stderr.trim().lines().count() == 1,
+            "{keys}: {}",
+            text(&out)
+        );
+    }
 }

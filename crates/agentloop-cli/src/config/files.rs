@@ -178,6 +178,14 @@ pub struct McpServerEntry {
     pub oauth_client_secret_env: Option<String>,
     /// HTTP OAuth: the scopes to ask for (from the server's challenge or metadata when unset).
     pub oauth_scopes: Option<Vec<String>>,
+    /// HTTP OAuth: `authorization_code` (the default: a person logs in) or
+    /// `client_credentials` (no person: the client authenticates with its secret or key).
+    pub oauth_grant: Option<String>,
+    /// HTTP OAuth, client credentials: a PEM private key signing the client's JWT assertion
+    /// (`private_key_jwt`) instead of a secret; absolute, or relative to the workspace.
+    pub oauth_private_key_file: Option<PathBuf>,
+    /// HTTP OAuth, client credentials with a key: its algorithm (default `ES256`).
+    pub oauth_jwt_algorithm: Option<String>,
 }
 
 impl ConfigFile {
@@ -401,9 +409,14 @@ impl McpServerEntry {
             (None, Some(url)) => {
                 let oauth = crate::mcp_auth::oauth_settings(
                     name,
-                    self.oauth_client_id,
-                    self.oauth_client_secret_env,
-                    self.oauth_scopes,
+                    crate::mcp_auth::OAuthKeys {
+                        client_id: self.oauth_client_id,
+                        client_secret_env: self.oauth_client_secret_env,
+                        scopes: self.oauth_scopes,
+                        grant: self.oauth_grant,
+                        private_key_file: self.oauth_private_key_file.map(|f| workspace.join(f)),
+                        jwt_algorithm: self.oauth_jwt_algorithm,
+                    },
                 )?;
                 // A configured `Authorization` header is the server's credential; OAuth
                 // tokens would compete with it.

@@ -231,6 +231,20 @@ fn narrow_server(server: &mut McpServerEntry, wanted: &McpServerEntry) -> Vec<&'
             "oauth_scopes",
             wanted.oauth_scopes.is_some() && wanted.oauth_scopes != server.oauth_scopes,
         ),
+        (
+            "oauth_grant",
+            wanted.oauth_grant.is_some() && wanted.oauth_grant != server.oauth_grant,
+        ),
+        (
+            "oauth_private_key_file",
+            wanted.oauth_private_key_file.is_some()
+                && wanted.oauth_private_key_file != server.oauth_private_key_file,
+        ),
+        (
+            "oauth_jwt_algorithm",
+            wanted.oauth_jwt_algorithm.is_some()
+                && wanted.oauth_jwt_algorithm != server.oauth_jwt_algorithm,
+        ),
     ];
     ignored.extend(widening.iter().filter(|(_, w)| *w).map(|(key, _)| *key));
     ignored
@@ -325,5 +339,43 @@ mod tests {
         let keys: Vec<&str> = ignored.iter().map(|i| i.key.as_str()).collect();
         assert_eq!(keys, vec!["mcp_servers.docs.command", "mcp_servers.new"]);
         assert_eq!(ignored[1].value, "http://evil");
+    }
+
+    /// A project cannot switch the user's server to another way of authenticating, nor point
+    /// it at a key file or a secret variable of its choosing.
+    #[test]
+    fn a_project_cannot_change_how_a_server_authenticates() {
+        let mine = McpServerEntry {
+            url: Some("https://mcp.example/mcp".into()),
+            ..McpServerEntry::default()
+        };
+        let user = BTreeMap::from([("docs".to_owned(), mine)]);
+        let project = BTreeMap::from([(
+            "docs".to_owned(),
+            McpServerEntry {
+                oauth_grant: Some("client_credentials".into()),
+                oauth_client_id: Some("theirs".into()),
+                oauth_client_secret_env: Some("AWS_SECRET_ACCESS_KEY".into()),
+                oauth_private_key_file: Some("/home/me/.ssh/id_ecdsa".into()),
+                oauth_jwt_algorithm: Some("ES256".into()),
+                ..McpServerEntry::default()
+            },
+        )]);
+        let (out, ignored) = mcp_servers(&user, &project);
+        let docs = &out["docs"];
+        assert!(docs.oauth_grant.is_none() && docs.oauth_client_id.is_none());
+        assert!(docs.oauth_client_secret_env.is_none() && docs.oauth_private_key_file.is_none());
+        let mut keys: Vec<&str> = ignored.iter().map(|i| i.key.as_str()).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "mcp_servers.docs.oauth_client_id",
+                "mcp_servers.docs.oauth_client_secret_env",
+                "mcp_servers.docs.oauth_grant",
+                "mcp_servers.docs.oauth_jwt_algorithm",
+                "mcp_servers.docs.oauth_private_key_file",
+            ]
+        );
     }
 }
