@@ -744,7 +744,8 @@ fn file_tools_use_the_editor_buffers_and_stay_in_the_workspace() {
             call("c_up", "read_file", json!({"path": "../outside/secret.txt"})),
             call("c_abs", "read_file", json!({"path": outside.join("secret.txt")})),
             call("c_link", "read_file", json!({"path": "link/secret.txt"})),
-            call("c_link_w", "write_file", json!({"path": "link/evil.txt", "content": "x"}))
+            call("c_link_w", "write_file", json!({"path": "link/evil.txt", "content": "x"})),
+            call("c_up_w", "write_file", json!({"path": "../outside/secret.txt", "content": "x"}))
         ]},
         {"text": "Done."}
     ]));
@@ -790,10 +791,13 @@ fn file_tools_use_the_editor_buffers_and_stay_in_the_workspace() {
             )
         })
         .collect();
+    // Each edit's diff is read from the buffer before the edit reads it again to change it.
     let expected = [
         ("fs/read_text_file", &notes),
         ("fs/read_text_file", &notes),
+        ("fs/read_text_file", &notes),
         ("fs/write_text_file", &notes),
+        ("fs/read_text_file", &new),
         ("fs/write_text_file", &new),
     ];
     let expected: Vec<(String, String)> = expected
@@ -802,9 +806,30 @@ fn file_tools_use_the_editor_buffers_and_stay_in_the_workspace() {
         .collect();
     // The refused paths never reached the editor.
     assert_eq!(calls, expected);
-    for id in ["c_up", "c_abs", "c_link", "c_link_w"] {
+    for id in ["c_up", "c_abs", "c_link", "c_link_w", "c_up_w"] {
         assert_eq!(editor.final_status(id).as_deref(), Some("failed"), "{id}");
     }
+    // The edit ran without a question (auto mode): its diff still starts from the buffer the
+    // edit changed, not from the disk; the new file's from nothing.
+    let diff_of = |id: &str| {
+        editor
+            .of_kind("tool_call")
+            .into_iter()
+            .find(|u| u["toolCallId"] == id)
+            .map(|u| u["content"][0].clone())
+            .unwrap()
+    };
+    let edit = diff_of("c_edit");
+    assert_eq!(edit["type"], "diff", "{edit}");
+    assert_eq!(edit["oldText"], "remember the eggs\n", "{edit}");
+    assert_eq!(edit["newText"], "remember the bread\n", "{edit}");
+    let created = diff_of("c_new");
+    assert!(created["oldText"].is_null(), "{created}");
+    assert_eq!(created["newText"], "fresh\n", "{created}");
+    // A refused path shows no diff: what lies outside never reaches the editor.
+    assert!(diff_of("c_up_w").is_null());
+    let shown = serde_json::to_string(&editor.updates).unwrap();
+    assert!(!shown.contains("outside secret"), "{shown}");
     let last = server.requests().last().unwrap().body.to_string();
     assert!(!last.contains("outside secret"), "{last}");
     assert!(!outside.join("evil.txt").exists());

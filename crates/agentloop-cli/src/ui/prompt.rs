@@ -244,7 +244,7 @@ pub fn diff_text(path: &str, old: &str, new: &str, width: usize) -> String {
 }
 
 /// The file's current text, if it exists, is inside the workspace and is small text.
-fn current_text(workspace: Option<&Workspace>, path: &str) -> Result<Option<String>, String> {
+pub fn current_text(workspace: Option<&Workspace>, path: &str) -> Result<Option<String>, String> {
     let Some(workspace) = workspace else {
         return Err("no workspace".into());
     };

@@ -57,13 +57,13 @@ impl Mode {
         if self.is_auto() { AUTO } else { ASK }
     }
 
-    /// The approval policy a turn starts with.
+    /// The approval policy of a turn, in either mode: read-only calls run, mutating ones go
+    /// to the session's asker, which in mode auto allows them at once. So a mode switch
+    /// applies to the next call of a turn already running, both ways, and an edit allowed
+    /// without a question is still announced with its diff from the text it will change
+    /// (read by the asker, through the editor when it holds the file).
     pub fn policy(&self) -> ApprovalPolicy {
-        if self.is_auto() {
-            ApprovalPolicy::Always
-        } else {
-            ApprovalPolicy::Mutating
-        }
+        ApprovalPolicy::Mutating
     }
 
     /// The modes, as `session/new` and `session/load` return them.

@@ -60,11 +60,16 @@ impl Asker {
         workspace: Workspace,
     ) -> Approval {
         let key = crate::ui::prompt::always_key(&call);
+        let old = file_text(&call, workspace).await;
         if self.mode.is_auto() || self.remembered(&key) {
+            // Announced here, not when it starts: the diff must start from the text the
+            // edit will change (the editor's buffer), which only this async path can read.
+            if old.is_some() {
+                updates.announce_with(&call, ToolCallStatus::Pending, old);
+            }
             return Approval::Allow;
         }
-        updates.announce(&call, ToolCallStatus::Pending);
-        let old = editor_text(&call, workspace).await;
+        updates.announce_with(&call, ToolCallStatus::Pending, old.clone());
         let request = RequestPermissionRequest::new(
             self.session_id.clone(),
             ToolCallUpdate::new(call.id.clone(), fields(&call, &self.root, old)),
@@ -105,22 +110,18 @@ impl Asker {
     }
 }
 
-/// The current text, as the editor has it, of the file an edit (`write_file`, `edit_file`)
-/// changes: `None` when the workspace does not read through the editor, the call is no edit, or
-/// its path is refused by the workspace (which is never sent to the editor); `Some(None)` when
-/// the editor has no such file. Read on a blocking thread, as the file tools read.
-async fn editor_text(call: &ToolCallPart, workspace: Workspace) -> Option<Option<String>> {
-    if !matches!(call.tool_name.as_str(), "write_file" | "edit_file") {
-        return None;
-    }
-    workspace.text_files().filter(|f| f.reads())?;
-    let agentloop::transcript::ToolArguments::Json(args) = &call.arguments else {
-        return None;
-    };
-    let path = args.get("path")?.as_str()?.to_owned();
+/// The current text of the file an edit (`write_file`, `edit_file`) changes, read as the edit
+/// will read it: through the editor when the workspace reads through it, else from disk
+/// (bounded, text only). `None` when the call is no edit or its path is refused by the
+/// workspace (which is then neither read nor sent to the editor); `Some(None)` when there is
+/// no such file. Read on a blocking thread, as the file tools read.
+async fn file_text(call: &ToolCallPart, workspace: Workspace) -> Option<Option<String>> {
+    let path = super::updates::edited_path(call)?.to_owned();
     let read = tokio::task::spawn_blocking(move || {
+        let Some(files) = workspace.text_files().filter(|f| f.reads()) else {
+            return crate::ui::prompt::current_text(Some(&workspace), &path).ok();
+        };
         let resolved = workspace.resolve(&path).ok()?;
-        let files = workspace.text_files()?;
         Some(files.read_text(&resolved).ok())
     });
     read.await.ok().flatten()

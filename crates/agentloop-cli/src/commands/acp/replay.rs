@@ -23,9 +23,8 @@ pub fn replay(messages: &[Message], root: &Path, updates: &Updates) {
                     updates.send(SessionUpdate::AgentThoughtChunk(chunk(&thinking.thinking)));
                 }
                 (_, Part::ToolCall(call)) => {
-                    // The diff of an old edit would be computed against today's file: leave it out.
-                    let mut tool = describe(call, root).status(ToolCallStatus::Pending);
-                    tool.content.clear();
+                    // No diff: an old edit's would be computed against today's file.
+                    let tool = describe(call, root).status(ToolCallStatus::Pending);
                     updates.send(SessionUpdate::ToolCall(tool));
                 }
                 (_, Part::ToolResult(result)) => {

@@ -75,7 +75,8 @@ pub async fn run(
         .flatten();
     let sink = Sink {
         recorder: SessionRecorder::new(server.store.clone(), &session.id),
-        updates: Updates::new(&session.id, session.workspace.root(), queue.clone()),
+        updates: Updates::new(&session.id, session.workspace.root(), queue.clone())
+            .with_workspace(session.workspace.clone()),
         meter: meter.clone(),
         checkpoints: checkpoints.clone(),
         turns_before,

@@ -11,6 +11,7 @@ use agent_client_protocol::{
     ToolCallLocation, ToolCallStatus, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 use agentloop::agent::AgentEvent;
+use agentloop::builtin::Workspace;
 use agentloop::model::ModelDelta;
 use agentloop::transcript::{ToolArguments, ToolCallPart, ToolResultPart};
 use serde_json::Value;
@@ -28,6 +29,9 @@ pub struct Updates {
     root: PathBuf,
     queue: Queue,
     announced: Arc<Mutex<HashSet<String>>>,
+    /// Where an edit's current text is read from for its diff; without it, calls announced
+    /// here show no diff.
+    workspace: Option<Workspace>,
 }
 
 impl Updates {
@@ -38,7 +42,17 @@ impl Updates {
             root: root.to_path_buf(),
             queue,
             announced: Arc::default(),
+            workspace: None,
         }
+    }
+
+    /// Shows the diff of an edit announced here (not asked about first) against `workspace`'s
+    /// file on disk — unless the workspace reads through the editor, whose buffer may differ
+    /// from the disk: then such a call shows no diff rather than a wrong one (the approval
+    /// asker announces edits with the buffer's text before they run).
+    pub fn with_workspace(mut self, workspace: Workspace) -> Updates {
+        self.workspace = Some(workspace);
+        self
     }
 
     /// Sends `update`.
@@ -80,6 +94,16 @@ impl Updates {
     /// Sends the `tool_call` of `call` with `status` unless it was sent already; true when it
     /// was sent now.
     pub fn announce(&self, call: &ToolCallPart, status: ToolCallStatus) -> bool {
+        self.announce_with(call, status, self.disk_text(call))
+    }
+
+    /// [`Updates::announce`], an edit's diff starting from `old` (see [`describe_with`]).
+    pub fn announce_with(
+        &self,
+        call: &ToolCallPart,
+        status: ToolCallStatus,
+        old: Option<Option<String>>,
+    ) -> bool {
         let fresh = self
             .announced
             .lock()
@@ -87,10 +111,22 @@ impl Updates {
             .insert(call.id.clone());
         if fresh {
             self.send(SessionUpdate::ToolCall(
-                describe(call, &self.root).status(status),
+                describe_with(call, &self.root, old).status(status),
             ));
         }
         fresh
+    }
+
+    /// The text on disk of the file an edit changes, for its diff: `None` (no diff) for other
+    /// calls, without a workspace, when the workspace reads through the editor, and for a path
+    /// the workspace refuses, a file too large or not text; `Some(None)` for a new file.
+    fn disk_text(&self, call: &ToolCallPart) -> Option<Option<String>> {
+        let workspace = self.workspace.as_ref()?;
+        if workspace.text_files().is_some_and(|f| f.reads()) {
+            return None;
+        }
+        let path = edited_path(call)?;
+        crate::ui::prompt::current_text(Some(workspace), path).ok()
     }
 }
 
@@ -99,13 +135,26 @@ pub fn chunk(text: &str) -> ContentChunk {
     ContentChunk::new(ContentBlock::Text(TextContent::new(text)))
 }
 
-/// The `tool_call` of `call`: title, kind, locations, raw input and (edits) the diff.
+/// The path argument of an edit (`write_file`, `edit_file`); `None` for other calls.
+pub fn edited_path(call: &ToolCallPart) -> Option<&str> {
+    if !matches!(call.tool_name.as_str(), "write_file" | "edit_file") {
+        return None;
+    }
+    match &call.arguments {
+        ToolArguments::Json(args) => args.get("path")?.as_str(),
+        ToolArguments::Unparsed(_) => None,
+    }
+}
+
+/// The `tool_call` of `call`: title, kind, locations and raw input, without a diff.
 pub fn describe(call: &ToolCallPart, root: &Path) -> ToolCall {
     describe_with(call, root, None)
 }
 
-/// [`describe`], the diff starting from `old` when given (the file's text as the editor has
-/// it, `None` inside for a file it does not have) instead of the disk.
+/// [`describe`], with an edit's diff when its file's current text is known: `old` is
+/// `Some(Some(text))` for the text the edit starts from (the editor's buffer or the disk, as
+/// the workspace reads), `Some(None)` for a file that does not exist yet, `None` when unknown
+/// (no diff is shown rather than one against the wrong text, or a file the workspace refuses).
 pub fn describe_with(call: &ToolCallPart, root: &Path, old: Option<Option<String>>) -> ToolCall {
     let args = arguments(call);
     let path = args
@@ -117,7 +166,7 @@ pub fn describe_with(call: &ToolCallPart, root: &Path, old: Option<Option<String
         .raw_input(args.clone());
     if let Some(path) = &path {
         tool = tool.locations(vec![ToolCallLocation::new(path.clone())]);
-        if let Some(diff) = diff(&call.tool_name, &args, path, old) {
+        if let Some(diff) = old.and_then(|old| diff(&call.tool_name, &args, path, old)) {
             tool = tool.content(vec![ToolCallContent::Diff(diff)]);
         }
     }
@@ -202,11 +251,11 @@ fn resolve(root: &Path, path: &str) -> PathBuf {
     }
 }
 
-/// The diff an edit would make, from the file as it is now: `write_file` replaces the whole
-/// text, `edit_file` its one occurrence of `old_text`. `None` for other tools, and for an edit
-/// whose text is not in the file (the tool will fail and say why).
-fn diff(tool: &str, args: &Value, path: &Path, old: Option<Option<String>>) -> Option<Diff> {
-    let old = old.unwrap_or_else(|| std::fs::read_to_string(path).ok());
+/// The diff an edit would make from `old` (the file's current text, `None` when it does not
+/// exist): `write_file` replaces the whole text, `edit_file` its one occurrence of `old_text`.
+/// `None` for other tools, and for an edit whose text is not in the file (the tool will fail
+/// and say why).
+fn diff(tool: &str, args: &Value, path: &Path, old: Option<String>) -> Option<Diff> {
     let new = match tool {
         "write_file" => args.get("content")?.as_str()?.to_owned(),
         "edit_file" => {
