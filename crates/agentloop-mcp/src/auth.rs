@@ -132,22 +132,14 @@ impl OAuthSettings {
         self
     }
 
-    /// Offers a Client ID Metadata Document URL.
-    pub fn with_client_metadata_url(mut self, url: impl Into<String>) -> Self {
-        self.client_metadata_url = Some(url.into());
-        self
-    }
-
-    /// Obtains tokens by `grant`, without a person.
-    pub fn with_grant(mut self, grant: crate::ClientGrant) -> Self {
-        self.grant = Some(Box::new(grant));
-        self
-    }
-
-    /// Approves authorizations inline with `authorizer`.
-    pub fn with_authorizer(mut self, authorizer: Authorizer) -> Self {
-        self.authorizer = Some(authorizer);
-        self
+    agentloop::setters! {
+        /// Offers a Client ID Metadata Document URL.
+        pub fn with_client_metadata_url(url: impl Into<String>) =>
+            client_metadata_url = Some(url.into());
+        /// Obtains tokens by `grant`, without a person.
+        pub fn with_grant(grant: crate::ClientGrant) => grant = Some(Box::new(grant));
+        /// Approves authorizations inline with `authorizer`.
+        pub fn with_authorizer(authorizer: Authorizer) => authorizer = Some(authorizer);
     }
 }
 

@@ -191,52 +191,23 @@ impl McpServerConfig {
         )
     }
 
-    /// Sets how the server's requests for user input are answered.
-    pub fn with_elicitation(mut self, mode: crate::ElicitationMode) -> Self {
-        self.elicitation = mode;
-        self
-    }
-
-    /// Asks `elicitor` for what the server requests (instead of answering by the mode).
-    pub fn with_elicitor(mut self, elicitor: crate::Elicitor) -> Self {
-        self.elicitor = Some(elicitor);
-        self
-    }
-
-    /// Sets the least severe server log message wanted (`None`: none).
-    pub fn with_log_level(mut self, level: Option<crate::McpLogLevel>) -> Self {
-        self.log_level = level;
-        self
-    }
-
-    /// Sets the startup timeout.
-    pub fn with_startup_timeout(mut self, timeout: Duration) -> Self {
-        self.startup_timeout = timeout;
-        self
-    }
-
-    /// Sets the per-call timeout.
-    pub fn with_tool_timeout(mut self, timeout: Duration) -> Self {
-        self.tool_timeout = timeout;
-        self
-    }
-
-    /// Sets the approval mode.
-    pub fn with_approval(mut self, approval: ApprovalMode) -> Self {
-        self.approval = approval;
-        self
-    }
-
-    /// Sets the name prefix (`""` for none).
-    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = Some(prefix.into());
-        self
-    }
-
-    /// Marks the tools deferred.
-    pub fn with_deferred(mut self, deferred: bool) -> Self {
-        self.deferred = deferred;
-        self
+    agentloop::setters! {
+        /// Sets how the server's requests for user input are answered.
+        pub fn with_elicitation(mode: crate::ElicitationMode) => elicitation = mode;
+        /// Asks `elicitor` for what the server requests (instead of answering by the mode).
+        pub fn with_elicitor(elicitor: crate::Elicitor) => elicitor = Some(elicitor);
+        /// Sets the least severe server log message wanted (`None`: none).
+        pub fn with_log_level(level: Option<crate::McpLogLevel>) => log_level = level;
+        /// Sets the startup timeout.
+        pub fn with_startup_timeout(timeout: Duration) => startup_timeout = timeout;
+        /// Sets the per-call timeout.
+        pub fn with_tool_timeout(timeout: Duration) => tool_timeout = timeout;
+        /// Sets the approval mode.
+        pub fn with_approval(approval: ApprovalMode) => approval = approval;
+        /// Sets the name prefix (`""` for none).
+        pub fn with_prefix(prefix: impl Into<String>) => prefix = Some(prefix.into());
+        /// Marks the tools deferred.
+        pub fn with_deferred(deferred: bool) => deferred = deferred;
     }
 
     /// Keeps only these tools.

@@ -124,6 +124,26 @@
 //! empty text part, carries a `thoughtSignature`: the turn's `thinking_signature`, or
 //! `mock-sig-<responseId>`.
 
+/// Generates by-value builder setters inside an `impl` block: each entry
+/// `pub fn NAME(ARGS) => FIELD = VALUE;` becomes
+/// `pub fn NAME(mut self, ARGS) -> Self { self.FIELD = VALUE; self }`, with the entry's doc
+/// comment. (`agentloop::setters!` is the same idea; this crate does not depend on agentloop, so
+/// that agentloop's own tests can use it.)
+macro_rules! setters {
+    ($(
+        $(#[$doc:meta])*
+        pub fn $name:ident($($arg:ident: $ty:ty),+) => $field:ident = $value:expr;
+    )*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(mut self, $($arg: $ty),+) -> Self {
+                self.$field = $value;
+                self
+            }
+        )*
+    };
+}
+
 pub mod external;
 mod history;
 mod script;

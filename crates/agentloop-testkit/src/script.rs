@@ -415,46 +415,29 @@ impl TryFrom<RawFault> for Fault {
 
 impl From<Fault> for RawFault {
     fn from(f: Fault) -> Self {
+        // Each fault sets one field (a status its three) of an otherwise empty raw fault.
+        let mut raw = RawFault::default();
         match f {
             Fault::Status {
                 status,
                 headers,
                 body,
-            } => RawFault {
-                status: Some(status),
-                headers: (!headers.is_empty()).then_some(headers),
-                body,
-                ..RawFault::default()
-            },
-            Fault::ResetAfterBytes(k) => RawFault {
-                reset_after_bytes: Some(k),
-                ..RawFault::default()
-            },
-            Fault::StallAfterBytes(k) => RawFault {
-                stall_after_bytes: Some(k),
-                ..RawFault::default()
-            },
-            Fault::MalformedAfterBytes(k) => RawFault {
-                malformed_after_bytes: Some(k),
-                ..RawFault::default()
-            },
-            Fault::EofWithoutTerminal => RawFault {
-                eof_without_terminal: Some(true),
-                ..RawFault::default()
-            },
-            Fault::KeepAliveAfterBytes(k) => RawFault {
-                keep_alive_after_bytes: Some(k),
-                ..RawFault::default()
-            },
-            Fault::HugeLineBytes(n) => RawFault {
-                huge_line_bytes: Some(n),
-                ..RawFault::default()
-            },
-            Fault::ReplaceInBody { find, with } => RawFault {
-                replace_in_body: Some(RawReplace { find, with }),
-                ..RawFault::default()
-            },
+            } => {
+                raw.status = Some(status);
+                raw.headers = (!headers.is_empty()).then_some(headers);
+                raw.body = body;
+            }
+            Fault::ResetAfterBytes(k) => raw.reset_after_bytes = Some(k),
+            Fault::StallAfterBytes(k) => raw.stall_after_bytes = Some(k),
+            Fault::MalformedAfterBytes(k) => raw.malformed_after_bytes = Some(k),
+            Fault::EofWithoutTerminal => raw.eof_without_terminal = Some(true),
+            Fault::KeepAliveAfterBytes(k) => raw.keep_alive_after_bytes = Some(k),
+            Fault::HugeLineBytes(n) => raw.huge_line_bytes = Some(n),
+            Fault::ReplaceInBody { find, with } => {
+                raw.replace_in_body = Some(RawReplace { find, with })
+            }
         }
+        raw
     }
 }
 
@@ -500,16 +483,11 @@ impl Script {
         }
     }
 
-    /// Sets [`Script::models`].
-    pub fn with_models(mut self, models: Vec<String>) -> Self {
-        self.models = models;
-        self
-    }
-
-    /// Sets [`Script::repeat`].
-    pub fn with_repeat(mut self, repeat: bool) -> Self {
-        self.repeat = repeat;
-        self
+    setters! {
+        /// Sets [`Script::models`].
+        pub fn with_models(models: Vec<String>) => models = models;
+        /// Sets [`Script::repeat`].
+        pub fn with_repeat(repeat: bool) => repeat = repeat;
     }
 
     /// Parses a script from JSON text: an object (see [`Script`]) or a bare array of turns.
@@ -573,16 +551,11 @@ impl Turn {
         }
     }
 
-    /// Sets the text.
-    pub fn with_text(mut self, text: impl Into<String>) -> Self {
-        self.text = Some(text.into());
-        self
-    }
-
-    /// Sets the thinking text.
-    pub fn with_thinking(mut self, thinking: impl Into<String>) -> Self {
-        self.thinking = Some(thinking.into());
-        self
+    setters! {
+        /// Sets the text.
+        pub fn with_text(text: impl Into<String>) => text = Some(text.into());
+        /// Sets the thinking text.
+        pub fn with_thinking(thinking: impl Into<String>) => thinking = Some(thinking.into());
     }
 
     /// Adds a tool call.
@@ -607,16 +580,11 @@ impl Turn {
         self
     }
 
-    /// Sets the stop reason.
-    pub fn with_stop_reason(mut self, stop_reason: StopReason) -> Self {
-        self.stop_reason = Some(stop_reason);
-        self
-    }
-
-    /// Sets the characters per text delta.
-    pub fn with_chunk_size(mut self, chars: usize) -> Self {
-        self.chunk_size = Some(chars);
-        self
+    setters! {
+        /// Sets the stop reason.
+        pub fn with_stop_reason(stop_reason: StopReason) => stop_reason = Some(stop_reason);
+        /// Sets the characters per text delta.
+        pub fn with_chunk_size(chars: usize) => chunk_size = Some(chars);
     }
 
     /// Sets the first-byte and per-event delays, in milliseconds.
@@ -663,10 +631,8 @@ impl ToolCall {
         arguments: impl Into<String>,
     ) -> Self {
         ToolCall {
-            id: Some(id.into()),
-            name: name.into(),
             arguments: ToolArguments::Raw(arguments.into()),
-            arg_chunks: None,
+            ..ToolCall::new(id, name, Value::Null)
         }
     }
 

@@ -111,48 +111,27 @@ const H2_CONNECTION_WINDOW: u32 = 16 * 1024 * 1024;
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
 
 impl MockServerBuilder {
-    /// The address to bind. Default `127.0.0.1`.
-    pub fn host(mut self, host: IpAddr) -> Self {
-        self.host = host;
-        self
-    }
-
-    /// The port to bind. Default 0 (any free port).
-    pub fn port(mut self, port: u16) -> Self {
-        self.port = port;
-        self
-    }
-
-    /// Whether to keep every request for [`MockServer::requests`]. Default `true`; turn it off
-    /// for long benchmarks ([`MockServer::request_count`] and violations still work).
-    pub fn record_requests(mut self, record: bool) -> Self {
-        self.record = record;
-        self
-    }
-
-    /// Worker threads of the server's runtime. Default 2.
-    pub fn worker_threads(mut self, n: usize) -> Self {
-        self.worker_threads = n.max(1);
-        self
-    }
-
-    /// The most HTTP/2 streams (requests) one h2c connection may have open at once, announced
-    /// to the client as `SETTINGS_MAX_CONCURRENT_STREAMS`. Default 100,000, so a client can hold
-    /// thousands of streams open on a single connection; hyper's own default, 200, would make it
-    /// queue the rest until streams end. A client that reaches the limit queues further requests
-    /// (the server refuses streams beyond it). 0 is raised to 1. HTTP/1.1 connections are not
-    /// affected: they carry one request at a time.
-    pub fn http2_max_concurrent_streams(mut self, n: u32) -> Self {
-        self.h2_max_streams = n.max(1);
-        self
-    }
-
-    /// Accepts a history in which a call id comes again once its earlier call has its result,
-    /// as some local servers do (they number each turn's calls from `call_0`); by default such
-    /// a history breaks the one-call-per-id invariant.
-    pub fn allow_reused_call_ids(mut self, allow: bool) -> Self {
-        self.reused_call_ids = allow;
-        self
+    setters! {
+        /// The address to bind. Default `127.0.0.1`.
+        pub fn host(host: IpAddr) => host = host;
+        /// The port to bind. Default 0 (any free port).
+        pub fn port(port: u16) => port = port;
+        /// Whether to keep every request for [`MockServer::requests`]. Default `true`; turn it off
+        /// for long benchmarks ([`MockServer::request_count`] and violations still work).
+        pub fn record_requests(record: bool) => record = record;
+        /// Worker threads of the server's runtime. Default 2.
+        pub fn worker_threads(n: usize) => worker_threads = n.max(1);
+        /// The most HTTP/2 streams (requests) one h2c connection may have open at once, announced
+        /// to the client as `SETTINGS_MAX_CONCURRENT_STREAMS`. Default 100,000, so a client can
+        /// hold thousands of streams open on a single connection; hyper's own default, 200, would
+        /// make it queue the rest until streams end. A client that reaches the limit queues further
+        /// requests (the server refuses streams beyond it). 0 is raised to 1. HTTP/1.1 connections
+        /// are not affected: they carry one request at a time.
+        pub fn http2_max_concurrent_streams(n: u32) => h2_max_streams = n.max(1);
+        /// Accepts a history in which a call id comes again once its earlier call has its result,
+        /// as some local servers do (they number each turn's calls from `call_0`); by default such
+        /// a history breaks the one-call-per-id invariant.
+        pub fn allow_reused_call_ids(allow: bool) => reused_call_ids = allow;
     }
 
     /// The HTTP status of a request whose history breaks an invariant (a call without its
@@ -393,6 +372,23 @@ impl MockServer {
     /// Stops the server and waits for its thread. Open streams are cut.
     pub fn shutdown(mut self) {
         self.stop();
+    }
+
+    /// Stops the server (as [`shutdown`](Self::shutdown)) and says what it served, for a
+    /// long-running server's last words: `stopped after N requests, M invariant violations`,
+    /// then one indented line per violation.
+    pub fn shutdown_report(self) -> String {
+        let served = self.request_count();
+        let violations = self.violations();
+        self.shutdown();
+        let mut report = format!(
+            "stopped after {served} requests, {} invariant violations",
+            violations.len()
+        );
+        for v in violations {
+            report.push_str(&format!("\n  {v}"));
+        }
+        report
     }
 
     fn stop(&mut self) {

@@ -126,6 +126,11 @@ async fn invalid_json_is_a_violation() {
     assert_eq!(resp.status().as_u16(), 400);
     assert_eq!(server.violations().len(), 1);
     assert_eq!(server.requests()[0].body, json!("{not json"));
+    let violation = server.violations().remove(0);
+    assert_eq!(
+        server.shutdown_report(),
+        format!("stopped after 1 requests, 1 invariant violations\n  {violation}")
+    );
 }
 
 #[tokio::test]

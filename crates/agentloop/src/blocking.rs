@@ -443,22 +443,15 @@ impl<D: ToolDeps> BlockingAgent<D> {
         BlockingAgent { agent, runtime }
     }
 
-    fn block<T: Send>(
+    /// Runs `run` to completion; a runtime failure becomes the run's own error type
+    /// ([`AgentError`], or [`OutputError::Run`] for typed output).
+    fn block<T: Send, E: From<AgentError> + Send>(
         &self,
-        run: impl Future<Output = Result<T, AgentError>> + Send,
-    ) -> Result<T, AgentError> {
+        run: impl Future<Output = Result<T, E>> + Send,
+    ) -> Result<T, E> {
         self.runtime
             .run_send(run)
-            .map_err(BlockingError::into_agent_error)?
-    }
-
-    fn block_output<T: Send>(
-        &self,
-        run: impl Future<Output = Result<T, OutputError>> + Send,
-    ) -> Result<T, OutputError> {
-        self.runtime
-            .run_send(run)
-            .map_err(|e| OutputError::Run(e.into_agent_error()))?
+            .map_err(|e| E::from(e.into_agent_error()))?
     }
 
     /// Runs the loop to completion (see [`AgentLoop::run`]).
@@ -495,7 +488,7 @@ impl<D: ToolDeps> BlockingAgent<D> {
     where
         T: DeserializeOwned + JsonSchema + Send + 'static,
     {
-        self.block_output(self.agent.run_typed::<T>(prompts, context))
+        self.block(self.agent.run_typed::<T>(prompts, context))
     }
 
     /// A run that returns the output `output` describes (see [`AgentLoop::run_output`]).
@@ -505,7 +498,7 @@ impl<D: ToolDeps> BlockingAgent<D> {
         prompts: Vec<Message>,
         context: Vec<Message>,
     ) -> Result<TypedOutcome<T>, OutputError> {
-        self.block_output(self.agent.run_output(output, prompts, context))
+        self.block(self.agent.run_output(output, prompts, context))
     }
 
     /// Like [`run_output`](Self::run_output) without new prompts (see
@@ -515,7 +508,7 @@ impl<D: ToolDeps> BlockingAgent<D> {
         output: &Output<T>,
         context: Vec<Message>,
     ) -> Result<TypedOutcome<T>, OutputError> {
-        self.block_output(self.agent.run_output_continue(output, context))
+        self.block(self.agent.run_output_continue(output, context))
     }
 
     /// Continues a run parked for approval (see [`AgentLoop::resume_parked`]).

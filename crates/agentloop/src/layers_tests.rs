@@ -11,8 +11,16 @@ use std::path::{Path, PathBuf};
 
 /// The layers, bottom up. `lib.rs` and `docs/ARCHITECTURE.md` describe the same order.
 const LAYERS: &[&[&str]] = &[
-    // Shared types and helpers every layer speaks: messages, JSON helpers, span names, prices.
-    &["json", "transcript", "telemetry", "cost"],
+    // Shared types and helpers every layer speaks: messages, JSON helpers, span names, prices,
+    // the builder-setter macro, the `Debug` placeholder for opaque fields.
+    &[
+        "json",
+        "transcript",
+        "telemetry",
+        "cost",
+        "setters",
+        "opaque",
+    ],
     // What the loop is made of: tools and their executor, the model interface.
     &["tooling", "model", "macro_support"],
     // Implementations of those interfaces: provider adapters, the built-in coding tools.

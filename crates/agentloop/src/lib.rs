@@ -70,12 +70,14 @@ mod layers_tests;
 #[doc(hidden)]
 pub mod macro_support;
 pub mod model;
+mod opaque;
 pub mod prelude;
 /// Typed output is part of the loop (a run that returns a validated value): it lives in
 /// [`agent::output`] and is re-exported here, its documented path.
 pub use agent::output;
 pub mod providers;
 pub mod session;
+mod setters;
 pub mod telemetry;
 pub mod tooling;
 pub mod transcript;

@@ -28,15 +28,6 @@ pub async fn run(args: MockServerArgs) -> Result<(), Failure> {
     tokio::signal::ctrl_c()
         .await
         .map_err(|e| Failure::new(format!("cannot wait for Ctrl-C: {e}")))?;
-    let served = server.request_count();
-    let violations = server.violations();
-    server.shutdown();
-    eprintln!(
-        "stopped after {served} requests, {} invariant violations",
-        violations.len()
-    );
-    for v in violations {
-        eprintln!("  {v}");
-    }
+    eprintln!("{}", server.shutdown_report());
     Ok(())
 }

@@ -29,7 +29,7 @@ use agentloop::transcript::{Message, Role, StopReason, ToolArguments};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::config::files::{extension_dirs, markdown_files};
+use crate::config::files::{extension_dirs, load_markdown_defs};
 use crate::error::Failure;
 
 /// The name of the one tool the parent model delegates through.
@@ -93,17 +93,11 @@ pub fn roots(workspace: &Path, trusted: bool) -> Vec<PathBuf> {
 /// The agents for `workspace` (the built-in one included, last), and one line per file that
 /// could not be used.
 pub fn load(workspace: &Path, trusted: bool) -> (Vec<AgentDef>, Vec<String>) {
-    let mut agents: Vec<AgentDef> = Vec::new();
-    let mut problems = Vec::new();
-    for root in roots(workspace, trusted) {
-        for file in markdown_files(&root) {
-            match read(&file) {
-                Ok(def) if agents.iter().any(|a| a.name == def.name) => {}
-                Ok(def) => agents.push(def),
-                Err(e) => problems.push(format!("{}: {e}", file.display())),
-            }
-        }
-    }
+    let (mut agents, problems) = load_markdown_defs(
+        roots(workspace, trusted),
+        |file| read(file).map_err(|e| format!("{}: {e}", file.display())),
+        |def| &def.name,
+    );
     if !agents.iter().any(|a| a.name == "explore") {
         agents.push(explore());
     }

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use agentloop::builtin::{parse_front_matter, split_front_matter};
 
-use crate::config::files::{extension_dirs, markdown_files};
+use crate::config::files::{extension_dirs, load_markdown_defs};
 use crate::error::Failure;
 
 /// Longest command file read (bytes).
@@ -59,17 +59,8 @@ fn roots(workspace: &Path, trusted: bool) -> Vec<PathBuf> {
 /// Every command for `workspace`, by name (the most specific file of a name), and one line per
 /// file that could not be read.
 pub fn load(workspace: &Path, trusted: bool) -> (Vec<CustomCommand>, Vec<String>) {
-    let mut commands: Vec<CustomCommand> = Vec::new();
-    let mut problems = Vec::new();
-    for root in roots(workspace, trusted) {
-        for path in markdown_files(&root) {
-            match read(&path) {
-                Ok(command) if commands.iter().any(|c| c.name == command.name) => {}
-                Ok(command) => commands.push(command),
-                Err(why) => problems.push(why),
-            }
-        }
-    }
+    let (mut commands, problems) =
+        load_markdown_defs(roots(workspace, trusted), read, |command| &command.name);
     commands.sort_by(|a, b| a.name.cmp(&b.name));
     (commands, problems)
 }

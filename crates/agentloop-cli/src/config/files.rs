@@ -364,6 +364,26 @@ pub fn markdown_files(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// The definitions read from the Markdown files of `roots` (most specific first), keeping the
+/// first of each name so a workspace file hides a user file of the same name, and one line per
+/// file `read` could not use.
+pub fn load_markdown_defs<T>(
+    roots: Vec<PathBuf>,
+    read: impl Fn(&Path) -> Result<T, String>,
+    name: impl Fn(&T) -> &str,
+) -> (Vec<T>, Vec<String>) {
+    let mut defs: Vec<T> = Vec::new();
+    let mut problems = Vec::new();
+    for file in roots.iter().flat_map(|root| markdown_files(root)) {
+        match read(&file) {
+            Ok(def) if defs.iter().any(|d| name(d) == name(&def)) => {}
+            Ok(def) => defs.push(def),
+            Err(why) => problems.push(why),
+        }
+    }
+    (defs, problems)
+}
+
 /// `NAME=COMMAND ARGS…` or `NAME=URL`.
 fn parse_cli_server(value: &str) -> Result<(String, McpServerEntry), Failure> {
     let usage = || {

@@ -232,11 +232,17 @@ mod tests {
         std::fs::write(path, text).unwrap();
     }
 
-    #[test]
-    fn files_from_the_repository_root_down_nearest_last() {
+    /// A temporary directory holding a git repository (a `.git` directory) at `repo/`.
+    fn temp_repo() -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let repo = dir.path().join("repo");
         std::fs::create_dir_all(repo.join(".git")).unwrap();
+        (dir, repo)
+    }
+
+    #[test]
+    fn files_from_the_repository_root_down_nearest_last() {
+        let (dir, repo) = temp_repo();
         write(&dir.path().join("AGENTS.md"), "outside the repository");
         write(&repo.join("AGENTS.md"), "root rules");
         write(&repo.join("CLAUDE.md"), "ignored: AGENTS.md wins");
@@ -295,9 +301,7 @@ mod tests {
 
     #[test]
     fn the_user_file_comes_before_the_project_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = dir.path().join("repo");
-        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        let (dir, repo) = temp_repo();
         write(&repo.join("AGENTS.md"), "project rules");
         let user = dir.path().join("config/agentloop/AGENTS.md");
         write(&user, "user rules");
@@ -318,9 +322,7 @@ mod tests {
     #[cfg(unix)]
     #[test]
     fn symlinks_must_stay_inside_the_repository() {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = dir.path().join("repo");
-        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        let (dir, repo) = temp_repo();
         write(&dir.path().join("secret.txt"), "SECRET");
         std::os::unix::fs::symlink(dir.path().join("secret.txt"), repo.join("AGENTS.md")).unwrap();
         write(&repo.join("docs/rules.md"), "linked rules");

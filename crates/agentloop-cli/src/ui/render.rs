@@ -100,6 +100,19 @@ pub fn stdout_color() -> bool {
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
 }
 
+/// `Style`'s methods, one per ANSI SGR code: `NAME => "CODE";` becomes
+/// `pub fn NAME(&self, text: &str) -> String`, `text` in that style when colour is on.
+macro_rules! sgr_styles {
+    ($($(#[$doc:meta])* $name:ident => $code:literal;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(&self, text: &str) -> String {
+                self.paint($code, text)
+            }
+        )*
+    };
+}
+
 /// ANSI styling that becomes a no-op when colour is off.
 #[derive(Clone, Copy, Debug)]
 pub struct Style {
@@ -125,29 +138,19 @@ impl Style {
         }
     }
 
-    /// Dimmed.
-    pub fn dim(&self, text: &str) -> String {
-        self.paint("2", text)
-    }
-    /// Bold.
-    pub fn bold(&self, text: &str) -> String {
-        self.paint("1", text)
-    }
-    /// Cyan.
-    pub fn cyan(&self, text: &str) -> String {
-        self.paint("36", text)
-    }
-    /// Red.
-    pub fn red(&self, text: &str) -> String {
-        self.paint("31", text)
-    }
-    /// Green.
-    pub fn green(&self, text: &str) -> String {
-        self.paint("32", text)
-    }
-    /// Yellow.
-    pub fn yellow(&self, text: &str) -> String {
-        self.paint("33", text)
+    sgr_styles! {
+        /// Dimmed.
+        dim => "2";
+        /// Bold.
+        bold => "1";
+        /// Cyan.
+        cyan => "36";
+        /// Red.
+        red => "31";
+        /// Green.
+        green => "32";
+        /// Yellow.
+        yellow => "33";
     }
 }
 

@@ -79,16 +79,7 @@ fn main() -> ExitCode {
     drop(out);
 
     rt.block_on(signals.wait());
-    let served = server.request_count();
-    let violations = server.violations();
-    server.shutdown();
-    eprintln!(
-        "agentloop-mock: stopped after {served} requests, {} invariant violations",
-        violations.len()
-    );
-    for v in violations {
-        eprintln!("  {v}");
-    }
+    eprintln!("agentloop-mock: {}", server.shutdown_report());
     ExitCode::SUCCESS
 }
 

@@ -321,22 +321,24 @@ impl AgentEvent {
     /// assert_eq!(AgentEvent::AgentStart.text_delta(), None);
     /// ```
     pub fn text_delta(&self) -> Option<&str> {
-        match self {
-            AgentEvent::MessageUpdate {
-                delta: ModelDelta::Text { delta: text },
-                ..
-            } => Some(text),
+        match self.model_delta()? {
+            ModelDelta::Text { delta } => Some(delta),
             _ => None,
         }
     }
 
     /// The text of a streamed thinking piece, else `None`.
     pub fn thinking_delta(&self) -> Option<&str> {
+        match self.model_delta()? {
+            ModelDelta::Thinking { delta } => Some(delta),
+            _ => None,
+        }
+    }
+
+    /// The delta of a `MessageUpdate`, else `None`.
+    fn model_delta(&self) -> Option<&ModelDelta> {
         match self {
-            AgentEvent::MessageUpdate {
-                delta: ModelDelta::Thinking { delta: text },
-                ..
-            } => Some(text),
+            AgentEvent::MessageUpdate { delta, .. } => Some(delta),
             _ => None,
         }
     }

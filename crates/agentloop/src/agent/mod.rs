@@ -287,16 +287,11 @@ impl<D: ToolDeps> AgentLoop<D> {
         self
     }
 
-    /// Uses `queue` for steering messages (share it with whoever steers).
-    pub fn with_steering_queue(mut self, queue: MessageQueue) -> Self {
-        self.steering = queue;
-        self
-    }
-
-    /// Uses `queue` for follow-up messages.
-    pub fn with_follow_up_queue(mut self, queue: MessageQueue) -> Self {
-        self.follow_ups = queue;
-        self
+    crate::setters! {
+        /// Uses `queue` for steering messages (share it with whoever steers).
+        pub fn with_steering_queue(queue: MessageQueue) => steering = queue;
+        /// Uses `queue` for follow-up messages.
+        pub fn with_follow_up_queue(queue: MessageQueue) => follow_ups = queue;
     }
 
     /// The configuration.

@@ -125,12 +125,7 @@ pub(super) fn run(
     if found.is_empty() {
         return Ok(format!("No files match `{}` in `{shown}`.", args.pattern));
     }
-    found.sort();
-    let mut listing = Listing::new(MAX_RESULTS, spill);
-    for path in &found {
-        listing.add(path, None);
-    }
-    Ok(listing.finish(|left, total| {
+    Ok(Listing::sorted(found, MAX_RESULTS, spill, |left, total| {
         format!(
             "[... {left} more files not shown ({total} matched); use a narrower pattern or path]"
         )

@@ -74,14 +74,14 @@ pub(super) fn run(
     if entries.is_empty() {
         return Ok(format!("(`{shown}` is empty)"));
     }
-    entries.sort();
-    let mut listing = Listing::new(MAX_ENTRIES, spill);
-    for entry in &entries {
-        listing.add(entry, None);
-    }
-    Ok(listing.finish(|left, total| {
-        format!(
-            "[... {left} more entries not shown ({total} in total); use find_files with a pattern to narrow down]"
-        )
-    }))
+    Ok(Listing::sorted(
+        entries,
+        MAX_ENTRIES,
+        spill,
+        |left, total| {
+            format!(
+                "[... {left} more entries not shown ({total} in total); use find_files with a pattern to narrow down]"
+            )
+        },
+    ))
 }

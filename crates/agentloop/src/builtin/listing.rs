@@ -29,6 +29,22 @@ impl Listing {
         }
     }
 
+    /// The result for whole `lines` (paths, directory entries), shown sorted: [`new`](Self::new),
+    /// [`add`](Self::add) each, [`finish`](Self::finish) with `note`.
+    pub(crate) fn sorted(
+        mut lines: Vec<String>,
+        cap: usize,
+        spill: Option<Spill>,
+        note: impl FnOnce(String, String) -> String,
+    ) -> String {
+        lines.sort();
+        let mut listing = Listing::new(cap, spill);
+        for line in &lines {
+            listing.add(line, None);
+        }
+        listing.finish(note)
+    }
+
     /// Whether the next line is wanted whole ([`add`](Self::add)); when not, it is only
     /// counted ([`count`](Self::count)), so that building it can be skipped.
     pub(crate) fn wants_line(&self) -> bool {

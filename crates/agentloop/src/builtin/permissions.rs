@@ -29,13 +29,14 @@
 //! deny rule exists is sent to a person ([`RuleVerdict::Ask`]) rather than run.
 
 use std::fmt;
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use globset::{Glob, GlobBuilder, GlobMatcher};
 use regex::Regex;
 use serde_json::Value;
 
 use super::shell_line::{self, Word, basename};
+use super::workspace::normalize;
 
 /// A rule that could not be parsed; the text says which and why.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -431,21 +432,6 @@ impl Target {
             root_relative,
         }
     }
-}
-
-/// `.` and `..` resolved without touching the file system.
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for component in path.components() {
-        match component {
-            Component::ParentDir => {
-                out.pop();
-            }
-            Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 fn path_matches(glob: &GlobMatcher, anchored: bool, relative: &Path) -> bool {

@@ -114,23 +114,18 @@ impl ShellOptions {
         self
     }
 
-    /// Hands foreground commands to `runner` (an editor's terminal), which starts this
-    /// executable's sandbox wrapper instead of the command (see
-    /// [`CommandRunner`](super::CommandRunner)); the executable must route
-    /// [`SANDBOX_EXEC_SUBCOMMAND`](super::SANDBOX_EXEC_SUBCOMMAND) to
-    /// [`exec_sandboxed`](super::exec_sandboxed).
-    pub fn runner(mut self, runner: Arc<dyn super::sandbox_exec::CommandRunner>) -> Self {
-        self.runner = Some(runner);
-        self
-    }
-
-    /// Keeps the full output of each built-in tool call whose result is cut in `store`: a
-    /// command's (`shell`, `job_output`) and a listing's (`grep`, `find_files`, `list_dir`);
-    /// a line after the cut then names the call and the output's number. By default only what
-    /// the model got exists.
-    pub fn retain_outputs(mut self, store: OutputStore) -> Self {
-        self.retention = Some(store);
-        self
+    crate::setters! {
+        /// Hands foreground commands to `runner` (an editor's terminal), which starts this
+        /// executable's sandbox wrapper instead of the command (see
+        /// [`CommandRunner`](super::CommandRunner)); the executable must route
+        /// [`SANDBOX_EXEC_SUBCOMMAND`](super::SANDBOX_EXEC_SUBCOMMAND) to
+        /// [`exec_sandboxed`](super::exec_sandboxed).
+        pub fn runner(runner: Arc<dyn super::sandbox_exec::CommandRunner>) => runner = Some(runner);
+        /// Keeps the full output of each built-in tool call whose result is cut in `store`: a
+        /// command's (`shell`, `job_output`) and a listing's (`grep`, `find_files`, `list_dir`);
+        /// a line after the cut then names the call and the output's number. By default only what
+        /// the model got exists.
+        pub fn retain_outputs(store: OutputStore) => retention = Some(store);
     }
 
     /// The store full outputs are kept in, if any ([`retain_outputs`](Self::retain_outputs)).

@@ -437,17 +437,22 @@ fn copy_owner_and_mode(file: &std::fs::File, like: &cap_std::fs::Metadata) -> io
 
 /// Whether `path`, with `.` and `..` applied textually, stays under `root`.
 fn lexically_inside(path: &Path, root: &Path) -> bool {
-    let mut normal = PathBuf::new();
+    normalize(path).starts_with(root)
+}
+
+/// `.` and `..` resolved without touching the file system.
+pub(super) fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
     for component in path.components() {
         match component {
             Component::ParentDir => {
-                normal.pop();
+                out.pop();
             }
             Component::CurDir => {}
-            other => normal.push(other.as_os_str()),
+            other => out.push(other),
         }
     }
-    normal.starts_with(root)
+    out
 }
 
 #[cfg(test)]

@@ -102,7 +102,7 @@ impl fmt::Display for ApiKey {
 ///
 /// The messages are borrowed from the loop's context when no hook changed them, so building a
 /// request costs nothing per message; a `context` hook or a custom message makes an owned copy.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct ModelRequest<'a> {
     /// Model id (`None`: the model's own default).

@@ -15,9 +15,7 @@ use serde_json::Value;
 
 use super::{
     MessageAssembler, Model, ModelDelta, ModelError, ModelEvent, ModelRequest, ModelStream,
-    ReasoningLevel,
 };
-use crate::tooling::ToolSchema;
 use crate::transcript::{Message, StopReason, Usage};
 
 #[derive(Clone, Debug)]
@@ -99,58 +97,28 @@ impl ScriptedTurn {
         self
     }
 
-    /// Overrides the stop reason (default: `tool_use` when the turn has tool calls, else `stop`).
-    pub fn stop_reason(mut self, reason: StopReason) -> Self {
-        self.stop_reason = Some(reason);
-        self
-    }
-
-    /// Sets the reported usage.
-    pub fn usage(mut self, usage: Usage) -> Self {
-        self.usage = usage;
-        self
-    }
-
-    /// Sets the provider's response id the message carries (`Message::response_id`).
-    pub fn response_id(mut self, id: impl Into<String>) -> Self {
-        self.response_id = Some(id.into());
-        self
-    }
-
-    /// Waits this long before the first event.
-    pub fn delay(mut self, delay: Duration) -> Self {
-        self.delay = delay;
-        self
-    }
-
-    /// Waits this long before each delta after the first.
-    pub fn chunk_delay(mut self, delay: Duration) -> Self {
-        self.chunk_delay = delay;
-        self
-    }
-
-    /// Splits text, thinking and argument text into deltas of at most `chars` characters.
-    pub fn chunked(mut self, chars: usize) -> Self {
-        self.chunk_chars = Some(chars.max(1));
-        self
-    }
-
-    /// After `deltas` deltas, ends with a [`ModelEvent::Error`] carrying `message`.
-    pub fn fail_after(mut self, deltas: usize, message: impl Into<String>) -> Self {
-        self.fault = Some((deltas, Fault::Error(message.into())));
-        self
-    }
-
-    /// After `deltas` deltas, never yields again (for abort and timeout tests).
-    pub fn hang_after(mut self, deltas: usize) -> Self {
-        self.fault = Some((deltas, Fault::Hang));
-        self
-    }
-
-    /// After `deltas` deltas, the stream ends without a terminal event (a broken provider).
-    pub fn end_without_terminal_after(mut self, deltas: usize) -> Self {
-        self.fault = Some((deltas, Fault::EndWithoutTerminal));
-        self
+    crate::setters! {
+        /// Overrides the stop reason (default: `tool_use` when the turn has tool calls, else
+        /// `stop`).
+        pub fn stop_reason(reason: StopReason) => stop_reason = Some(reason);
+        /// Sets the reported usage.
+        pub fn usage(usage: Usage) => usage = usage;
+        /// Sets the provider's response id the message carries (`Message::response_id`).
+        pub fn response_id(id: impl Into<String>) => response_id = Some(id.into());
+        /// Waits this long before the first event.
+        pub fn delay(delay: Duration) => delay = delay;
+        /// Waits this long before each delta after the first.
+        pub fn chunk_delay(delay: Duration) => chunk_delay = delay;
+        /// Splits text, thinking and argument text into deltas of at most `chars` characters.
+        pub fn chunked(chars: usize) => chunk_chars = Some(chars.max(1));
+        /// After `deltas` deltas, ends with a [`ModelEvent::Error`] carrying `message`.
+        pub fn fail_after(deltas: usize, message: impl Into<String>) =>
+            fault = Some((deltas, Fault::Error(message.into())));
+        /// After `deltas` deltas, never yields again (for abort and timeout tests).
+        pub fn hang_after(deltas: usize) => fault = Some((deltas, Fault::Hang));
+        /// After `deltas` deltas, the stream ends without a terminal event (a broken provider).
+        pub fn end_without_terminal_after(deltas: usize) =>
+            fault = Some((deltas, Fault::EndWithoutTerminal));
     }
 
     fn deltas(&self) -> Vec<ModelDelta> {
@@ -272,35 +240,9 @@ impl ScriptedTurn {
     }
 }
 
-/// A copy of one request a scripted model received.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RecordedRequest {
-    /// Model id.
-    pub model: Option<String>,
-    /// System prompt.
-    pub system_prompt: Option<String>,
-    /// The conversation sent.
-    pub messages: Vec<Message>,
-    /// The tools offered.
-    pub tools: Vec<ToolSchema>,
-    /// Temperature.
-    pub temperature: Option<f32>,
-    /// Reasoning level.
-    pub reasoning: Option<ReasoningLevel>,
-}
-
-impl RecordedRequest {
-    fn of(request: &ModelRequest<'_>) -> Self {
-        RecordedRequest {
-            model: request.model.clone(),
-            system_prompt: request.system_prompt.clone(),
-            messages: request.messages.to_vec(),
-            tools: request.tools.to_vec(),
-            temperature: request.temperature,
-            reasoning: request.reasoning,
-        }
-    }
-}
+/// A copy of one request a scripted model received: the request itself, owning its messages and
+/// tools.
+pub type RecordedRequest = ModelRequest<'static>;
 
 /// A model that plays back a queue of [`ScriptedTurn`]s, one per call, and records every request.
 ///
@@ -373,7 +315,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl Model for ScriptedModel {
     fn stream(&self, request: ModelRequest<'_>) -> ModelStream {
         if self.record {
-            lock(&self.requests).push(RecordedRequest::of(&request));
+            lock(&self.requests).push(request.to_owned_request());
         }
         let model = request.model.clone().unwrap_or_else(|| "scripted".into());
         match lock(&self.turns).pop_front() {

@@ -136,16 +136,11 @@ impl ProviderConfig {
         }
     }
 
-    /// Sets the API key.
-    pub fn api_key(mut self, key: impl Into<String>) -> Self {
-        self.api_key = Some(ApiKey::new(key));
-        self
-    }
-
-    /// Sets the default model.
-    pub fn model(mut self, model: impl Into<String>) -> Self {
-        self.model = Some(model.into());
-        self
+    crate::setters! {
+        /// Sets the API key.
+        pub fn api_key(key: impl Into<String>) => api_key = Some(ApiKey::new(key));
+        /// Sets the default model.
+        pub fn model(model: impl Into<String>) => model = Some(model.into());
     }
 
     /// Adds a header.
@@ -154,47 +149,22 @@ impl ProviderConfig {
         self
     }
 
-    /// Sets the idle timeout.
-    pub fn idle_timeout(mut self, timeout: Duration) -> Self {
-        self.idle_timeout = timeout;
-        self
-    }
-
-    /// Sets the per-attempt deadline (`None`: no limit).
-    pub fn request_timeout(mut self, timeout: Option<Duration>) -> Self {
-        self.request_timeout = timeout;
-        self
-    }
-
-    /// Sets the largest server-sent event accepted, in bytes.
-    pub fn max_event_bytes(mut self, limit: usize) -> Self {
-        self.max_event_bytes = limit;
-        self
-    }
-
-    /// Sets the most bytes of tool-call arguments one reply may carry (see
-    /// [`ProviderConfig::max_tool_argument_bytes`]).
-    pub fn max_tool_argument_bytes(mut self, limit: usize) -> Self {
-        self.max_tool_argument_bytes = limit;
-        self
-    }
-
-    /// Sets the most tool calls one reply may carry (see [`ProviderConfig::max_tool_calls`]).
-    pub fn max_tool_calls(mut self, limit: usize) -> Self {
-        self.max_tool_calls = limit;
-        self
-    }
-
-    /// Sets the retry policy.
-    pub fn retry(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
-        self
-    }
-
-    /// Turns the provider's prompt cache on or off (see [`ProviderConfig::prompt_cache`]).
-    pub fn prompt_cache(mut self, enabled: bool) -> Self {
-        self.prompt_cache = enabled;
-        self
+    crate::setters! {
+        /// Sets the idle timeout.
+        pub fn idle_timeout(timeout: Duration) => idle_timeout = timeout;
+        /// Sets the per-attempt deadline (`None`: no limit).
+        pub fn request_timeout(timeout: Option<Duration>) => request_timeout = timeout;
+        /// Sets the largest server-sent event accepted, in bytes.
+        pub fn max_event_bytes(limit: usize) => max_event_bytes = limit;
+        /// Sets the most bytes of tool-call arguments one reply may carry (see
+        /// [`ProviderConfig::max_tool_argument_bytes`]).
+        pub fn max_tool_argument_bytes(limit: usize) => max_tool_argument_bytes = limit;
+        /// Sets the most tool calls one reply may carry (see [`ProviderConfig::max_tool_calls`]).
+        pub fn max_tool_calls(limit: usize) => max_tool_calls = limit;
+        /// Sets the retry policy.
+        pub fn retry(retry: RetryPolicy) => retry = retry;
+        /// Turns the provider's prompt cache on or off (see [`ProviderConfig::prompt_cache`]).
+        pub fn prompt_cache(enabled: bool) => prompt_cache = enabled;
     }
 
     /// Sets the HTTP/2 connection pool: `streams` requests per connection before another one
@@ -205,17 +175,12 @@ impl ProviderConfig {
         self
     }
 
-    /// Sets how long an unused connection stays open (see
-    /// [`ProviderConfig::pool_idle_timeout`]).
-    pub fn pool_idle_timeout(mut self, timeout: Duration) -> Self {
-        self.pool_idle_timeout = timeout;
-        self
-    }
-
-    /// Sets the proxy (see [`ProviderConfig::proxy`]).
-    pub fn proxy(mut self, proxy: Proxy) -> Self {
-        self.proxy = proxy;
-        self
+    crate::setters! {
+        /// Sets how long an unused connection stays open (see
+        /// [`ProviderConfig::pool_idle_timeout`]).
+        pub fn pool_idle_timeout(timeout: Duration) => pool_idle_timeout = timeout;
+        /// Sets the proxy (see [`ProviderConfig::proxy`]).
+        pub fn proxy(proxy: Proxy) => proxy = proxy;
     }
 
     /// Trusts the root certificates in `pem` (PEM text) besides the system's.

@@ -37,6 +37,8 @@ pub mod gemini;
 pub mod openai_chat;
 #[cfg(feature = "openai-responses")]
 pub mod openai_responses;
+#[cfg(all(test, feature = "http"))]
+mod parser_tests;
 /// The streamed-arguments parser, re-exported under its earlier path.
 pub use crate::json::partial_json;
 pub mod replay;

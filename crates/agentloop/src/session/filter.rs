@@ -46,40 +46,19 @@ impl SessionFilter {
         SessionFilter::default()
     }
 
-    /// Sets [`workspace`](Self::workspace) (the text of a canonical path).
-    pub fn workspace(mut self, workspace: impl Into<String>) -> Self {
-        self.workspace = Some(workspace.into());
-        self
-    }
-
-    /// Sets [`id_prefix`](Self::id_prefix).
-    pub fn id_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.id_prefix = Some(prefix.into());
-        self
-    }
-
-    /// Sets [`with_reply`](Self::with_reply).
-    pub fn with_reply(mut self, yes: bool) -> Self {
-        self.with_reply = yes;
-        self
-    }
-
-    /// Sets [`top_level`](Self::top_level).
-    pub fn top_level(mut self, yes: bool) -> Self {
-        self.top_level = yes;
-        self
-    }
-
-    /// Sets [`parent`](Self::parent).
-    pub fn parent(mut self, id: impl Into<String>) -> Self {
-        self.parent = Some(id.into());
-        self
-    }
-
-    /// Sets [`limit`](Self::limit).
-    pub fn limit(mut self, n: usize) -> Self {
-        self.limit = Some(n);
-        self
+    crate::setters! {
+        /// Sets [`workspace`](Self::workspace) (the text of a canonical path).
+        pub fn workspace(workspace: impl Into<String>) => workspace = Some(workspace.into());
+        /// Sets [`id_prefix`](Self::id_prefix).
+        pub fn id_prefix(prefix: impl Into<String>) => id_prefix = Some(prefix.into());
+        /// Sets [`with_reply`](Self::with_reply).
+        pub fn with_reply(yes: bool) => with_reply = yes;
+        /// Sets [`top_level`](Self::top_level).
+        pub fn top_level(yes: bool) => top_level = yes;
+        /// Sets [`parent`](Self::parent).
+        pub fn parent(id: impl Into<String>) => parent = Some(id.into());
+        /// Sets [`limit`](Self::limit).
+        pub fn limit(n: usize) => limit = Some(n);
     }
 
     /// Whether `info` satisfies the conditions (all but [`limit`](Self::limit)). The reference

@@ -232,34 +232,17 @@ impl NewSession {
         NewSession::default()
     }
 
-    /// Uses `id` instead of a generated one.
-    pub fn id(mut self, id: impl Into<String>) -> Self {
-        self.id = Some(id.into());
-        self
-    }
-
-    /// Sets the title (it is then never derived).
-    pub fn title(mut self, title: impl Into<String>) -> Self {
-        self.title = Some(title.into());
-        self
-    }
-
-    /// Records the model used.
-    pub fn model(mut self, model: impl Into<String>) -> Self {
-        self.model = Some(model.into());
-        self
-    }
-
-    /// Records what the session runs with (workspace, provider, model, base URL, reasoning).
-    pub fn settings(mut self, settings: SessionSettings) -> Self {
-        self.settings = settings;
-        self
-    }
-
-    /// Makes it a child session of `link`'s session (a sub-agent's run).
-    pub fn parent(mut self, link: ParentLink) -> Self {
-        self.parent = Some(link);
-        self
+    crate::setters! {
+        /// Uses `id` instead of a generated one.
+        pub fn id(id: impl Into<String>) => id = Some(id.into());
+        /// Sets the title (it is then never derived).
+        pub fn title(title: impl Into<String>) => title = Some(title.into());
+        /// Records the model used.
+        pub fn model(model: impl Into<String>) => model = Some(model.into());
+        /// Records what the session runs with (workspace, provider, model, base URL, reasoning).
+        pub fn settings(settings: SessionSettings) => settings = settings;
+        /// Makes it a child session of `link`'s session (a sub-agent's run).
+        pub fn parent(link: ParentLink) => parent = Some(link);
     }
 }
 

@@ -70,43 +70,23 @@ impl SessionSettings {
         SessionSettings::default()
     }
 
-    /// Sets [`workspace`](Self::workspace) to `dir` as given; pass a canonical absolute path
-    /// (`std::fs::canonicalize`), or sessions of one directory will not match each other. A
-    /// path that is not valid UTF-8 is stored lossily.
-    pub fn workspace(mut self, dir: impl AsRef<Path>) -> Self {
-        self.workspace = Some(dir.as_ref().to_string_lossy().into_owned());
-        self
-    }
-
-    /// Sets [`provider`](Self::provider).
-    pub fn provider(mut self, provider: impl Into<String>) -> Self {
-        self.provider = Some(provider.into());
-        self
-    }
-
-    /// Sets [`model`](Self::model).
-    pub fn model(mut self, model: impl Into<String>) -> Self {
-        self.model = Some(model.into());
-        self
-    }
-
-    /// Sets [`base_url`](Self::base_url), with any `user:password@` removed
-    /// ([`without_credentials`]).
-    pub fn base_url(mut self, url: impl AsRef<str>) -> Self {
-        self.base_url = Some(without_credentials(url.as_ref()));
-        self
-    }
-
-    /// Sets [`reasoning`](Self::reasoning): a level, or `None` for the provider's default.
-    pub fn reasoning(mut self, level: impl Into<Option<ReasoningLevel>>) -> Self {
-        self.reasoning = level.into();
-        self
-    }
-
-    /// Sets [`imported`](Self::imported).
-    pub fn imported(mut self, imported: bool) -> Self {
-        self.imported = imported;
-        self
+    crate::setters! {
+        /// Sets [`workspace`](Self::workspace) to `dir` as given; pass a canonical absolute path
+        /// (`std::fs::canonicalize`), or sessions of one directory will not match each other. A
+        /// path that is not valid UTF-8 is stored lossily.
+        pub fn workspace(dir: impl AsRef<Path>) =>
+            workspace = Some(dir.as_ref().to_string_lossy().into_owned());
+        /// Sets [`provider`](Self::provider).
+        pub fn provider(provider: impl Into<String>) => provider = Some(provider.into());
+        /// Sets [`model`](Self::model).
+        pub fn model(model: impl Into<String>) => model = Some(model.into());
+        /// Sets [`base_url`](Self::base_url), with any `user:password@` removed
+        /// ([`without_credentials`]).
+        pub fn base_url(url: impl AsRef<str>) => base_url = Some(without_credentials(url.as_ref()));
+        /// Sets [`reasoning`](Self::reasoning): a level, or `None` for the provider's default.
+        pub fn reasoning(level: impl Into<Option<ReasoningLevel>>) => reasoning = level.into();
+        /// Sets [`imported`](Self::imported).
+        pub fn imported(imported: bool) => imported = imported;
     }
 
     /// True when nothing is recorded (a session from before settings existed).

@@ -84,16 +84,11 @@ impl Default for SqliteOptions {
 }
 
 impl SqliteOptions {
-    /// Sets [`durability`](Self::durability).
-    pub fn durability(mut self, durability: Durability) -> Self {
-        self.durability = durability;
-        self
-    }
-
-    /// Sets [`busy_timeout`](Self::busy_timeout).
-    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
-        self.busy_timeout = timeout;
-        self
+    crate::setters! {
+        /// Sets [`durability`](Self::durability).
+        pub fn durability(durability: Durability) => durability = durability;
+        /// Sets [`busy_timeout`](Self::busy_timeout).
+        pub fn busy_timeout(timeout: Duration) => busy_timeout = timeout;
     }
 }
 

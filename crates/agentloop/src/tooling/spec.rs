@@ -413,22 +413,14 @@ impl<D> ToolSpec<D> {
         self.requires_approval
     }
 
-    /// Returns a copy with a different `requires_approval` flag.
-    pub fn with_requires_approval(mut self, requires_approval: bool) -> Self {
-        self.requires_approval = requires_approval;
-        self
-    }
-
-    /// Returns a copy with a different timeout.
-    pub fn with_timeout(mut self, timeout: Option<Duration>) -> Self {
-        self.timeout = timeout;
-        self
-    }
-
-    /// Returns a copy with a different `parallel_safe` flag.
-    pub fn with_parallel_safe(mut self, parallel_safe: bool) -> Self {
-        self.parallel_safe = parallel_safe;
-        self
+    crate::setters! {
+        /// Returns a copy with a different `requires_approval` flag.
+        pub fn with_requires_approval(requires_approval: bool) =>
+            requires_approval = requires_approval;
+        /// Returns a copy with a different timeout.
+        pub fn with_timeout(timeout: Option<Duration>) => timeout = timeout;
+        /// Returns a copy with a different `parallel_safe` flag.
+        pub fn with_parallel_safe(parallel_safe: bool) => parallel_safe = parallel_safe;
     }
 
     /// The compiled parameters schema (compiled on the first call, then shared; see
@@ -662,16 +654,11 @@ impl<D: Send + Sync + 'static> ToolSpecBuilder<D> {
         self
     }
 
-    /// Marks the tool unsafe to run beside others: a batch that calls it runs sequentially.
-    pub fn parallel_safe(mut self, parallel_safe: bool) -> Self {
-        self.parallel_safe = parallel_safe;
-        self
-    }
-
-    /// Per-call time limit.
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = Some(timeout);
-        self
+    crate::setters! {
+        /// Marks the tool unsafe to run beside others: a batch that calls it runs sequentially.
+        pub fn parallel_safe(parallel_safe: bool) => parallel_safe = parallel_safe;
+        /// Per-call time limit.
+        pub fn timeout(timeout: Duration) => timeout = Some(timeout);
     }
 
     /// Adds a model-facing rule for the tool-guidance section.
@@ -680,29 +667,16 @@ impl<D: Send + Sync + 'static> ToolSpecBuilder<D> {
         self
     }
 
-    /// Sets invocation examples for the tool-guidance section.
-    pub fn snippet(mut self, snippet: impl Into<String>) -> Self {
-        self.snippet = Some(snippet.into());
-        self
-    }
-
-    /// Hides the tool until a tool search loads it.
-    pub fn deferred(mut self, deferred: bool) -> Self {
-        self.deferred = deferred;
-        self
-    }
-
-    /// Marks the tool as the registry's client-side tool-search handler.
-    pub fn local_tool_search(mut self, yes: bool) -> Self {
-        self.local_tool_search = yes;
-        self
-    }
-
-    /// Declares that a call needs a decision before it runs (see
-    /// [`ToolSpec::requires_approval`]).
-    pub fn requires_approval(mut self, yes: bool) -> Self {
-        self.requires_approval = yes;
-        self
+    crate::setters! {
+        /// Sets invocation examples for the tool-guidance section.
+        pub fn snippet(snippet: impl Into<String>) => snippet = Some(snippet.into());
+        /// Hides the tool until a tool search loads it.
+        pub fn deferred(deferred: bool) => deferred = deferred;
+        /// Marks the tool as the registry's client-side tool-search handler.
+        pub fn local_tool_search(yes: bool) => local_tool_search = yes;
+        /// Declares that a call needs a decision before it runs (see
+        /// [`ToolSpec::requires_approval`]).
+        pub fn requires_approval(yes: bool) => requires_approval = yes;
     }
 
     /// Checks the definition and builds the spec.

@@ -181,15 +181,7 @@ async fn create_terminal(
             }
         })
     }));
-    let closed = || ToolError::new("the connection to the editor is closed");
-    if !queued {
-        return Err(closed());
-    }
-    match answer.await {
-        Ok(Ok(created)) => Ok(created),
-        Ok(Err(e)) => Err(ToolError::new(format!("the editor's terminal failed: {e}"))),
-        Err(_) => Err(closed()),
-    }
+    answered(queued, answer).await
 }
 
 /// Makes a request to the client and waits for its answer.
@@ -205,6 +197,15 @@ where
             let _ = reply.send(request(client).await);
         })
     }));
+    answered(queued, answer).await
+}
+
+/// The client's answer to a request that was `queued` (not queued, or dropped unanswered: the
+/// connection is closed).
+async fn answered<T>(
+    queued: bool,
+    answer: tokio::sync::oneshot::Receiver<Result<T, Error>>,
+) -> Result<T, ToolError> {
     let closed = || ToolError::new("the connection to the editor is closed");
     if !queued {
         return Err(closed());

@@ -69,6 +69,14 @@ fn converse(request: &ElicitationRequest, style: Style) -> ElicitationAnswer {
     answer.unwrap_or(ElicitationAnswer::Cancel)
 }
 
+/// The opening of a request: "MCP server `NAME` ASKS:" in bold, then the server's message,
+/// indented. `None` when the terminal failed.
+fn ask_head(tty: &Tty, server: &str, asks: &str, message: &str, style: Style) -> Option<()> {
+    let name = style.bold(&format!("MCP server `{}`", visible_line(server)));
+    tty.write(&format!("\n{name} {asks}:\n")).ok()?;
+    tty.write(&indent(message)).ok()
+}
+
 /// The form: its fields shown, then fill in / decline / cancel, the answers, and accept /
 /// edit / decline / cancel. `None` when the terminal failed.
 fn form(
@@ -78,12 +86,7 @@ fn form(
     (schema, order): (&Value, &[String]),
     style: Style,
 ) -> Option<ElicitationAnswer> {
-    let head = format!(
-        "\n{} asks for input:\n",
-        style.bold(&format!("MCP server `{}`", visible_line(server)))
-    );
-    tty.write(&head).ok()?;
-    tty.write(&indent(message)).ok()?;
+    ask_head(tty, server, "asks for input", message, style)?;
     let fields = match super::fields(schema, order) {
         Ok(found) => found,
         Err(why) => {
@@ -171,12 +174,7 @@ fn url_consent(
     url: &str,
     style: Style,
 ) -> Option<ElicitationAnswer> {
-    let head = format!(
-        "\n{} asks you to open a web page:\n",
-        style.bold(&format!("MCP server `{}`", visible_line(server)))
-    );
-    tty.write(&head).ok()?;
-    tty.write(&indent(message)).ok()?;
+    ask_head(tty, server, "asks you to open a web page", message, style)?;
     tty.write(&format!("  URL:    {}\n", visible_line(url)))
         .ok()?;
     let Some(domain) = url_domain(url) else {

@@ -39,6 +39,7 @@ pub use lifecycle::CompactionTrigger;
 
 use super::{Extension, FinalizedToolCall, MessageQueue, PreparedToolCall, ResultRewrite};
 use super::{ToolCallDecision, TurnSummary};
+use crate::opaque::Opaque;
 use crate::transcript::Message;
 
 /// The default timeout of a hook.
@@ -201,22 +202,12 @@ pub struct HookReport {
 type Observer = Arc<dyn Fn(&HookReport) + Send + Sync>;
 
 /// A set of hooks for one session. Cheap to clone.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct CommandHooks {
     hooks: Arc<Vec<CommandHook>>,
     session_id: String,
     cwd: PathBuf,
-    observer: Option<Observer>,
-}
-
-impl std::fmt::Debug for CommandHooks {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CommandHooks")
-            .field("hooks", &self.hooks)
-            .field("session_id", &self.session_id)
-            .field("cwd", &self.cwd)
-            .finish()
-    }
+    observer: Option<Opaque<Observer>>,
 }
 
 impl CommandHooks {
@@ -232,7 +223,7 @@ impl CommandHooks {
 
     /// Calls `observer` after every hook run.
     pub fn with_observer(mut self, observer: impl Fn(&HookReport) + Send + Sync + 'static) -> Self {
-        self.observer = Some(Arc::new(observer));
+        self.observer = Some(Opaque(Arc::new(observer)));
         self
     }
 

@@ -233,23 +233,14 @@ impl Output<Value> {
 }
 
 impl<T> Output<T> {
-    /// Uses `strategy` instead of choosing one per provider.
-    pub fn strategy(mut self, strategy: OutputStrategy) -> Self {
-        self.strategy = strategy;
-        self
-    }
-
-    /// Lets the model repair an invalid output up to `retries` times (default
-    /// [`DEFAULT_OUTPUT_RETRIES`]); 0 fails on the first invalid output.
-    pub fn retries(mut self, retries: u32) -> Self {
-        self.retries = retries;
-        self
-    }
-
-    /// Sets the description shown to the model (default: the schema's `description`).
-    pub fn description(mut self, description: impl Into<String>) -> Self {
-        self.description = Some(description.into());
-        self
+    crate::setters! {
+        /// Uses `strategy` instead of choosing one per provider.
+        pub fn strategy(strategy: OutputStrategy) => strategy = strategy;
+        /// Lets the model repair an invalid output up to `retries` times (default
+        /// [`DEFAULT_OUTPUT_RETRIES`]); 0 fails on the first invalid output.
+        pub fn retries(retries: u32) => retries = retries;
+        /// Sets the description shown to the model (default: the schema's `description`).
+        pub fn description(description: impl Into<String>) => description = Some(description.into());
     }
 
     /// The output's name (the schema name sent to providers).

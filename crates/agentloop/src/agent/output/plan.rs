@@ -14,6 +14,7 @@ use super::schema::{self, WRAP_KEY};
 use super::{FINAL_RESULT_TOOL, OutputFormat, OutputStrategy, ParseFn};
 use crate::json::partial_json::PartialJson;
 use crate::model::ModelDelta;
+use crate::opaque::Opaque;
 use crate::tooling::ToolSchema;
 use crate::tooling::validate::json_path;
 use crate::transcript::{Message, StopReason, ToolArguments, ToolCallPart};
@@ -26,10 +27,11 @@ pub(crate) struct FinalTool {
 }
 
 /// Everything the loop needs to ask for, check and return the output of one run.
+#[derive(Debug)]
 pub(crate) struct OutputPlan {
     pub(crate) strategy: OutputStrategy,
-    validator: Arc<Validator>,
-    parse: ParseFn,
+    validator: Opaque<Arc<Validator>>,
+    parse: Opaque<ParseFn>,
     /// Native strategy: the format for the request.
     pub(crate) format: Option<OutputFormat>,
     /// Native strategy: whether the final text is `{"response": …}`.
@@ -39,16 +41,6 @@ pub(crate) struct OutputPlan {
     /// Text appended to the system prompt.
     pub(crate) instructions: Option<String>,
     pub(crate) max_retries: u32,
-}
-
-impl std::fmt::Debug for OutputPlan {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("OutputPlan")
-            .field("strategy", &self.strategy)
-            .field("format", &self.format)
-            .field("tools", &self.tools)
-            .finish_non_exhaustive()
-    }
 }
 
 /// Whether an Anthropic model supports native structured output (Claude 4.5 generation and
@@ -112,8 +104,8 @@ impl OutputPlan {
         let strategy = resolve_strategy(output.strategy, provider, model, strict.is_some());
         let mut plan = OutputPlan {
             strategy,
-            validator,
-            parse: output.parse.clone(),
+            validator: Opaque(validator),
+            parse: Opaque(output.parse.clone()),
             format: None,
             native_wrapped: !object,
             tools: Vec::new(),
@@ -226,17 +218,10 @@ impl OutputPlan {
 }
 
 /// A valid output: the JSON value and the deserialized one.
+#[derive(Debug)]
 pub(crate) struct Accepted {
     pub(crate) json: Value,
     pub(crate) typed: Box<dyn Any + Send>,
-}
-
-impl std::fmt::Debug for Accepted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Accepted")
-            .field("json", &self.json)
-            .finish()
-    }
 }
 
 fn one_of_names(names: &[&str]) -> String {

@@ -3,9 +3,9 @@ use serde_json::{Value, json};
 
 use super::request::{assistant_blocks, token_limits};
 use super::*;
-use crate::model::{ModelDelta, ModelEvent};
+use crate::model::ModelDelta;
 use crate::providers::core::StreamParser;
-use crate::providers::sse::SseDecoder;
+use crate::providers::parser_tests::{deltas, parse_sse};
 use crate::transcript::{
     Message, Part, StopReason, ThinkingPart, ToolArguments, ToolCallPart, Usage,
 };
@@ -24,6 +24,22 @@ fn start(input_tokens: u64) -> String {
 
 fn block_start(index: u64, block: Value) -> String {
     ev(json!({"type": "content_block_start", "index": index, "content_block": block}))
+}
+
+/// The start of a `tool_use` block.
+fn tool_start(index: u64, id: &str, name: &str, input: Value) -> String {
+    block_start(
+        index,
+        json!({"type": "tool_use", "id": id, "name": name, "input": input}),
+    )
+}
+
+/// A piece of a tool block's JSON input.
+fn json_delta(index: u64, partial: &str) -> String {
+    delta(
+        index,
+        json!({"type": "input_json_delta", "partial_json": partial}),
+    )
 }
 
 fn delta(index: u64, delta: Value) -> String {
@@ -52,33 +68,9 @@ fn run(
     Option<Result<Message, ModelError>>,
     MessagesParser,
 ) {
-    let mut decoder = SseDecoder::new();
-    let mut events = Vec::new();
-    decoder.push(body.as_bytes(), &mut events).unwrap();
     let mut parser = MessagesParser::new(model.into());
-    let mut out = Vec::new();
-    let mut terminal = None;
-    for e in events {
-        match parser.on_event(e, &mut out) {
-            Ok(false) => {}
-            Ok(true) => {
-                terminal = Some(parser.finish());
-                break;
-            }
-            Err(err) => {
-                terminal = Some(Err(err));
-                break;
-            }
-        }
-    }
-    let deltas = out
-        .into_iter()
-        .filter_map(|e| match e {
-            ModelEvent::Delta(d) => Some(d),
-            _ => None,
-        })
-        .collect();
-    (deltas, terminal, parser)
+    let (events, end) = parse_sse(&mut parser, body);
+    (deltas(events), end, parser)
 }
 
 fn done(model: &str, body: &str) -> Message {
@@ -100,19 +92,10 @@ fn deltas_and_message(events: &[String]) -> (Vec<ModelDelta>, Message) {
 fn tool_input_deltas_stream_partial_values_and_end() {
     let (deltas, message) = deltas_and_message(&[
         start(10),
-        block_start(
-            0,
-            json!({"type": "tool_use", "id": "toolu_a", "name": "write", "input": {}}),
-        ),
-        delta(0, json!({"type": "input_json_delta", "partial_json": ""})),
-        delta(
-            0,
-            json!({"type": "input_json_delta", "partial_json": "{\"path\": \"a.t"}),
-        ),
-        delta(
-            0,
-            json!({"type": "input_json_delta", "partial_json": "xt\"}"}),
-        ),
+        tool_start(0, "toolu_a", "write", json!({})),
+        json_delta(0, ""),
+        json_delta(0, "{\"path\": \"a.t"),
+        json_delta(0, "xt\"}"),
         stop(0),
         message_delta("tool_use", json!({"output_tokens": 9})),
         end(),
@@ -153,15 +136,9 @@ fn tool_input_deltas_stream_partial_values_and_end() {
 fn empty_input_is_an_empty_object_and_whole_start_input_is_kept() {
     let (deltas, message) = deltas_and_message(&[
         start(1),
-        block_start(
-            0,
-            json!({"type": "tool_use", "id": "t1", "name": "now", "input": {}}),
-        ),
+        tool_start(0, "t1", "now", json!({})),
         stop(0),
-        block_start(
-            1,
-            json!({"type": "tool_use", "id": "t2", "name": "read", "input": {"path": "x"}}),
-        ),
+        tool_start(1, "t2", "read", json!({"path": "x"})),
         stop(1),
         message_delta("tool_use", json!({"output_tokens": 3})),
         end(),
@@ -185,14 +162,8 @@ fn empty_input_is_an_empty_object_and_whole_start_input_is_kept() {
 fn a_tool_block_cut_by_max_tokens_keeps_its_raw_text() {
     let (deltas, message) = deltas_and_message(&[
         start(1),
-        block_start(
-            0,
-            json!({"type": "tool_use", "id": "t1", "name": "write", "input": {}}),
-        ),
-        delta(
-            0,
-            json!({"type": "input_json_delta", "partial_json": "{\"text\": \"hel"}),
-        ),
+        tool_start(0, "t1", "write", json!({})),
+        json_delta(0, "{\"text\": \"hel"),
         message_delta("max_tokens", json!({"output_tokens": 3})),
         end(),
     ]);
@@ -311,16 +282,7 @@ fn stop_reasons_map_as_documented() {
         assert_eq!(done("m", &body).stop_reason, Some(want), "{wire}");
     }
     // No stop reason at all, but a tool call: the calls decide.
-    let body = [
-        start(1),
-        block_start(
-            0,
-            json!({"type": "tool_use", "id": "t", "name": "n", "input": {}}),
-        ),
-        stop(0),
-        end(),
-    ]
-    .concat();
+    let body = [start(1), tool_start(0, "t", "n", json!({})), stop(0), end()].concat();
     assert_eq!(done("m", &body).stop_reason, Some(StopReason::ToolUse));
 }
 
@@ -361,10 +323,7 @@ fn pings_unknown_events_blocks_and_deltas_are_ignored() {
             0,
             json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}),
         ),
-        delta(
-            0,
-            json!({"type": "input_json_delta", "partial_json": "{\"q\": 1}"}),
-        ),
+        json_delta(0, "{\"q\": 1}"),
         stop(0),
         block_start(1, json!({"type": "text", "text": ""})),
         delta(
@@ -406,14 +365,8 @@ fn the_partial_message_of_a_cut_stream_keeps_what_arrived() {
         block_start(0, json!({"type": "text", "text": ""})),
         delta(0, json!({"type": "text_delta", "text": "Working"})),
         stop(0),
-        block_start(
-            1,
-            json!({"type": "tool_use", "id": "t1", "name": "run", "input": {}}),
-        ),
-        delta(
-            1,
-            json!({"type": "input_json_delta", "partial_json": "{\"cmd\""}),
-        ),
+        tool_start(1, "t1", "run", json!({})),
+        json_delta(1, "{\"cmd\""),
     ]
     .concat();
     let (_, terminal, parser) = run("m", &body);

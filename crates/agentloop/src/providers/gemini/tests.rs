@@ -5,8 +5,9 @@ use serde_json::{Value, json};
 use super::request::build_body;
 use super::stream::GeminiParser;
 use super::*;
-use crate::model::{ModelDelta, ModelEvent, ReasoningLevel};
+use crate::model::{ModelDelta, ReasoningLevel};
 use crate::providers::core::StreamParser;
+use crate::providers::parser_tests::{deltas, parse_sse};
 use crate::providers::sse::SseDecoder;
 use crate::transcript::{
     Message, Part, ProviderData, StopReason, ThinkingPart, ToolCallPart, ToolResultPart,
@@ -19,29 +20,8 @@ fn run(chunks: &[Value]) -> (Vec<ModelDelta>, Option<Result<Message, ModelError>
         .iter()
         .map(|c| format!("data: {c}\r\n\r\n"))
         .collect();
-    let mut decoder = SseDecoder::new();
-    let mut events = Vec::new();
-    decoder.push(body.as_bytes(), &mut events).unwrap();
-    let mut parser = GeminiParser::new("gemini-test".into());
-    let mut out = Vec::new();
-    for event in events {
-        match parser.on_event(event, &mut out) {
-            Ok(terminal) => assert!(!terminal, "Gemini has no terminal event"),
-            Err(e) => return (deltas(out), Some(Err(e))),
-        }
-    }
-    let terminal = parser.complete_at_eof().then(|| parser.finish());
-    (deltas(out), terminal)
-}
-
-fn deltas(events: Vec<ModelEvent>) -> Vec<ModelDelta> {
-    events
-        .into_iter()
-        .filter_map(|e| match e {
-            ModelEvent::Delta(d) => Some(d),
-            _ => None,
-        })
-        .collect()
+    let (events, end) = parse_sse(&mut GeminiParser::new("gemini-test".into()), &body);
+    (deltas(events), end)
 }
 
 fn chunk(parts: Value, finish: Option<&str>) -> Value {

@@ -2,28 +2,13 @@
 use super::stream::{ChatParser, ChunkWire};
 use crate::model::{ModelError, ModelEvent};
 use crate::providers::core::StreamParser;
+use crate::providers::parser_tests::parse_to_end;
 use crate::providers::sse::SseDecoder;
 use crate::transcript::{Message, Part, StopReason, ToolArguments};
 use serde_json::json;
 
 fn parse(body: &str) -> (Vec<ModelEvent>, Result<Message, ModelError>) {
-    let mut decoder = SseDecoder::new();
-    let mut events = Vec::new();
-    decoder.push(body.as_bytes(), &mut events).unwrap();
-    let mut parser = ChatParser::new("m".into());
-    let mut out = Vec::new();
-    for e in events {
-        if parser.on_event(e, &mut out).unwrap_or(false) {
-            return (out, parser.finish());
-        }
-    }
-    (
-        out,
-        Err(ModelError::stream(
-            crate::model::StreamErrorKind::Cut,
-            "no terminal",
-        )),
-    )
+    parse_to_end(&mut ChatParser::new("m".into()), body)
 }
 
 #[test]

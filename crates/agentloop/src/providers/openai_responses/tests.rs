@@ -4,8 +4,7 @@ use serde_json::{Value, json};
 use super::request::{build_body, reasoning_item};
 use super::*;
 use crate::model::{ModelDelta, ModelEvent};
-use crate::providers::core::StreamParser;
-use crate::providers::sse::SseDecoder;
+use crate::providers::parser_tests::parse_to_end;
 use crate::transcript::{Message, Part, StopReason, ToolArguments, ToolCallPart, ToolResultPart};
 
 fn frame(v: Value) -> String {
@@ -14,24 +13,9 @@ fn frame(v: Value) -> String {
 
 fn parse(events: &[Value]) -> (Vec<ModelEvent>, Result<Message, ModelError>) {
     let body: String = events.iter().cloned().map(frame).collect();
-    let mut decoder = SseDecoder::new();
-    let mut sse = Vec::new();
-    decoder.push(body.as_bytes(), &mut sse).unwrap();
-    let mut parser = ResponsesParser::new("m".into(), "find_tools".into());
-    let mut out = Vec::new();
-    for e in sse {
-        match parser.on_event(e, &mut out) {
-            Ok(true) => return (out, parser.finish()),
-            Ok(false) => {}
-            Err(e) => return (out, Err(e)),
-        }
-    }
-    (
-        out,
-        Err(ModelError::stream(
-            crate::model::StreamErrorKind::Cut,
-            "no terminal",
-        )),
+    parse_to_end(
+        &mut ResponsesParser::new("m".into(), "find_tools".into()),
+        &body,
     )
 }
 

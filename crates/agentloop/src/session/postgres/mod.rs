@@ -66,28 +66,15 @@ impl Default for PostgresOptions {
 }
 
 impl PostgresOptions {
-    /// Sets [`schema`](Self::schema).
-    pub fn schema(mut self, schema: impl Into<String>) -> Self {
-        self.schema = Some(schema.into());
-        self
-    }
-
-    /// Sets [`pool_size`](Self::pool_size) (at least 1).
-    pub fn pool_size(mut self, size: usize) -> Self {
-        self.pool_size = size.max(1);
-        self
-    }
-
-    /// Sets [`durability`](Self::durability).
-    pub fn durability(mut self, durability: Durability) -> Self {
-        self.durability = durability;
-        self
-    }
-
-    /// Sets [`timeout`](Self::timeout).
-    pub fn timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
-        self
+    crate::setters! {
+        /// Sets [`schema`](Self::schema).
+        pub fn schema(schema: impl Into<String>) => schema = Some(schema.into());
+        /// Sets [`pool_size`](Self::pool_size) (at least 1).
+        pub fn pool_size(size: usize) => pool_size = size.max(1);
+        /// Sets [`durability`](Self::durability).
+        pub fn durability(durability: Durability) => durability = durability;
+        /// Sets [`timeout`](Self::timeout).
+        pub fn timeout(timeout: Duration) => timeout = timeout;
     }
 }
 
