@@ -11,6 +11,19 @@
 //! changed files are read. File contents go into a content-addressed blob store (SHA-256,
 //! shared by every workspace and session of the store, so a content is kept once).
 //!
+//! Between the snapshots of one run the tree is not walked again: on Linux the first snapshot
+//! watches every directory it walks (inotify, at most [`CheckpointOptions::max_watches`]), and
+//! a later one reads the queued events and looks only at the paths they name — a file stat'ed
+//! and read again if its stat changed, a directory created, moved in or whose `.gitignore`
+//! changed walked, one removed or moved out dropped — giving the same entries and changes as a
+//! walk. Whatever the events cannot vouch for makes that snapshot walk the whole tree and
+//! watch it anew: the queue overflowed, a watch could not be added (the user's inotify limit
+//! or the cap), the queue could not be read, the root was removed or replaced, an ignore file
+//! above the root changed, or inotify is unavailable (other systems always walk). The run's
+//! last snapshot ([`Recorder::seal`]) walks the whole tree too, so what inotify does not see —
+//! writes through a shared memory map, from another mount namespace, on a network filesystem
+//! — is still attributed, to the run's latest checkpoint.
+//!
 //! Each checkpoint records, per path the call changed, the entry before and after (file with
 //! its hash and mode, symbolic link with its target, directory with its mode). Files over
 //! [`CheckpointOptions::max_file_size`] are recorded as not restorable instead of copied.
@@ -32,12 +45,19 @@ mod log;
 mod recorder;
 mod restore;
 mod snapshot;
+#[cfg(target_os = "linux")]
+mod update;
 #[cfg(unix)]
 mod walk;
 #[cfg(not(unix))]
 #[path = "walk_portable.rs"]
 mod walk;
 mod walk_input;
+#[cfg(target_os = "linux")]
+mod watch;
+#[cfg(not(target_os = "linux"))]
+#[path = "watch_none.rs"]
+mod watch;
 
 use std::path::{Path, PathBuf};
 
@@ -55,6 +75,9 @@ pub const DEFAULT_MAX_ENTRIES: usize = 250_000;
 
 /// Default of [`CheckpointOptions::max_total_bytes`]: 2 GiB.
 pub const DEFAULT_MAX_TOTAL_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+
+/// Default of [`CheckpointOptions::max_watches`].
+pub const DEFAULT_MAX_WATCHES: usize = 8192;
 
 /// What went wrong reading or writing checkpoints.
 #[derive(Debug, thiserror::Error)]
@@ -221,6 +244,11 @@ pub struct CheckpointOptions {
     /// Nor one whose copyable files (those up to `max_file_size`) hold more bytes than this:
     /// the first snapshot copies them all into the store.
     pub max_total_bytes: u64,
+    /// At most this many directories are watched for changes (Linux inotify: one watch per
+    /// directory, counted against the user's limit, of which a couple of thousand are also
+    /// left to other programs). A workspace with more directories is walked whole at every
+    /// snapshot.
+    pub max_watches: usize,
 }
 
 impl Default for CheckpointOptions {
@@ -229,6 +257,7 @@ impl Default for CheckpointOptions {
             max_file_size: DEFAULT_MAX_FILE_SIZE,
             max_entries: DEFAULT_MAX_ENTRIES,
             max_total_bytes: DEFAULT_MAX_TOTAL_BYTES,
+            max_watches: DEFAULT_MAX_WATCHES,
         }
     }
 }
@@ -249,6 +278,12 @@ impl CheckpointOptions {
     /// Sets [`max_total_bytes`](Self::max_total_bytes).
     pub fn max_total_bytes(mut self, bytes: u64) -> Self {
         self.max_total_bytes = bytes;
+        self
+    }
+
+    /// Sets [`max_watches`](Self::max_watches).
+    pub fn max_watches(mut self, watches: usize) -> Self {
+        self.max_watches = watches;
         self
     }
 }
@@ -345,3 +380,5 @@ impl CheckpointStore {
 
 #[cfg(test)]
 mod tests;
+#[cfg(all(test, target_os = "linux"))]
+mod watch_tests;

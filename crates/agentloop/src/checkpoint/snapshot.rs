@@ -11,8 +11,9 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use super::blobs::{BlobStore, hash_of, write_atomically};
-use super::ignores::IgnoreCache;
+use super::ignores::{IgnoreCache, Rules};
 use super::walk::{Found, Walk};
+use super::watch::Watcher;
 use super::{Change, CheckpointError, CheckpointOptions, Entry, EntryKind};
 
 /// Every recorded path of a workspace, by `/`-separated relative path (hashed, not sorted: a
@@ -36,6 +37,14 @@ pub(crate) struct Snapshot {
     /// How many files this walk read (the stat cache missed).
     #[serde(skip)]
     pub hashed: usize,
+}
+
+/// Where a walk starts, within which limits, and what watches the directories it lists.
+pub(crate) struct Below<'a> {
+    /// A directory below the root and the rules in force in its parent (`None`: the root).
+    pub start: Option<(&'a str, Arc<Rules>)>,
+    pub limits: &'a CheckpointOptions,
+    pub watch: Option<&'a Watcher>,
 }
 
 /// Takes snapshots of one workspace.
@@ -71,42 +80,90 @@ impl Scanner {
         &self.root
     }
 
+    /// The limits snapshots are taken with.
+    pub(crate) fn limits(&self) -> &CheckpointOptions {
+        &self.limits
+    }
+
+    /// The store directory relative to the root, when it lies inside the workspace.
+    pub(crate) fn skipped(&self) -> Option<String> {
+        relative(&self.root, &self.skip)
+    }
+
     /// Walks the workspace; entries unchanged since `cache` keep their hash.
+    #[cfg(test)]
     pub(crate) fn scan(&self, cache: &Snapshot) -> Result<Snapshot, CheckpointError> {
+        self.scan_watched(cache, None)
+    }
+
+    /// [`scan`](Self::scan), every directory listed also watched by `watch`.
+    pub(crate) fn scan_watched(
+        &self,
+        cache: &Snapshot,
+        watch: Option<&Watcher>,
+    ) -> Result<Snapshot, CheckpointError> {
         let started = now_ns();
+        let below = Below {
+            start: None,
+            limits: &self.limits,
+            watch,
+        };
+        let (found, hashed) = self.walk(&below, &cache.entries, cache.started)?;
+        Ok(Snapshot {
+            root: self.root.to_string_lossy().into_owned(),
+            started,
+            entries: found.into_iter().collect(),
+            hashed,
+        })
+    }
+
+    /// The entries found by a walk (`below` says where and how), files hashed unless their
+    /// entry in `cache` (taken at `cache_started`) can be trusted; and how many were read.
+    pub(crate) fn walk(
+        &self,
+        below: &Below<'_>,
+        cache: &Tree,
+        cache_started: i64,
+    ) -> Result<(Vec<(String, Entry)>, usize), CheckpointError> {
         let lookup = |rel: &str, now: &Entry| {
-            let cached = cache.entries.get(rel)?;
-            stat_matches(cached, now, cache.started).then(|| cached.clone())
+            let cached = cache.get(rel)?;
+            stat_matches(cached, now, cache_started).then(|| cached.clone())
         };
         let walk = Walk {
             root: &self.root,
-            skip: relative(&self.root, &self.skip),
-            limits: &self.limits,
+            skip: self.skipped(),
+            limits: below.limits,
             ignores: &self.ignores,
             lookup: &lookup,
+            start: below.start.clone(),
+            watch: below.watch,
         };
         let found = walk.run()?;
-        let (mut entries, mut hashed) = (Tree::with_capacity(found.len()), 0);
-        for Found { rel, entry, cached } in found {
+        let (mut entries, mut hashed) = (Vec::with_capacity(found.len()), 0);
+        for Found {
+            rel,
+            entry,
+            cached,
+            shared,
+        } in found
+        {
+            if let (true, Some(watch)) = (shared, below.watch) {
+                watch.set_shared(&rel, true);
+            }
             let entry = if !cached && entry.kind == EntryKind::File {
                 hashed += 1;
                 self.read_file(&rel, entry)?
             } else {
                 entry
             };
-            entries.insert(rel, entry);
+            entries.push((rel, entry));
         }
-        Ok(Snapshot {
-            root: self.root.to_string_lossy().into_owned(),
-            started,
-            entries,
-            hashed,
-        })
+        Ok((entries, hashed))
     }
 
     /// The entry of a file the stat cache missed: its content hashed and stored, or recorded
     /// as not restorable when it is too large or unreadable.
-    fn read_file(&self, rel: &str, mut entry: Entry) -> Result<Entry, CheckpointError> {
+    pub(crate) fn read_file(&self, rel: &str, mut entry: Entry) -> Result<Entry, CheckpointError> {
         if entry.size > self.limits.max_file_size {
             entry.kind = EntryKind::Unrestorable;
             return Ok(entry);
@@ -183,7 +240,7 @@ fn relative(root: &Path, path: &Path) -> Option<String> {
 }
 
 /// A cached entry is trusted when the stat fields all match and its mtime is not racy.
-fn stat_matches(cached: &Entry, now: &Entry, cache_started: i64) -> bool {
+pub(crate) fn stat_matches(cached: &Entry, now: &Entry, cache_started: i64) -> bool {
     matches!(cached.kind, EntryKind::File | EntryKind::Unrestorable)
         && cached.size == now.size
         && cached.mtime == now.mtime
@@ -243,24 +300,15 @@ pub(crate) fn stat_entry(meta: &Metadata) -> Entry {
 pub(crate) fn diff(old: &Snapshot, new: &Snapshot, root: &Path) -> Vec<Change> {
     let (mut out, mut kept) = (Vec::new(), 0usize);
     for (path, after) in &new.entries {
-        match old.entries.get(path) {
-            Some(before) => {
-                kept += 1;
-                if !before.same_content(after) {
-                    out.push(change(path, Some(before), Some(after)));
-                }
-            }
-            None if after.ctime.saturating_add(2 * RACY_NS) < old.started => {}
-            None => out.push(change(path, None, Some(after))),
-        }
+        let before = old.entries.get(path);
+        kept += usize::from(before.is_some());
+        out.extend(change(path, before, Some(after), old.started, root));
     }
     // Every old path is still there: nothing was removed (the common case, no second pass).
     if kept < old.entries.len() {
         for (path, before) in &old.entries {
-            if !new.entries.contains_key(path)
-                && std::fs::symlink_metadata(root.join(path)).is_err()
-            {
-                out.push(change(path, Some(before), None));
+            if !new.entries.contains_key(path) {
+                out.extend(change(path, Some(before), None, old.started, root));
             }
         }
     }
@@ -268,10 +316,24 @@ pub(crate) fn diff(old: &Snapshot, new: &Snapshot, root: &Path) -> Vec<Change> {
     out
 }
 
-fn change(path: &str, before: Option<&Entry>, after: Option<&Entry>) -> Change {
-    Change {
+/// The change of one path from `before` (in a snapshot started at `old_started`) to `after`,
+/// as [`diff`] decides it.
+pub(crate) fn change(
+    path: &str,
+    before: Option<&Entry>,
+    after: Option<&Entry>,
+    old_started: i64,
+    root: &Path,
+) -> Option<Change> {
+    let changed = match (before, after) {
+        (Some(before), Some(after)) => !before.same_content(after),
+        (None, Some(after)) => after.ctime.saturating_add(2 * RACY_NS) >= old_started,
+        (Some(_), None) => std::fs::symlink_metadata(root.join(path)).is_err(),
+        (None, None) => false,
+    };
+    changed.then(|| Change {
         path: path.to_owned(),
         before: before.cloned(),
         after: after.cloned(),
-    }
+    })
 }

@@ -4,7 +4,9 @@
 //! relative to an open handle of the directory (one path component resolved per call, not
 //! the whole path), by as many threads as there are cores taking directories from a shared
 //! stack, and an entry is checked against the limits as soon as it is seen — before any file
-//! is read or copied.
+//! is read or copied. A walk may start below the root (a directory that changed), and may
+//! have each directory watched for changes before it is listed, so that whatever changes
+//! after its listing is reported.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
@@ -81,12 +83,15 @@ impl Walk<'_> {
     /// Every path to record, in no particular order. Unreadable directories are recorded but
     /// not their contents; paths gone since they were listed are left out.
     pub(crate) fn run(&self) -> Result<Vec<Found>, CheckpointError> {
-        let rules = self.ignores.above(self.root);
+        let (rel, rules) = match &self.start {
+            Some((rel, rules)) => ((*rel).to_owned(), rules.clone()),
+            None => (String::new(), self.ignores.above(self.root)),
+        };
         let shared = Shared {
             queue: Mutex::new(Queue {
                 jobs: vec![Job {
                     parent: None,
-                    rel: String::new(),
+                    rel,
                     name_at: 0,
                     rules,
                 }],
@@ -166,24 +171,19 @@ impl Walk<'_> {
     /// Opens the directory of `job`, lists it and stats its entries into `found`; returns its
     /// subdirectories.
     fn read_dir(&self, job: Job, shared: &Shared, found: &mut Vec<Found>) -> Vec<Job> {
-        use rustix::fs::{AtFlags, FileType, Mode, OFlags};
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = match &job.parent {
-            Some(parent) => {
-                let Ok(parent_fd) = parent.fd() else {
-                    return Vec::new();
-                };
-                rustix::fs::openat(parent_fd, &job.rel[job.name_at..], flags, Mode::empty())
-            }
-            None => rustix::fs::open(self.root, flags, Mode::empty()),
-        };
-        let Ok(mut dir) = fd.and_then(rustix::fs::Dir::new) else {
+        use rustix::fs::{AtFlags, FileType};
+        // Watched before it is listed: whatever changes after the listing is reported.
+        let watched = self.watch.and_then(|watch| watch.add(&job.rel));
+        let Some(mut dir) = self.open(&job) else {
             return Vec::new(); // unreadable: its contents are not recorded
         };
         let listed = self.list(&mut dir, &job.rel);
         let rules = self
             .ignores
             .enter(&job.rules, &job.rel, listed.has_gitignore, listed.has_git);
+        if let Some(watch) = self.watch {
+            watch.listed(&job.rel, watched, &rules, listed.has_git);
+        }
         let dir = Arc::new(dir);
         let Ok(dir_fd) = dir.fd() else {
             return Vec::new();
@@ -213,6 +213,7 @@ impl Walk<'_> {
             if !self.count(shared, &entry) {
                 return Vec::new();
             }
+            let shared_file = kind == FileType::RegularFile && stat.st_nlink > 1;
             let mut cached = false;
             if entry.kind == EntryKind::File {
                 if let Some(hit) = (self.lookup)(&rel, &entry) {
@@ -228,9 +229,30 @@ impl Walk<'_> {
                     rules: rules.clone(),
                 });
             }
-            found.push(Found { rel, entry, cached });
+            found.push(Found {
+                rel,
+                entry,
+                cached,
+                shared: shared_file,
+            });
         }
         children
+    }
+
+    /// The directory of `job`, opened through its parent's handle (the start directory by
+    /// path), never through a symbolic link.
+    fn open(&self, job: &Job) -> Option<rustix::fs::Dir> {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = match &job.parent {
+            Some(parent) => {
+                let parent_fd = parent.fd().ok()?;
+                rustix::fs::openat(parent_fd, &job.rel[job.name_at..], flags, Mode::empty())
+            }
+            None if job.rel.is_empty() => rustix::fs::open(self.root, flags, Mode::empty()),
+            None => rustix::fs::open(self.root.join(&job.rel), flags, Mode::empty()),
+        };
+        fd.and_then(rustix::fs::Dir::new).ok()
     }
 
     /// The names of a directory as workspace paths (`.git` and names that are not UTF-8 left

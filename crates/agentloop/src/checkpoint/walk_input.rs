@@ -2,8 +2,10 @@
 //! directory handles) and the portable one, which differ only in how they walk.
 
 use std::path::Path;
+use std::sync::Arc;
 
-use super::ignores::IgnoreCache;
+use super::ignores::{IgnoreCache, Rules};
+use super::watch::Watcher;
 use super::{CheckpointOptions, Entry};
 
 /// One path of the walk: its stat as an [`Entry`] (kind file, directory or symbolic link with
@@ -16,6 +18,9 @@ pub(crate) struct Found {
     pub entry: Entry,
     /// Whether the lookup gave the entry (nothing to read).
     pub cached: bool,
+    /// A regular file with other hard links: a write through another of its names is not
+    /// reported by the watch of this one's directory.
+    pub shared: bool,
 }
 
 /// A cached entry for a path and its fresh stat, when the cache can be trusted (run on the
@@ -31,6 +36,12 @@ pub(crate) struct Walk<'a> {
     #[cfg_attr(not(unix), allow(dead_code))]
     pub ignores: &'a IgnoreCache,
     pub lookup: &'a Lookup<'a>,
+    /// Where to start: a directory below the root and the rules in force in its parent
+    /// (`None`: the root, with the rules of the directories above it).
+    pub start: Option<(&'a str, Arc<Rules>)>,
+    /// Told of every directory listed, to watch it for changes.
+    #[cfg_attr(not(unix), allow(dead_code))]
+    pub watch: Option<&'a Watcher>,
 }
 
 /// The `ignore` crate's walker with the rules the snapshot walk follows: `.gitignore` files and

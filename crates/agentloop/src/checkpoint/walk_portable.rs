@@ -14,13 +14,18 @@ impl Walk<'_> {
     /// Every path to record, checked against the limits.
     pub(crate) fn run(&self) -> Result<Vec<Found>, CheckpointError> {
         let skip = self.skip.as_ref().map(|rel| self.root.join(rel));
-        let walk = super::walk_input::git_rules_walk(self.root, skip);
+        // The walker applies the ignore files of the start directory's parents itself.
+        let start = match &self.start {
+            Some((rel, _)) => self.root.join(rel),
+            None => self.root.to_path_buf(),
+        };
+        let walk = super::walk_input::git_rules_walk(&start, skip);
         let (mut out, mut bytes) = (Vec::new(), 0u64);
         for item in walk.flatten() {
             let Some(rel) = item.path().strip_prefix(self.root).ok().and_then(slashed) else {
                 continue;
             };
-            if rel.is_empty() {
+            if item.path() == start {
                 continue;
             }
             let Ok(meta) = std::fs::symlink_metadata(item.path()) else {
@@ -62,6 +67,7 @@ impl Walk<'_> {
                 rel,
                 entry: hit.unwrap_or(entry),
                 cached,
+                shared: false,
             });
         }
         Ok(out)
