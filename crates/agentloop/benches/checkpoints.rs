@@ -1,7 +1,10 @@
 //! Checkpoint cost in a 20,000-file workspace (200 directories of 100 files of ~200 bytes):
-//! one snapshot when nothing changed (the stat walk alone), and one after 10 files changed
-//! (the walk, reading and hashing 10 files, 10 new blobs). A mutating tool call takes two such
-//! snapshots (before and after it).
+//! one snapshot when nothing changed, and one after 10 files changed (reading and hashing 10
+//! files, 10 new blobs). A mutating tool call takes two such snapshots (before and after it).
+//! After the run's first snapshot the tree is watched (inotify on Linux), so these snapshots
+//! look only at what changed; `no_change_walked` is the same snapshot with watching off (a
+//! watch cap of 0), the cost of the full stat walk that the first and the last snapshot of a
+//! run, and every snapshot where change notification is unavailable, pay.
 //!
 //! The workspace and the store live in the system temp directory (check `df $TMPDIR`: tmpfs
 //! and disk differ).
@@ -12,7 +15,7 @@
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
-use agentloop::checkpoint::{CheckpointOptions, CheckpointStore};
+use agentloop::checkpoint::{CheckpointOptions, CheckpointStore, Recorder};
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 
 const DIRS: usize = 200;
@@ -55,22 +58,28 @@ fn workspace(root: &std::path::Path) {
     }
 }
 
+/// A recorder that has taken its first snapshot (the whole tree walked, and watched when
+/// `options` allow).
+fn recorder(store: &CheckpointStore, ws: &TempDir, options: CheckpointOptions) -> Recorder {
+    let recorder = store.recorder(&ws.0, "bench", options).unwrap();
+    let baseline = recorder.snapshot().unwrap();
+    assert_eq!(baseline.entries, DIRS * FILES_PER_DIR + DIRS);
+    recorder
+}
+
 fn bench(c: &mut Criterion) {
     let ws = TempDir::new("ws");
     let store_dir = TempDir::new("store");
     workspace(&ws.0);
     let store = CheckpointStore::open(&store_dir.0).unwrap();
-    let recorder = store
-        .recorder(&ws.0, "bench", CheckpointOptions::default())
-        .unwrap();
-    let baseline = recorder.snapshot().unwrap();
-    assert_eq!(baseline.entries, DIRS * FILES_PER_DIR + DIRS);
+    let watched = recorder(&store, &ws, CheckpointOptions::default());
     let mut group = c.benchmark_group("checkpoint_20000_files");
     group.sample_size(30);
     group.bench_function("no_change", |b| {
         b.iter(|| {
-            let report = recorder.snapshot().unwrap();
+            let report = watched.snapshot().unwrap();
             assert!(report.changes.is_empty());
+            assert!(!report.full_walk, "change notification is unavailable");
         })
     });
     let mut round = 0u64;
@@ -84,11 +93,21 @@ fn bench(c: &mut Criterion) {
                 }
             },
             |()| {
-                let report = recorder.snapshot().unwrap();
+                let report = watched.snapshot().unwrap();
                 assert_eq!(report.changes.len(), 10);
+                assert_eq!(report.files_read, 10);
             },
             BatchSize::PerIteration,
         )
+    });
+    drop(watched);
+    let walked = recorder(&store, &ws, CheckpointOptions::default().max_watches(0));
+    group.bench_function("no_change_walked", |b| {
+        b.iter(|| {
+            let report = walked.snapshot().unwrap();
+            assert!(report.changes.is_empty());
+            assert!(report.full_walk);
+        })
     });
     group.finish();
 }

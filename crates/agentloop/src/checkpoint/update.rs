@@ -324,7 +324,11 @@ fn dir_entry(meta: &Metadata) -> Entry {
 
 /// A symbolic link's entry (`None` when its target is unreadable or not UTF-8: not recorded).
 fn link_entry(path: &std::path::Path, meta: &Metadata) -> Option<Entry> {
-    let target = std::fs::read_link(path).ok()?.into_os_string().into_string().ok()?;
+    let target = std::fs::read_link(path)
+        .ok()?
+        .into_os_string()
+        .into_string()
+        .ok()?;
     let mut entry = stat_entry(meta);
     (entry.kind, entry.mode, entry.target) = (EntryKind::Symlink, 0, Some(target));
     Some(entry)

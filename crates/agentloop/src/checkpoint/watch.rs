@@ -329,7 +329,11 @@ impl Maps {
         if now.is_none() || now != self.root {
             return None;
         }
-        if self.above.iter().any(|(file, was)| !same_stamp(was, &stamp(file))) {
+        if self
+            .above
+            .iter()
+            .any(|(file, was)| !same_stamp(was, &stamp(file)))
+        {
             return None;
         }
         for (dir, was) in &mut self.git {

@@ -157,8 +157,12 @@ const OPS: &[Op] = &[
     ("a nested .gitignore hiding a file", |w| {
         write(&w.ws.join("a/.gitignore"), "*.log\n")
     }),
-    ("a write to the hidden file", |w| write(&w.ws.join("a/x.log"), "more log")),
-    ("the nested .gitignore emptied", |w| write(&w.ws.join("a/.gitignore"), "")),
+    ("a write to the hidden file", |w| {
+        write(&w.ws.join("a/x.log"), "more log")
+    }),
+    ("the nested .gitignore emptied", |w| {
+        write(&w.ws.join("a/.gitignore"), "")
+    }),
     ("an ignored directory filled", |w| {
         write(&w.ws.join("target/debug/out"), "artifact")
     }),
@@ -390,7 +394,12 @@ fn recorded_calls_get_their_changes_from_the_notifications() {
     let list = w.store.list("s").unwrap();
     assert_eq!(
         list[0].files(),
-        ["src/gen", "src/gen/deep", "src/gen/deep/out.rs", "src/main.rs"]
+        [
+            "src/gen",
+            "src/gen/deep",
+            "src/gen/deep/out.rs",
+            "src/main.rs"
+        ]
     );
     assert_eq!(
         list[1].files(),
