@@ -113,12 +113,15 @@ impl Update<'_> {
             .entries
             .get(rel)
             .filter(|e| e.kind == EntryKind::Dir)
-            .map(|e| e.ino);
+            .map(|e| (e.ino, e.mode));
         if kind.is_dir() {
-            if rewalk || old_dir != Some(meta.ino()) || !self.watcher.is_watched(rel) {
-                return self.walk_dir(rel, &meta, rules);
+            let entry = dir_entry(&meta);
+            // The same directory, still listed as it was (a new mode may make it unreadable).
+            let same = old_dir == Some((entry.ino, entry.mode)) && self.watcher.is_watched(rel);
+            if rewalk || !same {
+                return self.walk_dir(rel, entry, rules);
             }
-            self.set(rel, Some(dir_entry(&meta)));
+            self.set(rel, Some(entry));
             return Ok(());
         }
         let entry = if kind.is_symlink() {
@@ -171,7 +174,7 @@ impl Update<'_> {
     fn walk_dir(
         &mut self,
         rel: &str,
-        meta: &Metadata,
+        entry: Entry,
         rules: Arc<Rules>,
     ) -> Result<(), CheckpointError> {
         self.done.insert(rel.to_owned());
@@ -188,7 +191,7 @@ impl Update<'_> {
             .walk(&below, &self.snap.entries, self.base_started)?;
         self.hashed += hashed;
         self.drop_below(rel);
-        self.set(rel, Some(dir_entry(meta)));
+        self.set(rel, Some(entry));
         for (path, entry) in found {
             self.set(&path, Some(entry));
         }
