@@ -216,7 +216,7 @@ impl Recorder {
     }
 
     /// The run's current snapshot (tests compare it with a fresh walk).
-    #[cfg(test)]
+    #[cfg(all(test, target_os = "linux"))]
     pub(crate) fn last_snapshot(&self) -> Option<Snapshot> {
         self.state().last.clone()
     }
