@@ -31,6 +31,9 @@ pub(crate) type Wd = i32;
 /// How many watches to leave to the user's other programs below the kernel's per-user limit.
 const KERNEL_MARGIN: usize = 2048;
 
+/// More events than this in one drain (a writer faster than the reads): walk instead.
+const MAX_EVENTS: usize = 1 << 16;
+
 /// What a directory watch reports: its entries created, deleted, renamed, written or with
 /// changed attributes, and the directory itself removed or renamed.
 fn watch_flags() -> WatchFlags {
@@ -260,10 +263,14 @@ impl Watcher {
         let mut maps = self.lock();
         let mut buf = vec![MaybeUninit::<u8>::uninit(); 64 * 1024];
         let mut reader = inotify::Reader::new(&self.fd, &mut buf);
+        let mut seen = 0usize;
         loop {
             match reader.next() {
                 Ok(event) => {
-                    if !maps.note(event.wd(), event.events(), event.file_name(), &mut events) {
+                    seen += 1;
+                    if seen > MAX_EVENTS
+                        || !maps.note(event.wd(), event.events(), event.file_name(), &mut events)
+                    {
                         return None;
                     }
                 }

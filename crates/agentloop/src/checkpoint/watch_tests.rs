@@ -139,8 +139,12 @@ const OPS: &[Op] = &[
     }),
     ("a file's mode", |w| chmod(&w.ws.join("a/one.txt"), 0o600)),
     ("a directory's mode", |w| chmod(&w.ws.join("a"), 0o750)),
-    ("a directory made unreadable", |w| chmod(&w.ws.join("a"), 0o300)),
-    ("a directory made readable again", |w| chmod(&w.ws.join("a"), 0o750)),
+    ("a directory made unreadable", |w| {
+        chmod(&w.ws.join("a"), 0o300)
+    }),
+    ("a directory made readable again", |w| {
+        chmod(&w.ws.join("a"), 0o750)
+    }),
     ("a symbolic link", |w| {
         symlink("one.txt", w.ws.join("a/link")).unwrap()
     }),
