@@ -333,38 +333,37 @@ mod tests {
         assert!(snaps.iter().skip(1).all(Option::is_some));
     }
 
+    /// Pushes each delta in turn; the snapshot after it must be the value beside it.
+    fn assert_snapshots(steps: &[(&str, Value)]) {
+        let mut p = PartialJson::new();
+        for (delta, want) in steps {
+            p.push(delta);
+            assert_eq!(p.snapshot().as_ref(), Some(want), "after {delta:?}");
+        }
+    }
+
     #[test]
     fn partial_strings_are_shown_incomplete_keys_and_literals_are_not() {
-        let mut p = PartialJson::new();
-        p.push("{\"content\": \"hel");
-        assert_eq!(p.snapshot(), Some(json!({"content": "hel"})));
-        p.push("lo\", \"mo");
-        assert_eq!(p.snapshot(), Some(json!({"content": "hello"})));
-        p.push("de\": tr");
-        assert_eq!(p.snapshot(), Some(json!({"content": "hello"})));
-        p.push("ue, \"n\": 1");
-        assert_eq!(
-            p.snapshot(),
-            Some(json!({"content": "hello", "mode": true, "n": 1}))
-        );
-        p.push(".");
-        assert_eq!(
-            p.snapshot(),
-            Some(json!({"content": "hello", "mode": true}))
-        );
+        assert_snapshots(&[
+            ("{\"content\": \"hel", json!({"content": "hel"})),
+            ("lo\", \"mo", json!({"content": "hello"})),
+            ("de\": tr", json!({"content": "hello"})),
+            (
+                "ue, \"n\": 1",
+                json!({"content": "hello", "mode": true, "n": 1}),
+            ),
+            (".", json!({"content": "hello", "mode": true})),
+        ]);
     }
 
     #[test]
     fn escapes_split_across_deltas_are_not_cut_in_half() {
-        let mut p = PartialJson::new();
-        p.push("{\"q\": \"say \\");
-        assert_eq!(p.snapshot(), Some(json!({"q": "say "})));
-        p.push("\"hi\\u00");
-        assert_eq!(p.snapshot(), Some(json!({"q": "say \"hi"})));
-        p.push("e9\\ud83d");
-        assert_eq!(p.snapshot(), Some(json!({"q": "say \"hi\u{e9}"})));
-        p.push("\\ude00\"}");
-        assert_eq!(p.snapshot(), Some(json!({"q": "say \"hi\u{e9}\u{1F600}"})));
+        assert_snapshots(&[
+            ("{\"q\": \"say \\", json!({"q": "say "})),
+            ("\"hi\\u00", json!({"q": "say \"hi"})),
+            ("e9\\ud83d", json!({"q": "say \"hi\u{e9}"})),
+            ("\\ude00\"}", json!({"q": "say \"hi\u{e9}\u{1F600}"})),
+        ]);
     }
 
     #[test]

@@ -266,8 +266,10 @@ fn the_wire_model_is_used_when_the_request_named_none() {
         .push(body.as_bytes(), &mut events)
         .unwrap();
     for e in events {
-        parser.on_event(e, &mut Vec::new()).unwrap();
+        let terminal = parser.on_event(e, &mut Vec::new()).unwrap();
+        assert!(!terminal, "Gemini has no terminal event: the body's end is");
     }
+    assert!(parser.complete_at_eof());
     assert_eq!(
         parser.finish().unwrap().model.as_deref(),
         Some("gemini-wire")
