@@ -11,28 +11,21 @@ use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use http_body_util::Full;
-use hyper::body::Bytes;
-use hyper::client::conn::http2;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use rustls::pki_types::ServerName;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use super::HttpError;
-use super::h1;
+use super::{h1, h2};
 use super::proxy::{Proxy, ProxyRules, Route};
 use crate::providers::HttpVersion;
-
-/// The request body type of every connection: the JSON bytes, shared, never copied.
-pub(crate) type Body = Full<Bytes>;
 
 /// A connection ready for requests.
 pub(crate) enum Connection {
     /// HTTP/1.1: one request at a time.
     Http1(h1::Connection),
     /// HTTP/2: requests as concurrent streams (the handle is cloned per request).
-    Http2(http2::SendRequest<Body>),
+    Http2(h2::Connection),
 }
 
 /// When TCP keep-alive starts probing an idle connection, and how often (reqwest's defaults,
@@ -177,13 +170,13 @@ impl Connector {
                 .connect(name, tcp)
                 .await
                 .map_err(|e| HttpError::connect_io("the TLS handshake failed", e))?;
-            let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-            (Io::Tls(Box::new(stream)), h2)
+            let negotiated = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+            (Io::Tls(Box::new(stream)), negotiated)
         } else {
             (Io::Plain(tcp), false)
         };
-        let h2 = negotiated_h2 || self.version == HttpVersion::Http2PriorKnowledge;
-        handshake(io, h2).await
+        let http2 = negotiated_h2 || self.version == HttpVersion::Http2PriorKnowledge;
+        handshake(io, http2).await
     }
 }
 
@@ -215,18 +208,9 @@ async fn tcp_connect(host: &str, port: u16) -> Result<TcpStream, HttpError> {
 
 /// The HTTP/2 handshake over an open stream (the connection's task is spawned here), or the
 /// stream as an HTTP/1.1 connection (which needs no handshake).
-async fn handshake(io: Io, h2: bool) -> Result<Connection, HttpError> {
-    if h2 {
-        let io = TokioIo::new(io);
-        let (sender, connection) = http2::Builder::new(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .handshake(io)
-            .await
-            .map_err(|e| HttpError::connect_hyper("the HTTP/2 handshake failed", e))?;
-        tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        Ok(Connection::Http2(sender))
+async fn handshake(io: Io, http2: bool) -> Result<Connection, HttpError> {
+    if http2 {
+        Ok(Connection::Http2(h2::handshake(io).await?))
     } else {
         Ok(Connection::Http1(h1::Connection::new(io)))
     }

@@ -6,8 +6,9 @@
 //! that the headers that carry credentials never reach another host; a redirect elsewhere is
 //! handed back as is, for the transport to report.
 //!
-//! HTTP/1.1 is spoken by a codec of this module's own ([`h1`], which says why), HTTP/2 by
-//! hyper's connection API (negotiated by ALPN over TLS, or with prior knowledge).
+//! HTTP/1.1 is spoken by a codec of this module's own ([`h1`], which says why), HTTP/2 by the
+//! `h2` crate driven directly ([`h2`], which says why; negotiated by ALPN over TLS, or with
+//! prior knowledge).
 //!
 //! What a request needs is prepared once per adapter (by the transport's endpoint): the parsed
 //! URI, the `Host` header and the headers every request carries. Each request clones them
@@ -16,16 +17,15 @@
 
 mod connect;
 mod h1;
+mod h2;
 mod pool;
 pub mod proxy;
 mod tls;
 
-use http_body_util::{BodyExt, Full};
-use hyper::body::{Bytes, Incoming};
+use hyper::body::Bytes;
 use hyper::http::uri::{Authority, PathAndQuery, Scheme};
-use hyper::http::{HeaderMap, HeaderValue, Method, Request, StatusCode, Uri, header};
+use hyper::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 
-pub(crate) use self::connect::Body;
 use self::connect::Connector;
 use self::pool::{Lease, Leased, Pool};
 
@@ -77,7 +77,7 @@ impl HttpError {
         }
     }
 
-    fn connect_hyper(message: &str, error: hyper::Error) -> Self {
+    fn connect_h2(message: &str, error: ::h2::Error) -> Self {
         HttpError {
             kind: ErrorKind::Connect,
             message: message.to_owned(),
@@ -85,7 +85,7 @@ impl HttpError {
         }
     }
 
-    fn request(message: &str, error: hyper::Error) -> Self {
+    fn request_h2(message: &str, error: ::h2::Error) -> Self {
         HttpError {
             kind: ErrorKind::Request,
             message: message.to_owned(),
@@ -133,37 +133,22 @@ pub(crate) struct Response {
     lease: Lease,
 }
 
-/// A response body: read from its HTTP/1.1 connection by the response itself, or as hyper
-/// streams an HTTP/2 one.
+/// A response body: read from its HTTP/1.1 connection by the response itself, or the data of
+/// its HTTP/2 stream.
 enum ResponseBody {
     Http1(h1::Body),
-    Http2(Incoming),
+    Http2(h2::Body),
 }
 
 impl Response {
     /// The next piece of the body; `None` at its end. Trailers are skipped.
     pub(crate) async fn chunk(&mut self) -> Result<Option<Bytes>, HttpError> {
-        let body = match &mut self.body {
-            ResponseBody::Http1(body) => {
-                return match &mut self.lease.connection {
-                    Leased::Http1(Some(connection)) => connection.chunk(body).await,
-                    _ => Ok(None),
-                };
-            }
-            ResponseBody::Http2(body) => body,
-        };
-        loop {
-            match body.frame().await {
-                None => return Ok(None),
-                Some(Err(e)) => {
-                    return Err(HttpError::request("error reading the response body", e));
-                }
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        return Ok(Some(data));
-                    }
-                }
-            }
+        match &mut self.body {
+            ResponseBody::Http1(body) => match &mut self.lease.connection {
+                Leased::Http1(Some(connection)) => connection.chunk(body).await,
+                _ => Ok(None),
+            },
+            ResponseBody::Http2(body) => body.chunk().await,
         }
     }
 
@@ -337,20 +322,11 @@ impl Client {
                         Err(failure) => Err(Some(failure.error)),
                     }
                 }
-                Leased::Http2(sender) => {
-                    let request = http2_request(method.clone(), &uri, headers.clone(), body);
-                    match sender.try_send_request(request).await {
-                        Ok(response) => {
-                            let (parts, body) = response.into_parts();
-                            Ok((parts.status, parts.headers, ResponseBody::Http2(body)))
-                        }
-                        Err(mut failure) => match failure.take_message() {
-                            Some(_) if reused => Err(None),
-                            _ => Err(Some(HttpError::request(
-                                "error sending the request",
-                                failure.into_error(),
-                            ))),
-                        },
+                Leased::Http2(connection) => {
+                    match connection.send(method, &uri, headers, body).await {
+                        Ok(head) => Ok((head.status, head.headers, ResponseBody::Http2(head.body))),
+                        Err(failure) if failure.unanswered && reused => Err(None),
+                        Err(failure) => Err(Some(failure.error)),
                     }
                 }
                 Leased::Http1(None) => Err(Some(HttpError::connect(
@@ -398,15 +374,6 @@ impl Client {
             }
         }
     }
-}
-
-/// An HTTP/2 request: the whole URL (its scheme and authority become pseudo-headers).
-fn http2_request(method: Method, uri: &Uri, headers: HeaderMap, body: &Bytes) -> Request<Body> {
-    let mut request = Request::new(Full::new(body.clone()));
-    *request.method_mut() = method;
-    *request.uri_mut() = uri.clone();
-    *request.headers_mut() = headers;
-    request
 }
 
 fn port_or_default(uri: &Uri) -> Option<u16> {

@@ -26,13 +26,12 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use hyper::client::conn::http2;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 
 use super::HttpError;
-use super::connect::{Body, Connection, Connector};
-use super::h1;
+use super::connect::{Connection, Connector};
+use super::{h1, h2};
 
 /// One adapter's connections (see the module docs).
 pub(crate) struct Pool {
@@ -81,7 +80,7 @@ struct IdleHttp1 {
 
 /// One HTTP/2 connection: set up once by the first request that needs it.
 struct Http2Slot {
-    connection: OnceCell<http2::SendRequest<Body>>,
+    connection: OnceCell<h2::Connection>,
     in_flight: AtomicUsize,
     /// When the last stream ended (nanoseconds since the pool's epoch).
     idle_since: AtomicU64,
@@ -91,7 +90,7 @@ impl Http2Slot {
     fn is_closed(&self) -> bool {
         self.connection
             .get()
-            .is_some_and(http2::SendRequest::is_closed)
+            .is_some_and(h2::Connection::is_closed)
     }
 }
 
@@ -111,7 +110,7 @@ pub(crate) enum Leased {
     /// An HTTP/1.1 connection, the lease's alone.
     Http1(Option<h1::Connection>),
     /// A handle on a shared HTTP/2 connection.
-    Http2(http2::SendRequest<Body>),
+    Http2(h2::Connection),
 }
 
 impl Drop for Lease {
