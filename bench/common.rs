@@ -104,14 +104,18 @@ where
     };
     let t0 = Instant::now();
     let mut handles = Vec::with_capacity(k);
+    // The size of one session's task future (what its tokio task holds besides the heap).
+    let mut future_bytes = 0;
     for i in 0..k {
         let (run, finished) = (session(i), finished.clone());
-        handles.push(tokio::spawn(async move {
+        let task = async move {
             let s = us_since(t0);
             run.await;
             finished.fetch_add(1, Relaxed);
             (s, us_since(t0))
-        }));
+        };
+        future_bytes = std::mem::size_of_val(&task);
+        handles.push(tokio::spawn(task));
     }
     let mut spans = Vec::with_capacity(k);
     for h in handles {
@@ -127,7 +131,7 @@ where
     let first_end = spans.iter().map(|s| s.1).min().unwrap_or(0);
     serde_json::json!({"workload": "w3", "concurrency": k, "completed": spans.len(), "tool_calls": tools,
            "all_in_flight": last_start < first_end && all > 0,
-           "rss0_kib": rss0, "rss_peak_kib": peak, "rss_all_in_flight_kib": all,
+           "session_future_bytes": future_bytes, "rss0_kib": rss0, "rss_peak_kib": peak, "rss_all_in_flight_kib": all,
            "lat_ms_p50": percentile(&lat, 50.0), "lat_ms_p99": percentile(&lat, 99.0),
            "lat_ms_min": lat.first(), "lat_ms_max": lat.last()})
 }

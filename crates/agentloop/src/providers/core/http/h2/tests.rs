@@ -223,8 +223,9 @@ async fn an_oversized_header_list_is_an_error_of_the_request() {
 }
 
 /// A server speaking raw frames: the handshake (SETTINGS both ways), then the response head of
-/// stream 1 once the request arrived, then `frames` as they are; the receiver says when they
-/// were all written.
+/// stream 1 once the request arrived, then `frames` as they are; the receiver says when the
+/// client answered them with RST_STREAM or GOAWAY (it found them in violation). A client that
+/// never does leaves the receiver pending.
 async fn raw_server(frames: Vec<u8>) -> (Connection, tokio::sync::oneshot::Receiver<()>) {
     let (client, mut server) = pair().await;
     let (written, all_written) = tokio::sync::oneshot::channel();
@@ -236,24 +237,32 @@ async fn raw_server(frames: Vec<u8>) -> (Connection, tokio::sync::oneshot::Recei
         server.write_all(&frame(4, 1, 0, &[])).await.unwrap();
         // Frames until the request's end (HEADERS or DATA with END_STREAM on stream 1).
         loop {
-            let mut head = [0u8; 9];
-            server.read_exact(&mut head).await.unwrap();
-            let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
-            let mut payload = vec![0u8; len];
-            server.read_exact(&mut payload).await.unwrap();
-            if matches!(head[3], 0 | 1) && head[4] & 1 == 1 {
+            let (kind, flags) = read_frame(&mut server).await;
+            if matches!(kind, 0 | 1) && flags & 1 == 1 {
                 break;
             }
         }
         // HEADERS, END_HEADERS: `:status 200` (static table entry 8).
         server.write_all(&frame(1, 4, 1, &[0x88])).await.unwrap();
         server.write_all(&frames).await.unwrap();
+        // Until the client objects: RST_STREAM or GOAWAY.
+        while !matches!(read_frame(&mut server).await.0, 3 | 7) {}
         let _ = written.send(());
         // Kept open until the client is done with it.
         let mut rest = Vec::new();
         let _ = server.read_to_end(&mut rest).await;
     });
     (client, all_written)
+}
+
+/// Reads one frame: its type and flags.
+async fn read_frame(server: &mut TcpStream) -> (u8, u8) {
+    let mut head = [0u8; 9];
+    server.read_exact(&mut head).await.unwrap();
+    let len = usize::from(head[0]) << 16 | usize::from(head[1]) << 8 | usize::from(head[2]);
+    let mut payload = vec![0u8; len];
+    server.read_exact(&mut payload).await.unwrap();
+    (head[3], head[4])
 }
 
 fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
@@ -273,10 +282,13 @@ async fn data_past_the_stream_window_is_an_error_not_a_hang() {
     for _ in 0..=STREAM_WINDOW / MAX_FRAME {
         frames.extend_from_slice(&frame(0, 0, 1, &chunk));
     }
-    let (mut client, written) = raw_server(frames).await;
+    let (mut client, objected) = raw_server(frames).await;
     let mut head = post(&mut client, "{}").await.ok().unwrap();
     assert_eq!(head.status, StatusCode::OK);
-    tokio::time::timeout(HANG, written).await.unwrap().unwrap();
+    tokio::time::timeout(HANG, objected)
+        .await
+        .expect("the client accepted data past its window")
+        .unwrap();
     let (data, error) = read_body(&mut head.body).await;
     assert!(error.is_some(), "the violation ended the body");
     assert!(data.len() <= STREAM_WINDOW as usize);
@@ -285,8 +297,12 @@ async fn data_past_the_stream_window_is_an_error_not_a_hang() {
 #[tokio::test]
 async fn a_frame_larger_than_allowed_is_an_error_not_a_hang() {
     let frames = frame(0, 0, 1, &vec![b'x'; MAX_FRAME as usize + 1]);
-    let (mut client, _written) = raw_server(frames).await;
+    let (mut client, objected) = raw_server(frames).await;
     let mut head = post(&mut client, "{}").await.ok().unwrap();
+    tokio::time::timeout(HANG, objected)
+        .await
+        .expect("the client accepted the oversized frame")
+        .unwrap();
     let (data, error) = read_body(&mut head.body).await;
     assert!(error.is_some(), "the oversized frame ended the body");
     assert!(data.is_empty());
