@@ -496,11 +496,7 @@ where
                         self.parser = self.fresh.clone();
                     }
                     self.deadline = self.request_timeout.map(|t| Instant::now() + t);
-                    // Boxed: sending (a connection set up, TLS included) is by far the largest
-                    // state of an exchange, and it is over once the response head is in; held
-                    // in place it sized the future every in-flight request holds for its
-                    // whole body (4.4 KiB instead of ~1 KiB).
-                    match Box::pin(self.send()).await {
+                    match self.send().await {
                         Ok(response) => {
                             self.phase = Phase::Body {
                                 response,

@@ -215,9 +215,9 @@ impl Client {
         let response = self.send(&Method::POST, uri.clone(), headers, body).await?;
         match self.redirect_target(&response) {
             None => Ok(response),
+            // Boxed: rare, and it would size every request's future otherwise.
             Some(next) => {
-                self.follow(response, next, headers.clone(), body.clone())
-                    .await
+                Box::pin(self.follow(response, next, headers.clone(), body.clone())).await
             }
         }
     }

@@ -196,7 +196,9 @@ impl Pool {
         if let Some(connection) = idle {
             return Ok(self.http1_lease(connection, true));
         }
-        match self.shared.connector.connect().await? {
+        // Boxed, as below: setting up a connection (TLS included) is rare and large, and held
+        // in place it would size every request's future for as long as it waits for its head.
+        match Box::pin(self.shared.connector.connect()).await? {
             Connection::Http1(connection) => Ok(self.http1_lease(connection, false)),
             // Only prior knowledge gets HTTP/2 without ALPN, and that pool leases HTTP/2.
             Connection::Http2(_) => Err(HttpError::connect(
@@ -223,7 +225,7 @@ impl Pool {
         let result = slot
             .connection
             .get_or_try_init(|| async {
-                match connector.connect().await? {
+                match Box::pin(connector.connect()).await? {
                     Connection::Http2(sender) => Ok(sender),
                     Connection::Http1(connection) => Err(Http2Setup::Declined(connection)),
                 }
