@@ -16,8 +16,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use super::HttpError;
-use super::{h1, h2};
 use super::proxy::{Proxy, ProxyRules, Route};
+use super::{h1, h2};
 use crate::providers::HttpVersion;
 
 /// A connection ready for requests.

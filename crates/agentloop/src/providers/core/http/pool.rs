@@ -88,9 +88,7 @@ struct Http2Slot {
 
 impl Http2Slot {
     fn is_closed(&self) -> bool {
-        self.connection
-            .get()
-            .is_some_and(h2::Connection::is_closed)
+        self.connection.get().is_some_and(h2::Connection::is_closed)
     }
 }
 

@@ -1,7 +1,7 @@
 //! The HTTP/2 client over real sockets: requests and bodies (the window given back as the body
 //! is read), and hostile servers (reset streams, GOAWAY, oversized header lists, flow-control
 //! and frame-size violations), each of which must end in an error, not a hang or a panic.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::time::Duration;
 
@@ -64,13 +64,19 @@ fn uri() -> Uri {
 
 async fn post(connection: &mut Connection, body: &str) -> Result<Head, SendError> {
     let mut headers = HeaderMap::new();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     headers.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
     headers.insert("keep-alive", HeaderValue::from_static("timeout=5"));
     let body = Bytes::copy_from_slice(body.as_bytes());
-    tokio::time::timeout(HANG, connection.send(&Method::POST, &uri(), &headers, &body))
-        .await
-        .expect("the request hung")
+    tokio::time::timeout(
+        HANG,
+        connection.send(&Method::POST, &uri(), &headers, &body),
+    )
+    .await
+    .expect("the request hung")
 }
 
 /// The whole body, or the error that ended it (with the bytes read before it).
