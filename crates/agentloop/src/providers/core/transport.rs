@@ -262,7 +262,8 @@ impl Endpoint {
             Some(segment) => target.uri_with(segment)?,
             None => target.uri.clone(),
         };
-        let mut headers = target.headers.clone();
+        // The adapter's headers are shared, not copied, unless this request adds its own.
+        let mut headers = None;
         for (name, value) in extra {
             // Parsed, not `from_static`: a provider written outside this crate may name a header
             // in capitals, which must be an error, never a panic.
@@ -273,7 +274,9 @@ impl Endpoint {
             })?;
             // Request headers carry credentials: never shown in debug output.
             value.set_sensitive(true);
-            headers.insert(name, value);
+            headers
+                .get_or_insert_with(|| target.headers.clone())
+                .insert(name, value);
         }
         Ok(Prepared {
             target: std::sync::Arc::clone(target),
@@ -290,8 +293,15 @@ impl Endpoint {
 struct Prepared {
     target: std::sync::Arc<Target>,
     uri: Uri,
-    headers: HeaderMap,
+    /// The request's headers when it adds some to the adapter's (`None`: the adapter's).
+    headers: Option<HeaderMap>,
     body: Bytes,
+}
+
+impl Prepared {
+    fn headers(&self) -> &HeaderMap {
+        self.headers.as_ref().unwrap_or(&self.target.headers)
+    }
 }
 
 fn target(
@@ -592,7 +602,7 @@ where
         let sent = request
             .target
             .client
-            .post(&request.uri, &request.headers, &request.body);
+            .post(&request.uri, request.headers(), &request.body);
         let mut response = match tokio::time::timeout_at(until, sent).await {
             Err(_) if until < idle_end => return Err(self.deadline_failure()),
             Err(_) => {
