@@ -127,9 +127,59 @@ struct Target {
     /// The URI of the last appended segment (Gemini names the model in the path: the same
     /// one, request after request).
     last_segment: std::sync::Mutex<Option<(String, Uri)>>,
+    /// The headers of the last request that added its own, shared with the next ones that add
+    /// the same.
+    last_headers: LastHeaders,
+}
+
+/// The headers a request added (the API key, as a rule) and the whole header map they made.
+#[derive(Default)]
+struct LastHeaders(std::sync::Mutex<Option<ExtraHeaders>>);
+
+type ExtraHeaders = (Vec<(&'static str, String)>, std::sync::Arc<HeaderMap>);
+
+impl std::fmt::Debug for LastHeaders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // They carry credentials.
+        f.write_str("LastHeaders(..)")
+    }
 }
 
 impl Target {
+    /// The adapter's headers with `extra` added (replacing those of the same name); the map of
+    /// the last request that added the same is shared.
+    fn headers_with(
+        &self,
+        extra: Vec<(&'static str, String)>,
+    ) -> Result<std::sync::Arc<HeaderMap>, String> {
+        let mut last = self
+            .last_headers
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((seen, headers)) = last.as_ref()
+            && *seen == extra
+        {
+            return Ok(std::sync::Arc::clone(headers));
+        }
+        let mut headers = self.headers.clone();
+        for (name, value) in &extra {
+            // Parsed, not `from_static`: a provider written outside this crate may name a header
+            // in capitals, which must be an error, never a panic.
+            let name = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| format!("{name:?} is not a valid HTTP header name"))?;
+            let mut value = HeaderValue::try_from(value.as_str()).map_err(|_| {
+                format!("the {name} header is not a valid HTTP header value (check the API key)")
+            })?;
+            // Request headers carry credentials: never shown in debug output.
+            value.set_sensitive(true);
+            headers.insert(name, value);
+        }
+        let headers = std::sync::Arc::new(headers);
+        *last = Some((extra, std::sync::Arc::clone(&headers)));
+        Ok(headers)
+    }
+
     /// The URI with `segment` appended as one more path segment (percent-encoded where
     /// needed), the query kept.
     fn uri_with(&self, segment: &str) -> Result<Uri, String> {
@@ -173,6 +223,7 @@ impl Endpoint {
                 uri,
                 headers,
                 last_segment: std::sync::Mutex::new(None),
+                last_headers: LastHeaders::default(),
             }))
         });
         Endpoint {
@@ -262,22 +313,14 @@ impl Endpoint {
             Some(segment) => target.uri_with(segment)?,
             None => target.uri.clone(),
         };
-        // The adapter's headers are shared, not copied, unless this request adds its own.
-        let mut headers = None;
-        for (name, value) in extra {
-            // Parsed, not `from_static`: a provider written outside this crate may name a header
-            // in capitals, which must be an error, never a panic.
-            let name = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| format!("{name:?} is not a valid HTTP header name"))?;
-            let mut value = HeaderValue::try_from(value).map_err(|_| {
-                format!("the {name} header is not a valid HTTP header value (check the API key)")
-            })?;
-            // Request headers carry credentials: never shown in debug output.
-            value.set_sensitive(true);
-            headers
-                .get_or_insert_with(|| target.headers.clone())
-                .insert(name, value);
-        }
+        // The adapter's headers are shared, not copied per request (a copy was 416 bytes per
+        // request in flight), and so are those with the request's own (the same API key,
+        // request after request).
+        let headers = if extra.is_empty() {
+            None
+        } else {
+            Some(target.headers_with(extra)?)
+        };
         Ok(Prepared {
             target: std::sync::Arc::clone(target),
             uri,
@@ -294,13 +337,13 @@ struct Prepared {
     target: std::sync::Arc<Target>,
     uri: Uri,
     /// The request's headers when it adds some to the adapter's (`None`: the adapter's).
-    headers: Option<HeaderMap>,
+    headers: Option<std::sync::Arc<HeaderMap>>,
     body: Bytes,
 }
 
 impl Prepared {
     fn headers(&self) -> &HeaderMap {
-        self.headers.as_ref().unwrap_or(&self.target.headers)
+        self.headers.as_deref().unwrap_or(&self.target.headers)
     }
 }
 
@@ -1029,6 +1072,30 @@ mod tests {
             let d = p.backoff(attempt);
             assert!(d >= cap / 2 && d <= cap, "{attempt}: {d:?} vs {cap:?}");
         }
+    }
+
+    #[test]
+    fn requests_share_the_headers_of_the_last_request_that_added_the_same() {
+        let config = crate::providers::ProviderConfig::new("http://127.0.0.1:1/v1");
+        let endpoint = Endpoint::new(&config, "chat/completions");
+        let key = |k: &str| vec![("authorization", format!("Bearer {k}"))];
+        let a = endpoint.request(None, key("a"), Vec::new()).unwrap();
+        let b = endpoint.request(None, key("a"), Vec::new()).unwrap();
+        assert!(std::sync::Arc::ptr_eq(
+            a.headers.as_ref().unwrap(),
+            b.headers.as_ref().unwrap()
+        ));
+        let c = endpoint.request(None, key("c"), Vec::new()).unwrap();
+        assert_eq!(c.headers()[header::AUTHORIZATION], "Bearer c");
+        assert_eq!(a.headers()[header::AUTHORIZATION], "Bearer a");
+        assert!(c.headers()[header::AUTHORIZATION].is_sensitive());
+        assert_eq!(c.headers()[header::CONTENT_TYPE], "application/json");
+        let none = endpoint.request(None, Vec::new(), Vec::new()).unwrap();
+        assert!(none.headers.is_none());
+        assert!(none.headers().get(header::AUTHORIZATION).is_none());
+        assert_eq!(none.headers()[header::CONTENT_TYPE], "application/json");
+        let bad = endpoint.request(None, vec![("Bad Name", String::new())], Vec::new());
+        assert!(bad.is_err());
     }
 
     #[test]
