@@ -21,8 +21,10 @@
 //! or the cap), the queue could not be read, the root was removed or replaced, an ignore file
 //! above the root changed, or inotify is unavailable (other systems always walk). The run's
 //! last snapshot ([`Recorder::seal`]) walks the whole tree too, so what inotify does not see —
-//! writes through a shared memory map, from another mount namespace, on a network filesystem
-//! — is still attributed, to the run's latest checkpoint.
+//! writes through a shared memory map, from another mount namespace, on a network filesystem,
+//! or through a hard link made from outside the workspace after the run's first snapshot (files
+//! that already had other links are stat'ed at every snapshot) — is still attributed, to the
+//! run's latest checkpoint.
 //!
 //! Each checkpoint records, per path the call changed, the entry before and after (file with
 //! its hash and mode, symbolic link with its target, directory with its mode). Files over
