@@ -321,6 +321,10 @@ impl Endpoint {
         } else {
             Some(target.headers_with(extra)?)
         };
+        // Held for the whole exchange (each attempt sends it): without the serializer's spare
+        // capacity, up to half of the allocation (shrinking a heap block happens in place).
+        let mut body = body;
+        body.shrink_to_fit();
         Ok(Prepared {
             target: std::sync::Arc::clone(target),
             uri,

@@ -118,9 +118,13 @@ impl Connection {
         headers: &HeaderMap,
         body: &Bytes,
     ) -> Result<Head, SendError> {
-        let request = request(method, uri, headers, body.len());
+        // The request head is built once the connection is ready, so that it is not part of
+        // what this future holds while it waits.
         let opened = match poll_fn(|cx| self.send.poll_ready(cx)).await {
-            Ok(()) => self.send.send_request(request, body.is_empty()),
+            Ok(()) => {
+                let request = request(method, uri, headers, body.len());
+                self.send.send_request(request, body.is_empty())
+            }
             Err(e) => Err(e),
         };
         let (response, mut stream) = opened.map_err(|e| {
