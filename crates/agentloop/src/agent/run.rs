@@ -372,10 +372,13 @@ impl<D: ToolDeps> AgentLoop<D> {
         // Sub-agent tools find this run (its emitter, depth, children's usage) through the scope.
         let scope = super::subagent::RunScope::for_run(&emitter, self.session_id.clone());
         let start = turn::RunStart { prompts, resume };
-        let execute = self.execute(&mut state, start, &emitter, &cancel);
+        // The turn cycle is built inside the awaited expression: held in a local first, it
+        // would keep a slot of its own in this future beside the awaited copy.
         let result = scope
             .clone()
-            .enter(AssertUnwindSafe(execute).catch_unwind())
+            .enter(
+                AssertUnwindSafe(self.execute(&mut state, start, &emitter, &cancel)).catch_unwind(),
+            )
             .instrument(span.clone())
             .await;
         // Children cut short by an abort or an error settled after the last tool batch was

@@ -60,8 +60,13 @@ impl<D: ToolDeps> AgentLoop<D> {
             count: 0,
         };
         loop {
-            let turn = self.turn(state, &mut system_prompt, &mut repeats, emitter, cancel);
-            if let ControlFlow::Break(end) = turn.await {
+            // Awaited where it is built: a future held in a local first keeps a slot of its
+            // own in this future besides the awaited copy, doubling its size (and the bytes
+            // every move of the run's future copies).
+            if let ControlFlow::Break(end) = self
+                .turn(state, &mut system_prompt, &mut repeats, emitter, cancel)
+                .await
+            {
                 return end;
             }
         }
@@ -134,8 +139,10 @@ impl<D: ToolDeps> AgentLoop<D> {
             *system_prompt = self.run_system_prompt(&state.output);
         }
         let registry = self.turn_registry();
-        let reply = self.call_model(state, &registry, system_prompt, emitter, cancel);
-        let reply = reply.await;
+        // Awaited where it is built (see `execute`).
+        let reply = self
+            .call_model(state, &registry, system_prompt, emitter, cancel)
+            .await;
         let message = self.accept_reply(state, turn, reply, emitter)?;
         if let Some(usage) = &message.usage {
             state.usage.accumulate(usage);
