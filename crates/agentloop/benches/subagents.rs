@@ -91,7 +91,8 @@ fn per_run(rt: &tokio::runtime::Runtime, agent: &AgentLoop<Deps>) -> f64 {
 }
 
 /// CPU µs per run of `child` when each run comes right after a run of `parent` (which is not
-/// counted), over [`RUNS`] pairs: the child in the cache state it finds inside a parent's run.
+/// counted), over [`RUNS`] pairs: the child in a cache state like the one it finds inside a
+/// parent's run.
 /// The clock is read around each child run, so the cost of one reading is measured in the same
 /// loop and taken off.
 fn per_run_after(
