@@ -277,8 +277,8 @@ impl Endpoint {
         // instead of 1,632 when measured).
         let exchange = Box::new(Exchange {
             request,
-            parser: parser.clone(),
-            fresh: parser,
+            parser,
+            fresh: None,
             policy: self.retry,
             idle: self.idle,
             request_timeout: self.request_timeout,
@@ -510,8 +510,10 @@ struct Exchange<P> {
     /// The request as first built; each attempt sends a cheap clone (the body is shared bytes).
     request: Prepared,
     parser: P,
-    /// A parser that has seen nothing: each retry starts from a clone of it.
-    fresh: P,
+    /// A parser that has seen nothing, each retry starting from a clone of it: copied when the
+    /// first event arrives (until then `parser` has seen nothing), so that a request waiting
+    /// for its response head holds no second parser.
+    fresh: Option<Box<P>>,
     policy: RetryPolicy,
     idle: Duration,
     request_timeout: Option<Duration>,
@@ -549,10 +551,7 @@ where
                     self.phase = Phase::Send;
                 }
                 Phase::Send => {
-                    if self.attempt > 0 {
-                        self.parser = self.fresh.clone();
-                    }
-                    self.deadline = self.request_timeout.map(|t| Instant::now() + t);
+                    self.start_attempt();
                     match self.send().await {
                         Ok(response) => {
                             self.phase = Phase::Body {
@@ -587,6 +586,15 @@ where
                 },
             }
         }
+    }
+
+    /// Before an attempt is sent: a retry starts from a parser that has seen nothing, and each
+    /// attempt gets its own deadline.
+    fn start_attempt(&mut self) {
+        if let Some(fresh) = self.fresh.as_deref().filter(|_| self.attempt > 0) {
+            self.parser = fresh.clone();
+        }
+        self.deadline = self.request_timeout.map(|t| Instant::now() + t);
     }
 
     /// Decides what a failed attempt leads to: a retry (a `Retry` event, then a wait) or the
@@ -790,6 +798,9 @@ where
     /// event, a failure, or a reply limit crossed. `Ok(true)` once the terminal is queued.
     fn dispatch_events(&mut self, delivered: &mut bool) -> Result<bool, Failure> {
         let mut events = std::mem::take(&mut self.events);
+        if self.fresh.is_none() && !events.is_empty() && self.policy.max_retries > 0 {
+            self.fresh = Some(Box::new(self.parser.clone()));
+        }
         let mut outcome = Ok(false);
         for event in events.drain(..) {
             let result = self.parser.on_event(event, &mut self.out);
@@ -1100,6 +1111,51 @@ mod tests {
         assert_eq!(none.headers()[header::CONTENT_TYPE], "application/json");
         let bad = endpoint.request(None, vec![("Bad Name", String::new())], Vec::new());
         assert!(bad.is_err());
+    }
+
+    #[test]
+    fn a_retry_starts_from_the_parser_as_it_was_before_the_first_event() {
+        use crate::providers::openai_chat::ChatParser;
+        let config = crate::providers::ProviderConfig::new("http://127.0.0.1:1/v1");
+        let endpoint = Endpoint::new(&config, "chat/completions");
+        let mut exchange = Exchange {
+            request: endpoint.request(None, Vec::new(), Vec::new()).unwrap(),
+            parser: ChatParser::new("m".into()),
+            fresh: None,
+            policy: RetryPolicy::default(),
+            idle: endpoint.idle,
+            request_timeout: None,
+            deadline: None,
+            max_event_bytes: endpoint.max_event_bytes,
+            limits: endpoint.limits,
+            attempt: 0,
+            failures: Vec::new(),
+            failed: Default::default(),
+            phase: Phase::Send,
+            pending: VecDeque::new(),
+            events: Vec::new(),
+            out: Vec::new(),
+        };
+        // Waiting for the head: no second parser yet.
+        exchange.start_attempt();
+        assert!(exchange.fresh.is_none());
+        let chunk = r#"{"choices":[{"index":0,"delta":{"content":"Hel"}}]}"#;
+        exchange.events.push(SseEvent {
+            event: String::new(),
+            data: chunk.to_owned(),
+            id: None,
+        });
+        let mut delivered = false;
+        assert!(matches!(
+            exchange.dispatch_events(&mut delivered),
+            Ok(false)
+        ));
+        assert!(delivered);
+        assert_eq!(exchange.parser.partial().text(), "Hel");
+        // The retry (after a failure) starts from what the parser was before that event.
+        exchange.attempt = 1;
+        exchange.start_attempt();
+        assert_eq!(exchange.parser.partial().text(), "");
     }
 
     #[test]
