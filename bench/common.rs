@@ -79,9 +79,10 @@ pub const W3_FINAL: &str = "Held stream finished.";
 /// has run its 2 tools and none has finished), the peak, and the latency percentiles.
 pub async fn w3_sessions<F, Fut>(k: usize, tool_calls: &'static AtomicU64, session: F) -> serde_json::Value
 where
-    F: Fn(usize) -> Fut,
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send + 'static,
 {
+    let session = Arc::new(session);
     tool_calls.store(0, Relaxed);
     tokio::time::sleep(Duration::from_millis(200)).await;
     let rss0 = rss_kib();
@@ -107,10 +108,13 @@ where
     // The size of one session's task future (what its tokio task holds besides the heap).
     let mut future_bytes = 0;
     for i in 0..k {
-        let (run, finished) = (session(i), finished.clone());
+        let (session, finished) = (session.clone(), finished.clone());
+        // The session's future is made where it is awaited: made outside and moved in, the
+        // task would hold it twice (the captured value and the awaited copy), and W3 would
+        // count the harness's copy as the client's memory.
         let task = async move {
             let s = us_since(t0);
-            run.await;
+            session(i).await;
             finished.fetch_add(1, Relaxed);
             (s, us_since(t0))
         };
@@ -236,7 +240,7 @@ async fn w2<S: Subject>(a: &Args) -> Value {
 async fn w3<S: Subject>(a: &Args) -> Value {
     let subject = Arc::new(S::new(a));
     assert_eq!(subject.answer(&mut S::History::default(), "warm-up".into()).await, W3_FINAL);
-    w3_sessions(a.concurrency, &TOOL_CALLS, |i| {
+    w3_sessions(a.concurrency, &TOOL_CALLS, move |i| {
         let subject = subject.clone();
         async move {
             let text = subject.answer(&mut S::History::default(), format!("Session {i}")).await;
