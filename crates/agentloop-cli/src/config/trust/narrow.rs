@@ -197,53 +197,37 @@ fn narrow_server(server: &mut McpServerEntry, wanted: &McpServerEntry) -> Vec<&'
             (Some(w), _) => *mine = Some(w),
         }
     }
+    // A project may repeat the user's value of these keys, never set another one.
+    fn differs<T: PartialEq>(wanted: &Option<T>, mine: &Option<T>) -> bool {
+        wanted.is_some() && wanted != mine
+    }
+    let (w, s) = (wanted, &*server);
     let widening = [
-        (
-            "command",
-            wanted.command.is_some() && wanted.command != server.command,
-        ),
-        (
-            "args",
-            !wanted.args.is_empty() && wanted.args != server.args,
-        ),
-        ("env", !wanted.env.is_empty() && wanted.env != server.env),
-        ("cwd", wanted.cwd.is_some() && wanted.cwd != server.cwd),
-        ("url", wanted.url.is_some() && wanted.url != server.url),
-        (
-            "headers",
-            !wanted.headers.is_empty() && wanted.headers != server.headers,
-        ),
-        (
-            "prefix",
-            wanted.prefix.is_some() && wanted.prefix != server.prefix,
-        ),
-        ("deferred", wanted.deferred && !server.deferred),
+        ("command", differs(&w.command, &s.command)),
+        ("args", !w.args.is_empty() && w.args != s.args),
+        ("env", !w.env.is_empty() && w.env != s.env),
+        ("cwd", differs(&w.cwd, &s.cwd)),
+        ("url", differs(&w.url, &s.url)),
+        ("headers", !w.headers.is_empty() && w.headers != s.headers),
+        ("prefix", differs(&w.prefix, &s.prefix)),
+        ("deferred", w.deferred && !s.deferred),
         (
             "oauth_client_id",
-            wanted.oauth_client_id.is_some() && wanted.oauth_client_id != server.oauth_client_id,
+            differs(&w.oauth_client_id, &s.oauth_client_id),
         ),
         (
             "oauth_client_secret_env",
-            wanted.oauth_client_secret_env.is_some()
-                && wanted.oauth_client_secret_env != server.oauth_client_secret_env,
+            differs(&w.oauth_client_secret_env, &s.oauth_client_secret_env),
         ),
-        (
-            "oauth_scopes",
-            wanted.oauth_scopes.is_some() && wanted.oauth_scopes != server.oauth_scopes,
-        ),
-        (
-            "oauth_grant",
-            wanted.oauth_grant.is_some() && wanted.oauth_grant != server.oauth_grant,
-        ),
+        ("oauth_scopes", differs(&w.oauth_scopes, &s.oauth_scopes)),
+        ("oauth_grant", differs(&w.oauth_grant, &s.oauth_grant)),
         (
             "oauth_private_key_file",
-            wanted.oauth_private_key_file.is_some()
-                && wanted.oauth_private_key_file != server.oauth_private_key_file,
+            differs(&w.oauth_private_key_file, &s.oauth_private_key_file),
         ),
         (
             "oauth_jwt_algorithm",
-            wanted.oauth_jwt_algorithm.is_some()
-                && wanted.oauth_jwt_algorithm != server.oauth_jwt_algorithm,
+            differs(&w.oauth_jwt_algorithm, &s.oauth_jwt_algorithm),
         ),
     ];
     ignored.extend(widening.iter().filter(|(_, w)| *w).map(|(key, _)| *key));

@@ -58,21 +58,10 @@ pub(crate) struct Connection {
     reusable: bool,
 }
 
-/// A response head and how its body is framed.
-pub(crate) struct Head {
-    pub(crate) status: StatusCode,
-    pub(crate) headers: HeaderMap,
-    pub(crate) body: Body,
-}
+/// A response head and its body read from this connection.
+pub(crate) type Head = super::Head<Body>;
 
-/// Why a request got no response head.
-pub(crate) struct SendError {
-    pub(crate) error: HttpError,
-    /// Nothing came back: the connection was found closed (or reset) while the request was
-    /// written or before the first byte of an answer. On a connection taken from the pool this
-    /// is the server having closed it while it was idle, and the request may go on a new one.
-    pub(crate) unanswered: bool,
-}
+pub(crate) use super::SendError;
 
 impl Connection {
     /// A connection over an open (and, for `https://`, TLS-established) stream.

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::Bytes;
-use hyper::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, StatusCode, Uri, header};
+use hyper::http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri, header};
 
 use super::HttpError;
 use super::connect::Io;
@@ -61,20 +61,10 @@ pub(crate) struct Connection {
     closed: Arc<AtomicBool>,
 }
 
-/// A response head and its body.
-pub(crate) struct Head {
-    pub(crate) status: StatusCode,
-    pub(crate) headers: HeaderMap,
-    pub(crate) body: Body,
-}
+/// A response head and its body read from this connection.
+pub(crate) type Head = super::Head<Body>;
 
-/// Why a request got no response head.
-pub(crate) struct SendError {
-    pub(crate) error: HttpError,
-    /// The request was never sent: the connection could open no stream for it (closed,
-    /// or going away). On a connection taken from the pool it may go on a new one.
-    pub(crate) unanswered: bool,
-}
+pub(crate) use super::SendError;
 
 /// A response body: the stream's data as it arrives.
 pub(crate) struct Body {

@@ -122,6 +122,24 @@ impl HttpError {
     }
 }
 
+/// A response head and its body, as a connection of either protocol returns it (`B`: how
+/// that protocol reads the body).
+pub(crate) struct Head<B> {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: B,
+}
+
+/// Why a request got no response head.
+pub(crate) struct SendError {
+    pub(crate) error: HttpError,
+    /// Nothing came back and the request may go on a new connection: over HTTP/1.1 the
+    /// connection was found closed (or reset) while the request was written or before the
+    /// first byte of an answer (on a pooled connection, the server closed it while idle); over
+    /// HTTP/2 the connection could open no stream for it (closed, or going away).
+    pub(crate) unanswered: bool,
+}
+
 /// A response: status, headers, the body, and the URL that answered (after redirects). Holds
 /// its connection until dropped.
 pub(crate) struct Response {

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use super::super::ErrorKind;
 use super::*;
+use hyper::http::StatusCode;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
