@@ -1,7 +1,7 @@
 //! Observability: the OpenTelemetry GenAI span and attribute names (in one place) and the code
 //! that builds the spans of a run — `invoke_agent {agent}` per run, `chat {model}` per model call
 //! and `execute_tool {tool}` per tool call — plus the `gen_ai.client.*` metrics (feature `otel`)
-//! and, in [`otlp`] (feature `otel`), the helper that exports them over OTLP.
+//! and, in the `otlp` module (feature `otel`), the helper that exports them over OTLP.
 //!
 //! Spans are plain [`tracing`] spans at `INFO` level with target `agentloop::telemetry`: with no
 //! subscriber they cost a disabled-callsite check, and any `tracing` subscriber sees them. The
