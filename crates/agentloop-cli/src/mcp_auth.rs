@@ -65,6 +65,20 @@ pub struct OAuthKeys {
 /// the environment and keys from files, never from the config file itself.
 pub fn oauth_settings(name: &str, keys: OAuthKeys) -> Result<OAuthSettings, Failure> {
     let usage = |message: String| Failure::usage(format!("mcp_servers.{name}.{message}"));
+    let without_person = match keys.grant.as_deref() {
+        None | Some("authorization_code") => false,
+        Some("client_credentials") => true,
+        Some(other) => {
+            return Err(usage(format!(
+                "oauth_grant must be \"authorization_code\" or \"client_credentials\", got {other:?}"
+            )));
+        }
+    };
+    if !without_person && (keys.private_key_file.is_some() || keys.jwt_algorithm.is_some()) {
+        return Err(usage(
+            "oauth_private_key_file and oauth_jwt_algorithm need oauth_grant = \"client_credentials\"".into(),
+        ));
+    }
     let secret = match &keys.client_secret_env {
         Some(var) => Some(std::env::var(var).map_err(|_| {
             usage(format!(
@@ -73,60 +87,30 @@ pub fn oauth_settings(name: &str, keys: OAuthKeys) -> Result<OAuthSettings, Fail
         })?),
         None => None,
     };
-    let Some(client_id) = keys.client_id else {
-        if keys.client_secret_env.is_some() {
-            return Err(usage(
-                "oauth_client_secret_env needs oauth_client_id".into(),
-            ));
-        }
-        if keys.grant.as_deref() == Some("client_credentials") {
-            return Err(usage(
-                "oauth_grant = \"client_credentials\" needs oauth_client_id".into(),
-            ));
-        }
-        return plain_settings(name, keys.grant.as_deref(), keys.scopes);
-    };
     let settings =
         OAuthSettings::new(token_file(name)).with_scopes(keys.scopes.unwrap_or_default());
-    match keys.grant.as_deref() {
-        None | Some("authorization_code") => {
-            if keys.private_key_file.is_some() || keys.jwt_algorithm.is_some() {
-                return Err(usage(
-                    "oauth_private_key_file and oauth_jwt_algorithm need oauth_grant = \"client_credentials\"".into(),
-                ));
-            }
-            Ok(settings.with_client(client_id, secret))
-        }
-        Some("client_credentials") => {
-            let grant = client_credentials(
-                name,
-                client_id,
-                secret,
-                keys.private_key_file,
-                keys.jwt_algorithm,
-            )?;
-            Ok(settings.with_grant(grant))
-        }
-        Some(other) => Err(usage(format!(
-            "oauth_grant must be \"authorization_code\" or \"client_credentials\", got {other:?}"
-        ))),
+    let Some(client_id) = keys.client_id else {
+        return match (without_person, secret.is_some()) {
+            (true, _) => Err(usage(
+                "oauth_grant = \"client_credentials\" needs oauth_client_id".into(),
+            )),
+            (false, true) => Err(usage(
+                "oauth_client_secret_env needs oauth_client_id".into(),
+            )),
+            (false, false) => Ok(settings),
+        };
+    };
+    if !without_person {
+        return Ok(settings.with_client(client_id, secret));
     }
-}
-
-/// Settings without a pre-registered client: dynamic registration, authorization code.
-fn plain_settings(
-    name: &str,
-    grant: Option<&str>,
-    scopes: Option<Vec<String>>,
-) -> Result<OAuthSettings, Failure> {
-    match grant {
-        None | Some("authorization_code") => {
-            Ok(OAuthSettings::new(token_file(name)).with_scopes(scopes.unwrap_or_default()))
-        }
-        Some(other) => Err(Failure::usage(format!(
-            "mcp_servers.{name}.oauth_grant must be \"authorization_code\" or \"client_credentials\", got {other:?}"
-        ))),
-    }
+    let grant = client_credentials(
+        name,
+        client_id,
+        secret,
+        keys.private_key_file,
+        keys.jwt_algorithm,
+    )?;
+    Ok(settings.with_grant(grant))
 }
 
 /// The client-credentials grant: the client's secret, or a key signing its JWT assertion

@@ -357,13 +357,15 @@ fn setup() -> (Scratch, String, Shared) {
     (s, base, state)
 }
 
+/// `agentloop mcp list` in `s`'s workspace, not started yet.
+fn mcp_list_command(s: &Scratch) -> std::process::Command {
+    let mut cmd = s.cmd();
+    cmd.args(["mcp", "list", "--workspace"]).arg(s.ws());
+    cmd
+}
+
 fn mcp_list(s: &Scratch) -> String {
-    let out = s
-        .cmd()
-        .args(["mcp", "list", "--workspace"])
-        .arg(s.ws())
-        .output()
-        .unwrap();
+    let out = mcp_list_command(s).output().unwrap();
     assert!(out.status.success(), "{}", text(&out));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
@@ -731,8 +733,7 @@ fn a_confidential_registered_client_keeps_its_secret_for_refresh_and_later_login
 /// `mcp list` with the client-credentials config of `setup`'s server and `secret` (if any) in
 /// the environment variable it names.
 fn list_with_secret(s: &Scratch, secret: Option<&str>) -> Output {
-    let mut cmd = s.cmd();
-    cmd.args(["mcp", "list", "--workspace"]).arg(s.ws());
+    let mut cmd = mcp_list_command(s);
     match secret {
         Some(secret) => cmd.env("REMOTE_SECRET", secret),
         None => cmd.env_remove("REMOTE_SECRET"),
