@@ -218,14 +218,52 @@ impl ProviderConfig {
     /// Settings from the environment: the base URL from `base_var` (else `default_base`) and the
     /// key from `key_var`, as the official SDKs read them.
     pub fn from_env_vars(base_var: &str, key_var: &str, default_base: &str) -> Self {
-        let base = env_var(base_var).unwrap_or_else(|| default_base.to_owned());
+        EnvSettings {
+            base_url_vars: &[base_var],
+            api_key_vars: &[key_var],
+            default_base_url: default_base,
+        }
+        .config()
+    }
+}
+
+/// Where a provider's official SDK reads its settings in the environment; every built-in
+/// adapter's `from_env` is one of these. Empty variables count as unset.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct EnvSettings<'a> {
+    /// The variables that may hold the base URL, the first one set winning.
+    pub(crate) base_url_vars: &'a [&'a str],
+    /// The variables that may hold the API key, the first one set winning.
+    pub(crate) api_key_vars: &'a [&'a str],
+    /// The base URL when none of `base_url_vars` is set.
+    pub(crate) default_base_url: &'a str,
+}
+
+impl EnvSettings<'_> {
+    /// The settings the environment holds now.
+    pub(crate) fn config(&self) -> ProviderConfig {
+        self.config_with(env_var)
+    }
+
+    /// The settings with variables read by `lookup` (`None`: unset).
+    pub(crate) fn config_with(&self, lookup: impl Fn(&str) -> Option<String>) -> ProviderConfig {
+        let first_set = |vars: &[&str]| vars.iter().find_map(|name| lookup(name));
+        let base = first_set(self.base_url_vars).unwrap_or_else(|| self.default_base_url.into());
         let config = ProviderConfig::new(base);
-        match env_var(key_var) {
+        match first_set(self.api_key_vars) {
             Some(key) => config.api_key(key),
             None => config,
         }
     }
 }
+
+/// The environment the official OpenAI SDK reads, for both OpenAI protocols.
+#[cfg(any(feature = "openai-chat", feature = "openai-responses"))]
+pub(crate) const OPENAI_ENV: EnvSettings<'static> = EnvSettings {
+    base_url_vars: &["OPENAI_BASE_URL"],
+    api_key_vars: &["OPENAI_API_KEY"],
+    default_base_url: "https://api.openai.com/v1",
+};
 
 /// OpenAI's `reasoning_effort` / `reasoning.effort` for a level (`None`: send nothing).
 #[cfg(any(feature = "openai-chat", feature = "openai-responses"))]
@@ -241,6 +279,39 @@ pub(crate) fn openai_reasoning_effort(level: crate::model::ReasoningLevel) -> Op
 }
 
 /// Reads an environment variable, treating empty as unset.
-pub(crate) fn env_var(name: &str) -> Option<String> {
+fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::providers::fixtures::{api_key_of, lookup};
+
+    #[test]
+    fn the_first_variable_set_wins_and_the_default_base_fills_in() {
+        let env = EnvSettings {
+            base_url_vars: &["BASE_A", "BASE_B"],
+            api_key_vars: &["KEY_A", "KEY_B"],
+            default_base_url: "https://default.example",
+        };
+        let both = env.config_with(lookup(&[
+            ("BASE_B", "https://b.example"),
+            ("BASE_A", "https://a.example"),
+            ("KEY_B", "kb"),
+            ("KEY_A", "ka"),
+        ]));
+        assert_eq!(both.base_url, "https://a.example");
+        assert_eq!(api_key_of(&both).as_deref(), Some("ka"));
+        let second = env.config_with(lookup(&[
+            ("BASE_A", " "),
+            ("BASE_B", "https://b.example"),
+            ("KEY_B", "kb"),
+        ]));
+        assert_eq!(second.base_url, "https://b.example");
+        assert_eq!(api_key_of(&second).as_deref(), Some("kb"));
+        let none = env.config_with(lookup(&[("KEY_A", "")]));
+        assert_eq!(none.base_url, "https://default.example");
+        assert_eq!(api_key_of(&none), None);
+    }
 }

@@ -31,6 +31,8 @@ pub mod anthropic;
 mod config;
 #[cfg(feature = "http")]
 pub mod core;
+#[cfg(test)]
+mod fixtures;
 #[cfg(feature = "gemini")]
 pub mod gemini;
 #[cfg(feature = "openai-chat")]
@@ -50,15 +52,15 @@ pub use self::core::{Adapter, RetryPolicy};
 pub use self::core::{Proxy, ProxyRules};
 #[cfg(feature = "anthropic")]
 pub use anthropic::Anthropic;
-#[cfg(feature = "gemini")]
-pub(crate) use config::env_var;
-#[cfg(any(feature = "openai-chat", feature = "openai-responses"))]
-pub(crate) use config::openai_reasoning_effort;
+#[cfg(any(feature = "anthropic", feature = "gemini"))]
+pub(crate) use config::EnvSettings;
 #[cfg(feature = "http")]
 pub use config::{
     DEFAULT_MAX_TOOL_ARGUMENT_BYTES, DEFAULT_MAX_TOOL_CALLS, DEFAULT_POOL_IDLE_TIMEOUT,
     DEFAULT_REQUEST_TIMEOUT, HttpVersion, ProviderConfig,
 };
+#[cfg(any(feature = "openai-chat", feature = "openai-responses"))]
+pub(crate) use config::{OPENAI_ENV, openai_reasoning_effort};
 #[cfg(feature = "gemini")]
 pub use gemini::Gemini;
 #[cfg(feature = "openai-chat")]

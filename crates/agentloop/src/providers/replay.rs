@@ -372,38 +372,31 @@ fn foreign_part(part: &Part) -> Option<Part> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::transcript::{ThinkingPart, ToolCallPart};
+    use crate::providers::fixtures::{recorded, redacted_thinking, text_with_data, thinking};
+    use crate::transcript::{ProviderData, ThinkingPart, ToolCallPart};
     use serde_json::json;
 
+    /// An assistant turn of `provider`'s model `m1`.
     fn assistant(parts: Vec<Part>, provider: &str, stop: StopReason) -> Message {
-        let mut m = Message::assistant(parts, stop);
-        m.provider = Some(provider.into());
-        m.model = Some("m1".into());
-        m
+        recorded(provider, "m1", parts, stop)
     }
 
     #[test]
     fn foreign_parts_keep_their_text_and_lose_provider_data() {
-        let thinking = |text: &str, redacted: bool| {
-            Part::Thinking(ThinkingPart {
-                thinking: text.into(),
-                redacted,
-                ..ThinkingPart::default()
-            })
-        };
         assert_eq!(
-            foreign_part(&thinking("plan", false)),
+            foreign_part(&thinking("plan", None)),
             Some(Part::text("plan"))
         );
-        assert_eq!(foreign_part(&thinking("  ", false)), None);
-        assert_eq!(foreign_part(&thinking("secret", true)), None);
-        let with_data = Part::Text {
-            text: "hi".into(),
-            provider_data: Some(crate::transcript::ProviderData::new(
-                "p",
-                json!({"id": "x"}),
-            )),
-        };
+        assert_eq!(foreign_part(&thinking("  ", None)), None);
+        // Redacted thinking never becomes text, even with text of its own.
+        let redacted = Part::Thinking(ThinkingPart {
+            thinking: "secret".into(),
+            redacted: true,
+            ..ThinkingPart::default()
+        });
+        assert_eq!(foreign_part(&redacted), None);
+        assert_eq!(foreign_part(&redacted_thinking(Some("payload"))), None);
+        let with_data = text_with_data("hi", ProviderData::new("p", json!({"id": "x"})));
         assert_eq!(foreign_part(&with_data), Some(Part::text("hi")));
         assert_eq!(
             foreign_part(&Part::text("plain")),
@@ -417,7 +410,7 @@ mod tests {
             Message::user("q"),
             assistant(
                 vec![
-                    Part::Thinking(ThinkingPart::default()),
+                    thinking("", None),
                     Part::ToolCall(ToolCallPart::new("c1", "t", json!({}))),
                 ],
                 "p",
@@ -435,15 +428,8 @@ mod tests {
             Message::user("q"),
             assistant(
                 vec![
-                    Part::Thinking(ThinkingPart {
-                        thinking: "plan".into(),
-                        signature: Some("sig".into()),
-                        redacted: false,
-                    }),
-                    Part::Thinking(ThinkingPart {
-                        redacted: true,
-                        ..ThinkingPart::default()
-                    }),
+                    thinking("plan", Some("sig")),
+                    redacted_thinking(None),
                     Part::ToolCall(ToolCallPart::new("call|1/x", "t", json!({}))),
                     Part::ToolCall(ToolCallPart::new("c2", "t", json!({}))),
                 ],
@@ -490,20 +476,13 @@ mod tests {
 
     #[test]
     fn provider_data_is_kept_only_for_the_same_provider_and_model() {
-        use crate::transcript::ProviderData;
         let data = ProviderData::new("p", json!({"thoughtSignature": "sig"}));
         let mut call = ToolCallPart::new("c1", "t", json!({}));
         call.provider_data = Some(data.clone());
         let msgs = vec![
             Message::user("q"),
             assistant(
-                vec![
-                    Part::Text {
-                        text: "a".into(),
-                        provider_data: Some(data.clone()),
-                    },
-                    Part::ToolCall(call),
-                ],
+                vec![text_with_data("a", data.clone()), Part::ToolCall(call)],
                 "p",
                 StopReason::ToolUse,
             ),

@@ -84,8 +84,8 @@ mod stream;
 #[cfg(test)]
 mod tests;
 
-use super::ProviderConfig;
 use super::core::{Adapter, Protocol, WireBody, WireRequest};
+use super::{EnvSettings, ProviderConfig};
 use crate::model::{ApiKey, ModelError, ModelRequest, ReasoningLevel};
 
 pub use stream::MessagesParser;
@@ -99,6 +99,13 @@ pub const API_VERSION: &str = "2023-06-01";
 
 /// The default base URL (without `/v1`, as in the official SDKs).
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+
+/// Where the official SDKs read the settings.
+const ENV: EnvSettings<'static> = EnvSettings {
+    base_url_vars: &["ANTHROPIC_BASE_URL"],
+    api_key_vars: &["ANTHROPIC_API_KEY"],
+    default_base_url: DEFAULT_BASE_URL,
+};
 
 /// Anthropic Messages adapter. See the module docs for the wire mapping.
 ///
@@ -124,11 +131,7 @@ pub struct Messages;
 impl Adapter<Messages> {
     /// `ANTHROPIC_BASE_URL` (default `https://api.anthropic.com`) and `ANTHROPIC_API_KEY`.
     pub fn from_env() -> Result<Self, ModelError> {
-        Anthropic::try_new(ProviderConfig::from_env_vars(
-            "ANTHROPIC_BASE_URL",
-            "ANTHROPIC_API_KEY",
-            DEFAULT_BASE_URL,
-        ))
+        Anthropic::try_new(ENV.config())
     }
 }
 

@@ -5,10 +5,9 @@ use super::request::{assistant_blocks, token_limits};
 use super::*;
 use crate::model::ModelDelta;
 use crate::providers::core::StreamParser;
+use crate::providers::fixtures::{recorded, redacted_thinking, thinking};
 use crate::providers::parser_tests::{deltas, parse_sse};
-use crate::transcript::{
-    Message, Part, StopReason, ThinkingPart, ToolArguments, ToolCallPart, Usage,
-};
+use crate::transcript::{Message, Part, StopReason, ToolArguments, ToolCallPart, Usage};
 
 /// One SSE event with the payload's type as its name.
 fn ev(data: Value) -> String {
@@ -215,16 +214,8 @@ fn thinking_signatures_and_redacted_thinking() {
     assert_eq!(
         message.content,
         vec![
-            Part::Thinking(ThinkingPart {
-                thinking: "Let me think.".into(),
-                signature: Some("sig-1".into()),
-                redacted: false,
-            }),
-            Part::Thinking(ThinkingPart {
-                thinking: String::new(),
-                signature: Some("opaque".into()),
-                redacted: true,
-            }),
+            thinking("Let me think.", Some("sig-1")),
+            redacted_thinking(Some("opaque")),
             Part::text("Hi"),
         ]
     );
@@ -429,18 +420,12 @@ fn token_limits_fit_the_thinking_budget() {
 
 #[test]
 fn thinking_without_signature_is_replayed_as_text_and_bad_arguments_as_empty_input() {
-    let mut assistant = Message::assistant(
+    let assistant = recorded(
+        PROVIDER,
+        "m",
         vec![
-            Part::Thinking(ThinkingPart {
-                thinking: "half a thought".into(),
-                signature: None,
-                redacted: false,
-            }),
-            Part::Thinking(ThinkingPart {
-                redacted: true,
-                signature: None,
-                thinking: String::new(),
-            }),
+            thinking("half a thought", None),
+            redacted_thinking(None),
             Part::text("  "),
             Part::ToolCall(ToolCallPart {
                 id: "t1".into(),
@@ -452,8 +437,6 @@ fn thinking_without_signature_is_replayed_as_text_and_bad_arguments_as_empty_inp
         ],
         StopReason::ToolUse,
     );
-    assistant.provider = Some(PROVIDER.into());
-    assistant.model = Some("m".into());
     assert_eq!(
         assistant_blocks(&assistant),
         vec![

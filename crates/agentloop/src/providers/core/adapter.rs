@@ -36,20 +36,6 @@ impl<P: Protocol + Default> Adapter<P> {
     }
 }
 
-/// The set-up both OpenAI protocols share: the environment the official SDK reads.
-#[cfg(any(feature = "openai-chat", feature = "openai-responses"))]
-impl<P: Protocol + Default> Adapter<P> {
-    /// `OPENAI_BASE_URL` (default `https://api.openai.com/v1`) and `OPENAI_API_KEY`, checked
-    /// as [`try_new`](Self::try_new) does.
-    pub(crate) fn openai_from_env() -> Result<Self, ModelError> {
-        Adapter::try_new(ProviderConfig::from_env_vars(
-            "OPENAI_BASE_URL",
-            "OPENAI_API_KEY",
-            "https://api.openai.com/v1",
-        ))
-    }
-}
-
 impl<P: Protocol> Adapter<P> {
     /// An adapter speaking `protocol` (for a protocol with settings of its own).
     pub fn with_protocol(protocol: P, config: ProviderConfig) -> Self {

@@ -87,8 +87,8 @@ mod tests;
 pub use request::thinking_config;
 pub use stream::GeminiParser;
 
-use super::ProviderConfig;
 use super::core::{Adapter, Protocol, WireBody, WireRequest};
+use super::{EnvSettings, ProviderConfig};
 use crate::model::{ApiKey, ModelError, ModelRequest};
 
 /// The provider name recorded on messages.
@@ -104,6 +104,13 @@ pub const API_VERSION: &str = "v1beta";
 /// The `thoughtSignature` Google documents for function calls the model did not produce itself
 /// (history from another provider or model): it tells the API to skip signature validation.
 pub const SKIP_SIGNATURE: &str = "skip_thought_signature_validator";
+
+/// Where Google's SDKs read the settings (`GOOGLE_API_KEY` wins over `GEMINI_API_KEY`).
+const ENV: EnvSettings<'static> = EnvSettings {
+    base_url_vars: &["GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL"],
+    api_key_vars: &["GOOGLE_API_KEY", "GEMINI_API_KEY"],
+    default_base_url: DEFAULT_BASE_URL,
+};
 
 /// Google Gemini adapter (Gemini Developer API). See the module docs for the wire mapping and
 /// the thought-signature contract. The base URL has no version
@@ -153,16 +160,7 @@ impl Adapter<GenerateContent> {
     /// `https://generativelanguage.googleapis.com`) and `GOOGLE_API_KEY` or `GEMINI_API_KEY`
     /// (`GOOGLE_API_KEY` wins when both are set, as in Google's SDKs).
     pub fn from_env() -> Result<Self, ModelError> {
-        let base = super::env_var("GEMINI_BASE_URL")
-            .or_else(|| super::env_var("GOOGLE_GEMINI_BASE_URL"))
-            .unwrap_or_else(|| DEFAULT_BASE_URL.to_owned());
-        let config = ProviderConfig::new(base);
-        let config =
-            match super::env_var("GOOGLE_API_KEY").or_else(|| super::env_var("GEMINI_API_KEY")) {
-                Some(key) => config.api_key(key),
-                None => config,
-            };
-        Gemini::try_new(config)
+        Gemini::try_new(ENV.config())
     }
 }
 

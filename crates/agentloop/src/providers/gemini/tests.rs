@@ -7,11 +7,10 @@ use super::stream::GeminiParser;
 use super::*;
 use crate::model::{ModelDelta, ReasoningLevel};
 use crate::providers::core::StreamParser;
+use crate::providers::fixtures::{api_key_of, lookup, recorded, text_with_data, thinking};
 use crate::providers::parser_tests::{deltas, parse_sse};
 use crate::providers::sse::SseDecoder;
-use crate::transcript::{
-    Message, Part, ProviderData, StopReason, ThinkingPart, ToolCallPart, ToolResultPart,
-};
+use crate::transcript::{Message, Part, ProviderData, StopReason, ToolCallPart, ToolResultPart};
 
 /// Runs chunks through the parser as one SSE body (CRLF framing, as Gemini sends it): the
 /// deltas, and the terminal result when the body is complete at its end.
@@ -277,10 +276,7 @@ fn the_wire_model_is_used_when_the_request_named_none() {
 }
 
 fn gemini_message(parts: Vec<Part>, model: &str) -> Message {
-    let mut m = Message::assistant(parts, StopReason::ToolUse);
-    m.provider = Some(PROVIDER.into());
-    m.model = Some(model.into());
-    m
+    recorded(PROVIDER, model, parts, StopReason::ToolUse)
 }
 
 fn signed_call(id: &str, name: &str, data: Value) -> Part {
@@ -300,18 +296,11 @@ fn signatures_go_back_on_their_parts_and_unsigned_calls_get_the_sentinel() {
         Message::user("q"),
         gemini_message(
             vec![
-                Part::Thinking(ThinkingPart {
-                    thinking: "plan".into(),
-                    signature: Some("sig-think".into()),
-                    redacted: false,
-                }),
-                Part::Text {
-                    text: "Calling.".into(),
-                    provider_data: Some(ProviderData::new(
-                        PROVIDER,
-                        json!({"thoughtSignature": "sig-text"}),
-                    )),
-                },
+                thinking("plan", Some("sig-think")),
+                text_with_data(
+                    "Calling.",
+                    ProviderData::new(PROVIDER, json!({"thoughtSignature": "sig-text"})),
+                ),
                 signed_call(
                     "c1",
                     "f",
@@ -463,4 +452,34 @@ fn the_path_carries_the_version_once() {
 fn telemetry_and_prices_know_the_provider() {
     assert_eq!(crate::telemetry::provider_name(PROVIDER), "gcp.gemini");
     assert_eq!(crate::cost::price_provider_id(PROVIDER), "google");
+}
+
+#[test]
+fn from_env_reads_the_variables_of_googles_sdks() {
+    let config = ENV.config_with(lookup(&[
+        ("GOOGLE_GEMINI_BASE_URL", "https://gw.example"),
+        ("GEMINI_API_KEY", "gemini-key"),
+        ("GOOGLE_API_KEY", "google-key"),
+    ]));
+    assert_eq!(config.base_url, "https://gw.example");
+    assert_eq!(
+        api_key_of(&config).as_deref(),
+        Some("google-key"),
+        "GOOGLE_API_KEY wins"
+    );
+    let config = ENV.config_with(lookup(&[
+        ("GEMINI_BASE_URL", "https://first.example"),
+        ("GOOGLE_GEMINI_BASE_URL", "https://second.example"),
+        ("GOOGLE_API_KEY", ""),
+        ("GEMINI_API_KEY", "gemini-key"),
+    ]));
+    assert_eq!(config.base_url, "https://first.example");
+    assert_eq!(
+        api_key_of(&config).as_deref(),
+        Some("gemini-key"),
+        "an empty key is unset"
+    );
+    let config = ENV.config_with(lookup(&[]));
+    assert_eq!(config.base_url, DEFAULT_BASE_URL);
+    assert_eq!(api_key_of(&config), None);
 }

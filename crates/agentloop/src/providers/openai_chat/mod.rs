@@ -47,7 +47,7 @@ pub struct ChatCompletions;
 impl Adapter<ChatCompletions> {
     /// `OPENAI_BASE_URL` (default `https://api.openai.com/v1`) and `OPENAI_API_KEY`.
     pub fn from_env() -> Result<Self, ModelError> {
-        Self::openai_from_env()
+        Self::try_new(super::OPENAI_ENV.config())
     }
 }
 

@@ -188,9 +188,14 @@ mod tests {
         ProxyRules::from_lookup(|name| vars.get(name).cloned())
     }
 
-    fn host_of(rules: &ProxyRules, origin: &str) -> Option<String> {
-        let route = rules.route(&origin.parse().unwrap()).unwrap();
-        route.map(|r| format!("{}:{}", r.host, r.port))
+    /// Checks where each origin's requests go under `rules`: through the proxy at
+    /// `host:port`, or direct (`None`).
+    fn assert_routes(rules: &ProxyRules, expected: &[(&str, Option<&str>)]) {
+        for (origin, hop) in expected {
+            let route = rules.route(&origin.parse().unwrap()).unwrap();
+            let got = route.map(|r| format!("{}:{}", r.host, r.port));
+            assert_eq!(got.as_deref(), *hop, "{origin}");
+        }
     }
 
     #[test]
@@ -204,13 +209,12 @@ mod tests {
         assert_eq!(r.https.as_deref(), Some("http://lower:3128"));
         assert_eq!(r.http.as_deref(), Some("http://upper:8080"));
         assert_eq!(r.no_proxy.as_deref(), Some("internal.example"));
-        assert_eq!(
-            host_of(&r, "https://api.openai.com"),
-            Some("lower:3128".into())
-        );
-        assert_eq!(
-            host_of(&r, "http://gw.example:8000"),
-            Some("upper:8080".into())
+        assert_routes(
+            &r,
+            &[
+                ("https://api.openai.com", Some("lower:3128")),
+                ("http://gw.example:8000", Some("upper:8080")),
+            ],
         );
     }
 
@@ -220,32 +224,33 @@ mod tests {
             ("HTTPS_PROXY", "http://proxy:3128"),
             ("NO_PROXY", "example.com, 10.0.0.0/8,localhost"),
         ]);
-        assert_eq!(host_of(&r, "https://example.com"), None);
-        assert_eq!(host_of(&r, "https://api.example.com"), None);
-        assert_eq!(host_of(&r, "https://10.1.2.3:8443"), None);
-        assert_eq!(host_of(&r, "https://localhost:8443"), None);
-        assert_eq!(
-            host_of(&r, "https://notexample.com"),
-            Some("proxy:3128".into())
+        assert_routes(
+            &r,
+            &[
+                ("https://example.com", None),
+                ("https://api.example.com", None),
+                ("https://10.1.2.3:8443", None),
+                ("https://localhost:8443", None),
+                ("https://notexample.com", Some("proxy:3128")),
+            ],
         );
         let everything = rules(&[("HTTPS_PROXY", "http://proxy:3128"), ("NO_PROXY", "*")]);
-        assert_eq!(host_of(&everything, "https://api.openai.com"), None);
+        assert_routes(&everything, &[("https://api.openai.com", None)]);
     }
 
     #[test]
     fn all_proxy_covers_both_schemes_and_empty_values_are_unset() {
         let r = rules(&[("ALL_PROXY", "proxy.internal:9000"), ("HTTPS_PROXY", "  ")]);
         assert_eq!(r.https, None);
-        assert_eq!(
-            host_of(&r, "https://x.example"),
-            Some("proxy.internal:9000".into())
-        );
-        assert_eq!(
-            host_of(&r, "http://x.example"),
-            Some("proxy.internal:9000".into())
+        assert_routes(
+            &r,
+            &[
+                ("https://x.example", Some("proxy.internal:9000")),
+                ("http://x.example", Some("proxy.internal:9000")),
+            ],
         );
         assert_eq!(rules(&[]), ProxyRules::default());
-        assert_eq!(host_of(&rules(&[]), "https://x.example"), None);
+        assert_routes(&rules(&[]), &[("https://x.example", None)]);
     }
 
     #[test]

@@ -262,6 +262,22 @@ async fn raw_server(frames: Vec<u8>) -> (Connection, tokio::sync::oneshot::Recei
     (client, all_written)
 }
 
+/// Posts to a [`raw_server`] sending `frames` (which break the protocol: `violation`) and
+/// reads the body: the client must object to them and end the body with an error rather than
+/// hang. The data read before the error.
+async fn read_refused(frames: Vec<u8>, violation: &str) -> Vec<u8> {
+    let (mut client, objected) = raw_server(frames).await;
+    let mut head = post(&mut client, "{}").await.ok().unwrap();
+    assert_eq!(head.status, StatusCode::OK);
+    tokio::time::timeout(HANG, objected)
+        .await
+        .unwrap_or_else(|_| panic!("the client accepted {violation}"))
+        .unwrap();
+    let (data, error) = read_body(&mut head.body).await;
+    assert!(error.is_some(), "{violation} did not end the body");
+    data
+}
+
 /// Reads one frame: its type and flags.
 async fn read_frame(server: &mut TcpStream) -> (u8, u8) {
     let mut head = [0u8; 9];
@@ -289,30 +305,14 @@ async fn data_past_the_stream_window_is_an_error_not_a_hang() {
     for _ in 0..=STREAM_WINDOW / MAX_FRAME {
         frames.extend_from_slice(&frame(0, 0, 1, &chunk));
     }
-    let (mut client, objected) = raw_server(frames).await;
-    let mut head = post(&mut client, "{}").await.ok().unwrap();
-    assert_eq!(head.status, StatusCode::OK);
-    tokio::time::timeout(HANG, objected)
-        .await
-        .expect("the client accepted data past its window")
-        .unwrap();
-    let (data, error) = read_body(&mut head.body).await;
-    assert!(error.is_some(), "the violation ended the body");
+    let data = read_refused(frames, "data past its window").await;
     assert!(data.len() <= STREAM_WINDOW as usize);
 }
 
 #[tokio::test]
 async fn a_frame_larger_than_allowed_is_an_error_not_a_hang() {
     let frames = frame(0, 0, 1, &vec![b'x'; MAX_FRAME as usize + 1]);
-    let (mut client, objected) = raw_server(frames).await;
-    let mut head = post(&mut client, "{}").await.ok().unwrap();
-    tokio::time::timeout(HANG, objected)
-        .await
-        .expect("the client accepted the oversized frame")
-        .unwrap();
-    let (data, error) = read_body(&mut head.body).await;
-    assert!(error.is_some(), "the oversized frame ended the body");
-    assert!(data.is_empty());
+    assert!(read_refused(frames, "an oversized frame").await.is_empty());
 }
 
 #[tokio::test]
