@@ -286,7 +286,7 @@ fn env_var(name: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::providers::fixtures::{api_key_of, lookup};
+    use crate::providers::fixtures::assert_reads;
 
     #[test]
     fn the_first_variable_set_wins_and_the_default_base_fills_in() {
@@ -295,23 +295,24 @@ mod tests {
             api_key_vars: &["KEY_A", "KEY_B"],
             default_base_url: "https://default.example",
         };
-        let both = env.config_with(lookup(&[
+        let both = [
             ("BASE_B", "https://b.example"),
             ("BASE_A", "https://a.example"),
             ("KEY_B", "kb"),
             ("KEY_A", "ka"),
-        ]));
-        assert_eq!(both.base_url, "https://a.example");
-        assert_eq!(api_key_of(&both).as_deref(), Some("ka"));
-        let second = env.config_with(lookup(&[
+        ];
+        let blank_first = [
             ("BASE_A", " "),
             ("BASE_B", "https://b.example"),
             ("KEY_B", "kb"),
-        ]));
-        assert_eq!(second.base_url, "https://b.example");
-        assert_eq!(api_key_of(&second).as_deref(), Some("kb"));
-        let none = env.config_with(lookup(&[("KEY_A", "")]));
-        assert_eq!(none.base_url, "https://default.example");
-        assert_eq!(api_key_of(&none), None);
+        ];
+        assert_reads(
+            &env,
+            &[
+                (&both, "https://a.example", Some("ka")),
+                (&blank_first, "https://b.example", Some("kb")),
+                (&[("KEY_A", "")], "https://default.example", None),
+            ],
+        );
     }
 }

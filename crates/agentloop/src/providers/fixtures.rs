@@ -40,19 +40,23 @@ pub(crate) fn text_with_data(text: &str, data: ProviderData) -> Part {
     }
 }
 
+/// An environment and what an adapter reads from it: the variables set (empty values count as
+/// unset), the base URL, the API key.
 #[cfg(feature = "http")]
-/// A lookup of variables in `vars` (an environment without the process's own), empty values
-/// counting as unset as the adapters treat them.
-pub(crate) fn lookup<'a>(vars: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<String> + 'a {
-    |name| {
-        vars.iter()
-            .find(|(n, v)| *n == name && !v.trim().is_empty())
-            .map(|(_, v)| (*v).to_owned())
-    }
-}
+pub(crate) type EnvCase<'a> = (&'a [(&'a str, &'a str)], &'a str, Option<&'a str>);
 
-/// The API key of `config`, readable.
+/// Checks that `env` reads each case's base URL and API key from its variables, without the
+/// process's own environment.
 #[cfg(feature = "http")]
-pub(crate) fn api_key_of(config: &super::ProviderConfig) -> Option<String> {
-    config.api_key.as_ref().map(|key| key.expose().to_owned())
+pub(crate) fn assert_reads(env: &super::config::EnvSettings<'_>, cases: &[EnvCase<'_>]) {
+    for (vars, base_url, api_key) in cases {
+        let config = env.config_with(|name| {
+            vars.iter()
+                .find(|(n, v)| *n == name && !v.trim().is_empty())
+                .map(|(_, v)| (*v).to_owned())
+        });
+        assert_eq!(config.base_url, *base_url, "{vars:?}");
+        let key = config.api_key.as_ref().map(|key| key.expose());
+        assert_eq!(key, *api_key, "{vars:?}");
+    }
 }

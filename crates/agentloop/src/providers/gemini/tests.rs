@@ -7,7 +7,7 @@ use super::stream::GeminiParser;
 use super::*;
 use crate::model::{ModelDelta, ReasoningLevel};
 use crate::providers::core::StreamParser;
-use crate::providers::fixtures::{api_key_of, lookup, recorded, text_with_data, thinking};
+use crate::providers::fixtures::{assert_reads, recorded, text_with_data, thinking};
 use crate::providers::parser_tests::{deltas, parse_sse};
 use crate::providers::sse::SseDecoder;
 use crate::transcript::{Message, Part, ProviderData, StopReason, ToolCallPart, ToolResultPart};
@@ -456,30 +456,28 @@ fn telemetry_and_prices_know_the_provider() {
 
 #[test]
 fn from_env_reads_the_variables_of_googles_sdks() {
-    let config = ENV.config_with(lookup(&[
+    // GOOGLE_API_KEY wins over GEMINI_API_KEY; GOOGLE_GEMINI_BASE_URL is the base's fallback.
+    let fallback_base = [
         ("GOOGLE_GEMINI_BASE_URL", "https://gw.example"),
         ("GEMINI_API_KEY", "gemini-key"),
         ("GOOGLE_API_KEY", "google-key"),
-    ]));
-    assert_eq!(config.base_url, "https://gw.example");
-    assert_eq!(
-        api_key_of(&config).as_deref(),
-        Some("google-key"),
-        "GOOGLE_API_KEY wins"
-    );
-    let config = ENV.config_with(lookup(&[
+    ];
+    let empty_google_key = [
         ("GEMINI_BASE_URL", "https://first.example"),
         ("GOOGLE_GEMINI_BASE_URL", "https://second.example"),
         ("GOOGLE_API_KEY", ""),
         ("GEMINI_API_KEY", "gemini-key"),
-    ]));
-    assert_eq!(config.base_url, "https://first.example");
-    assert_eq!(
-        api_key_of(&config).as_deref(),
-        Some("gemini-key"),
-        "an empty key is unset"
+    ];
+    assert_reads(
+        &ENV,
+        &[
+            (&fallback_base, "https://gw.example", Some("google-key")),
+            (
+                &empty_google_key,
+                "https://first.example",
+                Some("gemini-key"),
+            ),
+            (&[], DEFAULT_BASE_URL, None),
+        ],
     );
-    let config = ENV.config_with(lookup(&[]));
-    assert_eq!(config.base_url, DEFAULT_BASE_URL);
-    assert_eq!(api_key_of(&config), None);
 }
