@@ -373,47 +373,56 @@ mod tests {
         assert_eq!(md.push("m\n"), "• item\n");
     }
 
+    /// Renders `text` in colour, in one piece, and checks that the output holds each of
+    /// `present` and none of `absent`; returns the output for further checks.
+    fn render_checked(text: &str, present: &[&str], absent: &[&str]) -> String {
+        let out = render(true, &[text]);
+        for wanted in present {
+            assert!(out.contains(wanted), "{wanted:?} missing: {out:?}");
+        }
+        for unwanted in absent {
+            assert!(!out.contains(unwanted), "{unwanted:?} shown: {out:?}");
+        }
+        out
+    }
+
     #[test]
     fn markdown_is_styled() {
-        let out = render(
-            true,
-            &["# Title\n## Sub\nuse `x` **now**\n- item\n> note\n---\n"],
+        render_checked(
+            "# Title\n## Sub\nuse `x` **now**\n- item\n> note\n---\n",
+            &[
+                "\x1b[1;4mTitle\x1b[0m",
+                "\x1b[1mSub\x1b[0m",
+                "\x1b[36mx\x1b[0m",
+                "\x1b[1mnow\x1b[0m",
+                "• item",
+                "│",
+            ],
+            &[],
         );
-        assert!(out.contains("\x1b[1;4mTitle\x1b[0m"), "{out:?}");
-        assert!(out.contains("\x1b[1mSub\x1b[0m"), "{out:?}");
-        assert!(out.contains("\x1b[36mx\x1b[0m"), "{out:?}");
-        assert!(out.contains("\x1b[1mnow\x1b[0m"), "{out:?}");
-        assert!(out.contains("• item"), "{out:?}");
-        assert!(out.contains("│"), "{out:?}");
         let plain = render(false, &["# Title\nuse `x`\n- item\n"]);
         assert_eq!(plain, "Title\nuse `x`\n• item\n");
     }
 
     #[test]
     fn code_blocks_are_highlighted_and_left_verbatim_inside() {
-        let out = render(
-            true,
-            &["```rust\nfn main() { let x = 1; }\n- not a bullet\n```\nafter\n"],
-        );
         // 24-bit colour escapes inside the block, the text intact.
-        assert!(out.contains("\x1b[38;2;"), "{out:?}");
-        assert!(out.contains("main"), "{out:?}");
-        assert!(!out.contains("• not a bullet"), "{out:?}");
+        let out = render_checked(
+            "```rust\nfn main() { let x = 1; }\n- not a bullet\n```\nafter\n",
+            &["\x1b[38;2;", "main"],
+            &["• not a bullet"],
+        );
         assert!(out.ends_with("after\n"), "{out:?}");
         // An unknown language is shown plain, never dropped.
-        let out = render(true, &["```nosuchlang\nkeep me\n```\n"]);
-        assert!(out.contains("keep me"), "{out:?}");
+        render_checked("```nosuchlang\nkeep me\n```\n", &["keep me"], &[]);
     }
 
     #[test]
     fn hostile_escapes_stay_visible_inside_styles_and_code() {
-        let out = render(
-            true,
-            &["# \x1b]0;pwned\x07\n```sh\necho \x1b[2J\n```\n`\x1b]52;c;eA==\x07`\n"],
+        render_checked(
+            "# \x1b]0;pwned\x07\n```sh\necho \x1b[2J\n```\n`\x1b]52;c;eA==\x07`\n",
+            &["\\e]0;pwned"],
+            &["\x1b]0;", "\x1b[2J", "\x1b]52;", "\x07"],
         );
-        for raw in ["\x1b]0;", "\x1b[2J", "\x1b]52;", "\x07"] {
-            assert!(!out.contains(raw), "{raw:?} reached the terminal: {out:?}");
-        }
-        assert!(out.contains("\\e]0;pwned"), "{out:?}");
     }
 }

@@ -282,11 +282,11 @@ pub fn describe_call(call: &ToolCallPart, workspace: Option<&Workspace>, width: 
             always_scope = "this exact command".into();
         }
         ("write_file", Some(map)) if str_arg(map, "path").is_some() => {
-            describe_write(&mut body, map, workspace, width);
+            describe_write(map, workspace).push(&mut body, map, width);
             always_scope = "write_file, for any file".into();
         }
         ("edit_file", Some(map)) if str_arg(map, "path").is_some() => {
-            describe_edit(&mut body, map, workspace, width);
+            describe_edit(map, workspace).push(&mut body, map, width);
             always_scope = "edit_file, for any file".into();
         }
         (_, Some(map)) => {
@@ -310,59 +310,73 @@ pub fn describe_call(call: &ToolCallPart, workspace: Option<&Workspace>, width: 
     }
 }
 
+/// How a `write_file` or `edit_file` call is shown: a heading line, the diff from `old` to
+/// `new`, then the arguments other than `keys`.
+struct FileChange<'a> {
+    path: &'a str,
+    heading: String,
+    old: String,
+    new: String,
+    keys: &'static [&'static str],
+}
+
+impl FileChange<'_> {
+    fn push(&self, body: &mut String, map: &serde_json::Map<String, Value>, width: usize) {
+        body.push_str(&format!("{}:\n", self.heading));
+        push_diff(body, self.path, &self.old, &self.new, width, None);
+        push_other_args(body, map, self.keys, width);
+    }
+}
+
 /// A `write_file` call: the diff from the file's current content (or its creation, or the
 /// new content alone when the current one cannot be read).
-fn describe_write(
-    body: &mut String,
-    map: &serde_json::Map<String, Value>,
+fn describe_write<'a>(
+    map: &'a serde_json::Map<String, Value>,
     workspace: Option<&Workspace>,
-    width: usize,
-) {
+) -> FileChange<'a> {
     let path = str_arg(map, "path").unwrap_or_default();
     let content = str_arg(map, "content").unwrap_or_default();
-    match current_text(workspace, path) {
-        Ok(Some(old)) => {
-            body.push_str(&format!("write_file: replace {}:\n", visible_line(path)));
-            push_diff(body, path, &old, content, width, None);
-        }
-        Ok(None) => {
-            body.push_str(&format!("write_file: create {}:\n", visible_line(path)));
-            push_diff(body, path, "", content, width, None);
-        }
-        Err(why) => {
-            body.push_str(&format!(
-                "write_file: write {} (its current content cannot be read: {}), new \
-                     content:\n",
-                visible_line(path),
+    let shown = visible_line(path);
+    let (heading, old) = match current_text(workspace, path) {
+        Ok(Some(old)) => (format!("write_file: replace {shown}"), old),
+        Ok(None) => (format!("write_file: create {shown}"), String::new()),
+        Err(why) => (
+            format!(
+                "write_file: write {shown} (its current content cannot be read: {}), new \
+                 content",
                 visible_line(&why)
-            ));
-            push_diff(body, path, "", content, width, None);
-        }
+            ),
+            String::new(),
+        ),
+    };
+    FileChange {
+        path,
+        heading,
+        old,
+        new: content.to_owned(),
+        keys: &["path", "content"],
     }
-    push_other_args(body, map, &["path", "content"], width);
 }
 
 /// An `edit_file` call: the diff it makes to the file, or, when the tool will refuse it (the
 /// text is not there exactly once, or the file cannot be read), the replacement and why.
-fn describe_edit(
-    body: &mut String,
-    map: &serde_json::Map<String, Value>,
+fn describe_edit<'a>(
+    map: &'a serde_json::Map<String, Value>,
     workspace: Option<&Workspace>,
-    width: usize,
-) {
+) -> FileChange<'a> {
     let path = str_arg(map, "path").unwrap_or_default();
     let old_text = str_arg(map, "old_text").unwrap_or_default();
     let new_text = str_arg(map, "new_text").unwrap_or_default();
+    let shown = visible_line(path);
     let current = current_text(workspace, path);
     let occurrences = match &current {
         Ok(Some(text)) if !old_text.is_empty() => text.matches(old_text).count(),
         _ => 0,
     };
-    match current {
+    let (heading, old, new) = match current {
         Ok(Some(text)) if occurrences == 1 => {
-            body.push_str(&format!("edit_file: change {}:\n", visible_line(path)));
             let new = text.replacen(old_text, new_text, 1);
-            push_diff(body, path, &text, &new, width, None);
+            (format!("edit_file: change {shown}"), text, new)
         }
         other => {
             let why = match other {
@@ -373,15 +387,20 @@ fn describe_edit(
                 Ok(None) => "the file does not exist, so the tool will refuse".into(),
                 Err(e) => format!("the file cannot be read: {e}"),
             };
-            body.push_str(&format!(
-                "edit_file: replace text in {} ({}):\n",
-                visible_line(path),
-                visible_line(&why)
-            ));
-            push_diff(body, path, old_text, new_text, width, None);
+            (
+                format!("edit_file: replace text in {shown} ({})", visible_line(&why)),
+                old_text.to_owned(),
+                new_text.to_owned(),
+            )
         }
+    };
+    FileChange {
+        path,
+        heading,
+        old,
+        new,
+        keys: &["path", "old_text", "new_text"],
     }
-    push_other_args(body, map, &["path", "old_text", "new_text"], width);
 }
 
 /// The start of a call too large to review, and why it can only be denied.
@@ -680,6 +699,49 @@ mod tests {
             ),
             "{short}"
         );
+    }
+
+    #[test]
+    fn file_changes_are_headed_by_what_the_tool_will_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = Workspace::new(dir.path()).unwrap();
+        std::fs::write(dir.path().join("a.txt"), "one\ntwo\ntwo\n").unwrap();
+        let write = |path: &str| json!({"path": path, "content": "new\n", "why": "x"});
+        let edit =
+            |path: &str, old: &str| json!({"path": path, "old_text": old, "new_text": "2", "why": "x"});
+        let cases = [
+            ("write_file", write("a.txt"), Some(&ws), "write_file: replace a.txt:\n"),
+            ("write_file", write("b.txt"), Some(&ws), "write_file: create b.txt:\n"),
+            (
+                "write_file",
+                write("a.txt"),
+                None,
+                "write_file: write a.txt (its current content cannot be read: no workspace), \
+                 new content:\n",
+            ),
+            ("edit_file", edit("a.txt", "one"), Some(&ws), "edit_file: change a.txt:\n"),
+            (
+                "edit_file",
+                edit("a.txt", "two"),
+                Some(&ws),
+                "edit_file: replace text in a.txt (old_text occurs 2 times in the file, so \
+                 the tool will refuse):\n",
+            ),
+            (
+                "edit_file",
+                edit("b.txt", "two"),
+                Some(&ws),
+                "edit_file: replace text in b.txt (the file does not exist, so the tool will \
+                 refuse):\n",
+            ),
+        ];
+        for (tool, arguments, workspace, heading) in cases {
+            let view = describe_call(&ToolCallPart::new("1", tool, arguments), workspace, 100);
+            assert!(view.body.starts_with(heading), "{heading:?}: {}", view.body);
+            // The diff, then the arguments it does not show.
+            assert!(view.body.contains(" lines)\n  why: x\n"), "{}", view.body);
+            assert!(view.body.ends_with("  why: x\n"), "{}", view.body);
+        }
     }
 
     fn view(showable: bool) -> CallView {
