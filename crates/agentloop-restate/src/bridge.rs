@@ -430,20 +430,7 @@ mod tests {
         assert!(lone_call(&Message::assistant(Vec::new(), StopReason::Stop)).is_none());
 
         let dir = tempfile::tempdir().unwrap();
-        let config = crate::WorkerConfig {
-            model: Arc::new(agentloop::providers::OpenAiChat::new(
-                agentloop::providers::ProviderConfig::new("http://127.0.0.1:9"),
-            )),
-            model_name: None,
-            workspace: Workspace::new(dir.path()).unwrap(),
-            policy: builtin::ApprovalPolicy::Always,
-            system_prompt: None,
-            reasoning: None,
-            max_turns: None,
-            store: None,
-            pipeline_model_calls: true,
-            task_tool: true,
-        };
+        let config = crate::WorkerConfig::for_tests(Workspace::new(dir.path()).unwrap());
         let tools = ToolExecutor::new(&config);
         for tool in [
             "read_file",

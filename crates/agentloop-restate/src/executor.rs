@@ -79,19 +79,13 @@ impl ToolExecutor {
     pub async fn execute_call(&self, input: &ToolCallInput) -> ToolCallOutcome {
         let call = &input.call;
         let Some(spec) = self.tools.get(&call.tool_name) else {
-            return ToolCallOutcome {
-                is_error: true,
-                content: format!(
-                    "Unknown tool \"{}\" on this worker; available: {}",
-                    call.tool_name,
-                    {
-                        let mut names: Vec<_> = self.tools.keys().cloned().collect();
-                        names.sort();
-                        names.join(", ")
-                    }
-                ),
-                images: Vec::new(),
-            };
+            let mut names: Vec<_> = self.tools.keys().cloned().collect();
+            names.sort();
+            return ToolCallOutcome::error(format!(
+                "Unknown tool \"{}\" on this worker; available: {}",
+                call.tool_name,
+                names.join(", ")
+            ));
         };
         match spec
             .call(self.deps.clone(), arguments_value(&call.arguments))
@@ -102,11 +96,7 @@ impl ToolExecutor {
                 content: output.content,
                 images: output.images,
             },
-            Err(error) => ToolCallOutcome {
-                is_error: true,
-                content: error.message().to_owned(),
-                images: Vec::new(),
-            },
+            Err(error) => ToolCallOutcome::error(error.message()),
         }
     }
 }
@@ -128,5 +118,57 @@ impl ToolExecutor {
             "executing a tool call"
         );
         Ok(Json(self.execute_call(&input).await))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use agentloop::builtin::Workspace;
+    use agentloop::transcript::ToolCallPart;
+
+    /// A call runs on the worker's workspace; an unknown tool and a failing call come back as
+    /// error results the model can read, never as a failed handler.
+    #[tokio::test]
+    async fn calls_run_and_failures_become_error_results() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "hello\n").unwrap();
+        let config = WorkerConfig::for_tests(Workspace::new(dir.path()).unwrap());
+        let executor = ToolExecutor::new(&config);
+        let run = |tool: &str, arguments: serde_json::Value| ToolCallInput {
+            call: ToolCallPart::new("c1", tool, arguments),
+            idempotency_key: "s1:c1".to_owned(),
+        };
+
+        let read = executor
+            .execute_call(&run("read_file", serde_json::json!({"path": "a.txt"})))
+            .await;
+        assert!(!read.is_error, "{read:?}");
+        assert!(read.content.contains("hello"), "{read:?}");
+
+        let missing = executor
+            .execute_call(&run("read_file", serde_json::json!({"path": "no.txt"})))
+            .await;
+        assert!(missing.is_error, "{missing:?}");
+        assert!(missing.images.is_empty());
+
+        let unknown = executor
+            .execute_call(&run("fly", serde_json::json!({})))
+            .await;
+        assert!(unknown.is_error, "{unknown:?}");
+        assert!(
+            unknown
+                .content
+                .starts_with("Unknown tool \"fly\" on this worker; available: "),
+            "{unknown:?}"
+        );
+        // The names are sorted, so the message is the same on every worker.
+        let names = unknown.content.split(": ").nth(1).unwrap();
+        let listed: Vec<&str> = names.split(", ").collect();
+        let mut sorted = listed.clone();
+        sorted.sort_unstable();
+        assert_eq!(listed, sorted);
+        assert!(listed.contains(&"read_file"), "{listed:?}");
     }
 }

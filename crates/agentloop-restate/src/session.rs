@@ -274,11 +274,10 @@ enum Waiter {
 fn tool_outcome(result: Result<Json<ToolCallOutcome>, TerminalError>) -> ToolCallOutcome {
     match result {
         Ok(outcome) => outcome.into_inner(),
-        Err(error) => ToolCallOutcome {
-            is_error: true,
-            content: format!("the tool call failed in the engine: {}", error.message()),
-            images: Vec::new(),
-        },
+        Err(error) => ToolCallOutcome::error(format!(
+            "the tool call failed in the engine: {}",
+            error.message()
+        )),
     }
 }
 
@@ -436,11 +435,9 @@ impl<'a, 'c> Driver<'a, 'c> {
             // After a cancellation nothing new goes to the engine: the loop may still post jobs
             // for a reply it got before the cancellation was known (pipelining).
             Job::Tool { reply, .. } if self.cancelled => {
-                let _ = reply.send(ToolCallOutcome {
-                    is_error: true,
-                    content: "aborted: the run was cancelled before this call was sent".to_owned(),
-                    images: Vec::new(),
-                });
+                let _ = reply.send(ToolCallOutcome::error(
+                    "aborted: the run was cancelled before this call was sent",
+                ));
             }
             Job::Approval { reply, .. } if self.cancelled => {
                 let _ = reply.send(Approval::deny("the run was cancelled"));

@@ -108,6 +108,17 @@ pub struct ToolCallOutcome {
     pub images: Vec<ImagePart>,
 }
 
+impl ToolCallOutcome {
+    /// A failed call: `message` is what the model reads, with no images.
+    pub fn error(message: impl Into<String>) -> Self {
+        ToolCallOutcome {
+            is_error: true,
+            content: message.into(),
+            images: Vec::new(),
+        }
+    }
+}
+
 /// The journaled value of one model call: the whole assembled reply, or the failure with the
 /// partial message.
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -1033,13 +1033,19 @@ pub fn format_tool(style: Style, call: &ToolCallPart, result: Option<&ToolResult
     text
 }
 
-/// A stored transcript, rendered like a live run (for `sessions show`).
-pub fn format_transcript(style: Style, messages: &[Message]) -> String {
-    let results: HashMap<&str, &ToolResultPart> = messages
+/// The tool results among `messages`, by the id of the call each answers (a call's line
+/// shows its result).
+pub fn results_by_call(messages: &[Message]) -> HashMap<&str, &ToolResultPart> {
+    messages
         .iter()
         .filter_map(Message::tool_result_part)
         .map(|r| (r.call_id.as_str(), r))
-        .collect();
+        .collect()
+}
+
+/// A stored transcript, rendered like a live run (for `sessions show`).
+pub fn format_transcript(style: Style, messages: &[Message]) -> String {
+    let results = results_by_call(messages);
     let shown_calls: std::collections::HashSet<&str> = messages
         .iter()
         .flat_map(Message::tool_calls)

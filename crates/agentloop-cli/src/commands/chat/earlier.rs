@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use agentloop::transcript::{Message, Part, Role, ToolResultPart};
 
 use crate::ui::markdown::MarkdownStream;
-use crate::ui::render::{Style, format_tool};
+use crate::ui::render::{Style, format_tool, results_by_call};
 use crate::ui::safe_text::visible_line;
 
 /// How many exchanges (a prompt and its replies) a resumed chat shows.
@@ -26,11 +26,7 @@ pub fn render(style: Style, messages: &[Message], exchanges: usize) -> String {
         Some(from) => prompts[from],
         None => 0,
     };
-    let results: HashMap<&str, &ToolResultPart> = messages
-        .iter()
-        .filter_map(Message::tool_result_part)
-        .map(|r| (r.call_id.as_str(), r))
-        .collect();
+    let results = results_by_call(messages);
     let mut out = String::new();
     if start > 0 {
         let line = format!(
