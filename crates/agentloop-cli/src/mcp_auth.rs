@@ -8,7 +8,7 @@
 //! unless `--no-browser`), and the browser's redirect lands on a one-shot listener on
 //! 127.0.0.1. A run never logs in: a server that needs it is reported and its tools are absent.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use agentloop_mcp::{
@@ -18,7 +18,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::cli::{McpLoginArgs, McpLogoutArgs};
-use crate::config::files::ConfigFile;
+use crate::config::files::{ConfigFile, McpServerEntry};
 use crate::error::Failure;
 
 /// How long login waits for the browser to come back.
@@ -44,28 +44,16 @@ pub fn token_file(name: &str) -> Option<PathBuf> {
     Some(tokens_dir()?.join(format!("{safe}.json")))
 }
 
-/// The `oauth_*` keys of one HTTP server's config entry.
-#[derive(Debug, Default)]
-pub struct OAuthKeys {
-    /// `oauth_client_id`.
-    pub client_id: Option<String>,
-    /// `oauth_client_secret_env`.
-    pub client_secret_env: Option<String>,
-    /// `oauth_scopes`.
-    pub scopes: Option<Vec<String>>,
-    /// `oauth_grant`.
-    pub grant: Option<String>,
-    /// `oauth_private_key_file`, resolved against the workspace.
-    pub private_key_file: Option<PathBuf>,
-    /// `oauth_jwt_algorithm`.
-    pub jwt_algorithm: Option<String>,
-}
-
-/// The OAuth settings of HTTP server `name` from its `oauth_*` config keys. Secrets come from
-/// the environment and keys from files, never from the config file itself.
-pub fn oauth_settings(name: &str, keys: OAuthKeys) -> Result<OAuthSettings, Failure> {
+/// The OAuth settings of HTTP server `name` from the `oauth_*` keys of its config entry (a key
+/// file relative to `workspace`). Secrets come from the environment and keys from files, never
+/// from the config file itself.
+pub fn oauth_settings(
+    name: &str,
+    entry: &McpServerEntry,
+    workspace: &Path,
+) -> Result<OAuthSettings, Failure> {
     let usage = |message: String| Failure::usage(format!("mcp_servers.{name}.{message}"));
-    let without_person = match keys.grant.as_deref() {
+    let without_person = match entry.oauth_grant.as_deref() {
         None | Some("authorization_code") => false,
         Some("client_credentials") => true,
         Some(other) => {
@@ -74,12 +62,14 @@ pub fn oauth_settings(name: &str, keys: OAuthKeys) -> Result<OAuthSettings, Fail
             )));
         }
     };
-    if !without_person && (keys.private_key_file.is_some() || keys.jwt_algorithm.is_some()) {
+    if !without_person
+        && (entry.oauth_private_key_file.is_some() || entry.oauth_jwt_algorithm.is_some())
+    {
         return Err(usage(
             "oauth_private_key_file and oauth_jwt_algorithm need oauth_grant = \"client_credentials\"".into(),
         ));
     }
-    let secret = match &keys.client_secret_env {
+    let secret = match &entry.oauth_client_secret_env {
         Some(var) => Some(std::env::var(var).map_err(|_| {
             usage(format!(
                 "oauth_client_secret_env: the environment variable {var} is not set"
@@ -87,9 +77,9 @@ pub fn oauth_settings(name: &str, keys: OAuthKeys) -> Result<OAuthSettings, Fail
         })?),
         None => None,
     };
-    let settings =
-        OAuthSettings::new(token_file(name)).with_scopes(keys.scopes.unwrap_or_default());
-    let Some(client_id) = keys.client_id else {
+    let settings = OAuthSettings::new(token_file(name))
+        .with_scopes(entry.oauth_scopes.clone().unwrap_or_default());
+    let Some(client_id) = entry.oauth_client_id.clone() else {
         return match (without_person, secret.is_some()) {
             (true, _) => Err(usage(
                 "oauth_grant = \"client_credentials\" needs oauth_client_id".into(),
@@ -107,8 +97,11 @@ pub fn oauth_settings(name: &str, keys: OAuthKeys) -> Result<OAuthSettings, Fail
         name,
         client_id,
         secret,
-        keys.private_key_file,
-        keys.jwt_algorithm,
+        entry
+            .oauth_private_key_file
+            .as_ref()
+            .map(|f| workspace.join(f)),
+        entry.oauth_jwt_algorithm.clone(),
     )?;
     Ok(settings.with_grant(grant))
 }

@@ -54,28 +54,6 @@ pub struct WorkerConfig {
     pub task_tool: bool,
 }
 
-#[cfg(test)]
-impl WorkerConfig {
-    /// A configuration for unit tests: tools on `workspace`, everything approved, and a model
-    /// nobody answers on (the tests that use it never call it).
-    pub(crate) fn for_tests(workspace: Workspace) -> Self {
-        WorkerConfig {
-            model: Arc::new(agentloop::providers::OpenAiChat::new(
-                agentloop::providers::ProviderConfig::new("http://127.0.0.1:9"),
-            )),
-            model_name: None,
-            workspace,
-            policy: ApprovalPolicy::Always,
-            system_prompt: None,
-            reasoning: None,
-            max_turns: None,
-            store: None,
-            pipeline_model_calls: true,
-            task_tool: true,
-        }
-    }
-}
-
 impl std::fmt::Debug for WorkerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WorkerConfig")
@@ -178,5 +156,27 @@ pub async fn serve_endpoint(endpoint: Endpoint, listener: TcpListener, stop: imp
                 tracing::warn!(%error, %remote, "connection from the Restate server failed");
             }
         });
+    }
+}
+
+#[cfg(test)]
+impl WorkerConfig {
+    /// A configuration for unit tests: tools on `workspace`, everything approved, and a model
+    /// nobody answers on (the tests that use it never call it).
+    pub(crate) fn for_tests(workspace: Workspace) -> Self {
+        WorkerConfig {
+            model: Arc::new(agentloop::providers::OpenAiChat::new(
+                agentloop::providers::ProviderConfig::new("http://127.0.0.1:9"),
+            )),
+            model_name: None,
+            workspace,
+            policy: ApprovalPolicy::Always,
+            system_prompt: None,
+            reasoning: None,
+            max_turns: None,
+            store: None,
+            pipeline_model_calls: true,
+            task_tool: true,
+        }
     }
 }

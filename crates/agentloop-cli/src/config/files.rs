@@ -418,8 +418,9 @@ fn seconds(name: &str, key: &str, v: Option<f64>, default: Duration) -> Result<D
 }
 
 impl McpServerEntry {
-    fn into_config(self, name: &str, workspace: &Path) -> Result<McpServerConfig, Failure> {
-        let transport = match (self.command, self.url) {
+    fn into_config(mut self, name: &str, workspace: &Path) -> Result<McpServerConfig, Failure> {
+        // Taken, not moved: the HTTP arm reads the `oauth_*` keys from the whole entry.
+        let transport = match (self.command.take(), self.url.take()) {
             (Some(command), None) => McpTransport::Stdio(StdioServer {
                 command,
                 args: self.args,
@@ -427,17 +428,7 @@ impl McpServerEntry {
                 cwd: self.cwd.map(|c| workspace.join(c)),
             }),
             (None, Some(url)) => {
-                let oauth = crate::mcp_auth::oauth_settings(
-                    name,
-                    crate::mcp_auth::OAuthKeys {
-                        client_id: self.oauth_client_id,
-                        client_secret_env: self.oauth_client_secret_env,
-                        scopes: self.oauth_scopes,
-                        grant: self.oauth_grant,
-                        private_key_file: self.oauth_private_key_file.map(|f| workspace.join(f)),
-                        jwt_algorithm: self.oauth_jwt_algorithm,
-                    },
-                )?;
+                let oauth = crate::mcp_auth::oauth_settings(name, &self, workspace)?;
                 // A configured `Authorization` header is the server's credential; OAuth
                 // tokens would compete with it.
                 let own_token = self

@@ -388,7 +388,10 @@ fn describe_edit<'a>(
                 Err(e) => format!("the file cannot be read: {e}"),
             };
             (
-                format!("edit_file: replace text in {shown} ({})", visible_line(&why)),
+                format!(
+                    "edit_file: replace text in {shown} ({})",
+                    visible_line(&why)
+                ),
                 old_text.to_owned(),
                 new_text.to_owned(),
             )
@@ -707,11 +710,20 @@ mod tests {
         let ws = Workspace::new(dir.path()).unwrap();
         std::fs::write(dir.path().join("a.txt"), "one\ntwo\ntwo\n").unwrap();
         let write = |path: &str| json!({"path": path, "content": "new\n", "why": "x"});
-        let edit =
-            |path: &str, old: &str| json!({"path": path, "old_text": old, "new_text": "2", "why": "x"});
+        let edit = |path: &str, old: &str| json!({"path": path, "old_text": old, "new_text": "2", "why": "x"});
         let cases = [
-            ("write_file", write("a.txt"), Some(&ws), "write_file: replace a.txt:\n"),
-            ("write_file", write("b.txt"), Some(&ws), "write_file: create b.txt:\n"),
+            (
+                "write_file",
+                write("a.txt"),
+                Some(&ws),
+                "write_file: replace a.txt:\n",
+            ),
+            (
+                "write_file",
+                write("b.txt"),
+                Some(&ws),
+                "write_file: create b.txt:\n",
+            ),
             (
                 "write_file",
                 write("a.txt"),
@@ -719,7 +731,12 @@ mod tests {
                 "write_file: write a.txt (its current content cannot be read: no workspace), \
                  new content:\n",
             ),
-            ("edit_file", edit("a.txt", "one"), Some(&ws), "edit_file: change a.txt:\n"),
+            (
+                "edit_file",
+                edit("a.txt", "one"),
+                Some(&ws),
+                "edit_file: change a.txt:\n",
+            ),
             (
                 "edit_file",
                 edit("a.txt", "two"),
