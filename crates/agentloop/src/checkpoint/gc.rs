@@ -125,26 +125,29 @@ fn referenced(store: &CheckpointStore) -> Result<HashSet<String>, CheckpointErro
 
 /// The files of `dir` ending in `.ext` (none when it does not exist).
 fn files_in(dir: &Path, ext: &str) -> Result<Vec<std::path::PathBuf>, CheckpointError> {
-    let read = match std::fs::read_dir(dir) {
-        Ok(read) => read,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => {
-            return Err(CheckpointError::io(
-                format!("cannot list {}", dir.display()),
-                e,
-            ));
-        }
-    };
     let mut out = Vec::new();
-    for item in read {
-        let path = item
-            .map_err(|e| CheckpointError::io(format!("cannot list {}", dir.display()), e))?
-            .path();
+    for item in entries(dir)? {
+        let path = item.map_err(|e| cannot_list(dir, e))?.path();
         if path.extension().is_some_and(|e| e == ext) {
             out.push(path);
         }
     }
     Ok(out)
+}
+
+/// The entries of `dir`; none when it does not exist (a store that never wrote there).
+fn entries(
+    dir: &Path,
+) -> Result<impl Iterator<Item = std::io::Result<std::fs::DirEntry>>, CheckpointError> {
+    match std::fs::read_dir(dir) {
+        Ok(read) => Ok(Some(read).into_iter().flatten()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None.into_iter().flatten()),
+        Err(e) => Err(cannot_list(dir, e)),
+    }
+}
+
+fn cannot_list(dir: &Path, error: std::io::Error) -> CheckpointError {
+    CheckpointError::io(format!("cannot list {}", dir.display()), error)
 }
 
 /// Deletes the blobs nothing refers to (see the module docs).
@@ -159,9 +162,7 @@ pub(crate) fn collect(store: &CheckpointStore) -> Result<GarbageReport, Checkpoi
     let mut report = GarbageReport::default();
     let blobs = store.dir().join("blobs");
     for fan in files_in_dirs(&blobs)? {
-        for item in std::fs::read_dir(&fan)
-            .map_err(|e| CheckpointError::io(format!("cannot list {}", fan.display()), e))?
-        {
+        for item in std::fs::read_dir(&fan).map_err(|e| cannot_list(&fan, e))? {
             let Ok(item) = item else { continue };
             let name = item.file_name();
             let name = name.to_string_lossy();
@@ -182,17 +183,7 @@ pub(crate) fn collect(store: &CheckpointStore) -> Result<GarbageReport, Checkpoi
 
 /// The fan-out directories `blobs/xx/`.
 fn files_in_dirs(blobs: &Path) -> Result<Vec<std::path::PathBuf>, CheckpointError> {
-    let read = match std::fs::read_dir(blobs) {
-        Ok(read) => read,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => {
-            return Err(CheckpointError::io(
-                format!("cannot list {}", blobs.display()),
-                e,
-            ));
-        }
-    };
-    Ok(read
+    Ok(entries(blobs)?
         .flatten()
         .map(|item| item.path())
         .filter(|p| p.is_dir())

@@ -265,28 +265,15 @@ impl Default for CheckpointOptions {
 }
 
 impl CheckpointOptions {
-    /// Sets [`max_file_size`](Self::max_file_size).
-    pub fn max_file_size(mut self, bytes: u64) -> Self {
-        self.max_file_size = bytes;
-        self
-    }
-
-    /// Sets [`max_entries`](Self::max_entries).
-    pub fn max_entries(mut self, entries: usize) -> Self {
-        self.max_entries = entries;
-        self
-    }
-
-    /// Sets [`max_total_bytes`](Self::max_total_bytes).
-    pub fn max_total_bytes(mut self, bytes: u64) -> Self {
-        self.max_total_bytes = bytes;
-        self
-    }
-
-    /// Sets [`max_watches`](Self::max_watches).
-    pub fn max_watches(mut self, watches: usize) -> Self {
-        self.max_watches = watches;
-        self
+    crate::setters! {
+        /// Sets [`max_file_size`](Self::max_file_size).
+        pub fn max_file_size(bytes: u64) => max_file_size = bytes;
+        /// Sets [`max_entries`](Self::max_entries).
+        pub fn max_entries(entries: usize) => max_entries = entries;
+        /// Sets [`max_total_bytes`](Self::max_total_bytes).
+        pub fn max_total_bytes(bytes: u64) => max_total_bytes = bytes;
+        /// Sets [`max_watches`](Self::max_watches).
+        pub fn max_watches(watches: usize) => max_watches = watches;
     }
 }
 
@@ -380,6 +367,8 @@ impl CheckpointStore {
     }
 }
 
+#[cfg(test)]
+mod test_fixture;
 #[cfg(test)]
 mod tests;
 #[cfg(all(test, target_os = "linux"))]

@@ -7,33 +7,12 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use super::snapshot::{Scanner, Snapshot};
+use super::test_fixture::{Dirs, dirs, write};
 use super::*;
-
-struct Dirs {
-    _tmp: tempfile::TempDir,
-    ws: PathBuf,
-    store: CheckpointStore,
-}
-
-fn dirs() -> Dirs {
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    std::fs::create_dir(&ws).unwrap();
-    let ws = std::fs::canonicalize(ws).unwrap();
-    let store = CheckpointStore::open(tmp.path().join("store")).unwrap();
-    Dirs {
-        _tmp: tmp,
-        ws,
-        store,
-    }
-}
 
 /// Writes `path` with an mtime an hour ago, out of the stat cache's racy window.
 fn write_old(path: &Path, bytes: &[u8]) {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).unwrap();
-    }
-    std::fs::write(path, bytes).unwrap();
+    write(path, bytes);
     let file = std::fs::File::options().write(true).open(path).unwrap();
     file.set_modified(SystemTime::now() - Duration::from_secs(3600))
         .unwrap();
@@ -53,8 +32,7 @@ fn equal_contents_are_stored_once() {
     write_old(&d.ws.join("a.txt"), b"same bytes\n");
     write_old(&d.ws.join("sub/b.txt"), b"same bytes\n");
     write_old(&d.ws.join("c.txt"), b"other\n");
-    let scanner = Scanner::new(&d.ws, d.store.dir(), CheckpointOptions::default());
-    let snap = scanner.scan(&Snapshot::default()).unwrap();
+    let snap = d.walk();
     assert_eq!(snap.entries["a.txt"].hash, snap.entries["sub/b.txt"].hash);
     assert_eq!(blob_count(&d.store), 2);
     let hash = snap.entries["a.txt"].hash.clone().unwrap();
@@ -67,7 +45,7 @@ fn an_unchanged_file_is_not_read_again_and_a_changed_one_is() {
     for i in 0..20 {
         write_old(&d.ws.join(format!("f{i}.txt")), format!("{i}\n").as_bytes());
     }
-    let scanner = Scanner::new(&d.ws, d.store.dir(), CheckpointOptions::default());
+    let scanner = d.scanner();
     let first = scanner.scan(&Snapshot::default()).unwrap();
     assert_eq!(first.hashed, 20);
     let second = scanner.scan(&first).unwrap();
@@ -86,7 +64,7 @@ fn an_unchanged_file_is_not_read_again_and_a_changed_one_is() {
 fn a_file_written_just_before_a_snapshot_is_read_again_next_time() {
     let d = dirs();
     std::fs::write(d.ws.join("fresh.txt"), b"1\n").unwrap();
-    let scanner = Scanner::new(&d.ws, d.store.dir(), CheckpointOptions::default());
+    let scanner = d.scanner();
     let first = scanner.scan(&Snapshot::default()).unwrap();
     let second = scanner.scan(&first).unwrap();
     assert_eq!(second.hashed, 1, "a racy entry was trusted");
@@ -100,8 +78,7 @@ fn gitignored_paths_and_the_git_directory_are_not_recorded() {
     write_old(&d.ws.join("run.log"), b"log");
     write_old(&d.ws.join(".git/HEAD"), b"ref: refs/heads/main\n");
     write_old(&d.ws.join("src/main.rs"), b"fn main() {}\n");
-    let scanner = Scanner::new(&d.ws, d.store.dir(), CheckpointOptions::default());
-    let snap = scanner.scan(&Snapshot::default()).unwrap();
+    let snap = d.walk();
     let mut paths: Vec<&str> = snap.entries.keys().map(String::as_str).collect();
     paths.sort_unstable();
     assert_eq!(paths, [".gitignore", "src", "src/main.rs"]);
@@ -129,10 +106,7 @@ fn a_recorded_call_is_rewound_and_someone_elses_edit_is_kept() {
     let d = dirs();
     write_old(&d.ws.join("keep.txt"), b"original\n");
     write_old(&d.ws.join("mine.txt"), b"agent will change me\n");
-    let recorder = d
-        .store
-        .recorder(&d.ws, "s1", CheckpointOptions::default())
-        .unwrap();
+    let recorder = d.recorder("s1");
     recorder.begin("c1", "shell");
     std::fs::write(d.ws.join("keep.txt"), b"agent edit\n").unwrap();
     std::fs::write(d.ws.join("mine.txt"), b"agent edit\n").unwrap();
@@ -191,27 +165,22 @@ fn a_workspace_over_the_limits_turns_the_recorder_off_and_leaves_no_checkpoint()
 #[test]
 fn a_rewind_never_writes_through_a_symbolic_link_in_a_parent() {
     let d = dirs();
-    let outside = d._tmp.path().join("outside");
-    std::fs::create_dir(&outside).unwrap();
     write_old(&d.ws.join("sub/file.txt"), b"before\n");
-    let recorder = d
-        .store
-        .recorder(&d.ws, "s", CheckpointOptions::default())
-        .unwrap();
+    let recorder = d.recorder("s");
     recorder.begin("c1", "shell");
     std::fs::write(d.ws.join("sub/file.txt"), b"after\n").unwrap();
     recorder.finish("c1");
     recorder.seal();
     // Someone swaps the directory for a link to a directory outside the workspace.
-    std::fs::rename(d.ws.join("sub"), d._tmp.path().join("moved")).unwrap();
-    std::os::unix::fs::symlink(&outside, d.ws.join("sub")).unwrap();
+    std::fs::rename(d.ws.join("sub"), d.tmp.path().join("moved")).unwrap();
+    std::os::unix::fs::symlink(&d.outside, d.ws.join("sub")).unwrap();
     let report = d
         .store
         .rewind("s", 1, &RewindOptions::default().force(true))
         .unwrap();
     assert!(report.restored.is_empty(), "{report:?}");
     assert_eq!(
-        std::fs::read_dir(&outside).unwrap().count(),
+        std::fs::read_dir(&d.outside).unwrap().count(),
         0,
         "wrote outside"
     );
@@ -263,7 +232,7 @@ fn snapshot_paths(snapshot: &Snapshot) -> Vec<String> {
 fn the_walk_hides_exactly_what_gits_ignore_rules_hide() {
     let d = dirs();
     // Above the workspace: applies to it, as the `ignore` crate applies parents' files.
-    write_old(&d._tmp.path().join(".gitignore"), b"*.above\n");
+    write_old(&d.tmp.path().join(".gitignore"), b"*.above\n");
     write_old(
         &d.ws.join(".gitignore"),
         b"*.log\n/build\ndocs/*.md\n!keep.log\nvendor/\n",
@@ -303,8 +272,7 @@ fn the_walk_hides_exactly_what_gits_ignore_rules_hide() {
     }
     #[cfg(unix)]
     std::os::unix::fs::symlink("src/main.rs", d.ws.join("link.rs")).unwrap();
-    let scanner = Scanner::new(&d.ws, d.store.dir(), CheckpointOptions::default());
-    let snapshot = scanner.scan(&Snapshot::default()).unwrap();
+    let snapshot = d.walk();
     let expected = ignore_crate_paths(&d.ws);
     assert_eq!(snapshot_paths(&snapshot), expected);
     for hidden in [
@@ -333,7 +301,7 @@ fn a_changed_gitignore_takes_effect_at_the_next_snapshot() {
     write_old(&d.ws.join(".gitignore"), b"*.log\n");
     write_old(&d.ws.join("a.log"), b"a");
     write_old(&d.ws.join("a.txt"), b"a");
-    let scanner = Scanner::new(&d.ws, d.store.dir(), CheckpointOptions::default());
+    let scanner = d.scanner();
     let first = scanner.scan(&Snapshot::default()).unwrap();
     assert_eq!(snapshot_paths(&first), [".gitignore", "a.txt"]);
     // Same size, written within the same instant as the parse could have been: re-read.
@@ -347,10 +315,7 @@ fn a_changed_gitignore_takes_effect_at_the_next_snapshot() {
 
 /// Runs one recorded call that writes `writes` (path, content) in order, each its own call.
 fn recorded_writes(d: &Dirs, session: &str, writes: &[(&str, &str)]) {
-    let recorder = d
-        .store
-        .recorder(&d.ws, session, CheckpointOptions::default())
-        .unwrap();
+    let recorder = d.recorder(session);
     for (i, (path, content)) in writes.iter().enumerate() {
         let call = format!("c{i}");
         recorder.begin(&call, "write_file");
@@ -389,10 +354,7 @@ fn garbage_collection_waits_for_running_recorders() {
     write_old(&d.ws.join("a.txt"), b"first\n");
     recorded_writes(&d, "s1", &[("a.txt", "second\n")]);
     d.store.remove_session("s1").unwrap();
-    let running = d
-        .store
-        .recorder(&d.ws, "s2", CheckpointOptions::default())
-        .unwrap();
+    let running = d.recorder("s2");
     let report = d.store.collect_garbage().unwrap();
     assert!(report.busy, "{report:?}");
     assert_eq!(report.deleted, 0);

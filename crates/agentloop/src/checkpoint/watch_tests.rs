@@ -5,43 +5,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::os::unix::fs::{PermissionsExt, symlink};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use super::snapshot::{Scanner, Snapshot, diff};
+use super::snapshot::{Snapshot, diff};
+use super::test_fixture::{Dirs, dirs, write};
 use super::*;
 
-struct Ws {
-    _tmp: tempfile::TempDir,
-    ws: PathBuf,
-    outside: PathBuf,
-    store: CheckpointStore,
-}
-
-fn ws() -> Ws {
-    let tmp = tempfile::tempdir().unwrap();
-    let ws = tmp.path().join("ws");
-    let outside = tmp.path().join("outside");
-    std::fs::create_dir(&ws).unwrap();
-    std::fs::create_dir(&outside).unwrap();
-    let ws = std::fs::canonicalize(ws).unwrap();
-    let store = CheckpointStore::open(tmp.path().join("store")).unwrap();
-    Ws {
-        _tmp: tmp,
-        ws,
-        outside,
-        store,
-    }
-}
-
-fn write(path: &Path, bytes: &str) {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).unwrap();
-    }
-    std::fs::write(path, bytes).unwrap();
-}
-
 /// A recorder that has taken its first snapshot (the tree walked and watched).
-fn watching(w: &Ws, options: CheckpointOptions) -> Recorder {
+fn watching(w: &Dirs, options: CheckpointOptions) -> Recorder {
     let recorder = w.store.recorder(&w.ws, "s", options).unwrap();
     assert!(recorder.snapshot().unwrap().full_walk);
     recorder
@@ -49,7 +20,7 @@ fn watching(w: &Ws, options: CheckpointOptions) -> Recorder {
 
 /// Takes a snapshot and checks it against a fresh walk of the tree: the same entries (stat
 /// fields included), and the changes a full walk from the previous snapshot reports.
-fn step(w: &Ws, recorder: &Recorder, what: &str, full_walk: bool) -> SnapshotReport {
+fn step(w: &Dirs, recorder: &Recorder, what: &str, full_walk: bool) -> SnapshotReport {
     let before = recorder.last_snapshot().unwrap();
     let report = recorder.snapshot().unwrap();
     same_as_a_walk(w, recorder, &before, &report, what);
@@ -59,16 +30,14 @@ fn step(w: &Ws, recorder: &Recorder, what: &str, full_walk: bool) -> SnapshotRep
 
 /// Checks the recorder's snapshot, taken after `before` with `report`, against a walk.
 fn same_as_a_walk(
-    w: &Ws,
+    w: &Dirs,
     recorder: &Recorder,
     before: &Snapshot,
     report: &SnapshotReport,
     what: &str,
 ) {
     let after = recorder.last_snapshot().unwrap();
-    let fresh = Scanner::new(&w.ws, w.store.dir(), CheckpointOptions::default())
-        .scan(&Snapshot::default())
-        .unwrap();
+    let fresh = w.walk();
     let mut differ: Vec<String> = fresh
         .entries
         .keys()
@@ -90,7 +59,7 @@ fn chmod(path: &Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
-type Op = (&'static str, fn(&Ws));
+type Op = (&'static str, fn(&Dirs));
 
 /// Every kind of change, in an order where each builds on the previous ones.
 const OPS: &[Op] = &[
@@ -214,7 +183,7 @@ const OPS: &[Op] = &[
 
 #[test]
 fn a_watched_snapshot_equals_a_fresh_walk_after_every_kind_of_change() {
-    let w = ws();
+    let w = dirs();
     write(&w.ws.join(".gitignore"), "target/\n");
     write(&w.ws.join("a/one.txt"), "one\n");
     write(&w.ws.join("a/two.txt"), "two\n");
@@ -257,7 +226,7 @@ const NAMES: &[&str] = &["f", "g.log", "h", "r", "s", ".gitignore"];
 
 /// One random change somewhere in the tree; returns what it was, and whether it may have
 /// touched the root's `.gitignore`.
-fn random_op(w: &Ws, rng: &mut Rng) -> (String, bool) {
+fn random_op(w: &Dirs, rng: &mut Rng) -> (String, bool) {
     let path = |rng: &mut Rng| {
         let dir = rng.pick(DIRS);
         let name = rng.pick(NAMES);
@@ -297,7 +266,7 @@ fn random_op(w: &Ws, rng: &mut Rng) -> (String, bool) {
 #[test]
 fn a_watched_snapshot_equals_a_fresh_walk_after_random_changes() {
     for seed in [1u64, 7, 42, 1234] {
-        let w = ws();
+        let w = dirs();
         for dir in DIRS {
             write(&w.ws.join(dir).join("f"), "start");
         }
@@ -319,7 +288,7 @@ fn a_watched_snapshot_equals_a_fresh_walk_after_random_changes() {
 
 #[test]
 fn an_overflowed_queue_makes_the_snapshot_walk_and_watch_again() {
-    let w = ws();
+    let w = dirs();
     write(&w.ws.join("a/f"), "1");
     let recorder = watching(&w, CheckpointOptions::default());
     write(&w.ws.join("a/f"), "2");
@@ -335,7 +304,7 @@ fn an_overflowed_queue_makes_the_snapshot_walk_and_watch_again() {
 
 #[test]
 fn more_directories_than_the_watch_cap_are_walked_every_time() {
-    let w = ws();
+    let w = dirs();
     for dir in ["a", "b", "c"] {
         write(&w.ws.join(dir).join("f"), "1");
     }
@@ -346,7 +315,7 @@ fn more_directories_than_the_watch_cap_are_walked_every_time() {
         assert_eq!(report.changes.len(), 1, "{:?}", report.changes);
     }
     // Under the cap it watches.
-    let w = ws();
+    let w = dirs();
     write(&w.ws.join("a/f"), "1");
     let recorder = watching(&w, CheckpointOptions::default().max_watches(2));
     write(&w.ws.join("a/f"), "2");
@@ -356,7 +325,7 @@ fn more_directories_than_the_watch_cap_are_walked_every_time() {
 #[test]
 fn without_change_notification_every_snapshot_walks() {
     super::watch::fail_init_in_this_thread(true);
-    let w = ws();
+    let w = dirs();
     write(&w.ws.join("a/f"), "1");
     let recorder = watching(&w, CheckpointOptions::default());
     write(&w.ws.join("a/f"), "2");
@@ -368,7 +337,7 @@ fn without_change_notification_every_snapshot_walks() {
 
 #[test]
 fn a_replaced_root_makes_the_snapshot_walk() {
-    let w = ws();
+    let w = dirs();
     write(&w.ws.join("a/f"), "1");
     let recorder = watching(&w, CheckpointOptions::default());
     std::fs::rename(&w.ws, w.outside.join("old-root")).unwrap();
@@ -381,12 +350,9 @@ fn a_replaced_root_makes_the_snapshot_walk() {
 
 #[test]
 fn recorded_calls_get_their_changes_from_the_notifications() {
-    let w = ws();
+    let w = dirs();
     write(&w.ws.join("src/main.rs"), "fn main() {}\n");
-    let recorder = w
-        .store
-        .recorder(&w.ws, "s", CheckpointOptions::default())
-        .unwrap();
+    let recorder = w.recorder("s");
     recorder.begin("c1", "shell");
     write(&w.ws.join("src/main.rs"), "fn main() { run() }\n");
     std::fs::create_dir_all(w.ws.join("src/gen/deep")).unwrap();
@@ -415,12 +381,9 @@ fn recorded_calls_get_their_changes_from_the_notifications() {
 
 #[test]
 fn what_the_watches_cannot_see_is_attributed_when_the_run_is_sealed() {
-    let w = ws();
+    let w = dirs();
     write(&w.ws.join("a/f"), "before\n");
-    let recorder = w
-        .store
-        .recorder(&w.ws, "s", CheckpointOptions::default())
-        .unwrap();
+    let recorder = w.recorder("s");
     recorder.begin("c1", "shell");
     // A name made outside the workspace after the walk: writes through it reach no watch.
     std::fs::hard_link(w.ws.join("a/f"), w.outside.join("ext")).unwrap();

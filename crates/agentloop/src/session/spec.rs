@@ -54,25 +54,24 @@ impl StoreSpec {
             #[cfg(feature = "sqlite")]
             StoreSpec::Sqlite(path) => Ok(Arc::new(super::SqliteStore::open(path)?)),
             #[cfg(not(feature = "sqlite"))]
-            StoreSpec::Sqlite(path) => Err(SessionError::Invalid {
-                what: "store",
-                reason: format!(
-                    "{} is a SQLite file, but this build of agentloop has no SQLite support \
-                     (the `sqlite` feature)",
-                    path.display()
-                ),
-            }),
+            StoreSpec::Sqlite(_) => Err(self.not_built("SQLite", "file", "sqlite")),
             #[cfg(feature = "postgres")]
             StoreSpec::Postgres(url) => Ok(Arc::new(super::PostgresStore::open(url)?)),
             #[cfg(not(feature = "postgres"))]
-            StoreSpec::Postgres(url) => Err(SessionError::Invalid {
-                what: "store",
-                reason: format!(
-                    "{} is a PostgreSQL URL, but this build of agentloop has no PostgreSQL \
-                     support (the `postgres` feature)",
-                    redact(url)
-                ),
-            }),
+            StoreSpec::Postgres(_) => Err(self.not_built("PostgreSQL", "URL", "postgres")),
+        }
+    }
+
+    /// The error of opening a `backend` store (a `noun`) in a build without its `feature`;
+    /// the spec is shown as [`Display`](std::fmt::Display) shows it, without a password.
+    #[cfg(not(all(feature = "sqlite", feature = "postgres")))]
+    fn not_built(&self, backend: &str, noun: &str, feature: &str) -> SessionError {
+        SessionError::Invalid {
+            what: "store",
+            reason: format!(
+                "{self} is a {backend} {noun}, but this build of agentloop has no {backend} \
+                 support (the `{feature}` feature)"
+            ),
         }
     }
 }
@@ -226,5 +225,28 @@ mod tests {
         }
         let spec = StoreSpec::parse("postgres://u:secret@h/d");
         assert!(!format!("{spec} {spec:?}").contains("secret"));
+    }
+
+    /// A build without a backend names the feature to turn on, and shows the spec as
+    /// `Display` does (no password).
+    #[cfg(not(all(feature = "sqlite", feature = "postgres")))]
+    #[test]
+    fn a_backend_left_out_of_the_build_names_its_feature() {
+        #[cfg(not(feature = "sqlite"))]
+        let (spec, expected) = (
+            "./sessions.db",
+            "./sessions.db is a SQLite file, but this build of agentloop has no SQLite support \
+             (the `sqlite` feature)",
+        );
+        #[cfg(all(feature = "sqlite", not(feature = "postgres")))]
+        let (spec, expected) = (
+            "postgres://u:secret@h/d",
+            "postgres://u:***@h/d is a PostgreSQL URL, but this build of agentloop has no \
+             PostgreSQL support (the `postgres` feature)",
+        );
+        let Err(error) = StoreSpec::parse(spec).open() else {
+            panic!("{spec} opened in a build without its backend");
+        };
+        assert_eq!(error.to_string(), format!("invalid store: {expected}"));
     }
 }

@@ -627,6 +627,34 @@ fn storable_id(id: &str) -> bool {
     !id.contains('\0')
 }
 
+/// `id` as an owned query parameter; an id PostgreSQL cannot store names no session, so it is
+/// reported unknown without a round trip.
+fn session_key(id: &str) -> Result<String, SessionError> {
+    if storable_id(id) {
+        Ok(id.to_owned())
+    } else {
+        Err(not_found(id))
+    }
+}
+
+/// Runs `statement`, which changes the row of session `id`: no row changed means there is no
+/// such session.
+async fn change_session(
+    client: &tokio_postgres::Client,
+    id: &str,
+    statement: &str,
+    params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+) -> Result<(), SessionError> {
+    let changed = client
+        .execute(statement, params)
+        .await
+        .map_err(query_error)?;
+    if changed == 0 {
+        return Err(not_found(id));
+    }
+    Ok(())
+}
+
 impl SessionStore for PostgresStore {
     fn create_with(
         &self,
@@ -701,10 +729,7 @@ impl SessionStore for PostgresStore {
     }
 
     fn info(&self, id: &str) -> Result<SessionInfo, SessionError> {
-        if !storable_id(id) {
-            return Err(not_found(id));
-        }
-        let id = id.to_owned();
+        let id = session_key(id)?;
         self.run(move |db| async move {
             let pooled = db.client().await?;
             let client: &tokio_postgres::Client = &pooled;
@@ -727,25 +752,18 @@ impl SessionStore for PostgresStore {
     }
 
     fn set_settings(&self, id: &str, settings: &SessionSettings) -> Result<(), SessionError> {
-        if !storable_id(id) {
-            return Err(not_found(id));
-        }
+        let id = session_key(id)?;
         let (workspace, settings) = settings_columns(settings)?;
         let workspace = workspace.as_deref().map(pg_text);
-        let id = id.to_owned();
         self.run(move |db| async move {
             let client = db.client().await?;
-            let changed = client
-                .execute(
-                    "UPDATE sessions SET workspace = $2, settings = $3 WHERE id = $1",
-                    &[&id, &workspace, &settings],
-                )
-                .await
-                .map_err(query_error)?;
-            if changed == 0 {
-                return Err(not_found(&id));
-            }
-            Ok(())
+            change_session(
+                &client,
+                &id,
+                "UPDATE sessions SET workspace = $2, settings = $3 WHERE id = $1",
+                &[&id, &workspace, &settings],
+            )
+            .await
         })
     }
 
@@ -819,10 +837,7 @@ impl SessionStore for PostgresStore {
     }
 
     fn append_all(&self, id: &str, messages: &[Message]) -> Result<Vec<u64>, SessionError> {
-        if !storable_id(id) {
-            return Err(not_found(id));
-        }
-        let id = id.to_owned();
+        let id = session_key(id)?;
         if messages.is_empty() {
             self.info(&id)?;
             return Ok(Vec::new());
@@ -853,10 +868,7 @@ impl SessionStore for PostgresStore {
     }
 
     fn entries_after(&self, id: &str, after: u64) -> Result<Vec<StoredMessage>, SessionError> {
-        if !storable_id(id) {
-            return Err(not_found(id));
-        }
-        let id = id.to_owned();
+        let id = session_key(id)?;
         self.run(move |db| async move {
             let client = db.client().await?;
             // One statement, one snapshot: the session's existence and its rows agree.
@@ -891,51 +903,31 @@ impl SessionStore for PostgresStore {
 
     fn set_title(&self, id: &str, title: &str) -> Result<(), SessionError> {
         let title = clean_title(title)?;
-        if !storable_id(id) {
-            return Err(not_found(id));
-        }
-        let id = id.to_owned();
+        let id = session_key(id)?;
         self.run(move |db| async move {
             let client = db.client().await?;
-            let changed = client
-                .execute(
-                    "UPDATE sessions SET title = $2, updated_ms = $3, \
-                     touched = nextval('sessions_touched') WHERE id = $1",
-                    &[&id, &title, &now()],
-                )
-                .await
-                .map_err(query_error)?;
-            if changed == 0 {
-                return Err(not_found(&id));
-            }
-            Ok(())
+            change_session(
+                &client,
+                &id,
+                "UPDATE sessions SET title = $2, updated_ms = $3, \
+                 touched = nextval('sessions_touched') WHERE id = $1",
+                &[&id, &title, &now()],
+            )
+            .await
         })
     }
 
     fn delete(&self, id: &str) -> Result<(), SessionError> {
-        if !storable_id(id) {
-            return Err(not_found(id));
-        }
-        let id = id.to_owned();
+        let id = session_key(id)?;
         self.run(move |db| async move {
             let client = db.client().await?;
             // Messages, pending approvals and parked queues go with it (ON DELETE CASCADE).
-            let deleted = client
-                .execute("DELETE FROM sessions WHERE id = $1", &[&id])
-                .await
-                .map_err(query_error)?;
-            if deleted == 0 {
-                return Err(not_found(&id));
-            }
-            Ok(())
+            change_session(&client, &id, "DELETE FROM sessions WHERE id = $1", &[&id]).await
         })
     }
 
     fn fork(&self, id: &str, seq: u64) -> Result<SessionInfo, SessionError> {
-        if !storable_id(id) {
-            return Err(not_found(id));
-        }
-        let id = id.to_owned();
+        let id = session_key(id)?;
         let new_id = uuid::Uuid::new_v4().to_string();
         self.run(move |db| async move {
             let mut pooled = db.client().await?;
@@ -1000,11 +992,8 @@ impl SessionStore for PostgresStore {
     }
 
     fn save_parked(&self, id: &str, parked: &ParkedRun) -> Result<(), SessionError> {
-        if !storable_id(id) {
-            return Err(not_found(id));
-        }
+        let id = session_key(id)?;
         let rows = approvals::ParkedRows::new(parked)?;
-        let id = id.to_owned();
         self.run(move |db| async move {
             let mut pooled = db.client().await?;
             approvals::save(&mut pooled, &id, &rows).await
@@ -1012,10 +1001,7 @@ impl SessionStore for PostgresStore {
     }
 
     fn parked(&self, id: &str) -> Result<Option<ParkedRun>, SessionError> {
-        if !storable_id(id) {
-            return Err(not_found(id));
-        }
-        let id = id.to_owned();
+        let id = session_key(id)?;
         self.run(move |db| async move {
             let mut pooled = db.client().await?;
             approvals::load(&mut pooled, &id).await
@@ -1023,10 +1009,8 @@ impl SessionStore for PostgresStore {
     }
 
     fn decide(&self, id: &str, call_id: &str, status: &PendingStatus) -> Result<(), SessionError> {
-        if !storable_id(id) {
-            return Err(not_found(id));
-        }
-        let (id, call_id, status) = (id.to_owned(), call_id.to_owned(), status.clone());
+        let id = session_key(id)?;
+        let (call_id, status) = (call_id.to_owned(), status.clone());
         self.run(move |db| async move {
             let mut pooled = db.client().await?;
             approvals::decide(&mut pooled, &id, &call_id, &status).await
