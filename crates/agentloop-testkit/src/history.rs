@@ -80,7 +80,22 @@ struct Ledger {
 }
 
 impl Ledger {
-    fn call(&mut self, kind: &'static str, id: Option<&str>, name: &str) {
+    /// A tool call `name` (a `kind`) with id `id`, whose arguments `args` must be a JSON object,
+    /// given as a value (Anthropic's `input`, a tool search's `arguments`) or, when
+    /// `args_as_text`, as JSON text (Chat and Responses `arguments`).
+    fn call(
+        &mut self,
+        kind: &'static str,
+        id: Option<&str>,
+        name: &str,
+        args: Option<&Value>,
+        args_as_text: bool,
+    ) {
+        self.record_call(kind, id, name);
+        self.arguments(kind, id, name, args, args_as_text);
+    }
+
+    fn record_call(&mut self, kind: &'static str, id: Option<&str>, name: &str) {
         let Some(id) = id else {
             self.problems.push(format!(
                 "a {kind} `{name}` has no id, so no result can refer to it"
@@ -100,9 +115,7 @@ impl Ledger {
             .insert(id.to_string(), (kind, name.to_string(), 0));
     }
 
-    /// Checks a call's arguments: a JSON object, given either as a value (Anthropic's `input`,
-    /// a tool search's `arguments`) or, when `text`, as JSON text (Chat and Responses
-    /// `arguments`).
+    /// Checks a call's arguments (see [`call`](Self::call)).
     fn arguments(
         &mut self,
         kind: &'static str,
@@ -202,8 +215,7 @@ fn chat(body: &Value, mut ledger: Ledger) -> History {
                         .pointer("/function/name")
                         .and_then(Value::as_str)
                         .unwrap_or("");
-                    ledger.call("tool call", str_field(tc, "id"), name);
-                    ledger.arguments(
+                    ledger.call(
                         "tool call",
                         str_field(tc, "id"),
                         name,
@@ -236,11 +248,6 @@ fn anthropic(body: &Value, mut ledger: Ledger) -> History {
                     .filter(|b| str_field(b, "type") == Some("tool_use"))
                 {
                     ledger.call(
-                        "tool_use block",
-                        str_field(b, "id"),
-                        str_field(b, "name").unwrap_or(""),
-                    );
-                    ledger.arguments(
                         "tool_use block",
                         str_field(b, "id"),
                         str_field(b, "name").unwrap_or(""),
@@ -348,11 +355,6 @@ fn responses(body: &Value, mut ledger: Ledger) -> History {
                     "function_call",
                     str_field(item, "call_id"),
                     str_field(item, "name").unwrap_or(""),
-                );
-                ledger.arguments(
-                    "function_call",
-                    str_field(item, "call_id"),
-                    str_field(item, "name").unwrap_or(""),
                     item.get("arguments"),
                     true,
                 );
@@ -365,11 +367,6 @@ fn responses(body: &Value, mut ledger: Ledger) -> History {
             // Server-executed searches have no call id and need no output from the client.
             Some("tool_search_call") if str_field(item, "call_id").is_some() => {
                 ledger.call(
-                    "tool_search_call",
-                    str_field(item, "call_id"),
-                    "tool_search",
-                );
-                ledger.arguments(
                     "tool_search_call",
                     str_field(item, "call_id"),
                     "tool_search",

@@ -18,6 +18,15 @@ fn write_old(path: &Path, bytes: &[u8]) {
         .unwrap();
 }
 
+/// A fixture whose workspace holds `files` (path, content), all written out of the racy window.
+fn old_tree(files: &[(&str, &str)]) -> Dirs {
+    let d = dirs();
+    for (path, content) in files {
+        write_old(&d.ws.join(path), content.as_bytes());
+    }
+    d
+}
+
 fn blob_count(store: &CheckpointStore) -> usize {
     let mut n = 0;
     for dir in std::fs::read_dir(store.dir().join("blobs")).unwrap() {
@@ -28,10 +37,11 @@ fn blob_count(store: &CheckpointStore) -> usize {
 
 #[test]
 fn equal_contents_are_stored_once() {
-    let d = dirs();
-    write_old(&d.ws.join("a.txt"), b"same bytes\n");
-    write_old(&d.ws.join("sub/b.txt"), b"same bytes\n");
-    write_old(&d.ws.join("c.txt"), b"other\n");
+    let d = old_tree(&[
+        ("a.txt", "same bytes\n"),
+        ("sub/b.txt", "same bytes\n"),
+        ("c.txt", "other\n"),
+    ]);
     let snap = d.walk();
     assert_eq!(snap.entries["a.txt"].hash, snap.entries["sub/b.txt"].hash);
     assert_eq!(blob_count(&d.store), 2);
@@ -72,12 +82,13 @@ fn a_file_written_just_before_a_snapshot_is_read_again_next_time() {
 
 #[test]
 fn gitignored_paths_and_the_git_directory_are_not_recorded() {
-    let d = dirs();
-    write_old(&d.ws.join(".gitignore"), b"target/\n*.log\n");
-    write_old(&d.ws.join("target/big.bin"), b"artifact");
-    write_old(&d.ws.join("run.log"), b"log");
-    write_old(&d.ws.join(".git/HEAD"), b"ref: refs/heads/main\n");
-    write_old(&d.ws.join("src/main.rs"), b"fn main() {}\n");
+    let d = old_tree(&[
+        (".gitignore", "target/\n*.log\n"),
+        ("target/big.bin", "artifact"),
+        ("run.log", "log"),
+        (".git/HEAD", "ref: refs/heads/main\n"),
+        ("src/main.rs", "fn main() {}\n"),
+    ]);
     let snap = d.walk();
     let mut paths: Vec<&str> = snap.entries.keys().map(String::as_str).collect();
     paths.sort_unstable();
@@ -86,8 +97,7 @@ fn gitignored_paths_and_the_git_directory_are_not_recorded() {
 
 #[test]
 fn a_file_over_the_size_limit_is_recorded_as_not_restorable() {
-    let d = dirs();
-    write_old(&d.ws.join("small.txt"), b"tiny");
+    let d = old_tree(&[("small.txt", "tiny")]);
     write_old(&d.ws.join("large.bin"), &[7u8; 100]);
     let scanner = Scanner::new(
         &d.ws,
@@ -103,9 +113,10 @@ fn a_file_over_the_size_limit_is_recorded_as_not_restorable() {
 
 #[test]
 fn a_recorded_call_is_rewound_and_someone_elses_edit_is_kept() {
-    let d = dirs();
-    write_old(&d.ws.join("keep.txt"), b"original\n");
-    write_old(&d.ws.join("mine.txt"), b"agent will change me\n");
+    let d = old_tree(&[
+        ("keep.txt", "original\n"),
+        ("mine.txt", "agent will change me\n"),
+    ]);
     let recorder = d.recorder("s1");
     recorder.begin("c1", "shell");
     std::fs::write(d.ws.join("keep.txt"), b"agent edit\n").unwrap();
@@ -164,8 +175,7 @@ fn a_workspace_over_the_limits_turns_the_recorder_off_and_leaves_no_checkpoint()
 #[cfg(unix)]
 #[test]
 fn a_rewind_never_writes_through_a_symbolic_link_in_a_parent() {
-    let d = dirs();
-    write_old(&d.ws.join("sub/file.txt"), b"before\n");
+    let d = old_tree(&[("sub/file.txt", "before\n")]);
     let recorder = d.recorder("s");
     recorder.begin("c1", "shell");
     std::fs::write(d.ws.join("sub/file.txt"), b"after\n").unwrap();
@@ -297,10 +307,11 @@ fn the_walk_hides_exactly_what_gits_ignore_rules_hide() {
 
 #[test]
 fn a_changed_gitignore_takes_effect_at_the_next_snapshot() {
-    let d = dirs();
-    write_old(&d.ws.join(".gitignore"), b"*.log\n");
-    write_old(&d.ws.join("a.log"), b"a");
-    write_old(&d.ws.join("a.txt"), b"a");
+    let d = old_tree(&[
+        (".gitignore", "*.log\n"),
+        ("a.log", "a"),
+        ("a.txt", "a"),
+    ]);
     let scanner = d.scanner();
     let first = scanner.scan(&Snapshot::default()).unwrap();
     assert_eq!(snapshot_paths(&first), [".gitignore", "a.txt"]);
@@ -328,9 +339,10 @@ fn recorded_writes(d: &Dirs, session: &str, writes: &[(&str, &str)]) {
 
 #[test]
 fn garbage_collection_deletes_only_blobs_nothing_refers_to() {
-    let d = dirs();
-    write_old(&d.ws.join("a.txt"), b"shared\n");
-    write_old(&d.ws.join("b.txt"), b"shared\n");
+    let d = old_tree(&[
+        ("a.txt", "shared\n"),
+        ("b.txt", "shared\n"),
+    ]);
     recorded_writes(&d, "s1", &[("a.txt", "only s1\n"), ("a.txt", "a final\n")]);
     recorded_writes(&d, "s2", &[("b.txt", "b final\n")]);
     // shared, only s1, a final, b final.
@@ -350,8 +362,7 @@ fn garbage_collection_deletes_only_blobs_nothing_refers_to() {
 
 #[test]
 fn garbage_collection_waits_for_running_recorders() {
-    let d = dirs();
-    write_old(&d.ws.join("a.txt"), b"first\n");
+    let d = old_tree(&[("a.txt", "first\n")]);
     recorded_writes(&d, "s1", &[("a.txt", "second\n")]);
     d.store.remove_session("s1").unwrap();
     let running = d.recorder("s2");
