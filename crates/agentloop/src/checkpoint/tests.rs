@@ -307,11 +307,7 @@ fn the_walk_hides_exactly_what_gits_ignore_rules_hide() {
 
 #[test]
 fn a_changed_gitignore_takes_effect_at_the_next_snapshot() {
-    let d = old_tree(&[
-        (".gitignore", "*.log\n"),
-        ("a.log", "a"),
-        ("a.txt", "a"),
-    ]);
+    let d = old_tree(&[(".gitignore", "*.log\n"), ("a.log", "a"), ("a.txt", "a")]);
     let scanner = d.scanner();
     let first = scanner.scan(&Snapshot::default()).unwrap();
     assert_eq!(snapshot_paths(&first), [".gitignore", "a.txt"]);
@@ -339,10 +335,7 @@ fn recorded_writes(d: &Dirs, session: &str, writes: &[(&str, &str)]) {
 
 #[test]
 fn garbage_collection_deletes_only_blobs_nothing_refers_to() {
-    let d = old_tree(&[
-        ("a.txt", "shared\n"),
-        ("b.txt", "shared\n"),
-    ]);
+    let d = old_tree(&[("a.txt", "shared\n"), ("b.txt", "shared\n")]);
     recorded_writes(&d, "s1", &[("a.txt", "only s1\n"), ("a.txt", "a final\n")]);
     recorded_writes(&d, "s2", &[("b.txt", "b final\n")]);
     // shared, only s1, a final, b final.

@@ -203,31 +203,29 @@ impl MessageAssembler {
     /// More visible text, appended to the last part when it is text (else a new text part).
     /// Empty text is ignored.
     pub fn text(&mut self, text: &str, out: &mut Vec<ModelEvent>) {
-        if text.is_empty() {
-            return;
-        }
-        self.append_last_text(text);
-        delta(
-            out,
-            ModelDelta::Text {
-                delta: text.to_owned(),
-            },
-        );
+        self.push_and_stream(text, |delta| ModelDelta::Text { delta }, out);
     }
 
     /// More reasoning text, appended to the last part when it is thinking (else a new
     /// thinking part). Empty text is ignored.
     pub fn thinking(&mut self, text: &str, out: &mut Vec<ModelEvent>) {
+        self.push_and_stream(text, |delta| ModelDelta::Thinking { delta }, out);
+    }
+
+    /// Adds `text`, as the delta `kind` makes of it, to the message and streams that delta (so
+    /// what is assembled is what was streamed). Empty text is ignored.
+    fn push_and_stream(
+        &mut self,
+        text: &str,
+        kind: fn(String) -> ModelDelta,
+        out: &mut Vec<ModelEvent>,
+    ) {
         if text.is_empty() {
             return;
         }
-        self.append_last_thinking(text);
-        delta(
-            out,
-            ModelDelta::Thinking {
-                delta: text.to_owned(),
-            },
-        );
+        let streamed = kind(text.to_owned());
+        self.push(&streamed);
+        delta(out, streamed);
     }
 
     /// A new text part starting with `text` (streamed when not empty), carrying

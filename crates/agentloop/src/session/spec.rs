@@ -226,27 +226,4 @@ mod tests {
         let spec = StoreSpec::parse("postgres://u:secret@h/d");
         assert!(!format!("{spec} {spec:?}").contains("secret"));
     }
-
-    /// A build without a backend names the feature to turn on, and shows the spec as
-    /// `Display` does (no password).
-    #[cfg(not(all(feature = "sqlite", feature = "postgres")))]
-    #[test]
-    fn a_backend_left_out_of_the_build_names_its_feature() {
-        #[cfg(not(feature = "sqlite"))]
-        let (spec, expected) = (
-            "./sessions.db",
-            "./sessions.db is a SQLite file, but this build of agentloop has no SQLite support \
-             (the `sqlite` feature)",
-        );
-        #[cfg(all(feature = "sqlite", not(feature = "postgres")))]
-        let (spec, expected) = (
-            "postgres://u:secret@h/d",
-            "postgres://u:***@h/d is a PostgreSQL URL, but this build of agentloop has no \
-             PostgreSQL support (the `postgres` feature)",
-        );
-        let Err(error) = StoreSpec::parse(spec).open() else {
-            panic!("{spec} opened in a build without its backend");
-        };
-        assert_eq!(error.to_string(), format!("invalid store: {expected}"));
-    }
 }

@@ -323,17 +323,26 @@ fn service_resource() -> Resource {
     resource.build()
 }
 
-/// The span exporter for `protocol` (HTTP with a client built on first export).
+/// The exporter of one signal (`$exporter`: `SpanExporter`, `MetricExporter`; `$signal`: its
+/// name in the environment's variables) for `$protocol`: gRPC, or HTTP/protobuf with a client
+/// built on first export. A macro because the exporters' builders share no trait for `build`.
+macro_rules! exporter {
+    ($exporter:ident, $protocol:expr, $signal:literal) => {
+        match $protocol {
+            OtlpProtocol::Grpc => $exporter::builder().with_tonic().build(),
+            OtlpProtocol::HttpProtobuf => $exporter::builder()
+                .with_http()
+                .with_protocol(Protocol::HttpBinary)
+                .with_http_client(LazyHttpClient::new($signal))
+                .build(),
+        }
+        .map_err(|e| OtelError::Exporter(e.to_string()))
+    };
+}
+
+/// The span exporter for `protocol`.
 fn span_exporter(protocol: OtlpProtocol) -> Result<SpanExporter, OtelError> {
-    match protocol {
-        OtlpProtocol::Grpc => SpanExporter::builder().with_tonic().build(),
-        OtlpProtocol::HttpProtobuf => SpanExporter::builder()
-            .with_http()
-            .with_protocol(Protocol::HttpBinary)
-            .with_http_client(LazyHttpClient::new("TRACES"))
-            .build(),
-    }
-    .map_err(|e| OtelError::Exporter(e.to_string()))
+    exporter!(SpanExporter, protocol, "TRACES")
 }
 
 /// The meter provider exporting periodically over `protocol`.
@@ -341,15 +350,7 @@ fn meter_provider(
     protocol: OtlpProtocol,
     resource: Resource,
 ) -> Result<SdkMeterProvider, OtelError> {
-    let metrics = match protocol {
-        OtlpProtocol::Grpc => MetricExporter::builder().with_tonic().build(),
-        OtlpProtocol::HttpProtobuf => MetricExporter::builder()
-            .with_http()
-            .with_protocol(Protocol::HttpBinary)
-            .with_http_client(LazyHttpClient::new("METRICS"))
-            .build(),
-    }
-    .map_err(|e| OtelError::Exporter(e.to_string()))?;
+    let metrics = exporter!(MetricExporter, protocol, "METRICS")?;
     Ok(SdkMeterProvider::builder()
         .with_periodic_exporter(metrics)
         .with_resource(resource)
