@@ -310,7 +310,7 @@ fn more_directories_than_the_watch_cap_are_walked_every_time() {
     }
     let recorder = watching(&w, CheckpointOptions::default().max_watches(2));
     for round in 0..3 {
-        write(&w.ws.join("c/f"), &format!("round {round}"));
+        write(&w.ws.join("c/f"), format!("round {round}"));
         let report = step(&w, &recorder, "a write over the cap", true);
         assert_eq!(report.changes.len(), 1, "{:?}", report.changes);
     }

@@ -60,12 +60,14 @@ fn now() -> i64 {
 
 #[cfg(feature = "sqlite")]
 fn exists(tx: &Connection, id: &str) -> Result<(), SessionError> {
-    let found: Option<i64> = tx
-        .query_row("SELECT 1 FROM sessions WHERE id = ?1", [id], |r| r.get(0))
-        .optional()?;
-    found
-        .map(|_| ())
-        .ok_or_else(|| SessionError::NotFound { id: id.to_owned() })
+    if tx
+        .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")?
+        .exists([id])?
+    {
+        Ok(())
+    } else {
+        Err(SessionError::NotFound { id: id.to_owned() })
+    }
 }
 
 /// Whether a pending call whose stored status is `current` (`None`: there is no such call) may

@@ -554,12 +554,10 @@ impl SessionStore for SqliteStore {
             parent,
         } = NewSessionColumns::of(new, check_id)?;
         self.write(|tx| {
-            let exists: Option<i64> = tx
-                .query_row("SELECT 1 FROM sessions WHERE id = ?1", [&id], |row| {
-                    row.get(0)
-                })
-                .optional()?;
-            if exists.is_some() {
+            if tx
+                .prepare_cached("SELECT 1 FROM sessions WHERE id = ?1")?
+                .exists([&id])?
+            {
                 return Err(SessionError::AlreadyExists { id: id.clone() });
             }
             let now = to_i64(now_ms());
@@ -710,14 +708,10 @@ impl SessionStore for SqliteStore {
         self.write(|tx| {
             session_info(tx, id)?;
             let seq_i = to_i64(seq);
-            let found: Option<i64> = tx
-                .query_row(
-                    "SELECT 1 FROM messages WHERE session_id = ?1 AND seq = ?2",
-                    params![id, seq_i],
-                    |row| row.get(0),
-                )
-                .optional()?;
-            if found.is_none() {
+            if !tx
+                .prepare_cached("SELECT 1 FROM messages WHERE session_id = ?1 AND seq = ?2")?
+                .exists(params![id, seq_i])?
+            {
                 return Err(SessionError::SeqNotFound {
                     id: id.to_owned(),
                     seq,
