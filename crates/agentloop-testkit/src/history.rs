@@ -399,7 +399,7 @@ fn gemini(body: &Value) -> History {
     let mut check = GeminiCheck::default();
     let current_turn = gemini_current_turn(contents);
     for (at, content) in contents.iter().enumerate() {
-        let parts = parts_of(content);
+        let parts = array_field(content, "parts");
         if str_field(content, "role") == Some("model") {
             if !in_model_run {
                 turn_index += 1;
@@ -427,15 +427,6 @@ fn gemini(body: &Value) -> History {
     History::new(turn_index, first_user, check.problems)
 }
 
-/// A Gemini content's parts (none when it has no `parts` array).
-fn parts_of(content: &Value) -> &[Value] {
-    content
-        .get("parts")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-}
-
 /// Where the current turn starts: after the last user content with a part that is not a
 /// function response (only the current turn's calls must be signed).
 fn gemini_current_turn(contents: &[Value]) -> usize {
@@ -443,7 +434,7 @@ fn gemini_current_turn(contents: &[Value]) -> usize {
         .iter()
         .rposition(|c| {
             str_field(c, "role") != Some("model")
-                && parts_of(c)
+                && array_field(c, "parts")
                     .iter()
                     .any(|p| p.get("functionResponse").is_none())
         })
