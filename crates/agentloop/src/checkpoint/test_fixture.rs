@@ -1,13 +1,13 @@
 //! The directories every checkpoint test works in, made once: a workspace, a directory beside
 //! it (outside the workspace, for links and moves that cross its boundary) and a store, all
 //! under one temporary root that is removed when the fixture is dropped; plus the scanner,
-//! walk and recorder most tests start from.
+//! walk, recorder and recorded run most tests start from.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 
 use super::snapshot::{Scanner, Snapshot};
-use super::{CheckpointOptions, CheckpointStore, Recorder};
+use super::{Checkpoint, CheckpointOptions, CheckpointStore, Recorder};
 
 /// A workspace, its neighbour and a store under one temporary root.
 pub(super) struct Dirs {
@@ -54,6 +54,27 @@ impl Dirs {
         self.store
             .recorder(&self.ws, session, CheckpointOptions::default())
             .unwrap()
+    }
+
+    /// Runs `calls` in order under a recorder of `session`, each as its own `shell` call (`c1`,
+    /// `c2`, …), and seals the run; a recording error fails the test. Returns the session's
+    /// checkpoints.
+    pub(super) fn record<F: Fn(&Dirs)>(
+        &self,
+        session: &str,
+        calls: impl IntoIterator<Item = F>,
+    ) -> Vec<Checkpoint> {
+        let recorder = self.recorder(session);
+        for (i, call) in calls.into_iter().enumerate() {
+            let id = format!("c{}", i + 1);
+            recorder.begin(&id, "shell");
+            call(self);
+            recorder.finish(&id);
+        }
+        recorder.seal();
+        let errors = recorder.take_errors();
+        assert!(errors.is_empty(), "{errors:?}");
+        self.store.list(session).unwrap()
     }
 }
 

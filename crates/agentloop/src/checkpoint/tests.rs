@@ -117,16 +117,14 @@ fn a_recorded_call_is_rewound_and_someone_elses_edit_is_kept() {
         ("keep.txt", "original\n"),
         ("mine.txt", "agent will change me\n"),
     ]);
-    let recorder = d.recorder("s1");
-    recorder.begin("c1", "shell");
-    std::fs::write(d.ws.join("keep.txt"), b"agent edit\n").unwrap();
-    std::fs::write(d.ws.join("mine.txt"), b"agent edit\n").unwrap();
-    std::fs::create_dir_all(d.ws.join("new/dir")).unwrap();
-    std::fs::write(d.ws.join("new/dir/f"), b"new").unwrap();
-    recorder.finish("c1");
-    recorder.seal();
-    assert!(recorder.take_errors().is_empty());
-    let list = d.store.list("s1").unwrap();
+    let list = d.record(
+        "s1",
+        [|d: &Dirs| {
+            std::fs::write(d.ws.join("keep.txt"), b"agent edit\n").unwrap();
+            std::fs::write(d.ws.join("mine.txt"), b"agent edit\n").unwrap();
+            write(&d.ws.join("new/dir/f"), "new");
+        }],
+    );
     assert_eq!(list.len(), 1);
     assert_eq!(
         list[0].files(),
@@ -176,11 +174,10 @@ fn a_workspace_over_the_limits_turns_the_recorder_off_and_leaves_no_checkpoint()
 #[test]
 fn a_rewind_never_writes_through_a_symbolic_link_in_a_parent() {
     let d = old_tree(&[("sub/file.txt", "before\n")]);
-    let recorder = d.recorder("s");
-    recorder.begin("c1", "shell");
-    std::fs::write(d.ws.join("sub/file.txt"), b"after\n").unwrap();
-    recorder.finish("c1");
-    recorder.seal();
+    d.record(
+        "s",
+        [|d: &Dirs| write(&d.ws.join("sub/file.txt"), "after\n")],
+    );
     // Someone swaps the directory for a link to a directory outside the workspace.
     std::fs::rename(d.ws.join("sub"), d.tmp.path().join("moved")).unwrap();
     std::os::unix::fs::symlink(&d.outside, d.ws.join("sub")).unwrap();
@@ -320,17 +317,14 @@ fn a_changed_gitignore_takes_effect_at_the_next_snapshot() {
     assert_eq!(snapshot_paths(&third), ["a.log", "a.txt"]);
 }
 
-/// Runs one recorded call that writes `writes` (path, content) in order, each its own call.
+/// Records a run of `session` in which each of `writes` (path, content) is a call of its own.
 fn recorded_writes(d: &Dirs, session: &str, writes: &[(&str, &str)]) {
-    let recorder = d.recorder(session);
-    for (i, (path, content)) in writes.iter().enumerate() {
-        let call = format!("c{i}");
-        recorder.begin(&call, "write_file");
-        std::fs::write(d.ws.join(path), content).unwrap();
-        recorder.finish(&call);
-    }
-    recorder.seal();
-    assert!(recorder.take_errors().is_empty());
+    d.record(
+        session,
+        writes
+            .iter()
+            .map(|&(path, content)| move |d: &Dirs| write(&d.ws.join(path), content)),
+    );
 }
 
 #[test]

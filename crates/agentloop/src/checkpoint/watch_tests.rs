@@ -352,18 +352,15 @@ fn a_replaced_root_makes_the_snapshot_walk() {
 fn recorded_calls_get_their_changes_from_the_notifications() {
     let w = dirs();
     write(&w.ws.join("src/main.rs"), "fn main() {}\n");
-    let recorder = w.recorder("s");
-    recorder.begin("c1", "shell");
-    write(&w.ws.join("src/main.rs"), "fn main() { run() }\n");
-    std::fs::create_dir_all(w.ws.join("src/gen/deep")).unwrap();
-    write(&w.ws.join("src/gen/deep/out.rs"), "// generated\n");
-    recorder.finish("c1");
-    recorder.begin("c2", "shell");
-    std::fs::remove_dir_all(w.ws.join("src/gen")).unwrap();
-    recorder.finish("c2");
-    recorder.seal();
-    assert!(recorder.take_errors().is_empty());
-    let list = w.store.list("s").unwrap();
+    let calls: [&dyn Fn(&Dirs); 2] = [
+        &|w| {
+            write(&w.ws.join("src/main.rs"), "fn main() { run() }\n");
+            std::fs::create_dir_all(w.ws.join("src/gen/deep")).unwrap();
+            write(&w.ws.join("src/gen/deep/out.rs"), "// generated\n");
+        },
+        &|w| std::fs::remove_dir_all(w.ws.join("src/gen")).unwrap(),
+    ];
+    let list = w.record("s", calls);
     assert_eq!(
         list[0].files(),
         [
@@ -383,14 +380,13 @@ fn recorded_calls_get_their_changes_from_the_notifications() {
 fn what_the_watches_cannot_see_is_attributed_when_the_run_is_sealed() {
     let w = dirs();
     write(&w.ws.join("a/f"), "before\n");
-    let recorder = w.recorder("s");
-    recorder.begin("c1", "shell");
-    // A name made outside the workspace after the walk: writes through it reach no watch.
-    std::fs::hard_link(w.ws.join("a/f"), w.outside.join("ext")).unwrap();
-    write(&w.outside.join("ext"), "written from outside\n");
-    recorder.finish("c1");
-    recorder.seal();
-    assert!(recorder.take_errors().is_empty());
-    let list = w.store.list("s").unwrap();
+    let list = w.record(
+        "s",
+        [|w: &Dirs| {
+            // A name made outside the workspace after the walk: writes through it reach no watch.
+            std::fs::hard_link(w.ws.join("a/f"), w.outside.join("ext")).unwrap();
+            write(&w.outside.join("ext"), "written from outside\n");
+        }],
+    );
     assert_eq!(list[0].files(), ["a/f"]);
 }
