@@ -19,8 +19,10 @@
 //!
 //! Profile one variant alone (for `perf record`): set `SUBAGENTS_PROFILE` to `plain`, `task` or
 //! `alone`, with `+listener` for the variant with an `emit` listener (e.g.
-//! `SUBAGENTS_PROFILE=task+listener`); it runs that variant [`RUNS`] × [`ROUNDS`] times and
-//! prints nothing.
+//! `SUBAGENTS_PROFILE=task+listener`); it runs that variant `SUBAGENTS_PROFILE_RUNS` times
+//! (default [`RUNS`] × ([`ROUNDS`] + 1)), reads no clock and prints nothing. Instructions per
+//! run under callgrind: the difference of two such processes (e.g. 1,000 and 3,000 runs) over
+//! the difference of their runs.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::sync::Arc;
@@ -152,11 +154,15 @@ fn build(listener: bool) -> [AgentLoop<Deps>; 3] {
     }
 }
 
-/// Runs one variant only (`SUBAGENTS_PROFILE`), for a profiler.
+/// Runs one variant only (`SUBAGENTS_PROFILE`), `runs` times, for a profiler. It reads no
+/// clock: under valgrind, rustix's vDSO lookup cannot run.
 #[inline(never)]
-fn profile_runs(rt: &tokio::runtime::Runtime, agent: &AgentLoop<Deps>) {
-    for _ in 0..ROUNDS {
-        per_run(rt, agent);
+fn profile_runs(rt: &tokio::runtime::Runtime, agent: &AgentLoop<Deps>, runs: u32) {
+    for _ in 0..runs {
+        let out = rt
+            .block_on(agent.run(vec![Message::user("go")], Vec::new()))
+            .unwrap();
+        assert_eq!(out.stop, agentloop::agent::RunStop::Done);
     }
 }
 
@@ -175,8 +181,11 @@ fn main() {
             .position(|v| *v == variant)
             .expect("SUBAGENTS_PROFILE: plain, task or alone, optionally with +listener");
         let agent = &build(listener)[index];
-        per_run(&rt, agent);
-        profile_runs(&rt, agent);
+        let runs = std::env::var("SUBAGENTS_PROFILE_RUNS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(RUNS * (ROUNDS as u32 + 1));
+        profile_runs(&rt, agent, runs);
         return;
     }
     println!(
