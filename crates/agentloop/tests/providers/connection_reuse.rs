@@ -119,7 +119,7 @@ async fn concurrent_http2_conversations_share_a_connection_per_hundred_streams()
     // The default pool gives each connection 100 streams: 200 concurrent conversations share
     // two connections (both turns of each conversation reuse them).
     let (connections, requests) = concurrent(HttpVersion::Http2PriorKnowledge, 200).await;
-    // hyper may race one extra connect while a connection is still being set up (see
+    // The pool may race one extra connect while a connection is still being set up (see
     // `the_http2_pool_opens_connections…`): one spare each, far from one per conversation.
     assert_eq!(requests, 400);
     assert!((2..=3).contains(&connections), "{connections} connections");
@@ -211,16 +211,16 @@ async fn the_http2_pool_opens_connections_instead_of_queueing_beyond_the_stream_
     let pooled_connections = burst(100, 256, true, BURST).await;
     let queued_connections = burst(usize::MAX, 1, false, BURST).await;
     // The pool leases three clients (100 + 100 + 10 streams; its own count is checked exactly
-    // in its unit tests). The server counts connections, and hyper may race a second connect
+    // in its unit tests). The server counts connections, and the pool may race a second connect
     // on a client whose first is still being set up (seen once in CI on two busy cores), so
     // allow one extra per client: what matters is at least the three the limit calls for.
     assert!(
         (3..=6).contains(&pooled_connections),
         "three connections expected from the pool: {pooled_connections}"
     );
-    // Without the pool, reqwest keeps one connection and queues the requests beyond its stream
-    // limit; under heavy load hyper was once seen opening a second while the first was still
-    // being set up (one flaky run in ten).
+    // Without the pool, the client keeps one connection and queues the requests beyond the
+    // server's stream limit (at most 100 go out before the server's SETTINGS say how many it
+    // allows); a second connection may race while the first is still being set up.
     assert!(
         (1..=2).contains(&queued_connections),
         "one connection expected without the pool: {queued_connections}"

@@ -104,6 +104,7 @@ impl Connection {
         if let Err(e) = self.write_all(head, body).await {
             return Err(SendError {
                 unanswered: is_closed(&e),
+                refused: false,
                 error: HttpError::request_io("error sending the request", e),
             });
         }
@@ -114,6 +115,7 @@ impl Connection {
                 let parsed = parse_head(&self.buf, method).map_err(|e| SendError {
                     error: e,
                     unanswered: false,
+                    refused: false,
                 })?;
                 if let Some((len, head)) = parsed {
                     self.buf.advance(len);
@@ -132,6 +134,7 @@ impl Connection {
                             MAX_HEAD / 1024
                         )),
                         unanswered: false,
+                        refused: false,
                     });
                 }
             }
@@ -143,12 +146,14 @@ impl Connection {
                                 .to_owned(),
                         ),
                         unanswered: !received,
+                        refused: false,
                     });
                 }
                 Ok(_) => {}
                 Err(e) => {
                     return Err(SendError {
                         unanswered: !received && is_closed(&e),
+                        refused: false,
                         error: HttpError::request_io("error reading the response head", e),
                     });
                 }

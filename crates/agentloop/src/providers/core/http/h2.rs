@@ -38,6 +38,11 @@ const MAX_FRAME: u32 = 16 * 1024;
 
 /// The most request body bytes buffered per stream ahead of the server's window.
 const MAX_SEND_BUFFER: usize = 1024 * 1024;
+/// Streams opened before the server's SETTINGS say how many it allows: the 100 that RFC 9113
+/// (§6.5.2) recommends as a server's minimum. h2 would otherwise assume no limit, and a burst
+/// of requests on a new connection could outrun the server's first frame and have the streams
+/// beyond its limit refused.
+const INITIAL_MAX_SEND_STREAMS: usize = 100;
 
 /// The longest header list a response may have (hyper's default).
 pub(super) const MAX_HEADER_LIST: u32 = 16 * 1024;
@@ -80,6 +85,7 @@ pub(super) async fn handshake(io: Io) -> Result<Connection, HttpError> {
         .max_frame_size(MAX_FRAME)
         .max_header_list_size(MAX_HEADER_LIST)
         .max_send_buffer_size(MAX_SEND_BUFFER)
+        .initial_max_send_streams(INITIAL_MAX_SEND_STREAMS)
         .enable_push(false)
         .handshake::<_, Bytes>(io)
         .await
@@ -127,6 +133,7 @@ impl Connection {
             SendError {
                 error: HttpError::request_h2("error sending the request", e),
                 unanswered: connection,
+                refused: false,
             }
         })?;
         if !body.is_empty() {
@@ -134,9 +141,16 @@ impl Connection {
             // stream's: the response future reports it (or the server's early answer).
             let _ = stream.send_data(body.clone(), true);
         }
-        let response = response.await.map_err(|e| SendError {
-            error: HttpError::request_h2("error sending the request", e),
-            unanswered: false,
+        let response = response.await.map_err(|e| {
+            // REFUSED_STREAM: the server processed nothing of the request (RFC 9113 §8.7),
+            // e.g. a stream beyond its limit: it may be sent again, on this connection or
+            // another.
+            let refused = e.reason() == Some(h2::Reason::REFUSED_STREAM);
+            SendError {
+                error: HttpError::request_h2("error sending the request", e),
+                unanswered: refused,
+                refused,
+            }
         })?;
         let (parts, recv) = response.into_parts();
         Ok(Head {

@@ -136,8 +136,30 @@ pub(crate) struct SendError {
     /// Nothing came back and the request may go on a new connection: over HTTP/1.1 the
     /// connection was found closed (or reset) while the request was written or before the
     /// first byte of an answer (on a pooled connection, the server closed it while idle); over
-    /// HTTP/2 the connection could open no stream for it (closed, or going away).
+    /// HTTP/2 the connection could open no stream for it (closed, or going away), or the
+    /// server refused the stream.
     pub(crate) unanswered: bool,
+    /// The server said it processed nothing of the request (an HTTP/2 stream refused): it may
+    /// be sent again even on the connection just opened for it.
+    pub(crate) refused: bool,
+}
+
+/// How many times one request is sent again after the server refused it unprocessed.
+const MAX_REFUSALS: u32 = 3;
+
+/// Whether a request that got no response head is sent again on a new lease (counting
+/// refusals in `refusals`): one a reused connection left unanswered (the server closed it
+/// while idle), or one the server refused without processing it, up to [`MAX_REFUSALS`] times.
+fn send_again(failure: &SendError, reused: bool, refusals: &mut u32) -> bool {
+    if !failure.unanswered {
+        return false;
+    }
+    if failure.refused {
+        // Whatever the connection: a server that refuses every stream ends the loop.
+        *refusals += 1;
+        return *refusals <= MAX_REFUSALS;
+    }
+    reused
 }
 
 /// A response: status, headers, the body, and the URL that answered (after redirects). Holds
@@ -328,22 +350,25 @@ impl Client {
         body: &Bytes,
     ) -> Result<Response, HttpError> {
         let mut lease = self.pool.lease().await?;
+        let mut refusals = 0;
         loop {
             let reused = lease.reused;
-            // `Err(None)`: not answered on a reused connection, to be sent again.
+            let again =
+                |failure: &SendError, refusals: &mut u32| send_again(failure, reused, refusals);
+            // `Err(None)`: to be sent again on a new lease.
             let answer = match &mut lease.connection {
                 Leased::Http1(Some(connection)) => {
                     let head = self.http1_head(method, &uri, headers, body.len());
                     match connection.send(method, &head, body).await {
                         Ok(head) => Ok((head.status, head.headers, ResponseBody::Http1(head.body))),
-                        Err(failure) if failure.unanswered && reused => Err(None),
+                        Err(failure) if again(&failure, &mut refusals) => Err(None),
                         Err(failure) => Err(Some(failure.error)),
                     }
                 }
                 Leased::Http2(connection) => {
                     match connection.send(method, &uri, headers, body).await {
                         Ok(head) => Ok((head.status, head.headers, ResponseBody::Http2(head.body))),
-                        Err(failure) if failure.unanswered && reused => Err(None),
+                        Err(failure) if again(&failure, &mut refusals) => Err(None),
                         Err(failure) => Err(Some(failure.error)),
                     }
                 }

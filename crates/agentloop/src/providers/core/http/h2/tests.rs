@@ -3,6 +3,7 @@
 //! and frame-size violations), each of which must end in an error, not a hang or a panic.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::sync::atomic::AtomicUsize;
 use std::time::Duration;
 
 use super::super::ErrorKind;
@@ -168,17 +169,51 @@ async fn a_stream_reset_mid_body_is_an_error_of_the_body() {
     assert_eq!(error.to_string(), "error reading the response body");
 }
 
-#[tokio::test]
-async fn a_stream_reset_before_the_head_is_an_error_of_the_request() {
-    let mut client = with_server(|connection, _request, mut respond| async move {
+/// The failure of a request whose stream the server resets with `reason` before the head.
+async fn reset_before_the_head(reason: ::h2::Reason) -> SendError {
+    let mut client = with_server(move |connection, _request, mut respond| async move {
         let driver = tokio::spawn(drive(connection));
-        respond.send_reset(::h2::Reason::REFUSED_STREAM);
+        respond.send_reset(reason);
         driver.await.unwrap();
     })
     .await;
-    let failure = post(&mut client, "{}").await.err().expect("no head");
+    post(&mut client, "{}").await.err().expect("no head")
+}
+
+#[tokio::test]
+async fn a_stream_reset_before_the_head_is_an_error_of_the_request() {
+    let failure = reset_before_the_head(::h2::Reason::INTERNAL_ERROR).await;
     assert_eq!(failure.error.kind, ErrorKind::Request);
-    assert!(!failure.unanswered);
+    assert!(!failure.unanswered && !failure.refused);
+}
+
+#[tokio::test]
+async fn a_refused_stream_is_unanswered_and_may_be_sent_again() {
+    let failure = reset_before_the_head(::h2::Reason::REFUSED_STREAM).await;
+    assert_eq!(failure.error.kind, ErrorKind::Request);
+    assert!(failure.unanswered && failure.refused);
+}
+
+#[test]
+fn refused_requests_are_sent_again_a_bounded_number_of_times() {
+    let refused = SendError {
+        error: HttpError::connect("refused"),
+        unanswered: true,
+        refused: true,
+    };
+    let mut refusals = 0;
+    for _ in 0..super::super::MAX_REFUSALS {
+        assert!(super::super::send_again(&refused, true, &mut refusals));
+    }
+    assert!(!super::super::send_again(&refused, true, &mut refusals));
+    // A closed reused connection is replaced; on a new one it is the server's failure.
+    let closed = SendError {
+        error: HttpError::connect("closed"),
+        unanswered: true,
+        refused: false,
+    };
+    assert!(super::super::send_again(&closed, true, &mut 0));
+    assert!(!super::super::send_again(&closed, false, &mut 0));
 }
 
 #[tokio::test]
@@ -337,4 +372,62 @@ async fn the_connection_task_ends_when_the_last_handle_and_stream_are_gone() {
     })
     .await
     .expect("the connection task never ended");
+}
+
+/// An HTTP/2 server on a local port that refuses its first `refuse` streams (RST_STREAM with
+/// REFUSED_STREAM, nothing processed) and answers the others `200 ok`, counting the streams;
+/// and a client for it.
+async fn refusing_server(refuse: usize) -> (super::super::Client, Uri, Arc<AtomicUsize>) {
+    use crate::providers::{HttpVersion, ProviderConfig};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let streams = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&streams);
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let seen = Arc::clone(&seen);
+            tokio::spawn(async move {
+                let mut connection = ::h2::server::handshake(tcp).await.unwrap();
+                while let Some(Ok((_request, mut respond))) = connection.accept().await {
+                    if seen.fetch_add(1, Ordering::SeqCst) < refuse {
+                        respond.send_reset(::h2::Reason::REFUSED_STREAM);
+                        continue;
+                    }
+                    let head = hyper::http::Response::new(());
+                    let mut body = respond.send_response(head, false).unwrap();
+                    body.send_data(Bytes::from_static(b"ok"), true).unwrap();
+                }
+            });
+        }
+    });
+    let base = format!("http://{addr}/v1");
+    let config = ProviderConfig::new(&base).http_version(HttpVersion::Http2PriorKnowledge);
+    let uri: Uri = format!("{base}/chat").parse().unwrap();
+    let client = super::super::Client::new(&uri, &config).unwrap();
+    (client, uri, streams)
+}
+
+#[tokio::test]
+async fn the_client_sends_a_refused_request_again_until_it_is_answered() {
+    let (client, uri, streams) = refusing_server(2).await;
+    let response = tokio::time::timeout(HANG, client.post(&uri, &HeaderMap::new(), &Bytes::new()))
+        .await
+        .expect("no hang")
+        .expect("answered on the third stream");
+    assert_eq!(response.status, StatusCode::OK);
+    assert_eq!(response.text().await.unwrap(), "ok");
+    assert_eq!(streams.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn a_server_that_refuses_every_stream_gets_a_bounded_number_of_tries() {
+    let (client, uri, streams) = refusing_server(usize::MAX).await;
+    let failure = tokio::time::timeout(HANG, client.post(&uri, &HeaderMap::new(), &Bytes::new()))
+        .await
+        .expect("no hang")
+        .err()
+        .expect("refused every time");
+    assert_eq!(failure.kind, ErrorKind::Request);
+    let tries = 1 + super::super::MAX_REFUSALS as usize;
+    assert_eq!(streams.load(Ordering::SeqCst), tries);
 }
