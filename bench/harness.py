@@ -7,6 +7,7 @@ violations: every tool call in every request had its result), and appends to res
 """
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -71,6 +72,13 @@ def stop_mock(p):
     return served, violations, err
 
 
+def missing_program(fw):
+    """The program a framework's command runs, when it is not installed (else None)."""
+    program = FRAMEWORKS[fw][0]
+    found = os.path.exists(program) if os.sep in program else shutil.which(program)
+    return None if found else program
+
+
 def run_one(fw, workload, script_path, runs, k, timeout, env):
     mock, base = start_mock(script_path, MOCK_ARGS.get(fw, ()))
     cmd = FRAMEWORKS[fw] + ["--base-url", base + "/v1", "--workload", workload, "--runs", str(runs),
@@ -104,6 +112,14 @@ def main():
     quick = "--quick" in sys.argv
     only = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--only=")]
     frameworks = only[0].split(",") if only else list(FRAMEWORKS)
+    # A peer that is not installed (`bench/run --skip-install` on a fresh machine) is skipped
+    # with one line, not a traceback in the middle of the run.
+    for fw in list(frameworks):
+        program = missing_program(fw)
+        if program:
+            print(f"skipped {fw}: {program} is not installed (bench/run without --skip-install "
+                  f"installs the peers)", file=sys.stderr, flush=True)
+            frameworks.remove(fw)
     wl = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--workloads=")]
     workloads = wl[0].split(",") if wl else ["w1", "w2", "w3"]
     w1_runs = 20 if quick else 200
