@@ -72,11 +72,18 @@ def stop_mock(p):
     return served, violations, err
 
 
+# What a peer needs besides the program its command runs.
+REQUIRES = {"pi-agent-core": os.path.join(PEERS, "node_modules", "@mariozechner", "pi-agent-core")}
+
+
 def missing_program(fw):
-    """The program a framework's command runs, when it is not installed (else None)."""
+    """What a framework's command needs and is not installed (else None)."""
     program = FRAMEWORKS[fw][0]
     found = os.path.exists(program) if os.sep in program else shutil.which(program)
-    return None if found else program
+    if not found:
+        return program
+    required = REQUIRES.get(fw)
+    return required if required and not os.path.exists(required) else None
 
 
 def run_one(fw, workload, script_path, runs, k, timeout, env):

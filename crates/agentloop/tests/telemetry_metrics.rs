@@ -35,26 +35,32 @@ fn model_calls_record_the_genai_client_histograms() {
     use opentelemetry_sdk::metrics::data::{AggregatedMetrics, MetricData};
     use opentelemetry_sdk::metrics::{InMemoryMetricExporter, PeriodicReader, SdkMeterProvider};
 
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let run = || {
+        let agent = agent_with(
+            AgentLoopConfig {
+                model: Some("gpt-test".into()),
+                ..AgentLoopConfig::default()
+            },
+            two_turn_model(),
+            vec![echo_tool()],
+        );
+        runtime
+            .block_on(agent.run(vec![Message::user("shout twice")], vec![]))
+            .unwrap();
+    };
+    // A run before any provider is installed records into the no-op one; the histograms are
+    // made again for the provider installed afterwards.
+    run();
     let exporter = InMemoryMetricExporter::default();
     let provider = SdkMeterProvider::builder()
         .with_reader(PeriodicReader::builder(exporter.clone()).build())
         .build();
     opentelemetry::global::set_meter_provider(provider.clone());
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let agent = agent_with(
-        AgentLoopConfig {
-            model: Some("gpt-test".into()),
-            ..AgentLoopConfig::default()
-        },
-        two_turn_model(),
-        vec![echo_tool()],
-    );
-    runtime
-        .block_on(agent.run(vec![Message::user("shout twice")], vec![]))
-        .unwrap();
+    run();
     provider.force_flush().unwrap();
 
     let mut tokens = BTreeMap::new();

@@ -271,9 +271,11 @@ pub(crate) fn content_message(message: &Message) -> Value {
 /// (a no-op until one is installed, e.g. by `otlp::install_from_env`).
 #[cfg(feature = "otel")]
 pub(crate) mod metrics {
+    use std::sync::{Arc, Mutex, Weak};
     use std::time::Duration;
 
     use opentelemetry::KeyValue;
+    use opentelemetry::metrics::{Histogram, MeterProvider};
 
     use super::names::*;
     use crate::transcript::Usage;
@@ -297,11 +299,11 @@ pub(crate) mod metrics {
         duration: Duration,
         error: Option<&str>,
     ) {
-        let meter = opentelemetry::global::meter("agentloop");
-        let mut attributes = vec![
-            KeyValue::new(GEN_AI_OPERATION_NAME, OP_CHAT),
-            KeyValue::new(GEN_AI_PROVIDER_NAME, provider.to_owned()),
-        ];
+        let instruments = instruments();
+        // Room for every attribute below, the per-measurement one included.
+        let mut attributes = Vec::with_capacity(7);
+        attributes.push(KeyValue::new(GEN_AI_OPERATION_NAME, OP_CHAT));
+        attributes.push(KeyValue::new(GEN_AI_PROVIDER_NAME, provider.to_owned()));
         if let Some(model) = model {
             attributes.push(KeyValue::new(GEN_AI_REQUEST_MODEL, model.to_owned()));
         }
@@ -312,34 +314,71 @@ pub(crate) mod metrics {
             attributes.push(KeyValue::new(SERVER_ADDRESS, host.clone()));
             attributes.push(KeyValue::new(SERVER_PORT, i64::from(*port)));
         }
-        let mut timed = attributes.clone();
+        // Each measurement's own attribute goes on the end of the shared list and comes off
+        // again after it is recorded: no copy of the list per measurement.
         if let Some(error) = error {
-            timed.push(KeyValue::new(ERROR_TYPE, error.to_owned()));
+            attributes.push(KeyValue::new(ERROR_TYPE, error.to_owned()));
         }
-        meter
-            .f64_histogram(METRIC_OPERATION_DURATION)
-            .with_unit("s")
-            .with_description("GenAI operation duration")
-            .with_boundaries(DURATION_BUCKETS.to_vec())
-            .build()
-            .record(duration.as_secs_f64(), &timed);
+        let seconds = duration.as_secs_f64();
+        instruments.duration.record(seconds, &attributes);
+        if error.is_some() {
+            attributes.pop();
+        }
         let Some(usage) = usage else {
             return;
         };
-        let tokens = meter
-            .u64_histogram(METRIC_TOKEN_USAGE)
-            .with_unit("{token}")
-            .with_description("Number of input and output tokens used")
-            .with_boundaries(TOKEN_BUCKETS.to_vec())
-            .build();
         for (kind, n) in [
             ("input", super::input_tokens(usage)),
             ("output", usage.output_tokens),
         ] {
-            let mut labels = attributes.clone();
-            labels.push(KeyValue::new(GEN_AI_TOKEN_TYPE, kind));
-            tokens.record(n, &labels);
+            attributes.push(KeyValue::new(GEN_AI_TOKEN_TYPE, kind));
+            instruments.tokens.record(n, &attributes);
+            attributes.pop();
         }
+    }
+
+    /// The two histograms, made from one meter provider.
+    struct Instruments {
+        /// The provider they were made from (weak: a provider replaced by another is not kept
+        /// alive here, and its allocation cannot be reused by the next one while this lives).
+        provider: Weak<dyn MeterProvider + Send + Sync>,
+        duration: Histogram<f64>,
+        tokens: Histogram<u64>,
+    }
+
+    /// The histograms were made once per model call, and with no meter provider installed
+    /// that was most of a call's metrics cost; they are made once per global provider now,
+    /// and again when another provider is installed.
+    static INSTRUMENTS: Mutex<Option<Arc<Instruments>>> = Mutex::new(None);
+
+    /// The histograms of the global meter provider installed now.
+    fn instruments() -> Arc<Instruments> {
+        let provider = opentelemetry::global::meter_provider();
+        let mut cached = INSTRUMENTS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(instruments) = cached
+            .as_ref()
+            .filter(|i| Weak::ptr_eq(&i.provider, &Arc::downgrade(&provider)))
+        {
+            return Arc::clone(instruments);
+        }
+        let meter = provider.meter("agentloop");
+        let instruments = Arc::new(Instruments {
+            provider: Arc::downgrade(&provider),
+            duration: meter
+                .f64_histogram(METRIC_OPERATION_DURATION)
+                .with_unit("s")
+                .with_description("GenAI operation duration")
+                .with_boundaries(DURATION_BUCKETS.to_vec())
+                .build(),
+            tokens: meter
+                .u64_histogram(METRIC_TOKEN_USAGE)
+                .with_unit("{token}")
+                .with_description("Number of input and output tokens used")
+                .with_boundaries(TOKEN_BUCKETS.to_vec())
+                .build(),
+        });
+        *cached = Some(Arc::clone(&instruments));
+        instruments
     }
 }
 
