@@ -238,36 +238,26 @@ async fn gap_between_first_two_requests(server: &std::path::Path, flags: &[&str]
     assert_eq!(warm["final_text"], "Read twice.", "{warm}");
 
     let run = restate.spawn_run("s-pipeline", "read twice");
-    let mut first = None;
+    // The run's second model request is the fifth the mock sees (the warm-up made three).
     let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    let gap = loop {
+    while mock.request_count() < 5 {
         assert!(tokio::time::Instant::now() < deadline, "no second request");
-        match (mock.request_count(), first) {
-            (4, None) => first = Some(tokio::time::Instant::now()),
-            (n, Some(at)) if n >= 5 => {
-                let gap = at.elapsed();
-                if flags.is_empty() {
-                    // The first turn's reply is not journaled yet when the second request
-                    // leaves early (its acknowledgement is held back): the store shows none of
-                    // that turn, only the prompt.
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    let store = agentloop::session::SqliteStore::open(spec.store.as_ref().unwrap())
-                        .unwrap();
-                    let shown = agentloop::session::SessionStore::entries(&store, "s-pipeline")
-                        .map(|entries| entries.len())
-                        .unwrap_or(0);
-                    assert!(
-                        shown <= 1,
-                        "the store shows an unjournaled turn ({shown} messages)"
-                    );
-                }
-                break gap;
-            }
-            (n, None) if n >= 5 => panic!("both requests arrived before the first was seen"),
-            _ => {}
-        }
         tokio::time::sleep(Duration::from_millis(2)).await;
-    };
+    }
+    if flags.is_empty() {
+        // The first turn's reply is not journaled yet when the second request leaves early
+        // (its acknowledgement is held back): the store shows none of that turn, only the
+        // prompt.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let store = agentloop::session::SqliteStore::open(spec.store.as_ref().unwrap()).unwrap();
+        let shown = agentloop::session::SessionStore::entries(&store, "s-pipeline")
+            .map(|entries| entries.len())
+            .unwrap_or(0);
+        assert!(
+            shown <= 1,
+            "the store shows an unjournaled turn ({shown} messages)"
+        );
+    }
     let output = finished(run, "the run finishes").await;
     assert_eq!(output["final_text"], "Read twice.", "{output}");
     assert_eq!(
@@ -277,7 +267,10 @@ async fn gap_between_first_two_requests(server: &std::path::Path, flags: &[&str]
     );
     let history = history(&restate, "s-pipeline").await;
     assert_eq!(tool_results(&history).len(), 2, "{history}");
-    gap
+    // Measured where the requests arrive: polling the count could miss the moment between
+    // two requests that leave almost at once.
+    let requests = mock.requests();
+    requests[4].received - requests[3].received
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -288,8 +281,7 @@ async fn the_next_model_request_leaves_while_the_engine_journals_the_reply_and_t
     };
     // By default the worker hands the reply to the loop as soon as the step's closure returns,
     // and the loop's next request leaves without waiting for the (delayed) acknowledgement.
-    // Half the delay on both sides: the test polls the request count, so it sees the first
-    // request a little late.
+    // Half the delay on both sides, a margin for a busy machine.
     let pipelined = gap_between_first_two_requests(&server, &[]).await;
     assert!(
         pipelined < ACK_DELAY / 2,

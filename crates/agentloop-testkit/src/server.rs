@@ -54,6 +54,9 @@ pub struct RecordedRequest {
     pub attempt: Option<u32>,
     /// The fault applied to this response, if any.
     pub fault: Option<Fault>,
+    /// When the server had the whole request: the time between two requests is measured where
+    /// they arrive, not by polling [`MockServer::request_count`].
+    pub received: std::time::Instant,
 }
 
 impl RecordedRequest {
@@ -772,6 +775,7 @@ fn handle_with_model(
         turn: None,
         attempt: None,
         fault: None,
+        received: std::time::Instant::now(),
     };
     let (body, turn_idx, attempt, mut rec) = match admit(s, format, n, &raw, rec) {
         Ok(admitted) => admitted,
