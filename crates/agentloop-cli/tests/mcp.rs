@@ -8,12 +8,12 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 
-use support::{BIN, Scratch};
+use support::{BIN, Scratch, assert_stdout_has, output_text};
 
 /// The scratch directory with an MCP-ready layout: `ws/local.txt`, a user config directory and
 /// `served/remote.txt` for the MCP server to serve.
@@ -43,14 +43,6 @@ impl Scratch {
             self.path("served").to_str().unwrap()
         )
     }
-}
-
-fn text(out: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
 }
 
 fn write(path: &Path, body: &str) {
@@ -86,7 +78,7 @@ fn a_run_calls_a_configured_mcp_server_next_to_the_builtin_tools() {
         .arg("read the files")
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     assert!(server.violations().is_empty(), "{:?}", server.violations());
     let events: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -98,7 +90,7 @@ fn a_run_calls_a_configured_mcp_server_next_to_the_builtin_tools() {
             .iter()
             .filter(|e| e["type"] == "tool_execution_end" && e["call"]["id"] == id)
             .collect();
-        assert_eq!(ends.len(), 1, "{id}: {}", text(&out));
+        assert_eq!(ends.len(), 1, "{id}: {}", output_text(&out));
         assert_eq!(ends[0]["result"]["is_error"], false, "{id}: {}", ends[0]);
         ends[0]["result"]["content"].as_str().unwrap().to_owned()
     };
@@ -123,28 +115,32 @@ fn mcp_list_shows_servers_their_state_and_tools() {
         .arg(s.path("ws"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("tools: running, 9 tool(s)"),
         "{}",
-        text(&out)
+        output_text(&out)
     );
     assert!(
         stdout.contains("mcp__tools__read_file [read-only]"),
         "{}",
-        text(&out)
+        output_text(&out)
     );
     assert!(
         stdout.contains("mcp__tools__shell [needs approval]"),
         "{}",
-        text(&out)
+        output_text(&out)
     );
-    assert!(stdout.contains("broken: failed to start"), "{}", text(&out));
+    assert!(
+        stdout.contains("broken: failed to start"),
+        "{}",
+        output_text(&out)
+    );
     assert!(
         !stdout.lines().any(|l| l.starts_with("off")),
         "{}",
-        text(&out)
+        output_text(&out)
     );
 
     // --mcp adds a server from the command line.
@@ -159,12 +155,8 @@ fn mcp_list_shows_servers_their_state_and_tools() {
         ))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("mcp__cli__grep"),
-        "{}",
-        text(&out)
-    );
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert_stdout_has(&out, "mcp__cli__grep");
 }
 
 #[test]
@@ -180,7 +172,7 @@ fn unknown_config_keys_are_a_usage_error_listing_the_valid_ones() {
         .arg(s.path("ws"))
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("comand") && stderr.contains("startup_timeout_sec"),

@@ -25,7 +25,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
-use support::Scratch;
+use support::{Scratch, assert_stdout_has, output_text};
 
 /// What the authorization server knows: live access and refresh tokens (with the scope they
 /// grant), what it demands, and what happened.
@@ -335,14 +335,6 @@ fn start_server(served: &std::path::Path) -> (String, Shared) {
     (base, state)
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 fn setup() -> (Scratch, String, Shared) {
     let s = Scratch::new();
     std::fs::create_dir_all(s.path("config/agentloop")).unwrap();
@@ -366,7 +358,7 @@ fn mcp_list_command(s: &Scratch) -> std::process::Command {
 
 fn mcp_list(s: &Scratch) -> String {
     let out = mcp_list_command(s).output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -386,7 +378,7 @@ fn login(s: &Scratch) -> String {
     let url = loop {
         let Some(Ok(line)) = lines.next() else {
             let out = child.wait_with_output().unwrap();
-            panic!("no authorization URL in:\n{printed}\n{}", text(&out));
+            panic!("no authorization URL in:\n{printed}\n{}", output_text(&out));
         };
         printed.push_str(&line);
         printed.push('\n');
@@ -407,7 +399,7 @@ fn login(s: &Scratch) -> String {
         out.status.success(),
         "{printed}{}\n{}",
         rest.join("\n"),
-        text(&out)
+        output_text(&out)
     );
     printed + &rest.join("\n")
 }
@@ -425,14 +417,14 @@ fn login_refresh_revocation_and_logout_of_an_oauth_server() {
     let model =
         MockServer::start(Script::from_value(json!({"turns": [{"text": "done"}]})).unwrap());
     let out = s.run_cmd(&model).arg("hello").output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let warnings: Vec<&str> = stderr.lines().filter(|l| l.contains("remote")).collect();
     assert_eq!(
         warnings,
         ["agentloop: warning: MCP server `remote` needs login: agentloop mcp login remote"],
         "{}",
-        text(&out)
+        output_text(&out)
     );
 
     // Login: URL printed, code received on the loopback listener, tokens stored 0600.
@@ -497,12 +489,12 @@ fn login_refresh_revocation_and_logout_of_an_oauth_server() {
         "{listed}"
     );
     let out = s.run_cmd(&model).arg("hello").output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr)
             .contains("MCP server `remote` needs login: agentloop mcp login remote"),
         "{}",
-        text(&out)
+        output_text(&out)
     );
 
     // Logout removes the tokens; a second logout has nothing to remove.
@@ -512,12 +504,8 @@ fn login_refresh_revocation_and_logout_of_an_oauth_server() {
         .arg(s.ws())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("logged out"),
-        "{}",
-        text(&out)
-    );
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert_stdout_has(&out, "logged out");
     assert!(!file.exists());
     let out = s
         .cmd()
@@ -525,11 +513,7 @@ fn login_refresh_revocation_and_logout_of_an_oauth_server() {
         .arg(s.ws())
         .output()
         .unwrap();
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("no tokens"),
-        "{}",
-        text(&out)
-    );
+    assert_stdout_has(&out, "no tokens");
 }
 
 #[test]
@@ -553,8 +537,8 @@ fn login_names_an_unknown_or_stdio_server_in_one_line() {
             .unwrap();
         assert!(!out.status.success());
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(stderr.contains(expected), "{}", text(&out));
-        assert_eq!(stderr.trim().lines().count(), 1, "{}", text(&out));
+        assert!(stderr.contains(expected), "{}", output_text(&out));
+        assert_eq!(stderr.trim().lines().count(), 1, "{}", output_text(&out));
     }
 }
 
@@ -575,13 +559,18 @@ fn run_reading_remotely(s: &Scratch) -> (Output, bool, String) {
         .args(["--json", "read it"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let ends: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|e| e["type"] == "tool_execution_end" && e["call"]["id"] == "c1")
         .collect();
-    assert_eq!(ends.len(), 1, "one result for the call: {}", text(&out));
+    assert_eq!(
+        ends.len(),
+        1,
+        "one result for the call: {}",
+        output_text(&out)
+    );
     let result = &ends[0]["result"];
     let content = result["content"].as_str().unwrap_or_default().to_owned();
     (out, result["is_error"] == true, content)
@@ -614,12 +603,12 @@ fn a_server_asking_for_more_scope_needs_a_login_that_asks_for_the_union() {
         "{content}"
     );
     let warnings = remote_lines(&out);
-    assert_eq!(warnings.len(), 1, "{}", text(&out));
+    assert_eq!(warnings.len(), 1, "{}", output_text(&out));
     assert!(
         warnings[0].contains("needs login: agentloop mcp login remote")
             && warnings[0].contains("more scope needed: tools files:write"),
         "{}",
-        text(&out)
+        output_text(&out)
     );
     // The scope asked for is remembered next to the tokens, still owner-only.
     let file = s.path("data/agentloop/mcp-tokens/remote.json");
@@ -656,14 +645,14 @@ fn a_server_asking_for_more_scope_needs_a_login_that_asks_for_the_union() {
     let model =
         MockServer::start(Script::from_value(json!({"turns": [{"text": "done"}]})).unwrap());
     let out = s.run_cmd(&model).arg("hello").output().unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let warnings = remote_lines(&out);
-    assert_eq!(warnings.len(), 1, "{}", text(&out));
+    assert_eq!(warnings.len(), 1, "{}", output_text(&out));
     assert!(
         warnings[0].contains("needs login: agentloop mcp login remote")
             && warnings[0].contains("files:write"),
         "{}",
-        text(&out)
+        output_text(&out)
     );
 
     // The login asks for the scopes granted before and the ones asked for, together.
@@ -681,7 +670,7 @@ fn a_server_asking_for_more_scope_needs_a_login_that_asks_for_the_union() {
     );
     let (out, is_error, content) = run_reading_remotely(&s);
     assert!(!is_error && content.contains("served file"), "{content}");
-    assert!(remote_lines(&out).is_empty(), "{}", text(&out));
+    assert!(remote_lines(&out).is_empty(), "{}", output_text(&out));
 }
 
 /// Login with a confidential dynamically registered client presenting its secret by
@@ -755,30 +744,26 @@ fn client_credentials_from_the_config_need_no_login() {
 
     // The secret's variable unset: one clear line naming it, nothing started.
     let out = list_with_secret(&s, None);
-    assert!(!out.status.success(), "{}", text(&out));
+    assert!(!out.status.success(), "{}", output_text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr
             .contains("oauth_client_secret_env: the environment variable REMOTE_SECRET is not set"),
         "{}",
-        text(&out)
+        output_text(&out)
     );
     assert!(state.lock().unwrap().grants.is_empty());
 
     // A wrong secret: the server is not running and says why; no login was attempted.
     let out = list_with_secret(&s, Some("wrong"));
-    let listed = text(&out);
+    let listed = output_text(&out);
     assert!(!listed.contains("remote: running"), "{listed}");
     assert!(state.lock().unwrap().authorized.is_empty());
 
     // The right one: the token comes from the client-credentials grant, no login, no person.
     let out = list_with_secret(&s, Some(CLIENT_SECRET));
-    assert!(out.status.success(), "{}", text(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("remote: running,"),
-        "{}",
-        text(&out)
-    );
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert_stdout_has(&out, "remote: running,");
     let st = state.lock().unwrap();
     assert_eq!(
         st.grants.last().map(String::as_str),
@@ -805,12 +790,8 @@ fn client_credentials_from_the_config_need_no_login() {
         .env("REMOTE_SECRET", CLIENT_SECRET)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("uses the client-credentials grant"),
-        "{}",
-        text(&out)
-    );
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert_stdout_has(&out, "uses the client-credentials grant");
 }
 
 #[test]
@@ -847,12 +828,12 @@ fn oauth_grant_keys_that_do_not_fit_together_are_refused_in_one_line() {
         )
         .unwrap();
         let out = list_with_secret(&s, Some(CLIENT_SECRET));
-        assert!(!out.status.success(), "{keys}: {}", text(&out));
+        assert!(!out.status.success(), "{keys}: {}", output_text(&out));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             stderr.contains(expected) && stderr.trim().lines().count() == 1,
             "{keys}: {}",
-            text(&out)
+            output_text(&out)
         );
     }
 }

@@ -13,7 +13,7 @@ use std::process::Output;
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::json;
-use support::Scratch;
+use support::{Scratch, output_text};
 
 const EVERYTHING: &str = "node_modules/@modelcontextprotocol/server-everything/dist/index.js";
 
@@ -40,14 +40,6 @@ fn scratch() -> Option<Scratch> {
     Some(scratch)
 }
 
-fn text(out: &Output) -> String {
-    format!(
-        "stdout:\n{}\nstderr:\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 fn run(scratch: &Scratch, server: &MockServer, prompt: &str) -> Output {
     scratch.run_cmd(server).arg(prompt).output().unwrap()
 }
@@ -62,9 +54,9 @@ fn a_prompt_command_sends_the_servers_prompt_to_the_model() {
         &server,
         "/mcp__everything__args-prompt \"San Antonio\" state=Texas",
     );
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let requests = server.requests();
-    assert_eq!(requests.len(), 1, "{}", text(&out));
+    assert_eq!(requests.len(), 1, "{}", output_text(&out));
     let body = requests[0].body.to_string();
     assert!(
         body.contains("What's weather in San Antonio, Texas?"),
@@ -79,21 +71,21 @@ fn a_bad_prompt_command_is_a_usage_error_and_nothing_is_sent() {
     let server =
         MockServer::start(Script::from_value(json!({"turns": [{"text": "unused"}]})).unwrap());
     let out = run(&scratch, &server, "/mcp__everything__args-prompt");
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains(
             "missing required argument(s) city; usage: /mcp__everything__args-prompt <city> [state]"
         ),
         "{}",
-        text(&out)
+        output_text(&out)
     );
     let out = run(&scratch, &server, "/mcp__everything__nope now");
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("/mcp__everything__simple-prompt"),
         "{}",
-        text(&out)
+        output_text(&out)
     );
     assert!(server.requests().is_empty());
 }
@@ -107,7 +99,7 @@ fn mcp_list_shows_the_prompt_commands() {
         .arg(scratch.ws())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("prompt /mcp__everything__args-prompt <city> [state]"),
@@ -127,12 +119,12 @@ fn a_bad_mcp_log_level_is_a_usage_error() {
         .arg("hello")
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr)
             .contains("AGENTLOOP_MCP_LOG_LEVEL: unknown MCP log level `loud`"),
         "{}",
-        text(&out)
+        output_text(&out)
     );
     assert!(server.requests().is_empty());
 }
@@ -153,9 +145,9 @@ fn elicitation_defaults_answer_a_servers_form_without_waiting() {
         .args(["--elicitation-defaults", "--approve", "allow", "ask me"])
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
+    assert!(out.status.success(), "{}", output_text(&out));
     let requests = server.requests();
-    assert_eq!(requests.len(), 2, "{}", text(&out));
+    assert_eq!(requests.len(), 2, "{}", output_text(&out));
     // The form's required name has no default: declined at once, the run goes on.
     let result = requests[1].body.to_string();
     assert!(result.contains("User declined"), "{result}");

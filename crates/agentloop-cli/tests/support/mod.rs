@@ -210,6 +210,24 @@ pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
+/// A child's stdout and stderr, labelled, for an assertion's message.
+pub fn output_text(out: &Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Asserts that the child's stdout contains `needle`; otherwise shows both of its outputs.
+pub fn assert_stdout_has(out: &Output, needle: &str) {
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(needle),
+        "stdout lacks {needle:?}\n{}",
+        output_text(out)
+    );
+}
+
 /// Asserts that the binary ended successfully; otherwise shows its exit code, stdout and stderr.
 pub fn assert_ok(out: &Output) {
     assert!(

@@ -346,9 +346,9 @@ pub(crate) mod metrics {
         tokens: Histogram<u64>,
     }
 
-    /// The histograms were made once per model call, and with no meter provider installed
-    /// that was most of a call's metrics cost; they are made once per global provider now,
-    /// and again when another provider is installed.
+    /// The histograms of the last global provider seen. Making them is most of what a model
+    /// call's metrics cost (with no provider installed, nearly all of it), so they are made
+    /// once per provider, and again when another one is installed.
     static INSTRUMENTS: Mutex<Option<Arc<Instruments>>> = Mutex::new(None);
 
     /// The histograms of the global meter provider installed now.

@@ -102,21 +102,15 @@ impl Connection {
     ) -> Result<Head, SendError> {
         self.reusable = false;
         if let Err(e) = self.write_all(head, body).await {
-            return Err(SendError {
-                unanswered: is_closed(&e),
-                refused: false,
-                error: HttpError::request_io("error sending the request", e),
-            });
+            let unanswered = is_closed(&e);
+            let error = HttpError::request_io("error sending the request", e);
+            return Err(SendError::new(error, unanswered));
         }
         let mut received = false;
         loop {
             if !self.buf.is_empty() {
                 received = true;
-                let parsed = parse_head(&self.buf, method).map_err(|e| SendError {
-                    error: e,
-                    unanswered: false,
-                    refused: false,
-                })?;
+                let parsed = parse_head(&self.buf, method).map_err(|e| SendError::new(e, false))?;
                 if let Some((len, head)) = parsed {
                     self.buf.advance(len);
                     if head.status.is_informational() {
@@ -128,34 +122,26 @@ impl Connection {
                     return Ok(head);
                 }
                 if self.buf.len() >= MAX_HEAD {
-                    return Err(SendError {
-                        error: HttpError::protocol(format!(
-                            "the response head is larger than {} KiB",
-                            MAX_HEAD / 1024
-                        )),
-                        unanswered: false,
-                        refused: false,
-                    });
+                    let error = HttpError::protocol(format!(
+                        "the response head is larger than {} KiB",
+                        MAX_HEAD / 1024
+                    ));
+                    return Err(SendError::new(error, false));
                 }
             }
             match self.fill().await {
                 Ok(0) => {
-                    return Err(SendError {
-                        error: HttpError::protocol(
-                            "the server closed the connection before the end of the response head"
-                                .to_owned(),
-                        ),
-                        unanswered: !received,
-                        refused: false,
-                    });
+                    let error = HttpError::protocol(
+                        "the server closed the connection before the end of the response head"
+                            .to_owned(),
+                    );
+                    return Err(SendError::new(error, !received));
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    return Err(SendError {
-                        unanswered: !received && is_closed(&e),
-                        refused: false,
-                        error: HttpError::request_io("error reading the response head", e),
-                    });
+                    let unanswered = !received && is_closed(&e);
+                    let error = HttpError::request_io("error reading the response head", e);
+                    return Err(SendError::new(error, unanswered));
                 }
             }
         }

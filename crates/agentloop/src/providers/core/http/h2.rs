@@ -130,11 +130,10 @@ impl Connection {
             if connection {
                 self.closed.store(true, Ordering::Release);
             }
-            SendError {
-                error: HttpError::request_h2("error sending the request", e),
-                unanswered: connection,
-                refused: false,
-            }
+            SendError::new(
+                HttpError::request_h2("error sending the request", e),
+                connection,
+            )
         })?;
         if !body.is_empty() {
             // Queued as is (h2 sends it as the server's window allows). An error here is the

@@ -144,6 +144,17 @@ pub(crate) struct SendError {
     pub(crate) refused: bool,
 }
 
+impl SendError {
+    /// A failure the server did not refuse: `unanswered` as documented on the field.
+    pub(crate) fn new(error: HttpError, unanswered: bool) -> Self {
+        SendError {
+            error,
+            unanswered,
+            refused: false,
+        }
+    }
+}
+
 /// How many times one request is sent again after the server refused it unprocessed.
 const MAX_REFUSALS: u32 = 3;
 
@@ -353,22 +364,20 @@ impl Client {
         let mut refusals = 0;
         loop {
             let reused = lease.reused;
-            let again =
-                |failure: &SendError, refusals: &mut u32| send_again(failure, reused, refusals);
             // `Err(None)`: to be sent again on a new lease.
             let answer = match &mut lease.connection {
                 Leased::Http1(Some(connection)) => {
                     let head = self.http1_head(method, &uri, headers, body.len());
                     match connection.send(method, &head, body).await {
                         Ok(head) => Ok((head.status, head.headers, ResponseBody::Http1(head.body))),
-                        Err(failure) if again(&failure, &mut refusals) => Err(None),
+                        Err(failure) if send_again(&failure, reused, &mut refusals) => Err(None),
                         Err(failure) => Err(Some(failure.error)),
                     }
                 }
                 Leased::Http2(connection) => {
                     match connection.send(method, &uri, headers, body).await {
                         Ok(head) => Ok((head.status, head.headers, ResponseBody::Http2(head.body))),
-                        Err(failure) if again(&failure, &mut refusals) => Err(None),
+                        Err(failure) if send_again(&failure, reused, &mut refusals) => Err(None),
                         Err(failure) => Err(Some(failure.error)),
                     }
                 }
