@@ -467,15 +467,7 @@ impl Emitter {
     /// Delivers `event` to the listeners, then to the stream's channel or the parent; with
     /// `give_back`, returns it afterwards (the channel gets a copy, a parent hands it back).
     pub(crate) fn deliver(&self, event: AgentEvent, give_back: bool) -> Option<AgentEvent> {
-        for listener in self.listeners.iter() {
-            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| listener(&event))) {
-                tracing::warn!(
-                    panic = %panic_message(&*payload),
-                    event = event.kind(),
-                    "an emit listener panicked; the event was dropped for it alone"
-                );
-            }
-        }
+        self.call_listeners(&event);
         // A closed channel means the stream's consumer went away; the run still finishes.
         match (&self.channel, &self.forward) {
             (Some(channel), Some(forward)) => {
@@ -492,6 +484,31 @@ impl Emitter {
             }
             (None, Some(forward)) => forward.forward(event, give_back),
             (None, None) => give_back.then_some(event),
+        }
+    }
+
+    /// Whether listeners are all that receive this emitter's events: no stream's channel and no
+    /// parent, which take events by value. Such an emitter can deliver a borrowed event
+    /// ([`deliver_borrowed`](Self::deliver_borrowed)).
+    pub(crate) fn listeners_only(&self) -> bool {
+        self.channel.is_none() && self.forward.is_none()
+    }
+
+    /// Delivers a borrowed `event` to the listeners alone (see
+    /// [`listeners_only`](Self::listeners_only)).
+    pub(crate) fn deliver_borrowed(&self, event: &AgentEvent) {
+        self.call_listeners(event);
+    }
+
+    fn call_listeners(&self, event: &AgentEvent) {
+        for listener in self.listeners.iter() {
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| listener(&event))) {
+                tracing::warn!(
+                    panic = %panic_message(&*payload),
+                    event = event.kind(),
+                    "an emit listener panicked; the event was dropped for it alone"
+                );
+            }
         }
     }
 }

@@ -477,6 +477,7 @@ impl<D: ToolDeps> SubAgent<D> {
             open_calls: Mutex::new(Vec::new()),
             messages: Mutex::new(Vec::new()),
             ended: AtomicBool::new(false),
+            shell: Mutex::new(None),
         });
         let emitter = Emitter::forwarding(listeners, relay.clone());
         (emitter, Some(relay))
@@ -595,6 +596,10 @@ struct Relay {
     messages: Mutex<Vec<Message>>,
     /// The child's `AgentEnd` went out.
     ended: AtomicBool,
+    /// The tagged event the parent's listeners are shown, made once and reused for every event
+    /// of the child (each moved in, then out or dropped in place): relaying an event to
+    /// listeners allocates nothing and touches no reference count.
+    shell: Mutex<Option<AgentEvent>>,
 }
 
 impl Forward for Relay {
@@ -611,20 +616,14 @@ impl Forward for Relay {
             }
             _ => false,
         };
+        let wanted = keeps || give_back;
         let event = match &self.parent {
+            Some(parent) if parent.listeners_only() => {
+                self.deliver_in_shell(parent, event, wanted)?
+            }
             // The event itself becomes the parent's copy, and comes back when this relay keeps
             // part of it: no clone.
-            Some(parent) => {
-                let tagged = AgentEvent::Child {
-                    parent_call_id: self.call_id.clone(),
-                    agent: self.agent.clone(),
-                    event: Box::new(event),
-                };
-                match parent.deliver(tagged, keeps || give_back) {
-                    Some(AgentEvent::Child { event, .. }) => *event,
-                    _ => return None,
-                }
-            }
+            Some(parent) => untag(parent.deliver(self.tagged(event), wanted))?,
             None => event,
         };
         if give_back {
@@ -640,6 +639,44 @@ impl Forward for Relay {
 }
 
 impl Relay {
+    /// `event` tagged with this relay's call and agent.
+    fn tagged(&self, event: AgentEvent) -> AgentEvent {
+        AgentEvent::Child {
+            parent_call_id: self.call_id.clone(),
+            agent: self.agent.clone(),
+            event: Box::new(event),
+        }
+    }
+
+    /// Shows `event` to the parent's listeners (which borrow it) in the reused shell; returns
+    /// it afterwards when `wanted`, and drops it in place otherwise.
+    fn deliver_in_shell(
+        &self,
+        parent: &Emitter,
+        event: AgentEvent,
+        wanted: bool,
+    ) -> Option<AgentEvent> {
+        let Ok(mut shell) = self.shell.try_lock() else {
+            // Another thread is relaying an event of this child: this one gets its own tag.
+            return untag(parent.deliver(self.tagged(event), wanted));
+        };
+        let tagged = shell.get_or_insert_with(|| self.tagged(AgentEvent::AgentStart));
+        match &mut *tagged {
+            AgentEvent::Child { event: slot, .. } => **slot = event,
+            other => *other = self.tagged(event),
+        }
+        parent.deliver_borrowed(tagged);
+        let AgentEvent::Child { event: slot, .. } = tagged else {
+            return None;
+        };
+        if wanted {
+            Some(std::mem::replace(&mut **slot, AgentEvent::AgentStart))
+        } else {
+            **slot = AgentEvent::AgentStart;
+            None
+        }
+    }
+
     /// Keeps what closing the child's stream early needs of `event`: a started call, a
     /// completed message.
     fn keep(&self, event: AgentEvent) {
@@ -648,6 +685,14 @@ impl Relay {
             AgentEvent::MessageEnd { message } => lock(&self.messages).push(message),
             _ => {}
         }
+    }
+}
+
+/// The child's event inside a tagged one handed back by the parent's emitter.
+fn untag(tagged: Option<AgentEvent>) -> Option<AgentEvent> {
+    match tagged {
+        Some(AgentEvent::Child { event, .. }) => Some(*event),
+        _ => None,
     }
 }
 
@@ -686,5 +731,75 @@ impl Drop for StreamCloser {
             messages,
             stop: RunStop::Aborted,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A relay to a parent whose one listener records the kinds of what it sees, with each
+    /// child event's own kind.
+    fn relay_to_recorder() -> (Relay, Arc<Mutex<Vec<String>>>) {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = seen.clone();
+        let listener: EmitFn = Arc::new(move |event: &AgentEvent| {
+            let kind = match event {
+                AgentEvent::Child {
+                    parent_call_id,
+                    agent,
+                    event,
+                } => format!("{agent}/{parent_call_id}:{}", event.kind()),
+                other => other.kind().to_owned(),
+            };
+            lock(&record).push(kind);
+        });
+        let relay = Relay {
+            parent: Some(Emitter::new(Arc::from([listener]), None)),
+            call_id: Arc::from("call-1"),
+            agent: Arc::from("helper"),
+            open_calls: Mutex::new(Vec::new()),
+            messages: Mutex::new(Vec::new()),
+            ended: AtomicBool::new(false),
+            shell: Mutex::new(None),
+        };
+        (relay, seen)
+    }
+
+    #[test]
+    fn events_relayed_through_the_reused_shell_arrive_tagged_and_whole() {
+        let (relay, seen) = relay_to_recorder();
+        assert!(relay.forward(AgentEvent::AgentStart, false).is_none());
+        let message = Message::user("hi");
+        let back = relay.forward(
+            AgentEvent::MessageEnd {
+                message: message.clone(),
+            },
+            true,
+        );
+        assert!(matches!(back, Some(AgentEvent::MessageEnd { message: m }) if m == message));
+        assert_eq!(lock(&relay.messages).as_slice(), [message]);
+        assert_eq!(
+            *lock(&seen),
+            ["helper/call-1:agent_start", "helper/call-1:message_end"]
+        );
+    }
+
+    #[test]
+    fn an_event_relayed_while_the_shell_is_in_use_gets_a_tag_of_its_own() {
+        let (relay, seen) = relay_to_recorder();
+        relay.forward(AgentEvent::TurnStart { turn: 1 }, false);
+        let in_use = lock(&relay.shell);
+        relay.forward(AgentEvent::AgentStart, false);
+        drop(in_use);
+        relay.forward(AgentEvent::TurnStart { turn: 2 }, false);
+        assert_eq!(
+            *lock(&seen),
+            [
+                "helper/call-1:turn_start",
+                "helper/call-1:agent_start",
+                "helper/call-1:turn_start"
+            ]
+        );
     }
 }
