@@ -62,25 +62,34 @@ pub mod returns {
         }
     }
 
-    /// Rule 1.
-    pub struct OutputKind;
+    /// Declares rule `$n`: its marker type, whose `convert` the expansion calls, and the trait
+    /// whose method returns it. The expansion calls that method on a `Probe` behind references;
+    /// which trait it resolves to (each is implemented for a different number of `&`, below) is
+    /// the choice of rule. The traits differ in nothing else, so they are declared here once.
+    macro_rules! rule {
+        ($n:literal, $kind:ident, $via:ident $(, $more:literal)?) => {
+            #[doc = concat!("Rule ", $n $(, " ", $more)?, ".")]
+            pub struct $kind;
+            #[doc = concat!("Selects rule ", $n, ".")]
+            pub trait $via {
+                /// The rule.
+                fn tool_return_kind(&self) -> $kind {
+                    $kind
+                }
+            }
+        };
+    }
+
+    rule!(1, OutputKind, ViaOutput);
     impl OutputKind {
         /// Converts.
         pub fn convert<T: IntoToolOutput>(self, value: T) -> Result<ToolOutput, ToolError> {
             value.into_tool_output()
         }
     }
-    /// Selects rule 1.
-    pub trait ViaOutput {
-        /// The rule.
-        fn tool_return_kind(&self) -> OutputKind {
-            OutputKind
-        }
-    }
     impl<T: IntoToolOutput> ViaOutput for &&&&Probe<T> {}
 
-    /// Rule 2.
-    pub struct ResultSerializeKind;
+    rule!(2, ResultSerializeKind, ViaResultSerialize);
     impl ResultSerializeKind {
         /// Converts.
         pub fn convert<T: Serialize, E: Into<ToolError>>(
@@ -90,17 +99,9 @@ pub mod returns {
             Json(value.map_err(Into::into)?).into_tool_output()
         }
     }
-    /// Selects rule 2.
-    pub trait ViaResultSerialize {
-        /// The rule.
-        fn tool_return_kind(&self) -> ResultSerializeKind {
-            ResultSerializeKind
-        }
-    }
     impl<T: Serialize, E: Into<ToolError>> ViaResultSerialize for &&&Probe<Result<T, E>> {}
 
-    /// Rule 3.
-    pub struct ResultOutputDisplayKind;
+    rule!(3, ResultOutputDisplayKind, ViaResultOutputDisplay);
     impl ResultOutputDisplayKind {
         /// Converts.
         pub fn convert<T: IntoToolOutput, E: Display>(
@@ -112,17 +113,9 @@ pub mod returns {
                 .into_tool_output()
         }
     }
-    /// Selects rule 3.
-    pub trait ViaResultOutputDisplay {
-        /// The rule.
-        fn tool_return_kind(&self) -> ResultOutputDisplayKind {
-            ResultOutputDisplayKind
-        }
-    }
     impl<T: IntoToolOutput, E: Display> ViaResultOutputDisplay for &&Probe<Result<T, E>> {}
 
-    /// Rule 4.
-    pub struct ResultSerializeDisplayKind;
+    rule!(4, ResultSerializeDisplayKind, ViaResultSerializeDisplay);
     impl ResultSerializeDisplayKind {
         /// Converts.
         pub fn convert<T: Serialize, E: Display>(
@@ -132,28 +125,18 @@ pub mod returns {
             Json(value.map_err(|e| ToolError::new(e.to_string()))?).into_tool_output()
         }
     }
-    /// Selects rule 4.
-    pub trait ViaResultSerializeDisplay {
-        /// The rule.
-        fn tool_return_kind(&self) -> ResultSerializeDisplayKind {
-            ResultSerializeDisplayKind
-        }
-    }
     impl<T: Serialize, E: Display> ViaResultSerializeDisplay for &Probe<Result<T, E>> {}
 
-    /// Rule 5 (the fallback: also where an unsupported type is reported).
-    pub struct SerializeKind;
+    rule!(
+        5,
+        SerializeKind,
+        ViaSerialize,
+        "(the fallback: also where an unsupported type is reported)"
+    );
     impl SerializeKind {
         /// Converts.
         pub fn convert<T: ToolReturn>(self, value: T) -> Result<ToolOutput, ToolError> {
             Json(value).into_tool_output()
-        }
-    }
-    /// Selects rule 5.
-    pub trait ViaSerialize {
-        /// The rule.
-        fn tool_return_kind(&self) -> SerializeKind {
-            SerializeKind
         }
     }
     impl<T> ViaSerialize for Probe<T> {}

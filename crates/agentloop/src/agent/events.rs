@@ -450,6 +450,20 @@ impl Emitter {
         }
     }
 
+    /// Reports a message that enters the context whole (a tool result, an injected message, a
+    /// compaction summary): its `MessageStart` and `MessageEnd`, with no updates between, as
+    /// listeners expect of every message.
+    pub(crate) fn emit_whole_message(&self, message: &Message) {
+        if self.enabled() {
+            self.emit(AgentEvent::MessageStart {
+                message: message.clone(),
+            });
+            self.emit(AgentEvent::MessageEnd {
+                message: message.clone(),
+            });
+        }
+    }
+
     /// Reports a call answered without running: a `ToolExecutionEnd` with `blocked: true`, no
     /// `ToolExecutionStart`.
     pub(crate) fn emit_blocked(&self, call: &ToolCallPart, result: &ToolResultPart) {

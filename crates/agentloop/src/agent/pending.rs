@@ -411,14 +411,7 @@ fn triage_pending(pending: Vec<PendingApproval>, context: &[Message]) -> Triage 
 /// Appends one tool result to the context, emitting its message events when someone listens.
 fn push_result(context: &mut Vec<Message>, result: ToolResultPart, emitter: &Emitter) {
     let message = Message::tool_result(result);
-    if emitter.enabled() {
-        emitter.emit(AgentEvent::MessageStart {
-            message: message.clone(),
-        });
-        emitter.emit(AgentEvent::MessageEnd {
-            message: message.clone(),
-        });
-    }
+    emitter.emit_whole_message(&message);
     context.push(message);
 }
 

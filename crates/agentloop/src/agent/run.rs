@@ -477,14 +477,7 @@ impl<D: ToolDeps> AgentLoop<D> {
                 return false;
             }
         };
-        if emitter.enabled() {
-            emitter.emit(AgentEvent::MessageStart {
-                message: compacted.entry.clone(),
-            });
-            emitter.emit(AgentEvent::MessageEnd {
-                message: compacted.entry.clone(),
-            });
-        }
+        emitter.emit_whole_message(&compacted.entry);
         let kept = compacted.context.len() - 1;
         // The run's own messages that were summarised are no longer in the context.
         state.new_from = state.new_from.saturating_sub(compacted.summarized) + 1;
@@ -503,14 +496,7 @@ impl<D: ToolDeps> AgentLoop<D> {
 
     /// Appends a complete non-assistant message with its start/end events.
     fn inject(&self, state: &mut RunState, message: Message, emitter: &Emitter) {
-        if emitter.enabled() {
-            emitter.emit(AgentEvent::MessageStart {
-                message: message.clone(),
-            });
-            emitter.emit(AgentEvent::MessageEnd {
-                message: message.clone(),
-            });
-        }
+        emitter.emit_whole_message(&message);
         state.push(message);
     }
 

@@ -31,6 +31,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
+use crate::tooling::{is_name_char, name_safe};
 use crate::transcript::{
     Message, Part, Role, StopReason, ToolArguments, ToolCallPart, ToolResultPart,
 };
@@ -75,11 +76,7 @@ impl ReplayTarget {
 pub const NO_RESULT: &str = "No result provided";
 
 fn valid_id(id: &str, max_len: usize) -> bool {
-    !id.is_empty()
-        && id.len() <= max_len
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+    !id.is_empty() && id.len() <= max_len && id.chars().all(is_name_char)
 }
 
 /// Whether a call's arguments can go back on the wire as they are: only a JSON object can.
@@ -87,23 +84,9 @@ fn replayable_arguments(arguments: &ToolArguments) -> bool {
     matches!(arguments, ToolArguments::Json(Value::Object(_)))
 }
 
-/// The first `max_len` characters of `text`, each outside `[A-Za-z0-9_-]` replaced by `_`.
-fn wire_safe(text: &str, max_len: usize) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(max_len)
-        .collect()
-}
-
 /// A tool name every API accepts: `[A-Za-z0-9_-]{1,64}`.
 fn sanitize_name(name: &str) -> String {
-    let clean = wire_safe(name, MAX_ID_LEN);
+    let clean = name_safe(name, MAX_ID_LEN);
     if clean.is_empty() {
         "unknown_tool".to_owned()
     } else {
@@ -129,7 +112,7 @@ pub fn object_arguments(arguments: &ToolArguments) -> Value {
 }
 
 fn sanitize_id(id: &str, taken: &HashSet<String>, max_len: usize) -> String {
-    let mut clean = wire_safe(id, max_len);
+    let mut clean = name_safe(id, max_len);
     if clean.is_empty() {
         clean = "call".into();
     }

@@ -73,6 +73,7 @@ pub use spec::{
     IntoToolOutput, Json, ToolContext, ToolFuture, ToolOutput, ToolSpec, ToolSpecBuilder,
     serialize_result, validate_name,
 };
+pub(crate) use spec::{is_name_char, name_safe};
 
 /// The text of a panic payload (`&str` or `String`), or a placeholder.
 pub(crate) fn panic_message(payload: &(dyn Any + Send)) -> String {

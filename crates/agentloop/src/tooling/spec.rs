@@ -714,15 +714,26 @@ pub fn validate_name(name: &str) -> Result<(), SpecError> {
     if name.is_empty() {
         return Err(SpecError::EmptyName);
     }
-    let ok = name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    let ok = name.len() <= 64 && name.chars().all(is_name_char);
     if ok {
         Ok(())
     } else {
         Err(SpecError::InvalidName(name.to_owned()))
     }
+}
+
+/// Whether every supported provider accepts `c` in a tool name or a call id: `[A-Za-z0-9_-]`.
+pub(crate) fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_' || c == '-'
+}
+
+/// The first `max_chars` characters of `text`, each one that a provider would reject in a tool
+/// name or a call id replaced by `_`.
+pub(crate) fn name_safe(text: &str, max_chars: usize) -> String {
+    text.chars()
+        .map(|c| if is_name_char(c) { c } else { '_' })
+        .take(max_chars)
+        .collect()
 }
 
 fn check_parameters(name: &str, schema: &Value) -> Result<(), SpecError> {

@@ -62,6 +62,7 @@ pub use crate::model::OutputFormat;
 pub(crate) use plan::{OutputPlan, OutputRun, PartialOutput};
 
 use crate::agent::{AgentError, RunOutcome, RunStop};
+use crate::tooling::name_safe;
 use crate::transcript::Message;
 
 /// Default number of repair attempts after the first invalid output.
@@ -272,17 +273,7 @@ fn compile(schema: &Value) -> Result<Arc<jsonschema::Validator>, String> {
 
 /// Provider-safe schema name.
 fn sanitize_name(name: &str) -> String {
-    let mut out: String = name
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    out.truncate(64);
+    let mut out = name_safe(name, 64);
     if out.is_empty() {
         out.push_str("output");
     }

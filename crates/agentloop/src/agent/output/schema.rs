@@ -6,6 +6,8 @@
 
 use serde_json::{Value, json};
 
+use crate::tooling::name_safe;
+
 /// The property a non-object output is wrapped in (`{"response": <the value>}`).
 pub(crate) const WRAP_KEY: &str = "response";
 
@@ -367,16 +369,7 @@ fn branch_label(branch: &Value, root: &Value) -> Option<String> {
 
 /// A provider-safe tool name (`[A-Za-z0-9_-]{1,64}`) made from `base` and `label`.
 pub(crate) fn tool_name(base: &str, label: &str) -> String {
-    let mut name = String::with_capacity(base.len() + label.len() + 1);
-    name.push_str(base);
-    name.push('_');
-    for c in label.chars() {
-        name.push(if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-            c
-        } else {
-            '_'
-        });
-    }
+    let mut name = format!("{base}_{}", name_safe(label, 64));
     name.truncate(64);
     name
 }

@@ -8,6 +8,7 @@ use super::request::SIGNATURE;
 use crate::model::{MessageAssembler, ModelError, ModelEvent};
 use crate::providers::core::{StreamParser, stream_error, unreadable, usage_with_cached_input};
 use crate::providers::sse::SseEvent;
+use crate::tooling::name_safe;
 use crate::transcript::{Part, ProviderData, StopReason, ThinkingPart};
 
 /// Finish reasons that mean the output was withheld by a filter.
@@ -48,20 +49,6 @@ pub struct GeminiParser {
 
 fn str_of<'v>(v: &'v Value, key: &str) -> Option<&'v str> {
     v.get(key).and_then(Value::as_str)
-}
-
-/// Letters, digits, `_` and `-` only (what every provider accepts in a call id).
-fn id_safe(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(40)
-        .collect()
 }
 
 /// A random prefix for call ids when the response has no id.
@@ -125,7 +112,7 @@ impl GeminiParser {
         let prefix = self
             .id_prefix
             .get_or_insert_with(|| match &self.response_id {
-                Some(id) if !id.is_empty() => id_safe(id),
+                Some(id) if !id.is_empty() => name_safe(id, 40),
                 _ => random_prefix(),
             });
         format!("{prefix}-{index}")
