@@ -187,7 +187,8 @@ async fn seconds_for(wire: Wire, server: &MockServer, n: usize) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_tool_calls_are_assembled_in_linear_time() {
     for &wire in WIRES {
-        let (small_server, large_server) = (server(calls(4_000, 2, 1)), server(calls(32_000, 2, 1)));
+        let (small_server, large_server) =
+            (server(calls(4_000, 2, 1)), server(calls(32_000, 2, 1)));
         let (mut small, mut large) = (f64::MAX, f64::MAX);
         for _ in 0..3 {
             small = small.min(seconds_for(wire, &small_server, 4_000).await);
