@@ -416,6 +416,10 @@ pub(crate) trait Forward: Send + Sync {
     /// event once delivered (`Some`), so the emitting relay keeps what it needs of it by moving
     /// instead of copying it first; without, returns `None`.
     fn forward(&self, event: AgentEvent, give_back: bool) -> Option<AgentEvent>;
+
+    /// The calls the run started and has not answered yet, taken (for the aborted results that
+    /// close the stream of a run whose future was dropped).
+    fn take_open_calls(&self) -> Vec<ToolCallPart>;
 }
 
 impl Emitter {
@@ -499,6 +503,19 @@ impl Emitter {
             (None, Some(forward)) => forward.forward(event, give_back),
             (None, None) => give_back.then_some(event),
         }
+    }
+
+    /// Whether this is a sub-agent run's emitter, whose events go on to its parent.
+    pub(crate) fn forwards(&self) -> bool {
+        self.forward.is_some()
+    }
+
+    /// The calls a sub-agent run started and has not answered yet (none for any other run).
+    pub(crate) fn take_open_calls(&self) -> Vec<ToolCallPart> {
+        self.forward
+            .as_ref()
+            .map(|forward| forward.take_open_calls())
+            .unwrap_or_default()
     }
 
     /// Whether listeners are all that receive this emitter's events: no stream's channel and no

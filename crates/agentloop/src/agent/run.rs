@@ -34,6 +34,7 @@ use crate::transcript::{
 
 /// The run's mutable state, kept outside the run future so that a panic inside it still leaves
 /// every completed message available.
+#[derive(Default)]
 pub(crate) struct RunState {
     context: Vec<Message>,
     new_from: usize,
@@ -52,6 +53,60 @@ impl RunState {
 
     fn new_messages(&self) -> &[Message] {
         self.context.get(self.new_from..).unwrap_or(&[])
+    }
+}
+
+/// Holds a run's state while its turn cycle runs, and closes the event stream of a sub-agent's
+/// run whose future is dropped before it ended (its parent was aborted, its call timed out): an
+/// aborted result for each call it had started (its relay tracks them), then one
+/// `AgentEnd { stop: Aborted }` listing the messages it had completed. The run's state is what
+/// that `AgentEnd` lists, so nothing keeps a second copy of the messages for the purpose.
+struct RunGuard {
+    state: RunState,
+    /// A sub-agent run's emitter, until the run ends and emits its own `AgentEnd` (`None` for
+    /// any other run: nothing is emitted for a dropped top-level run).
+    closes: Option<Emitter>,
+}
+
+impl RunGuard {
+    fn new(state: RunState, emitter: &Emitter) -> Self {
+        RunGuard {
+            state,
+            closes: emitter.forwards().then(|| emitter.clone()),
+        }
+    }
+
+    /// The run ended (it emits its own `AgentEnd`): its state, handed back.
+    fn finish(mut self) -> RunState {
+        self.closes = None;
+        std::mem::take(&mut self.state)
+    }
+}
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        let Some(emitter) = self.closes.take() else {
+            return;
+        };
+        for call in emitter.take_open_calls() {
+            let result = ToolResultPart::error(
+                &call.id,
+                &call.tool_name,
+                format!(
+                    "Tool call \"{}\" was not finished: the run was aborted.",
+                    call.tool_name
+                ),
+            );
+            emitter.emit(AgentEvent::ToolExecutionEnd {
+                call,
+                result,
+                blocked: false,
+            });
+        }
+        emitter.emit(AgentEvent::AgentEnd {
+            messages: self.state.new_messages().to_vec(),
+            stop: RunStop::Aborted,
+        });
     }
 }
 
@@ -356,7 +411,7 @@ impl<D: ToolDeps> AgentLoop<D> {
         let _run_over = cancel.clone().drop_guard();
         let mut loaded = LoadedTools::default();
         self.load_searched_tools(&context, &mut loaded);
-        let mut state = RunState {
+        let state = RunState {
             new_from: context.len(),
             context,
             turns: 0,
@@ -364,6 +419,7 @@ impl<D: ToolDeps> AgentLoop<D> {
             loaded,
             output,
         };
+        let mut run = RunGuard::new(state, &emitter);
         let span = crate::telemetry::agent_span(
             &self.config.telemetry,
             self.model.provider(),
@@ -377,10 +433,12 @@ impl<D: ToolDeps> AgentLoop<D> {
         let result = scope
             .clone()
             .enter(
-                AssertUnwindSafe(self.execute(&mut state, start, &emitter, &cancel)).catch_unwind(),
+                AssertUnwindSafe(self.execute(&mut run.state, start, &emitter, &cancel))
+                    .catch_unwind(),
             )
             .instrument(span.clone())
             .await;
+        let mut state = run.finish();
         // Children cut short by an abort or an error settled after the last tool batch was
         // counted: their usage still belongs to this run's total.
         state.usage.accumulate(&scope.take_child_usage());

@@ -43,7 +43,7 @@
 
 use std::cell::Cell;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use serde::Deserialize;
@@ -53,7 +53,7 @@ use super::events::{AgentEvent, EmitFn, Emitter, Forward, RunStop};
 use super::output::{Output, OutputError, OutputPlan, OutputRun};
 use super::{AgentError, AgentLoop, RunOutcome};
 use crate::tooling::{SpecError, ToolContext, ToolDeps, ToolError, ToolSpec};
-use crate::transcript::{Message, ToolCallPart, ToolResultPart, Usage};
+use crate::transcript::{Message, ToolCallPart, Usage};
 
 /// The default [`SubAgent::max_depth`]: children, but no grandchildren.
 pub const DEFAULT_MAX_SUBAGENT_DEPTH: u32 = 1;
@@ -389,21 +389,13 @@ impl<D: ToolDeps> SubAgent<D> {
             }
             None => (vec![Message::user(prompt)], Vec::new(), None),
         };
-        let (emitter, relay) = self.child_emitter(parent.as_ref(), call_id, record_listener);
-        let mut closer = relay.map(|relay| StreamCloser {
-            relay,
-            emitter: emitter.clone(),
-            finished: false,
-        });
+        let emitter = self.child_emitter(parent.as_ref(), call_id, record_listener);
         let start = ChildStart {
             parent,
             depth,
             max_depth,
         };
         let (result, output) = self.drive_child(prompts, context, emitter, start).await;
-        if let Some(closer) = &mut closer {
-            closer.finished = true;
-        }
         match output {
             Some(output) => self.answer_output(result, output),
             None => self.answer(result),
@@ -458,7 +450,7 @@ impl<D: ToolDeps> SubAgent<D> {
         parent: Option<&RunScope>,
         call_id: &str,
         record_listener: Option<EmitFn>,
-    ) -> (Emitter, Option<Arc<Relay>>) {
+    ) -> Emitter {
         let listeners: Arc<[EmitFn]> = match record_listener {
             Some(record) => self.own.iter().cloned().chain([record]).collect(),
             None => self.own.clone(),
@@ -468,19 +460,16 @@ impl<D: ToolDeps> SubAgent<D> {
             .filter(|e| e.enabled())
             .cloned();
         if listeners.is_empty() && parent.is_none() {
-            return (Emitter::new(listeners, None), None);
+            return Emitter::new(listeners, None);
         }
         let relay = Arc::new(Relay {
             parent,
             call_id: Arc::from(call_id),
             agent: self.name.clone(),
             open_calls: Mutex::new(Vec::new()),
-            messages: Mutex::new(Vec::new()),
-            ended: AtomicBool::new(false),
             shell: Mutex::new(None),
         });
-        let emitter = Emitter::forwarding(listeners, relay.clone());
-        (emitter, Some(relay))
+        Emitter::forwarding(listeners, relay)
     }
 
     /// Runs the child loop as the child `start` describes.
@@ -582,7 +571,8 @@ struct PromptArgs {
 }
 
 /// Forwards a child's events to its parent's listeners, each tagged with the call and the
-/// sub-agent, and keeps what closing the child's stream early needs. It exists only when
+/// sub-agent, and tracks the calls the child has started and not answered (a child run whose
+/// future is dropped closes its stream with an aborted result for each). It exists only when
 /// someone listens to the child (its own listeners, its record, or the parent's).
 struct Relay {
     /// The parent run's emitter, when anyone listens to the parent.
@@ -592,10 +582,6 @@ struct Relay {
     agent: Arc<str>,
     /// Calls the child started and has not answered yet.
     open_calls: Mutex<Vec<ToolCallPart>>,
-    /// Messages the child completed (its `AgentEnd` lists them, also when cut short).
-    messages: Mutex<Vec<Message>>,
-    /// The child's `AgentEnd` went out.
-    ended: AtomicBool,
     /// The tagged event the parent's listeners are shown, made once and reused for every event
     /// of the child (each moved in, then out or dropped in place): relaying an event to
     /// listeners allocates nothing and touches no reference count.
@@ -605,13 +591,9 @@ struct Relay {
 impl Forward for Relay {
     fn forward(&self, event: AgentEvent, give_back: bool) -> Option<AgentEvent> {
         let keeps = match &event {
-            AgentEvent::ToolExecutionStart { .. } | AgentEvent::MessageEnd { .. } => true,
+            AgentEvent::ToolExecutionStart { .. } => true,
             AgentEvent::ToolExecutionEnd { call, .. } => {
                 lock(&self.open_calls).retain(|c| c.id != call.id);
-                false
-            }
-            AgentEvent::AgentEnd { .. } => {
-                self.ended.store(true, Ordering::Relaxed);
                 false
             }
             _ => false,
@@ -635,6 +617,10 @@ impl Forward for Relay {
             self.keep(event);
             None
         }
+    }
+
+    fn take_open_calls(&self) -> Vec<ToolCallPart> {
+        std::mem::take(&mut *lock(&self.open_calls))
     }
 }
 
@@ -677,13 +663,10 @@ impl Relay {
         }
     }
 
-    /// Keeps what closing the child's stream early needs of `event`: a started call, a
-    /// completed message.
+    /// Keeps what closing the child's stream early needs of `event`: a started call.
     fn keep(&self, event: AgentEvent) {
-        match event {
-            AgentEvent::ToolExecutionStart { call } => lock(&self.open_calls).push(call),
-            AgentEvent::MessageEnd { message } => lock(&self.messages).push(message),
-            _ => {}
+        if let AgentEvent::ToolExecutionStart { call } = event {
+            lock(&self.open_calls).push(call);
         }
     }
 }
@@ -693,44 +676,6 @@ fn untag(tagged: Option<AgentEvent>) -> Option<AgentEvent> {
     match tagged {
         Some(AgentEvent::Child { event, .. }) => Some(*event),
         _ => None,
-    }
-}
-
-/// When the call is dropped before the child finished (the parent was aborted or the call
-/// timed out), closes the child's stream: an aborted result for each call it had started, then
-/// its one `AgentEnd`.
-struct StreamCloser {
-    relay: Arc<Relay>,
-    emitter: Emitter,
-    finished: bool,
-}
-
-impl Drop for StreamCloser {
-    fn drop(&mut self) {
-        if self.finished || self.relay.ended.load(Ordering::Relaxed) {
-            return;
-        }
-        let open = std::mem::take(&mut *lock(&self.relay.open_calls));
-        for call in open {
-            let result = ToolResultPart::error(
-                &call.id,
-                &call.tool_name,
-                format!(
-                    "Tool call \"{}\" was not finished: the run was aborted.",
-                    call.tool_name
-                ),
-            );
-            self.emitter.emit(AgentEvent::ToolExecutionEnd {
-                call,
-                result,
-                blocked: false,
-            });
-        }
-        let messages = std::mem::take(&mut *lock(&self.relay.messages));
-        self.emitter.emit(AgentEvent::AgentEnd {
-            messages,
-            stop: RunStop::Aborted,
-        });
     }
 }
 
@@ -759,8 +704,6 @@ mod tests {
             call_id: Arc::from("call-1"),
             agent: Arc::from("helper"),
             open_calls: Mutex::new(Vec::new()),
-            messages: Mutex::new(Vec::new()),
-            ended: AtomicBool::new(false),
             shell: Mutex::new(None),
         };
         (relay, seen)
@@ -778,7 +721,6 @@ mod tests {
             true,
         );
         assert!(matches!(back, Some(AgentEvent::MessageEnd { message: m }) if m == message));
-        assert_eq!(lock(&relay.messages).as_slice(), [message]);
         assert_eq!(
             *lock(&seen),
             ["helper/call-1:agent_start", "helper/call-1:message_end"]
