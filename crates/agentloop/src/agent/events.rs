@@ -533,7 +533,7 @@ impl Emitter {
 
     fn call_listeners(&self, event: &AgentEvent) {
         for listener in self.listeners.iter() {
-            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| listener(&event))) {
+            if let Err(payload) = catch_unwind(AssertUnwindSafe(|| listener(event))) {
                 tracing::warn!(
                     panic = %panic_message(&*payload),
                     event = event.kind(),
