@@ -638,6 +638,53 @@ fn outside_git_an_isolated_child_works_on_a_copy_of_the_workspace() {
     );
 }
 
+/// `[worktrees] prune_after` in the user's config: the next run removes the copies of children
+/// that ended longer ago than that (here any age: "0s") and says so on stderr; without it they
+/// stay until `agentloop worktrees prune`.
+#[test]
+fn a_configured_age_prunes_finished_worktrees_when_the_next_run_starts() {
+    let scratch = scratch();
+    scratch.agent_file(".agentloop", "builder", BUILDER);
+    let notes = std::fs::canonicalize(scratch.ws().join("notes.txt")).unwrap();
+    let server = server(breakout_script(&notes));
+    let args = ["--json", "--trust-project", "--approve", "allow"];
+    let out = scratch.run(&server, &args, "Delegate it.");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let content = task_result(&schema_checked(&out.stdout))["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let copy = PathBuf::from(
+        content
+            .split_whitespace()
+            .find(|w| w.contains("/agentloop/worktrees/"))
+            .unwrap(),
+    );
+    assert!(copy.exists());
+
+    // No configured age: the next run keeps it.
+    let again = server_text("Nothing to do.");
+    let out = scratch.run(&again, &["--trust-project"], "Hi.");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(copy.exists());
+
+    scratch.user_config("[worktrees]\nprune_after = \"0s\"\n");
+    let out = scratch.run(&again, &["--trust-project"], "Hi.");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(!copy.exists(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("removed") && text(&out.stderr).contains("prune_after"),
+        "{}",
+        text(&out.stderr)
+    );
+    scratch.cli(&["worktrees", "list"]);
+}
+
+/// A mock model that answers every request with `answer`.
+fn server_text(answer: &str) -> MockServer {
+    server(json!({"mode": "sequential", "repeat": true, "turns": [{"text": answer}]}))
+}
+
 #[test]
 fn an_isolated_child_killed_mid_run_goes_on_in_the_same_worktree() {
     let scratch = scratch();

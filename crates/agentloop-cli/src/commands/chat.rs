@@ -248,6 +248,7 @@ impl Chat {
     fn open(db: Option<&str>, mut args: RunArgs) -> Result<Chat, Failure> {
         let root = args.target.root()?;
         let workspace = Workspace::new(&root).map_err(|e| Failure::usage(e.to_string()))?;
+        crate::commands::worktrees::prune_expired(workspace.root(), &args.trust);
         // A new conversation reads nothing from the store before its first prompt.
         let (store, target) = if args.session.is_none() && !args.continue_last {
             (StoreSlot::opening(db), SessionTarget::New(None))

@@ -901,6 +901,7 @@ impl RunInput {
     /// custom command's allowed tools).
     fn load_workspace_files(&mut self, args: &RunArgs) -> Result<(), Failure> {
         let root = self.workspace.root();
+        crate::commands::worktrees::prune_expired(root, &args.trust);
         let mcp = crate::config::files::ConfigFile::load(root, &args.trust)?
             .mcp_servers(root, &args.mcp)?;
         self.mcp = crate::mcp::with_elicitation(mcp, args.elicitation_defaults);

@@ -387,9 +387,45 @@ pub fn list(json: bool) -> Result<(), Failure> {
 /// `agentloop worktrees prune [--older-than DURATION]`: removes the worktrees (and copies) of
 /// children that ended — older than the duration, when one is given. Branches are kept.
 pub fn prune(older_than: Option<Duration>) -> Result<(), Failure> {
+    let removed = prune_finished(older_than)?;
+    for line in &removed {
+        out(&format!("{line}\n"));
+    }
+    if removed.is_empty() {
+        eprintln!("nothing to prune");
+    }
+    Ok(())
+}
+
+/// Removes the worktrees of children that ended longer ago than the configured
+/// `[worktrees] prune_after` (see [`crate::config::files::WorktreesTable`]) of the configuration
+/// `workspace` runs with, when one is set; says on stderr what it removed. A failure to prune is
+/// a warning: the run goes on.
+pub fn prune_expired(workspace: &Path, trust: &crate::config::trust::Trust) {
+    let config = match crate::config::files::ConfigFile::load(workspace, trust) {
+        Ok(config) => config,
+        // The run itself reports an unusable config file.
+        Err(_) => return,
+    };
+    let Some(age) = config.worktrees.prune_after else {
+        return;
+    };
+    match prune_finished(Some(age)) {
+        Ok(removed) => {
+            for line in removed {
+                eprintln!("agentloop: {line} ([worktrees] prune_after)");
+            }
+        }
+        Err(e) => eprintln!("agentloop: cannot prune old worktrees: {e}"),
+    }
+}
+
+/// Removes the worktrees of children that ended (older than `older_than`, when given), and
+/// returns one line per removal.
+fn prune_finished(older_than: Option<Duration>) -> Result<Vec<String>, Failure> {
     let dir = root().map_err(Failure::new)?;
     let now = agentloop::transcript::now_ms();
-    let mut removed = 0;
+    let mut removed = Vec::new();
     for record in records()? {
         let age = Duration::from_millis(now.saturating_sub(record.created_ms));
         if !record.idle() || older_than.is_some_and(|min| age < min) {
@@ -409,16 +445,12 @@ pub fn prune(older_than: Option<Duration>) -> Result<(), Failure> {
             .as_deref()
             .map(|b| format!(" (branch {} kept)", visible_line(b)))
             .unwrap_or_default();
-        out(&format!(
-            "removed {}{kept}\n",
+        removed.push(format!(
+            "removed {}{kept}",
             visible_line(&record.path.to_string_lossy())
         ));
-        removed += 1;
     }
-    if removed == 0 {
-        eprintln!("nothing to prune");
-    }
-    Ok(())
+    Ok(removed)
 }
 
 fn remove(record: &Record) -> Result<(), String> {

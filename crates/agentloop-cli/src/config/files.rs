@@ -37,6 +37,44 @@ pub struct ConfigFile {
     pub permissions: crate::config::permissions::PermissionsTable,
     /// `[[hooks.EVENT]]`: command hooks (see `crate::config::hooks`).
     pub hooks: crate::config::hooks::HooksTable,
+    /// `[worktrees]`: what happens to the isolated workspaces of sub-agents.
+    pub worktrees: WorktreesTable,
+}
+
+/// `[worktrees]`: `prune_after = "7d"` removes, when a run or chat starts, the isolated
+/// worktrees (and copies) of sub-agents that ended longer ago than that, as
+/// `agentloop worktrees prune --older-than 7d` does (their branches stay).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct WorktreesTable {
+    /// The age past which a finished sub-agent's worktree is removed (`None`: kept until
+    /// `agentloop worktrees prune`).
+    pub prune_after: Option<std::time::Duration>,
+}
+
+impl WorktreesTable {
+    fn from_toml(value: toml::Value, origin: &str) -> Result<Self, Failure> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Raw {
+            prune_after: Option<String>,
+        }
+        let invalid = |message: String| {
+            Failure::usage(format!(
+                "invalid config file {origin}: [worktrees]: {message}"
+            ))
+        };
+        let raw: Raw = value
+            .try_into()
+            .map_err(|e: toml::de::Error| invalid(e.message().to_owned()))?;
+        let prune_after = match raw.prune_after {
+            Some(age) => Some(
+                crate::commands::worktrees::parse_age(&age)
+                    .map_err(|e| invalid(format!("prune_after: {e}")))?,
+            ),
+            None => None,
+        };
+        Ok(WorktreesTable { prune_after })
+    }
 }
 
 /// The run settings a config file (top level or a profile) may set. Values are checked by the
@@ -216,6 +254,10 @@ impl ConfigFile {
             Some(v) => crate::config::hooks::HooksTable::from_toml(v, origin)?,
             None => Default::default(),
         };
+        let worktrees = match take("worktrees") {
+            Some(v) => WorktreesTable::from_toml(v, origin)?,
+            None => WorktreesTable::default(),
+        };
         let profile = match take("profile") {
             Some(toml::Value::String(name)) => Some(name),
             Some(other) => {
@@ -231,7 +273,7 @@ impl ConfigFile {
                 .map_err(|e: toml::de::Error| {
                     invalid(format!(
                         "{} (besides these, a config file may have `profile`, [profiles.NAME], \
-                 [mcp_servers.NAME], [permissions] and [[hooks.EVENT]])",
+                 [mcp_servers.NAME], [permissions], [[hooks.EVENT]] and [worktrees])",
                         e.message()
                     ))
                 })?;
@@ -242,6 +284,7 @@ impl ConfigFile {
             mcp_servers,
             permissions,
             hooks,
+            worktrees,
         })
     }
 
@@ -275,6 +318,9 @@ impl ConfigFile {
             mcp_servers: self.mcp_servers,
             permissions: self.permissions.concat(other.permissions),
             hooks: self.hooks.concat(other.hooks),
+            worktrees: WorktreesTable {
+                prune_after: other.worktrees.prune_after.or(self.worktrees.prune_after),
+            },
         }
     }
 
@@ -482,6 +528,32 @@ impl McpServerEntry {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn worktrees_prune_after_is_an_age_and_the_more_specific_file_wins() {
+        let user = ConfigFile::parse("[worktrees]\nprune_after = \"7d\"\n", "user").unwrap();
+        assert_eq!(
+            user.worktrees.prune_after,
+            Some(std::time::Duration::from_secs(7 * 86_400))
+        );
+        let local = ConfigFile::parse("[worktrees]\nprune_after = \"12h\"\n", "local").unwrap();
+        let merged = user.clone().merge(local);
+        assert_eq!(
+            merged.worktrees.prune_after,
+            Some(std::time::Duration::from_secs(12 * 3600))
+        );
+        assert_eq!(
+            user.merge(ConfigFile::default()).worktrees.prune_after,
+            Some(std::time::Duration::from_secs(7 * 86_400))
+        );
+        for bad in [
+            "[worktrees]\nprune_after = \"soon\"\n",
+            "[worktrees]\nkeep = 1\n",
+        ] {
+            let err = ConfigFile::parse(bad, "f").unwrap_err().to_string();
+            assert!(err.contains("[worktrees]"), "{bad}: {err}");
+        }
+    }
 
     #[test]
     fn codex_blocks_parse_and_merge() {
