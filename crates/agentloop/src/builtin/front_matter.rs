@@ -60,7 +60,7 @@ pub fn split_front_matter(text: &str) -> (Option<&str>, &str) {
 ///
 /// ```
 /// # use agentloop::builtin::parse_front_matter_as;
-/// #[derive(serde::Deserialize)]
+/// #[derive(Debug, serde::Deserialize)]
 /// struct Fields {
 ///     description: String,
 ///     #[serde(default)]
