@@ -105,8 +105,30 @@ pub fn load(workspace: &Path, trusted: bool) -> (Vec<AgentDef>, Vec<String>) {
     (agents, problems)
 }
 
+/// The largest agent file read (bytes), as for a command file: a file in a cloned repository is
+/// no reason to hold gigabytes in memory.
+const MAX_AGENT_FILE_BYTES: u64 = 256 * 1024;
+
 fn read(path: &Path) -> Result<AgentDef, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    use std::io::Read;
+    // Only a regular file: opening a FIFO would wait for a writer.
+    if !std::fs::metadata(path)
+        .map_err(|e| e.to_string())?
+        .is_file()
+    {
+        return Err("not a regular file".into());
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_AGENT_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > MAX_AGENT_FILE_BYTES {
+        return Err(format!(
+            "larger than {} KiB: not read",
+            MAX_AGENT_FILE_BYTES / 1024
+        ));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| e.to_string())?;
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -707,7 +729,7 @@ You review code.
             a.tools,
             Some(["Read", "Grep", "Glob", "Bash"].map(String::from).to_vec())
         );
-        // An alias of Claude Code's is the parent's model.
+        // Kept as written; `child_model` reads Claude Code's aliases as the parent's model.
         assert_eq!(a.model.as_deref(), Some("sonnet"));
         assert_eq!(a.instructions, "You review code.");
 
@@ -754,7 +776,7 @@ You review code.
             b.tools,
             Some(vec!["read_file".to_owned(), "grep".to_owned()])
         );
-        // Keys with nothing after them are absent values, as before.
+        // A key with nothing after it is unset.
         let c = parse("---\ndescription: d\nmodel:\nsandbox:\n---\n", "x").unwrap();
         assert_eq!((c.model, c.sandbox), (None, None));
     }
@@ -789,6 +811,19 @@ You review code.
             let err = parse(&text, "x").unwrap_err();
             assert!(!err.contains('\n') && err.len() < 400, "{err}");
         }
+    }
+
+    #[test]
+    fn an_agent_file_is_read_only_up_to_its_size_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.md");
+        let body = "x".repeat(MAX_AGENT_FILE_BYTES as usize);
+        std::fs::write(&path, format!("---\ndescription: d\n---\n{body}")).unwrap();
+        let err = read(&path).unwrap_err();
+        assert!(err.contains("KiB"), "{err}");
+        std::fs::write(&path, "---\ndescription: d\n---\nsmall\n").unwrap();
+        assert_eq!(read(&path).unwrap().instructions, "small");
+        assert!(read(dir.path()).unwrap_err().contains("regular file"));
     }
 
     #[test]
