@@ -26,8 +26,9 @@ const MAX_REPLAYED_EVENTS: usize = 4096;
 /// produces, a bound on the work in any case.
 const MAX_EVENTS: usize = 100_000;
 
-/// The longest error message returned (characters); YAML errors can quote a long input line.
-const MAX_ERROR_CHARS: usize = 300;
+/// The longest error message returned (characters, before an ellipsis); YAML errors can quote
+/// a long input line.
+pub(crate) const MAX_ERROR_CHARS: usize = 300;
 
 /// `(front matter, rest)`: the front matter is the text between a first line `---` and the
 /// next line `---`.
@@ -303,6 +304,30 @@ mod tests {
             let fields: Fields = parse_front_matter_as(yaml).unwrap();
             assert_eq!(fields.description, None, "{yaml:?}");
             assert!(fields.tools.is_empty());
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: 500,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// Text made of YAML's indicators, quotes, escapes and line breaks: a value or a one-line
+        /// error, never a panic, typed or typeless.
+        #[test]
+        fn any_yaml_ish_text_is_a_value_or_a_one_line_error(
+            yaml in "([-a-z0-9:&*!|>%@`#,?'\"\\{}\\[\\] \t\n]|\n  |\n- ){0,120}"
+        ) {
+            let typed = parse_front_matter_as::<Fields>(&yaml).err();
+            let typeless = parse_front_matter_as::<serde_json::Value>(&yaml).err();
+            for error in [typed, typeless].into_iter().flatten() {
+                proptest::prop_assert!(
+                    !error.contains('\n') && error.chars().count() <= MAX_ERROR_CHARS + 1,
+                    "{:?}",
+                    error
+                );
+            }
         }
     }
 

@@ -100,6 +100,8 @@ pub use approval::{
     WorkspaceDeps,
 };
 pub use find_files::MAX_RESULTS as FIND_FILES_MAX_RESULTS;
+#[cfg(feature = "fuzzing")]
+pub(crate) use front_matter::MAX_ERROR_CHARS;
 pub use front_matter::{
     MAX_FRONT_MATTER_BYTES, deserialize_name_list, parse_front_matter_as, split_front_matter,
 };
