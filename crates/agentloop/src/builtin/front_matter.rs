@@ -105,7 +105,7 @@ fn options() -> serde_saphyr::Options {
     options.budget = Some(budget);
     options.alias_limits.max_total_replayed_events = MAX_REPLAYED_EVENTS;
     options.alias_limits.max_replay_stack_depth = MAX_DEPTH;
-    // The old line-based reader let a repeated key overwrite the earlier one; keep that.
+    // A repeated key keeps its last value (as PyYAML does) rather than making the file unusable.
     options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::LastWins;
     // No source snippet: it spans several lines, and errors here must be one.
     options.with_snippet = false;
