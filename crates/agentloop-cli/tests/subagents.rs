@@ -168,6 +168,65 @@ fn an_agent_file_in_a_trusted_workspace_runs_as_a_child_with_tagged_json_events(
     assert_eq!(ends[0]["tool_calls"], 1);
 }
 
+/// A Claude Code agent file as such files are written: a block-scalar description, Claude
+/// Code's tool names, a key agentloop has no use for.
+const CLAUDE_REVIEWER: &str = "---
+name: reviewer
+description: |
+  Reviews notes carefully.
+  Reports what they say.
+tools: Read, Grep
+color: blue
+---
+You are the REVIEWER-INSTRUCTIONS agent.
+";
+
+#[test]
+fn a_claude_code_agent_file_gets_the_tools_its_claude_code_names_stand_for() {
+    let scratch = scratch();
+    scratch.agent_file(".claude", "reviewer", CLAUDE_REVIEWER);
+    let server = server(delegation("reviewer"));
+    let out = scratch.run(&server, &["--json", "--trust-project"], "Delegate it.");
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stderr = text(&out.stderr);
+    assert!(!stderr.contains("unknown tool"), "{stderr}");
+    let lines = schema_checked(&out.stdout);
+
+    // The whole block scalar is the description the parent reads.
+    let first = server.requests()[0].body.to_string();
+    assert!(
+        first.contains("Reviews notes carefully.\\nReports what they say."),
+        "{first}"
+    );
+    // `Read, Grep` are the built-in read_file and grep.
+    let mut child_tools = tool_names(&server, 1);
+    child_tools.sort();
+    assert_eq!(child_tools, ["grep", "read_file"]);
+    let read = lines
+        .iter()
+        .find(|e| {
+            e["type"] == "tool_execution_end"
+                && e["parent_call_id"] == "call_task"
+                && e["call"]["tool_name"] == "read_file"
+        })
+        .expect("the child's read_file call");
+    assert_eq!(read["result"]["is_error"], false, "{read}");
+    assert!(
+        read["result"]["content"]
+            .as_str()
+            .unwrap()
+            .contains("the answer is 42"),
+        "{read}"
+    );
+    assert_eq!(
+        task_result(&lines)["content"],
+        "notes.txt says the answer is 42."
+    );
+    let result = lines.last().unwrap();
+    assert_eq!(result["type"], "result");
+    assert_eq!(result["text"], "Done.");
+}
+
 #[test]
 fn the_built_in_explore_agent_needs_no_file_and_gets_read_only_tools() {
     let scratch = scratch();

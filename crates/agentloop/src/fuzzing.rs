@@ -11,7 +11,9 @@
 //!   message whose tool calls all have ids and names;
 //! - a session import that succeeds exports and re-imports to the same messages;
 //! - pattern checks refuse or compile any glob and regex without overflowing the stack;
-//! - the workspace path resolver never resolves a path outside the workspace root.
+//! - the workspace path resolver never resolves a path outside the workspace root;
+//! - front matter splits into parts of the text, and parsing it ends in a value or a one-line
+//!   error, whatever its YAML.
 
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
@@ -268,4 +270,29 @@ fn inside(path: &Path, root: &Path) -> bool {
         real.push(name);
     }
     real.starts_with(root)
+}
+
+/// Front matter: the split gives parts of the text; parsing (typed, and typeless, which follows
+/// every node and alias) returns a value or an error of one short line, within the budget.
+pub fn front_matter(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let (front, rest) = crate::builtin::split_front_matter(&text);
+    assert!(text.ends_with(rest), "the rest is not the end of the text");
+    if let Some(front) = front {
+        assert!(
+            text.contains(front),
+            "the front matter is not part of the text"
+        );
+    }
+    let yaml = front.unwrap_or(&text);
+    let errors = [
+        crate::builtin::parse_front_matter(yaml).err(),
+        crate::builtin::parse_front_matter_as::<serde_json::Value>(yaml).err(),
+    ];
+    for error in errors.into_iter().flatten() {
+        assert!(
+            !error.contains('\n') && error.chars().count() <= crate::builtin::MAX_ERROR_CHARS + 1,
+            "not one short line: {error:?}"
+        );
+    }
 }

@@ -48,7 +48,8 @@ pub struct AgentDef {
     pub name: String,
     /// `description`: when the parent should use it.
     pub description: String,
-    /// `tools`: the tool names it gets (`None`: the parent's read-only tools).
+    /// `tools`: the tool names it asks for, ours or Claude Code's (`Read`, `Bash`…; see
+    /// [`builtin::builtin_tool_name`]); `None`: the parent's read-only tools.
     pub tools: Option<Vec<String>>,
     /// `model`: a model id on the parent's provider (`None`: the parent's model).
     pub model: Option<String>,
@@ -104,8 +105,30 @@ pub fn load(workspace: &Path, trusted: bool) -> (Vec<AgentDef>, Vec<String>) {
     (agents, problems)
 }
 
+/// The largest agent file read (bytes), as for a command file: a file in a cloned repository is
+/// no reason to hold gigabytes in memory.
+const MAX_AGENT_FILE_BYTES: u64 = 256 * 1024;
+
 fn read(path: &Path) -> Result<AgentDef, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    use std::io::Read;
+    // Only a regular file: opening a FIFO would wait for a writer.
+    if !std::fs::metadata(path)
+        .map_err(|e| e.to_string())?
+        .is_file()
+    {
+        return Err("not a regular file".into());
+    }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_AGENT_FILE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(|e| e.to_string())?;
+    if bytes.len() as u64 > MAX_AGENT_FILE_BYTES {
+        return Err(format!(
+            "larger than {} KiB: not read",
+            MAX_AGENT_FILE_BYTES / 1024
+        ));
+    }
+    let text = String::from_utf8(bytes).map_err(|e| e.to_string())?;
     let stem = path
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -116,13 +139,37 @@ fn read(path: &Path) -> Result<AgentDef, String> {
     })
 }
 
+/// The front matter of an agent file as written. Scalars are read as text (`max_turns: 5` and
+/// `max_turns: "5"` alike) and checked by [`parse`]; keys not named here (Claude Code's `color`,
+/// a `metadata:` map…) are ignored.
+#[derive(Deserialize)]
+struct AgentKeys {
+    name: Option<String>,
+    description: Option<String>,
+    /// Absent: the read-only tools; present, even empty: exactly these.
+    #[serde(default, deserialize_with = "present_name_list")]
+    tools: Option<Vec<String>>,
+    model: Option<String>,
+    #[serde(alias = "max-turns")]
+    max_turns: Option<String>,
+    sandbox: Option<String>,
+    isolation: Option<String>,
+}
+
+/// [`builtin::deserialize_name_list`] for a key that is there (serde's `default` covers its
+/// absence), so `tools:` with no value is no tools rather than the default set.
+fn present_name_list<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<Vec<String>>, D::Error> {
+    builtin::deserialize_name_list(deserializer).map(Some)
+}
+
 /// Parses an agent file; `stem` names it when the front matter does not.
 pub fn parse(text: &str, stem: &str) -> Result<AgentDef, String> {
     let (front, body) = builtin::split_front_matter(text);
     let front = front.ok_or("no front matter (a `---` block with name and description)")?;
-    let fields = parse_fields(front)?;
-    let get = |key: &str| fields.get(key).and_then(|v| v.first()).cloned();
-    let name = get("name").unwrap_or_else(|| stem.to_owned());
+    let keys: AgentKeys = builtin::parse_front_matter_as(front)?;
+    let name = keys.name.unwrap_or_else(|| stem.to_owned());
     if name.is_empty()
         || !name
             .chars()
@@ -132,21 +179,26 @@ pub fn parse(text: &str, stem: &str) -> Result<AgentDef, String> {
             "invalid name {name:?} (letters, digits, - and _ only)"
         ));
     }
-    let description = get("description").ok_or("missing description")?;
-    let max_turns = match get("max_turns") {
+    // A block scalar (`description: |`) ends with a line break that is no part of the text.
+    let description = keys
+        .description
+        .map(|d| d.trim_end().to_owned())
+        .ok_or("missing description")?;
+    let max_turns = match keys.max_turns {
         Some(v) => Some(
-            v.parse::<u32>()
+            v.trim()
+                .parse::<u32>()
                 .ok()
                 .filter(|n| *n > 0)
                 .ok_or(format!("max_turns: expected a positive number, got {v:?}"))?,
         ),
         None => None,
     };
-    let sandbox = match get("sandbox") {
+    let sandbox = match keys.sandbox {
         Some(v) => Some(v.parse::<SandboxMode>().map_err(|e| e.to_string())?),
         None => None,
     };
-    let isolated = match get("isolation").as_deref() {
+    let isolated = match keys.isolation.as_deref() {
         None | Some("none" | "") => false,
         Some("worktree") => true,
         Some(other) => {
@@ -158,69 +210,14 @@ pub fn parse(text: &str, stem: &str) -> Result<AgentDef, String> {
     Ok(AgentDef {
         name,
         description,
-        tools: fields.get("tools").cloned(),
-        model: get("model").filter(|m| !m.is_empty() && m != "inherit"),
+        tools: keys.tools,
+        model: keys.model.filter(|m| !m.is_empty() && m != "inherit"),
         max_turns,
         sandbox,
         isolated,
         instructions: body.trim().to_owned(),
         path: None,
     })
-}
-
-/// `key: value` lines; a value may be a list (`[a, b]`, `a, b` for `tools`, or `- item` lines).
-fn parse_fields(front: &str) -> Result<BTreeMap<String, Vec<String>>, String> {
-    let mut fields: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut last: Option<String> = None;
-    for line in front.lines() {
-        let trimmed = line.trim();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        if let Some(item) = trimmed.strip_prefix("- ") {
-            let key = last
-                .clone()
-                .ok_or(format!("unexpected list item {trimmed:?}"))?;
-            fields
-                .entry(key)
-                .or_default()
-                .push(unquote(item).to_owned());
-            continue;
-        }
-        let (key, value) = trimmed
-            .split_once(':')
-            .ok_or(format!("expected `key: value`, got {trimmed:?}"))?;
-        let key = key.trim().replace('-', "_");
-        let value = value.trim();
-        let values: Vec<String> = if key == "tools" {
-            let inner = value
-                .strip_prefix('[')
-                .and_then(|v| v.strip_suffix(']'))
-                .unwrap_or(value);
-            inner
-                .split(',')
-                .map(|t| unquote(t).to_owned())
-                .filter(|t| !t.is_empty())
-                .collect()
-        } else if value.is_empty() {
-            Vec::new()
-        } else {
-            vec![unquote(value).to_owned()]
-        };
-        fields.insert(key.clone(), values);
-        last = Some(key);
-    }
-    Ok(fields)
-}
-
-fn unquote(value: &str) -> &str {
-    let value = value.trim();
-    for q in ['"', '\''] {
-        if let Some(inner) = value.strip_prefix(q).and_then(|v| v.strip_suffix(q)) {
-            return inner;
-        }
-    }
-    value
 }
 
 /// What a child inherits from the parent run.
@@ -265,6 +262,20 @@ fn child(
     child_in(def, parent, &parent.workspace, parent.shell.clone(), true)
 }
 
+/// The built-in tools an agent file's `tools` name (ours, or Claude Code's names for the same
+/// tools: `Read`, `Bash`…), and the names that stand for no tool here.
+fn resolve_tool_names(names: &[String]) -> (Vec<&'static str>, Vec<&str>) {
+    let mut tools = Vec::new();
+    let mut unknown = Vec::new();
+    for name in names {
+        match builtin::builtin_tool_name(name) {
+            Some(tool) => tools.push(tool),
+            None => unknown.push(name.as_str()),
+        }
+    }
+    (tools, unknown)
+}
+
 /// [`child`] working in `workspace` with the shell options `shell` (before the agent's own
 /// narrowing); without `shell_allowed` it gets no shell tool.
 fn child_in(
@@ -297,14 +308,19 @@ fn child_in(
             .filter(|t| READ_ONLY_TOOLS.contains(&t.name()))
             .collect(),
         Some(names) => {
-            for name in names {
-                let known = all.iter().any(|t| t.name() == name) || name == "shell";
-                if !known && !parent.read_only {
-                    warnings.push(format!("agent {}: unknown tool {name:?} ignored", def.name));
-                }
+            let (wanted, unknown) = resolve_tool_names(names);
+            // No warnings in plan mode, which narrows the tools whatever the file names.
+            if !parent.read_only {
+                warnings.extend(unknown.iter().map(|name| {
+                    format!(
+                        "agent {}: unknown tool {name:?} ignored (it has no equivalent here)",
+                        def.name
+                    )
+                }));
             }
+            // What the file asks for, narrowed by what `all` still holds (plan mode, no shell).
             all.into_iter()
-                .filter(|t| names.iter().any(|n| n == t.name()))
+                .filter(|t| wanted.contains(&t.name()))
                 .collect()
         }
     };
@@ -684,6 +700,132 @@ mod tests {
         );
     }
 
+    /// A Claude Code agent file with the YAML such files use.
+    const CLAUDE_AGENT: &str = "---
+name: code-reviewer
+description: |
+  Reviews code: finds bugs.
+  Use after every change.
+# A comment line.
+tools: Read, Grep, Glob, Bash   # a trailing comment
+model: sonnet
+color: blue
+metadata:
+  owner: team
+  tags: [a, b]
+---
+You review code.
+";
+
+    #[test]
+    fn claude_code_agent_files_read_as_yaml() {
+        let a = parse(CLAUDE_AGENT, "x").unwrap();
+        assert_eq!(a.name, "code-reviewer");
+        assert_eq!(
+            a.description,
+            "Reviews code: finds bugs.\nUse after every change."
+        );
+        assert_eq!(
+            a.tools,
+            Some(["Read", "Grep", "Glob", "Bash"].map(String::from).to_vec())
+        );
+        // Kept as written; `child_model` reads Claude Code's aliases as the parent's model.
+        assert_eq!(a.model.as_deref(), Some("sonnet"));
+        assert_eq!(a.instructions, "You review code.");
+
+        // Escapes in double quotes are decoded (a tab is not allowed in a name).
+        let escaped = parse("---\ndescription: d\nname: \"tab\\tbed\"\n---\n", "x");
+        assert!(escaped.unwrap_err().contains("invalid name"));
+        let quoted = parse(
+            "---\ndescription: \"Line one\\nline two: with a colon\"\n---\n",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(quoted.description, "Line one\nline two: with a colon");
+        let folded = parse("---\ndescription: >\n  One\n  line.\n---\n", "x").unwrap();
+        assert_eq!(folded.description, "One line.");
+    }
+
+    #[test]
+    fn max_turns_is_a_yaml_number_or_a_numeric_string_under_either_spelling() {
+        for front in [
+            "max_turns: 5",
+            "max_turns: \"5\"",
+            "max-turns: 5",
+            "max_turns: '5'",
+        ] {
+            let a = parse(&format!("---\ndescription: d\n{front}\n---\n"), "x").unwrap();
+            assert_eq!(a.max_turns, Some(5), "{front}");
+        }
+        for front in ["max_turns: -1", "max_turns: 2.5", "max_turns: many"] {
+            let err = parse(&format!("---\ndescription: d\n{front}\n---\n"), "x").unwrap_err();
+            assert!(err.contains("max_turns"), "{front}: {err}");
+        }
+    }
+
+    #[test]
+    fn an_empty_tools_key_is_no_tools_and_a_flow_list_may_quote() {
+        let a = parse("---\ndescription: d\ntools:\n---\n", "x").unwrap();
+        assert_eq!(a.tools, Some(Vec::new()));
+        let b = parse(
+            "---\ndescription: d\ntools: [read_file, 'grep']\n---\n",
+            "x",
+        )
+        .unwrap();
+        assert_eq!(
+            b.tools,
+            Some(vec!["read_file".to_owned(), "grep".to_owned()])
+        );
+        // A key with nothing after it is unset.
+        let c = parse("---\ndescription: d\nmodel:\nsandbox:\n---\n", "x").unwrap();
+        assert_eq!((c.model, c.sandbox), (None, None));
+    }
+
+    #[test]
+    fn claude_code_tool_names_resolve_to_built_in_tools() {
+        let names: Vec<String> = ["Read", "grep", "Bash", "WebFetch", "mcp__github__x", "Edit"]
+            .map(String::from)
+            .to_vec();
+        let (tools, unknown) = resolve_tool_names(&names);
+        assert_eq!(tools, ["read_file", "grep", "shell", "edit_file"]);
+        assert_eq!(unknown, ["WebFetch", "mcp__github__x"]);
+    }
+
+    #[test]
+    fn hostile_front_matter_is_a_one_line_error() {
+        let mut bomb = String::from("---\ndescription: d\nl0: &l0 [lol, lol, lol, lol]\n");
+        for level in 1..=9 {
+            bomb.push_str(&format!(
+                "l{level}: &l{level} [{}]\n",
+                vec![format!("*l{}", level - 1); 10].join(", ")
+            ));
+        }
+        bomb.push_str("color: *l9\n---\n");
+        let deep = format!(
+            "---\ndescription: d\nmetadata: {}{}\n---\n",
+            "{a: ".repeat(500),
+            "}".repeat(500)
+        );
+        let long = format!("---\ndescription: {}\n---\n", "x".repeat(70 * 1024));
+        for text in [bomb, deep, long] {
+            let err = parse(&text, "x").unwrap_err();
+            assert!(!err.contains('\n') && err.len() < 400, "{err}");
+        }
+    }
+
+    #[test]
+    fn an_agent_file_is_read_only_up_to_its_size_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.md");
+        let body = "x".repeat(MAX_AGENT_FILE_BYTES as usize);
+        std::fs::write(&path, format!("---\ndescription: d\n---\n{body}")).unwrap();
+        let err = read(&path).unwrap_err();
+        assert!(err.contains("KiB"), "{err}");
+        std::fs::write(&path, "---\ndescription: d\n---\nsmall\n").unwrap();
+        assert_eq!(read(&path).unwrap().instructions, "small");
+        assert!(read(dir.path()).unwrap_err().contains("regular file"));
+    }
+
     #[test]
     fn unusable_files_are_one_line_errors() {
         for (text, needle) in [
@@ -696,6 +838,9 @@ mod tests {
             ("---\ndescription: d\nsandbox: wide-open\n---\n", "sandbox"),
             ("---\ndescription: d\nmax_turns: 0\n---\n", "max_turns"),
             ("---\nname: a b\ndescription: d\n---\n", "invalid name"),
+            ("---\ndescription: [a] [b]\n---\n", "line"),
+            ("---\ndescription: d\ntools: {Read: yes}\n---\n", "names"),
+            ("---\ndescription:\n  nested: map\n---\n", "expected string"),
         ] {
             let err = parse(text, "x").unwrap_err();
             assert!(

@@ -65,6 +65,7 @@ mod approval;
 mod cgroup;
 mod edit_file;
 mod find_files;
+mod front_matter;
 mod grep;
 mod jobs;
 mod list_dir;
@@ -99,6 +100,11 @@ pub use approval::{
     WorkspaceDeps,
 };
 pub use find_files::MAX_RESULTS as FIND_FILES_MAX_RESULTS;
+#[cfg(feature = "fuzzing")]
+pub(crate) use front_matter::MAX_ERROR_CHARS;
+pub use front_matter::{
+    MAX_FRONT_MATTER_BYTES, deserialize_name_list, parse_front_matter_as, split_front_matter,
+};
 pub use grep::MAX_MATCHES as GREP_MAX_MATCHES;
 pub use jobs::{DEFAULT_JOB_LIMIT, JOB_OUTPUT_LIMIT, JobEvent, JobInfo, JobStatus, Jobs};
 pub use list_dir::MAX_ENTRIES as LIST_DIR_MAX_ENTRIES;
@@ -123,7 +129,7 @@ pub use shell::{
 pub use shell_env::{SHELL_ENV_BASE, looks_like_credential, looks_like_credential_value};
 pub use skills::{
     FrontMatter, MAX_SKILL_FILE_BYTES, SKILL_TOOL_NAME, Skill, Skills, parse_front_matter,
-    skill_tool, split_front_matter,
+    skill_tool,
 };
 pub use text_files::TextFiles;
 pub use workspace::Workspace;
@@ -144,6 +150,40 @@ pub const TOOL_NAMES: &[&str] = &[
     "job_output",
     "job_kill",
 ];
+
+/// The built-in tool `name` stands for: one of [`TOOL_NAMES`] as itself, or the name Claude Code
+/// gives the equivalent tool (as in its agent files' `tools`: `Read`, `Write`, `Edit`,
+/// `MultiEdit`, `Glob`, `Grep`, `LS`, `Bash`, `BashOutput`, `KillShell`, `KillBash`). `None` for
+/// a name with no equivalent here (`WebFetch`, `TodoWrite`, `Task`, an MCP tool…). Names are
+/// matched exactly.
+///
+/// ```
+/// use agentloop::builtin::builtin_tool_name;
+/// assert_eq!(builtin_tool_name("Read"), Some("read_file"));
+/// assert_eq!(builtin_tool_name("Bash"), Some("shell"));
+/// assert_eq!(builtin_tool_name("grep"), Some("grep"));
+/// assert_eq!(builtin_tool_name("WebFetch"), None);
+/// ```
+pub fn builtin_tool_name(name: &str) -> Option<&'static str> {
+    if let Some(ours) = TOOL_NAMES.iter().find(|ours| **ours == name) {
+        return Some(ours);
+    }
+    Some(match name {
+        "Read" => "read_file",
+        "Write" => "write_file",
+        // MultiEdit applies several replacements to one file; edit_file applies one per call,
+        // which the model can repeat.
+        "Edit" | "MultiEdit" => "edit_file",
+        "Glob" => "find_files",
+        "Grep" => "grep",
+        "LS" => "list_dir",
+        "Bash" => "shell",
+        "BashOutput" => "job_output",
+        // Claude Code renamed KillBash to KillShell; files name either.
+        "KillShell" | "KillBash" => "job_kill",
+        _ => return None,
+    })
+}
 
 /// Whether `name` is one of the [`MUTATING_TOOLS`].
 ///
@@ -338,6 +378,41 @@ mod tests {
             assert_eq!(spec.parallel_safe(), !is_mutating(spec.name()));
         }
         assert!(Registry::new(specs).is_ok());
+    }
+
+    #[test]
+    fn claude_code_tool_names_map_to_built_in_tools() {
+        for name in TOOL_NAMES {
+            assert_eq!(builtin_tool_name(name), Some(*name));
+        }
+        for (claude, ours) in [
+            ("Read", "read_file"),
+            ("Write", "write_file"),
+            ("Edit", "edit_file"),
+            ("MultiEdit", "edit_file"),
+            ("Glob", "find_files"),
+            ("Grep", "grep"),
+            ("LS", "list_dir"),
+            ("Bash", "shell"),
+            ("BashOutput", "job_output"),
+            ("KillShell", "job_kill"),
+            ("KillBash", "job_kill"),
+        ] {
+            assert_eq!(builtin_tool_name(claude), Some(ours), "{claude}");
+        }
+        for none in [
+            "WebFetch",
+            "WebSearch",
+            "TodoWrite",
+            "NotebookEdit",
+            "Task",
+            "mcp__x__y",
+        ] {
+            assert_eq!(builtin_tool_name(none), None, "{none}");
+        }
+        // Exact names only: a near miss is not silently another tool.
+        assert_eq!(builtin_tool_name("read"), None);
+        assert_eq!(builtin_tool_name("bash"), None);
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::front_matter::{deserialize_name_list, parse_front_matter_as, split_front_matter};
 use super::workspace::Workspace;
 use crate::tooling::{ToolContext, ToolDeps, ToolError, ToolSpec};
 
@@ -106,26 +107,6 @@ fn read_capped(path: &Path) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// `(front matter, rest)`: the front matter is the text between a first line `---` and the
-/// next line `---`.
-pub fn split_front_matter(text: &str) -> (Option<&str>, &str) {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let Some(rest) = text
-        .strip_prefix("---\n")
-        .or_else(|| text.strip_prefix("---\r\n"))
-    else {
-        return (None, text);
-    };
-    let mut offset = 0;
-    for line in rest.split_inclusive('\n') {
-        if line.trim_end() == "---" {
-            return (Some(&rest[..offset]), &rest[offset + line.len()..]);
-        }
-        offset += line.len();
-    }
-    (None, text)
-}
-
 /// The front-matter fields of a skill or a command file.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -136,63 +117,84 @@ pub struct FrontMatter {
     pub description: Option<String>,
     /// `allowed_tools` (also `allowed-tools`): a list, or names separated by commas.
     pub allowed_tools: Vec<String>,
-    /// `model`.
+    /// `model` (`None` when empty).
     pub model: Option<String>,
     /// `argument_hint` (also `argument-hint`).
     pub argument_hint: Option<String>,
 }
 
-/// Parses the simple YAML used in front matter: `key: value` lines (values optionally quoted),
-/// lists as `[a, b]`, `a, b` or `- item` lines below the key. Unknown keys are ignored.
-pub fn parse_front_matter(text: &str) -> Result<FrontMatter, String> {
-    let mut out = FrontMatter::default();
-    let mut list_key: Option<String> = None;
-    for line in text.lines() {
-        let trimmed = line.trim();
-        if trimmed.is_empty() || trimmed.starts_with('#') {
-            continue;
-        }
-        if let Some(item) = trimmed.strip_prefix("- ") {
-            if list_key.as_deref() == Some("allowed_tools") {
-                out.allowed_tools.push(unquote(item.trim()).to_owned());
-                continue;
-            }
-            return Err(format!("unexpected list item {trimmed:?}"));
-        }
-        let Some((key, value)) = trimmed.split_once(':') else {
-            return Err(format!("expected `key: value`, got {trimmed:?}"));
-        };
-        let key = key.trim().replace('-', "_");
-        let value = unquote(value.trim());
-        list_key = Some(key.clone());
-        match key.as_str() {
-            "name" => out.name = Some(value.to_owned()),
-            "description" => out.description = Some(value.to_owned()),
-            "model" => out.model = Some(value.to_owned()).filter(|v| !v.is_empty()),
-            "argument_hint" => out.argument_hint = Some(value.to_owned()),
-            "allowed_tools" => {
-                let inner = value.strip_prefix('[').and_then(|v| v.strip_suffix(']'));
-                out.allowed_tools.extend(
-                    inner
-                        .unwrap_or(value)
-                        .split(',')
-                        .map(|t| unquote(t.trim()).to_owned())
-                        .filter(|t| !t.is_empty()),
-                );
-            }
-            _ => {}
-        }
-    }
-    Ok(out)
+/// The keys of [`FrontMatter`] as they are written, with the spellings Claude Code's files use.
+#[derive(Deserialize)]
+struct FrontMatterKeys {
+    name: Option<String>,
+    description: Option<String>,
+    #[serde(
+        default,
+        alias = "allowed-tools",
+        deserialize_with = "deserialize_name_list"
+    )]
+    allowed_tools: Vec<String>,
+    model: Option<String>,
+    #[serde(
+        default,
+        alias = "argument-hint",
+        deserialize_with = "deserialize_argument_hint"
+    )]
+    argument_hint: Option<String>,
 }
 
-fn unquote(value: &str) -> &str {
-    for q in ['"', '\''] {
-        if let Some(inner) = value.strip_prefix(q).and_then(|v| v.strip_suffix(q)) {
-            return inner;
+/// Parses the YAML front matter of a skill or a command file (see [`parse_front_matter_as`] for
+/// the limits); keys other than those of [`FrontMatter`] are ignored, whatever their shape.
+pub fn parse_front_matter(text: &str) -> Result<FrontMatter, String> {
+    let keys: FrontMatterKeys = parse_front_matter_as(text)?;
+    Ok(FrontMatter {
+        name: keys.name,
+        // A block scalar (`description: |`) ends with a line break that is no part of the text.
+        description: keys.description.map(|d| d.trim_end().to_owned()),
+        allowed_tools: keys.allowed_tools,
+        model: keys.model.filter(|m| !m.is_empty()),
+        argument_hint: keys.argument_hint,
+    })
+}
+
+/// `argument-hint` is meant as text (`[file] [line]`), but an unquoted `[message]` is a YAML
+/// list; Claude Code accepts that form, so it reads here as the text it was written as.
+fn deserialize_argument_hint<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<String>, D::Error> {
+    struct Hint;
+    impl<'de> serde::de::Visitor<'de> for Hint {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a text")
+        }
+        fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Self::Value, E> {
+            Ok(Some(text.to_owned()))
+        }
+        fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Self::Value, E> {
+            Ok(Some(n.to_string()))
+        }
+        fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Self::Value, E> {
+            Ok(Some(n.to_string()))
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut items = Vec::new();
+            while let Some(item) = seq.next_element::<String>()? {
+                items.push(item);
+            }
+            Ok(Some(format!("[{}]", items.join(", "))))
+        }
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+            Ok(None)
         }
     }
-    value
+    deserializer.deserialize_any(Hint)
 }
 
 /// A set of skills, by name (the first one of a name wins).
@@ -380,5 +382,87 @@ mod tests {
         assert_eq!(fields.allowed_tools, ["a", "b"]);
         assert_eq!(split_front_matter("no front matter").0, None);
         assert!(parse_front_matter("just text").is_err());
+    }
+
+    #[test]
+    fn front_matter_is_yaml_with_block_scalars_escapes_comments_and_ignored_maps() {
+        let fields = parse_front_matter(
+            "# Written by hand.
+name: pdf   # the skill's name
+description: |
+  Fill PDF forms.
+  Use when: a form is given.
+model: \"\"
+argument-hint: \"<file> [pages]\"
+metadata:
+  version: 2
+  owners: [a, {b: c}]
+allowed_tools:
+  - Read
+  - 'Bash(git log:*)'
+",
+        )
+        .unwrap();
+        assert_eq!(fields.name.as_deref(), Some("pdf"));
+        assert_eq!(
+            fields.description.as_deref(),
+            Some("Fill PDF forms.\nUse when: a form is given.")
+        );
+        assert_eq!(fields.model, None);
+        assert_eq!(fields.argument_hint.as_deref(), Some("<file> [pages]"));
+        assert_eq!(fields.allowed_tools, ["Read", "Bash(git log:*)"]);
+
+        let fields = parse_front_matter(
+            "description: >-\n  Folded\n  into one.\nname: \"a\\u0062c\"\nmodel: gpt-4.1\n",
+        )
+        .unwrap();
+        assert_eq!(fields.description.as_deref(), Some("Folded into one."));
+        assert_eq!(fields.name.as_deref(), Some("abc"));
+        assert_eq!(fields.model.as_deref(), Some("gpt-4.1"));
+        let fields = parse_front_matter("description: \"Two\\nlines: yes\"\n").unwrap();
+        assert_eq!(fields.description.as_deref(), Some("Two\nlines: yes"));
+    }
+
+    #[test]
+    fn claude_code_command_keys_in_their_spellings() {
+        // An unquoted `[message]` is a YAML list; it reads back as the hint it was written as.
+        let fields = parse_front_matter("argument-hint: [message]\n").unwrap();
+        assert_eq!(fields.argument_hint.as_deref(), Some("[message]"));
+        let fields = parse_front_matter("argument_hint: <pr> [priority]\n").unwrap();
+        assert_eq!(fields.argument_hint.as_deref(), Some("<pr> [priority]"));
+        let fields =
+            parse_front_matter("allowed-tools: Bash(git add:*), Bash(git status:*)\n").unwrap();
+        assert_eq!(
+            fields.allowed_tools,
+            ["Bash(git add:*)", "Bash(git status:*)"]
+        );
+        // Scalars that YAML would type are kept as written.
+        let fields = parse_front_matter("name: 2024\ndescription: yes\n").unwrap();
+        assert_eq!(fields.name.as_deref(), Some("2024"));
+        assert_eq!(fields.description.as_deref(), Some("yes"));
+    }
+
+    #[test]
+    fn empty_front_matter_has_no_fields() {
+        for text in ["", "# nothing yet\n", "\n\n"] {
+            assert_eq!(parse_front_matter(text).unwrap(), FrontMatter::default());
+        }
+    }
+
+    #[test]
+    fn hostile_front_matter_is_refused_in_one_line() {
+        let mut bomb = String::from("description: d\nl0: &l0 [lol, lol, lol, lol]\n");
+        for level in 1..=9 {
+            let refs = vec![format!("*l{}", level - 1); 10].join(", ");
+            bomb.push_str(&format!("l{level}: &l{level} [{refs}]\n"));
+        }
+        bomb.push_str("metadata: *l9\n");
+        let deep = format!("metadata:\n  {}x\n", "- ".repeat(1000));
+        let deep_flow = format!("allowed_tools: {}{}\n", "[".repeat(5000), "]".repeat(5000));
+        let long = format!("description: \"{}\"\n", "x".repeat(65 * 1024));
+        for text in [bomb, deep, deep_flow, long] {
+            let err = parse_front_matter(&text).unwrap_err();
+            assert!(!err.contains('\n') && err.len() < 400, "{err}");
+        }
     }
 }

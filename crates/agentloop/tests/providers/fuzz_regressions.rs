@@ -104,3 +104,8 @@ fn pattern_inputs() {
 fn workspace_path_inputs() {
     assert!(replay("workspace_path", agentloop::fuzzing::workspace_path, &[]) > 0);
 }
+
+#[test]
+fn front_matter_inputs() {
+    assert!(replay("front_matter", agentloop::fuzzing::front_matter, &[]) > 2);
+}
