@@ -746,6 +746,25 @@ You review code.
         assert_eq!(folded.description, "One line.");
     }
 
+    /// The agent files Claude Code writes often have a description that is not valid YAML
+    /// (`: ` inside a plain value); they are read as Claude Code reads them.
+    #[test]
+    fn a_claude_code_description_that_is_not_yaml_is_read_as_its_text() {
+        let text = "---\nname: test-runner\ndescription: Use this agent when: tests fail. \
+                    Examples: <example>Context: a red build. user: \"fix it\"</example>\n\
+                    tools: Read, Bash\nmodel: inherit\nmax_turns: 4\ncolor: red\n---\nRun the tests.\n";
+        let a = parse(text, "x").unwrap();
+        assert_eq!(a.name, "test-runner");
+        assert_eq!(
+            a.description,
+            "Use this agent when: tests fail. Examples: <example>Context: a red build. \
+             user: \"fix it\"</example>"
+        );
+        assert_eq!(a.tools, Some(vec!["Read".to_owned(), "Bash".to_owned()]));
+        assert_eq!((a.model, a.max_turns), (None, Some(4)));
+        assert_eq!(a.instructions, "Run the tests.");
+    }
+
     #[test]
     fn max_turns_is_a_yaml_number_or_a_numeric_string_under_either_spelling() {
         for front in [
@@ -838,7 +857,7 @@ You review code.
             ("---\ndescription: d\nsandbox: wide-open\n---\n", "sandbox"),
             ("---\ndescription: d\nmax_turns: 0\n---\n", "max_turns"),
             ("---\nname: a b\ndescription: d\n---\n", "invalid name"),
-            ("---\ndescription: [a] [b]\n---\n", "line"),
+            ("---\ndescription: \"unterminated\n---\n", "line"),
             ("---\ndescription: d\ntools: {Read: yes}\n---\n", "names"),
             ("---\ndescription:\n  nested: map\n---\n", "expected string"),
         ] {

@@ -54,7 +54,10 @@ pub fn split_front_matter(text: &str) -> (Option<&str>, &str) {
 /// into `T`, under the limits of this module: at most [`MAX_FRONT_MATTER_BYTES`], bounded
 /// nesting and alias expansion. Empty front matter (or only comments) reads as an empty mapping,
 /// so a `T` whose fields all have defaults gets them. Keys `T` does not name are ignored unless
-/// `T` denies unknown fields. A duplicated key keeps its last value.
+/// `T` denies unknown fields. A duplicated key keeps its last value. Front matter that is not
+/// valid YAML but reads as `key: value` lines (as files written for Claude Code often are: a
+/// `: ` inside a description, `argument-hint: [a] [b]`) is read again with each top-level value
+/// taken as its text, as Claude Code reads it.
 ///
 /// The error is one line that says what is wrong and where: the line and column in the file,
 /// counting the opening `---` as line 1. It does not name the file: the caller prefixes it.
@@ -84,14 +87,69 @@ pub fn parse_front_matter_as<T: DeserializeOwned>(front: &str) -> Result<T, Stri
     }
     // One empty line first, so that the line numbers in errors are the file's: its line 1 is
     // the opening `---`.
-    let yaml = format!("\n{front}");
-    let parsed: Option<T> =
-        serde_saphyr::from_str_with_options(&yaml, options()).map_err(|e| one_line(&e))?;
+    let parsed: Option<T> = match parse_yaml(&format!("\n{front}")) {
+        Ok(parsed) => parsed,
+        // Files written for Claude Code are often not valid YAML (`description: Use it when:
+        // …`, `argument-hint: [pr] [priority]`), and it reads them: so does this, taking each
+        // top-level value as the text it is. The error reported is the YAML one.
+        Err(error) => match lenient(front) {
+            Some(text) => parse_yaml(&text).map_err(|_| error)?,
+            None => return Err(error),
+        },
+    };
     match parsed {
         Some(value) => Ok(value),
         // An empty document is YAML's null; read it as the empty mapping it stands for.
         None => serde_saphyr::from_str_with_options("{}", options()).map_err(|e| one_line(&e)),
     }
+}
+
+fn parse_yaml<T: DeserializeOwned>(yaml: &str) -> Result<Option<T>, String> {
+    serde_saphyr::from_str_with_options(yaml, options()).map_err(|e| one_line(&e))
+}
+
+/// `front` with every top-level value written as plain text quoted, so that it reads as that
+/// text: `key: text` lines at the left margin whose value is not already quoted, a block scalar
+/// (`|`, `>`), a flow mapping or an anchor, alias or tag, with any more-indented lines that continue it (not
+/// `- item` lines) joined to it by spaces, as a YAML plain scalar would be. `None` when there is
+/// no such line (nothing would change).
+fn lenient(front: &str) -> Option<String> {
+    let mut out = String::with_capacity(front.len() + 64);
+    let mut changed = false;
+    let mut lines = front.lines().peekable();
+    while let Some(line) = lines.next() {
+        let Some((key, value)) = plain_top_level_value(line) else {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        };
+        let mut text = value.to_owned();
+        while let Some(next) = lines.peek() {
+            let continues = next.starts_with([' ', '\t']) && !next.trim_start().starts_with("- ");
+            if !continues || next.trim().is_empty() {
+                break;
+            }
+            text.push(' ');
+            text.push_str(next.trim());
+            lines.next();
+        }
+        out.push_str(&format!("{key}: '{}'\n", text.replace('\'', "''")));
+        changed = true;
+    }
+    changed.then_some(out)
+}
+
+/// `(key, value)` of a `key: value` line at the left margin whose value is plain text (see
+/// [`lenient`]).
+fn plain_top_level_value(line: &str) -> Option<(&str, &str)> {
+    let (key, value) = line.split_once(':')?;
+    let key_chars = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    if key.is_empty() || !key.chars().all(key_chars) {
+        return None;
+    }
+    let value = value.trim();
+    let structural = ['"', '\'', '|', '>', '&', '*', '!', '#', '{'];
+    (!value.is_empty() && !value.starts_with(structural)).then_some((key, value))
 }
 
 fn options() -> serde_saphyr::Options {
@@ -158,6 +216,12 @@ impl<'de> Visitor<'de> for NameList {
     }
 
     fn visit_str<E: de::Error>(self, text: &str) -> Result<Self::Value, E> {
+        // `[a, b]` as text: a flow list in a file read leniently (see `lenient`).
+        let text = text
+            .trim()
+            .strip_prefix('[')
+            .and_then(|t| t.strip_suffix(']'))
+            .unwrap_or(text);
         Ok(text
             .split(',')
             .map(str::trim)
@@ -238,7 +302,12 @@ mod tests {
 
     #[test]
     fn deep_nesting_is_refused_in_block_and_flow_style() {
-        let flow = format!("ignored: {}{}\n", "[".repeat(10_000), "]".repeat(10_000));
+        // (Under a nested key: a top-level value that is not YAML is read as its text.)
+        let flow = format!(
+            "ignored:\n  k: {}{}\n",
+            "[".repeat(10_000),
+            "]".repeat(10_000)
+        );
         let mut block = String::new();
         for depth in 0..200 {
             writeln!(block, "{}k{depth}:", "  ".repeat(depth)).unwrap();
@@ -275,13 +344,12 @@ mod tests {
     #[test]
     fn errors_are_one_short_line() {
         for yaml in [
-            "description: [a] [b]\n",
             "description: \"unterminated\n",
-            "description: {a: 1}\n",
+            "description:\n  a: 1\n",
             "just text",
-            "tools: {a: b}\n",
+            "tools:\n  a: b\n",
             "description: *nowhere\n",
-            &format!("description: [{}\n", "x, ".repeat(5000)),
+            &format!("description: \"{}\n", "x, ".repeat(5000)),
         ] {
             let err = parse_front_matter_as::<Fields>(yaml).unwrap_err();
             assert!(
@@ -294,8 +362,44 @@ mod tests {
     #[test]
     fn error_lines_are_the_files() {
         // Line 1 is the opening `---`; the bad value is on the file's line 3.
-        let err = parse_front_matter_as::<Fields>("description: d\ntools: {a: b}\n").unwrap_err();
+        let err = parse_front_matter_as::<Fields>("description: d\ntools: *nowhere\n").unwrap_err();
         assert!(err.contains("line 3"), "{err}");
+    }
+
+    /// Claude Code reads front matter that is not valid YAML (a `: ` inside a plain value, an
+    /// argument hint of several `[…]`), and files written for it are read here too: each
+    /// top-level value is the text it is, lists keep working.
+    #[test]
+    fn files_written_for_claude_code_that_are_not_yaml_read_as_their_text() {
+        #[derive(Debug, Deserialize)]
+        struct Command {
+            description: String,
+            #[serde(rename = "argument-hint")]
+            argument_hint: String,
+            #[serde(default, deserialize_with = "deserialize_name_list")]
+            tools: Vec<String>,
+        }
+        let description = "Use this agent when: the user asks. Examples: <example>Context: \
+                           a review user: \"check it\" assistant: 'I will'</example>";
+        for tools in [
+            "tools: [Read, Grep]",
+            "tools: Read, Grep",
+            "tools:\n  - Read\n  - Grep",
+        ] {
+            let yaml = format!(
+                "description: {description}\nargument-hint: [pr-number] [priority]\n{tools}\n"
+            );
+            let read: Command = parse_front_matter_as(&yaml).unwrap();
+            assert_eq!(read.description, description, "{yaml}");
+            assert_eq!(read.argument_hint, "[pr-number] [priority]");
+            assert_eq!(read.tools, ["Read", "Grep"], "{yaml}");
+        }
+        // A plain value continued on more-indented lines is one line of text, as in YAML.
+        let read: Fields =
+            parse_front_matter_as("description: Reviews: code\n  and tests\ntools: Read\n")
+                .unwrap();
+        assert_eq!(read.description.as_deref(), Some("Reviews: code and tests"));
+        assert_eq!(read.tools, ["Read"]);
     }
 
     #[test]

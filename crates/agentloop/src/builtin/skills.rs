@@ -458,7 +458,7 @@ allowed_tools:
         }
         bomb.push_str("metadata: *l9\n");
         let deep = format!("metadata:\n  {}x\n", "- ".repeat(1000));
-        let deep_flow = format!("allowed_tools: {}{}\n", "[".repeat(5000), "]".repeat(5000));
+        let deep_flow = format!("metadata: {}{}\n", "{a: ".repeat(5000), "}".repeat(5000));
         let long = format!("description: \"{}\"\n", "x".repeat(65 * 1024));
         for text in [bomb, deep, deep_flow, long] {
             let err = parse_front_matter(&text).unwrap_err();
