@@ -296,6 +296,16 @@ fn the_human_output_shows_a_childs_tool_calls_indented_under_its_agent() {
         line.starts_with("  ") && line.contains("read_file"),
         "{line}"
     );
+    // Under its call: the `task` line comes first, its result after the child's lines, and
+    // the call is shown once.
+    let lines: Vec<&str> = stdout.lines().collect();
+    let position = |needle: &str| lines.iter().position(|l| l.contains(needle));
+    let task = position("→ task").unwrap_or_else(|| panic!("{stdout}"));
+    let child = position("[explore]").unwrap();
+    let result =
+        position("│ notes.txt says the answer is 42.").unwrap_or_else(|| panic!("{stdout}"));
+    assert!(task < child && child < result, "{stdout}");
+    assert_eq!(stdout.matches("→ task").count(), 1, "{stdout}");
 }
 
 #[test]

@@ -356,6 +356,11 @@ struct State {
     held: String,
     /// Counters of each sub-agent run, by the parent call that runs it.
     children: std::collections::HashMap<String, Totals>,
+    /// The run's calls that started and have not ended, by id: a sub-agent call's line is
+    /// printed when its child's first tool call ends, so the child's lines stand under it.
+    running: std::collections::HashMap<String, ToolCallPart>,
+    /// Calls whose line was printed that way: their end prints only their result.
+    headed: std::collections::HashSet<String>,
 }
 
 /// Renders one run's events. Cheap to share: `on_event` takes `&self`.
@@ -537,7 +542,12 @@ impl Renderer {
                         inner.kind()
                     ),
                 },
-                OutputMode::Human { .. } => self.child_human(&mut state, agent, inner),
+                OutputMode::Human { .. } => {
+                    if let AgentEvent::Child { parent_call_id, .. } = event {
+                        self.head_call(&mut state, parent_call_id);
+                    }
+                    self.child_human(&mut state, agent, inner)
+                }
             }
             return;
         }
@@ -584,6 +594,7 @@ impl Renderer {
             }
             AgentEvent::ToolExecutionStart { call } => {
                 state.running_tools += 1;
+                state.running.insert(call.id.clone(), call.clone());
                 self.spin(
                     state,
                     format!(
@@ -709,7 +720,15 @@ impl Renderer {
         if !blocked {
             state.running_tools = state.running_tools.saturating_sub(1);
         }
+        state.running.remove(&call.id);
         let mut text = format_tool(self.style, call, Some(result));
+        if state.headed.remove(&call.id) {
+            // Its line stands above its sub-agent's lines already: only the result now.
+            text = text
+                .split_once('\n')
+                .map(|(_, rest)| rest.to_owned())
+                .unwrap_or_default();
+        }
         if self.interactive.is_some() && !result.is_error {
             text.push_str(&self.edit_view(call));
         }
@@ -725,6 +744,21 @@ impl Renderer {
         self.close_line(state);
         self.spinner
             .suspend(|| eprint!("{}", self.style.yellow(line)));
+    }
+
+    /// Prints the line of the run's call `call_id` (a sub-agent call, before its child shows
+    /// anything), once.
+    fn head_call(&self, state: &mut State, call_id: &str) {
+        if state.headed.contains(call_id) {
+            return;
+        }
+        let Some(call) = state.running.get(call_id) else {
+            return;
+        };
+        let text = format_tool(self.style, call, None);
+        let first = text.lines().next().unwrap_or_default().to_owned();
+        state.headed.insert(call_id.to_owned());
+        self.print_lines(state, &format!("{first}\n"));
     }
 
     /// A sub-agent's tool call: one indented line under the call that runs the sub-agent.
