@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 
 /// Runs per variant per round, and rounds.
 const RUNS: u32 = 200;
-const ROUNDS: usize = 25;
+const ROUNDS: usize = 101;
 
 /// A parent model that calls `tool` once and then answers (stateless across runs).
 fn parent_model(tool: &'static str) -> FnModel {
