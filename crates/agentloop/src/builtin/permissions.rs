@@ -91,18 +91,10 @@ impl fmt::Display for PermissionRule {
     }
 }
 
-/// Claude Code's names for the built-in tools.
+/// A rule's tool name as the built-in tool's name when it names one in Claude Code's spelling
+/// (`Bash`, `Read`, …; see [`super::builtin_tool_name`]), else as written.
 fn canonical_tool(name: &str) -> &str {
-    match name {
-        "Bash" => "shell",
-        "Read" => "read_file",
-        "Write" => "write_file",
-        "Edit" | "MultiEdit" => "edit_file",
-        "Glob" => "find_files",
-        "Grep" => "grep",
-        "LS" => "list_dir",
-        other => other,
-    }
+    super::builtin_tool_name(name).unwrap_or(name)
 }
 
 /// `*` as "any text", everything else literal, anchored at both ends.
