@@ -248,7 +248,10 @@ impl Chat {
     fn open(db: Option<&str>, mut args: RunArgs) -> Result<Chat, Failure> {
         let root = args.target.root()?;
         let workspace = Workspace::new(&root).map_err(|e| Failure::usage(e.to_string()))?;
-        crate::commands::worktrees::prune_expired(workspace.root(), &args.trust);
+        // An unusable config file is reported by the first turn, which reads it again.
+        if let Ok(config) = crate::config::files::ConfigFile::load(workspace.root(), &args.trust) {
+            crate::commands::worktrees::prune_expired(config.worktrees.prune_after);
+        }
         // A new conversation reads nothing from the store before its first prompt.
         let (store, target) = if args.session.is_none() && !args.continue_last {
             (StoreSlot::opening(db), SessionTarget::New(None))

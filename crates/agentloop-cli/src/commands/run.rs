@@ -901,9 +901,9 @@ impl RunInput {
     /// custom command's allowed tools).
     fn load_workspace_files(&mut self, args: &RunArgs) -> Result<(), Failure> {
         let root = self.workspace.root();
-        crate::commands::worktrees::prune_expired(root, &args.trust);
-        let mcp = crate::config::files::ConfigFile::load(root, &args.trust)?
-            .mcp_servers(root, &args.mcp)?;
+        let config = crate::config::files::ConfigFile::load(root, &args.trust)?;
+        crate::commands::worktrees::prune_expired(config.worktrees.prune_after);
+        let mcp = config.mcp_servers(root, &args.mcp)?;
         self.mcp = crate::mcp::with_elicitation(mcp, args.elicitation_defaults);
         self.system_prompt = system_prompt_for(args, &self.workspace);
         let mut extensions = crate::config::extensions::Extensions::load(root, self.trusted)?;

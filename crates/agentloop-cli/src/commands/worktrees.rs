@@ -397,17 +397,11 @@ pub fn prune(older_than: Option<Duration>) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Removes the worktrees of children that ended longer ago than the configured
-/// `[worktrees] prune_after` (see [`crate::config::files::WorktreesTable`]) of the configuration
-/// `workspace` runs with, when one is set; says on stderr what it removed. A failure to prune is
-/// a warning: the run goes on.
-pub fn prune_expired(workspace: &Path, trust: &crate::config::trust::Trust) {
-    let config = match crate::config::files::ConfigFile::load(workspace, trust) {
-        Ok(config) => config,
-        // The run itself reports an unusable config file.
-        Err(_) => return,
-    };
-    let Some(age) = config.worktrees.prune_after else {
+/// Removes the worktrees of children that ended longer ago than `prune_after`, the configured
+/// `[worktrees] prune_after` (see [`crate::config::files::WorktreesTable`]), when one is set;
+/// says on stderr what it removed. A failure to prune is a warning: the run goes on.
+pub fn prune_expired(prune_after: Option<Duration>) {
+    let Some(age) = prune_after else {
         return;
     };
     match prune_finished(Some(age)) {
