@@ -122,17 +122,10 @@ impl OAuthSettings {
         self
     }
 
-    /// Asks for these scopes.
-    pub fn with_scopes<I, S>(mut self, scopes: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.scopes = scopes.into_iter().map(Into::into).collect();
-        self
-    }
-
     agentloop::setters! {
+        /// Asks for these scopes.
+        pub fn with_scopes(scopes: impl IntoIterator<Item = impl Into<String>>) =>
+            scopes = scopes.into_iter().map(Into::into).collect();
         /// Offers a Client ID Metadata Document URL.
         pub fn with_client_metadata_url(url: impl Into<String>) =>
             client_metadata_url = Some(url.into());

@@ -5,9 +5,7 @@
 //! these from `[mcp_servers.NAME]` tables (same key names as codex's config).
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::PathBuf;
-use std::str::FromStr;
 use std::time::Duration;
 
 /// Default time a server gets to start and answer `initialize` + `tools/list`.
@@ -68,45 +66,22 @@ pub enum ApprovalMode {
     NeverAsk,
 }
 
-impl ApprovalMode {
-    /// The config spelling: `always`, `mutating` or `never-ask`.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            ApprovalMode::Always => "always",
-            ApprovalMode::Mutating => "mutating",
-            ApprovalMode::NeverAsk => "never-ask",
-        }
-    }
+agentloop::keywords! {
+    ApprovalMode;
+    /// The error of parsing an [`ApprovalMode`].
+    error ParseApprovalModeError: "MCP approval mode";
+    Always => "always",
+    Mutating => "mutating",
+    NeverAsk => "never-ask" | "never",
+}
 
+impl ApprovalMode {
     /// Whether a call of a tool with these hints needs approval under this mode.
     pub fn needs_approval(&self, read_only_hint: Option<bool>) -> bool {
         match self {
             ApprovalMode::Always => true,
             ApprovalMode::Mutating => read_only_hint != Some(true),
             ApprovalMode::NeverAsk => false,
-        }
-    }
-}
-
-impl fmt::Display for ApprovalMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The error of parsing an [`ApprovalMode`].
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown MCP approval mode \"{0}\"; expected always, mutating or never-ask")]
-pub struct ParseApprovalModeError(pub String);
-
-impl FromStr for ApprovalMode {
-    type Err = ParseApprovalModeError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
-            "always" => Ok(ApprovalMode::Always),
-            "mutating" => Ok(ApprovalMode::Mutating),
-            "never-ask" | "never" => Ok(ApprovalMode::NeverAsk),
-            _ => Err(ParseApprovalModeError(s.to_owned())),
         }
     }
 }
@@ -208,26 +183,12 @@ impl McpServerConfig {
         pub fn with_prefix(prefix: impl Into<String>) => prefix = Some(prefix.into());
         /// Marks the tools deferred.
         pub fn with_deferred(deferred: bool) => deferred = deferred;
-    }
-
-    /// Keeps only these tools.
-    pub fn with_enabled_tools<I, S>(mut self, tools: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.enabled_tools = Some(tools.into_iter().map(Into::into).collect());
-        self
-    }
-
-    /// Drops these tools.
-    pub fn with_disabled_tools<I, S>(mut self, tools: I) -> Self
-    where
-        I: IntoIterator<Item = S>,
-        S: Into<String>,
-    {
-        self.disabled_tools = tools.into_iter().map(Into::into).collect();
-        self
+        /// Keeps only these tools.
+        pub fn with_enabled_tools(tools: impl IntoIterator<Item = impl Into<String>>) =>
+            enabled_tools = Some(tools.into_iter().map(Into::into).collect());
+        /// Drops these tools.
+        pub fn with_disabled_tools(tools: impl IntoIterator<Item = impl Into<String>>) =>
+            disabled_tools = tools.into_iter().map(Into::into).collect();
     }
 
     /// Sets an environment variable for a stdio server (ignored for HTTP).

@@ -3,9 +3,6 @@
 //! becomes. Log messages go to the application's log as [`McpEvent::Log`](crate::McpEvent)
 //! events and `tracing` records, never into a tool result or anything else the model sees.
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde_json::Value;
 
 /// The severity of a server's log message (RFC 5424 levels, as MCP names them), least severe
@@ -34,45 +31,18 @@ pub enum McpLogLevel {
 /// The level asked of servers unless configured otherwise.
 pub const DEFAULT_LOG_LEVEL: McpLogLevel = McpLogLevel::Warning;
 
-const NAMES: [(&str, McpLogLevel); 8] = [
-    ("debug", McpLogLevel::Debug),
-    ("info", McpLogLevel::Info),
-    ("notice", McpLogLevel::Notice),
-    ("warning", McpLogLevel::Warning),
-    ("error", McpLogLevel::Error),
-    ("critical", McpLogLevel::Critical),
-    ("alert", McpLogLevel::Alert),
-    ("emergency", McpLogLevel::Emergency),
-];
-
-impl fmt::Display for McpLogLevel {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let name = NAMES
-            .iter()
-            .find(|(_, l)| l == self)
-            .map_or("warning", |(n, _)| n);
-        f.write_str(name)
-    }
-}
-
-/// A log level name that is not one of MCP's.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown MCP log level `{0}`; use debug, info, notice, warning, error, critical, alert or emergency"
-)]
-pub struct ParseLogLevelError(pub String);
-
-impl FromStr for McpLogLevel {
-    type Err = ParseLogLevelError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let lower = s.trim().to_ascii_lowercase();
-        NAMES
-            .iter()
-            .find(|(n, _)| *n == lower)
-            .map(|(_, l)| *l)
-            .ok_or_else(|| ParseLogLevelError(s.to_owned()))
-    }
+agentloop::keywords! {
+    McpLogLevel;
+    /// A log level name that is not one of MCP's.
+    error ParseLogLevelError: "MCP log level";
+    Debug => "debug",
+    Info => "info",
+    Notice => "notice",
+    Warning => "warning",
+    Error => "error",
+    Critical => "critical",
+    Alert => "alert",
+    Emergency => "emergency",
 }
 
 #[allow(deprecated)] // MCP logging is deprecated in newer revisions, still used by servers.
@@ -141,9 +111,12 @@ mod tests {
         assert_eq!(McpLogLevel::Critical.to_string(), "critical");
         let err = "loud".parse::<McpLogLevel>().unwrap_err();
         assert!(err.to_string().contains("unknown MCP log level `loud`"));
-        for (name, level) in NAMES {
+        use McpLogLevel::*;
+        for level in [
+            Debug, Info, Notice, Warning, Error, Critical, Alert, Emergency,
+        ] {
             assert_eq!(from_rmcp(to_rmcp(level)), level);
-            assert_eq!(name.parse::<McpLogLevel>().unwrap(), level);
+            assert_eq!(level.as_str().parse::<McpLogLevel>().unwrap(), level);
         }
     }
 

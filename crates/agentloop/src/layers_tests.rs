@@ -12,13 +12,14 @@ use std::path::{Path, PathBuf};
 /// The layers, bottom up. `lib.rs` and `docs/ARCHITECTURE.md` describe the same order.
 const LAYERS: &[&[&str]] = &[
     // Shared types and helpers every layer speaks: messages, JSON helpers, span names, prices,
-    // the builder-setter macro, the `Debug` placeholder for opaque fields.
+    // the builder-setter and keyword macros, the `Debug` placeholder for opaque fields.
     &[
         "json",
         "transcript",
         "telemetry",
         "cost",
         "setters",
+        "keywords",
         "opaque",
     ],
     // What the loop is made of: tools and their executor, the model interface.

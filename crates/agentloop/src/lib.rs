@@ -65,6 +65,9 @@ pub mod cost;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod json;
+// Exported for the companion crates' `keywords!` expansions, not a public API.
+#[doc(hidden)]
+pub mod keywords;
 #[cfg(test)]
 mod layers_tests;
 #[doc(hidden)]

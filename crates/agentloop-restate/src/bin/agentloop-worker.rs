@@ -95,14 +95,17 @@ fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.trim().is_empty())
 }
 
+/// The library's approval-policy words, without `defer`: a worker's `ask` already parks a
+/// mutating call until `AgentSession/{id}/approve` decides.
 fn policy(text: &str) -> Result<ApprovalPolicy, String> {
-    match text.trim().to_ascii_lowercase().as_str() {
-        "ask" | "mutating" => Ok(ApprovalPolicy::Mutating),
-        "deny" | "never" => Ok(ApprovalPolicy::Never),
-        "allow" | "always" => Ok(ApprovalPolicy::Always),
-        other => Err(format!(
-            "unknown approval policy {other:?}: use ask, deny or allow"
-        )),
+    match text.parse::<ApprovalPolicy>() {
+        Ok(ApprovalPolicy::Defer) => Err(
+            "approval policy `defer` is the CLI's; a worker's `ask` already waits for \
+             AgentSession/{id}/approve"
+                .to_owned(),
+        ),
+        Ok(policy) => Ok(policy),
+        Err(e) => Err(format!("{e} (a worker takes ask, deny or allow)")),
     }
 }
 

@@ -7,7 +7,6 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::str::FromStr;
 use std::sync::Arc;
 
 use super::is_mutating;
@@ -97,40 +96,17 @@ impl ApprovalPolicy {
             )),
         }
     }
-
-    /// The CLI spelling: `deny`, `ask` or `allow`.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            ApprovalPolicy::Never => "deny",
-            ApprovalPolicy::Mutating => "ask",
-            ApprovalPolicy::Always => "allow",
-            ApprovalPolicy::Defer => "defer",
-        }
-    }
 }
 
-impl fmt::Display for ApprovalPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// The error of parsing an [`ApprovalPolicy`] from text.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown approval policy \"{0}\"; expected ask, deny, allow or defer")]
-pub struct ParsePolicyError(pub String);
-
-impl FromStr for ApprovalPolicy {
-    type Err = ParsePolicyError;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "deny" | "never" => Ok(ApprovalPolicy::Never),
-            "ask" | "mutating" => Ok(ApprovalPolicy::Mutating),
-            "allow" | "always" => Ok(ApprovalPolicy::Always),
-            "defer" => Ok(ApprovalPolicy::Defer),
-            _ => Err(ParsePolicyError(s.to_owned())),
-        }
-    }
+// The CLI spellings: `ask`, `deny`, `allow`, `defer`; the variant names read too.
+crate::keywords! {
+    ApprovalPolicy;
+    /// The error of parsing an [`ApprovalPolicy`] from text.
+    error ParsePolicyError: "approval policy";
+    Mutating => "ask" | "mutating",
+    Never => "deny" | "never",
+    Always => "allow" | "always",
+    Defer => "defer",
 }
 
 /// A boxed future resolving to an [`Approval`], returned by async askers.

@@ -20,9 +20,7 @@
 //! says exactly what is missing and the caller reports it once; the command then runs with
 //! whatever could be enforced (nothing, on a kernel without Landlock or off Linux).
 
-use std::fmt;
 use std::path::PathBuf;
-use std::str::FromStr;
 
 /// How the shell tool's commands are confined. Parse from `read-only`, `workspace-write` or
 /// `full-access`.
@@ -39,39 +37,13 @@ pub enum SandboxMode {
     FullAccess,
 }
 
-impl SandboxMode {
-    /// The mode's name as the CLI spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SandboxMode::ReadOnly => "read-only",
-            SandboxMode::WorkspaceWrite => "workspace-write",
-            SandboxMode::FullAccess => "full-access",
-        }
-    }
-}
-
-impl fmt::Display for SandboxMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// An unknown sandbox mode name.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("unknown sandbox mode `{0}`; use read-only, workspace-write or full-access")]
-pub struct ParseSandboxModeError(pub String);
-
-impl FromStr for SandboxMode {
-    type Err = ParseSandboxModeError;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().replace('_', "-").as_str() {
-            "read-only" | "readonly" => Ok(SandboxMode::ReadOnly),
-            "workspace-write" => Ok(SandboxMode::WorkspaceWrite),
-            "full-access" | "danger-full-access" | "none" | "off" => Ok(SandboxMode::FullAccess),
-            _ => Err(ParseSandboxModeError(s.to_owned())),
-        }
-    }
+crate::keywords! {
+    SandboxMode;
+    /// An unknown sandbox mode name.
+    error ParseSandboxModeError: "sandbox mode";
+    ReadOnly => "read-only" | "readonly",
+    WorkspaceWrite => "workspace-write",
+    FullAccess => "full-access" | "danger-full-access" | "none" | "off",
 }
 
 /// What the sandbox needs to know about one command.

@@ -51,23 +51,16 @@ pub enum ReasoningLevel {
     Xhigh,
 }
 
-impl std::str::FromStr for ReasoningLevel {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s.to_ascii_lowercase().as_str() {
-            "off" | "none" => ReasoningLevel::Off,
-            "minimal" => ReasoningLevel::Minimal,
-            "low" => ReasoningLevel::Low,
-            "medium" => ReasoningLevel::Medium,
-            "high" => ReasoningLevel::High,
-            "xhigh" => ReasoningLevel::Xhigh,
-            other => {
-                return Err(format!(
-                    "unknown reasoning level {other:?}: use off, minimal, low, medium, high or xhigh"
-                ));
-            }
-        })
-    }
+crate::keywords! {
+    ReasoningLevel;
+    /// An unknown reasoning level name.
+    error ParseReasoningLevelError: "reasoning level";
+    Off => "off" | "none",
+    Minimal => "minimal",
+    Low => "low",
+    Medium => "medium",
+    High => "high",
+    Xhigh => "xhigh",
 }
 
 /// An API key. Its `Debug` and `Display` never show the secret, so it cannot leak into logs,

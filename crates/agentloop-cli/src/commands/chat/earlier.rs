@@ -16,16 +16,12 @@ pub const EXCHANGES: usize = 3;
 
 /// The last `exchanges` exchanges of `messages`, rendered ("" when there are none).
 pub fn render(style: Style, messages: &[Message], exchanges: usize) -> String {
-    let prompts: Vec<usize> = messages
-        .iter()
-        .enumerate()
-        .filter(|(_, m)| m.role == Role::User)
-        .map(|(i, _)| i)
-        .collect();
-    let start = match prompts.len().checked_sub(exchanges.max(1)) {
-        Some(from) => prompts[from],
-        None => 0,
-    };
+    // The first message shown: the prompt that opens the `exchanges`-th last exchange.
+    let start = (0..messages.len())
+        .rev()
+        .filter(|&i| messages[i].role == Role::User)
+        .nth(exchanges.max(1) - 1)
+        .unwrap_or(0);
     let results = results_by_call(messages);
     let mut out = String::new();
     if start > 0 {

@@ -95,21 +95,14 @@ pub enum OutputStrategy {
     Prompted,
 }
 
-impl std::str::FromStr for OutputStrategy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s.to_ascii_lowercase().as_str() {
-            "auto" => OutputStrategy::Auto,
-            "native" => OutputStrategy::Native,
-            "tool" => OutputStrategy::Tool,
-            "prompted" | "prompt" => OutputStrategy::Prompted,
-            other => {
-                return Err(format!(
-                    "unknown output strategy {other:?}: use auto, native, tool or prompted"
-                ));
-            }
-        })
-    }
+crate::keywords! {
+    OutputStrategy;
+    /// An unknown output strategy name.
+    error ParseOutputStrategyError: "output strategy";
+    Auto => "auto",
+    Native => "native",
+    Tool => "tool",
+    Prompted => "prompted" | "prompt",
 }
 
 type ParseFn = Arc<dyn Fn(&Value) -> Result<Box<dyn Any + Send>, String> + Send + Sync>;

@@ -259,18 +259,23 @@ fn the_wire_model_is_used_when_the_request_named_none() {
 
 #[test]
 fn stop_reasons_map_as_documented() {
-    for (wire, want) in [
-        ("end_turn", StopReason::Stop),
-        ("stop_sequence", StopReason::Stop),
-        ("pause_turn", StopReason::Stop),
-        ("tool_use", StopReason::ToolUse),
-        ("max_tokens", StopReason::Length),
-        ("model_context_window_exceeded", StopReason::Length),
-        ("refusal", StopReason::Refusal),
-        ("something_new", StopReason::Stop),
+    let unknown = "something_new";
+    for (want, wires) in [
+        (
+            StopReason::Stop,
+            &["end_turn", "stop_sequence", "pause_turn", unknown][..],
+        ),
+        (StopReason::ToolUse, &["tool_use"]),
+        (
+            StopReason::Length,
+            &["max_tokens", "model_context_window_exceeded"],
+        ),
+        (StopReason::Refusal, &["refusal"]),
     ] {
-        let body = [start(1), message_delta(wire, json!({})), end()].concat();
-        assert_eq!(done("m", &body).stop_reason, Some(want), "{wire}");
+        for wire in wires {
+            let body = [start(1), message_delta(wire, json!({})), end()].concat();
+            assert_eq!(done("m", &body).stop_reason, Some(want), "{wire}");
+        }
     }
     // No stop reason at all, but a tool call: the calls decide.
     let body = [start(1), tool_start(0, "t", "n", json!({})), stop(0), end()].concat();

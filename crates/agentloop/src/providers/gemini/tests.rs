@@ -201,17 +201,19 @@ fn usage_counts_thoughts_as_output_and_cached_tokens_as_cache_reads() {
 
 #[test]
 fn finish_reasons_map_to_stop_reasons() {
-    for (reason, want) in [
-        ("STOP", StopReason::Stop),
-        ("OTHER", StopReason::Stop),
-        ("SOMETHING_NEW", StopReason::Stop),
-        ("MAX_TOKENS", StopReason::Length),
-        ("SAFETY", StopReason::Refusal),
-        ("RECITATION", StopReason::Refusal),
-        ("PROHIBITED_CONTENT", StopReason::Refusal),
+    let unknown = "SOMETHING_NEW";
+    for (want, reasons) in [
+        (StopReason::Stop, &["STOP", "OTHER", unknown][..]),
+        (StopReason::Length, &["MAX_TOKENS"]),
+        (
+            StopReason::Refusal,
+            &["SAFETY", "RECITATION", "PROHIBITED_CONTENT"],
+        ),
     ] {
-        let message = done(&[chunk(json!([{"text": "x"}]), Some(reason))]);
-        assert_eq!(message.stop_reason, Some(want), "{reason}");
+        for reason in reasons {
+            let message = done(&[chunk(json!([{"text": "x"}]), Some(reason))]);
+            assert_eq!(message.stop_reason, Some(want), "{reason}");
+        }
     }
     let mut malformed = chunk(json!([]), Some("MALFORMED_FUNCTION_CALL"));
     malformed["candidates"][0]["finishMessage"] = json!("Malformed function call: print(");
