@@ -61,6 +61,7 @@
 //! }
 //! ```
 
+use derive_where::derive_where;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -280,22 +281,14 @@ impl Drop for OwnedRuntime {
 ///
 /// Every call goes through the executor ([`run_tools_with`]) exactly as in an agent run: schema
 /// validation, the deps' approval hook, timeouts, panics turned into error results.
+#[derive_where(Debug)]
 pub struct BlockingTools<D> {
     registry: Registry<D>,
+    #[derive_where(skip(Debug))]
     deps: Arc<D>,
     runtime: SyncRuntime,
     options: ExecOptions,
     next_call: AtomicU64,
-}
-
-impl<D> std::fmt::Debug for BlockingTools<D> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("BlockingTools")
-            .field("registry", &self.registry)
-            .field("runtime", &self.runtime)
-            .field("options", &self.options)
-            .finish_non_exhaustive()
-    }
 }
 
 impl<D: ToolDeps> BlockingTools<D> {

@@ -41,6 +41,7 @@
 //! over, and a child that had already given its final answer answers with it without a model
 //! call.
 
+use derive_where::derive_where;
 use std::cell::Cell;
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -203,6 +204,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 ///     .unwrap();
 /// assert_eq!(tool.name(), "researcher");
 /// ```
+#[derive_where(Debug)]
 pub struct SubAgent<D: ToolDeps> {
     agent: Arc<AgentLoop<D>>,
     /// Shared with every [`AgentEvent::Child`] of its calls.
@@ -212,8 +214,10 @@ pub struct SubAgent<D: ToolDeps> {
     /// The typed output the child must give (its JSON is the call's result), if any.
     output: Option<Arc<OutputPlan>>,
     /// Where each call's child run is recorded, if anywhere.
+    #[derive_where(skip(Debug))]
     records: Option<Arc<dyn ChildRecords>>,
     /// The child agent's own `emit` listeners, which see its events untagged.
+    #[derive_where(skip(Debug))]
     own: Arc<[EmitFn]>,
 }
 
@@ -255,16 +259,6 @@ impl OpenedChild {
             listener,
             guard,
         }
-    }
-}
-
-impl<D: ToolDeps> std::fmt::Debug for SubAgent<D> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SubAgent")
-            .field("name", &self.name)
-            .field("max_depth", &self.max_depth)
-            .field("agent", &self.agent)
-            .finish_non_exhaustive()
     }
 }
 

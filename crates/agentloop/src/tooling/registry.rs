@@ -4,6 +4,7 @@
 //! The registry is the executor's only view of tools: it resolves names, hands out the compiled
 //! validator and lists the model-visible schemas. It does not run anything.
 
+use derive_where::derive_where;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -50,33 +51,13 @@ pub(crate) struct RegisteredTool<D> {
 /// assert_eq!(registry.schemas()[0].name, "zeta");
 /// assert!(Registry::new(vec![tool("a"), tool("a")]).is_err());
 /// ```
+// Debug is written below: the tool names, not their specs.
+#[derive_where(Clone, Default)]
 pub struct Registry<D> {
     tools: Vec<Arc<RegisteredTool<D>>>,
     by_name: HashMap<String, usize>,
     schemas: Vec<ToolSchema>,
     sorted_names: Vec<String>,
-}
-
-impl<D> Clone for Registry<D> {
-    fn clone(&self) -> Self {
-        Registry {
-            tools: self.tools.clone(),
-            by_name: self.by_name.clone(),
-            schemas: self.schemas.clone(),
-            sorted_names: self.sorted_names.clone(),
-        }
-    }
-}
-
-impl<D> Default for Registry<D> {
-    fn default() -> Self {
-        Registry {
-            tools: Vec::new(),
-            by_name: HashMap::new(),
-            schemas: Vec::new(),
-            sorted_names: Vec::new(),
-        }
-    }
 }
 
 impl<D> std::fmt::Debug for Registry<D> {

@@ -6,8 +6,8 @@
 //! on Tokio's blocking pool so they never stall the async workers. This module only describes
 //! tools; running them is the executor's job.
 
+use derive_where::derive_where;
 use std::any::Any;
-use std::fmt;
 use std::future::Future;
 use std::ops::Deref;
 use std::panic::AssertUnwindSafe;
@@ -123,6 +123,7 @@ pub fn serialize_result<T: Serialize + ?Sized>(value: &T) -> Result<String, Tool
 
 /// Per-call context handed to a handler: the deps bundle (also reachable through `Deref`), the
 /// call id, a cancellation signal and a way to report progress.
+#[derive_where(Clone)]
 pub struct ToolContext<D> {
     deps: Arc<D>,
     call_id: Arc<str>,
@@ -137,19 +138,6 @@ pub(crate) struct ProgressSink {
     pub(crate) observer: Arc<dyn ToolObserver>,
     /// Set once the call has its result; later updates (from an abandoned handler) are dropped.
     pub(crate) finished: Arc<AtomicBool>,
-}
-
-impl<D> Clone for ToolContext<D> {
-    fn clone(&self) -> Self {
-        ToolContext {
-            deps: self.deps.clone(),
-            call_id: self.call_id.clone(),
-            tool_name: self.tool_name.clone(),
-            cancel: self.cancel.clone(),
-            progress: self.progress.clone(),
-            session_id: self.session_id.clone(),
-        }
-    }
 }
 
 impl<D> ToolContext<D> {
@@ -297,10 +285,12 @@ fn bind<A: DeserializeOwned + 'static>(args: Value) -> Result<A, String> {
 /// assert_eq!(spec.name(), "echo");
 /// assert!(spec.parallel_safe());
 /// ```
+#[derive_where(Clone, Debug)]
 pub struct ToolSpec<D> {
     pub(crate) name: String,
     pub(crate) description: String,
     pub(crate) parameters: Value,
+    #[derive_where(skip(Debug))]
     pub(crate) handler: HandlerFn<D>,
     pub(crate) parallel_safe: bool,
     pub(crate) timeout: Option<Duration>,
@@ -312,41 +302,8 @@ pub struct ToolSpec<D> {
     /// The parameters schema, compiled on first use (registration in a registry or a direct
     /// [`call`](ToolSpec::call)) and shared by clones and by [`with_handler`](ToolSpec::with_handler)
     /// copies: a spec registered in many agents compiles its schema once.
+    #[derive_where(skip(Debug))]
     pub(crate) validator: Arc<OnceLock<Result<Arc<Validator>, String>>>,
-}
-
-impl<D> Clone for ToolSpec<D> {
-    fn clone(&self) -> Self {
-        ToolSpec {
-            name: self.name.clone(),
-            description: self.description.clone(),
-            parameters: self.parameters.clone(),
-            handler: self.handler.clone(),
-            parallel_safe: self.parallel_safe,
-            timeout: self.timeout,
-            guidelines: self.guidelines.clone(),
-            snippet: self.snippet.clone(),
-            deferred: self.deferred,
-            local_tool_search: self.local_tool_search,
-            requires_approval: self.requires_approval,
-            validator: self.validator.clone(),
-        }
-    }
-}
-
-impl<D> fmt::Debug for ToolSpec<D> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ToolSpec")
-            .field("name", &self.name)
-            .field("description", &self.description)
-            .field("parameters", &self.parameters)
-            .field("parallel_safe", &self.parallel_safe)
-            .field("timeout", &self.timeout)
-            .field("deferred", &self.deferred)
-            .field("local_tool_search", &self.local_tool_search)
-            .field("requires_approval", &self.requires_approval)
-            .finish_non_exhaustive()
-    }
 }
 
 impl<D: Send + Sync + 'static> ToolSpec<D> {

@@ -47,8 +47,8 @@ mod plan;
 mod run;
 pub(crate) mod schema;
 
+use derive_where::derive_where;
 use std::any::Any;
-use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -125,42 +125,20 @@ type ParseFn = Arc<dyn Fn(&Value) -> Result<Box<dyn Any + Send>, String> + Send 
 /// assert_eq!(dynamic.name(), "verdict");
 /// # Ok::<(), agentloop::output::OutputError>(())
 /// ```
+#[derive_where(Clone, Debug)]
 pub struct Output<T = Value> {
     name: String,
     description: Option<String>,
     schema: Value,
     strategy: OutputStrategy,
     retries: u32,
+    #[derive_where(skip(Debug))]
     parse: ParseFn,
     /// Compiled once, shared by every run with this output.
+    #[derive_where(skip(Debug))]
     validator: Result<Arc<jsonschema::Validator>, String>,
+    #[derive_where(skip(Debug))]
     _type: PhantomData<fn() -> T>,
-}
-
-impl<T> Clone for Output<T> {
-    fn clone(&self) -> Self {
-        Output {
-            name: self.name.clone(),
-            description: self.description.clone(),
-            schema: self.schema.clone(),
-            strategy: self.strategy,
-            retries: self.retries,
-            parse: self.parse.clone(),
-            validator: self.validator.clone(),
-            _type: PhantomData,
-        }
-    }
-}
-
-impl<T> fmt::Debug for Output<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Output")
-            .field("name", &self.name)
-            .field("strategy", &self.strategy)
-            .field("retries", &self.retries)
-            .field("schema", &self.schema)
-            .finish_non_exhaustive()
-    }
 }
 
 /// The JSON Schema schemars generates for `T`: self-contained (subschemas inlined; recursive
