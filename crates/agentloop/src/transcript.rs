@@ -36,6 +36,7 @@
 //! `raw_arguments` instead, byte for byte, so the executor can answer "malformed arguments" and a
 //! replay sends back exactly what the model produced.
 
+use std::collections::HashSet;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -558,6 +559,24 @@ pub fn interrupted_result_text(tool_name: &str) -> String {
         "Tool call \"{tool_name}\" was interrupted before it finished (the process stopped); it \
          did not complete."
     )
+}
+
+/// The ids of the tool calls among `messages`.
+pub fn call_ids(messages: &[Message]) -> HashSet<&str> {
+    messages
+        .iter()
+        .flat_map(Message::tool_calls)
+        .map(|c| c.id.as_str())
+        .collect()
+}
+
+/// The ids of the calls answered by the tool results among `messages`.
+pub fn answered_call_ids(messages: &[Message]) -> HashSet<&str> {
+    messages
+        .iter()
+        .filter_map(Message::tool_result_part)
+        .map(|r| r.call_id.as_str())
+        .collect()
 }
 
 /// The synthetic error result for a call that never finished.

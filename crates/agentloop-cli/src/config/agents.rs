@@ -25,7 +25,7 @@ use agentloop::builtin::{self, SandboxMode, ShellOptions, Workspace, WorkspaceDe
 use agentloop::model::Model;
 use agentloop::session::{SessionError, SessionSettings, SessionStore};
 use agentloop::tooling::{ToolContext, ToolError, ToolSpec};
-use agentloop::transcript::{Message, Role, StopReason, ToolArguments};
+use agentloop::transcript::{Role, StopReason, ToolArguments};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -623,11 +623,7 @@ pub fn park_interrupted_children(
     if tail.iter().any(|m| m.role != Role::ToolResult) {
         return Ok(0); // the batch is not the last thing: the conversation went on after it
     }
-    let answered: Vec<&str> = tail
-        .iter()
-        .filter_map(Message::tool_result_part)
-        .map(|r| r.call_id.as_str())
-        .collect();
+    let answered = agentloop::transcript::answered_call_ids(tail);
     let children = store.children(id)?;
     let has_child = |call: &str| {
         children

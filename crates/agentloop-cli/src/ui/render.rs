@@ -1080,11 +1080,7 @@ pub fn results_by_call(messages: &[Message]) -> HashMap<&str, &ToolResultPart> {
 /// A stored transcript, rendered like a live run (for `sessions show`).
 pub fn format_transcript(style: Style, messages: &[Message]) -> String {
     let results = results_by_call(messages);
-    let shown_calls: std::collections::HashSet<&str> = messages
-        .iter()
-        .flat_map(Message::tool_calls)
-        .map(|c| c.id.as_str())
-        .collect();
+    let shown_calls = agentloop::transcript::call_ids(messages);
     let mut text = String::new();
     for message in messages {
         match message.role {

@@ -171,11 +171,7 @@ fn is_compaction(message: &Message) -> bool {
 /// with a tool result.
 fn valid_cut(messages: &[Message], at: usize) -> bool {
     let (before, after) = messages.split_at(at);
-    let calls: std::collections::HashSet<&str> = before
-        .iter()
-        .flat_map(Message::tool_calls)
-        .map(|c| c.id.as_str())
-        .collect();
+    let calls = crate::transcript::call_ids(before);
     let answered_after = after
         .iter()
         .filter_map(Message::tool_result_part)

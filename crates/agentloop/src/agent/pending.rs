@@ -17,7 +17,6 @@
 //! execution; calls still undecided stay pending and the run stops again. Handlers see a stable
 //! [`idempotency_key`](crate::tooling::ToolContext::idempotency_key) (`session id/call id`).
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -387,11 +386,7 @@ struct Triage {
 
 /// Sorts the parked calls by status, dropping those `context` already answers.
 fn triage_pending(pending: Vec<PendingApproval>, context: &[Message]) -> Triage {
-    let answered: HashSet<&str> = context
-        .iter()
-        .filter_map(Message::tool_result_part)
-        .map(|r| r.call_id.as_str())
-        .collect();
+    let answered = crate::transcript::answered_call_ids(context);
     let mut triage = Triage::default();
     for p in pending {
         if answered.contains(p.call_id.as_str()) {
