@@ -107,54 +107,56 @@ fn read_capped(path: &Path) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
-/// The front-matter fields of a skill or a command file.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The front-matter fields of a skill or a command file, as [`parse_front_matter`] reads them
+/// (with the spellings Claude Code's files use); other keys are ignored.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[non_exhaustive]
 pub struct FrontMatter {
     /// `name`.
     pub name: Option<String>,
     /// `description`.
+    #[serde(default, deserialize_with = "deserialize_text")]
     pub description: Option<String>,
     /// `allowed_tools` (also `allowed-tools`): a list, or names separated by commas.
-    pub allowed_tools: Vec<String>,
-    /// `model` (`None` when empty).
-    pub model: Option<String>,
-    /// `argument_hint` (also `argument-hint`).
-    pub argument_hint: Option<String>,
-}
-
-/// The keys of [`FrontMatter`] as they are written, with the spellings Claude Code's files use.
-#[derive(Deserialize)]
-struct FrontMatterKeys {
-    name: Option<String>,
-    description: Option<String>,
     #[serde(
         default,
         alias = "allowed-tools",
         deserialize_with = "deserialize_name_list"
     )]
-    allowed_tools: Vec<String>,
-    model: Option<String>,
+    pub allowed_tools: Vec<String>,
+    /// `model` (`None` when empty).
+    #[serde(default, deserialize_with = "deserialize_non_empty")]
+    pub model: Option<String>,
+    /// `argument_hint` (also `argument-hint`).
     #[serde(
         default,
         alias = "argument-hint",
         deserialize_with = "deserialize_argument_hint"
     )]
-    argument_hint: Option<String>,
+    pub argument_hint: Option<String>,
 }
 
 /// Parses the YAML front matter of a skill or a command file (see [`parse_front_matter_as`] for
 /// the limits); keys other than those of [`FrontMatter`] are ignored, whatever their shape.
 pub fn parse_front_matter(text: &str) -> Result<FrontMatter, String> {
-    let keys: FrontMatterKeys = parse_front_matter_as(text)?;
-    Ok(FrontMatter {
-        name: keys.name,
-        // A block scalar (`description: |`) ends with a line break that is no part of the text.
-        description: keys.description.map(|d| d.trim_end().to_owned()),
-        allowed_tools: keys.allowed_tools,
-        model: keys.model.filter(|m| !m.is_empty()),
-        argument_hint: keys.argument_hint,
-    })
+    parse_front_matter_as(text)
+}
+
+/// A text without the line break a block scalar (`description: |`) ends with, which is no part
+/// of the text.
+fn deserialize_text<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<String>, D::Error> {
+    let text = Option::<String>::deserialize(deserializer)?;
+    Ok(text.map(|t| t.trim_end().to_owned()))
+}
+
+/// A text, `None` when empty.
+fn deserialize_non_empty<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<String>, D::Error> {
+    let text = Option::<String>::deserialize(deserializer)?;
+    Ok(text.filter(|t| !t.is_empty()))
 }
 
 /// `argument-hint` is meant as text (`[file] [line]`), but an unquoted `[message]` is a YAML
