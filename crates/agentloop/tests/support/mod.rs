@@ -302,6 +302,48 @@ pub async fn capture(model: &dyn Model, request: ModelRequest<'_>) -> Capture {
     }
 }
 
+/// `capture` of the plainest request: one user message, "hi".
+pub async fn capture_hi(model: &dyn Model) -> Capture {
+    capture(model, ModelRequest::new(vec![Message::user("hi")])).await
+}
+
+/// The text of a message's thinking parts, joined.
+pub fn thinking_text(m: &Message) -> String {
+    m.content
+        .iter()
+        .filter_map(|p| match p {
+            Part::Thinking(t) => Some(t.thinking.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A message's tool calls without their provider data (which deltas do not carry): id, tool
+/// name and arguments.
+pub fn call_triples(m: &Message) -> Vec<(String, String, ToolArguments)> {
+    m.tool_calls()
+        .map(|c| (c.id.clone(), c.tool_name.clone(), c.arguments.clone()))
+        .collect()
+}
+
+/// The deltas, replayed through the loop's assembler, say the same as the terminal message
+/// (what a UI shows while streaming is what gets recorded): the same text, thinking and tool
+/// calls.
+pub fn assert_deltas_agree(case: &str, outcome: &Capture) {
+    let streamed = outcome.streamed();
+    assert_eq!(streamed.text(), outcome.message.text(), "{case}: text");
+    assert_eq!(
+        thinking_text(&streamed),
+        thinking_text(&outcome.message),
+        "{case}: thinking"
+    );
+    assert_eq!(
+        call_triples(&streamed),
+        call_triples(&outcome.message),
+        "{case}: tool calls"
+    );
+}
+
 /// Accepts one request, returns its head (request line and headers, lowercased) and answers
 /// with `body` as an event stream.
 pub async fn capture_one(body: Vec<u8>) -> (String, tokio::task::JoinHandle<String>) {
