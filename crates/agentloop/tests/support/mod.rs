@@ -1,6 +1,7 @@
 //! Test support for provider tests: a minimal HTTP server that answers every request with a fixed
 //! SSE body (optionally written in small pieces) and records the request bodies, plus the
-//! fixture corpus loader and the neutral-shape comparison the corpus README describes.
+//! fixture corpus loader and the neutral-shape comparison the corpus README describes, and the
+//! wire formats for tests that run each adapter against the testkit's mock server.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
@@ -10,8 +11,10 @@ use std::time::Duration;
 use agentloop::model::{
     MessageAssembler, Model, ModelError, ModelEvent, ModelRequest, ReasoningLevel,
 };
+use agentloop::providers::{Anthropic, Gemini, OpenAiChat, OpenAiResponses, ProviderConfig};
 use agentloop::tooling::{Deps, ToolContext, ToolSpec};
 use agentloop::transcript::{Message, Part, StopReason, ToolArguments};
+use agentloop_testkit::MockServer;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -112,6 +115,51 @@ async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<Value> {
         buf.extend_from_slice(&tmp[..n]);
     }
     serde_json::from_slice(&buf[header_end..]).ok()
+}
+
+/// The wire formats the provider adapters speak, for tests that run each adapter against the
+/// testkit's mock server (which speaks them all).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Wire {
+    Chat,
+    Responses,
+    Anthropic,
+    Gemini,
+}
+
+impl Wire {
+    /// Every wire.
+    pub const ALL: [Wire; 4] = [Wire::Chat, Wire::Responses, Wire::Anthropic, Wire::Gemini];
+
+    /// The base URL this wire's adapter is configured with to reach `server` (the OpenAI
+    /// wires' ends in `/v1`, as OpenAI's own does).
+    pub fn base_url(self, server: &MockServer) -> String {
+        match self {
+            Wire::Chat | Wire::Responses => server.openai_base_url(),
+            Wire::Anthropic | Wire::Gemini => server.base_url(),
+        }
+    }
+
+    /// This wire's adapter, configured with `config`.
+    pub fn adapter(self, config: ProviderConfig) -> Arc<dyn Model> {
+        match self {
+            Wire::Chat => Arc::new(OpenAiChat::new(config)),
+            Wire::Responses => Arc::new(OpenAiResponses::new(config)),
+            Wire::Anthropic => Arc::new(Anthropic::new(config)),
+            Wire::Gemini => Arc::new(Gemini::new(config)),
+        }
+    }
+
+    /// The path on the mock server that streams this wire's reply, as a redirect's same-origin
+    /// location (the mock serves the OpenAI paths with and without `/v1`).
+    pub fn stream_path(self) -> &'static str {
+        match self {
+            Wire::Chat => "/chat/completions",
+            Wire::Responses => "/responses",
+            Wire::Anthropic => "/messages",
+            Wire::Gemini => "/v1/models/mock:streamGenerateContent?alt=sse",
+        }
+    }
 }
 
 /// One corpus case.
