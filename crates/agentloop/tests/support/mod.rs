@@ -12,8 +12,8 @@ use agentloop::model::{
     MessageAssembler, Model, ModelError, ModelEvent, ModelRequest, ReasoningLevel,
 };
 use agentloop::providers::{Anthropic, Gemini, OpenAiChat, OpenAiResponses, ProviderConfig};
-use agentloop::tooling::{Deps, ToolContext, ToolSpec};
-use agentloop::transcript::{Message, Part, StopReason, ToolArguments};
+use agentloop::tooling::{Deps, ToolContext, ToolSchema, ToolSpec};
+use agentloop::transcript::{ImagePart, Message, Part, StopReason, ToolArguments, ToolResultPart};
 use agentloop_testkit::MockServer;
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -115,6 +115,41 @@ async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<Value> {
         buf.extend_from_slice(&tmp[..n]);
     }
     serde_json::from_slice(&buf[header_end..]).ok()
+}
+
+/// A (truncated) PNG, the image a user sends in the request-body tests.
+pub fn png_image() -> ImagePart {
+    ImagePart {
+        media_type: "image/png".into(),
+        data: "iVBORw0KGgo=".into(),
+    }
+}
+
+/// The request-body tests' `screenshot` result (call `call_2`): a text and a (truncated) JPEG.
+pub fn screenshot_result() -> ToolResultPart {
+    let mut screenshot = ToolResultPart::success("call_2", "screenshot", "captured");
+    screenshot.images.push(ImagePart {
+        media_type: "image/jpeg".into(),
+        data: "/9j/4AAQ".into(),
+    });
+    screenshot
+}
+
+/// The tools of the request-body tests' conversation: `read_file` (of a path) and
+/// `screenshot`.
+pub fn read_file_and_screenshot_tools() -> Vec<ToolSchema> {
+    vec![
+        ToolSchema {
+            name: "read_file".into(),
+            description: "Read a text file.".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+        },
+        ToolSchema {
+            name: "screenshot".into(),
+            description: "Capture the screen.".into(),
+            parameters: json!({"type": "object", "properties": {}}),
+        },
+    ]
 }
 
 /// The wire formats the provider adapters speak, for tests that run each adapter against the
