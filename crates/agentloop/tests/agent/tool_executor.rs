@@ -78,6 +78,16 @@ async fn one_with<D: ToolDeps>(
     r.remove(0)
 }
 
+/// An observer that notes the ids of the calls in the order they finished.
+#[derive(Default)]
+struct FinishOrder(Mutex<Vec<String>>);
+
+impl ToolObserver for FinishOrder {
+    fn call_finished(&self, call: &ToolCallPart, _r: &ToolResultPart) {
+        self.0.lock().unwrap().push(call.id.clone());
+    }
+}
+
 #[tokio::test]
 async fn no_calls_give_no_results() {
     let registry = Registry::new(vec![echo()]).unwrap();
@@ -99,14 +109,7 @@ async fn out_of_order_completion_keeps_call_order() {
         call("b", "sleep", json!({"ms": 10, "label": "B"})),
         call("c", "sleep", json!({"ms": 80, "label": "C"})),
     ];
-    #[derive(Default)]
-    struct Order(Mutex<Vec<String>>);
-    impl ToolObserver for Order {
-        fn call_finished(&self, call: &ToolCallPart, _r: &ToolResultPart) {
-            self.0.lock().unwrap().push(call.id.clone());
-        }
-    }
-    let order = Arc::new(Order::default());
+    let order = Arc::new(FinishOrder::default());
     let results = run_tools(&calls, &registry, &deps(), Some(order.clone())).await;
     let ids: Vec<_> = results.iter().map(|r| r.call_id.as_str()).collect();
     assert_eq!(ids, ["a", "b", "c"]);
@@ -234,14 +237,7 @@ async fn one_unsafe_tool_makes_the_whole_batch_sequential_in_call_order() {
 #[tokio::test(start_paused = true)]
 async fn sequential_option_forces_order_even_for_safe_tools() {
     let registry = Registry::new(vec![sleeper("sleep")]).unwrap();
-    #[derive(Default)]
-    struct Order(Mutex<Vec<String>>);
-    impl ToolObserver for Order {
-        fn call_finished(&self, call: &ToolCallPart, _r: &ToolResultPart) {
-            self.0.lock().unwrap().push(call.id.clone());
-        }
-    }
-    let order = Arc::new(Order::default());
+    let order = Arc::new(FinishOrder::default());
     let options = ExecOptions {
         sequential: true,
         observer: Some(order.clone()),
