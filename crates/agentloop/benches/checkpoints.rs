@@ -12,34 +12,16 @@
 //! Run: `cargo bench -p agentloop --bench checkpoints -- --warm-up-time 2 --measurement-time 5`
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
 
 use agentloop::checkpoint::{CheckpointOptions, CheckpointStore, Recorder};
+mod common;
+
+use common::TempDir;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 
 const DIRS: usize = 200;
 const FILES_PER_DIR: usize = 100;
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "agentloop-bench-checkpoints-{tag}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// 20,000 files with mtimes an hour ago (outside the stat cache's racy window, as files of a
 /// real checkout are).
@@ -61,17 +43,17 @@ fn workspace(root: &std::path::Path) {
 /// A recorder that has taken its first snapshot (the whole tree walked, and watched when
 /// `options` allow).
 fn recorder(store: &CheckpointStore, ws: &TempDir, options: CheckpointOptions) -> Recorder {
-    let recorder = store.recorder(&ws.0, "bench", options).unwrap();
+    let recorder = store.recorder(ws.path(), "bench", options).unwrap();
     let baseline = recorder.snapshot().unwrap();
     assert_eq!(baseline.entries, DIRS * FILES_PER_DIR + DIRS);
     recorder
 }
 
 fn bench(c: &mut Criterion) {
-    let ws = TempDir::new("ws");
-    let store_dir = TempDir::new("store");
-    workspace(&ws.0);
-    let store = CheckpointStore::open(&store_dir.0).unwrap();
+    let ws = TempDir::new("checkpoints-ws");
+    let store_dir = TempDir::new("checkpoints-store");
+    workspace(ws.path());
+    let store = CheckpointStore::open(store_dir.path()).unwrap();
     let watched = recorder(&store, &ws, CheckpointOptions::default());
     let mut group = c.benchmark_group("checkpoint_20000_files");
     group.sample_size(30);
@@ -88,7 +70,7 @@ fn bench(c: &mut Criterion) {
             || {
                 round += 1;
                 for i in 0..10 {
-                    let path = ws.0.join(format!("dir{:03}/file{i:03}.rs", i * 17));
+                    let path = ws.path().join(format!("dir{:03}/file{i:03}.rs", i * 17));
                     std::fs::write(path, format!("// changed in round {round}\n")).unwrap();
                 }
             },

@@ -9,84 +9,16 @@
 //! `AGENTLOOP_TEST_POSTGRES_URL=… cargo bench -p agentloop --bench session_stores -- --warm-up-time 1 --measurement-time 3`
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use agentloop::session::{
     Durability, NewSession, PostgresOptions, PostgresStore, SessionStore, SqliteOptions,
     SqliteStore,
 };
-use agentloop::transcript::{Message, Part, StopReason, ToolCallPart, ToolResultPart, Usage};
+mod common;
+
+use common::{TempDir, assistant, conversation};
 use criterion::{Criterion, criterion_group, criterion_main};
-use serde_json::json;
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "agentloop-bench-session-stores-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A typical assistant turn: some text and one tool call (~600 bytes of JSON), as in the
-/// `sessions` benchmark.
-fn assistant(i: usize) -> Message {
-    let mut m = Message::assistant(
-        vec![
-            Part::text(format!(
-                "Step {i}: I will read the file and then summarise what it says. {}",
-                "Lorem ipsum dolor sit amet. ".repeat(12)
-            )),
-            Part::ToolCall(ToolCallPart::new(
-                format!("call-{i}"),
-                "read_file",
-                json!({"path": format!("src/module_{i}.rs"), "offset": 0, "limit": 200}),
-            )),
-        ],
-        StopReason::ToolUse,
-    );
-    m.model = Some("gpt-bench".into());
-    m.provider = Some("openai_chat".into());
-    m.usage = Some(Usage {
-        input_tokens: 12_000 + i as u64,
-        output_tokens: 180,
-        cache_read_tokens: 11_000,
-        cache_write_tokens: 0,
-        cost_usd: Some(0.0123),
-    });
-    m
-}
-
-/// A 1,000-message conversation: prompts, assistant turns and ~1.5 KB tool results.
-fn conversation() -> Vec<Message> {
-    let mut messages = Vec::with_capacity(1000);
-    let mut i = 0;
-    while messages.len() < 1000 {
-        match i % 3 {
-            0 => messages.push(Message::user(format!("Please continue with step {i}."))),
-            1 => messages.push(assistant(i)),
-            _ => messages.push(Message::tool_result(ToolResultPart::success(
-                format!("call-{}", i - 1),
-                "read_file",
-                format!("fn f{i}() {{}}\n").repeat(100),
-            ))),
-        }
-        i += 1;
-    }
-    messages
-}
 
 /// The stores to compare: name, store.
 fn stores(dir: &TempDir, schema: Option<(&str, &str)>) -> Vec<(String, Arc<dyn SessionStore>)> {
@@ -96,7 +28,7 @@ fn stores(dir: &TempDir, schema: Option<(&str, &str)>) -> Vec<(String, Arc<dyn S
         ("sqlite_full", Durability::PowerLoss),
     ] {
         let store = SqliteStore::open_with(
-            dir.0.join(format!("{name}.db")),
+            dir.path().join(format!("{name}.db")),
             SqliteOptions::default().durability(durability),
         )
         .unwrap();
@@ -147,7 +79,7 @@ fn bench(c: &mut Criterion) {
         eprintln!("AGENTLOOP_TEST_POSTGRES_URL is not set: measuring SQLite only");
     }
     let schema = format!("bench_{}", std::process::id());
-    let dir = TempDir::new();
+    let dir = TempDir::new("session-stores");
     let stores = stores(&dir, url.as_deref().map(|u| (u, schema.as_str())));
 
     let message = assistant(1);
@@ -160,7 +92,7 @@ fn bench(c: &mut Criterion) {
     }
     group.finish();
 
-    let messages = conversation();
+    let messages = conversation(1000);
     let mut group = c.benchmark_group("store_load_1k");
     group.sample_size(20);
     for (name, store) in &stores {

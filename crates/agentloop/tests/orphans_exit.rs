@@ -4,11 +4,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(target_os = "linux")]
 
-use std::sync::Arc;
-
 use agentloop::builtin;
-use agentloop::tooling::{Deps, ExecOptions, run_tools_with};
-use agentloop::transcript::ToolCallPart;
+use agentloop::tooling::ExecOptions;
 use serde_json::json;
 
 #[path = "support/detached.rs"]
@@ -19,21 +16,10 @@ use detached::{detach, gone, setup, wait_for_pid};
 async fn kill_shell_processes_ends_a_running_command_tree() {
     let s = setup();
     let pidfile = s.dir.path().join("pid");
-    let call = ToolCallPart::new(
-        "k",
-        "shell",
+    let run = s.shell(
         json!({"command": detach(&pidfile, "sleep 100")}),
+        ExecOptions::default(),
     );
-    let registry = &s.registry;
-    let run = async {
-        run_tools_with(
-            &[call],
-            registry,
-            &Arc::new(Deps::new()),
-            &ExecOptions::default(),
-        )
-        .await
-    };
     let kill = async {
         let pid = wait_for_pid(&pidfile).await;
         tokio::task::spawn_blocking(builtin::kill_shell_processes)
@@ -41,11 +27,11 @@ async fn kill_shell_processes_ends_a_running_command_tree() {
             .unwrap();
         pid
     };
-    let (out, pid) = tokio::join!(run, kill);
+    let (result, pid) = tokio::join!(run, kill);
     assert!(
-        out[0].result.content.contains("killed by signal 9"),
+        result.content.contains("killed by signal 9"),
         "{}",
-        out[0].result.content
+        result.content
     );
     assert!(
         gone(pid).await,

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agentloop::agent::{
-    AgentEvent, AgentLoop, AgentLoopConfig, MessageQueue, ParkedRun, PendingStatus, RunStop,
+    AgentEvent, AgentLoop, AgentLoopConfig, MessageQueue, ParkedRun, PendingStatus, RunOutcome,
+    RunStop,
 };
 use agentloop::model::Model;
 use agentloop::providers::{Anthropic, OpenAiChat, OpenAiResponses, ProviderConfig, RetryPolicy};
@@ -56,6 +57,18 @@ fn ran(log: &Path) -> Vec<String> {
         .lines()
         .map(str::to_owned)
         .collect()
+}
+
+/// Resumes the run `parked` (after `context`) to its successful end; a hang fails the test
+/// after 30 s.
+async fn resume_to_end(agent: &AgentLoop, context: Vec<Message>, parked: ParkedRun) -> RunOutcome {
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        agent.resume_parked(context, parked),
+    )
+    .await
+    .unwrap()
+    .unwrap()
 }
 
 /// `read` runs freely (and queues a steering message when `steer` is given); every other tool
@@ -262,13 +275,7 @@ async fn a_batch_paused_mid_way_resumes_in_another_process_on_every_wire() {
             &session,
             None,
         );
-        let out = tokio::time::timeout(
-            Duration::from_secs(30),
-            agent.resume_parked(context, parked.unwrap()),
-        )
-        .await
-        .unwrap()
-        .unwrap();
+        let out = resume_to_end(&agent, context, parked.unwrap()).await;
         assert_eq!(out.stop, RunStop::Done, "{wire}");
         assert_eq!(out.final_text(), "All done.");
         assert!(
@@ -367,13 +374,7 @@ async fn a_kill_during_the_approved_call_gives_interrupted_never_a_second_run() 
             events.lock().unwrap().push(e.kind());
         }
     });
-    let out = tokio::time::timeout(
-        Duration::from_secs(30),
-        agent.resume_parked(context, parked.unwrap()),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let out = resume_to_end(&agent, context, parked.unwrap()).await;
     assert_eq!(out.stop, RunStop::Done);
     assert_eq!(
         results(&out.context),

@@ -8,7 +8,7 @@ use crate::common;
 use std::sync::Arc;
 
 use agentloop::agent::{
-    AbortSignal, AgentEvent, AgentLoop, AgentLoopConfig, RunStop, SubAgent, UsageLimits,
+    AbortSignal, AgentEvent, AgentLoop, AgentLoopConfig, RunOutcome, RunStop, SubAgent, UsageLimits,
 };
 use agentloop::model::{ScriptedModel, ScriptedTurn};
 use agentloop::tooling::{Deps, ToolContext, ToolSpec};
@@ -77,6 +77,39 @@ fn limited(limits: UsageLimits) -> AgentLoopConfig {
     }
 }
 
+/// The whole run of `prompt` on an empty context through the event stream, which must succeed:
+/// every event it streamed, and its outcome.
+async fn run_streamed(agent: &AgentLoop<Deps>, prompt: &str) -> (Vec<AgentEvent>, RunOutcome) {
+    let mut stream = agent.run_stream(vec![Message::user(prompt)], vec![]);
+    let mut events = Vec::new();
+    while let Some(event) = within(stream.next()).await {
+        events.push(event);
+    }
+    (events, stream.outcome().unwrap().unwrap())
+}
+
+/// Asserts that a run stopped at a usage limit with `want` of it used.
+#[track_caller]
+fn assert_usage_limit(stop: &RunStop, want: f64) {
+    assert!(
+        matches!(stop, RunStop::UsageLimit { used, .. } if *used == want),
+        "{stop:?}"
+    );
+}
+
+/// The run of a parent under `limits` whose first turn is `first` (a call of `helper`, which is
+/// `child`) and whose second, were it reached, answers "never"; and the parent's model, to see
+/// whether that turn was left.
+async fn run_limited_parent(
+    limits: UsageLimits,
+    first: ScriptedTurn,
+    child: AgentLoop<Deps>,
+) -> (RunOutcome, Arc<ScriptedModel>) {
+    let parent_model = Arc::new(ScriptedModel::new([first, ScriptedTurn::text("never")]));
+    let parent = agent_with(limited(limits), parent_model.clone(), as_helper(child));
+    (run_prompt(&parent, "x").await, parent_model)
+}
+
 fn upper_tool() -> ToolSpec<Deps> {
     ToolSpec::<Deps>::builder("upper", "Upper-case text.")
         .blocking_handler(|_ctx: ToolContext<Deps>, args: Value| {
@@ -100,12 +133,7 @@ async fn the_childs_answer_is_the_result_and_its_events_reach_the_parent_tagged(
     let tool = child.into_tool("researcher", "Answers questions.").unwrap();
     let parent = agent(parent_model, vec![tool]);
 
-    let mut stream = parent.run_stream(vec![Message::user("Ask.")], vec![]);
-    let mut events = Vec::new();
-    while let Some(event) = within(stream.next()).await {
-        events.push(event);
-    }
-    let out = stream.outcome().unwrap().unwrap();
+    let (events, out) = run_streamed(&parent, "Ask.").await;
     assert_eq!(out.stop, RunStop::Done);
     let result = tool_result(out.new_messages(), "p-1");
     assert!(!result.is_error, "{}", result.content);
@@ -196,22 +224,26 @@ async fn a_failed_child_gives_an_error_result_with_its_reason() {
     assert!(result.content.contains("max_turns"), "{}", result.content);
 }
 
-/// A child whose `hang` tool aborts `signal`, then never finishes on its own (the child's
-/// model spends 70 + 7 tokens on the call), and a parent model that calls it as `worker` (call
-/// `p-1`, 1 + 1 tokens).
-fn aborting_child(signal: AbortSignal) -> (AgentLoop<Deps>, Arc<ScriptedModel>) {
-    let hang = ToolSpec::<Deps>::builder("hang", "Waits forever.")
-        .handler(move |_ctx: ToolContext<Deps>, _args: Value| {
-            let signal = signal.clone();
-            async move {
-                signal.abort();
-                std::future::pending::<()>().await;
-                "never"
-            }
-        })
-        .build()
-        .unwrap();
-    let child = agent(
+/// A parent with its own abort signal whose model calls `worker` (call `p-1`, 1 + 1 tokens), a
+/// child whose `hang` tool aborts the parent's signal, then never finishes on its own (the
+/// child's model spends 70 + 7 tokens on the call). `child_listener` listens to the child itself.
+fn parent_of_aborting_child(child_listener: Option<&Recorder>) -> AgentLoop<Deps> {
+    let signal = AbortSignal::new();
+    let hang = {
+        let signal = signal.clone();
+        ToolSpec::<Deps>::builder("hang", "Waits forever.")
+            .handler(move |_ctx: ToolContext<Deps>, _args: Value| {
+                let signal = signal.clone();
+                async move {
+                    signal.abort();
+                    std::future::pending::<()>().await;
+                    "never"
+                }
+            })
+            .build()
+            .unwrap()
+    };
+    let mut child = agent(
         Arc::new(ScriptedModel::new([
             ScriptedTurn::new()
                 .tool_call("c-1", "hang", json!({}))
@@ -220,26 +252,26 @@ fn aborting_child(signal: AbortSignal) -> (AgentLoop<Deps>, Arc<ScriptedModel>) 
         ])),
         vec![hang],
     );
+    if let Some(listener) = child_listener {
+        child = child.with_emit(listener.callback());
+    }
     let parent_model = Arc::new(ScriptedModel::new([
         ScriptedTurn::new()
             .tool_call("p-1", "worker", json!({"prompt": "work"}))
             .usage(usage(1, 1)),
         ScriptedTurn::text("never reached"),
     ]));
-    (child, parent_model)
+    agent(
+        parent_model,
+        vec![child.into_tool("worker", "Works.").unwrap()],
+    )
+    .with_abort_signal(signal)
 }
 
 #[tokio::test(start_paused = true)]
 async fn aborting_the_parent_aborts_the_child_and_every_call_gets_one_result() {
-    let parent_signal = AbortSignal::new();
-    let (child, parent_model) = aborting_child(parent_signal.clone());
     let rec = Recorder::default();
-    let parent = agent(
-        parent_model,
-        vec![child.into_tool("worker", "Works.").unwrap()],
-    )
-    .with_abort_signal(parent_signal)
-    .with_emit(rec.callback());
+    let parent = parent_of_aborting_child(None).with_emit(rec.callback());
     let out = run_prompt(&parent, "x").await;
     assert_eq!(out.stop, RunStop::Aborted);
     // The aborted child's tokens still count in the parent's total.
@@ -304,21 +336,10 @@ fn assert_lists_completed_messages(child: &[AgentEvent]) {
 /// the same as for a listener alone: one aborted `AgentEnd` that lists what the child completed.
 #[tokio::test(start_paused = true)]
 async fn an_aborted_child_seen_through_the_parents_stream_closes_with_its_completed_messages() {
-    let parent_signal = AbortSignal::new();
-    let (child, parent_model) = aborting_child(parent_signal.clone());
     let rec = Recorder::default();
-    let parent = agent(
-        parent_model,
-        vec![child.into_tool("worker", "Works.").unwrap()],
-    )
-    .with_abort_signal(parent_signal)
-    .with_emit(rec.callback());
-    let mut stream = parent.run_stream(vec![Message::user("x")], vec![]);
-    let mut streamed = Vec::new();
-    while let Some(event) = within(stream.next()).await {
-        streamed.push(event);
-    }
-    assert_eq!(stream.outcome().unwrap().unwrap().stop, RunStop::Aborted);
+    let parent = parent_of_aborting_child(None).with_emit(rec.callback());
+    let (streamed, out) = run_streamed(&parent, "x").await;
+    assert_eq!(out.stop, RunStop::Aborted);
     assert_eq!(streamed, rec.events());
     let child = child_events(&streamed, "p-1");
     let ends: Vec<_> = child.iter().filter_map(AgentEvent::run_stop).collect();
@@ -331,15 +352,8 @@ async fn an_aborted_child_seen_through_the_parents_stream_closes_with_its_comple
 /// closed exactly once.
 #[tokio::test(start_paused = true)]
 async fn an_aborted_child_of_an_unobserved_parent_rolls_up_usage_and_closes_its_own_stream() {
-    let parent_signal = AbortSignal::new();
-    let (child, parent_model) = aborting_child(parent_signal.clone());
     let own = Recorder::default();
-    let child = child.with_emit(own.callback());
-    let parent = agent(
-        parent_model,
-        vec![child.into_tool("worker", "Works.").unwrap()],
-    )
-    .with_abort_signal(parent_signal);
+    let parent = parent_of_aborting_child(Some(&own));
     let out = run_prompt(&parent, "x").await;
     assert_eq!(out.stop, RunStop::Aborted);
     assert_eq!(out.usage.input_tokens, 71);
@@ -388,11 +402,7 @@ async fn usage_added_by_a_tool_counts_in_the_runs_totals_and_limits() {
     let out = run_prompt(&parent, "x").await;
     assert_eq!(out.usage.input_tokens, 301);
     assert_eq!(out.usage.output_tokens, 31);
-    assert!(
-        matches!(out.stop, RunStop::UsageLimit { used, .. } if used == 3.0),
-        "{:?}",
-        out.stop
-    );
+    assert_usage_limit(&out.stop, 3.0);
     assert_eq!(parent_model.remaining(), 1);
     // Outside a run it does nothing.
     agentloop::agent::add_child_usage(&usage(1, 1), 1);
@@ -427,24 +437,16 @@ async fn child_usage_rolls_up_and_counts_against_the_parents_limits() {
         ])),
         vec![],
     );
-    let parent_model = Arc::new(ScriptedModel::new([
-        call_helper("p-1").usage(usage(1, 1)),
-        ScriptedTurn::text("never"),
-    ]));
-    let parent = agent_with(
-        limited(UsageLimits {
+    let (out, parent_model) = run_limited_parent(
+        UsageLimits {
             max_input_tokens: Some(100),
             ..UsageLimits::default()
-        }),
-        parent_model.clone(),
-        as_helper(child),
-    );
-    let out = run_prompt(&parent, "x").await;
-    assert!(
-        matches!(out.stop, RunStop::UsageLimit { used, .. } if used == 301.0),
-        "{:?}",
-        out.stop
-    );
+        },
+        call_helper("p-1").usage(usage(1, 1)),
+        child,
+    )
+    .await;
+    assert_usage_limit(&out.stop, 301.0);
     assert_eq!(parent_model.remaining(), 1);
 
     // Requests: the child's model call counts against the parent's request ceiling.
@@ -452,24 +454,16 @@ async fn child_usage_rolls_up_and_counts_against_the_parents_limits() {
         Arc::new(ScriptedModel::new([ScriptedTurn::text("A")])),
         vec![],
     );
-    let parent_model = Arc::new(ScriptedModel::new([
-        call_helper("p-1"),
-        ScriptedTurn::text("never"),
-    ]));
-    let parent = agent_with(
-        limited(UsageLimits {
+    let (out, _) = run_limited_parent(
+        UsageLimits {
             max_requests: Some(2),
             ..UsageLimits::default()
-        }),
-        parent_model.clone(),
-        as_helper(child),
-    );
-    let out = run_prompt(&parent, "x").await;
-    assert!(
-        matches!(out.stop, RunStop::UsageLimit { used, .. } if used == 2.0),
-        "{:?}",
-        out.stop
-    );
+        },
+        call_helper("p-1"),
+        child,
+    )
+    .await;
+    assert_usage_limit(&out.stop, 2.0);
 }
 
 /// A grandchild's tokens reach the top-level run once (not once per level), without any

@@ -62,10 +62,30 @@ fn call(id: &str, tool: &str, args: Value) -> ToolCallPart {
     ToolCallPart::new(id, tool, args)
 }
 
+/// The result of running the one call `c` with default deps.
 async fn one(registry: &Registry<Deps>, c: ToolCallPart) -> ToolResultPart {
-    let mut r = run_tools(&[c], registry, &deps(), None).await;
+    one_with(registry, &deps(), c).await
+}
+
+/// The result of running the one call `c` with `deps`.
+async fn one_with<D: ToolDeps>(
+    registry: &Registry<D>,
+    deps: &Arc<D>,
+    c: ToolCallPart,
+) -> ToolResultPart {
+    let mut r = run_tools(&[c], registry, deps, None).await;
     assert_eq!(r.len(), 1);
     r.remove(0)
+}
+
+/// An observer that notes the ids of the calls in the order they finished.
+#[derive(Default)]
+struct FinishOrder(Mutex<Vec<String>>);
+
+impl ToolObserver for FinishOrder {
+    fn call_finished(&self, call: &ToolCallPart, _r: &ToolResultPart) {
+        self.0.lock().unwrap().push(call.id.clone());
+    }
 }
 
 #[tokio::test]
@@ -89,14 +109,7 @@ async fn out_of_order_completion_keeps_call_order() {
         call("b", "sleep", json!({"ms": 10, "label": "B"})),
         call("c", "sleep", json!({"ms": 80, "label": "C"})),
     ];
-    #[derive(Default)]
-    struct Order(Mutex<Vec<String>>);
-    impl ToolObserver for Order {
-        fn call_finished(&self, call: &ToolCallPart, _r: &ToolResultPart) {
-            self.0.lock().unwrap().push(call.id.clone());
-        }
-    }
-    let order = Arc::new(Order::default());
+    let order = Arc::new(FinishOrder::default());
     let results = run_tools(&calls, &registry, &deps(), Some(order.clone())).await;
     let ids: Vec<_> = results.iter().map(|r| r.call_id.as_str()).collect();
     assert_eq!(ids, ["a", "b", "c"]);
@@ -224,14 +237,7 @@ async fn one_unsafe_tool_makes_the_whole_batch_sequential_in_call_order() {
 #[tokio::test(start_paused = true)]
 async fn sequential_option_forces_order_even_for_safe_tools() {
     let registry = Registry::new(vec![sleeper("sleep")]).unwrap();
-    #[derive(Default)]
-    struct Order(Mutex<Vec<String>>);
-    impl ToolObserver for Order {
-        fn call_finished(&self, call: &ToolCallPart, _r: &ToolResultPart) {
-            self.0.lock().unwrap().push(call.id.clone());
-        }
-    }
-    let order = Arc::new(Order::default());
+    let order = Arc::new(FinishOrder::default());
     let options = ExecOptions {
         sequential: true,
         observer: Some(order.clone()),
@@ -298,16 +304,10 @@ async fn approval_denied_carries_the_hooks_reason() {
             Approval::Allow
         }
     }));
-    let r = run_tools(
-        &[call("d", "echo", json!({"text": "x"}))],
-        &registry,
-        &deps,
-        None,
-    )
-    .await;
-    assert!(r[0].is_error);
+    let r = one_with(&registry, &deps, call("d", "echo", json!({"text": "x"}))).await;
+    assert!(r.is_error);
     assert_eq!(
-        r[0].content,
+        r.content,
         "Tool call \"echo\" was denied: echo is disabled in this workspace"
     );
 }
@@ -800,21 +800,20 @@ async fn approval_closure_panicking_before_its_future_is_an_error_result() {
         Approval::Allow
     }));
     let registry = Registry::new(vec![echo()]).unwrap();
-    let one = run_tools(
-        &[call("boom0", "echo", json!({"text": "x"}))],
+    let single = one_with(
         &registry,
         &hook_deps,
-        None,
+        call("boom0", "echo", json!({"text": "x"})),
     )
     .await;
-    assert!(one[0].is_error);
+    assert!(single.is_error);
     assert!(
-        one[0]
+        single
             .content
             .contains("The approval check for tool \"echo\" failed")
-            && one[0].content.contains("hook exploded for boom0"),
+            && single.content.contains("hook exploded for boom0"),
         "{}",
-        one[0].content
+        single.content
     );
     let batch = run_tools(
         &[
@@ -850,18 +849,12 @@ async fn handler_closure_panicking_before_its_future_is_an_error_result() {
             .unwrap()
     };
     let registry = Registry::new(vec![eager(), echo()]).unwrap();
-    let one = run_tools(
-        &[call("1", "eager", json!({"boom": true}))],
-        &registry,
-        &deps(),
-        None,
-    )
-    .await;
+    let single = one(&registry, call("1", "eager", json!({"boom": true}))).await;
     assert_eq!(
-        one[0].content,
+        single.content,
         "Tool \"eager\" failed unexpectedly: eager boom"
     );
-    assert!(one[0].is_error);
+    assert!(single.is_error);
     let batch = run_tools(
         &[
             call("1", "eager", json!({"boom": true})),

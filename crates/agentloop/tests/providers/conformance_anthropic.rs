@@ -23,11 +23,7 @@ fn adapter(base_url: &str, retry: RetryPolicy) -> Anthropic {
 }
 
 async fn assemble(base_url: &str) -> Capture {
-    capture(
-        &adapter(base_url, RetryPolicy::none()),
-        ModelRequest::new(vec![Message::user("hi")]),
-    )
-    .await
+    capture_hi(&adapter(base_url, RetryPolicy::none())).await
 }
 
 /// `provider_expect` of every case, by name (the support loader reads only `expect`).
@@ -46,37 +42,6 @@ fn signatures(message: &Message, redacted: bool) -> Vec<String> {
             _ => None,
         })
         .collect()
-}
-
-/// The deltas, replayed through the loop's assembler, say the same as the terminal message
-/// (what a UI shows while streaming is what gets recorded).
-fn assert_deltas_agree(case: &str, outcome: &Capture) {
-    let streamed = outcome.streamed();
-    let thinking = |m: &Message| -> String {
-        m.content
-            .iter()
-            .filter_map(|p| match p {
-                Part::Thinking(t) => Some(t.thinking.clone()),
-                _ => None,
-            })
-            .collect()
-    };
-    assert_eq!(streamed.text(), outcome.message.text(), "{case}: text");
-    assert_eq!(
-        thinking(&streamed),
-        thinking(&outcome.message),
-        "{case}: thinking"
-    );
-    let calls = |m: &Message| -> Vec<(String, String, ToolArguments)> {
-        m.tool_calls()
-            .map(|c| (c.id.clone(), c.tool_name.clone(), c.arguments.clone()))
-            .collect()
-    };
-    assert_eq!(
-        calls(&streamed),
-        calls(&outcome.message),
-        "{case}: tool calls"
-    );
 }
 
 #[tokio::test]
@@ -228,11 +193,7 @@ async fn an_overloaded_error_event_before_any_delta_is_retried() {
         base_delay: Duration::from_millis(1),
         max_delay: Duration::from_secs(1),
     };
-    let outcome = capture(
-        &adapter(&server.base_url, retry),
-        ModelRequest::new(vec![Message::user("hi")]),
-    )
-    .await;
+    let outcome = capture_hi(&adapter(&server.base_url, retry)).await;
     let retries = outcome
         .events
         .iter()
@@ -259,11 +220,7 @@ async fn an_error_event_after_streamed_text_is_not_retried_and_keeps_the_text() 
         json!({"type": "error", "error": {"type": "api_error", "message": "Internal server error"}}),
     ]);
     let server = FixtureServer::start(body, 0).await;
-    let outcome = capture(
-        &adapter(&server.base_url, RetryPolicy::default()),
-        ModelRequest::new(vec![Message::user("hi")]),
-    )
-    .await;
+    let outcome = capture_hi(&adapter(&server.base_url, RetryPolicy::default())).await;
     assert!(
         !outcome
             .events
@@ -289,7 +246,7 @@ async fn requests_post_to_v1_messages_with_key_and_version_headers() {
     // A trailing slash on the base URL is tolerated.
     let (base, head) = capture_one(text_basic()).await;
     let model = adapter(&format!("{base}/"), RetryPolicy::none());
-    let outcome = capture(&model, ModelRequest::new(vec![Message::user("hi")])).await;
+    let outcome = capture_hi(&model).await;
     assert_eq!(outcome.message.text(), "Hello there!");
     let head = head.await.unwrap();
     assert!(head.starts_with("post /v1/messages http/1.1\r\n"), "{head}");
@@ -331,7 +288,7 @@ async fn configured_headers_are_sent_and_may_replace_the_version() {
             .header("anthropic-beta", "some-feature")
             .retry(RetryPolicy::none()),
     );
-    capture(&model, ModelRequest::new(vec![Message::user("hi")])).await;
+    capture_hi(&model).await;
     let head = head.await.unwrap();
     assert!(
         head.contains("\r\nanthropic-version: 2099-01-01\r\n"),
@@ -351,7 +308,7 @@ async fn the_api_key_never_appears_in_errors_or_debug_output() {
     let server = FixtureServer::start_with(401, body.to_vec(), 0).await;
     let model = adapter(&server.base_url, RetryPolicy::none());
     assert!(!format!("{model:?}").contains("sk-ant-test-secret"));
-    let outcome = capture(&model, ModelRequest::new(vec![Message::user("hi")])).await;
+    let outcome = capture_hi(&model).await;
     let error = outcome.error.unwrap();
     assert_eq!(
         error,

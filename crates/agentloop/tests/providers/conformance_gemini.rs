@@ -21,26 +21,12 @@ fn adapter(base_url: &str, retry: RetryPolicy) -> Gemini {
 }
 
 async fn assemble(base_url: &str) -> Capture {
-    capture(
-        &adapter(base_url, RetryPolicy::none()),
-        ModelRequest::new(vec![Message::user("hi")]),
-    )
-    .await
+    capture_hi(&adapter(base_url, RetryPolicy::none())).await
 }
 
 /// The whole manifest entry of a case (the support loader reads only `expect`).
 fn manifest(case: &str) -> Value {
     manifest_entry("gemini", case).unwrap()
-}
-
-fn thinking(m: &Message) -> String {
-    m.content
-        .iter()
-        .filter_map(|p| match p {
-            Part::Thinking(t) => Some(t.thinking.clone()),
-            _ => None,
-        })
-        .collect()
 }
 
 /// The signatures of a message in order, with the kind of part each is on (as the corpus's
@@ -70,27 +56,6 @@ fn signatures(m: &Message) -> Vec<Value> {
         .collect()
 }
 
-/// The deltas, replayed through the loop's assembler, say the same as the terminal message.
-fn assert_deltas_agree(case: &str, outcome: &Capture) {
-    let streamed = outcome.streamed();
-    assert_eq!(streamed.text(), outcome.message.text(), "{case}: text");
-    assert_eq!(
-        thinking(&streamed),
-        thinking(&outcome.message),
-        "{case}: thinking"
-    );
-    let calls = |m: &Message| -> Vec<(String, String, ToolArguments)> {
-        m.tool_calls()
-            .map(|c| (c.id.clone(), c.tool_name.clone(), c.arguments.clone()))
-            .collect()
-    };
-    assert_eq!(
-        calls(&streamed),
-        calls(&outcome.message),
-        "{case}: tool calls"
-    );
-}
-
 fn assert_case(name: &str, message: &Message, entry: &Value) {
     let expect = &entry["expect"];
     let extra = &entry["provider_expect"];
@@ -101,7 +66,7 @@ fn assert_case(name: &str, message: &Message, entry: &Value) {
     );
     assert_eq!(message.text(), expect["text"].as_str().unwrap(), "{name}");
     assert_eq!(
-        thinking(message),
+        thinking_text(message),
         expect["thinking"].as_str().unwrap_or(""),
         "{name}: thinking"
     );
@@ -240,11 +205,7 @@ async fn an_error_chunk_after_text_is_a_provider_error_and_keeps_the_text() {
         "data: {\"error\": {\"code\": 500, \"message\": \"An internal error has occurred.\", \"status\": \"INTERNAL\"}}\r\n\r\n",
     );
     let server = FixtureServer::start(body.as_bytes().to_vec(), 0).await;
-    let outcome = capture(
-        &adapter(&server.base_url, RetryPolicy::default()),
-        ModelRequest::new(vec![Message::user("hi")]),
-    )
-    .await;
+    let outcome = capture_hi(&adapter(&server.base_url, RetryPolicy::default())).await;
     assert_eq!(
         outcome.error,
         Some(ModelError::Provider {
@@ -270,7 +231,7 @@ async fn requests_post_to_stream_generate_content_with_the_key_header() {
             .model("models/gemini-2.5-flash")
             .retry(RetryPolicy::none()),
     );
-    let outcome = capture(&model, ModelRequest::new(vec![Message::user("hi")])).await;
+    let outcome = capture_hi(&model).await;
     assert!(outcome.message.text().starts_with("Volcanoes are"));
     let head = head.await.unwrap();
     assert!(
@@ -311,7 +272,7 @@ async fn an_http_error_reads_google_s_error_body_and_never_shows_the_key() {
     let server = FixtureServer::start_with(400, body.to_vec(), 0).await;
     let model = adapter(&server.base_url, RetryPolicy::none());
     assert!(!format!("{model:?}").contains("AIza-test-secret"));
-    let outcome = capture(&model, ModelRequest::new(vec![Message::user("hi")])).await;
+    let outcome = capture_hi(&model).await;
     let error = outcome.error.unwrap();
     assert_eq!(
         error,

@@ -4,7 +4,6 @@
 
 use crate::support;
 
-use agentloop::model::ModelRequest;
 use agentloop::providers::{OpenAiChat, ProviderConfig, RetryPolicy};
 use agentloop::transcript::Message;
 use support::*;
@@ -16,9 +15,7 @@ async fn assemble(base_url: &str) -> Message {
             .model("gpt-test")
             .retry(RetryPolicy::none()),
     );
-    capture(&model, ModelRequest::new(vec![Message::user("hi")]))
-        .await
-        .message
+    capture_hi(&model).await.message
 }
 
 #[tokio::test]

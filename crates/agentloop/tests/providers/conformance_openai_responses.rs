@@ -5,9 +5,9 @@
 
 use crate::support;
 
-use agentloop::model::{ModelError, ModelRequest};
+use agentloop::model::ModelError;
 use agentloop::providers::{OpenAiResponses, ProviderConfig, RetryPolicy};
-use agentloop::transcript::{Message, Part, ToolArguments};
+use agentloop::transcript::Part;
 use serde_json::{Value, json};
 use support::*;
 
@@ -18,23 +18,13 @@ async fn assemble(base_url: &str) -> Capture {
             .model("gpt-test")
             .retry(RetryPolicy::none()),
     );
-    capture(&model, ModelRequest::new(vec![Message::user("hi")])).await
+    capture_hi(&model).await
 }
 
 /// `provider_expect.function_call_item_ids` of a case (the support loader reads only `expect`).
 fn item_ids(case: &str) -> Option<Value> {
     manifest_entry("openai-responses", case)
         .and_then(|c| c["provider_expect"].get("function_call_item_ids").cloned())
-}
-
-fn thinking(m: &Message) -> String {
-    m.content
-        .iter()
-        .filter_map(|p| match p {
-            Part::Thinking(t) => Some(t.thinking.as_str()),
-            _ => None,
-        })
-        .collect()
 }
 
 #[tokio::test]
@@ -60,19 +50,14 @@ async fn every_recorded_case_assembles_as_expected() {
                 );
             }
             assert_eq!(
-                thinking(&out.streamed()),
-                thinking(&out.message),
+                thinking_text(&out.streamed()),
+                thinking_text(&out.message),
                 "{name}: thinking deltas"
             );
             // The deltas carry no provider data (the output-item ids are on the final parts).
-            let calls = |m: &Message| -> Vec<(String, String, ToolArguments)> {
-                m.tool_calls()
-                    .map(|c| (c.id.clone(), c.tool_name.clone(), c.arguments.clone()))
-                    .collect()
-            };
             assert_eq!(
-                calls(&out.streamed()),
-                calls(&out.message),
+                call_triples(&out.streamed()),
+                call_triples(&out.message),
                 "{name}: tool-call deltas"
             );
             // Each call keeps its output-item id (`fc_…`) for replay.

@@ -133,6 +133,24 @@ const HOLD: Duration = Duration::from_millis(200);
 /// The burst's size: more streams than one connection of the server carries (100).
 const BURST: u64 = 210;
 
+/// A Chat Completions adapter on `server` over HTTP/2 (prior knowledge) whose pool opens up to
+/// `max_connections` connections of `streams_per_connection` streams each; no retries, and an
+/// idle timeout (10 minutes) no stall a test makes reaches.
+fn http2_model(
+    server: &MockServer,
+    streams_per_connection: usize,
+    max_connections: usize,
+) -> Arc<OpenAiChat> {
+    Arc::new(OpenAiChat::new(
+        ProviderConfig::new(server.openai_base_url())
+            .model("m")
+            .retry(RetryPolicy::none())
+            .idle_timeout(Duration::from_secs(600))
+            .http_version(HttpVersion::Http2PriorKnowledge)
+            .http2_pool(streams_per_connection, max_connections),
+    ))
+}
+
 /// [`BURST`] one-request sessions at once against a server allowing 100 streams per connection.
 /// With `stall`, every reply stalls after its first byte, so no stream ever ends: returns once
 /// `until` requests have reached the server (each while all the earlier ones are still open),
@@ -155,14 +173,7 @@ async fn burst(
         .http2_max_concurrent_streams(100)
         .start()
         .unwrap();
-    let model = Arc::new(OpenAiChat::new(
-        ProviderConfig::new(server.openai_base_url())
-            .model("m")
-            .retry(RetryPolicy::none())
-            .idle_timeout(Duration::from_secs(600))
-            .http_version(HttpVersion::Http2PriorKnowledge)
-            .http2_pool(streams_per_connection, max_connections),
-    ));
+    let model = http2_model(&server, streams_per_connection, max_connections);
     let calls: Vec<_> = (0..BURST)
         .map(|i| {
             let model = Arc::clone(&model);
@@ -295,14 +306,7 @@ async fn w3_ten_thousand_sessions_over_http2() {
             .record_requests(false)
             .start()
             .unwrap();
-        let model = Arc::new(OpenAiChat::new(
-            ProviderConfig::new(server.openai_base_url())
-                .model("m")
-                .retry(RetryPolicy::none())
-                .idle_timeout(Duration::from_secs(600))
-                .http_version(HttpVersion::Http2PriorKnowledge)
-                .http2_pool(streams, connections),
-        ));
+        let model = http2_model(&server, streams, connections);
         let started = std::time::Instant::now();
         let calls: Vec<_> = (0..10_000)
             .map(|i| {

@@ -9,39 +9,21 @@ use std::time::Duration;
 
 use agentloop::agent::{AgentLoop, AgentLoopConfig, RunStop};
 use agentloop::model::Model;
-use agentloop::providers::{
-    Anthropic, Gemini, OpenAiChat, OpenAiResponses, ProviderConfig, RetryPolicy,
-};
+use agentloop::providers::{ProviderConfig, RetryPolicy};
 use agentloop::transcript::{Message, Part, Role};
 use agentloop_testkit::{MockServer, Script};
 use serde_json::json;
 
-use crate::support::lookup;
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Wire {
-    Chat,
-    Responses,
-    Anthropic,
-    Gemini,
-}
-
-const WIRES: [Wire; 4] = [Wire::Chat, Wire::Responses, Wire::Anthropic, Wire::Gemini];
+use crate::support::{Wire, lookup};
 
 fn model(wire: Wire, server: &MockServer) -> Arc<dyn Model> {
-    let config = |base: String| {
-        ProviderConfig::new(base)
+    wire.adapter(
+        ProviderConfig::new(wire.base_url(server))
             .api_key("test")
             .model(format!("{wire:?}-model"))
             .retry(RetryPolicy::none())
-            .idle_timeout(Duration::from_secs(10))
-    };
-    match wire {
-        Wire::Chat => Arc::new(OpenAiChat::new(config(server.openai_base_url()))),
-        Wire::Responses => Arc::new(OpenAiResponses::new(config(server.openai_base_url()))),
-        Wire::Anthropic => Arc::new(Anthropic::new(config(server.base_url()))),
-        Wire::Gemini => Arc::new(Gemini::new(config(server.base_url()))),
-    }
+            .idle_timeout(Duration::from_secs(10)),
+    )
 }
 
 async fn record(wire: Wire) -> Vec<Message> {
@@ -67,7 +49,7 @@ async fn record(wire: Wire) -> Vec<Message> {
 
 #[tokio::test]
 async fn transcripts_recorded_on_each_adapter_continue_on_the_other_three() {
-    for from in WIRES {
+    for from in Wire::ALL {
         let mut history = record(from).await;
         // The recording holds a tool call with its result (and the thinking the wire carried).
         assert_eq!(
@@ -106,7 +88,7 @@ async fn transcripts_recorded_on_each_adapter_continue_on_the_other_three() {
         dangling.provider = Some(format!("{from:?}"));
         history.push(dangling);
         history.push(Message::user("And a loop?"));
-        for to in WIRES {
+        for to in Wire::ALL {
             if to == from {
                 continue;
             }

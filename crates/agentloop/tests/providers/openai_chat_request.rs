@@ -7,13 +7,14 @@
 
 use agentloop::model::{Model, ModelEvent, ModelRequest, ReasoningLevel};
 use agentloop::providers::{OpenAiChat, ProviderConfig, RetryPolicy};
-use agentloop::tooling::ToolSchema;
 use agentloop::transcript::{
-    ImagePart, Message, Part, Role, StopReason, ToolArguments, ToolCallPart, ToolResultPart,
+    Message, Part, Role, StopReason, ToolArguments, ToolCallPart, ToolResultPart,
 };
 use agentloop_testkit::{MockServer, Script, Turn};
 use futures::StreamExt;
 use serde_json::json;
+
+use crate::support::{png_image, read_file_and_screenshot_tools, screenshot_result};
 
 fn adapter(base_url: &str) -> OpenAiChat {
     OpenAiChat::new(
@@ -26,15 +27,6 @@ fn adapter(base_url: &str) -> OpenAiChat {
 }
 
 fn every_shape() -> ModelRequest<'static> {
-    let image = ImagePart {
-        media_type: "image/png".into(),
-        data: "iVBORw0KGgo=".into(),
-    };
-    let mut screenshot = ToolResultPart::success("call_2", "screenshot", "captured");
-    screenshot.images.push(ImagePart {
-        media_type: "image/jpeg".into(),
-        data: "/9j/4AAQ".into(),
-    });
     let mut unparsed = ToolCallPart::new("call_3", "read_file", json!({}));
     unparsed.arguments = ToolArguments::Unparsed("{\"path\": \"notes.t".into());
     let mut custom = Message::user("A note injected by an extension.");
@@ -42,7 +34,7 @@ fn every_shape() -> ModelRequest<'static> {
     let messages = vec![
         Message::user_parts(vec![
             Part::text("What is in this picture? "),
-            Part::Image(image),
+            Part::Image(png_image()),
             Part::text("Then read notes.txt."),
         ]),
         Message::assistant(
@@ -63,7 +55,7 @@ fn every_shape() -> ModelRequest<'static> {
             "read_file",
             "notes.txt: no such file",
         )),
-        Message::tool_result(screenshot),
+        Message::tool_result(screenshot_result()),
         Message::assistant(vec![Part::ToolCall(unparsed)], StopReason::ToolUse),
         Message::tool_result(ToolResultPart::error(
             "call_3",
@@ -77,19 +69,7 @@ fn every_shape() -> ModelRequest<'static> {
     ];
     let mut request = ModelRequest::new(messages);
     request.system_prompt = Some("You are terse.".into());
-    request.tools = vec![
-        ToolSchema {
-            name: "read_file".into(),
-            description: "Read a text file.".into(),
-            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
-        },
-        ToolSchema {
-            name: "screenshot".into(),
-            description: "Capture the screen.".into(),
-            parameters: json!({"type": "object", "properties": {}}),
-        },
-    ]
-    .into();
+    request.tools = read_file_and_screenshot_tools().into();
     request.temperature = Some(0.25);
     request.max_output_tokens = Some(512);
     request.reasoning = Some(ReasoningLevel::Low);

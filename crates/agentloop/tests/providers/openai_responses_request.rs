@@ -13,11 +13,11 @@ use std::sync::Arc;
 use agentloop::model::{Model, ModelEvent, ModelRequest, ReasoningLevel};
 use agentloop::providers::{OpenAiChat, OpenAiResponses, ProviderConfig, RetryPolicy};
 use agentloop::tooling::{
-    Deps, LoadedTools, Registry, ToolContext, ToolSchema, ToolSpec, bm25_tool_search, run_tools,
+    Deps, LoadedTools, Registry, ToolContext, ToolSpec, bm25_tool_search, run_tools,
     search_result_names,
 };
 use agentloop::transcript::{
-    ImagePart, Message, Part, StopReason, ThinkingPart, ToolCallPart, ToolResultPart,
+    Message, Part, StopReason, ThinkingPart, ToolCallPart, ToolResultPart,
 };
 use futures::StreamExt;
 use serde_json::{Value, json};
@@ -45,14 +45,6 @@ fn assistant(parts: Vec<Part>, provider: &str, model: &str, stop: StopReason) ->
     m
 }
 
-fn schema(name: &str, description: &str, parameters: Value) -> ToolSchema {
-    ToolSchema {
-        name: name.into(),
-        description: description.into(),
-        parameters,
-    }
-}
-
 async fn stream_message(model: &OpenAiResponses, request: ModelRequest<'_>) -> Message {
     let mut stream = model.stream(request);
     while let Some(event) = stream.next().await {
@@ -67,19 +59,10 @@ async fn stream_message(model: &OpenAiResponses, request: ModelRequest<'_>) -> M
 
 #[test]
 fn tools_tool_results_images_and_instructions() {
-    let image = ImagePart {
-        media_type: "image/png".into(),
-        data: "iVBORw0KGgo=".into(),
-    };
-    let mut screenshot = ToolResultPart::success("call_2", "screenshot", "captured");
-    screenshot.images.push(ImagePart {
-        media_type: "image/jpeg".into(),
-        data: "/9j/4AAQ".into(),
-    });
     let messages = vec![
         Message::user_parts(vec![
             Part::text("What is in this picture? Then read notes.txt."),
-            Part::Image(image),
+            Part::Image(png_image()),
         ]),
         assistant(
             vec![
@@ -100,24 +83,12 @@ fn tools_tool_results_images_and_instructions() {
             "read_file",
             "notes.txt: no such file",
         )),
-        Message::tool_result(screenshot),
+        Message::tool_result(screenshot_result()),
         Message::user("Thanks."),
-    ];
-    let tools = vec![
-        schema(
-            "read_file",
-            "Read a text file.",
-            json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
-        ),
-        schema(
-            "screenshot",
-            "Capture the screen.",
-            json!({"type": "object", "properties": {}}),
-        ),
     ];
     let mut request = ModelRequest::new(messages);
     request.system_prompt = Some("You are terse.".into());
-    request.tools = tools.into();
+    request.tools = read_file_and_screenshot_tools().into();
     let body = offline().request_body(&request);
     assert_eq!(body["instructions"], "You are terse.");
     assert_eq!(body["store"], false);

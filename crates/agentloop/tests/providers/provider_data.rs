@@ -11,33 +11,23 @@ use std::time::Duration;
 
 use agentloop::agent::{AgentLoop, AgentLoopConfig, RunStop};
 use agentloop::model::{Model, ReasoningLevel};
-use agentloop::providers::{Gemini, OpenAiResponses, ProviderConfig, RetryPolicy};
+use agentloop::providers::{Gemini, ProviderConfig, RetryPolicy};
 use agentloop::session::{NewSession, SessionRecorder, SessionStore, SqliteStore};
 use agentloop::tooling::Deps;
 use agentloop::transcript::{Message, Part};
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 
-use crate::support::lookup;
-
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Wire {
-    Responses,
-    Gemini,
-}
+use crate::support::{Wire, lookup};
 
 fn model(wire: Wire, server: &MockServer) -> Arc<dyn Model> {
-    let config = |base: String| {
-        ProviderConfig::new(base)
+    wire.adapter(
+        ProviderConfig::new(wire.base_url(server))
             .api_key("test")
             .model("model-1")
             .retry(RetryPolicy::none())
-            .idle_timeout(Duration::from_secs(10))
-    };
-    match wire {
-        Wire::Responses => Arc::new(OpenAiResponses::new(config(server.openai_base_url()))),
-        Wire::Gemini => Arc::new(Gemini::new(config(server.base_url()))),
-    }
+            .idle_timeout(Duration::from_secs(10)),
+    )
 }
 
 fn server() -> MockServer {

@@ -8,9 +8,7 @@ use std::time::{Duration, Instant};
 
 use agentloop::agent::{AgentEvent, AgentLoop, AgentLoopConfig, RunStop};
 use agentloop::model::{Model, ModelError, ModelEvent, ModelRequest, ModelStream};
-use agentloop::providers::{
-    Anthropic, Gemini, OpenAiChat, OpenAiResponses, ProviderConfig, RetryPolicy,
-};
+use agentloop::providers::{OpenAiChat, ProviderConfig, RetryPolicy};
 use agentloop::tooling::{Deps, ToolContext, ToolSpec};
 use agentloop::transcript::{
     Message, Part, Role, StopReason, ToolArguments, ToolCallPart, ToolResultPart,
@@ -19,15 +17,7 @@ use agentloop_testkit::{MockServer, Script};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-#[derive(Clone, Copy, Debug)]
-enum Wire {
-    Chat,
-    Responses,
-    Anthropic,
-    Gemini,
-}
-
-const WIRES: &[Wire] = &[Wire::Chat, Wire::Responses, Wire::Anthropic, Wire::Gemini];
+use crate::support::Wire;
 
 fn policy(retries: u32) -> RetryPolicy {
     RetryPolicy {
@@ -38,19 +28,9 @@ fn policy(retries: u32) -> RetryPolicy {
 }
 
 fn model(wire: Wire, server: &MockServer, retry: RetryPolicy, idle: Duration) -> Arc<dyn Model> {
-    let config = |base: String| {
-        ProviderConfig::new(base)
-            .api_key("sk-secret-test-key")
-            .model("mock")
-            .retry(retry)
-            .idle_timeout(idle)
-    };
-    match wire {
-        Wire::Chat => Arc::new(OpenAiChat::new(config(server.openai_base_url()))),
-        Wire::Responses => Arc::new(OpenAiResponses::new(config(server.openai_base_url()))),
-        Wire::Anthropic => Arc::new(Anthropic::new(config(server.base_url()))),
-        Wire::Gemini => Arc::new(Gemini::new(config(server.base_url()))),
-    }
+    model_with(wire, wire.base_url(server), |c| {
+        c.retry(retry).idle_timeout(idle)
+    })
 }
 
 fn script(value: Value) -> Script {
@@ -136,7 +116,7 @@ fn long_turn_with(faults: Value) -> Value {
 
 #[tokio::test]
 async fn rate_limit_with_retry_after_is_honoured_then_succeeds() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         let server = MockServer::start(script(text_turn_with(json!([
             {"status": 429, "headers": {"retry-after-ms": "150"}}
         ]))));
@@ -172,7 +152,7 @@ async fn rate_limit_with_retry_after_is_honoured_then_succeeds() {
 
 #[tokio::test]
 async fn server_errors_are_retried_up_to_the_limit() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         for status in [500, 502, 503, 504, 529] {
             let server = MockServer::start(script(text_turn_with(json!([
                 {"status": status}, {"status": status}
@@ -198,7 +178,7 @@ async fn server_errors_are_retried_up_to_the_limit() {
 
 #[tokio::test]
 async fn client_errors_are_not_retried_and_keys_never_leak() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         let server = MockServer::start(script(text_turn_with(json!([
             {"status": 401, "body": "{\"error\": {\"message\": \"Incorrect API key provided\"}}"}
         ]))));
@@ -226,7 +206,7 @@ async fn client_errors_are_not_retried_and_keys_never_leak() {
 
 #[tokio::test]
 async fn a_longer_server_requested_wait_fails_fast_with_that_wait() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         let server = MockServer::start(script(text_turn_with(json!([
             {"status": 429, "headers": {"retry-after": "120"}}
         ]))));
@@ -244,7 +224,7 @@ async fn a_longer_server_requested_wait_fails_fast_with_that_wait() {
 
 #[tokio::test]
 async fn reset_mid_stream_fails_with_the_partial_message_and_is_not_retried() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         let server = MockServer::start(script(long_turn_with(json!([
             {"reset_after_bytes": 3000}
         ]))));
@@ -272,7 +252,7 @@ async fn reset_mid_stream_fails_with_the_partial_message_and_is_not_retried() {
 
 #[tokio::test]
 async fn reset_before_any_delta_is_retried() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         let server = MockServer::start(script(text_turn_with(json!([
             {"reset_after_bytes": 1}
         ]))));
@@ -286,7 +266,7 @@ async fn reset_before_any_delta_is_retried() {
 
 #[tokio::test]
 async fn a_stalled_stream_ends_at_the_idle_timeout_with_the_partial_message() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         let server = MockServer::start(script(long_turn_with(json!([
             {"stall_after_bytes": 3000}
         ]))));
@@ -301,7 +281,7 @@ async fn a_stalled_stream_ends_at_the_idle_timeout_with_the_partial_message() {
 
 #[tokio::test]
 async fn a_malformed_chunk_fails_clearly() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         let server = MockServer::start(script(long_turn_with(json!([
             {"malformed_after_bytes": 3000}
         ]))));
@@ -315,7 +295,7 @@ async fn a_malformed_chunk_fails_clearly() {
 
 #[tokio::test]
 async fn eof_without_the_terminal_event_is_an_error() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         let server = MockServer::start(script(text_turn_with(json!([
             {"eof_without_terminal": true}
         ]))));
@@ -336,7 +316,7 @@ async fn the_agent_event_stream_terminates_for_every_fault() {
         json!({"malformed_after_bytes": 3000}),
         json!({"eof_without_terminal": true}),
     ];
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         for fault in &faults {
             let server = MockServer::start(script(long_turn_with(json!([fault]))));
             let m = model(wire, &server, policy(0), Duration::from_millis(300));
@@ -378,7 +358,7 @@ fn weather_tool() -> ToolSpec<Deps> {
 
 #[tokio::test]
 async fn three_turn_agent_run_with_parallel_tools_over_http() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         let server = MockServer::start(script(json!({"turns": [
             {"text": "Checking both.", "tool_calls": [
                 {"id": "call_a", "name": "get_weather", "arguments": {"city": "Paris"}, "arg_chunks": 4},
@@ -438,7 +418,7 @@ async fn three_turn_agent_run_with_parallel_tools_over_http() {
 #[tokio::test]
 async fn a_malformed_call_is_replayed_as_a_valid_object_and_the_run_goes_on() {
     const RAW: &str = "{\"city\": \"Par";
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         for reject in [400, 500] {
             let server = MockServer::builder(script(json!({"turns": [
                 {"tool_calls": [{"id": "call_m", "name": "get_weather", "arguments": RAW}]},
@@ -504,7 +484,7 @@ async fn stored_calls_with_non_object_arguments_are_accepted_by_a_strict_server(
         ToolArguments::Json(Value::Null),
         ToolArguments::Json(json!(42)),
     ];
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         for (i, args) in shapes.iter().enumerate() {
             let server = MockServer::builder(script(json!({"turns": [
                 {"text": "unused"}, {"text": HELLO}
@@ -542,7 +522,7 @@ async fn stored_calls_with_non_object_arguments_are_accepted_by_a_strict_server(
 #[tokio::test]
 async fn a_server_error_saying_the_request_cannot_be_parsed_is_not_retried() {
     let body = r#"{"error":{"code":500,"message":"Failed to parse tool call arguments as JSON: [json.exception.parse_error.101] parse error","type":"server_error"}}"#;
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         let server = MockServer::start(script(text_turn_with(json!([
             {"status": 500, "body": body}, {"status": 500, "body": body},
             {"status": 500, "body": body}, {"status": 500, "body": body}
@@ -563,7 +543,7 @@ async fn a_server_error_saying_the_request_cannot_be_parsed_is_not_retried() {
 /// already ended with it gets one attempt.
 #[tokio::test]
 async fn a_repeating_server_error_stops_early_and_is_not_retried_for_the_identical_request() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         let same = json!({"status": 500, "body": "{\"error\": {\"message\": \"boom\"}}"});
         let server = MockServer::start(script(json!({"turns": [
             {"text": HELLO, "faults": [same, same, same, same, same, same, same, same]}
@@ -585,7 +565,7 @@ async fn a_repeating_server_error_stops_early_and_is_not_retried_for_the_identic
 /// with the real status and "the provider asked to wait", never "HTTP 0".
 #[tokio::test]
 async fn hostile_retry_after_values_fail_fast_or_fall_back_to_backoff() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         for (value, fails) in [
             ("1e20", true),
             ("inf", true),
@@ -617,39 +597,27 @@ async fn hostile_retry_after_values_fail_fast_or_fall_back_to_backoff() {
 // ---- Hostile streams: huge lines, keep-alive-only streams, endless streams, lone surrogates,
 // ---- redirects and credentials in the base URL (SECURITY.md, "Provider streams").
 
+/// `wire`'s adapter for `base`, with a test key, model `mock` and no retries, then `configure`d.
 fn model_with(
     wire: Wire,
     base: String,
     configure: impl Fn(ProviderConfig) -> ProviderConfig,
 ) -> Arc<dyn Model> {
-    let config = configure(
+    wire.adapter(configure(
         ProviderConfig::new(base)
             .api_key("sk-secret-test-key")
             .model("mock")
             .retry(policy(0)),
-    );
-    match wire {
-        Wire::Chat => Arc::new(OpenAiChat::new(config)),
-        Wire::Responses => Arc::new(OpenAiResponses::new(config)),
-        Wire::Anthropic => Arc::new(Anthropic::new(config)),
-        Wire::Gemini => Arc::new(Gemini::new(config)),
-    }
-}
-
-fn base_for(wire: Wire, server: &MockServer) -> String {
-    match wire {
-        Wire::Anthropic | Wire::Gemini => server.base_url(),
-        _ => server.openai_base_url(),
-    }
+    ))
 }
 
 #[tokio::test]
 async fn an_event_above_the_cap_ends_the_request_clearly_for_every_wire() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         let server = MockServer::start(script(text_turn_with(json!([
             {"huge_line_bytes": 4 * 1024 * 1024}
         ]))));
-        let m = model_with(wire, base_for(wire, &server), |c| {
+        let m = model_with(wire, wire.base_url(&server), |c| {
             c.max_event_bytes(1024 * 1024)
         });
         let (retries, _, error) = call(&m).await;
@@ -753,12 +721,12 @@ fn a_100_mb_line_ends_the_request_with_bounded_memory() {
 
 #[tokio::test]
 async fn keep_alive_comments_do_not_hold_a_stream_open() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         // After the first text deltas, only `: keep-alive` comments every 50 ms.
         let server = MockServer::start(script(long_turn_with(json!([
             {"keep_alive_after_bytes": 3000}
         ]))));
-        let m = model_with(wire, base_for(wire, &server), |c| {
+        let m = model_with(wire, wire.base_url(&server), |c| {
             c.idle_timeout(Duration::from_millis(400))
         });
         // The comments never end: only the idle timeout ends the call (`call` gives up after
@@ -775,12 +743,12 @@ async fn keep_alive_comments_do_not_hold_a_stream_open() {
 
 #[tokio::test]
 async fn a_request_that_never_ends_stops_at_its_deadline_and_is_not_retried() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         // Deltas every 40 ms for far longer than the deadline: the idle timeout never fires.
         let server = MockServer::start(script(json!({"turns": [{
             "text": long_text(), "chunk_size": 1, "chunk_delay_ms": 40
         }]})));
-        let m = model_with(wire, base_for(wire, &server), |c| {
+        let m = model_with(wire, wire.base_url(&server), |c| {
             c.idle_timeout(Duration::from_secs(5))
                 .request_timeout(Some(Duration::from_millis(600)))
                 .retry(policy(3))
@@ -800,12 +768,12 @@ async fn a_request_that_never_ends_stops_at_its_deadline_and_is_not_retried() {
 
 #[tokio::test]
 async fn a_lone_surrogate_in_a_delta_becomes_a_replacement_character() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         let server = MockServer::start(script(json!({"turns": [{
             "text": "before LONE-SURROGATE after",
             "faults": [{"replace_in_body": {"find": "LONE-SURROGATE", "with": "\\ud800"}}]
         }]})));
-        let m = model_with(wire, base_for(wire, &server), |c| c.retry(policy(3)));
+        let m = model_with(wire, wire.base_url(&server), |c| c.retry(policy(3)));
         let (retries, message, error) = call(&m).await;
         assert!(error.is_none(), "{wire:?}: {error:?}");
         assert!(retries.is_empty(), "{wire:?}: {retries:?}");
@@ -815,7 +783,7 @@ async fn a_lone_surrogate_in_a_delta_becomes_a_replacement_character() {
 
 #[tokio::test]
 async fn a_lone_surrogate_in_tool_arguments_is_replaced_not_fatal() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         // The arguments travel as JSON text inside a JSON string (escaped twice), except on the
         // Gemini wire, where `args` is an object in the event itself (escaped once).
         let surrogate = match wire {
@@ -826,7 +794,7 @@ async fn a_lone_surrogate_in_tool_arguments_is_replaced_not_fatal() {
             "tool_calls": [{"name": "echo", "arguments": {"text": "a LONE-SURROGATE b"}}],
             "faults": [{"replace_in_body": {"find": "LONE-SURROGATE", "with": surrogate}}]
         }]})));
-        let m = model_with(wire, base_for(wire, &server), |c| c);
+        let m = model_with(wire, wire.base_url(&server), |c| c);
         let (_, message, error) = call(&m).await;
         assert!(error.is_none(), "{wire:?}: {error:?}");
         let calls: Vec<&ToolCallPart> = message.tool_calls().collect();
@@ -842,7 +810,7 @@ async fn a_lone_surrogate_in_tool_arguments_is_replaced_not_fatal() {
 
 #[tokio::test]
 async fn credentials_never_follow_a_redirect_to_another_origin() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         let elsewhere = MockServer::start(script(text_turn_with(json!([]))));
         let target = format!(
             "{}/v1/messages",
@@ -851,7 +819,7 @@ async fn credentials_never_follow_a_redirect_to_another_origin() {
         let server = MockServer::start(script(text_turn_with(json!([
             {"status": 307, "headers": {"location": target.replace("http://", "http://user:pw-in-location@")}}
         ]))));
-        let m = model_with(wire, base_for(wire, &server), |c| c.retry(policy(3)));
+        let m = model_with(wire, wire.base_url(&server), |c| c.retry(policy(3)));
         let (retries, _, error) = call(&m).await;
         let text = error.expect("an error").to_string();
         assert!(
@@ -870,18 +838,13 @@ async fn credentials_never_follow_a_redirect_to_another_origin() {
 
 #[tokio::test]
 async fn a_redirect_within_the_origin_is_followed_with_its_credentials() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         // A relative location on the same server (the mock serves both `/v1/x` and `/x`).
-        let location = match wire {
-            Wire::Chat => "/chat/completions",
-            Wire::Responses => "/responses",
-            Wire::Anthropic => "/messages",
-            Wire::Gemini => "/v1/models/mock:streamGenerateContent?alt=sse",
-        };
+        let location = wire.stream_path();
         let server = MockServer::start(script(json!({"turns": [
             {"text": HELLO, "faults": [{"status": 307, "headers": {"location": location}}]}
         ]})));
-        let m = model_with(wire, base_for(wire, &server), |c| c);
+        let m = model_with(wire, wire.base_url(&server), |c| c);
         let (_, message, error) = call(&m).await;
         assert!(error.is_none(), "{wire:?}: {error:?}");
         assert_eq!(message.text(), HELLO);
@@ -908,7 +871,7 @@ async fn credentials_in_the_base_url_are_sent_as_basic_auth_and_redacted_everywh
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         for base in [
             format!("http://gw-user:s3cret-pw@127.0.0.1:{closed}/v1"),
             "http://gw-user:s3cret-pw@[not a host/v1".to_owned(),
@@ -995,12 +958,12 @@ async fn a_fallback_model_answers_after_500_401_and_overflow_across_providers() 
                 json!({"turns": [{"text": "unused", "faults": faults}]}),
             ));
             let fallback_server = MockServer::start(script(text_turn_with(json!([]))));
-            let primary = model_with(primary_wire, base_for(primary_wire, &primary_server), |c| {
+            let primary = model_with(primary_wire, primary_wire.base_url(&primary_server), |c| {
                 c.retry(policy(2)).model("primary-model")
             });
             let fallback = model_with(
                 fallback_wire,
-                base_for(fallback_wire, &fallback_server),
+                fallback_wire.base_url(&fallback_server),
                 |c| c.model("fallback-model"),
             );
             let chain = agentloop::model::FallbackModel::new(primary).with_fallback(fallback);
@@ -1037,8 +1000,8 @@ async fn no_fallback_once_the_reply_has_started_streaming() {
         {"reset_after_bytes": 3000}
     ]))));
     let fallback_server = MockServer::start(script(text_turn_with(json!([]))));
-    let primary = model_with(Wire::Chat, base_for(Wire::Chat, &primary_server), |c| c);
-    let fallback = model_with(Wire::Chat, base_for(Wire::Chat, &fallback_server), |c| c);
+    let primary = model_with(Wire::Chat, Wire::Chat.base_url(&primary_server), |c| c);
+    let fallback = model_with(Wire::Chat, Wire::Chat.base_url(&fallback_server), |c| c);
     let chain = agentloop::model::FallbackModel::new(primary).with_fallback(fallback);
     let (fallbacks, message, error) = call_with_fallbacks(&chain).await;
     assert!(fallbacks.is_empty());
@@ -1053,12 +1016,12 @@ async fn the_last_models_error_ends_the_chain_and_the_agent_reports_each_fallbac
     let b = MockServer::start(script(text_turn_with(json!([{"status": 403}]))));
     let chain = agentloop::model::FallbackModel::new(model_with(
         Wire::Chat,
-        base_for(Wire::Chat, &a),
+        Wire::Chat.base_url(&a),
         |c| c,
     ))
     .with_fallback(model_with(
         Wire::Anthropic,
-        base_for(Wire::Anthropic, &b),
+        Wire::Anthropic.base_url(&b),
         |c| c,
     ));
     let agent = AgentLoop::new(AgentLoopConfig::default(), Arc::new(chain));

@@ -9,35 +9,22 @@ use std::time::{Duration, Instant};
 
 use agentloop::model::{Model, ModelError, ModelEvent, ModelRequest, StreamErrorKind};
 use agentloop::providers::{
-    Anthropic, DEFAULT_MAX_TOOL_ARGUMENT_BYTES, DEFAULT_MAX_TOOL_CALLS, Gemini, OpenAiChat,
-    OpenAiResponses, ProviderConfig, RetryPolicy,
+    DEFAULT_MAX_TOOL_ARGUMENT_BYTES, DEFAULT_MAX_TOOL_CALLS, ProviderConfig, RetryPolicy,
 };
 use agentloop::transcript::{Message, StopReason};
 use agentloop_testkit::{MockServer, Script};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
-#[derive(Clone, Copy, Debug)]
-enum Wire {
-    Chat,
-    Responses,
-    Anthropic,
-    Gemini,
-}
-
-const WIRES: &[Wire] = &[Wire::Chat, Wire::Responses, Wire::Anthropic, Wire::Gemini];
+use crate::support::Wire;
 
 fn model(
     wire: Wire,
     server: &MockServer,
     configure: impl Fn(ProviderConfig) -> ProviderConfig,
 ) -> Arc<dyn Model> {
-    let base = match wire {
-        Wire::Anthropic | Wire::Gemini => server.base_url(),
-        _ => server.openai_base_url(),
-    };
     let config = configure(
-        ProviderConfig::new(base)
+        ProviderConfig::new(wire.base_url(server))
             .api_key("sk-test")
             .model("mock")
             .retry(RetryPolicy {
@@ -46,12 +33,7 @@ fn model(
                 max_delay: Duration::from_millis(10),
             }),
     );
-    match wire {
-        Wire::Chat => Arc::new(OpenAiChat::new(config)),
-        Wire::Responses => Arc::new(OpenAiResponses::new(config)),
-        Wire::Anthropic => Arc::new(Anthropic::new(config)),
-        Wire::Gemini => Arc::new(Gemini::new(config)),
-    }
+    wire.adapter(config)
 }
 
 /// Drains one model call: (retry count, terminal message, error if any).
@@ -104,7 +86,7 @@ fn the_defaults_are_documented_values() {
 
 #[tokio::test]
 async fn arguments_past_the_reply_limit_end_it_clearly_for_every_wire() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         // 3 calls of 40 KiB each, in 1 KiB pieces: each event is small, the reply is not.
         let server = server(calls(3, 40 * 1024, 40));
         let m = model(wire, &server, |c| c.max_tool_argument_bytes(64 * 1024));
@@ -137,7 +119,7 @@ async fn arguments_past_the_reply_limit_end_it_clearly_for_every_wire() {
 
 #[tokio::test]
 async fn calls_past_the_reply_limit_end_it_clearly_for_every_wire() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         let server = server(calls(12, 4, 1));
         let m = model(wire, &server, |c| c.max_tool_calls(8));
         let (retries, message, error) = call(&m).await;
@@ -156,7 +138,7 @@ async fn calls_past_the_reply_limit_end_it_clearly_for_every_wire() {
 
 #[tokio::test]
 async fn a_reply_at_its_limits_is_whole() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         let server = server(calls(8, 1000, 4));
         let m = model(wire, &server, |c| {
             c.max_tool_calls(8).max_tool_argument_bytes(8 * 1010)
@@ -186,7 +168,7 @@ async fn seconds_for(wire: Wire, server: &MockServer, n: usize) -> f64 {
 /// one measurement, not all three of a size.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_tool_calls_are_assembled_in_linear_time() {
-    for &wire in WIRES {
+    for wire in Wire::ALL {
         let (small_server, large_server) =
             (server(calls(4_000, 2, 1)), server(calls(32_000, 2, 1)));
         let (mut small, mut large) = (f64::MAX, f64::MAX);
@@ -205,13 +187,8 @@ async fn many_tool_calls_are_assembled_in_linear_time() {
 
 #[tokio::test]
 async fn a_redirect_loop_is_one_request_chain_never_retried() {
-    for &wire in WIRES {
-        let location = match wire {
-            Wire::Chat => "/chat/completions",
-            Wire::Responses => "/responses",
-            Wire::Anthropic => "/messages",
-            Wire::Gemini => "/v1/models/mock:streamGenerateContent?alt=sse",
-        };
+    for wire in Wire::ALL {
+        let location = wire.stream_path();
         let faults: Vec<Value> = (0..100)
             .map(|_| json!({"status": 307, "headers": {"location": location}}))
             .collect();

@@ -11,9 +11,9 @@ use agentloop::session::{
     Durability, NewSession, SessionError, SessionFilter, SessionSettings, SessionStats,
     SessionStore, SqliteOptions, SqliteStore,
 };
-use agentloop::transcript::{Message, Part, StopReason, Usage};
+use agentloop::transcript::{Message, StopReason};
 
-use crate::store_conformance::TempDir;
+use crate::store_conformance::{TempDir, reply};
 
 fn open(dir: &TempDir) -> SqliteStore {
     SqliteStore::open(dir.db()).unwrap()
@@ -83,17 +83,11 @@ fn an_in_memory_store_has_locks_that_exclude_nothing() {
 // ---------------------------------------------------------------------------------------------
 // schema version 3: the migration that adds settings and running totals
 
-/// An assistant reply with usage (and a cost when given).
-fn reply(text: &str, input: u64, output: u64, cost: Option<f64>) -> Message {
-    let mut m = Message::assistant(vec![Part::text(text)], StopReason::Stop);
-    m.model = Some("model-x".into());
-    m.usage = Some(Usage {
-        input_tokens: input,
-        output_tokens: output,
-        cost_usd: cost,
-        ..Usage::default()
-    });
-    m
+/// The schema version (`PRAGMA user_version`) of the database in `dir`.
+fn schema_version(dir: &TempDir) -> i64 {
+    let conn = rusqlite::Connection::open(dir.db()).unwrap();
+    conn.query_row("PRAGMA user_version", [], |r| r.get(0))
+        .unwrap()
 }
 
 /// What a run that failed before any reply stores: the prompt and an error message.
@@ -203,12 +197,7 @@ fn a_version_2_database_upgrades_with_totals_computed_and_no_settings() {
         .unwrap();
     assert_eq!(store.last_in("/w").unwrap().unwrap().id, "old");
     drop(store);
-    let conn = rusqlite::Connection::open(dir.db()).unwrap();
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(version, 4);
-    drop(conn);
+    assert_eq!(schema_version(&dir), 4);
     // Reopening a migrated database changes nothing.
     let store = open(&dir);
     assert_eq!(store.info("old").unwrap().stats.turns, 3);
@@ -255,11 +244,7 @@ fn a_version_3_database_upgrades_with_every_session_top_level() {
     assert_eq!(store.info(&child.id).unwrap().parent, Some(link));
     assert_eq!(store.last_in("/w").unwrap().unwrap().id, "old");
     drop(store);
-    let conn = rusqlite::Connection::open(dir.db()).unwrap();
-    let version: i64 = conn
-        .query_row("PRAGMA user_version", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(version, 4);
+    assert_eq!(schema_version(&dir), 4);
 }
 
 /// `sessions list` on 200 sessions of 200 messages: reading the kept totals against computing

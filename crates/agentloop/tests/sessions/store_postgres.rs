@@ -52,8 +52,9 @@ mod postgres {
         }
     }
 
-    /// Runs `sql` on the database at `url` (its own connection).
-    pub fn sql(url: &str, sql: &str) {
+    /// What `work` returns from a client of the database at `url` on a connection (and a
+    /// runtime) of its own, closed after it.
+    fn with_client<T>(url: &str, work: impl AsyncFnOnce(&tokio_postgres::Client) -> T) -> T {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -63,29 +64,33 @@ mod postgres {
                 .await
                 .unwrap();
             let driver = tokio::spawn(connection);
-            client.batch_execute(sql).await.unwrap();
+            let out = work(&client).await;
             drop(client);
             let _ = driver.await;
-        });
+            out
+        })
+    }
+
+    /// Runs `sql` on the database at `url` (its own connection).
+    pub fn sql(url: &str, sql: &str) {
+        with_client(url, async |client| client.batch_execute(sql).await.unwrap());
     }
 
     /// The first column of the first row of `sql` on the database at `url`, as text.
     fn query_text(url: &str, sql: &str) -> String {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-                .await
-                .unwrap();
-            let driver = tokio::spawn(connection);
-            let row = client.query_one(sql, &[]).await.unwrap();
-            let text: String = row.get(0);
-            drop(client);
-            let _ = driver.await;
-            text
+        with_client(url, async |client| {
+            client.query_one(sql, &[]).await.unwrap().get(0)
         })
+    }
+
+    /// The versions recorded in `schema`'s version table, as `COUNT:MAX`.
+    fn schema_versions(url: &str, schema: &str) -> String {
+        query_text(
+            url,
+            &format!(
+                "SELECT count(*)::text || ':' || max(version)::text FROM {schema}.schema_version"
+            ),
+        )
     }
 
     /// Drops a test's schema (and everything in it) when dropped.
@@ -190,10 +195,7 @@ mod postgres {
             assert_eq!(again.info("kept").unwrap().id, "kept");
         }
         assert_eq!(query_text(&url, &tables), before);
-        let versions = format!(
-            "SELECT count(*)::text || ':' || max(version)::text FROM {schema}.schema_version"
-        );
-        assert_eq!(query_text(&url, &versions), "1:2");
+        assert_eq!(schema_versions(&url, &schema), "1:2");
     }
 
     #[test]
@@ -221,10 +223,7 @@ mod postgres {
             .create(NewSession::new().id("child").parent(link.clone()))
             .unwrap();
         assert_eq!(store.info("child").unwrap().parent, Some(link));
-        let versions = format!(
-            "SELECT count(*)::text || ':' || max(version)::text FROM {schema}.schema_version"
-        );
-        assert_eq!(query_text(&url, &versions), "1:2");
+        assert_eq!(schema_versions(&url, &schema), "1:2");
     }
 
     #[test]

@@ -1,12 +1,16 @@
 //! Helpers of the orphan tests (`orphans.rs`, `orphans_exit.rs`): a shell command that leaves a
-//! `setsid`-detached process behind, and checks on whether that process is still alive.
+//! `setsid`-detached process behind, checks on whether that process is still alive, and a
+//! workspace whose `shell` tool runs such commands.
 #![allow(dead_code)]
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use agentloop::builtin::{self, Workspace};
-use agentloop::tooling::{Deps, Registry};
+use agentloop::tooling::{Deps, ExecOptions, Registry, run_tools_with};
+use agentloop::transcript::{ToolCallPart, ToolResultPart};
+use serde_json::Value;
 
 /// A command that leaves a detached `sleep 300` behind (its pid in `pidfile`), then runs `rest`.
 pub fn detach(pidfile: &Path, rest: &str) -> String {
@@ -50,9 +54,21 @@ pub async fn gone(pid: u32) -> bool {
     false
 }
 
+/// A scratch workspace and the built-in tools confined to it.
 pub struct Setup {
     pub dir: tempfile::TempDir,
     pub registry: Registry<Deps>,
+}
+
+impl Setup {
+    /// Runs one `shell` call with arguments `args` under `options` to its end and returns its
+    /// result.
+    pub async fn shell(&self, args: Value, options: ExecOptions) -> ToolResultPart {
+        let call = ToolCallPart::new("shell-1", "shell", args);
+        let mut out =
+            run_tools_with(&[call], &self.registry, &Arc::new(Deps::new()), &options).await;
+        out.remove(0).result
+    }
 }
 
 pub fn setup() -> Setup {

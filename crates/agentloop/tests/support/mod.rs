@@ -1,6 +1,7 @@
 //! Test support for provider tests: a minimal HTTP server that answers every request with a fixed
 //! SSE body (optionally written in small pieces) and records the request bodies, plus the
-//! fixture corpus loader and the neutral-shape comparison the corpus README describes.
+//! fixture corpus loader and the neutral-shape comparison the corpus README describes, and the
+//! wire formats for tests that run each adapter against the testkit's mock server.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
@@ -10,8 +11,10 @@ use std::time::Duration;
 use agentloop::model::{
     MessageAssembler, Model, ModelError, ModelEvent, ModelRequest, ReasoningLevel,
 };
-use agentloop::tooling::{Deps, ToolContext, ToolSpec};
-use agentloop::transcript::{Message, Part, StopReason, ToolArguments};
+use agentloop::providers::{Anthropic, Gemini, OpenAiChat, OpenAiResponses, ProviderConfig};
+use agentloop::tooling::{Deps, ToolContext, ToolSchema, ToolSpec};
+use agentloop::transcript::{ImagePart, Message, Part, StopReason, ToolArguments, ToolResultPart};
+use agentloop_testkit::MockServer;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -112,6 +115,86 @@ async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<Value> {
         buf.extend_from_slice(&tmp[..n]);
     }
     serde_json::from_slice(&buf[header_end..]).ok()
+}
+
+/// A (truncated) PNG, the image a user sends in the request-body tests.
+pub fn png_image() -> ImagePart {
+    ImagePart {
+        media_type: "image/png".into(),
+        data: "iVBORw0KGgo=".into(),
+    }
+}
+
+/// The request-body tests' `screenshot` result (call `call_2`): a text and a (truncated) JPEG.
+pub fn screenshot_result() -> ToolResultPart {
+    let mut screenshot = ToolResultPart::success("call_2", "screenshot", "captured");
+    screenshot.images.push(ImagePart {
+        media_type: "image/jpeg".into(),
+        data: "/9j/4AAQ".into(),
+    });
+    screenshot
+}
+
+/// The tools of the request-body tests' conversation: `read_file` (of a path) and
+/// `screenshot`.
+pub fn read_file_and_screenshot_tools() -> Vec<ToolSchema> {
+    vec![
+        ToolSchema {
+            name: "read_file".into(),
+            description: "Read a text file.".into(),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+        },
+        ToolSchema {
+            name: "screenshot".into(),
+            description: "Capture the screen.".into(),
+            parameters: json!({"type": "object", "properties": {}}),
+        },
+    ]
+}
+
+/// The wire formats the provider adapters speak, for tests that run each adapter against the
+/// testkit's mock server (which speaks them all).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Wire {
+    Chat,
+    Responses,
+    Anthropic,
+    Gemini,
+}
+
+impl Wire {
+    /// Every wire.
+    pub const ALL: [Wire; 4] = [Wire::Chat, Wire::Responses, Wire::Anthropic, Wire::Gemini];
+
+    /// The base URL this wire's adapter is configured with to reach `server` (the OpenAI
+    /// wires' ends in `/v1`, as OpenAI's own does).
+    pub fn base_url(self, server: &MockServer) -> String {
+        match self {
+            Wire::Chat | Wire::Responses => server.openai_base_url(),
+            Wire::Anthropic | Wire::Gemini => server.base_url(),
+        }
+    }
+
+    /// This wire's adapter, configured with `config`.
+    pub fn adapter(self, config: ProviderConfig) -> Arc<dyn Model> {
+        match self {
+            Wire::Chat => Arc::new(OpenAiChat::new(config)),
+            Wire::Responses => Arc::new(OpenAiResponses::new(config)),
+            Wire::Anthropic => Arc::new(Anthropic::new(config)),
+            Wire::Gemini => Arc::new(Gemini::new(config)),
+        }
+    }
+
+    /// The path on the mock server that streams this wire's reply, as a redirect's same-origin
+    /// location (the mock serves the OpenAI paths with and without `/v1`).
+    pub fn stream_path(self) -> &'static str {
+        match self {
+            Wire::Chat => "/chat/completions",
+            Wire::Responses => "/responses",
+            Wire::Anthropic => "/messages",
+            Wire::Gemini => "/v1/models/mock:streamGenerateContent?alt=sse",
+        }
+    }
 }
 
 /// One corpus case.
@@ -300,6 +383,48 @@ pub async fn capture(model: &dyn Model, request: ModelRequest<'_>) -> Capture {
         message,
         error,
     }
+}
+
+/// `capture` of the plainest request: one user message, "hi".
+pub async fn capture_hi(model: &dyn Model) -> Capture {
+    capture(model, ModelRequest::new(vec![Message::user("hi")])).await
+}
+
+/// The text of a message's thinking parts, joined.
+pub fn thinking_text(m: &Message) -> String {
+    m.content
+        .iter()
+        .filter_map(|p| match p {
+            Part::Thinking(t) => Some(t.thinking.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A message's tool calls without their provider data (which deltas do not carry): id, tool
+/// name and arguments.
+pub fn call_triples(m: &Message) -> Vec<(String, String, ToolArguments)> {
+    m.tool_calls()
+        .map(|c| (c.id.clone(), c.tool_name.clone(), c.arguments.clone()))
+        .collect()
+}
+
+/// The deltas, replayed through the loop's assembler, say the same as the terminal message
+/// (what a UI shows while streaming is what gets recorded): the same text, thinking and tool
+/// calls.
+pub fn assert_deltas_agree(case: &str, outcome: &Capture) {
+    let streamed = outcome.streamed();
+    assert_eq!(streamed.text(), outcome.message.text(), "{case}: text");
+    assert_eq!(
+        thinking_text(&streamed),
+        thinking_text(&outcome.message),
+        "{case}: thinking"
+    );
+    assert_eq!(
+        call_triples(&streamed),
+        call_triples(&outcome.message),
+        "{case}: tool calls"
+    );
 }
 
 /// Accepts one request, returns its head (request line and headers, lowercased) and answers

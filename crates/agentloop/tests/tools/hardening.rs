@@ -28,6 +28,12 @@ async fn call(
         .remove(0)
 }
 
+/// One `shell` call of `command` in `workspace` under sandbox `mode`.
+async fn shell(workspace: &Workspace, mode: SandboxMode, command: &str) -> ToolResultPart {
+    let options = ShellOptions::default().sandbox(mode);
+    call(workspace, &options, "shell", json!({"command": command})).await
+}
+
 /// `root/ws` (the workspace) and `root/outside/secret.txt` (mode 0640) hard-linked into the
 /// workspace as `ws/link.txt`.
 fn linked() -> (tempfile::TempDir, Workspace) {
@@ -99,28 +105,14 @@ async fn a_workspace_swapped_for_a_symbolic_link_is_refused_by_the_shell() {
     std::fs::create_dir_all(&elsewhere).unwrap();
     let workspace = Workspace::new(&ws).unwrap();
     for mode in [SandboxMode::WorkspaceWrite, SandboxMode::FullAccess] {
-        let options = ShellOptions::default().sandbox(mode);
-        let r = call(
-            &workspace,
-            &options,
-            "shell",
-            json!({"command": "echo before > f; pwd"}),
-        )
-        .await;
+        let r = shell(&workspace, mode, "echo before > f; pwd").await;
         assert!(!r.is_error, "{}", r.content);
     }
     // `cd .. && mv ws ws.orig && ln -s elsewhere ws`, done by a command or anyone else.
     std::fs::rename(&ws, root.path().join("ws.orig")).unwrap();
     std::os::unix::fs::symlink(&elsewhere, &ws).unwrap();
     for mode in [SandboxMode::WorkspaceWrite, SandboxMode::FullAccess] {
-        let options = ShellOptions::default().sandbox(mode);
-        let r = call(
-            &workspace,
-            &options,
-            "shell",
-            json!({"command": "echo after > f; pwd"}),
-        )
-        .await;
+        let r = shell(&workspace, mode, "echo after > f; pwd").await;
         assert!(r.is_error, "{mode}: {}", r.content);
         assert!(
             r.content
@@ -206,12 +198,10 @@ async fn inner_environ_is_unreadable() {
     let dir = tempfile::tempdir().unwrap();
     let workspace = Workspace::new(dir.path()).unwrap();
     // Full access: no Landlock domain either, so only the agent's own protection is tested.
-    let options = ShellOptions::default().sandbox(SandboxMode::FullAccess);
-    let r = call(
+    let r = shell(
         &workspace,
-        &options,
-        "shell",
-        json!({"command": "id -u; tr '\\0' '\\n' < /proc/$PPID/environ; echo done"}),
+        SandboxMode::FullAccess,
+        "id -u; tr '\\0' '\\n' < /proc/$PPID/environ; echo done",
     )
     .await;
     assert!(r.content.contains(&format!("{NOBODY}\n")), "{}", r.content);
@@ -238,8 +228,7 @@ async fn sandboxed_commands_cannot_inject_terminal_input() {
     let dir = tempfile::tempdir().unwrap();
     let workspace = Workspace::new(dir.path()).unwrap();
     for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
-        let options = ShellOptions::default().sandbox(mode);
-        let r = call(&workspace, &options, "shell", json!({"command": TTY_PROBE})).await;
+        let r = shell(&workspace, mode, TTY_PROBE).await;
         let denied = r
             .content
             .matches("STI-DENIED: Operation not permitted")
@@ -254,8 +243,7 @@ async fn sandboxed_commands_cannot_inject_terminal_input() {
     }
     if rustix::process::geteuid().is_root() {
         // Unconfined, the same probe does inject: the refusals above are the filter's doing.
-        let options = ShellOptions::default().sandbox(SandboxMode::FullAccess);
-        let r = call(&workspace, &options, "shell", json!({"command": TTY_PROBE})).await;
+        let r = shell(&workspace, SandboxMode::FullAccess, TTY_PROBE).await;
         assert!(r.content.contains("STI-INJECTED"), "{}", r.content);
     }
 }
@@ -302,8 +290,7 @@ async fn inner_commands_have_no_terminal() {
     let dir = tempfile::tempdir().unwrap();
     let workspace = Workspace::new(dir.path()).unwrap();
     for mode in [SandboxMode::WorkspaceWrite, SandboxMode::FullAccess] {
-        let options = ShellOptions::default().sandbox(mode);
-        let r = call(&workspace, &options, "shell", json!({"command": TTY_PROBE})).await;
+        let r = shell(&workspace, mode, TTY_PROBE).await;
         assert!(r.content.contains("NO-TTY"), "{mode}: {}", r.content);
         assert!(r.content.contains("OWN-SESSION"), "{mode}: {}", r.content);
     }

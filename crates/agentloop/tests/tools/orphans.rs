@@ -10,10 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(target_os = "linux")]
 
-use std::sync::Arc;
-
-use agentloop::tooling::{Deps, ExecOptions, run_tools_with};
-use agentloop::transcript::ToolCallPart;
+use agentloop::tooling::ExecOptions;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -25,23 +22,13 @@ use detached::{alive, detach, gone, setup, wait_for_pid};
 async fn a_setsid_child_is_gone_after_a_timeout() {
     let s = setup();
     let pidfile = s.dir.path().join("pid");
-    let call = ToolCallPart::new(
-        "t",
-        "shell",
-        json!({"command": detach(&pidfile, "sleep 100"), "timeout_secs": 1}),
-    );
-    let out = run_tools_with(
-        &[call],
-        &s.registry,
-        &Arc::new(Deps::new()),
-        &ExecOptions::default(),
-    )
-    .await;
-    assert!(
-        out[0].result.content.contains("timed out"),
-        "{}",
-        out[0].result.content
-    );
+    let result = s
+        .shell(
+            json!({"command": detach(&pidfile, "sleep 100"), "timeout_secs": 1}),
+            ExecOptions::default(),
+        )
+        .await;
+    assert!(result.content.contains("timed out"), "{}", result.content);
     let pid = wait_for_pid(&pidfile).await;
     assert!(
         gone(pid).await,
@@ -58,21 +45,15 @@ async fn a_setsid_child_is_gone_after_an_abort() {
         cancel: cancel.clone(),
         ..ExecOptions::default()
     };
-    let call = ToolCallPart::new(
-        "a",
-        "shell",
-        json!({"command": detach(&pidfile, "sleep 100")}),
-    );
-    let registry = &s.registry;
-    let run = async { run_tools_with(&[call], registry, &Arc::new(Deps::new()), &options).await };
+    let run = s.shell(json!({"command": detach(&pidfile, "sleep 100")}), options);
     let abort = async {
         let pid = wait_for_pid(&pidfile).await;
         assert!(alive(pid));
         cancel.cancel();
         pid
     };
-    let (out, pid) = tokio::join!(run, abort);
-    assert!(out[0].result.is_error, "{}", out[0].result.content);
+    let (result, pid) = tokio::join!(run, abort);
+    assert!(result.is_error, "{}", result.content);
     assert!(gone(pid).await, "detached process {pid} survived the abort");
 }
 
@@ -87,19 +68,10 @@ async fn a_setsid_child_is_gone_when_the_command_finishes() {
             pidfile.display()
         ),
     );
-    let call = ToolCallPart::new("f", "shell", json!({"command": command}));
-    let out = run_tools_with(
-        &[call],
-        &s.registry,
-        &Arc::new(Deps::new()),
-        &ExecOptions::default(),
-    )
-    .await;
-    assert!(
-        out[0].result.content.contains("started"),
-        "{}",
-        out[0].result.content
-    );
+    let result = s
+        .shell(json!({"command": command}), ExecOptions::default())
+        .await;
+    assert!(result.content.contains("started"), "{}", result.content);
     let pid = wait_for_pid(&pidfile).await;
     assert!(
         gone(pid).await,
@@ -176,19 +148,6 @@ impl Drop for Tagged {
     }
 }
 
-/// Runs `command` as one shell call to completion and returns its output.
-async fn run_to_end(s: &detached::Setup, command: String) -> String {
-    let call = ToolCallPart::new("e", "shell", json!({"command": command}));
-    let out = run_tools_with(
-        &[call],
-        &s.registry,
-        &Arc::new(Deps::new()),
-        &ExecOptions::default(),
-    )
-    .await;
-    out[0].result.content.clone()
-}
-
 /// A command that starts `perl -e SCRIPT TAG` in the background through `prefix` (`setsid`,
 /// `env -i`, …), waits until the script created the file `ready`, and ends. `READY` in the
 /// script stands for that file's path.
@@ -207,7 +166,13 @@ async fn assert_no_escape(name: &str, prefix: &str, script: &str) {
     let s = setup();
     let ready = s.dir.path().join("ready");
     let tagged = Tagged::new(name);
-    let out = run_to_end(&s, background(prefix, script, &tagged, &ready)).await;
+    let out = s
+        .shell(
+            json!({"command": background(prefix, script, &tagged, &ready)}),
+            ExecOptions::default(),
+        )
+        .await
+        .content;
     assert!(out.contains("started"), "{out}");
     assert!(
         tagged.all_gone().await,
