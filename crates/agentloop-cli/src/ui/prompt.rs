@@ -167,17 +167,15 @@ fn value_text(value: &Value) -> String {
     }
 }
 
-fn str_arg<'a>(map: &'a serde_json::Map<String, Value>, key: &str) -> Option<&'a str> {
+/// A tool call's arguments (an object).
+type Args = serde_json::Map<String, Value>;
+
+fn str_arg<'a>(map: &'a Args, key: &str) -> Option<&'a str> {
     map.get(key).and_then(Value::as_str)
 }
 
 /// Every argument but `skip`, in full.
-fn push_other_args(
-    out: &mut String,
-    map: &serde_json::Map<String, Value>,
-    skip: &[&str],
-    width: usize,
-) {
+fn push_other_args(out: &mut String, map: &Args, skip: &[&str], width: usize) {
     for (key, value) in map.iter().filter(|(k, _)| !skip.contains(&k.as_str())) {
         let text = value_text(value);
         if !text.contains('\n') && text.chars().count() + key.len() < width.saturating_sub(8) {
@@ -321,7 +319,7 @@ struct FileChange<'a> {
 }
 
 impl FileChange<'_> {
-    fn push(&self, body: &mut String, map: &serde_json::Map<String, Value>, width: usize) {
+    fn push(&self, body: &mut String, map: &Args, width: usize) {
         body.push_str(&format!("{}:\n", self.heading));
         push_diff(body, self.path, &self.old, &self.new, width, None);
         push_other_args(body, map, self.keys, width);
@@ -330,10 +328,7 @@ impl FileChange<'_> {
 
 /// A `write_file` call: the diff from the file's current content (or its creation, or the
 /// new content alone when the current one cannot be read).
-fn describe_write<'a>(
-    map: &'a serde_json::Map<String, Value>,
-    workspace: Option<&Workspace>,
-) -> FileChange<'a> {
+fn describe_write<'a>(map: &'a Args, workspace: Option<&Workspace>) -> FileChange<'a> {
     let path = str_arg(map, "path").unwrap_or_default();
     let content = str_arg(map, "content").unwrap_or_default();
     let shown = visible_line(path);
@@ -360,10 +355,7 @@ fn describe_write<'a>(
 
 /// An `edit_file` call: the diff it makes to the file, or, when the tool will refuse it (the
 /// text is not there exactly once, or the file cannot be read), the replacement and why.
-fn describe_edit<'a>(
-    map: &'a serde_json::Map<String, Value>,
-    workspace: Option<&Workspace>,
-) -> FileChange<'a> {
+fn describe_edit<'a>(map: &'a Args, workspace: Option<&Workspace>) -> FileChange<'a> {
     let path = str_arg(map, "path").unwrap_or_default();
     let old_text = str_arg(map, "old_text").unwrap_or_default();
     let new_text = str_arg(map, "new_text").unwrap_or_default();
