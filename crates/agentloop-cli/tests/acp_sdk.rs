@@ -8,7 +8,6 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
@@ -19,22 +18,8 @@ const ENTRY: &str = "node_modules/@agentclientprotocol/sdk/dist/v1/stable/acp.js
 
 /// The SDK's entry module, when Node runs and the package is installed.
 fn sdk_entry() -> Option<PathBuf> {
-    let dir = std::env::var_os("AGENTLOOP_ACP_SDK_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let cache = std::env::var_os("AGENTLOOP_CI_CACHE")
-                .map(PathBuf::from)
-                .or_else(|| {
-                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/agentloop-ci"))
-                })?;
-            Some(cache.join("acp"))
-        })?;
-    let node_ok = Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    let entry = dir.join(ENTRY);
-    (node_ok && entry.exists()).then_some(entry)
+    let entry = agentloop_testkit::external::suite_dir("AGENTLOOP_ACP_SDK_DIR", "acp")?.join(ENTRY);
+    (agentloop_testkit::external::node_runs() && entry.exists()).then_some(entry)
 }
 
 #[test]
