@@ -5,13 +5,16 @@
 //! absent → the suite says so in one line and skips (a failure in CI).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use agentloop::tooling::{Deps, ToolSpec};
-use agentloop_mcp::{McpServerConfig, McpToolset, ServerState};
+use agentloop_mcp::{McpServerConfig, McpToolset};
 use serde_json::{Value, json};
+use support::running_tools;
 
 const SUITE: &str = "MCP interop with the reference Node servers";
 
@@ -51,12 +54,7 @@ async fn call(tools: &[ToolSpec<Deps>], name: &str, args: Value) -> agentloop::t
 }
 
 async fn everything_checks(toolset: &McpToolset, p: &str) {
-    assert!(
-        matches!(toolset.servers()[0].1, ServerState::Running { .. }),
-        "{:?}",
-        toolset.servers()
-    );
-    let tools = toolset.tools::<Deps>().await.unwrap();
+    let tools = running_tools(toolset).await;
     let out = call(&tools, &format!("{p}echo"), json!({"message": "hi there"})).await;
     assert!(out.content.contains("hi there"), "{}", out.content);
     let out = call(&tools, &format!("{p}get-sum"), json!({"a": 2, "b": 40})).await;
@@ -169,12 +167,7 @@ async fn server_filesystem_on_a_temp_dir() {
     )])
     .await
     .unwrap();
-    assert!(
-        matches!(toolset.servers()[0].1, ServerState::Running { .. }),
-        "{:?}",
-        toolset.servers()
-    );
-    let tools = toolset.tools::<Deps>().await.unwrap();
+    let tools = running_tools(&toolset).await;
     let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
     assert!(names.contains(&"mcp__fs__list_directory"), "{names:?}");
     let read = if names.contains(&"mcp__fs__read_text_file") {
