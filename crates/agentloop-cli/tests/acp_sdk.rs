@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 
-use support::{BIN, Scratch};
+use support::{ACP_TERMINAL_REQUESTS, BIN, Scratch};
 
 const ENTRY: &str = "node_modules/@agentclientprotocol/sdk/dist/v1/stable/acp.js";
 
@@ -128,16 +128,7 @@ fn the_typescript_sdk_client_runs_a_turn_with_an_approved_edit() {
         .iter()
         .map(|c| c["method"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        methods,
-        [
-            "terminal/create",
-            "terminal/wait_for_exit",
-            "terminal/output",
-            "terminal/release"
-        ],
-        "{report}"
-    );
+    assert_eq!(methods, ACP_TERMINAL_REQUESTS, "{report}");
     assert_eq!(terminal_calls[0]["args"][0], "__sandbox-exec", "{report}");
     let shown = report["updates"].as_array().unwrap().iter().any(|u| {
         u["update"]["toolCallId"] == "c_sh" && u["update"]["content"][0]["type"] == "terminal"
