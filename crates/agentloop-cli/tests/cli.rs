@@ -9,7 +9,6 @@
 mod support;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
@@ -21,7 +20,7 @@ use serde_json::{Value, json};
 const LABEL: &str =
     "scripted demo: the model is a mock server replaying a fixed script; the tools are real";
 
-use support::{Scratch, server, text};
+use support::{Scratch, assert_stderr_has, server, stdout_lines, text};
 
 /// The mock's base URL for a `--model` value: Anthropic's has no `/v1`, OpenAI's has.
 fn base_url_for(model: &str, server: &MockServer) -> String {
@@ -372,11 +371,7 @@ fn approve_always_runs_mutating_calls() {
     let out = scratch.run(&server, &["--json", "--approve", "always"], "Write out.txt");
     assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
     // The old name still works, with a one-line deprecation note.
-    assert!(
-        text(&out.stderr).contains("--approve always is deprecated; use --approve allow"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_stderr_has(&out, "--approve always is deprecated; use --approve allow");
     assert_eq!(
         std::fs::read_to_string(scratch.ws().join("out.txt")).unwrap(),
         "written by the agent\n"
@@ -535,20 +530,6 @@ fn demo_json_is_events_only() {
     assert!(scratch.session_list().is_empty());
 }
 
-/// Reads the child's stdout lines on a thread.
-fn line_reader(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
 fn wait_for_line(rx: &mpsc::Receiver<String>, seen: &mut Vec<String>, needle: &str) {
     loop {
         let line = rx
@@ -586,7 +567,7 @@ fn ctrl_c_aborts_with_exit_130_after_agent_end() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let rx = line_reader(child.stdout.take().unwrap());
+    let rx = stdout_lines(&mut child);
     let mut seen = Vec::new();
     wait_for_line(&rx, &mut seen, "\"turn_start\"");
     // Wait until the request is in flight.
@@ -627,7 +608,7 @@ fn mock_server_subcommand_serves_a_script() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let rx = line_reader(child.stdout.take().unwrap());
+    let rx = stdout_lines(&mut child);
     let mut seen = Vec::new();
     wait_for_line(&rx, &mut seen, "listening on ");
     let base = seen
@@ -1099,11 +1080,7 @@ fn continue_resumes_this_workspace_s_session_not_a_newer_one_elsewhere() {
     std::fs::create_dir_all(&c).unwrap();
     let out = scratch.run_in(&server, &c, &["--continue"], "gamma");
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("no session to continue"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_stderr_has(&out, "no session to continue");
     assert!(!last_messages(&server).contains("prompt"));
     assert_eq!(scratch.session_list().len(), 3);
 }
@@ -1230,11 +1207,7 @@ fn session_ids_resolve_by_unique_prefix_and_ambiguous_or_unknown_ones_create_not
     // A unique prefix resumes that session (and says which).
     let out = scratch.run(&server, &["--session", "abc1"], "more");
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("abc1-0001"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_stderr_has(&out, "abc1-0001");
     let sent = last_messages(&server);
     assert!(
         sent.contains("first one") && !sent.contains("second one"),

@@ -362,6 +362,15 @@ fn mcp_list(s: &Scratch) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// `mcp logout remote`, run to its end.
+fn logout(s: &Scratch) -> Output {
+    s.cmd()
+        .args(["mcp", "logout", "remote", "--workspace"])
+        .arg(s.ws())
+        .output()
+        .unwrap()
+}
+
 /// `mcp login remote --no-browser`, with the test as the browser: reads the printed URL and
 /// follows the authorization server's redirect to the login's loopback listener.
 fn login(s: &Scratch) -> String {
@@ -498,21 +507,11 @@ fn login_refresh_revocation_and_logout_of_an_oauth_server() {
     );
 
     // Logout removes the tokens; a second logout has nothing to remove.
-    let out = s
-        .cmd()
-        .args(["mcp", "logout", "remote", "--workspace"])
-        .arg(s.ws())
-        .output()
-        .unwrap();
+    let out = logout(&s);
     assert!(out.status.success(), "{}", output_text(&out));
     assert_stdout_has(&out, "logged out");
     assert!(!file.exists());
-    let out = s
-        .cmd()
-        .args(["mcp", "logout", "remote", "--workspace"])
-        .arg(s.ws())
-        .output()
-        .unwrap();
+    let out = logout(&s);
     assert_stdout_has(&out, "no tokens");
 }
 
@@ -585,6 +584,18 @@ fn remote_lines(out: &Output) -> Vec<String> {
         .collect()
 }
 
+/// Asserts that the run warned once about `remote`, with a line naming its login and `scope`.
+fn assert_one_login_warning(out: &Output, scope: &str) {
+    let warnings = remote_lines(out);
+    assert_eq!(warnings.len(), 1, "{}", output_text(out));
+    assert!(
+        warnings[0].contains("needs login: agentloop mcp login remote")
+            && warnings[0].contains(scope),
+        "{}",
+        output_text(out)
+    );
+}
+
 #[test]
 fn a_server_asking_for_more_scope_needs_a_login_that_asks_for_the_union() {
     let (s, _base, state) = setup();
@@ -602,14 +613,7 @@ fn a_server_asking_for_more_scope_needs_a_login_that_asks_for_the_union() {
         content.contains("read_file") && content.contains("files:write"),
         "{content}"
     );
-    let warnings = remote_lines(&out);
-    assert_eq!(warnings.len(), 1, "{}", output_text(&out));
-    assert!(
-        warnings[0].contains("needs login: agentloop mcp login remote")
-            && warnings[0].contains("more scope needed: tools files:write"),
-        "{}",
-        output_text(&out)
-    );
+    assert_one_login_warning(&out, "more scope needed: tools files:write");
     // The scope asked for is remembered next to the tokens, still owner-only.
     let file = s.path("data/agentloop/mcp-tokens/remote.json");
     let stored: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
@@ -646,14 +650,7 @@ fn a_server_asking_for_more_scope_needs_a_login_that_asks_for_the_union() {
         MockServer::start(Script::from_value(json!({"turns": [{"text": "done"}]})).unwrap());
     let out = s.run_cmd(&model).arg("hello").output().unwrap();
     assert!(out.status.success(), "{}", output_text(&out));
-    let warnings = remote_lines(&out);
-    assert_eq!(warnings.len(), 1, "{}", output_text(&out));
-    assert!(
-        warnings[0].contains("needs login: agentloop mcp login remote")
-            && warnings[0].contains("files:write"),
-        "{}",
-        output_text(&out)
-    );
+    assert_one_login_warning(&out, "files:write");
 
     // The login asks for the scopes granted before and the ones asked for, together.
     login(&s);

@@ -20,7 +20,7 @@ const KEY: &str = "sk-user-secret-0123456789";
 
 mod support;
 
-use support::{Scratch, server, text};
+use support::{Scratch, assert_stderr_has, server, text};
 
 /// A scratch workspace with a `.agentloop/` directory and the user's key in the environment.
 fn scratch() -> Scratch {
@@ -150,11 +150,7 @@ fn a_project_mcp_server_starts_only_in_a_trusted_directory() {
     let out = s.run_at(&server, &[], "hi");
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(!marker.exists(), "an untrusted project started a program");
-    assert!(
-        text(&out.stderr).contains("mcp_servers.pwn"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_stderr_has(&out, "mcp_servers.pwn");
     let listed = s
         .cmd()
         .args(["mcp", "list", "--workspace"])
@@ -191,11 +187,7 @@ fn a_project_base_url_never_receives_the_users_key() {
         0,
         "the untrusted project's host was called"
     );
-    assert!(
-        text(&out.stderr).contains("base_url"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_stderr_has(&out, "base_url");
     assert_eq!(
         evil.requests().len(),
         0,
@@ -211,11 +203,7 @@ fn a_project_base_url_never_receives_the_users_key() {
     s.trust(&[], &s.ws());
     let out = s.run_json(&[], "hi");
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("not using base_url"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_stderr_has(&out, "not using base_url");
     assert_eq!(
         evil.requests().len(),
         0,
@@ -316,11 +304,7 @@ fn a_change_to_the_project_files_withdraws_the_trust_and_revoke_does_too() {
     assert!(line(&shown, "approve").ends_with("# default"), "{shown}");
     let server = server(json!({"turns": [{"text": "hi"}], "repeat": true}));
     let out = s.run_at(&server, &[], "hi");
-    assert!(
-        text(&out.stderr).contains("changed"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_stderr_has(&out, "changed");
     let listed = s.cmd().args(["trust", "--list"]).output().unwrap();
     assert!(
         text(&listed.stdout).contains("changed"),
@@ -428,11 +412,7 @@ fn an_imported_session_never_sends_the_key_to_its_recorded_host() {
     // --continue does not pick it, although its recorded workspace is this one.
     let out = s.run_json(&["--continue"], "go on");
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("no session to continue"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_stderr_has(&out, "no session to continue");
     assert!(
         !mine.requests()[0]
             .body
@@ -447,11 +427,7 @@ fn an_imported_session_never_sends_the_key_to_its_recorded_host() {
     // Resumed by id: the history comes back, the recorded base URL does not.
     let out = s.run_json(&["--session", &id], "go on");
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("imported"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_stderr_has(&out, "imported");
     assert_eq!(
         evil.requests().len(),
         before,
