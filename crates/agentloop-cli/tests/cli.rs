@@ -850,12 +850,7 @@ fn config_files_profiles_env_and_flags_apply_in_order() {
     assert_eq!(server.requests()[before].body["model"], "env-model");
 
     // `config show` says where each value comes from.
-    let out = scratch
-        .cmd()
-        .args(["config", "show", "--workspace"])
-        .arg(scratch.ws())
-        .output()
-        .unwrap();
+    let out = scratch.in_workspace(&["config", "show"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let shown = text(&out.stdout);
     let line = |key: &str| {
@@ -873,12 +868,7 @@ fn config_files_profiles_env_and_flags_apply_in_order() {
         "{shown}"
     );
     assert!(line("approve").ends_with("# default"), "{shown}");
-    let out = scratch
-        .cmd()
-        .args(["config", "show", "--profile", "fast", "--workspace"])
-        .arg(scratch.ws())
-        .output()
-        .unwrap();
+    let out = scratch.in_workspace(&["config", "show", "--profile", "fast"]);
     let shown = text(&out.stdout);
     assert!(shown.contains("[profiles.fast]"), "{shown}");
     assert!(shown.contains("openai:fast-ws"), "{shown}");

@@ -183,12 +183,9 @@ fn a_deny_rule_wins_even_under_approve_allow() {
 #[test]
 fn an_untrusted_workspace_file_can_deny_but_not_allow() {
     let scratch = Scratch::new();
-    std::fs::create_dir(scratch.ws().join(".agentloop")).unwrap();
-    std::fs::write(
-        scratch.ws().join(".agentloop/config.toml"),
+    scratch.workspace_config(
         "[permissions]\nallow = [\"write_file\"]\ndeny = [\"write_file(blocked.txt)\"]\n",
-    )
-    .unwrap();
+    );
     let server = server(write_call("a.txt"));
     let out = scratch.run_json(&server, &[], "write");
     assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
@@ -616,15 +613,10 @@ fn a_stop_hook_sends_the_agent_back_to_work_a_bounded_number_of_times() {
 fn workspace_hooks_do_not_run_in_an_untrusted_workspace() {
     let scratch = Scratch::new();
     let ran = scratch.path("ran");
-    std::fs::create_dir(scratch.ws().join(".agentloop")).unwrap();
-    std::fs::write(
-        scratch.ws().join(".agentloop/config.toml"),
-        format!(
-            "[[hooks.session_start]]\ncommand = {}\n",
-            toml_string(&format!("touch {}", ran.display()))
-        ),
-    )
-    .unwrap();
+    scratch.workspace_config(&format!(
+        "[[hooks.session_start]]\ncommand = {}\n",
+        toml_string(&format!("touch {}", ran.display()))
+    ));
     let server = server(json!({"turns": [{"text": "ok"}]}));
     let out = scratch.run_json(&server, &[], "hello");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));

@@ -337,15 +337,10 @@ fn start_server(served: &std::path::Path) -> (String, Shared) {
 
 fn setup() -> (Scratch, String, Shared) {
     let s = Scratch::new();
-    std::fs::create_dir_all(s.path("config/agentloop")).unwrap();
     std::fs::create_dir_all(s.path("served")).unwrap();
     std::fs::write(s.path("served/remote.txt"), "served file\n").unwrap();
     let (base, state) = start_server(&s.path("served"));
-    std::fs::write(
-        s.path("config/agentloop/config.toml"),
-        format!("[mcp_servers.remote]\nurl = \"{base}/mcp\"\n"),
-    )
-    .unwrap();
+    s.user_config(&format!("[mcp_servers.remote]\nurl = \"{base}/mcp\"\n"));
     (s, base, state)
 }
 
@@ -360,15 +355,6 @@ fn mcp_list(s: &Scratch) -> String {
     let out = mcp_list_command(s).output().unwrap();
     assert!(out.status.success(), "{}", output_text(&out));
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// `mcp logout remote`, run to its end.
-fn logout(s: &Scratch) -> Output {
-    s.cmd()
-        .args(["mcp", "logout", "remote", "--workspace"])
-        .arg(s.ws())
-        .output()
-        .unwrap()
 }
 
 /// `mcp login remote --no-browser`, with the test as the browser: reads the printed URL and
@@ -507,33 +493,23 @@ fn login_refresh_revocation_and_logout_of_an_oauth_server() {
     );
 
     // Logout removes the tokens; a second logout has nothing to remove.
-    let out = logout(&s);
+    let out = s.in_workspace(&["mcp", "logout", "remote"]);
     assert!(out.status.success(), "{}", output_text(&out));
     assert_stdout_has(&out, "logged out");
     assert!(!file.exists());
-    let out = logout(&s);
+    let out = s.in_workspace(&["mcp", "logout", "remote"]);
     assert_stdout_has(&out, "no tokens");
 }
 
 #[test]
 fn login_names_an_unknown_or_stdio_server_in_one_line() {
     let s = Scratch::new();
-    std::fs::create_dir_all(s.path("config/agentloop")).unwrap();
-    std::fs::write(
-        s.path("config/agentloop/config.toml"),
-        "[mcp_servers.local]\ncommand = \"true\"\n",
-    )
-    .unwrap();
+    s.user_config("[mcp_servers.local]\ncommand = \"true\"\n");
     for (name, expected) in [
         ("nope", "no MCP server named `nope`"),
         ("local", "not a streamable-HTTP server"),
     ] {
-        let out = s
-            .cmd()
-            .args(["mcp", "login", name, "--no-browser", "--workspace"])
-            .arg(s.ws())
-            .output()
-            .unwrap();
+        let out = s.in_workspace(&["mcp", "login", name, "--no-browser"]);
         assert!(!out.status.success());
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(expected), "{}", output_text(&out));
@@ -730,14 +706,10 @@ fn list_with_secret(s: &Scratch, secret: Option<&str>) -> Output {
 #[test]
 fn client_credentials_from_the_config_need_no_login() {
     let (s, base, state) = setup();
-    std::fs::write(
-        s.path("config/agentloop/config.toml"),
-        format!(
-            "[mcp_servers.remote]\nurl = \"{base}/mcp\"\noauth_grant = \"client_credentials\"\n\
+    s.user_config(&format!(
+        "[mcp_servers.remote]\nurl = \"{base}/mcp\"\noauth_grant = \"client_credentials\"\n\
              oauth_client_id = \"{CLIENT_ID}\"\noauth_client_secret_env = \"REMOTE_SECRET\"\n"
-        ),
-    )
-    .unwrap();
+    ));
 
     // The secret's variable unset: one clear line naming it, nothing started.
     let out = list_with_secret(&s, None);
@@ -819,11 +791,9 @@ fn oauth_grant_keys_that_do_not_fit_together_are_refused_in_one_line() {
             "need oauth_grant = \"client_credentials\"",
         ),
     ] {
-        std::fs::write(
-            s.path("config/agentloop/config.toml"),
-            format!("[mcp_servers.remote]\nurl = \"{base}/mcp\"\n{keys}\n"),
-        )
-        .unwrap();
+        s.user_config(&format!(
+            "[mcp_servers.remote]\nurl = \"{base}/mcp\"\n{keys}\n"
+        ));
         let out = list_with_secret(&s, Some(CLIENT_SECRET));
         assert!(!out.status.success(), "{keys}: {}", output_text(&out));
         let stderr = String::from_utf8_lossy(&out.stderr);

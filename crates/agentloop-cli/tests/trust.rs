@@ -51,12 +51,7 @@ impl Scratch {
         self.run_json(&all, prompt)
     }
     fn show(&self) -> String {
-        let out = self
-            .cmd()
-            .args(["config", "show", "--workspace"])
-            .arg(self.ws())
-            .output()
-            .unwrap();
+        let out = self.in_workspace(&["config", "show"]);
         assert!(out.status.success(), "{}", text(&out.stderr));
         text(&out.stdout)
     }
@@ -151,12 +146,7 @@ fn a_project_mcp_server_starts_only_in_a_trusted_directory() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(!marker.exists(), "an untrusted project started a program");
     assert_stderr_has(&out, "mcp_servers.pwn");
-    let listed = s
-        .cmd()
-        .args(["mcp", "list", "--workspace"])
-        .arg(s.ws())
-        .output()
-        .unwrap();
+    let listed = s.in_workspace(&["mcp", "list"]);
     assert!(
         !marker.exists(),
         "`mcp list` started it: {}",

@@ -176,6 +176,17 @@ impl Scratch {
         self.cmd().args(args).output().unwrap()
     }
 
+    /// `cmd()` with `ARGS… --workspace ws` (a command about the workspace: `config show`,
+    /// `mcp list`, …), run to its end.
+    pub fn in_workspace(&self, args: &[&str]) -> Output {
+        self.cmd()
+            .args(args)
+            .arg("--workspace")
+            .arg(self.ws())
+            .output()
+            .unwrap()
+    }
+
     /// `run_cmd(server)` + `ARGS… PROMPT`, run to its end.
     pub fn run(&self, server: &MockServer, args: &[&str], prompt: &str) -> Output {
         self.run_cmd(server)
