@@ -83,3 +83,17 @@ pub fn node_package_dir(package: &str) -> Option<PathBuf> {
     let dir = suite_dir("AGENTLOOP_MCP_SERVERS_DIR", "mcp")?;
     (node_runs() && dir.join(package).exists()).then_some(dir)
 }
+
+/// [`node_package_dir`], or `None` after reporting `suite` skipped ([`skip_suite`]): the suites
+/// that need the pinned Node MCP packages start with it.
+pub fn node_package_dir_or_skip(package: &str, suite: &str) -> Option<PathBuf> {
+    let dir = node_package_dir(package);
+    if dir.is_none() {
+        skip_suite(
+            suite,
+            &format!("node or {package} is not installed"),
+            "run .ci/setup-mcp-servers (or set AGENTLOOP_MCP_SERVERS_DIR)",
+        );
+    }
+    dir
+}
