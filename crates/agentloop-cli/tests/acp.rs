@@ -1075,6 +1075,23 @@ mod latency {
 
     const WAIT: Duration = Duration::from_secs(60);
 
+    /// `agentloop SUBCOMMAND` in the workspace on the model at `url`, without checkpoints: the
+    /// same conditions for every client measured.
+    fn agentloop(scratch: &Scratch, subcommand: &str, url: &str) -> std::process::Command {
+        let mut command = scratch.cmd();
+        command
+            .args([
+                subcommand,
+                "--model",
+                "openai:mock",
+                "--no-checkpoints",
+                "--base-url",
+                url,
+            ])
+            .current_dir(scratch.ws());
+        command
+    }
+
     /// `agentloop acp` with one session open.
     struct Acp {
         child: std::process::Child,
@@ -1086,17 +1103,7 @@ mod latency {
 
     impl Acp {
         fn start(scratch: &Scratch, url: &str) -> Acp {
-            let mut child = scratch
-                .cmd()
-                .args([
-                    "acp",
-                    "--model",
-                    "openai:mock",
-                    "--no-checkpoints",
-                    "--base-url",
-                    url,
-                ])
-                .current_dir(scratch.ws())
+            let mut child = agentloop(scratch, "acp", url)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .spawn()
@@ -1170,19 +1177,8 @@ mod latency {
     /// One `agentloop run` (`--json` when `json`): from the first token on the wire to the
     /// client's first sight of it.
     fn run(scratch: &Scratch, url: &str, sent: &mpsc::Receiver<Instant>, json: bool) -> Duration {
-        let mut command = scratch.cmd();
-        command
-            .args([
-                "run",
-                "--model",
-                "openai:mock",
-                "--no-checkpoints",
-                "--base-url",
-                url,
-            ])
-            .current_dir(scratch.ws())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+        let mut command = agentloop(scratch, "run", url);
+        command.stdout(Stdio::piped()).stderr(Stdio::null());
         if json {
             command.arg("--json");
         }

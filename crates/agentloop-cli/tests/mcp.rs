@@ -7,7 +7,7 @@
 
 mod support;
 
-use std::process::Command;
+use std::process::{Command, Output};
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
@@ -33,6 +33,14 @@ impl Scratch {
         let mut cmd = self.cmd();
         cmd.arg("--trust-project");
         cmd
+    }
+    /// `agentloop mcp list` of the trusted workspace, run to its end.
+    fn mcp_list(&self) -> Output {
+        self.trusted()
+            .args(["mcp", "list", "--workspace"])
+            .arg(self.ws())
+            .output()
+            .unwrap()
     }
     /// The TOML block of a server that is this binary serving `served/`.
     fn self_server(&self, name: &str) -> String {
@@ -98,12 +106,7 @@ fn mcp_list_shows_servers_their_state_and_tools() {
         "{}\n[mcp_servers.broken]\ncommand = \"/nonexistent/server\"\n\n[mcp_servers.off]\ncommand = \"x\"\nenabled = false\n",
         s.self_server("tools")
     ));
-    let out = s
-        .trusted()
-        .args(["mcp", "list", "--workspace"])
-        .arg(s.path("ws"))
-        .output()
-        .unwrap();
+    let out = s.mcp_list();
     assert!(out.status.success(), "{}", output_text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_stdout_has(&out, "tools: running, 9 tool(s)");
@@ -136,12 +139,7 @@ fn mcp_list_shows_servers_their_state_and_tools() {
 fn unknown_config_keys_are_a_usage_error_listing_the_valid_ones() {
     let s = scratch();
     s.workspace_config("[mcp_servers.x]\ncomand = \"a\"\n");
-    let out = s
-        .trusted()
-        .args(["mcp", "list", "--workspace"])
-        .arg(s.path("ws"))
-        .output()
-        .unwrap();
+    let out = s.mcp_list();
     assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

@@ -210,7 +210,7 @@ async fn resources_of_server_everything_are_listed_and_read_through_the_model_to
         return;
     };
     let toolset = McpToolset::connect([
-        McpServerConfig::stdio("everything", "node", [everything(&dir), "stdio".into()]),
+        everything_stdio(&dir),
         // A second server, without resources, is not offered to the resource tools.
         McpServerConfig::stdio(
             "plain",
