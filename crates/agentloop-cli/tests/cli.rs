@@ -130,6 +130,14 @@ fn read_notes_script() -> Value {
     ]})
 }
 
+/// A workspace holding `notes.txt` ("hello from the notes") and a model playing
+/// [`read_notes_script`].
+fn notes_and_reader() -> (Scratch, MockServer) {
+    let scratch = Scratch::new();
+    std::fs::write(scratch.ws().join("notes.txt"), "hello from the notes\n").unwrap();
+    (scratch, server(read_notes_script()))
+}
+
 #[test]
 fn version_prints_the_version() {
     let out = Scratch::new().cmd().arg("--version").output().unwrap();
@@ -158,9 +166,7 @@ fn version_prints_the_version() {
 
 #[test]
 fn run_json_prints_only_events_in_order_and_exits_zero() {
-    let scratch = Scratch::new();
-    std::fs::write(scratch.ws().join("notes.txt"), "hello from the notes\n").unwrap();
-    let server = server(read_notes_script());
+    let (scratch, server) = notes_and_reader();
     let out = scratch.run(&server, &["--json"], "What do the notes say?");
     assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
 
@@ -191,9 +197,7 @@ fn every_provider_runs_the_same_conversation() {
         ("openai-responses:mock", "/v1/responses"),
         ("anthropic:mock", "/v1/messages"),
     ] {
-        let scratch = Scratch::new();
-        std::fs::write(scratch.ws().join("notes.txt"), "hello from the notes\n").unwrap();
-        let server = server(read_notes_script());
+        let (scratch, server) = notes_and_reader();
         // Anthropic's base URL has no /v1; OpenAI's has.
         let out = run_json_cmd(&scratch, model, &server)
             .arg("What do the notes say?")
@@ -267,9 +271,7 @@ fn a_missing_key_for_an_official_endpoint_is_a_usage_error() {
 
 #[test]
 fn run_plain_text_without_a_terminal() {
-    let scratch = Scratch::new();
-    std::fs::write(scratch.ws().join("notes.txt"), "hello from the notes\n").unwrap();
-    let server = server(read_notes_script());
+    let (scratch, server) = notes_and_reader();
     let out = scratch.run(&server, &[], "What do the notes say?");
     assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
     let stdout = text(&out.stdout);
@@ -380,9 +382,7 @@ fn approve_always_runs_mutating_calls() {
 
 #[test]
 fn sessions_export_then_import_round_trips() {
-    let scratch = Scratch::new();
-    std::fs::write(scratch.ws().join("notes.txt"), "hello from the notes\n").unwrap();
-    let server = server(read_notes_script());
+    let (scratch, server) = notes_and_reader();
     let out = scratch.run(
         &server,
         &["--title", "round trip"],

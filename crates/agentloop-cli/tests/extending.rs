@@ -475,7 +475,7 @@ fn session_start_context_reaches_the_model_and_session_end_sees_the_stop() {
     assert_eq!(hook_lines(&out)[0]["outcome"], "error");
 }
 
-/// Two tool turns whose second passes half of a 1,000-token window: the loop compacts before
+/// A `--json` run of [`compacting_server`] under [`COMPACTING_FLAGS`]: the loop compacts before
 /// the third model call (the summary is the third scripted reply) unless a hook skips it.
 fn compacting_run(scratch: &Scratch) -> (MockServer, Output) {
     let server = compacting_server();
