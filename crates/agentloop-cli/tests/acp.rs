@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 #[cfg(target_os = "linux")]
 use support::procs::alive;
-use support::{ACP_TERMINAL_REQUESTS, Scratch, assert_ok, stdout_lines};
+use support::{ACP_TERMINAL_REQUESTS, Scratch, assert_ok, send_signal, stdout_lines};
 
 /// Only a guard against a hang: every wait ends as soon as the awaited message arrives.
 const HANG_GUARD: Duration = Duration::from_secs(120);
@@ -696,11 +696,7 @@ fn sigterm_from_the_editor_kills_a_detached_command() {
         .parse()
         .unwrap();
     assert!(alive(pid));
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &editor.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    send_signal(editor.child.id(), "TERM");
     editor.child.wait().unwrap();
     assert!(
         eventually(|| !alive(pid)),

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 const LABEL: &str =
     "scripted demo: the model is a mock server replaying a fixed script; the tools are real";
 
-use support::{Scratch, assert_stderr_has, server, stdout_lines, text};
+use support::{Scratch, assert_stderr_has, send_signal, server, stdout_lines, text};
 
 /// The mock's base URL for a `--model` value: Anthropic's has no `/v1`, OpenAI's has.
 fn base_url_for(model: &str, server: &MockServer) -> String {
@@ -542,14 +542,6 @@ fn wait_for_line(rx: &mpsc::Receiver<String>, seen: &mut Vec<String>, needle: &s
     }
 }
 
-fn sigint(pid: u32) {
-    let status = Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
 #[cfg(unix)]
 #[test]
 fn ctrl_c_aborts_with_exit_130_after_agent_end() {
@@ -575,7 +567,7 @@ fn ctrl_c_aborts_with_exit_130_after_agent_end() {
     while server.request_count() == 0 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
-    sigint(child.id());
+    send_signal(child.id(), "INT");
     let status = child.wait().unwrap();
     seen.extend(rx.iter());
     assert_eq!(status.code(), Some(130), "{seen:?}");
@@ -625,7 +617,7 @@ fn mock_server_subcommand_serves_a_script() {
         .arg("Hi")
         .output()
         .unwrap();
-    sigint(child.id());
+    send_signal(child.id(), "INT");
     let status = child.wait().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("Hello from the mock."));

@@ -258,6 +258,17 @@ pub fn stdout_lines(child: &mut Child) -> mpsc::Receiver<String> {
     lines
 }
 
+/// Sends the signal `name` (`INT`, `TERM`, …) to process `pid` through kill(1), as a terminal or
+/// a supervisor would (Unix); asserts that it was sent.
+pub fn send_signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{name} {pid}: {status}");
+}
+
 /// Bytes a child wrote, as text.
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
