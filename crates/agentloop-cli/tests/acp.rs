@@ -11,7 +11,7 @@
 mod support;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 #[cfg(target_os = "linux")]
 use support::procs::alive;
-use support::{Scratch, assert_ok};
+use support::{ACP_TERMINAL_REQUESTS, Scratch, assert_ok, send_signal, stdout_lines};
 
 /// Only a guard against a hang: every wait ends as soon as the awaited message arrives.
 const HANG_GUARD: Duration = Duration::from_secs(120);
@@ -127,16 +127,7 @@ impl Editor {
             .spawn()
             .unwrap();
         let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (send, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if send.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = stdout_lines(&mut child);
         Editor {
             child,
             stdin,
@@ -353,6 +344,13 @@ impl Editor {
         )
     }
 
+    /// [`Editor::prompt`], which must end the turn with `stop_reason`; the response.
+    fn prompt_ending(&mut self, session: &str, text: &str, stop_reason: &str) -> Value {
+        let response = self.prompt(session, text);
+        assert_eq!(response["result"]["stopReason"], stop_reason, "{response}");
+        response
+    }
+
     /// The updates of one kind (`sessionUpdate`), in order.
     fn of_kind(&self, kind: &str) -> Vec<Value> {
         self.updates
@@ -366,6 +364,14 @@ impl Editor {
         self.of_kind("agent_message_chunk")
             .iter()
             .filter_map(|u| u["content"]["text"].as_str().map(str::to_owned))
+            .collect()
+    }
+
+    /// The methods of the `terminal/*` requests seen so far, in order.
+    fn terminal_methods(&self) -> Vec<&str> {
+        self.terminal_calls
+            .iter()
+            .map(|c| c["method"].as_str().unwrap())
             .collect()
     }
 
@@ -433,8 +439,7 @@ fn read_then_approved_edit_then_load_in_a_new_process() {
     );
     let session = editor.new_session(&scratch);
 
-    let response = editor.prompt(&session, "What does the note say?");
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    editor.prompt_ending(&session, "What does the note say?", "end_turn");
     let call = editor
         .of_kind("tool_call")
         .into_iter()
@@ -450,8 +455,7 @@ fn read_then_approved_edit_then_load_in_a_new_process() {
         "no thought chunk"
     );
 
-    let response = editor.prompt(&session, "Replace milk by bread.");
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    editor.prompt_ending(&session, "Replace milk by bread.", "end_turn");
     assert_eq!(editor.permissions.len(), 1, "one permission request");
     let asked = &editor.permissions[0]["toolCall"];
     assert_eq!(asked["toolCallId"], "c_edit");
@@ -532,17 +536,29 @@ fn a_session_started_by_run_loads_in_the_editor() {
     editor.close();
 }
 
+/// Opens a session, prompts the edit of notes.txt (milk to bread) and answers its permission
+/// question with `answer`: the turn ends with `stop_reason`, the edit fails and the file keeps
+/// its text. The editor, for more checks.
+fn refuse_the_edit(
+    scratch: &Scratch,
+    server: &MockServer,
+    answer: Answer,
+    stop_reason: &str,
+) -> Editor {
+    let (mut editor, session) = Editor::open(scratch, server);
+    editor.answer = answer;
+    editor.prompt_ending(&session, "Replace milk by bread.", stop_reason);
+    assert_eq!(editor.final_status("c_edit").as_deref(), Some("failed"));
+    assert_eq!(notes_on_disk(scratch), "remember the milk\n");
+    editor
+}
+
 #[test]
 fn rejected_edit_leaves_the_file_and_tells_the_model() {
     let scratch = Scratch::with_notes();
     let server = recorded(edit_then("Understood."));
-    let (mut editor, session) = Editor::open(&scratch, &server);
-    editor.answer = Answer::Reject;
-    let response = editor.prompt(&session, "Replace milk by bread.");
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let editor = refuse_the_edit(&scratch, &server, Answer::Reject, "end_turn");
     assert_eq!(editor.permissions.len(), 1);
-    assert_eq!(editor.final_status("c_edit").as_deref(), Some("failed"));
-    assert_eq!(notes_on_disk(&scratch), "remember the milk\n");
     let requests = server.requests();
     let last = requests.last().unwrap().body.to_string();
     assert!(last.contains("rejected this tool call"), "{last}");
@@ -553,12 +569,7 @@ fn rejected_edit_leaves_the_file_and_tells_the_model() {
 fn cancel_while_asking_stops_the_turn_and_answers_the_call() {
     let scratch = Scratch::with_notes();
     let server = sequential(edit_then("This turn should never be requested."));
-    let (mut editor, session) = Editor::open(&scratch, &server);
-    editor.answer = Answer::CancelTurn;
-    let response = editor.prompt(&session, "Replace milk by bread.");
-    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
-    assert_eq!(editor.final_status("c_edit").as_deref(), Some("failed"));
-    assert_eq!(notes_on_disk(&scratch), "remember the milk\n");
+    let editor = refuse_the_edit(&scratch, &server, Answer::CancelTurn, "cancelled");
     assert_eq!(server.request_count(), 1, "no model call after the cancel");
     editor.close();
 }
@@ -572,8 +583,7 @@ fn mode_auto_runs_edits_without_asking() {
     assert!(response.get("error").is_none(), "{response}");
     let bad = editor.set_mode(&session, "yolo");
     assert!(bad.get("error").is_some(), "{bad}");
-    let response = editor.prompt(&session, "Replace milk by bread.");
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    editor.prompt_ending(&session, "Replace milk by bread.", "end_turn");
     assert!(
         editor.permissions.is_empty(),
         "auto asked: {:?}",
@@ -598,8 +608,7 @@ fn cancel_while_a_command_runs_stops_the_turn_and_answers_the_call() {
     let (mut editor, session) = Editor::open(&scratch, &server);
     editor.cancel_when_running = Some("c_sleep".into());
     editor.answer = Answer::Allow;
-    let response = editor.prompt(&session, "Wait a minute.");
-    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    editor.prompt_ending(&session, "Wait a minute.", "cancelled");
     let call = editor
         .of_kind("tool_call")
         .into_iter()
@@ -687,11 +696,7 @@ fn sigterm_from_the_editor_kills_a_detached_command() {
         .parse()
         .unwrap();
     assert!(alive(pid));
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &editor.child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    send_signal(editor.child.id(), "TERM");
     editor.child.wait().unwrap();
     assert!(
         eventually(|| !alive(pid)),
@@ -714,8 +719,7 @@ fn allow_always_is_remembered_for_the_session() {
     editor.answer = Answer::AllowAlways;
     editor.prompt(&session, "write a");
     editor.answer = Answer::Reject;
-    let response = editor.prompt(&session, "write b");
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    editor.prompt_ending(&session, "write b", "end_turn");
     assert_eq!(
         editor.permissions.len(),
         1,
@@ -759,8 +763,7 @@ fn file_tools_use_the_editor_buffers_and_stay_in_the_workspace() {
         .insert(notes.clone(), "remember the eggs\n".into());
     let session = editor.begin(&scratch);
     editor.set_mode(&session, "auto");
-    let response = editor.prompt(&session, "Work on the notes.");
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    editor.prompt_ending(&session, "Work on the notes.", "end_turn");
 
     // The model read the buffer, not the disk.
     let requests = server.requests();
@@ -857,8 +860,7 @@ fn agentloop_in_ws(scratch: &Scratch, args: &[&str]) -> String {
 fn edit_in_auto_mode(scratch: &Scratch, server: &MockServer, extra: &[&str]) -> (Editor, Value) {
     let (mut editor, session) = Editor::open_with(scratch, server, extra);
     editor.set_mode(&session, "auto");
-    let response = editor.prompt(&session, "Replace milk by bread.");
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let response = editor.prompt_ending(&session, "Replace milk by bread.", "end_turn");
     assert_eq!(notes_on_disk(scratch), "remember the bread\n");
     (editor, response)
 }
@@ -927,8 +929,7 @@ fn an_editor_session_keeps_full_tool_outputs() {
         .unwrap(),
     );
     let (mut editor, session) = Editor::open(&scratch, &server);
-    let response = editor.prompt(&session, "Count.");
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    editor.prompt_ending(&session, "Count.", "end_turn");
     editor.close();
     let full = agentloop_in_ws(&scratch, &["sessions", "show", "--full", &session]);
     assert!(full.contains("full output of call c_seq"), "{full:.400}");
@@ -1070,6 +1071,23 @@ mod latency {
 
     const WAIT: Duration = Duration::from_secs(60);
 
+    /// `agentloop SUBCOMMAND` in the workspace on the model at `url`, without checkpoints: the
+    /// same conditions for every client measured.
+    fn agentloop(scratch: &Scratch, subcommand: &str, url: &str) -> std::process::Command {
+        let mut command = scratch.cmd();
+        command
+            .args([
+                subcommand,
+                "--model",
+                "openai:mock",
+                "--no-checkpoints",
+                "--base-url",
+                url,
+            ])
+            .current_dir(scratch.ws());
+        command
+    }
+
     /// `agentloop acp` with one session open.
     struct Acp {
         child: std::process::Child,
@@ -1081,17 +1099,7 @@ mod latency {
 
     impl Acp {
         fn start(scratch: &Scratch, url: &str) -> Acp {
-            let mut child = scratch
-                .cmd()
-                .args([
-                    "acp",
-                    "--model",
-                    "openai:mock",
-                    "--no-checkpoints",
-                    "--base-url",
-                    url,
-                ])
-                .current_dir(scratch.ws())
+            let mut child = agentloop(scratch, "acp", url)
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .spawn()
@@ -1165,19 +1173,8 @@ mod latency {
     /// One `agentloop run` (`--json` when `json`): from the first token on the wire to the
     /// client's first sight of it.
     fn run(scratch: &Scratch, url: &str, sent: &mpsc::Receiver<Instant>, json: bool) -> Duration {
-        let mut command = scratch.cmd();
-        command
-            .args([
-                "run",
-                "--model",
-                "openai:mock",
-                "--no-checkpoints",
-                "--base-url",
-                url,
-            ])
-            .current_dir(scratch.ws())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+        let mut command = agentloop(scratch, "run", url);
+        command.stdout(Stdio::piped()).stderr(Stdio::null());
         if json {
             command.arg("--json");
         }
@@ -1246,24 +1243,10 @@ fn shell_commands_run_in_editor_terminals_through_the_sandbox_wrapper() {
     editor.capabilities = json!({"terminal": true});
     let session = editor.begin(&scratch);
     editor.set_mode(&session, "auto");
-    let response = editor.prompt(&session, "Run it.");
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    editor.prompt_ending(&session, "Run it.", "end_turn");
 
     // The editor was asked to start agentloop's sandbox wrapper, never the raw command.
-    let methods: Vec<&str> = editor
-        .terminal_calls
-        .iter()
-        .map(|c| c["method"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        methods,
-        [
-            "terminal/create",
-            "terminal/wait_for_exit",
-            "terminal/output",
-            "terminal/release"
-        ]
-    );
+    assert_eq!(editor.terminal_methods(), ACP_TERMINAL_REQUESTS);
     let create = &editor.terminal_calls[0];
     assert_eq!(create["sessionId"], session.as_str());
     let program = std::fs::canonicalize(create["command"].as_str().unwrap()).unwrap();
@@ -1322,16 +1305,11 @@ fn a_cancelled_turn_kills_and_releases_the_editor_terminal() {
     editor.set_mode(&session, "auto");
     // Cancelled once the command runs in the terminal (its wait is pending).
     editor.cancel_on_wait = true;
-    let response = editor.prompt(&session, "Wait a minute.");
-    assert_eq!(response["result"]["stopReason"], "cancelled", "{response}");
+    editor.prompt_ending(&session, "Wait a minute.", "cancelled");
     // The kill and release may trail the response: wait for them (bounded by the hang guard).
     let deadline = std::time::Instant::now() + HANG_GUARD;
     let ended = |editor: &Editor| {
-        let methods: Vec<&str> = editor
-            .terminal_calls
-            .iter()
-            .map(|c| c["method"].as_str().unwrap())
-            .collect();
+        let methods = editor.terminal_methods();
         methods.contains(&"terminal/kill") && methods.contains(&"terminal/release")
     };
     while !ended(&editor) && std::time::Instant::now() < deadline {
@@ -1376,8 +1354,7 @@ fn a_permission_question_shows_the_edit_of_the_editor_buffer() {
         .buffers
         .insert(notes.clone(), "remember the eggs\n".into());
     let session = editor.begin(&scratch);
-    let response = editor.prompt(&session, "Edit the notes.");
-    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    editor.prompt_ending(&session, "Edit the notes.", "end_turn");
     assert_eq!(editor.permissions.len(), 2);
     let diff = &editor.permissions[0]["toolCall"]["content"][0];
     assert_eq!(diff["type"], "diff", "{diff}");

@@ -8,33 +8,18 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 
-use support::{BIN, Scratch};
+use support::{ACP_TERMINAL_REQUESTS, BIN, Scratch};
 
 const ENTRY: &str = "node_modules/@agentclientprotocol/sdk/dist/v1/stable/acp.js";
 
 /// The SDK's entry module, when Node runs and the package is installed.
 fn sdk_entry() -> Option<PathBuf> {
-    let dir = std::env::var_os("AGENTLOOP_ACP_SDK_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let cache = std::env::var_os("AGENTLOOP_CI_CACHE")
-                .map(PathBuf::from)
-                .or_else(|| {
-                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/agentloop-ci"))
-                })?;
-            Some(cache.join("acp"))
-        })?;
-    let node_ok = Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    let entry = dir.join(ENTRY);
-    (node_ok && entry.exists()).then_some(entry)
+    let entry = agentloop_testkit::external::suite_dir("AGENTLOOP_ACP_SDK_DIR", "acp")?.join(ENTRY);
+    (agentloop_testkit::external::node_runs() && entry.exists()).then_some(entry)
 }
 
 #[test]
@@ -143,16 +128,7 @@ fn the_typescript_sdk_client_runs_a_turn_with_an_approved_edit() {
         .iter()
         .map(|c| c["method"].as_str().unwrap())
         .collect();
-    assert_eq!(
-        methods,
-        [
-            "terminal/create",
-            "terminal/wait_for_exit",
-            "terminal/output",
-            "terminal/release"
-        ],
-        "{report}"
-    );
+    assert_eq!(methods, ACP_TERMINAL_REQUESTS, "{report}");
     assert_eq!(terminal_calls[0]["args"][0], "__sandbox-exec", "{report}");
     let shown = report["updates"].as_array().unwrap().iter().any(|u| {
         u["update"]["toolCallId"] == "c_sh" && u["update"]["content"][0]["type"] == "terminal"

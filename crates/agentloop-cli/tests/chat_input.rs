@@ -104,9 +104,7 @@ fn the_picker_lists_top_level_sessions_and_opens_one_with_its_earlier_conversati
     assert!(shown.contains("alpha question 2"), "{shown}");
     pty.expect("• the answer");
     pty.expect("› ");
-    pty.line("one more");
-    pty.expect("• the answer");
-    pty.expect("› ");
+    pty.exchange("one more", "• the answer");
     assert!(last_messages(&server).contains("alpha question 4"));
     pty.line("/exit");
     let end = pty.finish();
@@ -265,15 +263,14 @@ fn image_attaches_an_image_to_the_next_prompt() {
     std::fs::write(scratch.ws().join("notes.txt"), "not an image").unwrap();
     let server = server(json!({"turns": [{"text": "a picture"}], "repeat": true}));
     let mut pty = chat(&scratch, &server);
-    pty.line(&format!(
-        "/image {}",
-        scratch.ws().join("notes.txt").display()
-    ));
-    pty.expect("is not a PNG, JPEG, GIF or WebP image");
-    pty.expect("› ");
-    pty.line(&format!("/image {}", png.display()));
-    pty.expect("goes with your next prompt");
-    pty.expect("› ");
+    pty.exchange(
+        &format!("/image {}", scratch.ws().join("notes.txt").display()),
+        "is not a PNG, JPEG, GIF or WebP image",
+    );
+    pty.exchange(
+        &format!("/image {}", png.display()),
+        "goes with your next prompt",
+    );
     pty.line("what is in it?");
     pty.expect("a picture");
     let sent = last_messages(&server);

@@ -9,7 +9,6 @@
 mod support;
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
@@ -21,7 +20,7 @@ use serde_json::{Value, json};
 const LABEL: &str =
     "scripted demo: the model is a mock server replaying a fixed script; the tools are real";
 
-use support::{Scratch, server, text};
+use support::{Scratch, assert_stderr_has, send_signal, server, stdout_lines, text};
 
 /// The mock's base URL for a `--model` value: Anthropic's has no `/v1`, OpenAI's has.
 fn base_url_for(model: &str, server: &MockServer) -> String {
@@ -131,6 +130,14 @@ fn read_notes_script() -> Value {
     ]})
 }
 
+/// A workspace holding `notes.txt` ("hello from the notes") and a model playing
+/// [`read_notes_script`].
+fn notes_and_reader() -> (Scratch, MockServer) {
+    let scratch = Scratch::new();
+    std::fs::write(scratch.ws().join("notes.txt"), "hello from the notes\n").unwrap();
+    (scratch, server(read_notes_script()))
+}
+
 #[test]
 fn version_prints_the_version() {
     let out = Scratch::new().cmd().arg("--version").output().unwrap();
@@ -159,9 +166,7 @@ fn version_prints_the_version() {
 
 #[test]
 fn run_json_prints_only_events_in_order_and_exits_zero() {
-    let scratch = Scratch::new();
-    std::fs::write(scratch.ws().join("notes.txt"), "hello from the notes\n").unwrap();
-    let server = server(read_notes_script());
+    let (scratch, server) = notes_and_reader();
     let out = scratch.run(&server, &["--json"], "What do the notes say?");
     assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
 
@@ -192,9 +197,7 @@ fn every_provider_runs_the_same_conversation() {
         ("openai-responses:mock", "/v1/responses"),
         ("anthropic:mock", "/v1/messages"),
     ] {
-        let scratch = Scratch::new();
-        std::fs::write(scratch.ws().join("notes.txt"), "hello from the notes\n").unwrap();
-        let server = server(read_notes_script());
+        let (scratch, server) = notes_and_reader();
         // Anthropic's base URL has no /v1; OpenAI's has.
         let out = run_json_cmd(&scratch, model, &server)
             .arg("What do the notes say?")
@@ -268,9 +271,7 @@ fn a_missing_key_for_an_official_endpoint_is_a_usage_error() {
 
 #[test]
 fn run_plain_text_without_a_terminal() {
-    let scratch = Scratch::new();
-    std::fs::write(scratch.ws().join("notes.txt"), "hello from the notes\n").unwrap();
-    let server = server(read_notes_script());
+    let (scratch, server) = notes_and_reader();
     let out = scratch.run(&server, &[], "What do the notes say?");
     assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
     let stdout = text(&out.stdout);
@@ -372,11 +373,7 @@ fn approve_always_runs_mutating_calls() {
     let out = scratch.run(&server, &["--json", "--approve", "always"], "Write out.txt");
     assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
     // The old name still works, with a one-line deprecation note.
-    assert!(
-        text(&out.stderr).contains("--approve always is deprecated; use --approve allow"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_stderr_has(&out, "--approve always is deprecated; use --approve allow");
     assert_eq!(
         std::fs::read_to_string(scratch.ws().join("out.txt")).unwrap(),
         "written by the agent\n"
@@ -385,9 +382,7 @@ fn approve_always_runs_mutating_calls() {
 
 #[test]
 fn sessions_export_then_import_round_trips() {
-    let scratch = Scratch::new();
-    std::fs::write(scratch.ws().join("notes.txt"), "hello from the notes\n").unwrap();
-    let server = server(read_notes_script());
+    let (scratch, server) = notes_and_reader();
     let out = scratch.run(
         &server,
         &["--title", "round trip"],
@@ -535,20 +530,6 @@ fn demo_json_is_events_only() {
     assert!(scratch.session_list().is_empty());
 }
 
-/// Reads the child's stdout lines on a thread.
-fn line_reader(stdout: std::process::ChildStdout) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
 fn wait_for_line(rx: &mpsc::Receiver<String>, seen: &mut Vec<String>, needle: &str) {
     loop {
         let line = rx
@@ -559,14 +540,6 @@ fn wait_for_line(rx: &mpsc::Receiver<String>, seen: &mut Vec<String>, needle: &s
             return;
         }
     }
-}
-
-fn sigint(pid: u32) {
-    let status = Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
 }
 
 #[cfg(unix)]
@@ -586,7 +559,7 @@ fn ctrl_c_aborts_with_exit_130_after_agent_end() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let rx = line_reader(child.stdout.take().unwrap());
+    let rx = stdout_lines(&mut child);
     let mut seen = Vec::new();
     wait_for_line(&rx, &mut seen, "\"turn_start\"");
     // Wait until the request is in flight.
@@ -594,7 +567,7 @@ fn ctrl_c_aborts_with_exit_130_after_agent_end() {
     while server.request_count() == 0 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
-    sigint(child.id());
+    send_signal(child.id(), "INT");
     let status = child.wait().unwrap();
     seen.extend(rx.iter());
     assert_eq!(status.code(), Some(130), "{seen:?}");
@@ -627,7 +600,7 @@ fn mock_server_subcommand_serves_a_script() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let rx = line_reader(child.stdout.take().unwrap());
+    let rx = stdout_lines(&mut child);
     let mut seen = Vec::new();
     wait_for_line(&rx, &mut seen, "listening on ");
     let base = seen
@@ -644,7 +617,7 @@ fn mock_server_subcommand_serves_a_script() {
         .arg("Hi")
         .output()
         .unwrap();
-    sigint(child.id());
+    send_signal(child.id(), "INT");
     let status = child.wait().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("Hello from the mock."));
@@ -869,12 +842,7 @@ fn config_files_profiles_env_and_flags_apply_in_order() {
     assert_eq!(server.requests()[before].body["model"], "env-model");
 
     // `config show` says where each value comes from.
-    let out = scratch
-        .cmd()
-        .args(["config", "show", "--workspace"])
-        .arg(scratch.ws())
-        .output()
-        .unwrap();
+    let out = scratch.in_workspace(&["config", "show"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let shown = text(&out.stdout);
     let line = |key: &str| {
@@ -892,12 +860,7 @@ fn config_files_profiles_env_and_flags_apply_in_order() {
         "{shown}"
     );
     assert!(line("approve").ends_with("# default"), "{shown}");
-    let out = scratch
-        .cmd()
-        .args(["config", "show", "--profile", "fast", "--workspace"])
-        .arg(scratch.ws())
-        .output()
-        .unwrap();
+    let out = scratch.in_workspace(&["config", "show", "--profile", "fast"]);
     let shown = text(&out.stdout);
     assert!(shown.contains("[profiles.fast]"), "{shown}");
     assert!(shown.contains("openai:fast-ws"), "{shown}");
@@ -1099,11 +1062,7 @@ fn continue_resumes_this_workspace_s_session_not_a_newer_one_elsewhere() {
     std::fs::create_dir_all(&c).unwrap();
     let out = scratch.run_in(&server, &c, &["--continue"], "gamma");
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("no session to continue"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_stderr_has(&out, "no session to continue");
     assert!(!last_messages(&server).contains("prompt"));
     assert_eq!(scratch.session_list().len(), 3);
 }
@@ -1230,11 +1189,7 @@ fn session_ids_resolve_by_unique_prefix_and_ambiguous_or_unknown_ones_create_not
     // A unique prefix resumes that session (and says which).
     let out = scratch.run(&server, &["--session", "abc1"], "more");
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("abc1-0001"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_stderr_has(&out, "abc1-0001");
     let sent = last_messages(&server);
     assert!(
         sent.contains("first one") && !sent.contains("second one"),

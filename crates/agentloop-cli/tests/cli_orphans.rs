@@ -4,14 +4,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![cfg(target_os = "linux")]
 
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use serde_json::json;
 
 mod support;
 
 use support::procs::{alive, gone, read_pid};
-use support::{Scratch, server};
+use support::{Scratch, send_signal, server};
 
 /// Runs the CLI on a script whose first turn calls `shell` with a command that detaches a
 /// `sleep 300` (pid in `ws/pid`) and then waits; sends `signal` once the detached process
@@ -34,12 +34,7 @@ fn signal_during_shell(signal: &str) -> (Option<i32>, u32) {
         .unwrap();
     let pid = read_pid(&pidfile);
     assert!(alive(pid));
-    let status = Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(child.id().to_string())
-        .status()
-        .unwrap();
-    assert!(status.success());
+    send_signal(child.id(), signal);
     let code = child.wait().unwrap().code();
     (code, pid)
 }

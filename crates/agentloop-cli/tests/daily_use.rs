@@ -8,9 +8,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::Write;
 use std::net::TcpListener;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::Duration;
 
 use agentloop_testkit::MockServer;
@@ -21,7 +20,7 @@ mod support;
 #[cfg(unix)]
 use support::pty::Pty;
 use support::schema::events;
-use support::{Scratch, last_messages, server, text};
+use support::{Scratch, last_messages, output_with_stdin, server, text};
 
 impl Scratch {
     /// `agentloop run --model openai:mock --base-url URL --workspace ws ARGS… PROMPT`.
@@ -293,41 +292,17 @@ fn a_prompt_as_the_first_argument_runs_it_without_a_terminal() {
     let url = server.openai_base_url();
     let ws = scratch.ws();
     let ws = ws.to_str().unwrap();
-    let cases: [&[&str]; 3] = [
+    let flags = ["-m", "openai:mock", "--base-url", &url, "-w", ws];
+    let cases = [
         // The prompt first, flags after it.
-        &[
-            "fix the tests",
-            "-m",
-            "openai:mock",
-            "--base-url",
-            &url,
-            "-w",
-            ws,
-        ],
+        [&["fix the tests"][..], &flags].concat(),
         // Flags first, then the prompt.
-        &[
-            "-m",
-            "openai:mock",
-            "--base-url",
-            &url,
-            "-w",
-            ws,
-            "fix the tests",
-        ],
+        [&flags[..], &["fix the tests"]].concat(),
         // Flags of `run` before the subcommand.
-        &[
-            "-m",
-            "openai:mock",
-            "--base-url",
-            &url,
-            "-w",
-            ws,
-            "run",
-            "fix the tests",
-        ],
+        [&flags[..], &["run", "fix the tests"]].concat(),
     ];
     for args in cases {
-        let out = scratch.cmd().args(args).output().unwrap();
+        let out = scratch.cmd().args(&args).output().unwrap();
         assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
         assert!(text(&out.stdout).contains("fixed them"), "{args:?}");
         assert!(last_messages(&server).contains("fix the tests"), "{args:?}");
@@ -338,24 +313,15 @@ fn a_prompt_as_the_first_argument_runs_it_without_a_terminal() {
 fn piped_stdin_is_the_prompt_of_run_without_a_dash() {
     let scratch = Scratch::new();
     let server = server(json!({"turns": [{"text": "done"}], "repeat": true}));
-    let mut child = scratch
-        .cmd()
-        .args(["run", "-m", "openai:mock", "--base-url"])
-        .arg(server.openai_base_url())
-        .arg("-w")
-        .arg(scratch.ws())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"the piped prompt\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = output_with_stdin(
+        scratch
+            .cmd()
+            .args(["run", "-m", "openai:mock", "--base-url"])
+            .arg(server.openai_base_url())
+            .arg("-w")
+            .arg(scratch.ws()),
+        b"the piped prompt\n",
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(last_messages(&server).contains("the piped prompt"));
     // Nothing piped (stdin empty): still a clear usage error, no run.

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 mod support;
 
-use support::{Scratch, server, text};
+use support::{COMPACTING_FLAGS, Scratch, assert_stderr_has, compacting_server, server, text};
 
 impl Scratch {
     /// Writes an executable script in the scratch directory and returns its path.
@@ -183,12 +183,9 @@ fn a_deny_rule_wins_even_under_approve_allow() {
 #[test]
 fn an_untrusted_workspace_file_can_deny_but_not_allow() {
     let scratch = Scratch::new();
-    std::fs::create_dir(scratch.ws().join(".agentloop")).unwrap();
-    std::fs::write(
-        scratch.ws().join(".agentloop/config.toml"),
+    scratch.workspace_config(
         "[permissions]\nallow = [\"write_file\"]\ndeny = [\"write_file(blocked.txt)\"]\n",
-    )
-    .unwrap();
+    );
     let server = server(write_call("a.txt"));
     let out = scratch.run_json(&server, &[], "write");
     assert_eq!(out.status.code(), Some(4), "{}", text(&out.stderr));
@@ -221,6 +218,21 @@ fn hook_config(event: &str, extra: &str, script: &Path) -> String {
         "[[hooks.{event}]]\ncommand = {}\n{extra}\n",
         toml_str(script)
     )
+}
+
+/// Configures `hook` as the user's one hook of `event` (with the `extra` settings), then runs a
+/// model that writes `path`, every call allowed; the model server and the run's output.
+fn write_under_hook(
+    scratch: &Scratch,
+    event: &str,
+    extra: &str,
+    hook: &Path,
+    path: &str,
+) -> (MockServer, Output) {
+    scratch.user_config(&hook_config(event, extra, hook));
+    let server = server(write_call(path));
+    let out = scratch.run_json(&server, &["--approve", "allow"], "write");
+    (server, out)
 }
 
 #[test]
@@ -271,9 +283,13 @@ fn pre_tool_use_exit_2_blocks_the_call_with_stderr_as_the_reason() {
 fn a_matcher_that_does_not_name_the_tool_leaves_the_call_alone() {
     let scratch = Scratch::new();
     let hook = scratch.script("guard.sh", "exit 2");
-    scratch.user_config(&hook_config("pre_tool_use", "matcher = \"shell\"", &hook));
-    let server = server(write_call("out.txt"));
-    let out = scratch.run_json(&server, &["--approve", "allow"], "write");
+    let (_, out) = write_under_hook(
+        &scratch,
+        "pre_tool_use",
+        "matcher = \"shell\"",
+        &hook,
+        "out.txt",
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(scratch.ws().join("out.txt").exists());
     assert!(hook_lines(&out).is_empty());
@@ -288,9 +304,7 @@ fn a_failing_guard_blocks_unless_it_opted_into_failing_open() {
     ] {
         let scratch = Scratch::new();
         let hook = scratch.script("guard.sh", body);
-        scratch.user_config(&hook_config("pre_tool_use", "", &hook));
-        let server = server(write_call("out.txt"));
-        let out = scratch.run_json(&server, &["--approve", "allow"], "write");
+        let (_, out) = write_under_hook(&scratch, "pre_tool_use", "", &hook, "out.txt");
         assert!(!scratch.ws().join("out.txt").exists(), "{body}");
         let result = &results(&out, "write_file")[0];
         let content = result["content"].as_str().unwrap();
@@ -300,9 +314,13 @@ fn a_failing_guard_blocks_unless_it_opted_into_failing_open() {
         );
         assert_eq!(hook_lines(&out)[0]["outcome"], "error");
 
-        scratch.user_config(&hook_config("pre_tool_use", "on_error = \"allow\"", &hook));
-        let server = self::server(write_call("out.txt"));
-        let out = scratch.run_json(&server, &["--approve", "allow"], "write");
+        let (_, out) = write_under_hook(
+            &scratch,
+            "pre_tool_use",
+            "on_error = \"allow\"",
+            &hook,
+            "out.txt",
+        );
         assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
         assert!(scratch.ws().join("out.txt").exists(), "{body}");
     }
@@ -319,9 +337,7 @@ fn a_hook_that_hangs_and_forks_is_killed_with_its_children_at_its_timeout() {
             pid_file.display()
         ),
     );
-    scratch.user_config(&hook_config("pre_tool_use", "timeout = 1", &hook));
-    let server = server(write_call("out.txt"));
-    let out = scratch.run_json(&server, &["--approve", "allow"], "write");
+    let (_, out) = write_under_hook(&scratch, "pre_tool_use", "timeout = 1", &hook, "out.txt");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(!scratch.ws().join("out.txt").exists());
     let content = results(&out, "write_file")[0]["content"]
@@ -352,9 +368,7 @@ fn pre_tool_use_can_rewrite_the_arguments_and_json_can_block() {
         "rewrite.sh",
         r#"echo '{"updated_input": {"path": "redirected.txt", "content": "from the hook"}}'"#,
     );
-    scratch.user_config(&hook_config("pre_tool_use", "", &hook));
-    let server = server(write_call("out.txt"));
-    let out = scratch.run_json(&server, &["--approve", "allow"], "write");
+    let (_, out) = write_under_hook(&scratch, "pre_tool_use", "", &hook, "out.txt");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(!scratch.ws().join("out.txt").exists());
     assert_eq!(
@@ -364,9 +378,7 @@ fn pre_tool_use_can_rewrite_the_arguments_and_json_can_block() {
 
     // Arguments that break the tool's schema are refused like the model's own.
     let hook = scratch.script("bad.sh", r#"echo '{"updated_input": {"path": 5}}'"#);
-    scratch.user_config(&hook_config("pre_tool_use", "", &hook));
-    let server = self::server(write_call("out2.txt"));
-    let out = scratch.run_json(&server, &["--approve", "allow"], "write");
+    let (_, out) = write_under_hook(&scratch, "pre_tool_use", "", &hook, "out2.txt");
     assert_eq!(results(&out, "write_file")[0]["is_error"], true);
     assert!(!scratch.ws().join("out2.txt").exists());
 
@@ -374,9 +386,7 @@ fn pre_tool_use_can_rewrite_the_arguments_and_json_can_block() {
         "block.sh",
         r#"echo '{"decision": "block", "reason": "use the staging dir"}'"#,
     );
-    scratch.user_config(&hook_config("pre_tool_use", "", &hook));
-    let server = self::server(write_call("out3.txt"));
-    let out = scratch.run_json(&server, &["--approve", "allow"], "write");
+    let (_, out) = write_under_hook(&scratch, "pre_tool_use", "", &hook, "out3.txt");
     assert!(!scratch.ws().join("out3.txt").exists());
     let content = results(&out, "write_file")[0]["content"]
         .as_str()
@@ -396,9 +406,7 @@ fn post_tool_use_adds_context_to_the_result_the_model_sees() {
             input.display()
         ),
     );
-    scratch.user_config(&hook_config("post_tool_use", "", &hook));
-    let server = server(write_call("out.txt"));
-    let out = scratch.run_json(&server, &["--approve", "allow"], "write");
+    let (server, out) = write_under_hook(&scratch, "post_tool_use", "", &hook, "out.txt");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(scratch.ws().join("out.txt").exists());
     assert!(last_request(&server).contains("remember to run the linter"));
@@ -408,9 +416,7 @@ fn post_tool_use_adds_context_to_the_result_the_model_sees() {
 
     // Exit 2 after the fact: the reason is added too (the call already ran).
     let hook = scratch.script("post2.sh", "echo 'that file is generated' >&2; exit 2");
-    scratch.user_config(&hook_config("post_tool_use", "", &hook));
-    let server = self::server(write_call("out2.txt"));
-    let out = scratch.run_json(&server, &["--approve", "allow"], "write");
+    let (server, out) = write_under_hook(&scratch, "post_tool_use", "", &hook, "out2.txt");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(last_request(&server).contains("that file is generated"));
 }
@@ -469,29 +475,11 @@ fn session_start_context_reaches_the_model_and_session_end_sees_the_stop() {
     assert_eq!(hook_lines(&out)[0]["outcome"], "error");
 }
 
-fn list_call(id: &str, input_tokens: u64) -> Value {
-    json!({"tool_calls": [{"id": id, "name": "list_dir", "arguments": {"path": "."}}],
-           "usage": {"input_tokens": input_tokens, "output_tokens": 5}})
-}
-
-/// Two tool turns whose second passes half of a 1,000-token window: the loop compacts before
+/// A `--json` run of [`compacting_server`] under [`COMPACTING_FLAGS`]: the loop compacts before
 /// the third model call (the summary is the third scripted reply) unless a hook skips it.
 fn compacting_run(scratch: &Scratch) -> (MockServer, Output) {
-    let server = server(json!({"mode": "sequential", "turns": [
-        list_call("c1", 100),
-        list_call("c2", 900),
-        {"text": "SUMMARY-OF-EARLY-WORK"},
-        {"text": "Finished."}
-    ]}));
-    let args = [
-        "--context-window",
-        "1000",
-        "--compact-at",
-        "0.5",
-        "--keep-turns",
-        "1",
-    ];
-    let out = scratch.run_json(&server, &args, "list twice");
+    let server = compacting_server();
+    let out = scratch.run_json(&server, &COMPACTING_FLAGS, "list twice");
     (server, out)
 }
 
@@ -625,15 +613,10 @@ fn a_stop_hook_sends_the_agent_back_to_work_a_bounded_number_of_times() {
 fn workspace_hooks_do_not_run_in_an_untrusted_workspace() {
     let scratch = Scratch::new();
     let ran = scratch.path("ran");
-    std::fs::create_dir(scratch.ws().join(".agentloop")).unwrap();
-    std::fs::write(
-        scratch.ws().join(".agentloop/config.toml"),
-        format!(
-            "[[hooks.session_start]]\ncommand = {}\n",
-            toml_string(&format!("touch {}", ran.display()))
-        ),
-    )
-    .unwrap();
+    scratch.workspace_config(&format!(
+        "[[hooks.session_start]]\ncommand = {}\n",
+        toml_string(&format!("touch {}", ran.display()))
+    ));
     let server = server(json!({"turns": [{"text": "ok"}]}));
     let out = scratch.run_json(&server, &[], "hello");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
@@ -678,11 +661,7 @@ fn skills_are_listed_in_the_prompt_and_loaded_through_the_skill_tool() {
     ]}));
     let out = scratch.run_json(&server, &[], "write the notes");
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("broken"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_stderr_has(&out, "broken");
     let first = server.requests()[0].body.to_string();
     assert!(first.contains("release-notes") && first.contains("Write release notes"));
     assert!(
@@ -804,11 +783,7 @@ fn a_trusted_workspace_brings_its_own_rules_hooks_skills_and_commands() {
         first.contains("/ship v2") && !first.contains("Deploy to staging"),
         "{first}"
     );
-    assert!(
-        text(&out.stderr).contains("hooks.session_start"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_stderr_has(&out, "hooks.session_start");
     // Trusted for this invocation: all of it does.
     let server = self::server(write_call("out.txt"));
     let out = scratch.run_json(&server, &["--trust-project"], "/ship v2");

@@ -14,7 +14,7 @@ use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 use support::procs::{alive, gone, read_pid};
 use support::schema::schema_checked;
-use support::{Scratch, assert_ok};
+use support::{Scratch, assert_ok, send_signal};
 
 /// The job's command: record its own pid in `job.pid`, detach a daemon whose pid goes to
 /// `pid`, then wait.
@@ -82,12 +82,7 @@ fn signal_during_run(signal: &str) -> (Option<i32>, u32, u32) {
     let daemon = read_pid(&scratch.ws().join("pid"));
     let job = read_pid(&scratch.ws().join("job.pid"));
     assert!(alive(daemon) && alive(job));
-    let sent = std::process::Command::new("kill")
-        .arg(format!("-{signal}"))
-        .arg(child.id().to_string())
-        .status()
-        .unwrap();
-    assert!(sent.success());
+    send_signal(child.id(), signal);
     let code = child.wait().unwrap().code();
     (code, job, daemon)
 }

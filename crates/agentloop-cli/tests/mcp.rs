@@ -7,8 +7,7 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
@@ -35,6 +34,14 @@ impl Scratch {
         cmd.arg("--trust-project");
         cmd
     }
+    /// `agentloop mcp list` of the trusted workspace, run to its end.
+    fn mcp_list(&self) -> Output {
+        self.trusted()
+            .args(["mcp", "list", "--workspace"])
+            .arg(self.ws())
+            .output()
+            .unwrap()
+    }
     /// The TOML block of a server that is this binary serving `served/`.
     fn self_server(&self, name: &str) -> String {
         format!(
@@ -45,19 +52,12 @@ impl Scratch {
     }
 }
 
-fn write(path: &Path, body: &str) {
-    std::fs::write(path, body).unwrap();
-}
-
 #[test]
 fn a_run_calls_a_configured_mcp_server_next_to_the_builtin_tools() {
     let s = scratch();
     // The user file names a broken server; the workspace file redefines it (workspace wins).
-    write(
-        &s.path("config/agentloop/config.toml"),
-        "[mcp_servers.srv]\ncommand = \"/nonexistent/server\"\n",
-    );
-    write(&s.path("ws/.agentloop/config.toml"), &s.self_server("srv"));
+    s.user_config("[mcp_servers.srv]\ncommand = \"/nonexistent/server\"\n");
+    s.workspace_config(&s.self_server("srv"));
     let server = MockServer::start(
         Script::from_value(json!({"turns": [
             {"tool_calls": [
@@ -102,41 +102,17 @@ fn a_run_calls_a_configured_mcp_server_next_to_the_builtin_tools() {
 #[test]
 fn mcp_list_shows_servers_their_state_and_tools() {
     let s = scratch();
-    write(
-        &s.path("ws/.agentloop/config.toml"),
-        &format!(
-            "{}\n[mcp_servers.broken]\ncommand = \"/nonexistent/server\"\n\n[mcp_servers.off]\ncommand = \"x\"\nenabled = false\n",
-            s.self_server("tools")
-        ),
-    );
-    let out = s
-        .trusted()
-        .args(["mcp", "list", "--workspace"])
-        .arg(s.path("ws"))
-        .output()
-        .unwrap();
+    s.workspace_config(&format!(
+        "{}\n[mcp_servers.broken]\ncommand = \"/nonexistent/server\"\n\n[mcp_servers.off]\ncommand = \"x\"\nenabled = false\n",
+        s.self_server("tools")
+    ));
+    let out = s.mcp_list();
     assert!(out.status.success(), "{}", output_text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains("tools: running, 9 tool(s)"),
-        "{}",
-        output_text(&out)
-    );
-    assert!(
-        stdout.contains("mcp__tools__read_file [read-only]"),
-        "{}",
-        output_text(&out)
-    );
-    assert!(
-        stdout.contains("mcp__tools__shell [needs approval]"),
-        "{}",
-        output_text(&out)
-    );
-    assert!(
-        stdout.contains("broken: failed to start"),
-        "{}",
-        output_text(&out)
-    );
+    assert_stdout_has(&out, "tools: running, 9 tool(s)");
+    assert_stdout_has(&out, "mcp__tools__read_file [read-only]");
+    assert_stdout_has(&out, "mcp__tools__shell [needs approval]");
+    assert_stdout_has(&out, "broken: failed to start");
     assert!(
         !stdout.lines().any(|l| l.starts_with("off")),
         "{}",
@@ -162,16 +138,8 @@ fn mcp_list_shows_servers_their_state_and_tools() {
 #[test]
 fn unknown_config_keys_are_a_usage_error_listing_the_valid_ones() {
     let s = scratch();
-    write(
-        &s.path("ws/.agentloop/config.toml"),
-        "[mcp_servers.x]\ncomand = \"a\"\n",
-    );
-    let out = s
-        .trusted()
-        .args(["mcp", "list", "--workspace"])
-        .arg(s.path("ws"))
-        .output()
-        .unwrap();
+    s.workspace_config("[mcp_servers.x]\ncomand = \"a\"\n");
+    let out = s.mcp_list();
     assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(

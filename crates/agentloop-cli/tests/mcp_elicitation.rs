@@ -27,22 +27,22 @@ const SUITE: &str = "MCP elicitation in the chat (server-everything)";
 const TOOL: &str = "mcp__everything__trigger-elicitation-request";
 const URL_TOOL: &str = "mcp__everything__trigger-url-elicitation";
 
-/// Where server-everything's entry point is, when it and node are installed.
+/// Where server-everything's entry point is, when it and node are installed (else the suite is
+/// reported skipped).
 fn everything() -> Option<String> {
     let path = "node_modules/@modelcontextprotocol/server-everything/dist/index.js";
-    let dir = agentloop_testkit::external::node_package_dir(path)?;
+    let dir = agentloop_testkit::external::node_package_dir_or_skip(path, SUITE)?;
     Some(dir.join(path).to_string_lossy().into_owned())
 }
 
 /// A scratch whose user config runs server-everything over stdio without approval questions.
 fn scratch(entry: &str) -> Scratch {
     let s = Scratch::new();
-    std::fs::create_dir_all(s.path("config/agentloop")).unwrap();
     let config = format!(
         "[mcp_servers.everything]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\napproval = \"never-ask\"\n",
         json!(entry)
     );
-    std::fs::write(s.path("config/agentloop/config.toml"), config).unwrap();
+    s.user_config(&config);
     s
 }
 
@@ -64,11 +64,6 @@ fn tool_results(server: &MockServer) -> Vec<String> {
 #[test]
 fn a_servers_form_is_filled_in_on_the_terminal_and_declined_without_one() {
     let Some(entry) = everything() else {
-        agentloop_testkit::external::skip_suite(
-            SUITE,
-            "node or @modelcontextprotocol/server-everything is not installed",
-            "run .ci/setup-mcp-servers (or set AGENTLOOP_MCP_SERVERS_DIR)",
-        );
         return;
     };
     let s = scratch(&entry);

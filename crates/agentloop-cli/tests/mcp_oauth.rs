@@ -337,15 +337,10 @@ fn start_server(served: &std::path::Path) -> (String, Shared) {
 
 fn setup() -> (Scratch, String, Shared) {
     let s = Scratch::new();
-    std::fs::create_dir_all(s.path("config/agentloop")).unwrap();
     std::fs::create_dir_all(s.path("served")).unwrap();
     std::fs::write(s.path("served/remote.txt"), "served file\n").unwrap();
     let (base, state) = start_server(&s.path("served"));
-    std::fs::write(
-        s.path("config/agentloop/config.toml"),
-        format!("[mcp_servers.remote]\nurl = \"{base}/mcp\"\n"),
-    )
-    .unwrap();
+    s.user_config(&format!("[mcp_servers.remote]\nurl = \"{base}/mcp\"\n"));
     (s, base, state)
 }
 
@@ -498,43 +493,23 @@ fn login_refresh_revocation_and_logout_of_an_oauth_server() {
     );
 
     // Logout removes the tokens; a second logout has nothing to remove.
-    let out = s
-        .cmd()
-        .args(["mcp", "logout", "remote", "--workspace"])
-        .arg(s.ws())
-        .output()
-        .unwrap();
+    let out = s.in_workspace(&["mcp", "logout", "remote"]);
     assert!(out.status.success(), "{}", output_text(&out));
     assert_stdout_has(&out, "logged out");
     assert!(!file.exists());
-    let out = s
-        .cmd()
-        .args(["mcp", "logout", "remote", "--workspace"])
-        .arg(s.ws())
-        .output()
-        .unwrap();
+    let out = s.in_workspace(&["mcp", "logout", "remote"]);
     assert_stdout_has(&out, "no tokens");
 }
 
 #[test]
 fn login_names_an_unknown_or_stdio_server_in_one_line() {
     let s = Scratch::new();
-    std::fs::create_dir_all(s.path("config/agentloop")).unwrap();
-    std::fs::write(
-        s.path("config/agentloop/config.toml"),
-        "[mcp_servers.local]\ncommand = \"true\"\n",
-    )
-    .unwrap();
+    s.user_config("[mcp_servers.local]\ncommand = \"true\"\n");
     for (name, expected) in [
         ("nope", "no MCP server named `nope`"),
         ("local", "not a streamable-HTTP server"),
     ] {
-        let out = s
-            .cmd()
-            .args(["mcp", "login", name, "--no-browser", "--workspace"])
-            .arg(s.ws())
-            .output()
-            .unwrap();
+        let out = s.in_workspace(&["mcp", "login", name, "--no-browser"]);
         assert!(!out.status.success());
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(expected), "{}", output_text(&out));
@@ -585,6 +560,18 @@ fn remote_lines(out: &Output) -> Vec<String> {
         .collect()
 }
 
+/// Asserts that the run warned once about `remote`, with a line naming its login and `scope`.
+fn assert_one_login_warning(out: &Output, scope: &str) {
+    let warnings = remote_lines(out);
+    assert_eq!(warnings.len(), 1, "{}", output_text(out));
+    assert!(
+        warnings[0].contains("needs login: agentloop mcp login remote")
+            && warnings[0].contains(scope),
+        "{}",
+        output_text(out)
+    );
+}
+
 #[test]
 fn a_server_asking_for_more_scope_needs_a_login_that_asks_for_the_union() {
     let (s, _base, state) = setup();
@@ -602,14 +589,7 @@ fn a_server_asking_for_more_scope_needs_a_login_that_asks_for_the_union() {
         content.contains("read_file") && content.contains("files:write"),
         "{content}"
     );
-    let warnings = remote_lines(&out);
-    assert_eq!(warnings.len(), 1, "{}", output_text(&out));
-    assert!(
-        warnings[0].contains("needs login: agentloop mcp login remote")
-            && warnings[0].contains("more scope needed: tools files:write"),
-        "{}",
-        output_text(&out)
-    );
+    assert_one_login_warning(&out, "more scope needed: tools files:write");
     // The scope asked for is remembered next to the tokens, still owner-only.
     let file = s.path("data/agentloop/mcp-tokens/remote.json");
     let stored: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
@@ -646,14 +626,7 @@ fn a_server_asking_for_more_scope_needs_a_login_that_asks_for_the_union() {
         MockServer::start(Script::from_value(json!({"turns": [{"text": "done"}]})).unwrap());
     let out = s.run_cmd(&model).arg("hello").output().unwrap();
     assert!(out.status.success(), "{}", output_text(&out));
-    let warnings = remote_lines(&out);
-    assert_eq!(warnings.len(), 1, "{}", output_text(&out));
-    assert!(
-        warnings[0].contains("needs login: agentloop mcp login remote")
-            && warnings[0].contains("files:write"),
-        "{}",
-        output_text(&out)
-    );
+    assert_one_login_warning(&out, "files:write");
 
     // The login asks for the scopes granted before and the ones asked for, together.
     login(&s);
@@ -733,14 +706,10 @@ fn list_with_secret(s: &Scratch, secret: Option<&str>) -> Output {
 #[test]
 fn client_credentials_from_the_config_need_no_login() {
     let (s, base, state) = setup();
-    std::fs::write(
-        s.path("config/agentloop/config.toml"),
-        format!(
-            "[mcp_servers.remote]\nurl = \"{base}/mcp\"\noauth_grant = \"client_credentials\"\n\
+    s.user_config(&format!(
+        "[mcp_servers.remote]\nurl = \"{base}/mcp\"\noauth_grant = \"client_credentials\"\n\
              oauth_client_id = \"{CLIENT_ID}\"\noauth_client_secret_env = \"REMOTE_SECRET\"\n"
-        ),
-    )
-    .unwrap();
+    ));
 
     // The secret's variable unset: one clear line naming it, nothing started.
     let out = list_with_secret(&s, None);
@@ -822,11 +791,9 @@ fn oauth_grant_keys_that_do_not_fit_together_are_refused_in_one_line() {
             "need oauth_grant = \"client_credentials\"",
         ),
     ] {
-        std::fs::write(
-            s.path("config/agentloop/config.toml"),
-            format!("[mcp_servers.remote]\nurl = \"{base}/mcp\"\n{keys}\n"),
-        )
-        .unwrap();
+        s.user_config(&format!(
+            "[mcp_servers.remote]\nurl = \"{base}/mcp\"\n{keys}\n"
+        ));
         let out = list_with_secret(&s, Some(CLIENT_SECRET));
         assert!(!out.status.success(), "{keys}: {}", output_text(&out));
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -19,24 +19,15 @@ const EVERYTHING: &str = "node_modules/@modelcontextprotocol/server-everything/d
 
 /// A scratch home whose user config names server-everything as `everything`.
 fn scratch() -> Option<Scratch> {
-    let Some(dir) = agentloop_testkit::external::node_package_dir(EVERYTHING) else {
-        agentloop_testkit::external::skip_suite(
-            "MCP prompts through the CLI",
-            "node or the pinned reference servers are not installed",
-            "run .ci/setup-mcp-servers (or set AGENTLOOP_MCP_SERVERS_DIR)",
-        );
-        return None;
-    };
+    let dir = agentloop_testkit::external::node_package_dir_or_skip(
+        EVERYTHING,
+        "MCP prompts through the CLI",
+    )?;
     let scratch = Scratch::new();
-    std::fs::create_dir_all(scratch.path("config/agentloop")).unwrap();
-    std::fs::write(
-        scratch.path("config/agentloop/config.toml"),
-        format!(
-            "[mcp_servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
-            dir.join(EVERYTHING).to_str().unwrap()
-        ),
-    )
-    .unwrap();
+    scratch.user_config(&format!(
+        "[mcp_servers.everything]\ncommand = \"node\"\nargs = [{:?}, \"stdio\"]\n",
+        dir.join(EVERYTHING).to_str().unwrap()
+    ));
     Some(scratch)
 }
 
@@ -93,12 +84,7 @@ fn a_bad_prompt_command_is_a_usage_error_and_nothing_is_sent() {
 #[test]
 fn mcp_list_shows_the_prompt_commands() {
     let Some(scratch) = scratch() else { return };
-    let out = scratch
-        .cmd()
-        .args(["mcp", "list", "--workspace"])
-        .arg(scratch.ws())
-        .output()
-        .unwrap();
+    let out = scratch.in_workspace(&["mcp", "list"]);
     assert!(out.status.success(), "{}", output_text(&out));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(

@@ -19,10 +19,11 @@ use support::{BIN, Scratch};
 const SUITE: &str = "agentloop mcp-server with the official TypeScript MCP client";
 
 /// The directory holding `node_modules/@modelcontextprotocol/sdk`, when node and the SDK are
-/// installed.
+/// installed (else the suite is reported skipped).
 fn sdk_dir() -> Option<PathBuf> {
-    agentloop_testkit::external::node_package_dir(
+    agentloop_testkit::external::node_package_dir_or_skip(
         "node_modules/@modelcontextprotocol/sdk/package.json",
+        SUITE,
     )
 }
 
@@ -40,11 +41,6 @@ fn text(result: &Value) -> String {
 #[test]
 fn the_official_typescript_client_uses_the_builtin_tools_under_the_deny_policy() {
     let Some(dir) = sdk_dir() else {
-        agentloop_testkit::external::skip_suite(
-            SUITE,
-            "node or @modelcontextprotocol/sdk is not installed",
-            "run .ci/setup-mcp-servers (or set AGENTLOOP_MCP_SERVERS_DIR)",
-        );
         return;
     };
     let scratch = Scratch::with_notes();

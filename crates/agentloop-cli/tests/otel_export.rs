@@ -217,7 +217,7 @@ impl Receiver {
     }
 }
 
-use support::{Scratch, assert_ok, server};
+use support::{Scratch, assert_ok, send_signal, server};
 
 impl Scratch {
     /// `agentloop run --json` against `server`, exporting to `receiver`.
@@ -386,11 +386,7 @@ fn spans_are_flushed_after_ctrl_c_to(receiver: Receiver) {
     while server.request_count() == 0 && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
-    let status = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
+    send_signal(child.id(), "INT");
     let status = child.wait().unwrap();
     assert_eq!(status.code(), Some(130));
 

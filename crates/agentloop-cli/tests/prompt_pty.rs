@@ -210,9 +210,7 @@ fn chat_streams_markdown_cancels_steers_and_takes_slash_commands() {
     pty.expect("model replies");
     pty.line("/model anthropic:other");
     pty.expect("model: anthropic:other");
-    pty.line("who are you");
-    pty.expect("From the other model.");
-    pty.expect("› ");
+    pty.exchange("who are you", "From the other model.");
     assert_eq!(server.requests().last().unwrap().body["model"], "other");
     pty.line("/thinking");
     pty.expect("Then answer.");
@@ -220,10 +218,7 @@ fn chat_streams_markdown_cancels_steers_and_takes_slash_commands() {
     pty.expect("unknown command /nonsense");
 
     // Ctrl-D leaves with success.
-    pty.session
-        .send(expectrl::ControlCode::EndOfTransmission)
-        .unwrap();
-    let all = pty.transcript();
+    let all = pty.end_input();
     assert!(!all.contains("panicked"), "{all}");
 }
 
@@ -257,6 +252,13 @@ fn chat_continue_and_resume_restore_the_session_s_model() {
         .unwrap();
     assert_ok(&out);
 
+    // The last request went to the stored model and carried `earlier` from the conversation.
+    let assert_stored_model_got = |earlier: &str| {
+        let body = server.requests().last().unwrap().body.clone();
+        assert_eq!(body["model"], "stored-model");
+        assert!(body["messages"].to_string().contains(earlier), "{body}");
+    };
+
     // No flags: `--continue` finds it in this workspace and talks to the stored model.
     let spawn = |args: &[&str]| {
         let mut cmd = base();
@@ -271,16 +273,9 @@ fn chat_continue_and_resume_restore_the_session_s_model() {
     pty.expect("› first prompt");
     pty.expect("Answer.");
     pty.expect("› ");
-    pty.line("second prompt");
-    pty.expect("Answer.");
-    pty.expect("› ");
-    let body = server.requests().last().unwrap().body.clone();
-    assert_eq!(body["model"], "stored-model");
-    assert!(body["messages"].to_string().contains("first prompt"));
-    pty.session
-        .send(expectrl::ControlCode::EndOfTransmission)
-        .unwrap();
-    pty.transcript();
+    pty.exchange("second prompt", "Answer.");
+    assert_stored_model_got("first prompt");
+    pty.end_input();
 
     // A fresh chat (default model) switches to the stored one with /resume and a prefix.
     let mut pty = spawn(&[]);
@@ -294,18 +289,11 @@ fn chat_continue_and_resume_restore_the_session_s_model() {
     pty.expect("› second prompt");
     pty.expect("Answer.");
     pty.expect("› ");
-    pty.line("third prompt");
-    pty.expect("Answer.");
-    pty.expect("› ");
-    let body = server.requests().last().unwrap().body.clone();
-    assert_eq!(body["model"], "stored-model");
-    assert!(body["messages"].to_string().contains("second prompt"));
+    pty.exchange("third prompt", "Answer.");
+    assert_stored_model_got("second prompt");
     pty.line("/resume nothing-like-it");
     pty.expect("no session matches nothing-like-it");
-    pty.session
-        .send(expectrl::ControlCode::EndOfTransmission)
-        .unwrap();
-    let all = pty.transcript();
+    let all = pty.end_input();
     assert!(!all.contains("panicked"), "{all}");
 }
 

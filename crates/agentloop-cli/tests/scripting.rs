@@ -6,13 +6,15 @@
 
 mod support;
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
 use agentloop_testkit::MockServer;
 use serde_json::{Value, json};
 
-use support::{Scratch, server, text};
+use support::{
+    COMPACTING_FLAGS, Scratch, assert_stderr_has, compacting_server, list_call, output_with_stdin,
+    server, text,
+};
 
 impl Scratch {
     fn cmd_with(&self, server: &MockServer, args: &[&str]) -> Command {
@@ -99,20 +101,10 @@ fn output_last_message_writes_the_answer() {
 fn piped_stdin_is_added_to_the_prompt_as_context() {
     let scratch = Scratch::new();
     let server = server(json!({"turns": [{"text": "Seen."}]}));
-    let mut child = scratch
-        .cmd_with(&server, &["-q", "explain this log"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(b"error: disk full on /dev/sda1\n")
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
+    let out = output_with_stdin(
+        &mut scratch.cmd_with(&server, &["-q", "explain this log"]),
+        b"error: disk full on /dev/sda1\n",
+    );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert_eq!(text(&out.stdout), "Seen.\n");
     let body = server.requests()[0].body["messages"].to_string();
@@ -167,42 +159,20 @@ fn project_instructions_reach_the_system_prompt_and_the_header() {
     assert!(!body.contains("haiku"), "{body}");
 }
 
-fn list_call(id: &str, input_tokens: u64) -> Value {
-    json!({"tool_calls": [{"id": id, "name": "list_dir", "arguments": {"path": "."}}],
-           "usage": {"input_tokens": input_tokens, "output_tokens": 5}})
-}
-
 #[test]
 fn run_compacts_at_the_threshold_and_sessions_show_has_both_views() {
     let scratch = Scratch::new();
-    let server = server(json!({"mode": "sequential", "turns": [
-        list_call("c1", 100),
-        list_call("c2", 900),
-        {"text": "SUMMARY-OF-EARLY-WORK"},
-        {"text": "Finished."}
-    ]}));
+    let server = compacting_server();
     let out = scratch.run_args(
         &server,
         &[
-            "--context-window",
-            "1000",
-            "--compact-at",
-            "0.5",
-            "--keep-turns",
-            "1",
-            "--session",
-            "s1",
-            "--title",
-            "t",
-            "list twice",
-        ],
+            &COMPACTING_FLAGS[..],
+            &["--session", "s1", "--title", "t", "list twice"],
+        ]
+        .concat(),
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("context compacted"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_stderr_has(&out, "context compacted");
     assert_eq!(server.requests().len(), 4);
     let last = server.requests()[3].body["messages"].to_string();
     assert!(

@@ -4,8 +4,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -16,27 +15,13 @@ use serde_json::Value;
 
 mod support;
 
-use support::{Scratch, assert_ok};
+use support::{Scratch, assert_ok, stdout_lines};
 
 /// The binary with a clean environment and `--store SPEC`.
 fn agentloop(scratch: &Scratch, spec: &str) -> Command {
     let mut cmd = scratch.env_cmd();
     cmd.arg("--store").arg(spec).stdin(Stdio::null());
     cmd
-}
-
-fn lines(child: &mut Child) -> mpsc::Receiver<String> {
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    rx
 }
 
 fn next_json(rx: &mpsc::Receiver<String>) -> Value {
@@ -61,7 +46,7 @@ fn follow_until_done(store: Arc<dyn SessionStore>, spec: &str, scratch: &Scratch
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let rx = lines(&mut child);
+    let rx = stdout_lines(&mut child);
     let first = next_json(&rx);
     assert_eq!(first["seq"], 1);
     assert_eq!(first["message"]["content"][0]["text"], "first");

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 mod support;
 
 use support::schema::schema_checked;
-use support::{Scratch, server, text};
+use support::{Scratch, assert_stderr_has, ok, server, text};
 
 /// A workspace holding `notes.txt` ("the answer is 42").
 fn scratch() -> Scratch {
@@ -98,8 +98,7 @@ fn an_agent_file_in_a_trusted_workspace_runs_as_a_child_with_tagged_json_events(
     let scratch = scratch();
     scratch.agent_file(".agentloop", "reviewer", REVIEWER);
     let server = server(delegation("reviewer"));
-    let out = scratch.run(&server, &["--json", "--trust-project"], "Delegate it.");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = ok(scratch.run(&server, &["--json", "--trust-project"], "Delegate it."));
     let lines = schema_checked(&out.stdout);
 
     // The parent sees one `task` tool that lists the agents.
@@ -186,8 +185,7 @@ fn a_claude_code_agent_file_gets_the_tools_its_claude_code_names_stand_for() {
     let scratch = scratch();
     scratch.agent_file(".claude", "reviewer", CLAUDE_REVIEWER);
     let server = server(delegation("reviewer"));
-    let out = scratch.run(&server, &["--json", "--trust-project"], "Delegate it.");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = ok(scratch.run(&server, &["--json", "--trust-project"], "Delegate it."));
     let stderr = text(&out.stderr);
     assert!(!stderr.contains("unknown tool"), "{stderr}");
     let lines = schema_checked(&out.stdout);
@@ -231,8 +229,7 @@ fn a_claude_code_agent_file_gets_the_tools_its_claude_code_names_stand_for() {
 fn the_built_in_explore_agent_needs_no_file_and_gets_read_only_tools() {
     let scratch = scratch();
     let server = server(delegation("explore"));
-    let out = scratch.run(&server, &["--json"], "Explore.");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = ok(scratch.run(&server, &["--json"], "Explore."));
     let lines = schema_checked(&out.stdout);
     assert_eq!(
         task_result(&lines)["content"],
@@ -260,8 +257,7 @@ fn an_untrusted_workspaces_agent_file_is_ignored_and_unknown_agents_list_the_kno
                          "arguments": {"agent": "reviewer", "prompt": "Review."}}]},
         {"text": "Done."}
     ]}));
-    let out = scratch.run(&server, &["--json"], "Delegate it.");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = ok(scratch.run(&server, &["--json"], "Delegate it."));
     let first = server.requests()[0].body.to_string();
     assert!(!first.contains("Reviews notes carefully"), "{first}");
     let result = task_result(&schema_checked(&out.stdout));
@@ -276,8 +272,7 @@ fn an_untrusted_workspaces_agent_file_is_ignored_and_unknown_agents_list_the_kno
 
     // Trusted, the same `.claude/agents` file is used.
     let server = self::server(delegation("reviewer"));
-    let out = scratch.run(&server, &["--json", "--trust-project"], "Delegate it.");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = ok(scratch.run(&server, &["--json", "--trust-project"], "Delegate it."));
     assert_eq!(task_result(&schema_checked(&out.stdout))["is_error"], false);
 }
 
@@ -285,8 +280,7 @@ fn an_untrusted_workspaces_agent_file_is_ignored_and_unknown_agents_list_the_kno
 fn the_human_output_shows_a_childs_tool_calls_indented_under_its_agent() {
     let scratch = scratch();
     let server = server(delegation("explore"));
-    let out = scratch.run(&server, &[], "Explore.");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = ok(scratch.run(&server, &[], "Explore."));
     let stdout = text(&out.stdout);
     let line = stdout
         .lines()
@@ -324,12 +318,11 @@ fn in_plan_mode_an_agent_cannot_write_whatever_its_file_lists() {
         {"text": "I could not write."},
         {"text": "Done."}
     ]}));
-    let out = scratch.run(
+    ok(scratch.run(
         &server,
         &["--json", "--trust-project", "--mode", "plan"],
         "Delegate it.",
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    ));
     assert!(!scratch.ws().join("out.txt").exists());
     let child_tools = tool_names(&server, 1);
     assert_eq!(child_tools, ["read_file"]);
@@ -356,8 +349,7 @@ fn parent_and_child(
 fn a_childs_run_is_a_session_listed_under_its_parent_and_continue_picks_the_parent() {
     let scratch = scratch();
     let server = server(delegation("explore"));
-    let out = scratch.run(&server, &["--json"], "Explore.");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    ok(scratch.run(&server, &["--json"], "Explore."));
     let store = scratch.store();
     let (parent, child) = parent_and_child(&store);
     let link = child.parent.clone().unwrap();
@@ -417,8 +409,7 @@ fn a_childs_run_is_a_session_listed_under_its_parent_and_continue_picks_the_pare
     store.rename(&child.id, "touched last").unwrap();
     assert_eq!(store.list().unwrap()[0].id, child.id);
     let next = self::server(json!({"mode": "sequential", "turns": [{"text": "Continued."}]}));
-    let out = scratch.run(&next, &["--json", "--continue"], "And now?");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    ok(scratch.run(&next, &["--json", "--continue"], "And now?"));
     let sent = next.requests()[0].body.to_string();
     assert!(
         sent.contains("Explore.") && sent.contains("And now?"),
@@ -491,13 +482,8 @@ fn a_child_killed_mid_run_resumes_where_it_stopped_when_the_parent_continues() {
         {"text": "notes.txt says the answer is 42."},
         {"text": "Done."}
     ]}));
-    let out = scratch.run(&resumed, &["--json", "--continue"], "Go on.");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("resuming 1 interrupted sub-agent run"),
-        "{}",
-        text(&out.stderr)
-    );
+    let out = ok(scratch.run(&resumed, &["--json", "--continue"], "Go on."));
+    assert_stderr_has(&out, "resuming 1 interrupted sub-agent run");
     let lines = schema_checked(&out.stdout);
     let result = task_result(&lines);
     assert_eq!(result["is_error"], false, "{result}");
@@ -532,7 +518,17 @@ fn a_child_killed_mid_run_resumes_where_it_stopped_when_the_parent_continues() {
 
 const BUILDER: &str = "---\nname: builder\ndescription: Builds things\ntools: write_file, read_file, shell\nisolation: worktree\n---\nBuild what you are asked.\n";
 
-/// `git ARGS` in `dir` (a test identity: CI has none); its stdout.
+/// The flags of a run whose children write: `--json`, a trusted workspace (for the agent file)
+/// and every call allowed.
+const WRITING: &[&str] = &["--json", "--trust-project", "--approve", "allow"];
+
+/// A workspace holding `notes.txt` and the worktree-isolated `builder` agent (not yet in git).
+fn builder_scratch() -> Scratch {
+    let scratch = scratch();
+    scratch.agent_file(".agentloop", "builder", BUILDER);
+    scratch
+}
+
 /// Makes `dir` a git repository with everything in it committed.
 fn commit_all(dir: &std::path::Path) {
     git(dir, &["init", "-q"]);
@@ -540,6 +536,7 @@ fn commit_all(dir: &std::path::Path) {
     git(dir, &["commit", "-q", "-m", "init"]);
 }
 
+/// `git ARGS` in `dir` (a test identity: CI has none); its stdout.
 fn git(dir: &std::path::Path, args: &[&str]) -> String {
     let out = Command::new("git")
         .arg("-C")
@@ -594,6 +591,15 @@ fn breakout_script(parent_file: &std::path::Path) -> Value {
     ]})
 }
 
+/// Runs [`breakout_script`] against the workspace's `notes.txt` (by its real path, as the
+/// child would name a file outside its own workspace), which must succeed; its `--json` lines.
+fn run_breakout(scratch: &Scratch) -> Vec<Value> {
+    let notes = std::fs::canonicalize(scratch.ws().join("notes.txt")).unwrap();
+    let server = server(breakout_script(&notes));
+    let out = ok(scratch.run(&server, WRITING, "Delegate it."));
+    schema_checked(&out.stdout)
+}
+
 fn child_result<'a>(lines: &'a [Value], call: &str) -> &'a Value {
     &lines
         .iter()
@@ -601,29 +607,53 @@ fn child_result<'a>(lines: &'a [Value], call: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("no result for {call}"))["result"]
 }
 
+/// The text of the parent's `task` result.
+fn task_content(lines: &[Value]) -> String {
+    task_result(lines)["content"].as_str().unwrap().to_owned()
+}
+
+/// The branch a worktree child's work is committed on, as its result names it.
+fn branch_in(content: &str) -> &str {
+    content
+        .split_whitespace()
+        .find(|w| w.starts_with("agentloop/builder-"))
+        .unwrap_or_else(|| panic!("no branch in {content}"))
+}
+
+/// The directory of the isolated copy a child outside git worked in, as its result names it.
+fn copy_in(content: &str) -> PathBuf {
+    PathBuf::from(
+        content
+            .split_whitespace()
+            .find(|w| w.contains("/agentloop/worktrees/"))
+            .unwrap(),
+    )
+}
+
+/// The children's worktrees under the data directory (not the `.tmp` ones still being made).
+fn worktree_dirs(scratch: &Scratch) -> Vec<PathBuf> {
+    let root = scratch.path("data").join("agentloop").join("worktrees");
+    std::fs::read_dir(&root)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.is_dir() && !p.to_string_lossy().ends_with(".tmp"))
+        .collect()
+}
+
 #[test]
 fn a_worktree_isolated_child_cannot_write_the_parents_checkout_and_its_result_names_its_branch() {
-    let scratch = scratch();
-    scratch.agent_file(".agentloop", "builder", BUILDER);
+    let scratch = builder_scratch();
     let ws = scratch.ws();
     commit_all(&ws);
     let before = snapshot(&ws);
-    let notes = std::fs::canonicalize(ws.join("notes.txt")).unwrap();
-    let server = server(breakout_script(&notes));
-    let out = scratch.run(
-        &server,
-        &["--json", "--trust-project", "--approve", "allow"],
-        "Delegate it.",
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let lines = schema_checked(&out.stdout);
+    let lines = run_breakout(&scratch);
 
     // Both write attempts failed, and the parent's checkout is byte for byte as it was.
     assert_eq!(snapshot(&ws), before);
     assert_eq!(child_result(&lines, "w_out")["is_error"], true);
     let shell_out = child_result(&lines, "s_out")["content"].to_string();
     assert_eq!(
-        std::fs::read_to_string(&notes).unwrap(),
+        std::fs::read_to_string(ws.join("notes.txt")).unwrap(),
         "the answer is 42\n",
         "{shell_out}"
     );
@@ -635,10 +665,7 @@ fn a_worktree_isolated_child_cannot_write_the_parents_checkout_and_its_result_na
     assert_eq!(result["is_error"], false, "{result}");
     let content = result["content"].as_str().unwrap();
     assert!(content.starts_with("Built."), "{content}");
-    let branch = content
-        .split_whitespace()
-        .find(|w| w.starts_with("agentloop/builder-"))
-        .unwrap_or_else(|| panic!("no branch in {content}"));
+    let branch = branch_in(content);
     assert!(content.contains("new.txt"), "{content}");
     assert_eq!(
         git(&ws, &["show", &format!("{branch}:new.txt")]),
@@ -654,16 +681,14 @@ fn a_worktree_isolated_child_cannot_write_the_parents_checkout_and_its_result_na
         );
     }
     // The worktree is under the data directory, not in the repository, and is kept.
-    let root = scratch.path("data").join("agentloop").join("worktrees");
     let listed = text(&scratch.cli(&["worktrees", "list"]).stdout);
     assert!(
         listed.contains(branch) && listed.contains("finished"),
         "{listed}"
     );
-    let dir = std::fs::read_dir(&root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| p.is_dir() && !p.to_string_lossy().ends_with(".tmp"))
+    let dir = worktree_dirs(&scratch)
+        .into_iter()
+        .next()
         .expect("the worktree");
     assert!(dir.join("new.txt").exists());
     // Pruning only what is older than a day keeps it; pruning removes it, the branch stays.
@@ -678,31 +703,18 @@ fn a_worktree_isolated_child_cannot_write_the_parents_checkout_and_its_result_na
 
 #[test]
 fn outside_git_an_isolated_child_works_on_a_copy_of_the_workspace() {
-    let scratch = scratch();
-    scratch.agent_file(".agentloop", "builder", BUILDER);
+    let scratch = builder_scratch();
     let ws = scratch.ws();
     let before = snapshot(&ws);
-    let notes = std::fs::canonicalize(ws.join("notes.txt")).unwrap();
-    let server = server(breakout_script(&notes));
-    let out = scratch.run(
-        &server,
-        &["--json", "--trust-project", "--approve", "allow"],
-        "Delegate it.",
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let lines = schema_checked(&out.stdout);
+    let lines = run_breakout(&scratch);
     assert_eq!(snapshot(&ws), before);
-    let content = task_result(&lines)["content"].as_str().unwrap().to_owned();
+    let content = task_content(&lines);
     assert!(
         content.contains("[isolated copy]") && content.contains("new.txt"),
         "{content}"
     );
-    let copy = content
-        .split_whitespace()
-        .find(|w| w.contains("/agentloop/worktrees/"))
-        .unwrap();
     assert_eq!(
-        std::fs::read_to_string(PathBuf::from(copy).join("new.txt")).unwrap(),
+        std::fs::read_to_string(copy_in(&content).join("new.txt")).unwrap(),
         "made in the worktree\n"
     );
 }
@@ -712,34 +724,17 @@ fn outside_git_an_isolated_child_works_on_a_copy_of_the_workspace() {
 /// stay until `agentloop worktrees prune`.
 #[test]
 fn a_configured_age_prunes_finished_worktrees_when_the_next_run_starts() {
-    let scratch = scratch();
-    scratch.agent_file(".agentloop", "builder", BUILDER);
-    let notes = std::fs::canonicalize(scratch.ws().join("notes.txt")).unwrap();
-    let server = server(breakout_script(&notes));
-    let args = ["--json", "--trust-project", "--approve", "allow"];
-    let out = scratch.run(&server, &args, "Delegate it.");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let content = task_result(&schema_checked(&out.stdout))["content"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let copy = PathBuf::from(
-        content
-            .split_whitespace()
-            .find(|w| w.contains("/agentloop/worktrees/"))
-            .unwrap(),
-    );
+    let scratch = builder_scratch();
+    let copy = copy_in(&task_content(&run_breakout(&scratch)));
     assert!(copy.exists());
 
     // No configured age: the next run keeps it.
     let again = server_text("Nothing to do.");
-    let out = scratch.run(&again, &["--trust-project"], "Hi.");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    ok(scratch.run(&again, &["--trust-project"], "Hi."));
     assert!(copy.exists());
 
     scratch.user_config("[worktrees]\nprune_after = \"0s\"\n");
-    let out = scratch.run(&again, &["--trust-project"], "Hi.");
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let out = ok(scratch.run(&again, &["--trust-project"], "Hi."));
     assert!(!copy.exists(), "{}", text(&out.stderr));
     assert!(
         text(&out.stderr).contains("removed") && text(&out.stderr).contains("prune_after"),
@@ -756,8 +751,7 @@ fn server_text(answer: &str) -> MockServer {
 
 #[test]
 fn an_isolated_child_killed_mid_run_goes_on_in_the_same_worktree() {
-    let scratch = scratch();
-    scratch.agent_file(".agentloop", "builder", BUILDER);
+    let scratch = builder_scratch();
     let ws = scratch.ws();
     commit_all(&ws);
     let server = server(json!({"mode": "sequential", "turns": [
@@ -767,8 +761,7 @@ fn an_isolated_child_killed_mid_run_goes_on_in_the_same_worktree() {
                          "arguments": {"path": "one.txt", "content": "first run\n"}}]},
         {"text": "never sent", "first_byte_delay_ms": 600_000}
     ]}));
-    let args = ["--json", "--trust-project", "--approve", "allow"];
-    kill_at_the_third_request(&scratch, &server, &args, "Delegate it.");
+    kill_at_the_third_request(&scratch, &server, WRITING, "Delegate it.");
 
     let resumed = self::server(json!({"mode": "sequential", "turns": [
         {"tool_calls": [{"id": "w2", "name": "write_file",
@@ -776,26 +769,9 @@ fn an_isolated_child_killed_mid_run_goes_on_in_the_same_worktree() {
         {"text": "Built."},
         {"text": "Done."}
     ]}));
-    let out = scratch.run(
-        &resumed,
-        &[
-            "--json",
-            "--trust-project",
-            "--approve",
-            "allow",
-            "--continue",
-        ],
-        "Go on.",
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let content = task_result(&schema_checked(&out.stdout))["content"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let branch = content
-        .split_whitespace()
-        .find(|w| w.starts_with("agentloop/builder-"))
-        .unwrap_or_else(|| panic!("no branch in {content}"));
+    let out = ok(scratch.run(&resumed, &[WRITING, &["--continue"]].concat(), "Go on."));
+    let content = task_content(&schema_checked(&out.stdout));
+    let branch = branch_in(&content);
     // The first run's file is on the branch too: the second run went on in its worktree.
     assert_eq!(
         git(&ws, &["show", &format!("{branch}:one.txt")]),
@@ -811,8 +787,7 @@ fn an_isolated_child_killed_mid_run_goes_on_in_the_same_worktree() {
 
 #[test]
 fn an_isolated_child_cannot_write_another_childs_worktree() {
-    let scratch = scratch();
-    scratch.agent_file(".agentloop", "builder", BUILDER);
+    let scratch = builder_scratch();
     let ws = scratch.ws();
     commit_all(&ws);
     // The second child tries to overwrite notes.txt in every sibling worktree.
@@ -825,18 +800,8 @@ fn an_isolated_child_cannot_write_another_childs_worktree() {
         {"text": "Second done."},
         {"text": "Done."}
     ]}));
-    let out = scratch.run(
-        &server,
-        &["--json", "--trust-project", "--approve", "allow"],
-        "Delegate twice.",
-    );
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let root = scratch.path("data").join("agentloop").join("worktrees");
-    let trees: Vec<PathBuf> = std::fs::read_dir(&root)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_dir() && !p.to_string_lossy().ends_with(".tmp"))
-        .collect();
+    let out = ok(scratch.run(&server, WRITING, "Delegate twice."));
+    let trees = worktree_dirs(&scratch);
     assert_eq!(trees.len(), 2, "{trees:?}");
     for tree in &trees {
         assert_eq!(

@@ -20,7 +20,7 @@ const KEY: &str = "sk-user-secret-0123456789";
 
 mod support;
 
-use support::{Scratch, server, text};
+use support::{Scratch, assert_stderr_has, server, text};
 
 /// A scratch workspace with a `.agentloop/` directory and the user's key in the environment.
 fn scratch() -> Scratch {
@@ -51,12 +51,7 @@ impl Scratch {
         self.run_json(&all, prompt)
     }
     fn show(&self) -> String {
-        let out = self
-            .cmd()
-            .args(["config", "show", "--workspace"])
-            .arg(self.ws())
-            .output()
-            .unwrap();
+        let out = self.in_workspace(&["config", "show"]);
         assert!(out.status.success(), "{}", text(&out.stderr));
         text(&out.stdout)
     }
@@ -150,17 +145,8 @@ fn a_project_mcp_server_starts_only_in_a_trusted_directory() {
     let out = s.run_at(&server, &[], "hi");
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(!marker.exists(), "an untrusted project started a program");
-    assert!(
-        text(&out.stderr).contains("mcp_servers.pwn"),
-        "{}",
-        text(&out.stderr)
-    );
-    let listed = s
-        .cmd()
-        .args(["mcp", "list", "--workspace"])
-        .arg(s.ws())
-        .output()
-        .unwrap();
+    assert_stderr_has(&out, "mcp_servers.pwn");
+    let listed = s.in_workspace(&["mcp", "list"]);
     assert!(
         !marker.exists(),
         "`mcp list` started it: {}",
@@ -191,11 +177,7 @@ fn a_project_base_url_never_receives_the_users_key() {
         0,
         "the untrusted project's host was called"
     );
-    assert!(
-        text(&out.stderr).contains("base_url"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_stderr_has(&out, "base_url");
     assert_eq!(
         evil.requests().len(),
         0,
@@ -211,11 +193,7 @@ fn a_project_base_url_never_receives_the_users_key() {
     s.trust(&[], &s.ws());
     let out = s.run_json(&[], "hi");
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("not using base_url"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_stderr_has(&out, "not using base_url");
     assert_eq!(
         evil.requests().len(),
         0,
@@ -316,11 +294,7 @@ fn a_change_to_the_project_files_withdraws_the_trust_and_revoke_does_too() {
     assert!(line(&shown, "approve").ends_with("# default"), "{shown}");
     let server = server(json!({"turns": [{"text": "hi"}], "repeat": true}));
     let out = s.run_at(&server, &[], "hi");
-    assert!(
-        text(&out.stderr).contains("changed"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_stderr_has(&out, "changed");
     let listed = s.cmd().args(["trust", "--list"]).output().unwrap();
     assert!(
         text(&listed.stdout).contains("changed"),
@@ -428,11 +402,7 @@ fn an_imported_session_never_sends_the_key_to_its_recorded_host() {
     // --continue does not pick it, although its recorded workspace is this one.
     let out = s.run_json(&["--continue"], "go on");
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("no session to continue"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_stderr_has(&out, "no session to continue");
     assert!(
         !mine.requests()[0]
             .body
@@ -447,11 +417,7 @@ fn an_imported_session_never_sends_the_key_to_its_recorded_host() {
     // Resumed by id: the history comes back, the recorded base URL does not.
     let out = s.run_json(&["--session", &id], "go on");
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(
-        text(&out.stderr).contains("imported"),
-        "{}",
-        text(&out.stderr)
-    );
+    assert_stderr_has(&out, "imported");
     assert_eq!(
         evil.requests().len(),
         before,

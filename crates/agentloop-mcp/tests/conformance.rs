@@ -18,16 +18,8 @@ const SUITE: &str = "MCP conformance suite (client scenarios)";
 
 /// Where `.ci/setup-mcp-conformance` installed the suite and Node 22, when it did.
 fn conformance_dir() -> Option<PathBuf> {
-    let dir = std::env::var_os("AGENTLOOP_MCP_CONFORMANCE_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let cache = std::env::var_os("AGENTLOOP_CI_CACHE")
-                .map(PathBuf::from)
-                .or_else(|| {
-                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/agentloop-ci"))
-                })?;
-            Some(cache.join("mcp-conformance"))
-        })?;
+    let dir =
+        agentloop_testkit::external::suite_dir("AGENTLOOP_MCP_CONFORMANCE_DIR", "mcp-conformance")?;
     (node(&dir).exists() && suite_js(&dir).exists()).then_some(dir)
 }
 

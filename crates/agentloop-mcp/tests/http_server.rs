@@ -4,12 +4,15 @@
 //! 403 while loopback ones pass.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::sync::Arc;
 
 use agentloop::builtin::{ApprovalPolicy, Workspace};
 use agentloop::tooling::Deps;
 use agentloop_mcp::{HttpServeOptions, McpServerConfig, McpToolset, ServerState};
 use serde_json::json;
+use support::running_tools;
 
 async fn start(options: HttpServeOptions) -> (tempfile::TempDir, std::net::SocketAddr) {
     let dir = tempfile::tempdir().unwrap();
@@ -50,12 +53,7 @@ async fn a_client_with_the_token_uses_the_tools_and_one_without_is_refused() {
     ])
     .await
     .unwrap();
-    assert!(
-        matches!(toolset.servers()[0].1, ServerState::Running { .. }),
-        "{:?}",
-        toolset.servers()
-    );
-    let tools = toolset.tools::<Deps>().await.unwrap();
+    let tools = running_tools(&toolset).await;
     let read = tools
         .iter()
         .find(|t| t.name() == "mcp__ok__read_file")

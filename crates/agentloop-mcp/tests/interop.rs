@@ -5,28 +5,26 @@
 //! absent → the suite says so in one line and skips (a failure in CI).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use agentloop::tooling::{Deps, ToolSpec};
-use agentloop_mcp::{McpServerConfig, McpToolset, ServerState};
+use agentloop_mcp::{McpServerConfig, McpToolset};
 use serde_json::{Value, json};
+use support::running_tools;
 
 const SUITE: &str = "MCP interop with the reference Node servers";
 
+/// Where the pinned servers are installed, when they and node are (else the suite is reported
+/// skipped).
 fn servers_dir() -> Option<PathBuf> {
-    agentloop_testkit::external::node_package_dir(
+    agentloop_testkit::external::node_package_dir_or_skip(
         "node_modules/@modelcontextprotocol/server-everything/dist/index.js",
-    )
-}
-
-fn skip() {
-    agentloop_testkit::external::skip_suite(
         SUITE,
-        "node or the pinned servers are not installed",
-        "run .ci/setup-mcp-servers (or set AGENTLOOP_MCP_SERVERS_DIR)",
-    );
+    )
 }
 
 fn everything(dir: &std::path::Path) -> String {
@@ -51,12 +49,7 @@ async fn call(tools: &[ToolSpec<Deps>], name: &str, args: Value) -> agentloop::t
 }
 
 async fn everything_checks(toolset: &McpToolset, p: &str) {
-    assert!(
-        matches!(toolset.servers()[0].1, ServerState::Running { .. }),
-        "{:?}",
-        toolset.servers()
-    );
-    let tools = toolset.tools::<Deps>().await.unwrap();
+    let tools = running_tools(toolset).await;
     let out = call(&tools, &format!("{p}echo"), json!({"message": "hi there"})).await;
     assert!(out.content.contains("hi there"), "{}", out.content);
     let out = call(&tools, &format!("{p}get-sum"), json!({"a": 2, "b": 40})).await;
@@ -98,7 +91,7 @@ async fn everything_checks(toolset: &McpToolset, p: &str) {
 #[tokio::test]
 async fn server_everything_over_stdio() {
     let Some(dir) = servers_dir() else {
-        return skip();
+        return;
     };
     let toolset =
         McpToolset::connect(
@@ -112,7 +105,7 @@ async fn server_everything_over_stdio() {
 #[tokio::test]
 async fn server_everything_over_streamable_http() {
     let Some(dir) = servers_dir() else {
-        return skip();
+        return;
     };
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -153,7 +146,7 @@ async fn server_everything_over_streamable_http() {
 #[tokio::test]
 async fn server_filesystem_on_a_temp_dir() {
     let Some(dir) = servers_dir() else {
-        return skip();
+        return;
     };
     let root = tempfile::tempdir().unwrap();
     let root_path = root.path().canonicalize().unwrap();
@@ -169,12 +162,7 @@ async fn server_filesystem_on_a_temp_dir() {
     )])
     .await
     .unwrap();
-    assert!(
-        matches!(toolset.servers()[0].1, ServerState::Running { .. }),
-        "{:?}",
-        toolset.servers()
-    );
-    let tools = toolset.tools::<Deps>().await.unwrap();
+    let tools = running_tools(&toolset).await;
     let names: Vec<&str> = tools.iter().map(|t| t.name()).collect();
     assert!(names.contains(&"mcp__fs__list_directory"), "{names:?}");
     let read = if names.contains(&"mcp__fs__read_text_file") {
@@ -219,10 +207,10 @@ async fn server_filesystem_on_a_temp_dir() {
 #[tokio::test]
 async fn resources_of_server_everything_are_listed_and_read_through_the_model_tools() {
     let Some(dir) = servers_dir() else {
-        return skip();
+        return;
     };
     let toolset = McpToolset::connect([
-        McpServerConfig::stdio("everything", "node", [everything(&dir), "stdio".into()]),
+        everything_stdio(&dir),
         // A second server, without resources, is not offered to the resource tools.
         McpServerConfig::stdio(
             "plain",
@@ -336,7 +324,7 @@ async fn resources_of_server_everything_are_listed_and_read_through_the_model_to
 #[tokio::test]
 async fn prompts_of_server_everything_expand_as_slash_commands() {
     let Some(dir) = servers_dir() else {
-        return skip();
+        return;
     };
     let toolset = McpToolset::connect([everything_stdio(&dir)]).await.unwrap();
     let commands = toolset.prompt_commands().await;
@@ -400,7 +388,7 @@ async fn prompts_of_server_everything_expand_as_slash_commands() {
 #[tokio::test]
 async fn elicitation_is_answered_at_once_never_waited_for() {
     let Some(dir) = servers_dir() else {
-        return skip();
+        return;
     };
     let connect = |mode| {
         let dir = dir.clone();
@@ -439,7 +427,7 @@ async fn elicitation_is_answered_at_once_never_waited_for() {
 #[tokio::test]
 async fn a_call_waits_for_the_person_answering_its_form_past_the_tool_timeout() {
     let Some(dir) = servers_dir() else {
-        return skip();
+        return;
     };
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let record = seen.clone();

@@ -23,7 +23,7 @@ use agentloop_mcp::rmcp::{ErrorData, ServerHandler};
 use agentloop_mcp::{McpEvent, McpEventFn, McpLogLevel, McpServerConfig, McpToolset};
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
-use support::mock_model;
+use support::{mock_model, serve_mcp_router};
 
 /// A server whose one tool logs at four levels and reports three progress steps, each a while
 /// apart (longer together than the call's timeout).
@@ -114,13 +114,7 @@ async fn serve(handler: Chatty) -> String {
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );
-    let router = axum::Router::new().nest_service("/mcp", service);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
-    format!("http://{addr}/mcp")
+    serve_mcp_router(axum::Router::new().nest_service("/mcp", service)).await
 }
 
 /// Runs an agent whose model calls `chatty` once; returns the agent's events, the MCP events

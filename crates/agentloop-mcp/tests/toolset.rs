@@ -19,7 +19,7 @@ use agentloop_mcp::{ApprovalMode, McpServerConfig, McpToolset, ServerState};
 use agentloop_testkit::{MockServer, Script};
 use serde_json::{Value, json};
 use support::fixture::{Fixture, FixtureState, TINY_PNG};
-use support::mock_model;
+use support::{mock_model, serve_mcp_router};
 
 const BIN: &str = env!("CARGO_BIN_EXE_agentloop-mcp-test-server");
 
@@ -398,13 +398,8 @@ async fn http_fixture_with(
         sessions,
         StreamableHttpServerConfig::default(),
     );
-    let router = axum::Router::new().nest_service("/mcp", service);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
-    (format!("http://{addr}/mcp"), state)
+    let url = serve_mcp_router(axum::Router::new().nest_service("/mcp", service)).await;
+    (url, state)
 }
 
 #[tokio::test]

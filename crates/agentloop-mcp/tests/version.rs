@@ -4,6 +4,8 @@
 //! refuses any other answer (2024-11-05, unknown dates) with an error naming both versions.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
@@ -21,6 +23,7 @@ use agentloop_mcp::{
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
+use support::serve_mcp_router;
 
 /// An rmcp server that speaks exactly one protocol version.
 #[derive(Clone)]
@@ -53,15 +56,6 @@ impl ServerHandler for Pinned {
     }
 }
 
-async fn serve(router: axum::Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, router).await;
-    });
-    format!("http://{addr}/mcp")
-}
-
 async fn rmcp_server(version: ProtocolVersion) -> String {
     use agentloop_mcp::rmcp::transport::streamable_http_server::{
         StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
@@ -71,7 +65,7 @@ async fn rmcp_server(version: ProtocolVersion) -> String {
         Arc::new(LocalSessionManager::default()),
         StreamableHttpServerConfig::default(),
     );
-    serve(axum::Router::new().nest_service("/mcp", service)).await
+    serve_mcp_router(axum::Router::new().nest_service("/mcp", service)).await
 }
 
 /// A minimal stateless JSON-RPC server over HTTP that answers `initialize` with `version`
@@ -113,7 +107,7 @@ async fn raw_server(version: &'static str) -> (String, Arc<Mutex<Vec<String>>>) 
             .get(|| async { StatusCode::METHOD_NOT_ALLOWED })
             .delete(|| async { StatusCode::OK }),
     );
-    (serve(router).await, proposed)
+    (serve_mcp_router(router).await, proposed)
 }
 
 async fn connect(url: &str) -> McpToolset {

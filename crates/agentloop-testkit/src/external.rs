@@ -10,6 +10,8 @@
 //! the test harness captures), so it shows in the plain `cargo test` output.
 
 use std::io::Write;
+use std::path::PathBuf;
+use std::process::Command;
 
 /// The environment variable that turns a skipped external suite into a failure.
 pub const REQUIRE_SUITES_ENV: &str = "AGENTLOOP_REQUIRE_SUITES";
@@ -47,26 +49,51 @@ pub fn skip_suite(suite: &str, missing: &str, hint: &str) {
     let _ = writeln!(err, "{line}");
 }
 
+/// The cache the `.ci/setup-*` scripts install external suites in: `AGENTLOOP_CI_CACHE`, else
+/// `$HOME/.cache/agentloop-ci`; `None` when neither variable is set.
+pub fn ci_cache_dir() -> Option<PathBuf> {
+    std::env::var_os("AGENTLOOP_CI_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/agentloop-ci")))
+}
+
+/// Where a suite's `.ci/setup-*` script installed it: the directory `env_var` names when it is
+/// set (a developer's own install), else `subdir` of [`ci_cache_dir`]. Whether anything is
+/// there is the caller's to check.
+pub fn suite_dir(env_var: &str, subdir: &str) -> Option<PathBuf> {
+    std::env::var_os(env_var)
+        .map(PathBuf::from)
+        .or_else(|| Some(ci_cache_dir()?.join(subdir)))
+}
+
+/// Whether `node --version` runs (Node.js is on the `PATH`).
+pub fn node_runs() -> bool {
+    Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
 /// The directory the pinned Node MCP packages are installed in (`node_modules/…` below it):
 /// `AGENTLOOP_MCP_SERVERS_DIR`, else `${AGENTLOOP_CI_CACHE:-$HOME/.cache/agentloop-ci}/mcp`
 /// (where `.ci/setup-mcp-servers` puts them) — returned only when `node` runs and `package`
 /// (a path below the directory, e.g.
 /// `node_modules/@modelcontextprotocol/sdk/package.json`) exists.
-pub fn node_package_dir(package: &str) -> Option<std::path::PathBuf> {
-    use std::path::PathBuf;
-    let dir = std::env::var_os("AGENTLOOP_MCP_SERVERS_DIR")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let cache = std::env::var_os("AGENTLOOP_CI_CACHE")
-                .map(PathBuf::from)
-                .or_else(|| {
-                    std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/agentloop-ci"))
-                })?;
-            Some(cache.join("mcp"))
-        })?;
-    let node_ok = std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    (node_ok && dir.join(package).exists()).then_some(dir)
+pub fn node_package_dir(package: &str) -> Option<PathBuf> {
+    let dir = suite_dir("AGENTLOOP_MCP_SERVERS_DIR", "mcp")?;
+    (node_runs() && dir.join(package).exists()).then_some(dir)
+}
+
+/// [`node_package_dir`], or `None` after reporting `suite` skipped ([`skip_suite`]): the suites
+/// that need the pinned Node MCP packages start with it.
+pub fn node_package_dir_or_skip(package: &str, suite: &str) -> Option<PathBuf> {
+    let dir = node_package_dir(package);
+    if dir.is_none() {
+        skip_suite(
+            suite,
+            &format!("node or {package} is not installed"),
+            "run .ci/setup-mcp-servers (or set AGENTLOOP_MCP_SERVERS_DIR)",
+        );
+    }
+    dir
 }

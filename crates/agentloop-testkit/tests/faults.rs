@@ -6,7 +6,10 @@ mod common;
 use std::time::Duration;
 
 use agentloop_testkit::{Fault, MockServer, Script, Turn, WireFormat};
-use common::{FORMATS, Outcome, assemble, first_request, parse_sse, path, post, post_partial};
+use common::{
+    FORMATS, Outcome, assemble, first_request, parse_sse, path, post, post_first,
+    post_first_partial,
+};
 use serde_json::{Value, json};
 
 fn turn() -> Turn {
@@ -22,13 +25,7 @@ fn one_fault(fault: Fault) -> Script {
 /// The full normal body for a format, to compare partial bodies with.
 async fn normal_body(format: WireFormat) -> String {
     let server = MockServer::start(Script::new(vec![turn()]));
-    post(
-        &server.base_url(),
-        path(format),
-        &first_request(format, "x"),
-    )
-    .await
-    .body
+    post_first(&server, format, "x").await.body
 }
 
 #[tokio::test]
@@ -77,13 +74,7 @@ async fn reset_after_bytes_cuts_the_connection() {
         let full = normal_body(format).await;
         let k = full.len() / 2;
         let server = MockServer::start(one_fault(Fault::ResetAfterBytes(k)));
-        let p = post_partial(
-            &server.base_url(),
-            path(format),
-            &first_request(format, "x"),
-            Duration::from_secs(10),
-        )
-        .await;
+        let p = post_first_partial(&server, format, "x", Duration::from_secs(10)).await;
         assert_eq!(
             p.outcome,
             Outcome::Error,
@@ -97,12 +88,7 @@ async fn reset_after_bytes_cuts_the_connection() {
         );
         assert!(!assemble_partial(format, &p.bytes).terminal);
         // The second attempt is served normally.
-        let ok = post(
-            &server.base_url(),
-            path(format),
-            &first_request(format, "x"),
-        )
-        .await;
+        let ok = post_first(&server, format, "x").await;
         assert!(assemble(format, &ok.body).terminal);
     }
 }
@@ -111,13 +97,7 @@ async fn reset_after_bytes_cuts_the_connection() {
 async fn stall_after_bytes_makes_the_client_time_out() {
     for format in FORMATS {
         let server = MockServer::start(one_fault(Fault::StallAfterBytes(100)));
-        let p = post_partial(
-            &server.base_url(),
-            path(format),
-            &first_request(format, "x"),
-            Duration::from_millis(300),
-        )
-        .await;
+        let p = post_first_partial(&server, format, "x", Duration::from_millis(300)).await;
         // Only the client's own timeout ends a stalled stream.
         assert_eq!(p.outcome, Outcome::TimedOut, "{format:?}");
         assert_eq!(p.bytes.len(), 100, "{format:?}");
@@ -137,12 +117,7 @@ async fn stall_after_bytes_makes_the_client_time_out() {
 async fn malformed_after_bytes_inserts_a_garbage_event_and_continues() {
     for format in FORMATS {
         let server = MockServer::start(one_fault(Fault::MalformedAfterBytes(200)));
-        let reply = post(
-            &server.base_url(),
-            path(format),
-            &first_request(format, "x"),
-        )
-        .await;
+        let reply = post_first(&server, format, "x").await;
         assert_eq!(reply.status, 200);
         let events = parse_sse(&reply.body);
         let bad: Vec<_> = events
@@ -181,13 +156,7 @@ async fn malformed_after_bytes_inserts_a_garbage_event_and_continues() {
 async fn eof_without_terminal_ends_cleanly_without_the_terminal_event() {
     for format in FORMATS {
         let server = MockServer::start(one_fault(Fault::EofWithoutTerminal));
-        let p = post_partial(
-            &server.base_url(),
-            path(format),
-            &first_request(format, "x"),
-            Duration::from_secs(10),
-        )
-        .await;
+        let p = post_first_partial(&server, format, "x", Duration::from_secs(10)).await;
         assert_eq!(p.outcome, Outcome::Clean, "{format:?}");
         let body = String::from_utf8(p.bytes).unwrap();
         let a = assemble(format, &body);
@@ -220,10 +189,10 @@ async fn sequential_mode_faults_take_queue_entries() {
     let server = MockServer::start(script);
     let f = WireFormat::OpenAiChat;
     let statuses = [
-        post(&server.base_url(), path(f), &first_request(f, "a")).await,
-        post(&server.base_url(), path(f), &first_request(f, "b")).await,
-        post(&server.base_url(), path(f), &first_request(f, "c")).await,
-        post(&server.base_url(), path(f), &first_request(f, "d")).await,
+        post_first(&server, f, "a").await,
+        post_first(&server, f, "b").await,
+        post_first(&server, f, "c").await,
+        post_first(&server, f, "d").await,
     ];
     assert_eq!(
         statuses.iter().map(|r| r.status).collect::<Vec<_>>(),

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use agentloop_testkit::{MockServer, Script, StopReason, ToolCall, Turn, WireFormat};
-use common::{first_request, parse_sse, path, post};
+use common::{parse_sse, post_first};
 use serde_json::{Value, json};
 
 fn fixtures_dir() -> Option<PathBuf> {
@@ -105,12 +105,7 @@ fn assert_keys_subset(
 
 async fn mock_body(format: WireFormat, turn: Turn) -> String {
     let server = MockServer::start(Script::new(vec![turn]));
-    let reply = post(
-        &server.base_url(),
-        path(format),
-        &first_request(format, "x"),
-    )
-    .await;
+    let reply = post_first(&server, format, "x").await;
     assert_eq!(reply.status, 200);
     reply.body
 }

@@ -5,7 +5,7 @@
 mod common;
 
 use agentloop_testkit::{Fault, MockServer, Script, StopReason, Turn, WireFormat};
-use common::{client, first_request, parse_sse, path, post};
+use common::{client, first_request, parse_sse, path, post, post_first};
 use serde_json::{Value, json};
 
 const G: WireFormat = WireFormat::Gemini;
@@ -36,7 +36,7 @@ async fn thinking_text_and_the_final_chunk_are_rendered_like_gemini() {
         .unwrap(),
     );
     let server = MockServer::start(Script::new(vec![turn]));
-    let reply = post(&server.base_url(), path(G), &first_request(G, "hi")).await;
+    let reply = post_first(&server, G, "hi").await;
     assert_eq!(reply.status, 200);
     assert!(reply.body.contains("}\r\n\r\ndata: "), "CRLF framing");
     let all = chunks(&reply.body);
@@ -75,7 +75,7 @@ async fn thinking_text_and_the_final_chunk_are_rendered_like_gemini() {
     assert_eq!(rec.format, G);
     assert_eq!(rec.turn, Some(0));
     // Another response gets another id.
-    let again = post(&server.base_url(), path(G), &first_request(G, "other")).await;
+    let again = post_first(&server, G, "other").await;
     assert_ne!(chunks(&again.body)[0]["responseId"], last["responseId"]);
 }
 
@@ -208,7 +208,7 @@ async fn a_length_stop_is_max_tokens() {
     let server = MockServer::start(Script::new(vec![
         Turn::text("cut").with_stop_reason(StopReason::Length),
     ]));
-    let reply = post(&server.base_url(), path(G), &first_request(G, "x")).await;
+    let reply = post_first(&server, G, "x").await;
     let all = chunks(&reply.body);
     assert_eq!(
         all.last().unwrap()["candidates"][0]["finishReason"],

@@ -31,13 +31,13 @@ fn h1_client() -> reqwest::Client {
     reqwest::Client::builder().http1_only().build().unwrap()
 }
 
-/// POSTs `body` and reads the whole response: (HTTP version, status, content type, body).
-async fn post_with(
+/// POSTs `body` as JSON; the response, once its headers arrived (within [`STEP`]).
+async fn send_json(
     client: &reqwest::Client,
     url: &str,
-    body: String,
-) -> (Version, u16, String, String) {
-    let resp = timeout(
+    body: impl Into<reqwest::Body>,
+) -> reqwest::Response {
+    timeout(
         STEP,
         client
             .post(url)
@@ -47,7 +47,16 @@ async fn post_with(
     )
     .await
     .expect("response headers in time")
-    .unwrap();
+    .unwrap()
+}
+
+/// POSTs `body` and reads the whole response: (HTTP version, status, content type, body).
+async fn post_with(
+    client: &reqwest::Client,
+    url: &str,
+    body: String,
+) -> (Version, u16, String, String) {
+    let resp = send_json(client, url, body).await;
     let version = resp.version();
     let status = resp.status().as_u16();
     let content_type = resp.headers()["content-type"].to_str().unwrap().to_string();
@@ -193,17 +202,7 @@ async fn h2_faults_reset_one_stream_and_shutdown_cuts_held_streams() {
     let client = h2_client();
 
     // Queue entry 0: the reset.
-    let resp = timeout(
-        STEP,
-        client
-            .post(&url)
-            .header("content-type", "application/json")
-            .body(CHAT_BODY)
-            .send(),
-    )
-    .await
-    .unwrap()
-    .unwrap();
+    let resp = send_json(&client, &url, CHAT_BODY).await;
     assert_eq!(resp.version(), Version::HTTP_2);
     let mut stream = resp.bytes_stream();
     let mut got = 0usize;
@@ -225,17 +224,7 @@ async fn h2_faults_reset_one_stream_and_shutdown_cuts_held_streams() {
     // Entries 2 and 3 stall, and so does every later entry: hold 50 streams open.
     let mut held = Vec::new();
     for _ in 0..50 {
-        let resp = timeout(
-            STEP,
-            client
-                .post(&url)
-                .header("content-type", "application/json")
-                .body(CHAT_BODY)
-                .send(),
-        )
-        .await
-        .unwrap()
-        .unwrap();
+        let resp = send_json(&client, &url, CHAT_BODY).await;
         let mut stream = resp.bytes_stream();
         let first = timeout(STEP, stream.next())
             .await

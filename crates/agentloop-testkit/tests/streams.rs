@@ -5,7 +5,7 @@
 mod common;
 
 use agentloop_testkit::{MockServer, Script, StopReason, ToolCall, ToolSearch, Turn, WireFormat};
-use common::{FORMATS, assemble, continue_request, first_request, path, post};
+use common::{FORMATS, assemble, continue_request, first_request, path, post, post_first};
 use serde_json::{Value, json};
 
 fn weather_script() -> Script {
@@ -87,38 +87,18 @@ async fn length_stop_reason_in_every_format() {
         Turn::text("cut sho").with_stop_reason(StopReason::Length),
     ]));
     for format in FORMATS {
-        let reply = post(
-            &server.base_url(),
-            path(format),
-            &first_request(format, "x"),
-        )
-        .await;
+        let reply = post_first(&server, format, "x").await;
         let a = assemble(format, &reply.body);
         assert_eq!(a.stop_reason.as_deref(), Some("length"), "{format:?}");
         assert!(a.terminal);
         assert_eq!(a.text, "cut sho");
     }
     // Raw wire values.
-    let chat = post(
-        &server.base_url(),
-        "/v1/chat/completions",
-        &first_request(WireFormat::OpenAiChat, "x"),
-    )
-    .await;
+    let chat = post_first(&server, WireFormat::OpenAiChat, "x").await;
     assert!(chat.body.contains(r#""finish_reason":"length""#));
-    let anth = post(
-        &server.base_url(),
-        "/v1/messages",
-        &first_request(WireFormat::Anthropic, "x"),
-    )
-    .await;
+    let anth = post_first(&server, WireFormat::Anthropic, "x").await;
     assert!(anth.body.contains(r#""stop_reason":"max_tokens""#));
-    let resp = post(
-        &server.base_url(),
-        "/v1/responses",
-        &first_request(WireFormat::OpenAiResponses, "x"),
-    )
-    .await;
+    let resp = post_first(&server, WireFormat::OpenAiResponses, "x").await;
     assert!(resp.body.contains("event: response.incomplete\n"));
     assert!(!resp.body.contains("response.completed"));
 }
@@ -127,12 +107,7 @@ async fn length_stop_reason_in_every_format() {
 async fn chat_usage_chunk_only_when_requested() {
     let server =
         MockServer::start(Script::new(vec![Turn::text("hi").with_usage(7, 1)]).with_repeat(true));
-    let with = post(
-        &server.base_url(),
-        "/v1/chat/completions",
-        &first_request(WireFormat::OpenAiChat, "x"),
-    )
-    .await;
+    let with = post_first(&server, WireFormat::OpenAiChat, "x").await;
     let a = assemble(WireFormat::OpenAiChat, &with.body);
     assert_eq!(a.input_tokens, Some(7));
     assert_eq!(a.events.iter().filter(|e| *e == "usage").count(), 1);
@@ -222,12 +197,7 @@ async fn tool_search_is_an_item_on_responses_and_a_function_call_elsewhere() {
 async fn empty_turn_still_terminates_and_default_ids_are_generated() {
     let server = MockServer::start(Script::new(vec![Turn::default()]));
     for format in FORMATS {
-        let reply = post(
-            &server.base_url(),
-            path(format),
-            &first_request(format, "x"),
-        )
-        .await;
+        let reply = post_first(&server, format, "x").await;
         let a = assemble(format, &reply.body);
         assert!(a.terminal, "{format:?}");
         assert_eq!(a.text, "");
@@ -238,12 +208,7 @@ async fn empty_turn_still_terminates_and_default_ids_are_generated() {
             .unwrap(),
     );
     for format in FORMATS {
-        let reply = post(
-            &server.base_url(),
-            path(format),
-            &first_request(format, "x"),
-        )
-        .await;
+        let reply = post_first(&server, format, "x").await;
         let a = assemble(format, &reply.body);
         assert_eq!(
             a.tool_calls[0],
@@ -266,12 +231,7 @@ async fn thinking_signature_is_scripted_for_anthropic() {
         )
         .unwrap(),
     );
-    let reply = post(
-        &server.base_url(),
-        "/v1/messages",
-        &first_request(WireFormat::Anthropic, "x"),
-    )
-    .await;
+    let reply = post_first(&server, WireFormat::Anthropic, "x").await;
     let a = assemble(WireFormat::Anthropic, &reply.body);
     assert_eq!(a.signature.as_deref(), Some("sig-123"));
     assert_eq!(a.thinking, "hmm");

@@ -5,7 +5,7 @@
 mod common;
 
 use agentloop_testkit::{Fault, MockServer, Script, ToolCall, Turn, WireFormat};
-use common::{FORMATS, assemble, continue_request, first_request, path, post};
+use common::{FORMATS, assemble, continue_request, first_request, path, post, post_first};
 use serde_json::json;
 
 fn three_turns() -> Script {
@@ -96,7 +96,7 @@ async fn sequential_mode_ignores_history() {
     }
     assert_eq!(got, ["one", "two", "three"]);
     let f = WireFormat::OpenAiChat;
-    let reply = post(&server.base_url(), path(f), &first_request(f, "more")).await;
+    let reply = post_first(&server, f, "more").await;
     assert_eq!(reply.status, 500);
 }
 
@@ -108,7 +108,7 @@ async fn repeat_wraps_around_in_both_modes() {
     );
     let mut got = Vec::new();
     for _ in 0..5 {
-        let r = post(&seq.base_url(), path(f), &first_request(f, "x")).await;
+        let r = post_first(&seq, f, "x").await;
         got.push(assemble(f, &r.body).text);
     }
     assert_eq!(got, ["a", "b", "a", "b", "a"]);

@@ -2,15 +2,18 @@
 //! workspace (`ws/`), the session database, and the home, data and config directories, so that
 //! nothing the developer has (keys, base URLs, default model, profile or store, OpenTelemetry
 //! settings, their own config and sessions) reaches a test, and nothing a test writes reaches
-//! them; and the mock model server a test scripts.
+//! them; the mock model server a test scripts; and what the tests share to run a child and
+//! check its output.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
 
 use agentloop_testkit::{MockServer, Script};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 #[cfg(target_os = "linux")]
 pub mod procs;
@@ -20,6 +23,15 @@ pub mod schema;
 
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_agentloop");
+
+/// The ACP `terminal/*` requests agentloop makes for a command that runs to its end, in order:
+/// start it, wait for it, read its output, release the terminal.
+pub const ACP_TERMINAL_REQUESTS: [&str; 4] = [
+    "terminal/create",
+    "terminal/wait_for_exit",
+    "terminal/output",
+    "terminal/release",
+];
 
 /// Variables of the developer's environment that would change what the binary does.
 const CLEARED: &[&str] = &[
@@ -164,6 +176,17 @@ impl Scratch {
         self.cmd().args(args).output().unwrap()
     }
 
+    /// `cmd()` with `ARGS… --workspace ws` (a command about the workspace: `config show`,
+    /// `mcp list`, …), run to its end.
+    pub fn in_workspace(&self, args: &[&str]) -> Output {
+        self.cmd()
+            .args(args)
+            .arg("--workspace")
+            .arg(self.ws())
+            .output()
+            .unwrap()
+    }
+
     /// `run_cmd(server)` + `ARGS… PROMPT`, run to its end.
     pub fn run(&self, server: &MockServer, args: &[&str], prompt: &str) -> Output {
         self.run_cmd(server)
@@ -205,6 +228,47 @@ impl Scratch {
     }
 }
 
+/// Runs `cmd` to its end with `input` piped to its stdin (closed after it) and its outputs
+/// captured. The input is written whole before the outputs are read: keep it small enough for
+/// the pipe's buffer.
+pub fn output_with_stdin(cmd: &mut Command, input: &[u8]) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Takes the child's stdout and reads its lines on a thread of their own, so that a test can
+/// wait for one with a timeout; the channel ends with the stdout (or its first read error).
+pub fn stdout_lines(child: &mut Child) -> mpsc::Receiver<String> {
+    let stdout = child.stdout.take().expect("the child's stdout is piped");
+    let (send, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if send.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
+/// Sends the signal `name` (`INT`, `TERM`, …) to process `pid` through kill(1), as a terminal or
+/// a supervisor would (Unix); asserts that it was sent.
+pub fn send_signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{name}"))
+        .arg(pid.to_string())
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{name} {pid}: {status}");
+}
+
 /// Bytes a child wrote, as text.
 pub fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
@@ -224,6 +288,15 @@ pub fn assert_stdout_has(out: &Output, needle: &str) {
     assert!(
         String::from_utf8_lossy(&out.stdout).contains(needle),
         "stdout lacks {needle:?}\n{}",
+        output_text(out)
+    );
+}
+
+/// Asserts that the child's stderr contains `needle`; otherwise shows both of its outputs.
+pub fn assert_stderr_has(out: &Output, needle: &str) {
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(needle),
+        "stderr lacks {needle:?}\n{}",
         output_text(out)
     );
 }
@@ -254,4 +327,33 @@ pub fn last_messages(server: &MockServer) -> String {
 /// A mock model server serving `script` (a testkit script as JSON).
 pub fn server(script: Value) -> MockServer {
     MockServer::start(Script::from_value(script).unwrap())
+}
+
+/// A model turn calling `list_dir` on the workspace (call `id`) whose usage reports
+/// `input_tokens`: how a test fills the context window without large files.
+pub fn list_call(id: &str, input_tokens: u64) -> Value {
+    json!({"tool_calls": [{"id": id, "name": "list_dir", "arguments": {"path": "."}}],
+           "usage": {"input_tokens": input_tokens, "output_tokens": 5}})
+}
+
+/// The flags of a 1,000-token context window compacted at half of it, keeping the last turn.
+pub const COMPACTING_FLAGS: [&str; 6] = [
+    "--context-window",
+    "1000",
+    "--compact-at",
+    "0.5",
+    "--keep-turns",
+    "1",
+];
+
+/// A model whose two tool turns pass half of a 1,000-token window by the second: under
+/// [`COMPACTING_FLAGS`] the loop compacts before the third model call, whose reply is the summary
+/// (`SUMMARY-OF-EARLY-WORK`); then it answers `Finished.`.
+pub fn compacting_server() -> MockServer {
+    server(json!({"mode": "sequential", "turns": [
+        list_call("c1", 100),
+        list_call("c2", 900),
+        {"text": "SUMMARY-OF-EARLY-WORK"},
+        {"text": "Finished."}
+    ]}))
 }

@@ -56,6 +56,15 @@ impl Pty {
         self.session.send_line(line).unwrap();
     }
 
+    /// Types `line`, waits for `reply` and then for the chat's next prompt; returns what was
+    /// shown up to `reply`.
+    pub fn exchange(&mut self, line: &str, reply: &str) -> String {
+        self.line(line);
+        let shown = self.expect(reply);
+        self.expect("› ");
+        shown
+    }
+
     /// Presses keys, without Enter.
     pub fn keys(&mut self, keys: &str) {
         self.session.send(keys).unwrap();
@@ -96,6 +105,14 @@ impl Pty {
             Ok(found) => String::from_utf8_lossy(found.as_bytes()).into_owned(),
             Err(e) => panic!("the program did not end ({e}); it showed:\n{}", self.seen()),
         }
+    }
+
+    /// Presses Ctrl-D (the end of input, which leaves a chat), then [`Pty::transcript`].
+    pub fn end_input(mut self) -> String {
+        self.session
+            .send(expectrl::ControlCode::EndOfTransmission)
+            .unwrap();
+        self.transcript()
     }
 
     /// Reads to the end of the program, or gives up at the hang guard; returns everything the

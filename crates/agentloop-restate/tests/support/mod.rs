@@ -16,14 +16,7 @@ pub fn restate_server_binary() -> Option<PathBuf> {
     if let Ok(path) = std::env::var("AGENTLOOP_RESTATE_SERVER") {
         return Some(PathBuf::from(path)).filter(|p| p.exists());
     }
-    let cache = std::env::var("AGENTLOOP_CI_CACHE")
-        .map(PathBuf::from)
-        .ok()
-        .or_else(|| {
-            std::env::var("HOME")
-                .ok()
-                .map(|h| Path::new(&h).join(".cache/agentloop-ci"))
-        })?;
+    let cache = agentloop_testkit::external::ci_cache_dir()?;
     // The platform package's native binary first: `.bin/restate-server` is a Node shim that
     // starts it as a child, and killing the shim (how a test stops its server) would leave the
     // real server running.

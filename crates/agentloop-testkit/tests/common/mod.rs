@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use agentloop_testkit::WireFormat;
+use agentloop_testkit::{MockServer, WireFormat};
 use futures::StreamExt;
 use serde_json::{Value, json};
 
@@ -52,6 +52,17 @@ pub async fn post(base: &str, path: &str, body: &Value) -> Reply {
         headers,
         body,
     }
+}
+
+/// [`post`]s the opening request of a conversation in `format` ([`first_request`] with the
+/// user message `user`) to that format's endpoint on `server`.
+pub async fn post_first(server: &MockServer, format: WireFormat, user: &str) -> Reply {
+    post(
+        &server.base_url(),
+        path(format),
+        &first_request(format, user),
+    )
+    .await
 }
 
 trait JsonBody {
@@ -113,6 +124,23 @@ pub async fn post_partial(base: &str, path: &str, body: &Value, idle: Duration) 
             Ok(Some(Ok(chunk))) => bytes.extend_from_slice(&chunk),
         }
     }
+}
+
+/// [`post_partial`] of the opening request of a conversation in `format`, as [`post_first`]
+/// sends it.
+pub async fn post_first_partial(
+    server: &MockServer,
+    format: WireFormat,
+    user: &str,
+    idle: Duration,
+) -> Partial {
+    post_partial(
+        &server.base_url(),
+        path(format),
+        &first_request(format, user),
+        idle,
+    )
+    .await
 }
 
 /// One SSE event: its `event:` name (if any) and `data:` text.
