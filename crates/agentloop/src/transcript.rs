@@ -574,8 +574,7 @@ pub fn call_ids(messages: &[Message]) -> HashSet<&str> {
 pub fn answered_call_ids(messages: &[Message]) -> HashSet<&str> {
     messages
         .iter()
-        .filter_map(Message::tool_result_part)
-        .map(|r| r.call_id.as_str())
+        .filter_map(|m| Some(m.tool_result_part()?.call_id.as_str()))
         .collect()
 }
 
