@@ -1,7 +1,7 @@
 //! The library API a newcomer meets: listeners that add up, a session attached in one call and
 //! continued by another agent, an abort that ends one run only, blocked calls reported without
-//! a start, a declared approval requirement with typed arguments, renamed knobs, and the usage
-//! limit's whole-number amounts.
+//! a start, a declared approval requirement with typed arguments, renamed knobs, the usage
+//! limit's whole-number amounts, and keyword settings that all read and print alike.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use crate::common;
@@ -423,4 +423,68 @@ async fn an_abort_consumed_by_a_dropped_stream_does_not_reach_the_next_run() {
     assert!(!agent.abort_signal().is_aborted());
     let next = run_prompt(&agent, "two").await;
     assert_eq!(next.final_text(), "fresh");
+}
+
+/// Every keyword setting of the library reads the same way (surrounding space, any case, `_`
+/// for `-`, aliases), prints the spelling it reads, and names the accepted words when it does
+/// not know one.
+#[test]
+fn keyword_settings_read_and_print_alike() {
+    use agentloop::builtin::{ApprovalPolicy, SandboxMode};
+    use agentloop::model::ReasoningLevel;
+    use agentloop::output::OutputStrategy;
+    use std::fmt::Display;
+    use std::str::FromStr;
+
+    fn round_trips<T>(values: &[T])
+    where
+        T: Copy + Display + FromStr + PartialEq + std::fmt::Debug,
+        T::Err: std::fmt::Debug,
+    {
+        for &value in values {
+            let text = value.to_string();
+            assert_eq!(text.parse::<T>().unwrap(), value);
+            let shouted = format!("  {}\t", text.to_uppercase().replace('-', "_"));
+            assert_eq!(shouted.parse::<T>().unwrap(), value, "{shouted:?}");
+        }
+    }
+    round_trips(&[
+        ApprovalPolicy::Mutating,
+        ApprovalPolicy::Never,
+        ApprovalPolicy::Always,
+        ApprovalPolicy::Defer,
+    ]);
+    round_trips(&[
+        SandboxMode::ReadOnly,
+        SandboxMode::WorkspaceWrite,
+        SandboxMode::FullAccess,
+    ]);
+    round_trips(&[
+        ReasoningLevel::Off,
+        ReasoningLevel::Minimal,
+        ReasoningLevel::Low,
+        ReasoningLevel::Medium,
+        ReasoningLevel::High,
+        ReasoningLevel::Xhigh,
+    ]);
+    round_trips(&[
+        OutputStrategy::Auto,
+        OutputStrategy::Native,
+        OutputStrategy::Tool,
+        OutputStrategy::Prompted,
+    ]);
+
+    assert_eq!(" None ".parse(), Ok(ReasoningLevel::Off));
+    assert_eq!("prompt".parse(), Ok(OutputStrategy::Prompted));
+    assert_eq!("Read_Only".parse(), Ok(SandboxMode::ReadOnly));
+    let unknown = "maybe".parse::<ApprovalPolicy>().unwrap_err();
+    assert_eq!(
+        unknown.to_string(),
+        "unknown approval policy `maybe`; use ask, deny, allow or defer"
+    );
+    let unknown = "extreme".parse::<ReasoningLevel>().unwrap_err();
+    assert_eq!(
+        unknown.to_string(),
+        "unknown reasoning level `extreme`; use off, minimal, low, medium, high or xhigh"
+    );
 }
